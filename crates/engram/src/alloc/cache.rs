@@ -1,0 +1,81 @@
+//! Per-thread caches of free slots, one per (thread, open pool).
+//!
+//! What it keeps true: a slot in a cache is marked in use in its span's
+//! volatile bitmap, so no other thread can be handed it; the heap's registry
+//! holds every cache, so closing the pool or collecting can take the slots
+//! back (`Heap::drain_caches`). A cache's mutex is taken by its own thread on
+//! every allocation (uncontended) and by the drainer only while no region runs.
+
+use super::classes::NUM_CLASSES;
+use super::{Heap, BATCH};
+use parking_lot::Mutex;
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// One thread's cache for one heap.
+pub(crate) struct CacheCell {
+    heap_id: u64,
+    dead: AtomicBool,
+    bins: Mutex<Vec<Vec<u64>>>,
+}
+
+impl CacheCell {
+    fn new(heap_id: u64) -> Self {
+        CacheCell { heap_id, dead: AtomicBool::new(false), bins: Mutex::new(vec![Vec::new(); NUM_CLASSES]) }
+    }
+
+    /// Empties the cache, returning its slots per class.
+    pub fn take_all(&self) -> Vec<Vec<u64>> {
+        std::mem::replace(&mut *self.bins.lock(), vec![Vec::new(); NUM_CLASSES])
+    }
+
+    /// Slots cached per class.
+    pub fn counts(&self) -> Vec<usize> {
+        self.bins.lock().iter().map(Vec::len).collect()
+    }
+
+    /// Marks the cache as belonging to a closed pool.
+    pub fn retire(&self) {
+        self.dead.store(true, Ordering::Relaxed);
+    }
+}
+
+thread_local! {
+    static CACHES: RefCell<Vec<Arc<CacheCell>>> = const { RefCell::new(Vec::new()) };
+}
+
+fn with_cell<R>(heap: &Heap, f: impl FnOnce(&CacheCell) -> R) -> R {
+    CACHES.with(|caches| {
+        let mut caches = caches.borrow_mut();
+        if let Some(cell) = caches.iter().find(|c| c.heap_id == heap.id) {
+            return f(cell);
+        }
+        caches.retain(|c| !c.dead.load(Ordering::Relaxed));
+        let cell = Arc::new(CacheCell::new(heap.id));
+        heap.register_cache(cell.clone());
+        caches.push(cell.clone());
+        f(&cell)
+    })
+}
+
+/// Pops a cached slot (header address) of class `c`.
+#[inline]
+pub(crate) fn pop(heap: &Heap, c: usize) -> Option<u64> {
+    with_cell(heap, |cell| cell.bins.lock()[c].pop())
+}
+
+/// Caches `hdrs` of class `c`.
+pub(crate) fn push_all(heap: &Heap, c: usize, hdrs: Vec<u64>) {
+    with_cell(heap, |cell| cell.bins.lock()[c].extend(hdrs));
+}
+
+/// Caches one freed slot; returns slots to give back if the bin overflows.
+pub(crate) fn push(heap: &Heap, c: usize, hdr: u64) -> Option<Vec<u64>> {
+    with_cell(heap, |cell| {
+        let mut bins = cell.bins.lock();
+        let bin = &mut bins[c];
+        bin.push(hdr);
+        (bin.len() > 2 * BATCH).then(|| bin.split_off(BATCH))
+    })
+}

@@ -1,0 +1,603 @@
+//! The persistent heap allocator: 64 KiB spans in 64 MiB arenas, size
+//! classes for small objects, whole spans for large ones, per-thread caches.
+//!
+//! What it keeps true:
+//! - The persistent span table (one u32 per span, at the start of each arena)
+//!   says what every span holds: free, a size class, or a large object.
+//!   It is written (and flushed, not fenced) only on the slow path, when a
+//!   span changes hands; the region that links an object from the new span
+//!   fences before it commits, which makes the entry durable first.
+//! - Which slots of a small span are in use is volatile while the pool is
+//!   open. The allocation fast path writes the object header and nothing else:
+//!   no log, no flush. After a crash the GC rebuilds the slot bitmaps by
+//!   marking from the roots, so an object allocated and never linked is free
+//!   again. After a clean close the bitmaps are written into the arena
+//!   metadata and reopening reads them (O(metadata), not O(heap)).
+//! - Lock order: class lock, then the span lock. Thread caches are locked
+//!   alone (each only by its thread, and by `drain_caches` while no region runs).
+
+pub mod cache;
+pub mod classes;
+
+use crate::error::{Error, Result};
+use crate::format::*;
+use crate::pool::space::Space;
+use cache::CacheCell;
+use classes::{class_for, slot_size, slots_per_span, NUM_CLASSES};
+use parking_lot::Mutex;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Slots moved between a thread cache and its class at a time.
+pub(crate) const BATCH: usize = 32;
+
+/// Where an object lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Loc {
+    /// Slot `index` of small span `span` (global span index) of class `class`.
+    Small { span: u64, class: usize, index: u32 },
+    /// A large object starting at span `span`, `spans` long.
+    Large { span: u64, spans: u32 },
+}
+
+impl Loc {
+    /// Bytes available to the payload.
+    pub fn capacity(self) -> u64 {
+        match self {
+            Loc::Small { class, .. } => slot_size(class) - OBJ_HEADER,
+            Loc::Large { spans, .. } => spans as u64 * SPAN_SIZE - OBJ_HEADER,
+        }
+    }
+}
+
+/// Volatile state of one small span.
+#[derive(Clone)]
+pub(crate) struct SpanBits {
+    pub bits: [u64; 32],
+    pub live: u32,
+}
+
+impl SpanBits {
+    fn empty() -> Self {
+        SpanBits { bits: [0; 32], live: 0 }
+    }
+}
+
+#[derive(Default)]
+struct Class {
+    spans: HashMap<u64, SpanBits>,
+    /// Spans with at least one free slot.
+    partial: Vec<u64>,
+}
+
+/// Free spans, per arena (bit set = free and mapped).
+#[derive(Default)]
+struct SpanSpace {
+    free: Vec<[u64; 16]>,
+    /// Spans below this global index have been incorporated.
+    mapped_spans: u64,
+}
+
+/// Objects found live by a mark phase.
+#[derive(Default)]
+pub(crate) struct Marks {
+    pub small: HashMap<u64, [u64; 32]>,
+    pub large: HashSet<u64>,
+}
+
+impl Marks {
+    /// Marks `loc`; returns false if it was already marked.
+    pub fn mark(&mut self, loc: Loc) -> bool {
+        match loc {
+            Loc::Small { span, index, .. } => {
+                let w = self.small.entry(span).or_insert([0; 32]);
+                let (i, b) = ((index / 64) as usize, 1u64 << (index % 64));
+                let fresh = w[i] & b == 0;
+                w[i] |= b;
+                fresh
+            }
+            Loc::Large { span, .. } => self.large.insert(span),
+        }
+    }
+}
+
+/// Counts reported by `engram info` and the GC.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HeapStats {
+    /// Bytes in free spans plus free slots of small spans.
+    pub free_bytes: u64,
+    /// Spans in use (small or large).
+    pub used_spans: u64,
+    /// Spans free.
+    pub free_spans: u64,
+}
+
+static NEXT_HEAP_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The allocator of one open pool.
+pub(crate) struct Heap {
+    pub id: u64,
+    classes: Box<[Mutex<Class>]>,
+    spans: Mutex<SpanSpace>,
+    large: Mutex<HashMap<u64, u32>>,
+    caches: Mutex<Vec<Arc<CacheCell>>>,
+}
+
+/// Pool offset of global span `g`.
+#[inline]
+pub(crate) fn span_off(g: u64) -> u64 {
+    HEAP_OFF + g * SPAN_SIZE
+}
+
+/// Pool offset of span `g`'s span-table entry.
+#[inline]
+fn entry_off(g: u64) -> u64 {
+    arena_off(g / SPANS_PER_ARENA) + (g % SPANS_PER_ARENA) * 4
+}
+
+/// Pool offset of span `g`'s saved allocation bitmap.
+fn bitmap_off(g: u64) -> u64 {
+    arena_off(g / SPANS_PER_ARENA) + ARENA_BITMAP_OFF + (g % SPANS_PER_ARENA) * SPAN_BITMAP_BYTES
+}
+
+/// Global span count covered by `size` bytes of pool.
+fn spans_in(size: u64) -> u64 {
+    size.saturating_sub(HEAP_OFF) / SPAN_SIZE
+}
+
+fn set_entry(space: &Space, g: u64, v: u32) -> Result<()> {
+    space.write(entry_off(g), &v)?;
+    space.flush(entry_off(g), 4);
+    Ok(())
+}
+
+/// Finds the object whose payload starts at `addr`, from the persistent span table.
+pub(crate) fn locate(space: &Space, addr: u64) -> Option<Loc> {
+    let base = space.base();
+    if addr < base + HEAP_OFF + OBJ_HEADER || addr % 16 != 0 {
+        return None;
+    }
+    let hdr = addr - OBJ_HEADER - base;
+    let g = (hdr - HEAP_OFF) / SPAN_SIZE;
+    if g >= spans_in(space.size()) || g % SPANS_PER_ARENA < ARENA_META_SPANS {
+        return None;
+    }
+    let e: u32 = space.read(entry_off(g)).ok()?;
+    let within = hdr - span_off(g);
+    match e {
+        1..=39 => {
+            let class = (e - 1) as usize;
+            let slot = slot_size(class);
+            let index = within / slot;
+            (within % slot == 0 && index < slots_per_span(class) as u64)
+                .then_some(Loc::Small { span: g, class, index: index as u32 })
+        }
+        _ if e & SPAN_LARGE_HEAD != 0 && e != SPAN_META => {
+            let spans = e & SPAN_LARGE_MASK;
+            (within == 0 && spans > 0 && g + spans as u64 <= spans_in(space.size()))
+                .then_some(Loc::Large { span: g, spans })
+        }
+        _ => None,
+    }
+}
+
+/// Finds the object whose slot contains `addr`: its payload address and place.
+pub(crate) fn locate_containing(space: &Space, addr: u64) -> Option<(u64, Loc)> {
+    let base = space.base();
+    if addr < base + HEAP_OFF {
+        return None;
+    }
+    let off = addr - base;
+    let g = (off - HEAP_OFF) / SPAN_SIZE;
+    if g >= spans_in(space.size()) || g % SPANS_PER_ARENA < ARENA_META_SPANS {
+        return None;
+    }
+    let e: u32 = space.read(entry_off(g)).ok()?;
+    let head = match e {
+        1..=39 => {
+            let slot = slot_size((e - 1) as usize);
+            span_off(g) + (off - span_off(g)) / slot * slot
+        }
+        SPAN_META => return None,
+        _ if e & SPAN_LARGE_HEAD != 0 => span_off(g),
+        _ if e & SPAN_LARGE_TAIL != 0 => span_off(g.checked_sub((e & SPAN_LARGE_MASK) as u64)?),
+        _ => return None,
+    };
+    let payload = base + head + OBJ_HEADER;
+    locate(space, payload).map(|loc| (payload, loc))
+}
+
+impl Heap {
+    fn empty() -> Self {
+        Heap {
+            id: NEXT_HEAP_ID.fetch_add(1, Ordering::Relaxed),
+            classes: (0..NUM_CLASSES).map(|_| Mutex::new(Class::default())).collect(),
+            spans: Mutex::new(SpanSpace::default()),
+            large: Mutex::new(HashMap::new()),
+            caches: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Builds the allocator from the persistent span tables. With `clean`,
+    /// slot bitmaps come from the arena metadata; otherwise every small span
+    /// starts empty and the caller must run a collection before allocating.
+    pub fn load(space: &Space, clean: bool) -> Result<Self> {
+        let heap = Heap::empty();
+        let limit = spans_in(space.size());
+        let mut ss = heap.spans.lock();
+        let mut large = heap.large.lock();
+        let mut g = 0;
+        while g < limit {
+            let e: u32 = space.read(entry_off(g))?;
+            let s = g % SPANS_PER_ARENA;
+            if s < ARENA_META_SPANS {
+                g += 1;
+                continue;
+            }
+            match e {
+                SPAN_FREE => set_free(&mut ss, g, true),
+                1..=39 => {
+                    let c = (e - 1) as usize;
+                    let bits = if clean { read_bitmap(space, g, c)? } else { SpanBits::empty() };
+                    heap.classes[c].lock().spans.insert(g, bits);
+                }
+                _ if e & SPAN_LARGE_HEAD != 0 && e != SPAN_META => {
+                    let n = (e & SPAN_LARGE_MASK) as u64;
+                    if n == 0 || s + n > SPANS_PER_ARENA || g + n > limit {
+                        return Err(Error::corrupt(format!("span {g}: large object of {n} spans overruns its arena")));
+                    }
+                    large.insert(g, n as u32);
+                    g += n;
+                    continue;
+                }
+                _ => return Err(Error::corrupt(format!("span {g}: bad span-table entry {e:#x}"))),
+            }
+            g += 1;
+        }
+        ss.mapped_spans = limit;
+        drop((ss, large));
+        heap.rebuild_partials();
+        Ok(heap)
+    }
+
+    fn rebuild_partials(&self) {
+        for (c, cls) in self.classes.iter().enumerate() {
+            let mut cls = cls.lock();
+            let per = slots_per_span(c);
+            let mut partial: Vec<u64> = cls.spans.iter().filter(|(_, b)| b.live < per).map(|(&g, _)| g).collect();
+            partial.sort_unstable_by(|a, b| b.cmp(a));
+            cls.partial = partial;
+        }
+    }
+
+    /// Allocates `payload` bytes and writes the object header. Returns the
+    /// payload address. No log is written and nothing is flushed.
+    pub fn alloc(&self, space: &Space, payload: u64, type_id: u32, flags: u32, count: u64) -> Result<u64> {
+        let need = payload.checked_add(OBJ_HEADER).ok_or_else(|| Error::invalid("allocation size overflows"))?;
+        let hdr = match class_for(need) {
+            Some(c) => match cache::pop(self, c) {
+                Some(a) => a,
+                None => self.refill_and_pop(space, c)?,
+            },
+            None => self.alloc_large(space, need)?,
+        };
+        let h = ObjHeader { type_id, flags: OBJ_TAG | flags, count };
+        space.write(hdr - space.base(), &h)?;
+        Ok(hdr + OBJ_HEADER)
+    }
+
+    fn refill_and_pop(&self, space: &Space, c: usize) -> Result<u64> {
+        let mut got = self.take_from_class(space, c, BATCH)?;
+        let first = got.pop().ok_or_else(|| Error::corrupt("refill returned nothing"))?;
+        cache::push_all(self, c, got);
+        Ok(first)
+    }
+
+    /// Takes up to `want` free slots (header addresses) of class `c`.
+    fn take_from_class(&self, space: &Space, c: usize, want: usize) -> Result<Vec<u64>> {
+        let per = slots_per_span(c);
+        let slot = slot_size(c);
+        let mut out = Vec::with_capacity(want);
+        let mut cls = self.classes[c].lock();
+        while out.len() < want {
+            let g = match cls.partial.last() {
+                Some(&g) => g,
+                None => {
+                    let g = self.take_spans(space, 1)?;
+                    set_entry(space, g, c as u32 + 1)?;
+                    cls.spans.insert(g, SpanBits::empty());
+                    cls.partial.push(g);
+                    g
+                }
+            };
+            let sb = cls.spans.get_mut(&g).ok_or_else(|| Error::corrupt("partial span without state"))?;
+            let mut i = 0u32;
+            while i < per && out.len() < want {
+                let (w, b) = ((i / 64) as usize, 1u64 << (i % 64));
+                if sb.bits[w] == u64::MAX && i % 64 == 0 {
+                    i += 64;
+                    continue;
+                }
+                if sb.bits[w] & b == 0 {
+                    sb.bits[w] |= b;
+                    sb.live += 1;
+                    out.push(space.base() + span_off(g) + i as u64 * slot);
+                }
+                i += 1;
+            }
+            if sb.live >= per {
+                cls.partial.pop();
+            }
+        }
+        Ok(out)
+    }
+
+    /// Returns header addresses of class `c` to their spans.
+    pub(crate) fn give_back(&self, space: &Space, c: usize, hdrs: impl IntoIterator<Item = u64>) {
+        let per = slots_per_span(c);
+        let slot = slot_size(c);
+        let mut cls = self.classes[c].lock();
+        for h in hdrs {
+            let off = h - space.base();
+            let g = (off - HEAP_OFF) / SPAN_SIZE;
+            let i = ((off - span_off(g)) / slot) as u32;
+            let Some(sb) = cls.spans.get_mut(&g) else { continue };
+            let (w, b) = ((i / 64) as usize, 1u64 << (i % 64));
+            if sb.bits[w] & b != 0 {
+                sb.bits[w] &= !b;
+                sb.live -= 1;
+                if sb.live == per - 1 {
+                    cls.partial.push(g);
+                }
+            }
+        }
+    }
+
+    fn alloc_large(&self, space: &Space, need: u64) -> Result<u64> {
+        let n = need.div_ceil(SPAN_SIZE);
+        if n > SPANS_PER_ARENA - ARENA_META_SPANS {
+            return Err(Error::invalid(format!(
+                "object of {need} bytes is larger than an arena's {} usable bytes",
+                (SPANS_PER_ARENA - ARENA_META_SPANS) * SPAN_SIZE
+            )));
+        }
+        let g = self.take_spans(space, n)?;
+        set_entry(space, g, SPAN_LARGE_HEAD | n as u32)?;
+        for k in 1..n {
+            set_entry(space, g + k, SPAN_LARGE_TAIL | k as u32)?;
+        }
+        self.large.lock().insert(g, n as u32);
+        Ok(space.base() + span_off(g))
+    }
+
+    /// Frees the object at payload address `addr` (already validated as `loc`).
+    pub fn free(&self, space: &Space, loc: Loc) -> Result<()> {
+        match loc {
+            Loc::Small { span, class, index } => {
+                let hdr = space.base() + span_off(span) + index as u64 * slot_size(class);
+                if let Some(spill) = cache::push(self, class, hdr) {
+                    self.give_back(space, class, spill);
+                }
+                Ok(())
+            }
+            Loc::Large { span, spans } => self.release_large(space, span, spans),
+        }
+    }
+
+    fn release_large(&self, space: &Space, g: u64, n: u32) -> Result<()> {
+        for k in 0..n as u64 {
+            set_entry(space, g + k, SPAN_FREE)?;
+        }
+        self.large.lock().remove(&g);
+        let mut ss = self.spans.lock();
+        for k in 0..n as u64 {
+            set_free(&mut ss, g + k, true);
+        }
+        Ok(())
+    }
+
+    /// Takes `n` contiguous free spans in one arena, growing the pool if needed.
+    fn take_spans(&self, space: &Space, n: u64) -> Result<u64> {
+        let mut ss = self.spans.lock();
+        loop {
+            if let Some(g) = find_run(&ss, n) {
+                for k in 0..n {
+                    set_free(&mut ss, g + k, false);
+                }
+                return Ok(g);
+            }
+            space.grow(space.size() + (n + ARENA_META_SPANS) * SPAN_SIZE)?;
+            incorporate(&mut ss, spans_in(space.size()));
+        }
+    }
+
+    /// Moves every thread cache's slots back to their classes.
+    pub fn drain_caches(&self, space: &Space) {
+        let cells: Vec<Arc<CacheCell>> = self.caches.lock().clone();
+        for cell in cells {
+            for (c, hdrs) in cell.take_all().into_iter().enumerate() {
+                if !hdrs.is_empty() {
+                    self.give_back(space, c, hdrs);
+                }
+            }
+        }
+    }
+
+    /// Replaces every slot bitmap with `marks`, frees unmarked large objects
+    /// and empty spans (persisting their span-table entries), and rebuilds
+    /// the free lists. Caller holds the pool exclusively with caches drained.
+    pub fn sweep(&self, space: &Space, marks: &Marks) -> Result<()> {
+        let mut empty = Vec::new();
+        for cls in self.classes.iter() {
+            let mut cls = cls.lock();
+            for (&g, sb) in cls.spans.iter_mut() {
+                sb.bits = marks.small.get(&g).copied().unwrap_or([0; 32]);
+                sb.live = sb.bits.iter().map(|w| w.count_ones()).sum();
+                if sb.live == 0 {
+                    empty.push(g);
+                }
+            }
+            for g in &empty {
+                cls.spans.remove(g);
+            }
+            for &g in &empty {
+                set_entry(space, g, SPAN_FREE)?;
+                set_free(&mut self.spans.lock(), g, true);
+            }
+            empty.clear();
+        }
+        let dead: Vec<(u64, u32)> =
+            self.large.lock().iter().filter(|(g, _)| !marks.large.contains(g)).map(|(&g, &n)| (g, n)).collect();
+        for (g, n) in dead {
+            self.release_large(space, g, n)?;
+        }
+        self.rebuild_partials();
+        space.persist.fence("span tables of swept spans")
+    }
+
+    /// Writes every small span's bitmap into its arena metadata (clean close).
+    pub fn save_bitmaps(&self, space: &Space) -> Result<()> {
+        for cls in self.classes.iter() {
+            let cls = cls.lock();
+            for (&g, sb) in cls.spans.iter() {
+                space.write(bitmap_off(g), &sb.bits)?;
+                space.flush(bitmap_off(g), SPAN_BITMAP_BYTES);
+            }
+        }
+        space.persist.fence("slot bitmaps before the clean flag")
+    }
+
+    /// Free space figures.
+    pub fn stats(&self) -> HeapStats {
+        let mut st = HeapStats::default();
+        {
+            let ss = self.spans.lock();
+            let free: u64 = ss.free.iter().flat_map(|a| a.iter()).map(|w| w.count_ones() as u64).sum();
+            st.free_spans = free;
+            st.free_bytes = free * SPAN_SIZE;
+        }
+        for (c, cls) in self.classes.iter().enumerate() {
+            let cls = cls.lock();
+            for sb in cls.spans.values() {
+                st.used_spans += 1;
+                st.free_bytes += (slots_per_span(c) - sb.live) as u64 * slot_size(c);
+            }
+        }
+        st.used_spans += self.large.lock().values().map(|&n| n as u64).sum::<u64>();
+        st
+    }
+
+    /// Objects in use and the bytes of their slots (headers included).
+    pub fn live(&self) -> (u64, u64) {
+        let (mut objects, mut bytes) = (0, 0);
+        for (c, cls) in self.classes.iter().enumerate() {
+            for sb in cls.lock().spans.values() {
+                objects += sb.live as u64;
+                bytes += sb.live as u64 * slot_size(c);
+            }
+        }
+        for &n in self.large.lock().values() {
+            objects += 1;
+            bytes += n as u64 * SPAN_SIZE;
+        }
+        // Cached slots are marked in use but hold no object.
+        for cell in self.caches.lock().iter() {
+            for (c, n) in cell.counts().into_iter().enumerate() {
+                objects -= n as u64;
+                bytes -= n as u64 * slot_size(c);
+            }
+        }
+        (objects, bytes)
+    }
+
+    pub(crate) fn register_cache(&self, cell: Arc<CacheCell>) {
+        let mut caches = self.caches.lock();
+        caches.push(cell);
+    }
+
+    /// Drops registry entries of threads that have exited, returning their slots.
+    pub(crate) fn prune_caches(&self, space: &Space) {
+        let gone: Vec<Arc<CacheCell>> = {
+            let mut caches = self.caches.lock();
+            let (gone, keep) = caches.drain(..).partition(|c| Arc::strong_count(c) == 1);
+            *caches = keep;
+            gone
+        };
+        for cell in gone {
+            for (c, hdrs) in cell.take_all().into_iter().enumerate() {
+                self.give_back(space, c, hdrs);
+            }
+        }
+    }
+
+    /// Marks the heap's caches dead (pool closing).
+    pub fn retire(&self) {
+        for cell in self.caches.lock().iter() {
+            cell.retire();
+        }
+    }
+}
+
+fn read_bitmap(space: &Space, g: u64, c: usize) -> Result<SpanBits> {
+    let bits: [u64; 32] = space.read(bitmap_off(g))?;
+    let per = slots_per_span(c);
+    for i in per..2048 {
+        if bits[(i / 64) as usize] & (1 << (i % 64)) != 0 {
+            return Err(Error::corrupt(format!("span {g}: bitmap marks slot {i} beyond {per} slots")));
+        }
+    }
+    let live = bits.iter().map(|w| w.count_ones()).sum();
+    Ok(SpanBits { bits, live })
+}
+
+fn set_free(ss: &mut SpanSpace, g: u64, free: bool) {
+    let a = (g / SPANS_PER_ARENA) as usize;
+    while ss.free.len() <= a {
+        ss.free.push([0; 16]);
+    }
+    let s = g % SPANS_PER_ARENA;
+    let (w, b) = ((s / 64) as usize, 1u64 << (s % 64));
+    if free {
+        ss.free[a][w] |= b;
+    } else {
+        ss.free[a][w] &= !b;
+    }
+}
+
+fn is_free(ss: &SpanSpace, g: u64) -> bool {
+    let a = (g / SPANS_PER_ARENA) as usize;
+    let s = g % SPANS_PER_ARENA;
+    ss.free.get(a).is_some_and(|bits| bits[(s / 64) as usize] & (1 << (s % 64)) != 0)
+}
+
+fn find_run(ss: &SpanSpace, n: u64) -> Option<u64> {
+    for (a, bits) in ss.free.iter().enumerate() {
+        if bits.iter().all(|&w| w == 0) {
+            continue;
+        }
+        let first = a as u64 * SPANS_PER_ARENA;
+        let mut run = 0;
+        for s in ARENA_META_SPANS..SPANS_PER_ARENA {
+            if is_free(ss, first + s) {
+                run += 1;
+                if run == n {
+                    return Some(first + s + 1 - n);
+                }
+            } else {
+                run = 0;
+            }
+        }
+    }
+    None
+}
+
+/// Adds freshly mapped spans (all zero, so free) up to global index `limit`.
+fn incorporate(ss: &mut SpanSpace, limit: u64) {
+    for g in ss.mapped_spans..limit {
+        if g % SPANS_PER_ARENA >= ARENA_META_SPANS {
+            set_free(ss, g, true);
+        }
+    }
+    ss.mapped_spans = ss.mapped_spans.max(limit);
+}

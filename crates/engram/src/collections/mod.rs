@@ -1,0 +1,1 @@
+//! Persistent collections (filled in below).

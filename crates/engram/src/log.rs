@@ -1,0 +1,241 @@
+//! Undo logs: one slot per running failure-atomic region.
+//!
+//! A slot is `LOG_SLOT_SIZE` bytes in the log area: a [`LogSlotHeader`] whose
+//! `gen` word says which entries are live, then entries. When the slot is
+//! full the log continues in overflow chunks allocated from the heap and
+//! chained from the slot header (they stay attached for reuse, and the GC
+//! marks them from the slot).
+//!
+//! Crash cases, step by step:
+//! 1. An entry (header + old bytes, CRC32C over both) is written, flushed and
+//!    fenced *before* the range it covers is modified. A crash while it is
+//!    written leaves a bad CRC or a stale generation: the scan stops there,
+//!    and nothing after it was modified yet.
+//! 2. A crash after step 1 (region still running): recovery finds entries of
+//!    the slot's generation and writes the old bytes back, newest first.
+//! 3. Commit persists the new data, then bumps `gen` (one 8-byte store,
+//!    flushed and fenced). A crash before the bump is case 2; after it, no
+//!    entry matches the generation, so nothing is undone.
+//! 4. Recovery itself ends by bumping `gen`; a crash during recovery simply
+//!    replays again (undo is idempotent).
+
+use crate::error::{Error, Result};
+use crate::format::*;
+use crate::pool::space::Space;
+
+/// Bytes of an entry header.
+const ENTRY: u64 = std::mem::size_of::<LogEntryHeader>() as u64;
+/// Bytes of a chunk header.
+const CHUNK_HDR: u64 = std::mem::size_of::<LogChunkHeader>() as u64;
+/// Smallest overflow chunk.
+pub(crate) const MIN_CHUNK: u64 = 1 << 20;
+
+/// Pool offset of log slot `i`.
+pub(crate) fn slot_off(i: u32) -> u64 {
+    LOG_OFF + i as u64 * LOG_SLOT_SIZE as u64
+}
+
+fn entry_crc(gen: u64, off: u64, len: u32, data: &[u8]) -> u32 {
+    let mut c = crc32c::crc32c(&gen.to_le_bytes());
+    c = crc32c::crc32c_append(c, &off.to_le_bytes());
+    c = crc32c::crc32c_append(c, &len.to_le_bytes());
+    crc32c::crc32c_append(c, data)
+}
+
+/// A region of log space: `[at, end)` in pool offsets, inside the slot or a chunk.
+#[derive(Clone, Copy, Debug)]
+struct Cursor {
+    /// Pool offset of the chunk header, or None while in the slot itself.
+    chunk: Option<u64>,
+    at: u64,
+    end: u64,
+}
+
+/// Appends entries to one slot's log for one region.
+#[derive(Debug)]
+pub(crate) struct LogWriter {
+    slot: u32,
+    gen: u64,
+    cur: Cursor,
+    entries: u64,
+}
+
+/// Needs the allocator to make overflow chunks.
+pub(crate) trait ChunkAlloc {
+    /// Allocates a chunk object of `bytes` payload; returns its payload address.
+    fn alloc_chunk(&self, bytes: u64) -> Result<u64>;
+}
+
+impl LogWriter {
+    /// A writer at the start of slot `slot`, for the slot's current generation.
+    pub fn open(space: &Space, slot: u32) -> Result<Self> {
+        let h: LogSlotHeader = space.read(slot_off(slot))?;
+        let start = slot_off(slot) + 64;
+        Ok(LogWriter { slot, gen: h.gen, cur: Cursor { chunk: None, at: start, end: slot_off(slot) + LOG_SLOT_SIZE as u64 }, entries: 0 })
+    }
+
+    /// Entries written since the last reset.
+    pub fn entries(&self) -> u64 {
+        self.entries
+    }
+
+    /// Logs the current `len` bytes at pool offset `off`, durably.
+    pub fn append(&mut self, space: &Space, chunks: &dyn ChunkAlloc, off: u64, len: u32) -> Result<()> {
+        let size = ENTRY + (len as u64).div_ceil(8) * 8;
+        // Leave room for a jump entry at the end of every region.
+        if self.cur.at + size + ENTRY > self.cur.end {
+            self.jump(space, chunks, size)?;
+        }
+        let at = self.cur.at;
+        if !space.contains(space.base() + off, len as u64) {
+            return Err(Error::invalid(format!("logged range {off:#x}+{len} is outside the pool")));
+        }
+        // SAFETY: [off, off+len) is inside the mapping (checked above).
+        let data = unsafe { std::slice::from_raw_parts((space.base() + off) as *const u8, len as usize) };
+        let h = LogEntryHeader { gen: self.gen, off, len, crc: entry_crc(self.gen, off, len, data) };
+        space.write(at, &h)?;
+        // SAFETY: the destination [at+ENTRY, at+size) is inside the log region
+        // checked by the cursor bounds; source and destination do not overlap
+        // (the log area and chunks are never logged ranges).
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), (space.base() + at + ENTRY) as *mut u8, len as usize) };
+        // Step 1 of the protocol: the entry is durable before the range changes.
+        space.flush(at, size);
+        space.persist.fence("undo entry before the logged range is modified")?;
+        self.cur.at += size;
+        self.entries += 1;
+        Ok(())
+    }
+
+    /// Moves to the next chunk, allocating and linking it if needed.
+    fn jump(&mut self, space: &Space, chunks: &dyn ChunkAlloc, need: u64) -> Result<()> {
+        let link_off = match self.cur.chunk {
+            None => slot_off(self.slot) + 8,
+            Some(c) => c,
+        };
+        let next: u64 = space.read(link_off)?;
+        let (chunk_off, cap) = if next != 0 {
+            let h: LogChunkHeader = space.read(next - space.base())?;
+            (next - space.base(), h.cap)
+        } else {
+            (0, 0)
+        };
+        let (chunk_off, cap) = if next != 0 && cap >= need + ENTRY {
+            (chunk_off, cap)
+        } else {
+            self.new_chunk(space, chunks, link_off, next, need)?
+        };
+        // The jump entry tells the scan to continue in the linked chunk.
+        let h = LogEntryHeader { gen: self.gen, off: 0, len: LOG_JUMP, crc: entry_crc(self.gen, 0, LOG_JUMP, &[]) };
+        space.write_persist(self.cur.at, &h, "jump entry before entries in the next chunk")?;
+        self.cur = Cursor { chunk: Some(chunk_off), at: chunk_off + CHUNK_HDR, end: chunk_off + CHUNK_HDR + cap };
+        Ok(())
+    }
+
+    /// Allocates a chunk big enough for `need`, linked at `link_off` in front
+    /// of `rest` (the too-small chunk, kept further down the chain).
+    fn new_chunk(&self, space: &Space, chunks: &dyn ChunkAlloc, link_off: u64, rest: u64, need: u64) -> Result<(u64, u64)> {
+        let bytes = (need + ENTRY + CHUNK_HDR).max(MIN_CHUNK).next_power_of_two().min(32 << 20).max(need + ENTRY + CHUNK_HDR);
+        let addr = chunks.alloc_chunk(bytes)?;
+        let off = addr - space.base();
+        let cap = bytes - CHUNK_HDR;
+        // 1. the chunk header, durable before the chunk is linked.
+        space.write_persist(off, &LogChunkHeader { next: rest, cap }, "log chunk header before it is linked")?;
+        // 2. link it (8-byte atomic store); from here the GC keeps it alive.
+        space.write_persist(link_off, &addr, "log chunk link before entries use it")?;
+        Ok((off, cap))
+    }
+}
+
+/// Pool offsets of the live entries of slot `slot`, oldest first.
+/// `translate` maps a stored chunk address to the current mapping (relocation).
+pub(crate) fn live_entries(space: &Space, slot: u32, translate: &dyn Fn(u64) -> u64) -> Result<Vec<u64>> {
+    let sh: LogSlotHeader = space.read(slot_off(slot))?;
+    let mut cur = Cursor { chunk: None, at: slot_off(slot) + 64, end: slot_off(slot) + LOG_SLOT_SIZE as u64 };
+    let mut out = Vec::new();
+    let mut hops = 0u64;
+    while cur.at + ENTRY <= cur.end {
+        let h: LogEntryHeader = space.read(cur.at)?;
+        if h.gen != sh.gen {
+            break;
+        }
+        if h.len == LOG_JUMP {
+            if h.crc != entry_crc(h.gen, h.off, h.len, &[]) {
+                break;
+            }
+            let link_off = cur.chunk.unwrap_or(slot_off(slot) + 8);
+            let next = translate(space.read::<u64>(link_off)?);
+            hops += 1;
+            if next == 0 || hops > space.size() / MIN_CHUNK + 1 || !space.contains(next, CHUNK_HDR) {
+                return Err(Error::corrupt(format!("log slot {slot}: jump to a missing chunk")));
+            }
+            let c: LogChunkHeader = space.read(next - space.base())?;
+            let off = next - space.base();
+            if !space.contains(next, CHUNK_HDR + c.cap) {
+                return Err(Error::corrupt(format!("log slot {slot}: chunk at {off:#x} overruns the pool")));
+            }
+            cur = Cursor { chunk: Some(off), at: off + CHUNK_HDR, end: off + CHUNK_HDR + c.cap };
+            continue;
+        }
+        let size = ENTRY + (h.len as u64).div_ceil(8) * 8;
+        if cur.at + size > cur.end {
+            break;
+        }
+        // SAFETY: [at+ENTRY, at+ENTRY+len) is inside the cursor's region, which
+        // is inside the mapping.
+        let data = unsafe { std::slice::from_raw_parts((space.base() + cur.at + ENTRY) as *const u8, h.len as usize) };
+        if h.crc != entry_crc(h.gen, h.off, h.len, data) {
+            break;
+        }
+        out.push(cur.at);
+        cur.at += size;
+    }
+    Ok(out)
+}
+
+/// Whether an undo entry may target pool offset range `[off, off+len)`:
+/// the root table, the type table or the heap, never headers or logs.
+fn undo_target_ok(space: &Space, off: u64, len: u64) -> bool {
+    let end = off.saturating_add(len);
+    let in_meta = off >= ROOTS_OFF && end <= LOG_OFF;
+    let in_heap = off >= HEAP_OFF && end <= space.size();
+    in_meta || in_heap
+}
+
+/// Undoes every live entry of `slot` (newest first), persists the restored
+/// bytes, then invalidates the log. Returns the number of entries undone.
+pub(crate) fn undo_slot(space: &Space, slot: u32, translate: &dyn Fn(u64) -> u64) -> Result<u64> {
+    let entries = live_entries(space, slot, translate)?;
+    for &at in entries.iter().rev() {
+        let h: LogEntryHeader = space.read(at)?;
+        if !undo_target_ok(space, h.off, h.len as u64) {
+            return Err(Error::corrupt(format!("log slot {slot}: entry targets {:#x}+{}, outside the heap", h.off, h.len)));
+        }
+        // SAFETY: both ranges are inside the mapping (target checked above,
+        // source by live_entries) and do not overlap (logs are never targets).
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                (space.base() + at + ENTRY) as *const u8,
+                (space.base() + h.off) as *mut u8,
+                h.len as usize,
+            )
+        };
+        space.flush(h.off, h.len as u64);
+    }
+    if !entries.is_empty() {
+        space.persist.fence("restored bytes before the log is invalidated")?;
+        invalidate(space, slot)?;
+    }
+    Ok(entries.len() as u64)
+}
+
+/// Bumps the slot's generation: every entry written so far stops counting.
+pub(crate) fn invalidate(space: &Space, slot: u32) -> Result<()> {
+    let off = slot_off(slot);
+    let gen: u64 = space.read(off)?;
+    space.write_persist(off, &(gen + 1), "log generation bump: the region is committed")
+}
+
+/// The first chunk address of each slot (GC roots).
+pub(crate) fn chunk_links(slot: u32) -> u64 {
+    slot_off(slot) + 8
+}

@@ -1,0 +1,401 @@
+//! The pool: a file mapped at a fixed address, holding a garbage-collected
+//! heap with named roots and undo-logged regions.
+//!
+//! A [`Pool`] is a cheap, cloneable handle. The pool is closed cleanly when
+//! [`Pool::close`] is called on the last handle (or the last handle drops):
+//! caches drained, allocator bitmaps written out, everything persisted, and
+//! the header marked clean so the next open costs O(metadata). A pool that
+//! was not closed cleanly is recovered on open (`open.rs`).
+
+mod map;
+mod open;
+pub(crate) mod space;
+
+use crate::alloc::{Heap, HeapStats};
+use crate::error::{Error, Result};
+use crate::gc::MarkStats;
+use crate::pmem::Durability;
+use crate::tx::{RootInfo, Tx};
+use crate::types::TypeTable;
+use parking_lot::{Condvar, Mutex, RwLock};
+use space::Space;
+use std::cell::RefCell;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+
+/// Options for [`Pool::create`].
+#[derive(Clone, Debug)]
+pub struct CreateOptions {
+    /// Layout name checked on every open (at most 64 bytes).
+    pub layout: String,
+    /// Initial file size (rounded up to 64 KiB, at least 4.8 MiB).
+    pub initial_size: u64,
+    /// Largest the pool may grow to (its address reservation).
+    pub max_size: u64,
+    /// Durability mode; `None` picks `pmem` on DAX, `msync` elsewhere.
+    pub durability: Option<Durability>,
+    /// Fails if the file exists (default), instead of overwriting it.
+    pub exclusive: bool,
+}
+
+impl CreateOptions {
+    /// Options with the given layout and defaults: 16 MiB growing to 64 GiB.
+    pub fn new(layout: &str) -> Self {
+        CreateOptions {
+            layout: layout.to_string(),
+            initial_size: 16 << 20,
+            max_size: 64 << 30,
+            durability: None,
+            exclusive: true,
+        }
+    }
+
+    /// Sets the initial size.
+    pub fn initial_size(mut self, bytes: u64) -> Self {
+        self.initial_size = bytes;
+        self
+    }
+
+    /// Sets the maximum size.
+    pub fn max_size(mut self, bytes: u64) -> Self {
+        self.max_size = bytes;
+        self
+    }
+
+    /// Sets the durability mode.
+    pub fn durability(mut self, d: Durability) -> Self {
+        self.durability = Some(d);
+        self
+    }
+
+    /// Allows overwriting an existing file.
+    pub fn overwrite(mut self) -> Self {
+        self.exclusive = false;
+        self
+    }
+}
+
+/// Options for [`Pool::open`].
+#[derive(Clone, Debug)]
+pub struct OpenOptions {
+    /// The layout name the program expects; `None` accepts any.
+    pub layout: Option<String>,
+    /// Durability mode; `None` picks `pmem` on DAX, `msync` elsewhere.
+    pub durability: Option<Durability>,
+    /// Map privately (copy-on-write): recovery and writes never reach the
+    /// file. Used by `engram check` and `engram info`.
+    pub read_only: bool,
+    /// How long [`Tx::lock`] waits before failing with `LockTimeout`.
+    pub lock_timeout: Duration,
+    /// Test hook: map at a different address even if the preferred one is free.
+    pub force_relocate: bool,
+}
+
+impl OpenOptions {
+    /// Options expecting `layout`.
+    pub fn new(layout: &str) -> Self {
+        OpenOptions { layout: Some(layout.to_string()), ..Self::any() }
+    }
+
+    /// Options accepting any layout.
+    pub fn any() -> Self {
+        OpenOptions { layout: None, durability: None, read_only: false, lock_timeout: Duration::from_secs(2), force_relocate: false }
+    }
+
+    /// Sets the durability mode.
+    pub fn durability(mut self, d: Durability) -> Self {
+        self.durability = Some(d);
+        self
+    }
+
+    /// Opens privately; nothing is written to the file.
+    pub fn read_only(mut self) -> Self {
+        self.read_only = true;
+        self
+    }
+}
+
+/// What happened while opening a pool.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OpenReport {
+    /// The last close was clean (no recovery needed).
+    pub was_clean: bool,
+    /// Undo-log entries rolled back.
+    pub undone_entries: u64,
+    /// Regions rolled back (log slots with live entries).
+    pub undone_regions: u64,
+    /// The pool was mapped at a new base and its pointers rewritten.
+    pub relocated: bool,
+    /// The recovery GC's findings (None after a clean close).
+    pub recovered: Option<MarkStats>,
+}
+
+/// Figures about an open pool (`engram info`).
+#[derive(Clone, Debug)]
+pub struct PoolInfo {
+    /// The pool file.
+    pub path: std::path::PathBuf,
+    /// Format version.
+    pub version: u32,
+    /// Layout name.
+    pub layout: String,
+    /// UUID.
+    pub uuid: String,
+    /// Mapped bytes (the file size in use).
+    pub size: u64,
+    /// Maximum size.
+    pub max_size: u64,
+    /// Where the pool is mapped.
+    pub base: u64,
+    /// Durability mode of this open.
+    pub durability: Durability,
+    /// Flush instruction (pmem mode).
+    pub flush: &'static str,
+    /// Mapped with MAP_SYNC.
+    pub dax: bool,
+    /// Objects allocated and not freed (after recovery: reachable ones).
+    pub live_objects: u64,
+    /// Bytes of their slots, headers included.
+    pub live_bytes: u64,
+    /// Allocator figures.
+    pub heap: HeapStats,
+    /// How the open went.
+    pub open: OpenReport,
+    /// Registered types.
+    pub types: usize,
+    /// Named roots.
+    pub roots: usize,
+}
+
+pub(crate) struct PoolInner {
+    pub space: Space,
+    pub heap: Heap,
+    pub types: TypeTable,
+    /// Free log slots (guarded list + wake-up for waiters).
+    slots: Mutex<Vec<u32>>,
+    slot_cv: Condvar,
+    pub stripes: Box<[parking_lot::RawMutex]>,
+    /// Regions hold it shared; collection and close hold it exclusively.
+    pub gate: RwLock<()>,
+    pub lock_timeout: Duration,
+    report: OpenReport,
+    stats: Mutex<MarkStats>,
+    closed: std::sync::atomic::AtomicBool,
+}
+
+impl PoolInner {
+    pub fn take_slot(&self) -> u32 {
+        let mut s = self.slots.lock();
+        loop {
+            if let Some(i) = s.pop() {
+                return i;
+            }
+            self.slot_cv.wait(&mut s);
+        }
+    }
+
+    pub fn put_slot(&self, i: u32) {
+        self.slots.lock().push(i);
+        self.slot_cv.notify_one();
+    }
+}
+
+thread_local! {
+    /// Regions running on this thread: (heap id, the outermost Tx).
+    static ACTIVE: RefCell<Vec<(u64, *const ())>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A handle to an open pool. Clone it to share between threads.
+///
+/// # Example
+/// ```
+/// use engram::{Pool, CreateOptions, Durability};
+/// let dir = tempfile_dir();
+/// let path = dir.join("doc.pool");
+/// let pool = Pool::create(&path, CreateOptions::new("counter").durability(Durability::Process))?;
+/// pool.txn(|tx| {
+///     let c = tx.alloc(41u64)?;
+///     tx.update(c, |v| *v += 1)?;
+///     tx.set_root("counter", c)
+/// })?;
+/// pool.close()?;
+///
+/// let pool = Pool::open(&path, engram::OpenOptions::new("counter"))?;
+/// let n = pool.txn(|tx| {
+///     let c = tx.root::<u64>("counter")?.expect("root exists");
+///     tx.read(c)
+/// })?;
+/// assert_eq!(n, 42);
+/// # pool.close()?;
+/// # fn tempfile_dir() -> std::path::PathBuf {
+/// #     let d = std::env::temp_dir().join(format!("engram-doc-{}", std::process::id()));
+/// #     std::fs::create_dir_all(&d).unwrap(); let _ = std::fs::remove_file(d.join("doc.pool")); d }
+/// # Ok::<(), engram::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Pool {
+    inner: Arc<PoolInner>,
+}
+
+// A panic inside a region rolls the region back, so a pool seen after a
+// caught panic holds no half-done update.
+impl std::panic::UnwindSafe for Pool {}
+impl std::panic::RefUnwindSafe for Pool {}
+
+impl Pool {
+    /// Creates a new pool file at `path`.
+    pub fn create(path: impl AsRef<Path>, opts: CreateOptions) -> Result<Pool> {
+        open::create(path.as_ref(), &opts).map(|inner| Pool { inner: Arc::new(inner) })
+    }
+
+    /// Opens an existing pool, recovering it if it was not closed cleanly.
+    pub fn open(path: impl AsRef<Path>, opts: OpenOptions) -> Result<Pool> {
+        open::open(path.as_ref(), &opts).map(|inner| Pool { inner: Arc::new(inner) })
+    }
+
+    /// Opens the pool at `path`, or creates it with `create` if there is no file.
+    pub fn open_or_create(path: impl AsRef<Path>, create: CreateOptions) -> Result<Pool> {
+        let path = path.as_ref();
+        if path.exists() {
+            let mut o = OpenOptions::new(&create.layout);
+            o.durability = create.durability;
+            Pool::open(path, o)
+        } else {
+            Pool::create(path, create)
+        }
+    }
+
+    /// Runs `f` as one failure-atomic region.
+    ///
+    /// If `f` returns `Ok`, everything it wrote is durable when `txn`
+    /// returns; if it returns `Err` or panics, everything it wrote is undone
+    /// (and the panic continues). A region started inside another region on
+    /// the same thread joins it (nesting is flattened): an `Err` from the
+    /// inner one makes the outer one roll back with [`Error::Aborted`].
+    pub fn txn<R, E: From<Error>>(&self, f: impl FnOnce(&Tx<'_>) -> std::result::Result<R, E>) -> std::result::Result<R, E> {
+        let id = self.inner.heap.id;
+        if let Some(outer) = ACTIVE.with(|a| a.borrow().iter().find(|(h, _)| *h == id).map(|&(_, t)| t)) {
+            // SAFETY: the pointer was registered by the outermost `txn` call
+            // on this thread, whose Tx lives on its stack frame until it
+            // unregisters it; we are inside that call.
+            let tx = unsafe { &*(outer as *const Tx<'_>) };
+            let r = f(tx);
+            if r.is_err() {
+                tx.doom();
+            }
+            return r;
+        }
+        if self.inner.closed.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(Error::Busy { what: "pool is closed" }.into());
+        }
+        let tx = Tx::begin(&self.inner)?;
+        ACTIVE.with(|a| a.borrow_mut().push((id, &tx as *const Tx<'_> as *const ())));
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&tx)));
+        ACTIVE.with(|a| a.borrow_mut().retain(|(h, _)| *h != id));
+        match result {
+            Ok(Ok(v)) if !tx.is_doomed() => {
+                tx.commit()?;
+                Ok(v)
+            }
+            Ok(Ok(_)) => {
+                tx.rollback()?;
+                Err(Error::Aborted.into())
+            }
+            Ok(Err(e)) => {
+                tx.rollback()?;
+                Err(e)
+            }
+            Err(panic) => {
+                let _ = tx.rollback();
+                std::panic::resume_unwind(panic)
+            }
+        }
+    }
+
+    /// Collects garbage now. Waits for running regions to finish; fails with
+    /// [`Error::Busy`] if called from inside a region.
+    pub fn collect(&self) -> Result<MarkStats> {
+        self.collect_with_progress(&|_| {})
+    }
+
+    /// [`Pool::collect`], calling `progress` with the objects marked so far.
+    pub fn collect_with_progress(&self, progress: &dyn Fn(u64)) -> Result<MarkStats> {
+        let id = self.inner.heap.id;
+        if ACTIVE.with(|a| a.borrow().iter().any(|(h, _)| *h == id)) {
+            return Err(Error::Busy { what: "collect called inside a region" });
+        }
+        let _excl = self.inner.gate.write();
+        open::collect(&self.inner, None, progress)
+    }
+
+    /// Lists the named roots.
+    pub fn roots(&self) -> Result<Vec<RootInfo>> {
+        let _g = self.inner.gate.read();
+        let entries = crate::tx::used_root_entries(&self.inner.space)?;
+        Ok(entries
+            .into_iter()
+            .map(|(_, e, name)| RootInfo {
+                name,
+                addr: e.ptr,
+                type_name: self.inner.types.get(e.type_id).map(|d| d.name.clone()).unwrap_or_default(),
+                array: e.flags & crate::format::ROOT_ARRAY != 0,
+            })
+            .collect())
+    }
+
+    /// Figures about the pool.
+    pub fn info(&self) -> PoolInfo {
+        let inner = &*self.inner;
+        let h = inner.space.header();
+        let (live_objects, live_bytes) = inner.heap.live();
+        PoolInfo {
+            path: inner.space.path.clone(),
+            version: h.version,
+            layout: h.layout_name(),
+            uuid: h.uuid_string(),
+            size: inner.space.size(),
+            max_size: h.max_size,
+            base: inner.space.base(),
+            durability: inner.space.persist.mode(),
+            flush: inner.space.persist.instr().name(),
+            dax: inner.space.map.is_dax(),
+            live_objects,
+            live_bytes,
+            heap: inner.heap.stats(),
+            open: inner.report.clone(),
+            types: inner.types.all().len(),
+            roots: crate::tx::used_root_entries(&inner.space).map(|v| v.len()).unwrap_or(0),
+        }
+    }
+
+    /// How the open went (recovery, relocation).
+    pub fn open_report(&self) -> &OpenReport {
+        &self.inner.report
+    }
+
+    /// Closes the pool cleanly. Fails with [`Error::Busy`] if other handles
+    /// are still alive (the pool then closes when the last one drops).
+    pub fn close(self) -> Result<()> {
+        match Arc::try_unwrap(self.inner) {
+            Ok(inner) => open::close(inner),
+            Err(_) => Err(Error::Busy { what: "other handles to the pool are alive" }),
+        }
+    }
+
+    /// Checks the whole reachable heap: every pointer and header. Returns
+    /// what the mark walk found, or the first inconsistency as an error.
+    pub fn check(&self, progress: &dyn Fn(u64)) -> Result<MarkStats> {
+        let _excl = self.inner.gate.write();
+        crate::gc::mark(&self.inner.space, &self.inner.types, None, progress).map(|(_, s)| s)
+    }
+}
+
+impl Drop for PoolInner {
+    fn drop(&mut self) {
+        if !self.closed.load(std::sync::atomic::Ordering::Acquire) {
+            let _ = open::shutdown(self);
+        }
+    }
+}

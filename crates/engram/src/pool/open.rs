@@ -1,0 +1,308 @@
+//! Creating, opening (with recovery), collecting and closing a pool.
+//!
+//! Open is a pipeline of small verbs, each safe to interrupt:
+//!
+//! 1. `read_header`: pick the valid header copy with the larger sequence
+//!    number; a foreign, truncated, unknown-version or corrupt file is a typed
+//!    error before anything is mapped;
+//! 2. `map`: reserve the preferred range (or another one) and map the file;
+//!    if the base moved, record the old base in the header *first*, so an
+//!    interrupted relocation resumes;
+//! 3. `undo_logs`: roll back every region that was running at the crash;
+//! 4. heap state: after a clean close, read the span tables and bitmaps
+//!    (O(metadata)); otherwise mark from the roots (swizzling pointers if the
+//!    base moved) and sweep, which frees everything allocated and never linked;
+//! 5. mark the pool open (clean = 0) so a crash from now on is recovered.
+
+use super::map::{random_base, Mapping};
+use super::space::{allocate_file, Space};
+use super::{CreateOptions, OpenOptions, OpenReport, PoolInner};
+use crate::alloc::Heap;
+use crate::error::{Error, Result};
+use crate::format::*;
+use crate::gc::{MarkStats, Reloc};
+use crate::pmem::{Durability, Persister};
+use crate::tx::STRIPES;
+use crate::types::TypeTable;
+use parking_lot::lock_api::RawMutex as _;
+use parking_lot::{Condvar, Mutex, RwLock};
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::path::Path;
+
+fn lock_file(file: &File, path: &Path, shared: bool) -> Result<()> {
+    let op = if shared { libc::LOCK_SH } else { libc::LOCK_EX } | libc::LOCK_NB;
+    // SAFETY: flock on an fd we own; the lock is released when it closes.
+    if unsafe { libc::flock(file.as_raw_fd(), op) } != 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            return Err(Error::Locked { path: path.to_path_buf() });
+        }
+        return Err(Error::io("flock pool file", e));
+    }
+    Ok(())
+}
+
+fn round_up(v: u64, to: u64) -> u64 {
+    v.div_ceil(to) * to
+}
+
+pub(super) fn create(path: &Path, o: &CreateOptions) -> Result<PoolInner> {
+    if o.layout.is_empty() || o.layout.len() > LAYOUT_MAX {
+        return Err(Error::invalid(format!("layout name must be 1 to {LAYOUT_MAX} bytes")));
+    }
+    let max = (o.max_size / SPAN_SIZE * SPAN_SIZE).min(MAX_POOL_SIZE);
+    let initial = round_up(o.initial_size.max(MIN_POOL_SIZE), SPAN_SIZE);
+    if initial > max {
+        return Err(Error::invalid(format!("initial size {initial} exceeds maximum size {max}")));
+    }
+    let mut oo = std::fs::OpenOptions::new();
+    oo.read(true).write(true);
+    if o.exclusive {
+        oo.create_new(true);
+    } else {
+        oo.create(true).truncate(true);
+    }
+    let file = oo.open(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::AlreadyExists => Error::Exists { path: path.to_path_buf() },
+        _ => Error::io("create pool file", e),
+    })?;
+    lock_file(&file, path, false)?;
+    allocate_file(&file, initial)?;
+    let uuid = *uuid::Uuid::new_v4().as_bytes();
+    let (map, _) = Mapping::reserve(random_base(&uuid), max, &[], false)?;
+    map.map_to(&file, initial)?;
+    let mut h = PoolHeader::from_bytes(&[0; 512]);
+    h.magic = MAGIC;
+    h.version = FORMAT_VERSION;
+    h.header_len = 512;
+    h.uuid = uuid;
+    h.layout[..o.layout.len()].copy_from_slice(o.layout.as_bytes());
+    h.base = map.base();
+    h.max_size = max;
+    h.size = initial;
+    h.heap_off = HEAP_OFF;
+    h.arena_table_off = ARENA_TABLE_OFF;
+    h.roots_off = ROOTS_OFF;
+    h.types_off = TYPES_OFF;
+    h.log_off = LOG_OFF;
+    h.roots_cap = ROOTS_CAP;
+    h.types_cap = TYPES_CAP;
+    h.log_slots = LOG_SLOTS;
+    h.log_slot_size = LOG_SLOT_SIZE;
+    h.created_unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let mode = o.durability.unwrap_or(if map.is_dax() { Durability::Pmem } else { Durability::Msync });
+    let space = Space::new(map, Persister::new(mode), file, path.to_path_buf(), h, false);
+    TypeTable::init_builtins(&space)?;
+    // Both copies get the header (seq 1 and 2); before this the file is not a pool.
+    space.update_header(|_| {})?;
+    space.update_header(|_| {})?;
+    let types = TypeTable::load(&space)?;
+    let heap = Heap::load(&space, false)?;
+    Ok(assemble(space, heap, types, OpenReport::default(), MarkStats::default(), o.durability.is_some()))
+}
+
+fn assemble(space: Space, heap: Heap, types: TypeTable, report: OpenReport, stats: MarkStats, _explicit: bool) -> PoolInner {
+    PoolInner {
+        space,
+        heap,
+        types,
+        slots: Mutex::new((0..LOG_SLOTS).rev().collect()),
+        slot_cv: Condvar::new(),
+        stripes: (0..STRIPES).map(|_| parking_lot::RawMutex::INIT).collect(),
+        gate: RwLock::new(()),
+        lock_timeout: std::time::Duration::from_secs(2),
+        report,
+        stats: Mutex::new(stats),
+        closed: std::sync::atomic::AtomicBool::new(false),
+    }
+}
+
+/// Step 1: the current header, or a typed error.
+pub(crate) fn read_header(file: &File, path: &Path) -> Result<PoolHeader> {
+    use std::os::unix::fs::FileExt;
+    let len = file.metadata().map_err(|e| Error::io("stat pool file", e))?.len();
+    let mut buf = vec![0u8; (2 * HEADER_SLOT).min(len) as usize];
+    file.read_exact_at(&mut buf, 0).map_err(|e| Error::io("read pool header", e))?;
+    let copy = |i: usize| -> Option<PoolHeader> {
+        let b: &[u8; 512] = buf.get(i * HEADER_SLOT as usize..i * HEADER_SLOT as usize + 512)?.try_into().ok()?;
+        Some(PoolHeader::from_bytes(b))
+    };
+    let copies: Vec<PoolHeader> = (0..2).filter_map(copy).filter(|h| h.magic == MAGIC).collect();
+    if copies.is_empty() {
+        if buf.len() >= 8 && buf[..8] == MAGIC {
+            return Err(Error::Truncated { path: path.to_path_buf(), expected: MIN_POOL_SIZE, actual: len });
+        }
+        return Err(Error::NotAPool { path: path.to_path_buf() });
+    }
+    let h = copies
+        .into_iter()
+        .filter(|h| h.compute_crc() == h.crc)
+        .max_by_key(|h| h.seq)
+        .ok_or_else(|| Error::BadChecksum { path: path.to_path_buf() })?;
+    if h.version != FORMAT_VERSION {
+        return Err(Error::UnsupportedVersion { path: path.to_path_buf(), found: h.version, supported: FORMAT_VERSION });
+    }
+    validate_geometry(&h)?;
+    if len < h.size {
+        return Err(Error::Truncated { path: path.to_path_buf(), expected: h.size, actual: len });
+    }
+    Ok(h)
+}
+
+fn validate_geometry(h: &PoolHeader) -> Result<()> {
+    let fixed = h.header_len == 512
+        && h.heap_off == HEAP_OFF
+        && h.arena_table_off == ARENA_TABLE_OFF
+        && h.roots_off == ROOTS_OFF
+        && h.types_off == TYPES_OFF
+        && h.log_off == LOG_OFF
+        && h.roots_cap == ROOTS_CAP
+        && h.types_cap == TYPES_CAP
+        && h.log_slots == LOG_SLOTS
+        && h.log_slot_size == LOG_SLOT_SIZE;
+    let sizes = h.size >= MIN_POOL_SIZE
+        && h.size <= h.max_size
+        && h.max_size <= MAX_POOL_SIZE
+        && h.size % SPAN_SIZE == 0
+        && h.max_size % SPAN_SIZE == 0;
+    let base = h.base % 4096 == 0 && h.base >= 0x1_0000 && h.base.checked_add(h.max_size).is_some_and(|e| e <= 0x7FFF_FFFF_F000);
+    let reloc = h.reloc_count <= 4 && h.clean <= 1;
+    if fixed && sizes && base && reloc {
+        Ok(())
+    } else {
+        Err(Error::corrupt(format!(
+            "header geometry is inconsistent (size {:#x}, max {:#x}, base {:#x}, fixed fields {})",
+            h.size,
+            h.max_size,
+            h.base,
+            if fixed { "ok" } else { "bad" }
+        )))
+    }
+}
+
+pub(super) fn open(path: &Path, o: &OpenOptions) -> Result<PoolInner> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(!o.read_only)
+        .open(path)
+        .map_err(|e| Error::io("open pool file", e))?;
+    lock_file(&file, path, o.read_only)?;
+    let h = read_header(&file, path)?;
+    if let Some(want) = &o.layout {
+        if *want != h.layout_name() {
+            return Err(Error::WrongLayout { expected: want.clone(), found: h.layout_name() });
+        }
+    }
+    // 2. map, recording a move before anything depends on it.
+    let mut avoid: Vec<u64> = h.reloc_from[..h.reloc_count as usize].to_vec();
+    avoid.push(h.base);
+    let preferred = if o.force_relocate { 0 } else { h.base };
+    let (map, at_pref) = Mapping::reserve(preferred, h.max_size, &avoid, o.read_only)?;
+    map.map_to(&file, h.size)?;
+    let mode = if o.read_only {
+        Durability::Process
+    } else {
+        o.durability.unwrap_or(if map.is_dax() { Durability::Pmem } else { Durability::Msync })
+    };
+    let space = Space::new(map, Persister::new(mode), file, path.to_path_buf(), h, o.read_only);
+    let reloc = plan_relocation(&space, &h, at_pref)?;
+    let types = TypeTable::load(&space)?;
+    let mut report = OpenReport { was_clean: h.clean == 1 && reloc.is_none(), relocated: reloc.is_some(), ..Default::default() };
+    // 3. roll back interrupted regions.
+    let translate = |v: u64| reloc.as_ref().map_or(v, |r| r.translate(v));
+    for slot in 0..LOG_SLOTS {
+        let n = crate::log::undo_slot(&space, slot, &translate)?;
+        report.undone_entries += n;
+        report.undone_regions += (n > 0) as u64;
+    }
+    // 4. heap state.
+    let (heap, stats) = if report.was_clean && report.undone_entries == 0 {
+        let stats = MarkStats { objects: h.stat_objects, bytes: h.stat_bytes, swizzled: 0 };
+        (Heap::load(&space, true)?, stats)
+    } else {
+        let heap = Heap::load(&space, false)?;
+        let stats = collect_parts(&space, &heap, &types, reloc.as_ref(), &|_| {})?;
+        report.recovered = Some(stats);
+        (heap, stats)
+    };
+    // 5. relocation done; the pool is open.
+    space.update_header(|h| {
+        h.reloc_count = 0;
+        h.reloc_from = [0; 4];
+        h.clean = 0;
+    })?;
+    Ok(assemble(space, heap, types, report, stats, o.durability.is_some()))
+}
+
+/// Decides whether pointers must be rewritten, and records the move in the
+/// header before any pointer is touched.
+fn plan_relocation(space: &Space, h: &PoolHeader, at_pref: bool) -> Result<Option<Reloc>> {
+    let mut from: Vec<u64> = h.reloc_from[..h.reloc_count as usize].to_vec();
+    if !at_pref {
+        if from.len() >= 4 {
+            return Err(Error::corrupt("more than four interrupted relocations"));
+        }
+        from.push(h.base);
+        let new_base = space.base();
+        let list = from.clone();
+        space.update_header(|h| {
+            h.base = new_base;
+            h.reloc_count = list.len() as u32;
+            h.reloc_from = [0; 4];
+            h.reloc_from[..list.len()].copy_from_slice(&list);
+        })?;
+    }
+    from.retain(|&b| b != space.base());
+    Ok((!from.is_empty()).then(|| Reloc { from, to: space.base(), len: h.max_size }))
+}
+
+/// Mark and sweep over the parts of a pool (caller holds it exclusively).
+fn collect_parts(space: &Space, heap: &Heap, types: &TypeTable, reloc: Option<&Reloc>, progress: &dyn Fn(u64)) -> Result<MarkStats> {
+    heap.drain_caches(space);
+    heap.prune_caches(space);
+    let (marks, stats) = crate::gc::mark(space, types, reloc, progress)?;
+    heap.sweep(space, &marks)?;
+    Ok(stats)
+}
+
+/// Online collection (caller holds the GC gate exclusively).
+pub(super) fn collect(inner: &PoolInner, reloc: Option<&Reloc>, progress: &dyn Fn(u64)) -> Result<MarkStats> {
+    if inner.space.read_only {
+        return Err(Error::ReadOnly);
+    }
+    let stats = collect_parts(&inner.space, &inner.heap, &inner.types, reloc, progress)?;
+    *inner.stats.lock() = stats;
+    Ok(stats)
+}
+
+pub(super) fn close(inner: PoolInner) -> Result<()> {
+    shutdown(&inner)
+}
+
+/// Clean close: allocator state written out, everything persisted, then clean = 1.
+pub(super) fn shutdown(inner: &PoolInner) -> Result<()> {
+    use std::sync::atomic::Ordering;
+    if inner.closed.swap(true, Ordering::AcqRel) {
+        return Ok(());
+    }
+    inner.heap.retire();
+    if inner.space.read_only {
+        return Ok(());
+    }
+    let _excl = inner.gate.write();
+    let space = &inner.space;
+    inner.heap.drain_caches(space);
+    // 1. bitmaps durable before the flag that says they are valid.
+    inner.heap.save_bitmaps(space)?;
+    if space.persist.mode() == Durability::Msync {
+        space.map.sync_all()?;
+    }
+    let (objects, bytes) = inner.heap.live();
+    // 2. the clean flag (two-copy header protocol).
+    space.update_header(|h| {
+        h.clean = 1;
+        h.stat_objects = objects;
+        h.stat_bytes = bytes;
+    })
+}

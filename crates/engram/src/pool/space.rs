@@ -1,0 +1,165 @@
+//! The pool's bytes: the mapping, the file behind it, the current header, and
+//! bounds-checked access to persistent memory.
+//!
+//! What it keeps true:
+//! - every access through [`Space`] stays inside the mapped prefix of the file;
+//! - the header is rewritten by the two-copy protocol: the copy *not* holding
+//!   the current sequence number is overwritten with `seq + 1` and persisted,
+//!   so a torn header write leaves the previous copy valid;
+//! - growth first extends the file (with `fallocate`, so a full disk is an
+//!   error now rather than a SIGBUS later), then maps the new bytes at the
+//!   next address of the reservation, then persists the new size in the
+//!   header. A crash before the header write leaves a longer file, which is
+//!   harmless: nothing in the new part was linked yet.
+
+use super::map::Mapping;
+use crate::error::{Error, Result};
+use crate::format::{PoolHeader, HEADER_SLOT};
+use crate::pmem::Persister;
+use parking_lot::Mutex;
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+
+/// Growth step when the heap needs more room: at least this, or doubling.
+const GROW_MIN: u64 = 16 * 1024 * 1024;
+
+/// The mapped pool and its header.
+pub(crate) struct Space {
+    pub map: Mapping,
+    pub persist: Persister,
+    pub file: File,
+    pub path: PathBuf,
+    pub read_only: bool,
+    /// The current header (the durable copy with the larger `seq`).
+    header: Mutex<PoolHeader>,
+}
+
+impl Space {
+    pub fn new(map: Mapping, persist: Persister, file: File, path: PathBuf, header: PoolHeader, read_only: bool) -> Self {
+        Space { map, persist, file, path, read_only, header: Mutex::new(header) }
+    }
+
+    /// First address of the pool.
+    #[inline]
+    pub fn base(&self) -> u64 {
+        self.map.base()
+    }
+
+    /// Bytes mapped and usable.
+    #[inline]
+    pub fn size(&self) -> u64 {
+        self.map.mapped()
+    }
+
+    /// A copy of the current header.
+    pub fn header(&self) -> PoolHeader {
+        *self.header.lock()
+    }
+
+    /// Whether `[addr, addr+len)` lies in the mapped pool.
+    #[inline]
+    pub fn contains(&self, addr: u64, len: u64) -> bool {
+        addr >= self.base() && addr.checked_add(len).is_some_and(|e| e <= self.base() + self.size())
+    }
+
+    /// Reads a `T` at pool offset `off` (bounds-checked).
+    pub fn read<T: Copy>(&self, off: u64) -> Result<T> {
+        let addr = self.base() + off;
+        if !self.contains(addr, std::mem::size_of::<T>() as u64) {
+            return Err(Error::corrupt(format!("read of {} bytes at offset {off:#x} is outside the pool", std::mem::size_of::<T>())));
+        }
+        // SAFETY: the range is inside the live mapping (checked above); T is a
+        // plain-data on-media struct for which every bit pattern is valid.
+        Ok(unsafe { std::ptr::read_unaligned(addr as *const T) })
+    }
+
+    /// Writes `v` at pool offset `off` (bounds-checked, not flushed).
+    pub fn write<T: Copy>(&self, off: u64, v: &T) -> Result<()> {
+        let addr = self.base() + off;
+        if !self.contains(addr, std::mem::size_of::<T>() as u64) {
+            return Err(Error::corrupt(format!("write at offset {off:#x} is outside the pool")));
+        }
+        // SAFETY: inside the live, writable mapping (checked above).
+        unsafe { std::ptr::write_unaligned(addr as *mut T, *v) };
+        Ok(())
+    }
+
+    /// Flushes `len` bytes at pool offset `off` (durable after the next fence).
+    pub fn flush(&self, off: u64, len: u64) {
+        self.persist.flush((self.base() + off) as *const u8, len as usize);
+    }
+
+    /// Writes `v` at `off`, flushes it and fences.
+    pub fn write_persist<T: Copy>(&self, off: u64, v: &T, what: &'static str) -> Result<()> {
+        self.write(off, v)?;
+        self.flush(off, std::mem::size_of::<T>() as u64);
+        self.persist.fence(what)
+    }
+
+    /// Rewrites the header with `f` applied, by the two-copy protocol.
+    pub fn update_header(&self, f: impl FnOnce(&mut PoolHeader)) -> Result<()> {
+        if self.read_only {
+            let mut h = self.header.lock();
+            f(&mut h);
+            return Ok(());
+        }
+        let mut h = self.header.lock();
+        let mut next = *h;
+        f(&mut next);
+        next.seq = h.seq + 1;
+        next.crc = next.compute_crc();
+        // 1. write the copy that does not hold the current header; a crash
+        //    while it is being written leaves a bad CRC there and the current
+        //    copy intact.
+        let slot = (next.seq % 2) * HEADER_SLOT;
+        self.write_persist(slot, &next, "header copy written before it is relied on")?;
+        *h = next;
+        Ok(())
+    }
+
+    /// Grows the pool so that at least `need` bytes are mapped.
+    pub fn grow(&self, need: u64) -> Result<()> {
+        let mut h = self.header.lock();
+        if need <= self.size() {
+            return Ok(());
+        }
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
+        let max = h.max_size;
+        if need > max {
+            return Err(Error::PoolFull { requested: need - self.size(), max_size: max });
+        }
+        let target = need.max(self.size() * 2).max(self.size() + GROW_MIN).min(max);
+        // 1. make the file long enough, failing now if the disk is full.
+        allocate_file(&self.file, target)?;
+        // 2. map the new bytes into the reservation; nothing moves.
+        self.map.map_to(&self.file, target)?;
+        // 3. record the size: the header write protocol, inline (we hold the lock).
+        let mut next = *h;
+        next.size = target;
+        next.seq = h.seq + 1;
+        next.crc = next.compute_crc();
+        let slot = (next.seq % 2) * HEADER_SLOT;
+        self.write_persist(slot, &next, "grown size recorded before the new space is used")?;
+        *h = next;
+        Ok(())
+    }
+}
+
+/// Makes `file` at least `len` bytes long, with blocks allocated where the
+/// file system supports it.
+pub(crate) fn allocate_file(file: &File, len: u64) -> Result<()> {
+    let cur = file.metadata().map_err(|e| Error::io("stat pool file", e))?.len();
+    if cur >= len {
+        return Ok(());
+    }
+    // SAFETY: plain syscall on an fd we own.
+    let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), cur as i64, (len - cur) as i64) };
+    match rc {
+        0 => Ok(()),
+        libc::EOPNOTSUPP | libc::EINVAL => file.set_len(len).map_err(|e| Error::io("extend pool file", e)),
+        e => Err(Error::io("allocate pool file", std::io::Error::from_raw_os_error(e))),
+    }
+}

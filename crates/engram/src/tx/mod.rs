@@ -1,0 +1,378 @@
+//! Failure-atomic regions (go-pmem `txn`, PMDK transactions): [`Tx`].
+//!
+//! A region runs on one thread with its own undo-log slot. Before a range of
+//! the pool changes for the first time in the region, its old bytes go to the
+//! log (see `log.rs` for the crash cases). Commit is a numbered pipeline:
+//!
+//! 1. flush every range the region wrote and every object it allocated;
+//! 2. fence: the new data is durable;
+//! 3. bump the log generation and fence: the region is committed;
+//! 4. apply deferred frees, release locks, the log slot and the GC gate.
+//!
+//! A region that wrote nothing issues no flush and no fence. Rollback (an
+//! `Err`, a panic, or a failed nested region) replays the log newest first,
+//! persists the restored bytes, bumps the generation and frees what the
+//! region allocated. Nested regions are flattened into the outermost one.
+//! Locks taken with [`Tx::lock`] are held until the region ends (two-phase
+//! locking); a lock that cannot be had within the pool's lock timeout rolls
+//! the region back with [`Error::LockTimeout`] instead of deadlocking.
+
+mod roots;
+
+use crate::alloc::Loc;
+use crate::error::{Error, Result};
+use crate::format::*;
+use crate::log::{ChunkAlloc, LogWriter};
+use crate::pool::PoolInner;
+use crate::ptr::{PArray, PPtr};
+use crate::types::{Persistent, TYPE_LOG_CHUNK};
+use parking_lot::lock_api::RawMutex as _;
+use parking_lot::lock_api::RawMutexTimed as _;
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::marker::PhantomData;
+use std::mem::size_of;
+
+pub use roots::RootInfo;
+pub(crate) use roots::used_entries as used_root_entries;
+
+/// A running failure-atomic region. Obtained from [`crate::Pool::txn`].
+///
+/// Everything written through a `Tx` becomes durable together when the
+/// region's closure returns `Ok`, or is undone together when it returns `Err`
+/// or panics — also after a crash. A `Tx` is tied to its thread.
+pub struct Tx<'p> {
+    pub(crate) pool: &'p PoolInner,
+    st: RefCell<TxState>,
+    _gate: parking_lot::RwLockReadGuard<'p, ()>,
+    _not_send: PhantomData<*const ()>,
+}
+
+struct TxState {
+    slot: u32,
+    log: LogWriter,
+    /// Pool offset -> bytes already logged from there in this region.
+    logged: HashMap<u64, u32>,
+    /// Ranges (pool offset, len) to flush at commit.
+    dirty: Vec<(u64, u64)>,
+    /// Payload addresses of objects allocated in this region.
+    fresh: HashSet<u64>,
+    allocated: Vec<Loc>,
+    frees: Vec<Loc>,
+    locks: Vec<usize>,
+    doomed: bool,
+}
+
+/// Number of lock stripes for [`Tx::lock`].
+pub(crate) const STRIPES: usize = 1024;
+
+impl<'p> Tx<'p> {
+    pub(crate) fn begin(pool: &'p PoolInner) -> Result<Self> {
+        let gate = pool.gate.read();
+        let slot = pool.take_slot();
+        let log = match LogWriter::open(&pool.space, slot) {
+            Ok(l) => l,
+            Err(e) => {
+                pool.put_slot(slot);
+                return Err(e);
+            }
+        };
+        Ok(Tx {
+            pool,
+            st: RefCell::new(TxState {
+                slot,
+                log,
+                logged: HashMap::new(),
+                dirty: Vec::new(),
+                fresh: HashSet::new(),
+                allocated: Vec::new(),
+                frees: Vec::new(),
+                locks: Vec::new(),
+                doomed: false,
+            }),
+            _gate: gate,
+            _not_send: PhantomData,
+        })
+    }
+
+    pub(crate) fn doom(&self) {
+        self.st.borrow_mut().doomed = true;
+    }
+
+    pub(crate) fn is_doomed(&self) -> bool {
+        self.st.borrow().doomed
+    }
+
+    // ----- allocation -------------------------------------------------------
+
+    /// Allocates a `T` holding `value`. Freed again if the region rolls back;
+    /// garbage after a crash unless linked from a root by a committed region.
+    pub fn alloc<T: Persistent>(&self, value: T) -> Result<PPtr<T>> {
+        let id = self.pool.types.id_of::<T>(&self.pool.space)?;
+        let addr = self.alloc_raw(size_of::<T>() as u64, id, 0, 1)?;
+        // SAFETY: alloc_raw returned a fresh slot of at least size_of::<T>()
+        // bytes, 16-aligned, inside the mapping, owned by this region alone.
+        unsafe { std::ptr::write(addr as *mut T, value) };
+        Ok(PPtr::from_addr(addr))
+    }
+
+    /// Allocates an array of `len` zeroed `T`s.
+    pub fn alloc_array<T: Persistent>(&self, len: u64) -> Result<PArray<T>> {
+        let id = self.pool.types.id_of::<T>(&self.pool.space)?;
+        let bytes = len.checked_mul(size_of::<T>() as u64).ok_or_else(|| Error::invalid("array size overflows"))?;
+        let addr = self.alloc_raw(bytes, id, OBJ_ARRAY, len)?;
+        // SAFETY: a fresh slot of at least `bytes` bytes inside the mapping.
+        unsafe { std::ptr::write_bytes(addr as *mut u8, 0, bytes as usize) };
+        Ok(PArray::from_addr(addr))
+    }
+
+    /// Allocates `payload` bytes with an explicit type id and header; the
+    /// contents are left as they were (the caller initialises them).
+    pub(crate) fn alloc_raw(&self, payload: u64, type_id: u32, flags: u32, count: u64) -> Result<u64> {
+        let space = &self.pool.space;
+        let addr = self.pool.heap.alloc(space, payload, type_id, flags, count)?;
+        let loc = crate::alloc::locate(space, addr).ok_or_else(|| Error::corrupt("fresh object not locatable"))?;
+        let mut st = self.st.borrow_mut();
+        st.fresh.insert(addr);
+        st.allocated.push(loc);
+        st.dirty.push((addr - OBJ_HEADER - space.base(), payload + OBJ_HEADER));
+        Ok(addr)
+    }
+
+    /// Frees the object `p` points to when the region commits.
+    pub fn free<T>(&self, p: PPtr<T>) -> Result<()> {
+        self.free_addr(p.addr())
+    }
+
+    /// Frees the array `a` points to when the region commits.
+    pub fn free_array<T>(&self, a: PArray<T>) -> Result<()> {
+        self.free_addr(a.addr())
+    }
+
+    fn free_addr(&self, addr: u64) -> Result<()> {
+        let space = &self.pool.space;
+        let loc = crate::alloc::locate(space, addr).ok_or(Error::BadPointer { addr })?;
+        let h: ObjHeader = space.read(addr - OBJ_HEADER - space.base())?;
+        if h.flags & OBJ_TAG_MASK != OBJ_TAG {
+            return Err(Error::BadPointer { addr });
+        }
+        let mut st = self.st.borrow_mut();
+        if st.frees.contains(&loc) {
+            return Err(Error::invalid(format!("object {addr:#x} freed twice in one region")));
+        }
+        st.frees.push(loc);
+        Ok(())
+    }
+
+    // ----- reads and writes -------------------------------------------------
+
+    fn check(&self, addr: u64, len: u64) -> Result<()> {
+        let space = &self.pool.space;
+        if addr < space.base() + HEAP_OFF || addr % 8 != 0 || !space.contains(addr, len) {
+            return Err(Error::BadPointer { addr });
+        }
+        Ok(())
+    }
+
+    /// Reads the object `p` points to.
+    pub fn read<T: Persistent>(&self, p: PPtr<T>) -> Result<T> {
+        self.check(p.addr(), size_of::<T>() as u64)?;
+        // SAFETY: the range is inside the mapped heap (checked); every bit
+        // pattern is a valid T (Persistent's contract).
+        Ok(unsafe { std::ptr::read(p.addr() as *const T) })
+    }
+
+    /// Overwrites the object `p` points to with `value`.
+    pub fn write<T: Persistent>(&self, p: PPtr<T>, value: T) -> Result<()> {
+        self.check(p.addr(), size_of::<T>() as u64)?;
+        self.log_range(p.addr(), size_of::<T>() as u64)?;
+        // SAFETY: inside the mapped heap (checked); the old bytes are logged.
+        unsafe { std::ptr::write(p.addr() as *mut T, value) };
+        Ok(())
+    }
+
+    /// Reads, changes and writes back the object `p` points to.
+    pub fn update<T: Persistent, R>(&self, p: PPtr<T>, f: impl FnOnce(&mut T) -> R) -> Result<R> {
+        let mut v = self.read(p)?;
+        let r = f(&mut v);
+        self.write(p, v)?;
+        Ok(r)
+    }
+
+    /// Number of elements of array `a`.
+    pub fn len<T: Persistent>(&self, a: PArray<T>) -> Result<u64> {
+        self.check(a.addr(), 0)?;
+        let h: ObjHeader = self.pool.space.read(a.addr() - OBJ_HEADER - self.pool.space.base())?;
+        if h.flags & OBJ_TAG_MASK != OBJ_TAG || h.flags & OBJ_ARRAY == 0 {
+            return Err(Error::BadPointer { addr: a.addr() });
+        }
+        Ok(h.count)
+    }
+
+    /// Element `i` of array `a`.
+    pub fn get<T: Persistent>(&self, a: PArray<T>, i: u64) -> Result<T> {
+        let addr = self.elem_addr(a, i, 1)?;
+        // SAFETY: in bounds of the array and the mapping (checked by elem_addr).
+        Ok(unsafe { std::ptr::read(addr as *const T) })
+    }
+
+    /// Sets element `i` of array `a`.
+    pub fn set<T: Persistent>(&self, a: PArray<T>, i: u64, value: T) -> Result<()> {
+        let addr = self.elem_addr(a, i, 1)?;
+        self.log_range(addr, size_of::<T>() as u64)?;
+        // SAFETY: in bounds (checked); old bytes logged.
+        unsafe { std::ptr::write(addr as *mut T, value) };
+        Ok(())
+    }
+
+    /// Copies elements `start..start+out.len()` of `a` into `out`.
+    pub fn read_slice<T: Persistent>(&self, a: PArray<T>, start: u64, out: &mut [T]) -> Result<()> {
+        let addr = self.elem_addr(a, start, out.len() as u64)?;
+        // SAFETY: in bounds (checked); `out` is a distinct volatile buffer.
+        unsafe { std::ptr::copy_nonoverlapping(addr as *const T, out.as_mut_ptr(), out.len()) };
+        Ok(())
+    }
+
+    /// Copies `src` into elements `start..start+src.len()` of `a`.
+    pub fn write_slice<T: Persistent>(&self, a: PArray<T>, start: u64, src: &[T]) -> Result<()> {
+        let addr = self.elem_addr(a, start, src.len() as u64)?;
+        self.log_range(addr, std::mem::size_of_val(src) as u64)?;
+        // SAFETY: in bounds (checked); old bytes logged; `src` is volatile memory.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), addr as *mut T, src.len()) };
+        Ok(())
+    }
+
+    fn elem_addr<T: Persistent>(&self, a: PArray<T>, i: u64, n: u64) -> Result<u64> {
+        let len = self.len(a)?;
+        if i.checked_add(n).is_none_or(|e| e > len) {
+            return Err(Error::invalid(format!("index {i}+{n} out of bounds for array of {len}")));
+        }
+        let size = size_of::<T>() as u64;
+        let addr = a.addr() + i * size;
+        self.check(addr, n * size)?;
+        Ok(addr)
+    }
+
+    /// Logs `[addr, addr+len)` so the region may modify it in place. Ranges
+    /// of objects allocated in this region, and ranges already logged, are
+    /// not logged again. Used by front ends that write through raw pointers.
+    pub fn log_range(&self, addr: u64, len: u64) -> Result<()> {
+        let space = &self.pool.space;
+        let in_heap = addr >= space.base() + HEAP_OFF && space.contains(addr, len);
+        let off = addr.wrapping_sub(space.base());
+        let in_roots = off >= ROOTS_OFF && off.saturating_add(len) <= ROOTS_OFF + ROOTS_CAP as u64 * 64;
+        if !(in_heap || in_roots) || len > u32::MAX as u64 {
+            return Err(Error::BadPointer { addr });
+        }
+        if space.read_only {
+            return Err(Error::ReadOnly);
+        }
+        let mut st = self.st.borrow_mut();
+        if st.logged.get(&off).is_some_and(|&l| l as u64 >= len) || self.is_fresh(&st, addr, len) {
+            return Ok(());
+        }
+        let st = &mut *st;
+        st.log.append(space, self, off, len as u32)?;
+        st.logged.insert(off, len as u32);
+        st.dirty.push((off, len));
+        Ok(())
+    }
+
+    fn is_fresh(&self, st: &TxState, addr: u64, len: u64) -> bool {
+        if st.fresh.is_empty() {
+            return false;
+        }
+        match crate::alloc::locate_containing(&self.pool.space, addr) {
+            Some((payload, loc)) => st.fresh.contains(&payload) && addr + len <= payload + loc.capacity(),
+            None => false,
+        }
+    }
+
+    // ----- locks ------------------------------------------------------------
+
+    /// Takes the lock for `key` until the region ends (two-phase locking).
+    /// Waits at most the pool's lock timeout, then fails with
+    /// [`Error::LockTimeout`] and the region rolls back.
+    pub fn lock(&self, key: u64) -> Result<()> {
+        let stripe = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54) as usize % STRIPES;
+        let mut st = self.st.borrow_mut();
+        if st.locks.contains(&stripe) {
+            return Ok(());
+        }
+        if !self.pool.stripes[stripe].try_lock_for(self.pool.lock_timeout) {
+            st.doomed = true;
+            return Err(Error::LockTimeout);
+        }
+        st.locks.push(stripe);
+        Ok(())
+    }
+
+    /// Takes the lock guarding the object `p` points to, until the region ends.
+    pub fn lock_ptr<T>(&self, p: PPtr<T>) -> Result<()> {
+        self.lock(p.addr())
+    }
+
+    // ----- end of region ----------------------------------------------------
+
+    /// Makes the region durable (steps 1-4 of the module docs).
+    pub(crate) fn commit(self) -> Result<()> {
+        let space = &self.pool.space;
+        {
+            let st = self.st.borrow();
+            if !st.dirty.is_empty() {
+                // 1. flush what the region wrote and allocated.
+                for &(off, len) in &st.dirty {
+                    space.flush(off, len);
+                }
+                // 2. the new data is durable before the log stops protecting it.
+                space.persist.fence("region data before the log is invalidated")?;
+            }
+            if st.log.entries() > 0 {
+                // 3. one generation bump commits the region.
+                crate::log::invalidate(space, st.slot)?;
+            }
+        }
+        // 4. deferred frees, then release.
+        let frees = std::mem::take(&mut self.st.borrow_mut().frees);
+        for loc in frees {
+            self.pool.heap.free(space, loc)?;
+        }
+        Ok(())
+    }
+
+    /// Undoes the region.
+    pub(crate) fn rollback(self) -> Result<()> {
+        let space = &self.pool.space;
+        let (slot, entries) = {
+            let st = self.st.borrow();
+            (st.slot, st.log.entries())
+        };
+        if entries > 0 {
+            crate::log::undo_slot(space, slot, &|a| a)?;
+        }
+        let allocated = std::mem::take(&mut self.st.borrow_mut().allocated);
+        for loc in allocated {
+            self.pool.heap.free(space, loc)?;
+        }
+        Ok(())
+    }
+}
+
+impl ChunkAlloc for Tx<'_> {
+    fn alloc_chunk(&self, bytes: u64) -> Result<u64> {
+        // Chunks are linked from the slot as soon as they exist, so they are
+        // not the region's allocations: a rollback keeps them for reuse.
+        self.pool.heap.alloc(&self.pool.space, bytes, TYPE_LOG_CHUNK, 0, 1)
+    }
+}
+
+impl Drop for Tx<'_> {
+    fn drop(&mut self) {
+        let st = self.st.get_mut();
+        for &s in &st.locks {
+            // SAFETY: this region took stripe `s` in `lock` and has not released it.
+            unsafe { self.pool.stripes[s].unlock() };
+        }
+        self.pool.put_slot(st.slot);
+    }
+}
