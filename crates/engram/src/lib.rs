@@ -59,6 +59,7 @@ extern crate self as engram;
 mod alloc;
 pub mod collections;
 mod error;
+pub mod failpoint;
 pub mod format;
 mod gc;
 mod log;

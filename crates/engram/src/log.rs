@@ -103,6 +103,7 @@ impl LogWriter {
         space.persist.fence("undo entry before the logged range is modified")?;
         self.cur.at += size;
         self.entries += 1;
+        crate::failpoint::hit("log.after_append");
         Ok(())
     }
 
@@ -220,6 +221,7 @@ pub(crate) fn undo_slot(space: &Space, slot: u32, translate: &dyn Fn(u64) -> u64
             )
         };
         space.flush(h.off, h.len as u64);
+        crate::failpoint::hit("log.undo_entry");
     }
     if !entries.is_empty() {
         space.persist.fence("restored bytes before the log is invalidated")?;

@@ -306,6 +306,7 @@ impl Heap {
                 None => {
                     let g = self.take_spans(space, 1)?;
                     set_entry(space, g, c as u32 + 1)?;
+                    crate::failpoint::hit("alloc.new_span");
                     cls.spans.insert(g, SpanBits::empty());
                     cls.partial.push(g);
                     g

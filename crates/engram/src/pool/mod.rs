@@ -183,6 +183,8 @@ pub(crate) struct PoolInner {
     report: OpenReport,
     stats: Mutex<MarkStats>,
     closed: std::sync::atomic::AtomicBool,
+    /// Set by a simulated crash: the pool is abandoned, not closed.
+    crashed: std::sync::atomic::AtomicBool,
 }
 
 impl PoolInner {
@@ -296,19 +298,39 @@ impl Pool {
         ACTIVE.with(|a| a.borrow_mut().retain(|(h, _)| *h != id));
         match result {
             Ok(Ok(v)) if !tx.is_doomed() => {
-                tx.commit()?;
+                self.crash_guard(|| tx.commit())?;
                 Ok(v)
             }
             Ok(Ok(_)) => {
-                tx.rollback()?;
+                self.crash_guard(|| tx.rollback())?;
                 Err(Error::Aborted.into())
             }
             Ok(Err(e)) => {
-                tx.rollback()?;
+                self.crash_guard(|| tx.rollback())?;
                 Err(e)
+            }
+            Err(panic) if crate::failpoint::is_crash(&*panic) => {
+                // A simulated crash: abandon the pool without undoing anything.
+                self.inner.crashed.store(true, std::sync::atomic::Ordering::Release);
+                drop(tx);
+                std::panic::resume_unwind(panic)
             }
             Err(panic) => {
                 let _ = tx.rollback();
+                std::panic::resume_unwind(panic)
+            }
+        }
+    }
+
+    /// Runs `f`; if a failpoint fires inside it, abandons the pool (no clean
+    /// close) before letting the simulated crash continue.
+    fn crash_guard<T>(&self, f: impl FnOnce() -> T) -> T {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+            Ok(v) => v,
+            Err(panic) => {
+                if crate::failpoint::is_crash(&*panic) {
+                    self.inner.crashed.store(true, std::sync::atomic::Ordering::Release);
+                }
                 std::panic::resume_unwind(panic)
             }
         }
@@ -384,6 +406,13 @@ impl Pool {
         }
     }
 
+    /// Abandons the pool as if the process had crashed here: no clean close,
+    /// nothing more written; the next open recovers. For crash tests.
+    #[doc(hidden)]
+    pub fn simulate_crash(self) {
+        self.inner.crashed.store(true, std::sync::atomic::Ordering::Release);
+    }
+
     /// Checks the whole reachable heap: every pointer and header. Returns
     /// what the mark walk found, or the first inconsistency as an error.
     pub fn check(&self, progress: &dyn Fn(u64)) -> Result<MarkStats> {
@@ -394,7 +423,9 @@ impl Pool {
 
 impl Drop for PoolInner {
     fn drop(&mut self) {
-        if !self.closed.load(std::sync::atomic::Ordering::Acquire) {
+        use std::sync::atomic::Ordering;
+        self.heap.retire();
+        if !self.closed.load(Ordering::Acquire) && !self.crashed.load(Ordering::Acquire) {
             let _ = open::shutdown(self);
         }
     }

@@ -115,6 +115,7 @@ fn assemble(space: Space, heap: Heap, types: TypeTable, report: OpenReport, stat
         report,
         stats: Mutex::new(stats),
         closed: std::sync::atomic::AtomicBool::new(false),
+        crashed: std::sync::atomic::AtomicBool::new(false),
     }
 }
 

@@ -1,0 +1,56 @@
+//! Named failpoints on protocol steps, for crash tests.
+//!
+//! A test arms a failpoint on its own thread (`arm("tx.after_log_append", 3)`
+//! fires on the fourth hit). When it fires, the engine unwinds with a
+//! [`SimulatedCrash`] payload; `Pool::txn` recognises it and, instead of
+//! rolling back, abandons the pool as a crashed process would: nothing more
+//! is written, the next open must recover. Failpoints are per thread, cost
+//! one thread-local read when nothing is armed, and never fire in programs
+//! that do not arm them.
+
+use std::cell::RefCell;
+
+/// The panic payload of a fired failpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SimulatedCrash(pub &'static str);
+
+thread_local! {
+    static ARMED: RefCell<Vec<(String, u64)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Arms failpoint `name` on this thread: it fires after `skip` more hits.
+pub fn arm(name: &str, skip: u64) {
+    ARMED.with(|a| a.borrow_mut().push((name.to_string(), skip)));
+}
+
+/// Disarms every failpoint of this thread.
+pub fn disarm_all() {
+    ARMED.with(|a| a.borrow_mut().clear());
+}
+
+/// Whether a panic payload is a simulated crash.
+pub fn is_crash(payload: &(dyn std::any::Any + Send)) -> bool {
+    payload.downcast_ref::<SimulatedCrash>().is_some()
+}
+
+/// Marks a protocol step; unwinds with [`SimulatedCrash`] if armed here.
+#[inline]
+pub(crate) fn hit(name: &'static str) {
+    let fire = ARMED.with(|a| {
+        let mut a = a.borrow_mut();
+        if a.is_empty() {
+            return false;
+        }
+        let Some(i) = a.iter().position(|(n, _)| n == name) else { return false };
+        if a[i].1 == 0 {
+            a.remove(i);
+            true
+        } else {
+            a[i].1 -= 1;
+            false
+        }
+    });
+    if fire {
+        std::panic::panic_any(SimulatedCrash(name));
+    }
+}
