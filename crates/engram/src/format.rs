@@ -34,7 +34,8 @@ pub const HEADER_SLOT: u64 = 4096;
 /// Longest layout name, in bytes.
 pub const LAYOUT_MAX: usize = 64;
 
-/// Offset of the arena table.
+/// Offset of the arena table: one u64 per arena, 0 for an arena of spans,
+/// or a huge object's head/tail mark (the arena then holds payload only).
 pub const ARENA_TABLE_OFF: u64 = 8 * 1024;
 /// Most arenas a pool can have (256 GiB of heap).
 pub const MAX_ARENAS: u64 = 4096;
@@ -83,6 +84,13 @@ pub const SPAN_LARGE_TAIL: u32 = 0x4000_0000;
 /// Mask of the count/distance in large-object span entries.
 pub const SPAN_LARGE_MASK: u32 = 0x3FFF_FFFF;
 // Small spans store `class index + 1` (1..=NUM_CLASSES).
+
+/// Arena-table flag of the first arena of a huge object (low bits: arena count).
+pub const ARENA_HUGE_HEAD: u64 = 1 << 63;
+/// Arena-table flag of a following arena of a huge object (low bits: distance to head).
+pub const ARENA_HUGE_TAIL: u64 = 1 << 62;
+/// Mask of the count/distance in huge-object arena entries.
+pub const ARENA_HUGE_MASK: u64 = (1 << 32) - 1;
 
 /// The pool header. Two copies; see the module docs.
 #[repr(C)]

@@ -61,6 +61,7 @@ pub mod collections;
 mod error;
 pub mod failpoint;
 pub mod format;
+mod hash;
 mod gc;
 mod log;
 pub mod pmem;

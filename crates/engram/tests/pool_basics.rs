@@ -178,3 +178,47 @@ fn crash_without_close_recovers_and_reclaims() {
     // the forgotten handle still holds the flock in this process
     assert!(matches!(pool, Err(Error::Locked { .. })));
 }
+
+#[test]
+fn huge_objects_span_arenas_and_are_reclaimed() {
+    let t = TempPool::new("huge");
+    let pool = Pool::create(&t.0, CreateOptions::new("test").durability(Durability::Process).max_size(1 << 30)).unwrap();
+    let n = 10_000_000u64; // 80 MB: more than one 64 MiB arena
+    let a = pool
+        .txn(|tx| {
+            let a = tx.alloc_array::<u64>(n)?;
+            tx.set(a, 0, 11)?;
+            tx.set(a, n - 1, 22)?;
+            tx.set_root_array("huge", a)?;
+            Ok::<_, Error>(a)
+        })
+        .unwrap();
+    // small objects still work around it
+    build_list(&pool, 100);
+    pool.close().unwrap();
+    let pool = open(&t);
+    pool.check(&|_| {}).unwrap();
+    let got = pool.txn(|tx| {
+        let b = tx.root_array::<u64>("huge")?.unwrap();
+        assert_eq!(b, a);
+        Ok::<_, Error>((tx.len(b)?, tx.get(b, 0)?, tx.get(b, n - 1)?))
+    });
+    assert_eq!(got.unwrap(), (n, 11, 22));
+    // crash: still there after recovery GC
+    pool.simulate_crash();
+    let pool = open(&t);
+    assert_eq!(pool.open_report().recovered.unwrap().objects, 101);
+    // unlink and collect: the arenas are reused by the next huge object
+    pool.txn(|tx| tx.remove_root("huge").map(|_| ())).unwrap();
+    pool.collect().unwrap();
+    let size = pool.info().size;
+    let b = pool.txn(|tx| {
+        let b = tx.alloc_array::<u64>(n)?;
+        tx.set_root_array("huge2", b)?;
+        Ok::<_, Error>(b)
+    });
+    assert_eq!(b.unwrap(), a, "freed arenas reused");
+    assert_eq!(pool.info().size, size, "no growth needed");
+    assert_eq!(sum_list(&pool), (4950, 100));
+    pool.close().unwrap();
+}

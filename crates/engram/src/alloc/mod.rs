@@ -25,7 +25,7 @@ use crate::pool::space::Space;
 use cache::CacheCell;
 use classes::{class_for, slot_size, slots_per_span, NUM_CLASSES};
 use parking_lot::Mutex;
-use std::collections::{HashMap, HashSet};
+use crate::hash::{FastMap, FastSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -39,6 +39,8 @@ pub(crate) enum Loc {
     Small { span: u64, class: usize, index: u32 },
     /// A large object starting at span `span`, `spans` long.
     Large { span: u64, spans: u32 },
+    /// A huge object filling arenas `arena..arena + arenas`.
+    Huge { arena: u64, arenas: u32 },
 }
 
 impl Loc {
@@ -47,6 +49,7 @@ impl Loc {
         match self {
             Loc::Small { class, .. } => slot_size(class) - OBJ_HEADER,
             Loc::Large { spans, .. } => spans as u64 * SPAN_SIZE - OBJ_HEADER,
+            Loc::Huge { arenas, .. } => arenas as u64 * ARENA_SIZE - OBJ_HEADER,
         }
     }
 }
@@ -66,7 +69,7 @@ impl SpanBits {
 
 #[derive(Default)]
 struct Class {
-    spans: HashMap<u64, SpanBits>,
+    spans: FastMap<u64, SpanBits>,
     /// Spans with at least one free slot.
     partial: Vec<u64>,
 }
@@ -82,8 +85,8 @@ struct SpanSpace {
 /// Objects found live by a mark phase.
 #[derive(Default)]
 pub(crate) struct Marks {
-    pub small: HashMap<u64, [u64; 32]>,
-    pub large: HashSet<u64>,
+    pub small: FastMap<u64, [u64; 32]>,
+    pub large: FastSet<u64>,
 }
 
 impl Marks {
@@ -98,6 +101,8 @@ impl Marks {
                 fresh
             }
             Loc::Large { span, .. } => self.large.insert(span),
+            // Span 0 of an arena is never a large head, so the keys are distinct.
+            Loc::Huge { arena, .. } => self.large.insert(arena * SPANS_PER_ARENA),
         }
     }
 }
@@ -120,7 +125,9 @@ pub(crate) struct Heap {
     pub id: u64,
     classes: Box<[Mutex<Class>]>,
     spans: Mutex<SpanSpace>,
-    large: Mutex<HashMap<u64, u32>>,
+    large: Mutex<FastMap<u64, u32>>,
+    /// Huge objects: first arena -> arena count.
+    huge: Mutex<FastMap<u64, u32>>,
     caches: Mutex<Vec<Arc<CacheCell>>>,
 }
 
@@ -146,6 +153,17 @@ fn spans_in(size: u64) -> u64 {
     size.saturating_sub(HEAP_OFF) / SPAN_SIZE
 }
 
+/// Pool offset of arena `a`'s arena-table entry.
+fn arena_entry_off(a: u64) -> u64 {
+    ARENA_TABLE_OFF + a * 8
+}
+
+fn set_arena_entry(space: &Space, a: u64, v: u64) -> Result<()> {
+    space.write(arena_entry_off(a), &v)?;
+    space.flush(arena_entry_off(a), 8);
+    Ok(())
+}
+
 fn set_entry(space: &Space, g: u64, v: u32) -> Result<()> {
     space.write(entry_off(g), &v)?;
     space.flush(entry_off(g), 4);
@@ -160,7 +178,18 @@ pub(crate) fn locate(space: &Space, addr: u64) -> Option<Loc> {
     }
     let hdr = addr - OBJ_HEADER - base;
     let g = (hdr - HEAP_OFF) / SPAN_SIZE;
-    if g >= spans_in(space.size()) || g % SPANS_PER_ARENA < ARENA_META_SPANS {
+    if g >= spans_in(space.size()) {
+        return None;
+    }
+    let a = g / SPANS_PER_ARENA;
+    let ae: u64 = space.read(arena_entry_off(a)).ok()?;
+    if ae != 0 {
+        let arenas = (ae & ARENA_HUGE_MASK) as u32;
+        let fits = arena_off(a + arenas as u64) <= space.size();
+        return (ae & ARENA_HUGE_HEAD != 0 && hdr == arena_off(a) && arenas > 0 && fits)
+            .then_some(Loc::Huge { arena: a, arenas });
+    }
+    if g % SPANS_PER_ARENA < ARENA_META_SPANS {
         return None;
     }
     let e: u32 = space.read(entry_off(g)).ok()?;
@@ -190,7 +219,17 @@ pub(crate) fn locate_containing(space: &Space, addr: u64) -> Option<(u64, Loc)> 
     }
     let off = addr - base;
     let g = (off - HEAP_OFF) / SPAN_SIZE;
-    if g >= spans_in(space.size()) || g % SPANS_PER_ARENA < ARENA_META_SPANS {
+    if g >= spans_in(space.size()) {
+        return None;
+    }
+    let a = g / SPANS_PER_ARENA;
+    let ae: u64 = space.read(arena_entry_off(a)).ok()?;
+    if ae != 0 {
+        let head = if ae & ARENA_HUGE_HEAD != 0 { a } else { a.checked_sub(ae & ARENA_HUGE_MASK)? };
+        let payload = base + arena_off(head) + OBJ_HEADER;
+        return locate(space, payload).map(|loc| (payload, loc));
+    }
+    if g % SPANS_PER_ARENA < ARENA_META_SPANS {
         return None;
     }
     let e: u32 = space.read(entry_off(g)).ok()?;
@@ -214,7 +253,8 @@ impl Heap {
             id: NEXT_HEAP_ID.fetch_add(1, Ordering::Relaxed),
             classes: (0..NUM_CLASSES).map(|_| Mutex::new(Class::default())).collect(),
             spans: Mutex::new(SpanSpace::default()),
-            large: Mutex::new(HashMap::new()),
+            large: Mutex::new(FastMap::default()),
+            huge: Mutex::new(FastMap::default()),
             caches: Mutex::new(Vec::new()),
         }
     }
@@ -229,8 +269,15 @@ impl Heap {
         let mut large = heap.large.lock();
         let mut g = 0;
         while g < limit {
-            let e: u32 = space.read(entry_off(g))?;
             let s = g % SPANS_PER_ARENA;
+            if s == 0 {
+                if let Some(k) = huge_at(space, g / SPANS_PER_ARENA)? {
+                    heap.huge.lock().insert(g / SPANS_PER_ARENA, k);
+                    g += k as u64 * SPANS_PER_ARENA;
+                    continue;
+                }
+            }
+            let e: u32 = space.read(entry_off(g))?;
             if s < ARENA_META_SPANS {
                 g += 1;
                 continue;
@@ -358,10 +405,7 @@ impl Heap {
     fn alloc_large(&self, space: &Space, need: u64) -> Result<u64> {
         let n = need.div_ceil(SPAN_SIZE);
         if n > SPANS_PER_ARENA - ARENA_META_SPANS {
-            return Err(Error::invalid(format!(
-                "object of {need} bytes is larger than an arena's {} usable bytes",
-                (SPANS_PER_ARENA - ARENA_META_SPANS) * SPAN_SIZE
-            )));
+            return self.alloc_huge(space, need);
         }
         let g = self.take_spans(space, n)?;
         set_entry(space, g, SPAN_LARGE_HEAD | n as u32)?;
@@ -370,6 +414,68 @@ impl Heap {
         }
         self.large.lock().insert(g, n as u32);
         Ok(space.base() + span_off(g))
+    }
+
+    /// A huge object: whole arenas, marked in the arena table.
+    fn alloc_huge(&self, space: &Space, need: u64) -> Result<u64> {
+        let k = need.div_ceil(ARENA_SIZE);
+        let a = self.take_arenas(space, k)?;
+        set_arena_entry(space, a, ARENA_HUGE_HEAD | k)?;
+        for d in 1..k {
+            set_arena_entry(space, a + d, ARENA_HUGE_TAIL | d)?;
+        }
+        self.huge.lock().insert(a, k as u32);
+        Ok(space.base() + arena_off(a))
+    }
+
+    /// Takes `k` contiguous arenas whose spans are all free, growing the pool.
+    fn take_arenas(&self, space: &Space, k: u64) -> Result<u64> {
+        let mut ss = self.spans.lock();
+        let arena_free = |ss: &SpanSpace, a: u64| {
+            let first = a * SPANS_PER_ARENA;
+            (first + ARENA_META_SPANS..first + SPANS_PER_ARENA).all(|g| g >= ss.mapped_spans || is_free(ss, g))
+        };
+        let mut a = 0;
+        while a + k <= MAX_ARENAS {
+            match (a..a + k).find(|&j| !arena_free(&ss, j)) {
+                Some(busy) => a = busy + 1,
+                None => break,
+            }
+        }
+        if a + k > MAX_ARENAS {
+            return Err(Error::PoolFull { requested: k * ARENA_SIZE, max_size: space.header().max_size });
+        }
+        space.grow(arena_off(a + k))?;
+        incorporate(&mut ss, spans_in(space.size()));
+        for g in a * SPANS_PER_ARENA..(a + k) * SPANS_PER_ARENA {
+            set_free(&mut ss, g, false);
+        }
+        Ok(a)
+    }
+
+    fn release_huge(&self, space: &Space, a: u64, k: u32) -> Result<()> {
+        // 1. clear the span tables the payload overwrote, while the arena
+        //    table still says "huge" (so a crash here leaves a huge object,
+        //    unreachable, that the next recovery frees again);
+        let zero = [0u32; SPANS_PER_ARENA as usize];
+        for d in 0..k as u64 {
+            space.write(arena_off(a + d), &zero)?;
+            space.flush(arena_off(a + d), 4 * SPANS_PER_ARENA);
+        }
+        space.persist.fence("span tables cleared before the arenas are handed back")?;
+        // 2. then hand the arenas back to span allocation.
+        for d in 0..k as u64 {
+            set_arena_entry(space, a + d, 0)?;
+        }
+        space.persist.fence("arena table entries of a freed huge object")?;
+        self.huge.lock().remove(&a);
+        let mut ss = self.spans.lock();
+        for g in a * SPANS_PER_ARENA..(a + k as u64) * SPANS_PER_ARENA {
+            if g % SPANS_PER_ARENA >= ARENA_META_SPANS {
+                set_free(&mut ss, g, true);
+            }
+        }
+        Ok(())
     }
 
     /// Frees the object at payload address `addr` (already validated as `loc`).
@@ -383,6 +489,7 @@ impl Heap {
                 Ok(())
             }
             Loc::Large { span, spans } => self.release_large(space, span, spans),
+            Loc::Huge { arena, arenas } => self.release_huge(space, arena, arenas),
         }
     }
 
@@ -453,6 +560,16 @@ impl Heap {
         for (g, n) in dead {
             self.release_large(space, g, n)?;
         }
+        let dead: Vec<(u64, u32)> = self
+            .huge
+            .lock()
+            .iter()
+            .filter(|(a, _)| !marks.large.contains(&(*a * SPANS_PER_ARENA)))
+            .map(|(&a, &k)| (a, k))
+            .collect();
+        for (a, k) in dead {
+            self.release_huge(space, a, k)?;
+        }
         self.rebuild_partials();
         space.persist.fence("span tables of swept spans")
     }
@@ -486,6 +603,7 @@ impl Heap {
             }
         }
         st.used_spans += self.large.lock().values().map(|&n| n as u64).sum::<u64>();
+        st.used_spans += self.huge.lock().values().map(|&k| k as u64 * SPANS_PER_ARENA).sum::<u64>();
         st
     }
 
@@ -501,6 +619,10 @@ impl Heap {
         for &n in self.large.lock().values() {
             objects += 1;
             bytes += n as u64 * SPAN_SIZE;
+        }
+        for &k in self.huge.lock().values() {
+            objects += 1;
+            bytes += k as u64 * ARENA_SIZE;
         }
         // Cached slots are marked in use but hold no object.
         for cell in self.caches.lock().iter() {
@@ -538,6 +660,25 @@ impl Heap {
             cell.retire();
         }
     }
+}
+
+/// The arena count of a huge object whose head is arena `a`, if any.
+fn huge_at(space: &Space, a: u64) -> Result<Option<u32>> {
+    let ae: u64 = space.read(arena_entry_off(a))?;
+    if ae == 0 {
+        return Ok(None);
+    }
+    let k = ae & ARENA_HUGE_MASK;
+    if ae & ARENA_HUGE_HEAD == 0 || k == 0 || a + k > MAX_ARENAS || arena_off(a + k) > space.size() {
+        return Err(Error::corrupt(format!("arena {a}: bad arena-table entry {ae:#x}")));
+    }
+    for d in 1..k {
+        let t: u64 = space.read(arena_entry_off(a + d))?;
+        if t != ARENA_HUGE_TAIL | d {
+            return Err(Error::corrupt(format!("arena {}: expected huge tail {d}, found {t:#x}", a + d)));
+        }
+    }
+    Ok(Some(k as u32))
 }
 
 fn read_bitmap(space: &Space, g: u64, c: usize) -> Result<SpanBits> {

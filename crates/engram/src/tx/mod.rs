@@ -29,7 +29,7 @@ use crate::types::{Persistent, TYPE_LOG_CHUNK};
 use parking_lot::lock_api::RawMutex as _;
 use parking_lot::lock_api::RawMutexTimed as _;
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
+use crate::hash::{FastMap, FastSet};
 use std::marker::PhantomData;
 use std::mem::size_of;
 
@@ -52,11 +52,11 @@ struct TxState {
     slot: u32,
     log: LogWriter,
     /// Pool offset -> bytes already logged from there in this region.
-    logged: HashMap<u64, u32>,
+    logged: FastMap<u64, u32>,
     /// Ranges (pool offset, len) to flush at commit.
     dirty: Vec<(u64, u64)>,
     /// Payload addresses of objects allocated in this region.
-    fresh: HashSet<u64>,
+    fresh: FastSet<u64>,
     allocated: Vec<Loc>,
     frees: Vec<Loc>,
     locks: Vec<usize>,
@@ -82,9 +82,9 @@ impl<'p> Tx<'p> {
             st: RefCell::new(TxState {
                 slot,
                 log,
-                logged: HashMap::new(),
+                logged: FastMap::default(),
                 dirty: Vec::new(),
-                fresh: HashSet::new(),
+                fresh: FastSet::default(),
                 allocated: Vec::new(),
                 frees: Vec::new(),
                 locks: Vec::new(),

@@ -1,0 +1,39 @@
+# Engram: the entry points for every language.
+#
+#   make run    the demo: a pool under ./data/ that each run finds and extends
+#   make test   installs what it needs, builds everything, runs every test
+#   make bench  benchmarks against PMDK (libpmemobj) and malloc; reports in docs/bench/
+#
+# System packages come from apt (installed once, only if missing); Rust crates
+# from crates.io through cargo.
+
+SHELL := /bin/bash
+APT_PACKAGES := libpmemobj-dev pkg-config
+CARGO ?= cargo
+
+.PHONY: run test bench deps build clean
+
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+build: deps
+	$(CARGO) build --workspace --release
+
+run:
+	@mkdir -p data
+	$(CARGO) run --release -q -p engram-cli -- demo data/demo.pool
+
+test: deps
+	$(CARGO) build --workspace --all-targets
+	$(CARGO) test --workspace
+
+bench: deps
+	$(CARGO) run --release -p engram-bench -- all --out docs/bench
+
+clean:
+	$(CARGO) clean
+	rm -rf data
