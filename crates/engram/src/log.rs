@@ -139,8 +139,11 @@ impl LogWriter {
         let addr = chunks.alloc_chunk(bytes)?;
         let off = addr - space.base();
         let cap = bytes - CHUNK_HDR;
-        // 1. the chunk header, durable before the chunk is linked.
-        space.write_persist(off, &LogChunkHeader { next: rest, cap }, "log chunk header before it is linked")?;
+        // 1. the chunk header and its object header, durable before the
+        //    chunk is linked (the GC reads both once it is).
+        space.write(off, &LogChunkHeader { next: rest, cap })?;
+        space.flush(off - OBJ_HEADER, OBJ_HEADER + CHUNK_HDR);
+        space.persist.fence("log chunk headers before the chunk is linked")?;
         // 2. link it (8-byte atomic store); from here the GC keeps it alive.
         space.write_persist(link_off, &addr, "log chunk link before entries use it")?;
         Ok((off, cap))

@@ -45,37 +45,39 @@ thread_local! {
     static CACHES: RefCell<Vec<Arc<CacheCell>>> = const { RefCell::new(Vec::new()) };
 }
 
-fn with_cell<R>(heap: &Heap, f: impl FnOnce(&CacheCell) -> R) -> R {
+/// This thread's cache for `heap`, created and registered on first use.
+pub(crate) fn cell(heap: &Heap) -> Arc<CacheCell> {
     CACHES.with(|caches| {
         let mut caches = caches.borrow_mut();
         if let Some(cell) = caches.iter().find(|c| c.heap_id == heap.id) {
-            return f(cell);
+            return cell.clone();
         }
         caches.retain(|c| !c.dead.load(Ordering::Relaxed));
         let cell = Arc::new(CacheCell::new(heap.id));
         heap.register_cache(cell.clone());
         caches.push(cell.clone());
-        f(&cell)
+        cell
     })
 }
 
-/// Pops a cached slot (header address) of class `c`.
-#[inline]
-pub(crate) fn pop(heap: &Heap, c: usize) -> Option<u64> {
-    with_cell(heap, |cell| cell.bins.lock()[c].pop())
-}
+impl CacheCell {
+    /// Pops a cached slot (header address) of class `c`.
+    #[inline]
+    pub(crate) fn pop(&self, c: usize) -> Option<u64> {
+        self.bins.lock()[c].pop()
+    }
 
-/// Caches `hdrs` of class `c`.
-pub(crate) fn push_all(heap: &Heap, c: usize, hdrs: Vec<u64>) {
-    with_cell(heap, |cell| cell.bins.lock()[c].extend(hdrs));
-}
+    /// Caches `hdrs` of class `c`.
+    pub(crate) fn push_all(&self, c: usize, hdrs: Vec<u64>) {
+        self.bins.lock()[c].extend(hdrs);
+    }
 
-/// Caches one freed slot; returns slots to give back if the bin overflows.
-pub(crate) fn push(heap: &Heap, c: usize, hdr: u64) -> Option<Vec<u64>> {
-    with_cell(heap, |cell| {
-        let mut bins = cell.bins.lock();
+    /// Caches one freed slot; returns slots to give back if the bin overflows.
+    #[inline]
+    pub(crate) fn push(&self, c: usize, hdr: u64) -> Option<Vec<u64>> {
+        let mut bins = self.bins.lock();
         let bin = &mut bins[c];
         bin.push(hdr);
         (bin.len() > 2 * BATCH).then(|| bin.split_off(BATCH))
-    })
+    }
 }

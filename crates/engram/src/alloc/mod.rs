@@ -16,7 +16,7 @@
 //! - Lock order: class lock, then the span lock. Thread caches are locked
 //!   alone (each only by its thread, and by `drain_caches` while no region runs).
 
-pub mod cache;
+pub(crate) mod cache;
 pub mod classes;
 
 use crate::error::{Error, Result};
@@ -318,26 +318,38 @@ impl Heap {
         }
     }
 
+    /// This thread's allocation cache (look it up once per region).
+    pub fn cache(&self) -> Arc<CacheCell> {
+        cache::cell(self)
+    }
+
     /// Allocates `payload` bytes and writes the object header. Returns the
-    /// payload address. No log is written and nothing is flushed.
-    pub fn alloc(&self, space: &Space, payload: u64, type_id: u32, flags: u32, count: u64) -> Result<u64> {
+    /// payload address and where it lives. No log is written and nothing is
+    /// flushed.
+    pub fn alloc(&self, space: &Space, cell: &CacheCell, payload: u64, type_id: u32, flags: u32, count: u64) -> Result<(u64, Loc)> {
         let need = payload.checked_add(OBJ_HEADER).ok_or_else(|| Error::invalid("allocation size overflows"))?;
-        let hdr = match class_for(need) {
-            Some(c) => match cache::pop(self, c) {
-                Some(a) => a,
-                None => self.refill_and_pop(space, c)?,
-            },
+        let (hdr, loc) = match class_for(need) {
+            Some(c) => {
+                let hdr = match cell.pop(c) {
+                    Some(a) => a,
+                    None => self.refill_and_pop(space, cell, c)?,
+                };
+                let off = hdr - space.base();
+                let g = (off - HEAP_OFF) / SPAN_SIZE;
+                let index = ((off - span_off(g)) / slot_size(c)) as u32;
+                (hdr, Loc::Small { span: g, class: c, index })
+            }
             None => self.alloc_large(space, need)?,
         };
         let h = ObjHeader { type_id, flags: OBJ_TAG | flags, count };
         space.write(hdr - space.base(), &h)?;
-        Ok(hdr + OBJ_HEADER)
+        Ok((hdr + OBJ_HEADER, loc))
     }
 
-    fn refill_and_pop(&self, space: &Space, c: usize) -> Result<u64> {
+    fn refill_and_pop(&self, space: &Space, cell: &CacheCell, c: usize) -> Result<u64> {
         let mut got = self.take_from_class(space, c, BATCH)?;
         let first = got.pop().ok_or_else(|| Error::corrupt("refill returned nothing"))?;
-        cache::push_all(self, c, got);
+        cell.push_all(c, got);
         Ok(first)
     }
 
@@ -402,7 +414,7 @@ impl Heap {
         }
     }
 
-    fn alloc_large(&self, space: &Space, need: u64) -> Result<u64> {
+    fn alloc_large(&self, space: &Space, need: u64) -> Result<(u64, Loc)> {
         let n = need.div_ceil(SPAN_SIZE);
         if n > SPANS_PER_ARENA - ARENA_META_SPANS {
             return self.alloc_huge(space, need);
@@ -413,11 +425,11 @@ impl Heap {
             set_entry(space, g + k, SPAN_LARGE_TAIL | k as u32)?;
         }
         self.large.lock().insert(g, n as u32);
-        Ok(space.base() + span_off(g))
+        Ok((space.base() + span_off(g), Loc::Large { span: g, spans: n as u32 }))
     }
 
     /// A huge object: whole arenas, marked in the arena table.
-    fn alloc_huge(&self, space: &Space, need: u64) -> Result<u64> {
+    fn alloc_huge(&self, space: &Space, need: u64) -> Result<(u64, Loc)> {
         let k = need.div_ceil(ARENA_SIZE);
         let a = self.take_arenas(space, k)?;
         set_arena_entry(space, a, ARENA_HUGE_HEAD | k)?;
@@ -425,7 +437,7 @@ impl Heap {
             set_arena_entry(space, a + d, ARENA_HUGE_TAIL | d)?;
         }
         self.huge.lock().insert(a, k as u32);
-        Ok(space.base() + arena_off(a))
+        Ok((space.base() + arena_off(a), Loc::Huge { arena: a, arenas: k as u32 }))
     }
 
     /// Takes `k` contiguous arenas whose spans are all free, growing the pool.
@@ -479,11 +491,11 @@ impl Heap {
     }
 
     /// Frees the object at payload address `addr` (already validated as `loc`).
-    pub fn free(&self, space: &Space, loc: Loc) -> Result<()> {
+    pub fn free(&self, space: &Space, cell: &CacheCell, loc: Loc) -> Result<()> {
         match loc {
             Loc::Small { span, class, index } => {
                 let hdr = space.base() + span_off(span) + index as u64 * slot_size(class);
-                if let Some(spill) = cache::push(self, class, hdr) {
+                if let Some(spill) = cell.push(class, hdr) {
                     self.give_back(space, class, spill);
                 }
                 Ok(())

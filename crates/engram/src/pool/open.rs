@@ -94,6 +94,11 @@ pub(super) fn create(path: &Path, o: &CreateOptions) -> Result<PoolInner> {
     let mode = o.durability.unwrap_or(if map.is_dax() { Durability::Pmem } else { Durability::Msync });
     let space = Space::new(map, Persister::new(mode), file, path.to_path_buf(), h, false);
     TypeTable::init_builtins(&space)?;
+    // Log generations start at 1, so a zeroed entry never matches one.
+    for slot in 0..LOG_SLOTS {
+        space.write(crate::log::slot_off(slot), &1u64)?;
+        space.flush(crate::log::slot_off(slot), 8);
+    }
     // Both copies get the header (seq 1 and 2); before this the file is not a pool.
     space.update_header(|_| {})?;
     space.update_header(|_| {})?;

@@ -19,7 +19,9 @@
 
 mod roots;
 
+use crate::alloc::cache::CacheCell;
 use crate::alloc::Loc;
+use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::format::*;
 use crate::log::{ChunkAlloc, LogWriter};
@@ -31,7 +33,7 @@ use parking_lot::lock_api::RawMutexTimed as _;
 use std::cell::RefCell;
 use crate::hash::{FastMap, FastSet};
 use std::marker::PhantomData;
-use std::mem::size_of;
+use std::mem::{align_of, size_of};
 
 pub use roots::RootInfo;
 pub(crate) use roots::used_entries as used_root_entries;
@@ -50,7 +52,19 @@ pub struct Tx<'p> {
 
 struct TxState {
     slot: u32,
+    /// This thread's allocation cache.
+    cache: Arc<CacheCell>,
+    /// Rust type -> type id, for the types this region used.
+    type_ids: Vec<(std::any::TypeId, u32)>,
     log: LogWriter,
+    sets: RegionSets,
+    doomed: bool,
+}
+
+/// The region's bookkeeping, reused (emptied) by the thread's next region so
+/// the fast path does not allocate once the sets have grown.
+#[derive(Default)]
+struct RegionSets {
     /// Pool offset -> bytes already logged from there in this region.
     logged: FastMap<u64, u32>,
     /// Ranges (pool offset, len) to flush at commit.
@@ -59,8 +73,30 @@ struct TxState {
     fresh: FastSet<u64>,
     allocated: Vec<Loc>,
     frees: Vec<Loc>,
+    /// Payload addresses in `frees`, to refuse a double free.
+    freed: FastSet<u64>,
     locks: Vec<usize>,
-    doomed: bool,
+}
+
+impl RegionSets {
+    /// Empties the sets; keeps their memory unless it grew very large.
+    fn recycle(mut self) -> Option<Self> {
+        if self.fresh.capacity() + self.logged.capacity() + self.freed.capacity() > 1 << 20 {
+            return None;
+        }
+        self.logged.clear();
+        self.dirty.clear();
+        self.fresh.clear();
+        self.allocated.clear();
+        self.frees.clear();
+        self.freed.clear();
+        self.locks.clear();
+        Some(self)
+    }
+}
+
+thread_local! {
+    static SPARE_SETS: std::cell::Cell<Option<RegionSets>> = const { std::cell::Cell::new(None) };
 }
 
 /// Number of lock stripes for [`Tx::lock`].
@@ -81,13 +117,10 @@ impl<'p> Tx<'p> {
             pool,
             st: RefCell::new(TxState {
                 slot,
+                cache: pool.heap.cache(),
+                type_ids: Vec::new(),
                 log,
-                logged: FastMap::default(),
-                dirty: Vec::new(),
-                fresh: FastSet::default(),
-                allocated: Vec::new(),
-                frees: Vec::new(),
-                locks: Vec::new(),
+                sets: SPARE_SETS.with(|s| s.take()).unwrap_or_default(),
                 doomed: false,
             }),
             _gate: gate,
@@ -105,10 +138,21 @@ impl<'p> Tx<'p> {
 
     // ----- allocation -------------------------------------------------------
 
+    /// The pool's type id of `T` (cached for the region).
+    pub(crate) fn type_id<T: Persistent>(&self) -> Result<u32> {
+        let key = std::any::TypeId::of::<T>();
+        if let Some(&(_, id)) = self.st.borrow().type_ids.iter().find(|(k, _)| *k == key) {
+            return Ok(id);
+        }
+        let id = self.pool.types.id_of::<T>(&self.pool.space)?;
+        self.st.borrow_mut().type_ids.push((key, id));
+        Ok(id)
+    }
+
     /// Allocates a `T` holding `value`. Freed again if the region rolls back;
     /// garbage after a crash unless linked from a root by a committed region.
     pub fn alloc<T: Persistent>(&self, value: T) -> Result<PPtr<T>> {
-        let id = self.pool.types.id_of::<T>(&self.pool.space)?;
+        let id = self.type_id::<T>()?;
         let addr = self.alloc_raw(size_of::<T>() as u64, id, 0, 1)?;
         // SAFETY: alloc_raw returned a fresh slot of at least size_of::<T>()
         // bytes, 16-aligned, inside the mapping, owned by this region alone.
@@ -118,7 +162,7 @@ impl<'p> Tx<'p> {
 
     /// Allocates an array of `len` zeroed `T`s.
     pub fn alloc_array<T: Persistent>(&self, len: u64) -> Result<PArray<T>> {
-        let id = self.pool.types.id_of::<T>(&self.pool.space)?;
+        let id = self.type_id::<T>()?;
         let bytes = len.checked_mul(size_of::<T>() as u64).ok_or_else(|| Error::invalid("array size overflows"))?;
         let addr = self.alloc_raw(bytes, id, OBJ_ARRAY, len)?;
         // SAFETY: a fresh slot of at least `bytes` bytes inside the mapping.
@@ -130,12 +174,11 @@ impl<'p> Tx<'p> {
     /// contents are left as they were (the caller initialises them).
     pub(crate) fn alloc_raw(&self, payload: u64, type_id: u32, flags: u32, count: u64) -> Result<u64> {
         let space = &self.pool.space;
-        let addr = self.pool.heap.alloc(space, payload, type_id, flags, count)?;
-        let loc = crate::alloc::locate(space, addr).ok_or_else(|| Error::corrupt("fresh object not locatable"))?;
         let mut st = self.st.borrow_mut();
-        st.fresh.insert(addr);
-        st.allocated.push(loc);
-        st.dirty.push((addr - OBJ_HEADER - space.base(), payload + OBJ_HEADER));
+        let (addr, loc) = self.pool.heap.alloc(space, &st.cache, payload, type_id, flags, count)?;
+        st.sets.fresh.insert(addr);
+        st.sets.allocated.push(loc);
+        st.sets.dirty.push((addr - OBJ_HEADER - space.base(), payload + OBJ_HEADER));
         Ok(addr)
     }
 
@@ -157,18 +200,18 @@ impl<'p> Tx<'p> {
             return Err(Error::BadPointer { addr });
         }
         let mut st = self.st.borrow_mut();
-        if st.frees.contains(&loc) {
+        if !st.sets.freed.insert(addr) {
             return Err(Error::invalid(format!("object {addr:#x} freed twice in one region")));
         }
-        st.frees.push(loc);
+        st.sets.frees.push(loc);
         Ok(())
     }
 
     // ----- reads and writes -------------------------------------------------
 
-    fn check(&self, addr: u64, len: u64) -> Result<()> {
+    fn check(&self, addr: u64, len: u64, align: usize) -> Result<()> {
         let space = &self.pool.space;
-        if addr < space.base() + HEAP_OFF || addr % 8 != 0 || !space.contains(addr, len) {
+        if addr < space.base() + HEAP_OFF || addr % align as u64 != 0 || !space.contains(addr, len) {
             return Err(Error::BadPointer { addr });
         }
         Ok(())
@@ -176,7 +219,7 @@ impl<'p> Tx<'p> {
 
     /// Reads the object `p` points to.
     pub fn read<T: Persistent>(&self, p: PPtr<T>) -> Result<T> {
-        self.check(p.addr(), size_of::<T>() as u64)?;
+        self.check(p.addr(), size_of::<T>() as u64, align_of::<T>())?;
         // SAFETY: the range is inside the mapped heap (checked); every bit
         // pattern is a valid T (Persistent's contract).
         Ok(unsafe { std::ptr::read(p.addr() as *const T) })
@@ -184,7 +227,7 @@ impl<'p> Tx<'p> {
 
     /// Overwrites the object `p` points to with `value`.
     pub fn write<T: Persistent>(&self, p: PPtr<T>, value: T) -> Result<()> {
-        self.check(p.addr(), size_of::<T>() as u64)?;
+        self.check(p.addr(), size_of::<T>() as u64, align_of::<T>())?;
         self.log_range(p.addr(), size_of::<T>() as u64)?;
         // SAFETY: inside the mapped heap (checked); the old bytes are logged.
         unsafe { std::ptr::write(p.addr() as *mut T, value) };
@@ -202,7 +245,7 @@ impl<'p> Tx<'p> {
 
     /// Number of elements of array `a`.
     pub fn len<T: Persistent>(&self, a: PArray<T>) -> Result<u64> {
-        self.check(a.addr(), 0)?;
+        self.check(a.addr(), 0, 16)?;
         let h: ObjHeader = self.pool.space.read(a.addr() - OBJ_HEADER - self.pool.space.base())?;
         if h.flags & OBJ_TAG_MASK != OBJ_TAG || h.flags & OBJ_ARRAY == 0 {
             return Err(Error::BadPointer { addr: a.addr() });
@@ -252,7 +295,7 @@ impl<'p> Tx<'p> {
         }
         let size = size_of::<T>() as u64;
         let addr = a.addr() + i * size;
-        self.check(addr, n * size)?;
+        self.check(addr, n * size, align_of::<T>())?;
         Ok(addr)
     }
 
@@ -271,22 +314,22 @@ impl<'p> Tx<'p> {
             return Err(Error::ReadOnly);
         }
         let mut st = self.st.borrow_mut();
-        if st.logged.get(&off).is_some_and(|&l| l as u64 >= len) || self.is_fresh(&st, addr, len) {
+        if st.sets.logged.get(&off).is_some_and(|&l| l as u64 >= len) || self.is_fresh(&st, addr, len) {
             return Ok(());
         }
         let st = &mut *st;
         st.log.append(space, self, off, len as u32)?;
-        st.logged.insert(off, len as u32);
-        st.dirty.push((off, len));
+        st.sets.logged.insert(off, len as u32);
+        st.sets.dirty.push((off, len));
         Ok(())
     }
 
     fn is_fresh(&self, st: &TxState, addr: u64, len: u64) -> bool {
-        if st.fresh.is_empty() {
+        if st.sets.fresh.is_empty() {
             return false;
         }
         match crate::alloc::locate_containing(&self.pool.space, addr) {
-            Some((payload, loc)) => st.fresh.contains(&payload) && addr + len <= payload + loc.capacity(),
+            Some((payload, loc)) => st.sets.fresh.contains(&payload) && addr + len <= payload + loc.capacity(),
             None => false,
         }
     }
@@ -299,14 +342,14 @@ impl<'p> Tx<'p> {
     pub fn lock(&self, key: u64) -> Result<()> {
         let stripe = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54) as usize % STRIPES;
         let mut st = self.st.borrow_mut();
-        if st.locks.contains(&stripe) {
+        if st.sets.locks.contains(&stripe) {
             return Ok(());
         }
         if !self.pool.stripes[stripe].try_lock_for(self.pool.lock_timeout) {
             st.doomed = true;
             return Err(Error::LockTimeout);
         }
-        st.locks.push(stripe);
+        st.sets.locks.push(stripe);
         Ok(())
     }
 
@@ -322,9 +365,9 @@ impl<'p> Tx<'p> {
         let space = &self.pool.space;
         {
             let st = self.st.borrow();
-            if !st.dirty.is_empty() {
+            if !st.sets.dirty.is_empty() {
                 // 1. flush what the region wrote and allocated.
-                for &(off, len) in &st.dirty {
+                for &(off, len) in &st.sets.dirty {
                     space.flush(off, len);
                 }
                 // 2. the new data is durable before the log stops protecting it.
@@ -338,9 +381,9 @@ impl<'p> Tx<'p> {
         }
         crate::failpoint::hit("tx.after_commit");
         // 4. deferred frees, then release.
-        let frees = std::mem::take(&mut self.st.borrow_mut().frees);
-        for loc in frees {
-            self.pool.heap.free(space, loc)?;
+        let st = self.st.borrow();
+        for &loc in &st.sets.frees {
+            self.pool.heap.free(space, &st.cache, loc)?;
         }
         Ok(())
     }
@@ -355,9 +398,9 @@ impl<'p> Tx<'p> {
         if entries > 0 {
             crate::log::undo_slot(space, slot, &|a| a)?;
         }
-        let allocated = std::mem::take(&mut self.st.borrow_mut().allocated);
-        for loc in allocated {
-            self.pool.heap.free(space, loc)?;
+        let st = self.st.borrow();
+        for &loc in &st.sets.allocated {
+            self.pool.heap.free(space, &st.cache, loc)?;
         }
         Ok(())
     }
@@ -367,17 +410,20 @@ impl ChunkAlloc for Tx<'_> {
     fn alloc_chunk(&self, bytes: u64) -> Result<u64> {
         // Chunks are linked from the slot as soon as they exist, so they are
         // not the region's allocations: a rollback keeps them for reuse.
-        self.pool.heap.alloc(&self.pool.space, bytes, TYPE_LOG_CHUNK, 0, 1)
+        let cell = self.pool.heap.cache();
+        self.pool.heap.alloc(&self.pool.space, &cell, bytes, TYPE_LOG_CHUNK, 0, 1).map(|(a, _)| a)
     }
 }
 
 impl Drop for Tx<'_> {
     fn drop(&mut self) {
         let st = self.st.get_mut();
-        for &s in &st.locks {
+        for &s in &st.sets.locks {
             // SAFETY: this region took stripe `s` in `lock` and has not released it.
             unsafe { self.pool.stripes[s].unlock() };
         }
         self.pool.put_slot(st.slot);
+        let sets = std::mem::take(&mut st.sets).recycle();
+        SPARE_SETS.with(|s| s.set(sets));
     }
 }
