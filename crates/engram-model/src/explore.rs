@@ -1,0 +1,220 @@
+//! The crash-state explorer.
+//!
+//! It replays a trace through the [`Px86`] model and, at every ordering point
+//! (before each fence, and at the end), builds the images a crash there may
+//! leave and hands each to the caller's check (recover, then an invariant).
+//!
+//! Pruning, always reported:
+//! - a point whose state equals the previous point's (no store since) is not
+//!   explored again (`points_equivalent`);
+//! - when a point has more images than `max_images_per_point`, the explorer
+//!   takes the two extremes (nothing unflushed persisted / everything
+//!   persisted), then every prefix of each line with the others at either
+//!   extreme (the Jaaru-style per-line intervals), then seeded random choices,
+//!   and counts the rest as skipped (`images_skipped`).
+
+use crate::px86::{next_prefix, CrashState, Px86};
+use crate::trace::{Event, Trace};
+use std::collections::HashSet;
+
+/// Explorer settings.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Images checked at one ordering point at most.
+    pub max_images_per_point: usize,
+    /// Seed for the random choices.
+    pub seed: u64,
+    /// Stop after this many violations.
+    pub max_violations: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { max_images_per_point: 64, seed: 0x5eed, max_violations: 5 }
+    }
+}
+
+/// One image that failed the check.
+#[derive(Clone, Debug)]
+pub struct Violation {
+    /// Index of the event the crash happened before (`events.len()` = at the end).
+    pub event_index: usize,
+    /// The fence at that point, if any.
+    pub fence: Option<&'static str>,
+    /// What the check said.
+    pub message: String,
+    /// Which unflushed stores the image kept and lost, readable.
+    pub image: String,
+}
+
+/// What the explorer did.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    /// Stores, flushes and fences in the trace.
+    pub stores: usize,
+    /// Flushes in the trace.
+    pub flushes: usize,
+    /// Fences in the trace.
+    pub fences: usize,
+    /// Ordering points in the trace.
+    pub points: usize,
+    /// Points skipped because their state equals the previous point's.
+    pub points_equivalent: usize,
+    /// Images built and checked.
+    pub images_checked: u64,
+    /// Images possible but not checked (pruned).
+    pub images_skipped: u128,
+    /// Failed images.
+    pub violations: Vec<Violation>,
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} stores, {} flushes, {} fences; {} ordering points ({} equivalent); {} images checked, {} skipped; {} violations",
+            self.stores,
+            self.flushes,
+            self.fences,
+            self.points,
+            self.points_equivalent,
+            self.images_checked,
+            self.images_skipped,
+            self.violations.len()
+        )
+    }
+}
+
+/// Explores every ordering point of `trace`. `check` gets each image and
+/// returns `Err(description)` for a bad one; `progress(done, total)` is
+/// called once per ordering point.
+pub fn explore(
+    trace: &Trace,
+    cfg: &Config,
+    check: &mut dyn FnMut(&[u8]) -> Result<(), String>,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Report {
+    let (stores, flushes, fences) = trace.counts();
+    let points = trace.ordering_points();
+    let mut r = Report { stores, flushes, fences, points: points.len(), ..Default::default() };
+    let mut model = Px86::new(trace.base.clone());
+    let mut rng = cfg.seed | 1;
+    let mut stores_seen = 0usize;
+    let mut last_explored: Option<usize> = None;
+    let mut done = 0;
+    for i in 0..=trace.events.len() {
+        let e = trace.events.get(i);
+        if e.is_none_or(Event::is_ordering_point) {
+            done += 1;
+            if last_explored == Some(stores_seen) {
+                r.points_equivalent += 1;
+            } else {
+                last_explored = Some(stores_seen);
+                let fence = match e {
+                    Some(Event::Fence { what }) => Some(*what),
+                    Some(Event::Rmw { .. }) => Some("locked read-modify-write"),
+                    _ => None,
+                };
+                explore_point(&model.crash_state(), cfg, &mut rng, &mut r, &mut |img, desc| {
+                    check(img).map_err(|message| Violation { event_index: i, fence, message, image: desc() })
+                });
+            }
+            progress(done, points.len());
+            if r.violations.len() >= cfg.max_violations {
+                break;
+            }
+        }
+        if let Some(e) = e {
+            if matches!(e, Event::Store { .. } | Event::Rmw { .. }) {
+                stores_seen += 1;
+            }
+            model.apply(e);
+        }
+    }
+    r
+}
+
+type PointCheck<'a> = dyn FnMut(&[u8], &dyn Fn() -> String) -> Result<(), Violation> + 'a;
+
+fn explore_point(st: &CrashState<'_>, cfg: &Config, rng: &mut u64, r: &mut Report, check: &mut PointCheck<'_>) {
+    let total = st.count();
+    let choices = choose(st, cfg.max_images_per_point, rng);
+    r.images_skipped += total.saturating_sub(choices.len() as u128);
+    for prefix in choices {
+        r.images_checked += 1;
+        let img = st.image(&prefix);
+        if let Err(v) = check(&img, &|| describe(st, &prefix)) {
+            r.violations.push(v);
+            if r.violations.len() >= cfg.max_violations {
+                return;
+            }
+        }
+    }
+}
+
+/// The prefix vectors to check at one point.
+fn choose(st: &CrashState<'_>, max: usize, rng: &mut u64) -> Vec<Vec<usize>> {
+    let n = st.lines.len();
+    let full: Vec<usize> = st.lines.iter().map(|(_, t)| t.len()).collect();
+    if st.count() <= max as u128 {
+        let mut out = Vec::new();
+        let mut p = vec![0; n];
+        loop {
+            out.push(p.clone());
+            if !next_prefix(&mut p, &st.lines) {
+                return out;
+            }
+        }
+    }
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    let mut add = |p: Vec<usize>, out: &mut Vec<Vec<usize>>| {
+        if out.len() < max && seen.insert(p.clone()) {
+            out.push(p);
+        }
+    };
+    add(vec![0; n], &mut out);
+    add(full.clone(), &mut out);
+    for j in 0..n {
+        for k in 0..=full[j] {
+            let mut lo = vec![0; n];
+            lo[j] = k;
+            add(lo, &mut out);
+            let mut hi = full.clone();
+            hi[j] = k;
+            add(hi, &mut out);
+        }
+    }
+    let mut tries = 0;
+    while out.len() < max && tries < max * 4 {
+        tries += 1;
+        let p: Vec<usize> = full.iter().map(|&f| (xorshift(rng) % (f as u64 + 1)) as usize).collect();
+        add(p, &mut out);
+    }
+    out
+}
+
+fn xorshift(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x
+}
+
+/// "line 0x40: kept 1 of 3 stores; lost 8 bytes at 0x48, ..." for the lines
+/// where the image lost something.
+fn describe(st: &CrashState<'_>, prefix: &[usize]) -> String {
+    let mut parts = Vec::new();
+    for ((line, tail), &p) in st.lines.iter().zip(prefix) {
+        if p < tail.len() {
+            let lost: Vec<String> = tail[p..].iter().take(4).map(|a| format!("{}B at {:#x}", a.data.len(), a.addr)).collect();
+            let more = if tail.len() - p > 4 { ", ..." } else { "" };
+            parts.push(format!("line {line:#x}: kept {p} of {} unflushed stores, lost {}{more}", tail.len(), lost.join(", ")));
+        }
+    }
+    if parts.is_empty() {
+        "every store persisted".to_string()
+    } else {
+        parts.join("; ")
+    }
+}

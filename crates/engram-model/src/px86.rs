@@ -1,0 +1,223 @@
+//! The x86 persistency model (Px86), as a crash-state generator.
+//!
+//! Rules (Raad et al., POPL 2020, simplified to what a single serialised
+//! trace needs):
+//! - A store is split into 8-byte-aligned atoms; each atom persists whole or
+//!   not at all.
+//! - Atoms to one 64-byte line persist in program order: a crash leaves each
+//!   line at some *prefix* of its history.
+//! - Lines are otherwise independent: any line may persist any time (eviction).
+//! - CLWB/CLFLUSHOPT of a line, then a fence (SFENCE, MFENCE, locked RMW):
+//!   every atom of that line stored before the flush is persisted once the
+//!   fence completes.
+//! - CLFLUSH is ordered with all stores: the line's atoms before it are
+//!   persisted before the next event executes (a crash right after it may
+//!   still find it in flight).
+//!
+//! What it keeps true: `durable` is the image every crash from now on
+//! includes (the base plus every atom known persisted); each line's `tail`
+//! holds the atoms that may or may not have persisted, oldest first. A crash
+//! state is `durable` plus, per line, any prefix of its tail.
+
+use crate::trace::{Event, FlushKind};
+use std::collections::BTreeMap;
+
+/// Cache-line size.
+pub const LINE: u64 = 64;
+
+/// An 8-byte-atomic piece of a store (never crosses an aligned 8-byte word).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Atom {
+    /// Offset of the first byte.
+    pub addr: u64,
+    /// 1 to 8 bytes.
+    pub data: Vec<u8>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Line {
+    /// Atoms not known to be persisted, oldest first.
+    tail: Vec<Atom>,
+    /// Atoms already folded into `durable` (so absolute index = folded + i).
+    folded: usize,
+}
+
+/// The model's state while a trace is replayed.
+#[derive(Clone, Debug)]
+pub struct Px86 {
+    durable: Vec<u8>,
+    lines: BTreeMap<u64, Line>,
+    /// (line, absolute history length at the flush) awaiting a fence.
+    pending: Vec<(u64, usize)>,
+    /// CLFLUSHes in flight: persisted before the next event executes.
+    strong: Vec<(u64, usize)>,
+}
+
+/// What a crash at one point may leave: `durable` plus, for each listed
+/// line, a prefix of its tail.
+#[derive(Clone, Debug)]
+pub struct CrashState<'a> {
+    /// Bytes every possible image contains.
+    pub durable: &'a [u8],
+    /// Lines with atoms that may or may not have persisted.
+    pub lines: Vec<(u64, &'a [Atom])>,
+}
+
+/// Splits a store into atoms at 8-byte boundaries.
+pub fn atoms(addr: u64, data: &[u8]) -> Vec<Atom> {
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    while at < data.len() {
+        let a = addr + at as u64;
+        let room = (8 - (a % 8)) as usize;
+        let n = room.min(data.len() - at);
+        out.push(Atom { addr: a, data: data[at..at + n].to_vec() });
+        at += n;
+    }
+    out
+}
+
+fn write(img: &mut Vec<u8>, a: &Atom) {
+    let end = a.addr as usize + a.data.len();
+    if img.len() < end {
+        img.resize(end, 0);
+    }
+    img[a.addr as usize..end].copy_from_slice(&a.data);
+}
+
+impl Px86 {
+    /// A model whose memory starts as `base`, all of it persisted.
+    pub fn new(base: Vec<u8>) -> Self {
+        Px86 { durable: base, lines: BTreeMap::new(), pending: Vec::new(), strong: Vec::new() }
+    }
+
+    /// Applies one event.
+    pub fn apply(&mut self, e: &Event) {
+        // A CLFLUSH completes before anything after it executes.
+        for (line, upto) in std::mem::take(&mut self.strong) {
+            self.fold(line, upto);
+        }
+        match e {
+            Event::Store { addr, data } => self.store(*addr, data),
+            Event::Flush { addr, kind } => {
+                let line = addr / LINE * LINE;
+                let l = self.lines.entry(line).or_default();
+                let upto = l.folded + l.tail.len();
+                if *kind == FlushKind::Clflush {
+                    self.strong.push((line, upto));
+                } else {
+                    self.pending.push((line, upto));
+                }
+            }
+            Event::Fence { .. } => self.fence(),
+            Event::Rmw { addr, data } => {
+                // A locked RMW orders like MFENCE; its own store is not
+                // persisted by it.
+                self.fence();
+                self.store(*addr, data);
+            }
+            Event::Extend { len } => {
+                if (self.durable.len() as u64) < *len {
+                    self.durable.resize(*len as usize, 0);
+                }
+            }
+            Event::Acquire { .. } | Event::Release { .. } | Event::SeqPoint { .. } => {}
+        }
+    }
+
+    fn store(&mut self, addr: u64, data: &[u8]) {
+        for a in atoms(addr, data) {
+            self.lines.entry(a.addr / LINE * LINE).or_default().tail.push(a);
+        }
+    }
+
+    fn fence(&mut self) {
+        for (line, upto) in std::mem::take(&mut self.pending) {
+            self.fold(line, upto);
+        }
+    }
+
+    /// Persists the line's atoms with absolute index < `upto`.
+    fn fold(&mut self, line: u64, upto: usize) {
+        let Some(l) = self.lines.get_mut(&line) else { return };
+        let k = upto.saturating_sub(l.folded).min(l.tail.len());
+        for a in l.tail.drain(..k) {
+            write(&mut self.durable, &a);
+        }
+        l.folded += k;
+        if l.tail.is_empty() {
+            self.lines.remove(&line);
+        }
+    }
+
+    /// The crash state at this point.
+    pub fn crash_state(&self) -> CrashState<'_> {
+        CrashState { durable: &self.durable, lines: self.lines.iter().map(|(&k, l)| (k, l.tail.as_slice())).collect() }
+    }
+
+    /// The image if every store so far persisted (what the program sees).
+    pub fn visible(&self) -> Vec<u8> {
+        let mut img = self.durable.clone();
+        for l in self.lines.values() {
+            for a in &l.tail {
+                write(&mut img, a);
+            }
+        }
+        img
+    }
+}
+
+impl CrashState<'_> {
+    /// Number of distinct choices (product of tail lengths + 1), saturating.
+    pub fn count(&self) -> u128 {
+        self.lines.iter().fold(1u128, |acc, (_, t)| acc.saturating_mul(t.len() as u128 + 1))
+    }
+
+    /// The image for one choice: line `i` keeps `prefix[i]` atoms of its tail.
+    pub fn image(&self, prefix: &[usize]) -> Vec<u8> {
+        let mut img = self.durable.to_vec();
+        for ((_, tail), &p) in self.lines.iter().zip(prefix) {
+            for a in &tail[..p.min(tail.len())] {
+                write(&mut img, a);
+            }
+        }
+        img
+    }
+
+    /// Every possible image (exponential: for small states only).
+    pub fn all_images(&self) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut prefix = vec![0usize; self.lines.len()];
+        loop {
+            out.push(self.image(&prefix));
+            if !next_prefix(&mut prefix, &self.lines) {
+                return out;
+            }
+        }
+    }
+}
+
+/// Advances a mixed-radix counter; false when it wraps.
+pub(crate) fn next_prefix(prefix: &mut [usize], lines: &[(u64, &[Atom])]) -> bool {
+    for (p, (_, tail)) in prefix.iter_mut().zip(lines) {
+        if *p < tail.len() {
+            *p += 1;
+            return true;
+        }
+        *p = 0;
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atoms_split_at_words() {
+        let a = atoms(6, &[1, 2, 3, 4, 5]);
+        assert_eq!(a.len(), 2);
+        assert_eq!(a[0], Atom { addr: 6, data: vec![1, 2] });
+        assert_eq!(a[1], Atom { addr: 8, data: vec![3, 4, 5] });
+    }
+}
