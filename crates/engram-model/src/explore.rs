@@ -68,6 +68,17 @@ pub struct Report {
     pub violations: Vec<Violation>,
 }
 
+impl Report {
+    /// `images_skipped` for people: exact below 10^15, else a power of ten.
+    pub fn skipped_text(&self) -> String {
+        if self.images_skipped < 1_000_000_000_000_000 {
+            self.images_skipped.to_string()
+        } else {
+            format!("more than 10^{}", self.images_skipped.ilog10())
+        }
+    }
+}
+
 impl std::fmt::Display for Report {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
@@ -79,7 +90,7 @@ impl std::fmt::Display for Report {
             self.points,
             self.points_equivalent,
             self.images_checked,
-            self.images_skipped,
+            self.skipped_text(),
             self.violations.len()
         )
     }
@@ -139,7 +150,7 @@ type PointCheck<'a> = dyn FnMut(&[u8], &dyn Fn() -> String) -> Result<(), Violat
 fn explore_point(st: &CrashState<'_>, cfg: &Config, rng: &mut u64, r: &mut Report, check: &mut PointCheck<'_>) {
     let total = st.count();
     let choices = choose(st, cfg.max_images_per_point, rng);
-    r.images_skipped += total.saturating_sub(choices.len() as u128);
+    r.images_skipped = r.images_skipped.saturating_add(total.saturating_sub(choices.len() as u128));
     for prefix in choices {
         r.images_checked += 1;
         let img = st.image(&prefix);

@@ -16,6 +16,34 @@ pub struct SimulatedCrash(pub &'static str);
 
 thread_local! {
     static ARMED: RefCell<Vec<(String, u64)>> = const { RefCell::new(Vec::new()) };
+    static DROPPED: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Fault switch: fences named `what` (see `Persister::fence`) do nothing on
+/// this thread until [`disarm_all`]. The crash explorer must then find a
+/// violation; a test that it does proves the explorer can fail.
+pub fn drop_fence(what: &str) {
+    DROPPED.with(|d| d.borrow_mut().push(format!("fence:{what}")));
+}
+
+/// Fault switch: flushes named `what` (see `Persister::flush_named`) do nothing.
+pub fn drop_flush(what: &str) {
+    DROPPED.with(|d| d.borrow_mut().push(format!("flush:{what}")));
+}
+
+fn dropped(kind: &str, what: &str) -> bool {
+    DROPPED.with(|d| {
+        let d = d.borrow();
+        !d.is_empty() && d.iter().any(|x| x.strip_prefix(kind).and_then(|r| r.strip_prefix(':')) == Some(what))
+    })
+}
+
+pub(crate) fn fence_dropped(what: &str) -> bool {
+    dropped("fence", what)
+}
+
+pub(crate) fn flush_dropped(what: &str) -> bool {
+    dropped("flush", what)
 }
 
 /// Arms failpoint `name` on this thread: it fires after `skip` more hits.
@@ -23,9 +51,10 @@ pub fn arm(name: &str, skip: u64) {
     ARMED.with(|a| a.borrow_mut().push((name.to_string(), skip)));
 }
 
-/// Disarms every failpoint of this thread.
+/// Disarms every failpoint and fault switch of this thread.
 pub fn disarm_all() {
     ARMED.with(|a| a.borrow_mut().clear());
+    DROPPED.with(|d| d.borrow_mut().clear());
 }
 
 /// Whether a panic payload is a simulated crash.

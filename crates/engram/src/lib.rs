@@ -57,6 +57,7 @@
 extern crate self as engram;
 
 mod alloc;
+pub mod crashtest;
 pub mod collections;
 mod error;
 pub mod failpoint;
@@ -67,6 +68,7 @@ mod log;
 pub mod pmem;
 mod pool;
 mod ptr;
+pub mod trace;
 mod tx;
 mod types;
 

@@ -14,13 +14,17 @@
 //!   merges them and `msync(MS_SYNC)`s each run. Durable on ordinary storage.
 //! - `Process`: nothing is flushed; the data survives a process crash (the page
 //!   cache keeps it) but not a power failure.
+//! - `Trace`: nothing is flushed for real; every store, flush and fence is
+//!   reported to a [`crate::trace::Tracer`] for the crash explorer.
 //!
 //! Every fence names what it orders (`what`), so that a tracer (the crash
 //! explorer) can attribute each ordering point to a protocol step. Counters of
 //! flushes and fences are kept per thread for the benchmarks.
 
 use crate::error::{Error, Result};
+use crate::trace::Tracer;
 use std::cell::{Cell, RefCell};
+use std::sync::Arc;
 
 /// How the engine makes stores durable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -31,6 +35,9 @@ pub enum Durability {
     Msync,
     /// No flushing: survives a process crash, not a power failure.
     Process,
+    /// Records stores, flushes and fences for the crash explorer (needs a
+    /// tracer in the create/open options).
+    Trace,
 }
 
 impl Durability {
@@ -40,6 +47,7 @@ impl Durability {
             Durability::Pmem => "pmem",
             Durability::Msync => "msync",
             Durability::Process => "process",
+            Durability::Trace => "trace",
         }
     }
 
@@ -49,8 +57,9 @@ impl Durability {
             "pmem" => Ok(Durability::Pmem),
             "msync" => Ok(Durability::Msync),
             "process" => Ok(Durability::Process),
+            "trace" => Ok(Durability::Trace),
             other => Err(Error::invalid(format!(
-                "unknown durability mode {other:?} (pmem, msync, process)"
+                "unknown durability mode {other:?} (pmem, msync, process, trace)"
             ))),
         }
     }
@@ -128,16 +137,31 @@ fn count(flushes: u64, fences: u64) {
 }
 
 /// The one place where the engine flushes and fences.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Persister {
     mode: Durability,
     instr: FlushInstr,
+    tracer: Option<Arc<Tracer>>,
 }
 
 impl Persister {
     /// A persister for `mode`, using the CPU's best flush instruction.
-    pub fn new(mode: Durability) -> Self {
-        Persister { mode, instr: FlushInstr::detect() }
+    /// `Trace` without a tracer records nothing (it behaves as `Process`).
+    pub fn new(mode: Durability, tracer: Option<Arc<Tracer>>) -> Self {
+        let tracer = if mode == Durability::Trace { tracer } else { None };
+        Persister { mode, instr: FlushInstr::detect(), tracer }
+    }
+
+    /// The tracer, in `Trace` mode.
+    pub fn tracer(&self) -> Option<&Tracer> {
+        self.tracer.as_deref()
+    }
+
+    /// [`Persister::flush`], unless a test dropped flushes named `what`.
+    pub fn flush_named(&self, addr: *const u8, len: usize, what: &'static str) {
+        if !crate::failpoint::flush_dropped(what) {
+            self.flush(addr, len);
+        }
     }
 
     /// The durability mode.
@@ -165,6 +189,11 @@ impl Persister {
                 DIRTY.with(|d| d.borrow_mut().push((start, end)));
                 count(1, 0);
             }
+            Durability::Trace => {
+                if let Some(t) = &self.tracer {
+                    t.flush(addr as u64, len as u64);
+                }
+            }
             Durability::Process => {}
         }
     }
@@ -187,7 +216,9 @@ impl Persister {
     /// Orders and completes every earlier flush of this thread. `what` names
     /// the protocol step this fence orders (for tracing and review).
     pub fn fence(&self, what: &'static str) -> Result<()> {
-        let _ = what;
+        if crate::failpoint::fence_dropped(what) {
+            return Ok(());
+        }
         match self.mode {
             Durability::Pmem => {
                 sfence();
@@ -197,6 +228,12 @@ impl Persister {
             Durability::Msync => {
                 count(0, 1);
                 msync_dirty()
+            }
+            Durability::Trace => {
+                if let Some(t) = &self.tracer {
+                    t.fence(what);
+                }
+                Ok(())
             }
             Durability::Process => Ok(()),
         }
@@ -271,7 +308,7 @@ mod tests {
 
     #[test]
     fn parse_roundtrip() {
-        for m in [Durability::Pmem, Durability::Msync, Durability::Process] {
+        for m in [Durability::Pmem, Durability::Msync, Durability::Process, Durability::Trace] {
             assert_eq!(Durability::parse(m.name()).unwrap(), m);
         }
         assert!(Durability::parse("fast").is_err());
@@ -280,7 +317,7 @@ mod tests {
     #[test]
     fn pmem_counts_lines() {
         let buf = vec![0u8; 256];
-        let p = Persister::new(Durability::Pmem);
+        let p = Persister::new(Durability::Pmem, None);
         let before = counters();
         // 130 bytes starting 10 bytes into a line touches 3 lines at most.
         let start = buf.as_ptr().wrapping_add(64 - (buf.as_ptr() as usize % 64)).wrapping_add(10);
@@ -292,7 +329,7 @@ mod tests {
 
     #[test]
     fn process_mode_is_free() {
-        let p = Persister::new(Durability::Process);
+        let p = Persister::new(Durability::Process, None);
         let before = counters();
         p.persist(&0u8, 1, "test").unwrap();
         assert_eq!(counters(), before);

@@ -166,7 +166,7 @@ fn set_arena_entry(space: &Space, a: u64, v: u64) -> Result<()> {
 
 fn set_entry(space: &Space, g: u64, v: u32) -> Result<()> {
     space.write(entry_off(g), &v)?;
-    space.flush(entry_off(g), 4);
+    space.flush_named(entry_off(g), 4, "span-table entry");
     Ok(())
 }
 
@@ -297,6 +297,13 @@ impl Heap {
                     large.insert(g, n as u32);
                     g += n;
                     continue;
+                }
+                // A tail without its head: left by a crash while a large
+                // object was being set up (never linked) or freed. Its head
+                // entry is gone, so nothing can point into it: free.
+                _ if e & SPAN_LARGE_TAIL != 0 && e & SPAN_LARGE_HEAD == 0 && !clean => {
+                    set_entry(space, g, SPAN_FREE)?;
+                    set_free(&mut ss, g, true);
                 }
                 _ => return Err(Error::corrupt(format!("span {g}: bad span-table entry {e:#x}"))),
             }

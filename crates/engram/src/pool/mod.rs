@@ -38,6 +38,8 @@ pub struct CreateOptions {
     pub durability: Option<Durability>,
     /// Fails if the file exists (default), instead of overwriting it.
     pub exclusive: bool,
+    /// Receives stores, flushes and fences in `Trace` mode.
+    pub tracer: Option<std::sync::Arc<crate::trace::Tracer>>,
 }
 
 impl CreateOptions {
@@ -49,6 +51,7 @@ impl CreateOptions {
             max_size: 64 << 30,
             durability: None,
             exclusive: true,
+            tracer: None,
         }
     }
 
@@ -75,6 +78,13 @@ impl CreateOptions {
         self.exclusive = false;
         self
     }
+
+    /// Records this pool's persistent-memory events (`Trace` mode).
+    pub fn trace(mut self, tracer: std::sync::Arc<crate::trace::Tracer>) -> Self {
+        self.durability = Some(Durability::Trace);
+        self.tracer = Some(tracer);
+        self
+    }
 }
 
 /// Options for [`Pool::open`].
@@ -91,6 +101,8 @@ pub struct OpenOptions {
     pub lock_timeout: Duration,
     /// Test hook: map at a different address even if the preferred one is free.
     pub force_relocate: bool,
+    /// Receives stores, flushes and fences in `Trace` mode.
+    pub tracer: Option<std::sync::Arc<crate::trace::Tracer>>,
 }
 
 impl OpenOptions {
@@ -101,7 +113,14 @@ impl OpenOptions {
 
     /// Options accepting any layout.
     pub fn any() -> Self {
-        OpenOptions { layout: None, durability: None, read_only: false, lock_timeout: Duration::from_secs(2), force_relocate: false }
+        OpenOptions {
+            layout: None,
+            durability: None,
+            read_only: false,
+            lock_timeout: Duration::from_secs(2),
+            force_relocate: false,
+            tracer: None,
+        }
     }
 
     /// Sets the durability mode.
@@ -113,6 +132,13 @@ impl OpenOptions {
     /// Opens privately; nothing is written to the file.
     pub fn read_only(mut self) -> Self {
         self.read_only = true;
+        self
+    }
+
+    /// Records this pool's persistent-memory events (`Trace` mode).
+    pub fn trace(mut self, tracer: std::sync::Arc<crate::trace::Tracer>) -> Self {
+        self.durability = Some(Durability::Trace);
+        self.tracer = Some(tracer);
         self
     }
 }

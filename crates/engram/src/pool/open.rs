@@ -92,7 +92,7 @@ pub(super) fn create(path: &Path, o: &CreateOptions) -> Result<PoolInner> {
     h.log_slot_size = LOG_SLOT_SIZE;
     h.created_unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let mode = o.durability.unwrap_or(if map.is_dax() { Durability::Pmem } else { Durability::Msync });
-    let space = Space::new(map, Persister::new(mode), file, path.to_path_buf(), h, false);
+    let space = Space::new(map, Persister::new(mode, o.tracer.clone()), file, path.to_path_buf(), h, false);
     TypeTable::init_builtins(&space)?;
     // Log generations start at 1, so a zeroed entry never matches one.
     for slot in 0..LOG_SLOTS {
@@ -104,10 +104,10 @@ pub(super) fn create(path: &Path, o: &CreateOptions) -> Result<PoolInner> {
     space.update_header(|_| {})?;
     let types = TypeTable::load(&space)?;
     let heap = Heap::load(&space, false)?;
-    Ok(assemble(space, heap, types, OpenReport::default(), MarkStats::default(), o.durability.is_some()))
+    Ok(assemble(space, heap, types, OpenReport::default(), MarkStats::default(), std::time::Duration::from_secs(2)))
 }
 
-fn assemble(space: Space, heap: Heap, types: TypeTable, report: OpenReport, stats: MarkStats, _explicit: bool) -> PoolInner {
+fn assemble(space: Space, heap: Heap, types: TypeTable, report: OpenReport, stats: MarkStats, lock_timeout: std::time::Duration) -> PoolInner {
     PoolInner {
         space,
         heap,
@@ -116,7 +116,7 @@ fn assemble(space: Space, heap: Heap, types: TypeTable, report: OpenReport, stat
         slot_cv: Condvar::new(),
         stripes: (0..STRIPES).map(|_| parking_lot::RawMutex::INIT).collect(),
         gate: RwLock::new(()),
-        lock_timeout: std::time::Duration::from_secs(2),
+        lock_timeout,
         report,
         stats: Mutex::new(stats),
         closed: std::sync::atomic::AtomicBool::new(false),
@@ -211,7 +211,7 @@ pub(super) fn open(path: &Path, o: &OpenOptions) -> Result<PoolInner> {
     } else {
         o.durability.unwrap_or(if map.is_dax() { Durability::Pmem } else { Durability::Msync })
     };
-    let space = Space::new(map, Persister::new(mode), file, path.to_path_buf(), h, o.read_only);
+    let space = Space::new(map, Persister::new(mode, o.tracer.clone()), file, path.to_path_buf(), h, o.read_only);
     let reloc = plan_relocation(&space, &h, at_pref)?;
     let types = TypeTable::load(&space)?;
     let mut report = OpenReport { was_clean: h.clean == 1 && reloc.is_none(), relocated: reloc.is_some(), ..Default::default() };
@@ -238,7 +238,7 @@ pub(super) fn open(path: &Path, o: &OpenOptions) -> Result<PoolInner> {
         h.reloc_from = [0; 4];
         h.clean = 0;
     })?;
-    Ok(assemble(space, heap, types, report, stats, o.durability.is_some()))
+    Ok(assemble(space, heap, types, report, stats, o.lock_timeout))
 }
 
 /// Decides whether pointers must be rewritten, and records the move in the

@@ -37,6 +37,9 @@ pub(crate) struct Space {
 
 impl Space {
     pub fn new(map: Mapping, persist: Persister, file: File, path: PathBuf, header: PoolHeader, read_only: bool) -> Self {
+        if let Some(t) = persist.tracer() {
+            t.attach(map.base(), map.mapped());
+        }
         Space { map, persist, file, path, read_only, header: Mutex::new(header) }
     }
 
@@ -80,14 +83,26 @@ impl Space {
         if !self.contains(addr, std::mem::size_of::<T>() as u64) {
             return Err(Error::corrupt(format!("write at offset {off:#x} is outside the pool")));
         }
+        let len = std::mem::size_of::<T>() as u64;
+        if let Some(t) = self.persist.tracer() {
+            t.before_store(addr, len);
+        }
         // SAFETY: inside the live, writable mapping (checked above).
         unsafe { std::ptr::write_unaligned(addr as *mut T, *v) };
+        if let Some(t) = self.persist.tracer() {
+            t.store(addr, len);
+        }
         Ok(())
     }
 
     /// Flushes `len` bytes at pool offset `off` (durable after the next fence).
     pub fn flush(&self, off: u64, len: u64) {
         self.persist.flush((self.base() + off) as *const u8, len as usize);
+    }
+
+    /// [`Space::flush`] under a name a fault-injection test can drop.
+    pub fn flush_named(&self, off: u64, len: u64, what: &'static str) {
+        self.persist.flush_named((self.base() + off) as *const u8, len as usize, what);
     }
 
     /// Writes `v` at `off`, flushes it and fences.
@@ -137,6 +152,9 @@ impl Space {
         allocate_file(&self.file, target)?;
         // 2. map the new bytes into the reservation; nothing moves.
         self.map.map_to(&self.file, target)?;
+        if let Some(t) = self.persist.tracer() {
+            t.extend(target);
+        }
         // 3. record the size: the header write protocol, inline (we hold the lock).
         let mut next = *h;
         next.size = target;
@@ -146,6 +164,15 @@ impl Space {
         self.write_persist(slot, &next, "grown size recorded before the new space is used")?;
         *h = next;
         Ok(())
+    }
+}
+
+impl Drop for Space {
+    fn drop(&mut self) {
+        // The mapping goes away with our fields: the tracer must stop reading it.
+        if let Some(t) = self.persist.tracer() {
+            t.detach();
+        }
     }
 }
 

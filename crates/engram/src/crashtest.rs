@@ -1,0 +1,408 @@
+//! Crash-consistency workloads for the explorer (`engram crashtest`, tests).
+//!
+//! Each workload builds a small pool, records one stretch of work in `Trace`
+//! mode (allocation and free, roots, regions that commit, abort, nest or
+//! panic, growth, relocation, online GC, the clean close, recovery itself),
+//! and then lets [`engram_model::explore`] crash that stretch at every
+//! ordering point. Every image is written to a scratch file, opened with the
+//! real recovery code, and checked: the pool must open, `Pool::check` must
+//! pass, and the workload's invariant must hold (each region all or nothing).
+
+use crate::error::{Error, Result};
+use crate::failpoint;
+use crate::pmem::Durability;
+use crate::trace::Tracer;
+use crate::{CreateOptions, OpenOptions, PArray, PPtr, Persistent, Pool};
+use engram_model::{explore, Config, Report, Trace};
+use std::path::{Path, PathBuf};
+
+const LAYOUT: &str = "crashtest";
+const ACCOUNTS: u64 = 8;
+const TOTAL: u64 = ACCOUNTS * 100;
+
+/// One record of the ledger's log.
+#[derive(Clone, Copy, Debug, Persistent)]
+#[engram(name = "engram::crashtest::Entry")]
+struct Entry {
+    seq: u64,
+    payload: PArray<u8>,
+    next: PPtr<Entry>,
+}
+
+/// The ledger every workload keeps: money is conserved, and the log holds
+/// entries `count, count-1, ..., count-kept+1`, each payload filled with its
+/// sequence number.
+#[derive(Clone, Copy, Debug, Persistent)]
+#[engram(name = "engram::crashtest::Ledger")]
+struct Ledger {
+    accounts: PArray<u64>,
+    count: u64,
+    log: PPtr<Entry>,
+}
+
+/// A named workload.
+#[derive(Clone, Copy)]
+pub struct Workload {
+    /// Name used by `engram crashtest NAME`.
+    pub name: &'static str,
+    /// What it exercises.
+    pub about: &'static str,
+    run: fn(&Harness) -> Result<Trace>,
+}
+
+/// Every workload.
+pub fn workloads() -> &'static [Workload] {
+    &[
+        Workload { name: "alloc", about: "allocation of small, large and huge objects; frees", run: w_alloc },
+        Workload { name: "roots", about: "setting, replacing and removing named roots", run: w_roots },
+        Workload { name: "commit", about: "regions that commit (undo log, commit fence)", run: w_commit },
+        Workload { name: "abort", about: "regions that return Err and roll back", run: w_abort },
+        Workload { name: "nested", about: "nested regions, including a failing inner one", run: w_nested },
+        Workload { name: "panic", about: "regions that panic and roll back", run: w_panic },
+        Workload { name: "growth", about: "pool growth while regions allocate", run: w_growth },
+        Workload { name: "relocation", about: "opening at a new base: every pointer swizzled", run: w_relocation },
+        Workload { name: "gc", about: "online collection freeing spans and large objects", run: w_gc },
+        Workload { name: "close", about: "the clean close and its allocator fast path", run: w_close },
+        Workload { name: "recovery", about: "recovery of an interrupted region, itself crashed", run: w_recovery },
+    ]
+}
+
+/// Finds a workload by name.
+pub fn workload(name: &str) -> Option<Workload> {
+    workloads().iter().copied().find(|w| w.name == name)
+}
+
+/// How a workload is run.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Directory for the traced pool and the crash images (tmpfs is best).
+    pub dir: PathBuf,
+    /// Regions in the traced stretch.
+    pub regions: u64,
+    /// Explorer settings.
+    pub explorer: Config,
+}
+
+impl Settings {
+    /// The moderate sweep of `make test`.
+    pub fn moderate(dir: &Path) -> Self {
+        Settings { dir: dir.to_path_buf(), regions: 3, explorer: Config { max_images_per_point: 12, ..Config::default() } }
+    }
+
+    /// The deep sweep of `make bench` / `engram crashtest --deep`.
+    pub fn deep(dir: &Path) -> Self {
+        Settings { dir: dir.to_path_buf(), regions: 12, explorer: Config { max_images_per_point: 256, ..Config::default() } }
+    }
+}
+
+/// Context a workload runs in.
+pub struct Harness {
+    settings: Settings,
+    pool_path: PathBuf,
+}
+
+impl Workload {
+    /// Records the workload and explores every crash of it. The report's
+    /// violations name the trace position, the fence, what the check found
+    /// and which unflushed stores the bad image lost.
+    pub fn run(&self, settings: &Settings, progress: &mut dyn FnMut(usize, usize)) -> Result<Report> {
+        std::fs::create_dir_all(&settings.dir).map_err(|e| Error::io("create crashtest directory", e))?;
+        let tag = format!("{}-{}-{:?}", self.name, std::process::id(), std::thread::current().id());
+        let tag: String = tag.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').collect();
+        let h = Harness { settings: settings.clone(), pool_path: settings.dir.join(format!("{tag}.pool")) };
+        let image_path = settings.dir.join(format!("{tag}.image"));
+        let result = (self.run)(&h).map(|trace| {
+            explore(&trace, &settings.explorer, &mut |img| check_image(&image_path, img), progress)
+        });
+        let _ = std::fs::remove_file(&h.pool_path);
+        let _ = std::fs::remove_file(&image_path);
+        result
+    }
+}
+
+/// Opens an image with the real recovery code and checks it.
+fn check_image(path: &Path, img: &[u8]) -> std::result::Result<(), String> {
+    std::fs::write(path, img).map_err(|e| format!("writing image: {e}"))?;
+    let pool = Pool::open(path, OpenOptions::new(LAYOUT).durability(Durability::Process)).map_err(|e| format!("open failed: {e}"))?;
+    pool.check(&|_| {}).map_err(|e| format!("check failed: {e}"))?;
+    verify_ledger(&pool)?;
+    pool.close().map_err(|e| format!("close failed: {e}"))
+}
+
+/// The ledger invariant, if the pool has a ledger yet.
+fn verify_ledger(pool: &Pool) -> std::result::Result<(), String> {
+    let r: Result<std::result::Result<(), String>> = pool.txn(|tx| {
+        let Some(l) = tx.root::<Ledger>("ledger")? else { return Ok(Ok(())) };
+        let l = tx.read(l)?;
+        let mut sum = 0;
+        for i in 0..tx.len(l.accounts)? {
+            sum += tx.get(l.accounts, i)?;
+        }
+        if sum != TOTAL {
+            return Ok(Err(format!("money not conserved: {sum} != {TOTAL}")));
+        }
+        let (mut p, mut expect) = (l.log, l.count);
+        while !p.is_null() {
+            let e = tx.read(p)?;
+            if e.seq != expect {
+                return Ok(Err(format!("log entry {} where {expect} was expected", e.seq)));
+            }
+            let n = tx.len(e.payload)?;
+            if n > 0 && (tx.get(e.payload, 0)? != e.seq as u8 || tx.get(e.payload, n - 1)? != e.seq as u8) {
+                return Ok(Err(format!("payload of entry {} not filled", e.seq)));
+            }
+            expect -= 1;
+            p = e.next;
+        }
+        Ok(Ok(()))
+    });
+    r.map_err(|e| format!("reading the ledger: {e}"))?
+}
+
+impl Harness {
+    fn create(&self, initial: u64) -> Result<(Pool, std::sync::Arc<Tracer>)> {
+        let _ = std::fs::remove_file(&self.pool_path);
+        let tracer = Tracer::new();
+        let opts = CreateOptions::new(LAYOUT).initial_size(initial).max_size(1 << 30).trace(tracer.clone());
+        Ok((Pool::create(&self.pool_path, opts)?, tracer))
+    }
+
+    /// A pool with a ledger, tracing from now on.
+    fn ledger_pool(&self) -> Result<(Pool, std::sync::Arc<Tracer>)> {
+        let (pool, tracer) = self.create(0)?;
+        pool.txn(|tx| {
+            let accounts = tx.alloc_array::<u64>(ACCOUNTS)?;
+            for i in 0..ACCOUNTS {
+                tx.set(accounts, i, TOTAL / ACCOUNTS)?;
+            }
+            let l = tx.alloc(Ledger { accounts, count: 0, log: PPtr::null() })?;
+            tx.set_root("ledger", l)
+        })?;
+        Ok((pool, tracer))
+    }
+
+    /// Traces `f` on `pool`, then abandons the pool as a crash would.
+    fn traced(&self, pool: Pool, tracer: &Tracer, f: impl FnOnce(&Pool) -> Result<()>) -> Result<Trace> {
+        tracer.start();
+        let r = f(&pool);
+        let trace = tracer.stop();
+        pool.simulate_crash();
+        r.map(|_| trace)
+    }
+}
+
+/// One ledger region: move money, append an entry with a payload of
+/// `payload` bytes, and drop entries beyond `keep`.
+fn ledger_step(tx: &crate::Tx<'_>, i: u64, payload: u64, keep: u64) -> Result<()> {
+    let lp = tx.root::<Ledger>("ledger")?.ok_or_else(|| Error::corrupt("no ledger"))?;
+    let mut l = tx.read(lp)?;
+    let (from, to) = (i % ACCOUNTS, (i * 3 + 1) % ACCOUNTS);
+    let a = tx.get(l.accounts, from)?;
+    let amount = a.min(i % 7 + 1);
+    tx.set(l.accounts, from, a - amount)?;
+    let b = tx.get(l.accounts, to)?;
+    tx.set(l.accounts, to, b + amount)?;
+    l.count += 1;
+    let data = tx.alloc_array::<u8>(payload)?;
+    // fill both ends (the invariant reads the first and last byte)
+    let edge = payload.min(64);
+    tx.write_slice(data, 0, &vec![l.count as u8; edge as usize])?;
+    tx.write_slice(data, payload - edge, &vec![l.count as u8; edge as usize])?;
+    l.log = tx.alloc(Entry { seq: l.count, payload: data, next: l.log })?;
+    // drop the entry after the `keep`-th
+    let mut p = l.log;
+    for _ in 1..keep {
+        p = if p.is_null() { p } else { tx.read(p)?.next };
+    }
+    if !p.is_null() {
+        let mut e = tx.read(p)?;
+        if !e.next.is_null() {
+            let dead = tx.read(e.next)?;
+            tx.free_array(dead.payload)?;
+            tx.free(e.next)?;
+            e.next = PPtr::null();
+            tx.write(p, e)?;
+        }
+    }
+    tx.write(lp, l)
+}
+
+fn w_alloc(h: &Harness) -> Result<Trace> {
+    let (pool, tracer) = h.ledger_pool()?;
+    h.traced(pool, &tracer, |pool| {
+        let sizes = [0u64, 40, 3000, 100_000];
+        for i in 0..h.settings.regions.max(4) {
+            pool.txn(|tx| ledger_step(tx, i, sizes[i as usize % sizes.len()], 2))?;
+        }
+        Ok(())
+    })
+}
+
+fn w_roots(h: &Harness) -> Result<Trace> {
+    let (pool, tracer) = h.ledger_pool()?;
+    h.traced(pool, &tracer, |pool| {
+        for i in 0..h.settings.regions {
+            pool.txn(|tx| {
+                let x = tx.alloc(i)?;
+                tx.set_root(&format!("r{}", i % 2), x)?;
+                if i % 3 == 2 {
+                    tx.remove_root("r0")?;
+                }
+                ledger_step(tx, i, 8, 4)
+            })?;
+        }
+        Ok(())
+    })
+}
+
+fn w_commit(h: &Harness) -> Result<Trace> {
+    let (pool, tracer) = h.ledger_pool()?;
+    h.traced(pool, &tracer, |pool| {
+        for i in 0..h.settings.regions {
+            pool.txn(|tx| ledger_step(tx, i, 24, 3))?;
+        }
+        Ok(())
+    })
+}
+
+fn w_abort(h: &Harness) -> Result<Trace> {
+    let (pool, tracer) = h.ledger_pool()?;
+    h.traced(pool, &tracer, |pool| {
+        for i in 0..h.settings.regions {
+            let r: Result<()> = pool.txn(|tx| {
+                ledger_step(tx, i, 24, 3)?;
+                if i % 2 == 0 {
+                    return Err(Error::Aborted);
+                }
+                Ok(())
+            });
+            match r {
+                Ok(()) | Err(Error::Aborted) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    })
+}
+
+fn w_nested(h: &Harness) -> Result<Trace> {
+    let (pool, tracer) = h.ledger_pool()?;
+    h.traced(pool, &tracer, |pool| {
+        for i in 0..h.settings.regions {
+            let r: Result<()> = pool.txn(|tx| {
+                pool.txn(|_| Ok::<_, Error>(()))?;
+                ledger_step(tx, i, 16, 3)?;
+                let inner: Result<()> = pool.txn(|tx2| {
+                    ledger_step(tx2, i + 100, 16, 3)?;
+                    if i % 2 == 1 {
+                        return Err(Error::LockTimeout);
+                    }
+                    Ok(())
+                });
+                let _ = inner; // swallowed: the outer region is doomed anyway
+                Ok(())
+            });
+            match r {
+                Ok(()) | Err(Error::Aborted) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    })
+}
+
+fn w_panic(h: &Harness) -> Result<Trace> {
+    let (pool, tracer) = h.ledger_pool()?;
+    h.traced(pool, &tracer, |pool| {
+        for i in 0..h.settings.regions {
+            let r = std::panic::catch_unwind(|| {
+                pool.txn(|tx| {
+                    ledger_step(tx, i, 16, 3)?;
+                    if i % 2 == 0 {
+                        std::panic::panic_any("workload panic");
+                    }
+                    Ok::<_, Error>(())
+                })
+            });
+            if let Ok(r) = r {
+                r?;
+            }
+        }
+        Ok(())
+    })
+}
+
+fn w_growth(h: &Harness) -> Result<Trace> {
+    let (pool, tracer) = h.ledger_pool()?;
+    h.traced(pool, &tracer, |pool| {
+        // 3 MiB payloads outgrow the 4.75 MiB pool at once.
+        for i in 0..h.settings.regions.min(4) {
+            pool.txn(|tx| ledger_step(tx, i, 3 << 20, 3))?;
+        }
+        Ok(())
+    })
+}
+
+fn w_relocation(h: &Harness) -> Result<Trace> {
+    let (pool, _) = h.ledger_pool()?;
+    for i in 0..h.settings.regions + 4 {
+        pool.txn(|tx| ledger_step(tx, i, 8, 100))?;
+    }
+    pool.close()?;
+    let tracer = Tracer::starting_on_attach();
+    let mut o = OpenOptions::new(LAYOUT).trace(tracer.clone());
+    o.force_relocate = true;
+    let pool = Pool::open(&h.pool_path, o)?;
+    pool.txn(|tx| ledger_step(tx, 1000, 8, 100))?;
+    let trace = tracer.stop();
+    pool.simulate_crash();
+    Ok(trace)
+}
+
+fn w_gc(h: &Harness) -> Result<Trace> {
+    let (pool, tracer) = h.ledger_pool()?;
+    // garbage: large and small objects linked from a root, then unlinked
+    pool.txn(|tx| {
+        let mut head = PPtr::<Entry>::null();
+        for i in 0..40 {
+            let payload = tx.alloc_array::<u8>(if i % 10 == 0 { 200_000 } else { 100 })?;
+            head = tx.alloc(Entry { seq: i, payload, next: head })?;
+        }
+        tx.set_root("garbage", head)
+    })?;
+    pool.txn(|tx| tx.remove_root("garbage").map(|_| ()))?;
+    h.traced(pool, &tracer, |pool| {
+        pool.collect()?;
+        pool.txn(|tx| ledger_step(tx, 0, 100, 3))
+    })
+}
+
+fn w_close(h: &Harness) -> Result<Trace> {
+    let (pool, tracer) = h.ledger_pool()?;
+    for i in 0..h.settings.regions {
+        pool.txn(|tx| ledger_step(tx, i, 300, 100))?;
+    }
+    tracer.start();
+    pool.close()?;
+    Ok(tracer.stop())
+}
+
+fn w_recovery(h: &Harness) -> Result<Trace> {
+    let (pool, _) = h.ledger_pool()?;
+    pool.txn(|tx| ledger_step(tx, 0, 64, 3))?;
+    // crash in the middle of a region (process crash: memory kept)
+    failpoint::arm("tx.before_commit", 0);
+    let r = std::panic::catch_unwind(|| pool.txn(|tx| ledger_step(tx, 1, 64, 3)));
+    failpoint::disarm_all();
+    if r.is_ok() {
+        return Err(Error::corrupt("failpoint did not fire"));
+    }
+    drop(pool);
+    // trace the recovery itself, and a region after it
+    let tracer = Tracer::starting_on_attach();
+    let pool = Pool::open(&h.pool_path, OpenOptions::new(LAYOUT).trace(tracer.clone()))?;
+    pool.txn(|tx| ledger_step(tx, 2, 64, 3))?;
+    let trace = tracer.stop();
+    pool.simulate_crash();
+    Ok(trace)
+}

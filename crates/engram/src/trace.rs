@@ -1,0 +1,242 @@
+//! Recording a pool's persistent-memory events for the crash explorer.
+//!
+//! In `Trace` durability mode the persistence seam reports every flush and
+//! fence here, and `Space` reports the stores it makes. Stores made through
+//! raw pointers (region data, front ends writing mapped memory directly) are
+//! caught by comparison: the tracer keeps a shadow copy of the pool, and
+//! before each flush it compares the flushed line, and at each fence the
+//! whole mapped pool, with the shadow; every changed 8-byte word becomes a
+//! store in the trace. So no store escapes, and a raw store is ordered
+//! correctly against the flushes and fences around it; only the order of
+//! several raw stores to one line between two events is approximated
+//! (address order).
+//!
+//! Recording is for tests and `engram crashtest`: it costs a comparison of
+//! the mapped pool per fence, so keep traced pools small.
+
+use engram_model::{Event, FlushKind, Trace};
+use parking_lot::Mutex;
+use std::sync::Arc;
+
+const LINE: u64 = 64;
+
+/// Collects a [`Trace`] from a pool opened in `Trace` mode.
+#[derive(Debug, Default)]
+pub struct Tracer {
+    st: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Address of the pool's first byte (0 until attached).
+    base: u64,
+    /// Bytes mapped.
+    len: u64,
+    recording: bool,
+    start_on_attach: bool,
+    /// What the trace so far says memory holds.
+    shadow: Vec<u8>,
+    trace: Trace,
+}
+
+// Every method leaves the state consistent before it can unwind.
+impl std::panic::UnwindSafe for Tracer {}
+impl std::panic::RefUnwindSafe for Tracer {}
+
+impl Tracer {
+    /// A tracer, not recording yet.
+    pub fn new() -> Arc<Self> {
+        Arc::new(Tracer::default())
+    }
+
+    /// A tracer that starts recording the moment a pool is mapped (to trace
+    /// an open, with its recovery, from the file's content).
+    pub fn starting_on_attach() -> Arc<Self> {
+        let t = Tracer::default();
+        t.st.lock().start_on_attach = true;
+        Arc::new(t)
+    }
+
+    /// Called when the pool is mapped at `base` with `len` bytes.
+    pub(crate) fn attach(&self, base: u64, len: u64) {
+        let mut st = self.st.lock();
+        st.base = base;
+        st.len = len;
+        if st.start_on_attach {
+            st.start_on_attach = false;
+            Self::begin(&mut st);
+        }
+    }
+
+    /// Starts recording: the pool's current content becomes the trace's base.
+    pub fn start(&self) {
+        Self::begin(&mut self.st.lock());
+    }
+
+    fn begin(st: &mut State) {
+        // SAFETY: [base, base+len) is the pool's live mapping (attach was
+        // called by the pool, which stays open while it reports to us).
+        let now = unsafe { std::slice::from_raw_parts(st.base as *const u8, st.len as usize) }.to_vec();
+        st.trace = Trace::new(now.clone());
+        st.shadow = now;
+        st.recording = true;
+    }
+
+    /// Stops recording and returns the trace. Stores made since the last
+    /// event are included as unflushed stores.
+    pub fn stop(&self) -> Trace {
+        let mut st = self.st.lock();
+        // (after `detach` base is 0 and everything was recorded already)
+        if st.recording && st.base != 0 {
+            let len = st.len;
+            Self::diff(&mut st, 0, len);
+        }
+        st.recording = false;
+        std::mem::take(&mut st.trace)
+    }
+
+    /// The pool is being unmapped: records what is pending, then forgets
+    /// the mapping.
+    pub(crate) fn detach(&self) {
+        let mut st = self.st.lock();
+        if st.recording && st.base != 0 {
+            let len = st.len;
+            Self::diff(&mut st, 0, len);
+        }
+        st.base = 0;
+        st.len = 0;
+    }
+
+    /// Before an explicit store to `[addr, addr+len)`: picks up raw stores
+    /// to those lines first, so the order within each line is right.
+    pub(crate) fn before_store(&self, addr: u64, len: u64) {
+        let mut st = self.st.lock();
+        if st.recording {
+            let (from, to) = lines(&st, addr, len);
+            Self::diff(&mut st, from, to);
+        }
+    }
+
+    /// After an explicit store: records it.
+    pub(crate) fn store(&self, addr: u64, len: u64) {
+        let mut st = self.st.lock();
+        if st.recording {
+            let (from, to) = lines(&st, addr, len);
+            Self::diff(&mut st, from, to);
+        }
+    }
+
+    /// A flush of `[addr, addr+len)`: one event per line, after its stores.
+    pub(crate) fn flush(&self, addr: u64, len: u64) {
+        let mut st = self.st.lock();
+        if !st.recording {
+            return;
+        }
+        let (from, to) = lines(&st, addr, len);
+        Self::diff(&mut st, from, to);
+        let mut line = from;
+        while line < to {
+            st.trace.push(Event::Flush { addr: line, kind: FlushKind::Clwb });
+            line += LINE;
+        }
+    }
+
+    /// A fence: everything stored so far is in the trace before it.
+    pub(crate) fn fence(&self, what: &'static str) {
+        let mut st = self.st.lock();
+        if !st.recording {
+            return;
+        }
+        let len = st.len;
+        Self::diff(&mut st, 0, len);
+        st.trace.push(Event::Fence { what });
+    }
+
+    /// The pool grew to `len` bytes.
+    pub(crate) fn extend(&self, len: u64) {
+        let mut st = self.st.lock();
+        if len <= st.len {
+            return;
+        }
+        st.len = len;
+        if st.recording {
+            st.shadow.resize(len as usize, 0);
+            st.trace.push(Event::Extend { len });
+        }
+    }
+
+    /// Records every 8-byte word of `[from, to)` (offsets) that differs from
+    /// the shadow as a store, and updates the shadow.
+    fn diff(st: &mut State, from: u64, to: u64) {
+        let to = to.min(st.len).min(st.shadow.len() as u64);
+        if from >= to {
+            return;
+        }
+        // SAFETY: [base+from, base+to) is inside the live mapping (to <= len).
+        let mem = unsafe { std::slice::from_raw_parts((st.base + from) as *const u8, (to - from) as usize) };
+        let shadow = &mut st.shadow[from as usize..to as usize];
+        const PAGE: usize = 4096;
+        let mut events = Vec::new();
+        let mut p = 0;
+        while p < mem.len() {
+            let end = (p + PAGE).min(mem.len());
+            if mem[p..end] != shadow[p..end] {
+                changed_runs(&mem[p..end], &shadow[p..end], from + p as u64, &mut events);
+                shadow[p..end].copy_from_slice(&mem[p..end]);
+            }
+            p = end;
+        }
+        st.trace.events.extend(events);
+    }
+}
+
+/// The line-aligned offsets covering `[addr, addr+len)` (addr absolute).
+fn lines(st: &State, addr: u64, len: u64) -> (u64, u64) {
+    let off = addr.saturating_sub(st.base);
+    (off / LINE * LINE, (off + len).div_ceil(LINE) * LINE)
+}
+
+/// Stores for the changed 8-byte words of a page, one store per run of
+/// changed words within a line.
+fn changed_runs(mem: &[u8], shadow: &[u8], at: u64, out: &mut Vec<Event>) {
+    let words = mem.len().div_ceil(8);
+    let mut run: Option<usize> = None;
+    for w in 0..=words {
+        let s = w * 8;
+        let changed = w < words && mem[s..(s + 8).min(mem.len())] != shadow[s..(s + 8).min(mem.len())];
+        let line_start = (at + s as u64) % LINE == 0;
+        if let Some(r) = run {
+            if !changed || line_start {
+                let e = s.min(mem.len());
+                out.push(Event::Store { addr: at + r as u64, data: mem[r..e].to_vec() });
+                run = None;
+            }
+        }
+        if changed && run.is_none() {
+            run = Some(s);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_split_at_lines() {
+        let shadow = vec![0u8; 128];
+        let mut mem = shadow.clone();
+        mem[56..72].fill(1); // two words, across the line boundary at 64
+        mem[100] = 2;
+        let mut ev = Vec::new();
+        changed_runs(&mem, &shadow, 0, &mut ev);
+        assert_eq!(
+            ev,
+            vec![
+                Event::Store { addr: 56, data: vec![1; 8] },
+                Event::Store { addr: 64, data: vec![1; 8] },
+                Event::Store { addr: 96, data: vec![0, 0, 0, 0, 2, 0, 0, 0] },
+            ]
+        );
+    }
+}
