@@ -1,0 +1,170 @@
+//! Process-kill crash tests: `engram torture` is SIGKILLed at a random
+//! moment 5-60 ms after it starts, the pool is reopened here with the
+//! engine (which recovers it), every torture invariant is checked
+//! (`engram_cli::torture::verify`) along with the engine's own heap check,
+//! and the next round kills a new torture process on the same pool. In one
+//! round of four the pool is not reopened here between two kills: the
+//! second torture process recovers the first one's crash itself and is
+//! killed 1-10 ms after it starts, often while that recovery is running.
+//!
+//! A kill keeps the page cache, so this proves recovery from a process
+//! crash (undo of interrupted regions, GC of leaked allocations), not from
+//! a power failure; the crash explorer covers that.
+
+use engram::{CreateOptions, Durability, OpenOptions, Pool};
+use engram_cli::torture::{self, Summary};
+use rand::{Rng, SeedableRng};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_engram");
+
+/// Serialises the tests of this file. A pool's lock is a `flock` on its
+/// file, and a child spawned by one test thread holds copies of every open
+/// descriptor of this process until it execs; were a pool open in another
+/// test thread at that moment, a torture process could find it locked.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// Rounds per durability mode (`ENGRAM_KILL_ROUNDS` overrides, for soak runs;
+/// `ENGRAM_KILL_SEED` changes the random choices).
+const ROUNDS: u32 = 40;
+
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+struct Temp(PathBuf);
+
+impl Temp {
+    fn new(tag: &str) -> Self {
+        let dir = if Path::new("/dev/shm").is_dir() { PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
+        let p = dir.join(format!("engram-cli-kill-{}-{tag}.pool", std::process::id()));
+        let _ = std::fs::remove_file(&p);
+        Temp(p)
+    }
+}
+
+impl Drop for Temp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[derive(Default, Debug)]
+struct Totals {
+    kills: u32,
+    kills_in_recovery: u32,
+    undone_regions: u64,
+    undone_entries: u64,
+    rounds_with_undo: u32,
+    committed: u64,
+}
+
+/// Spawns torture on `path`, kills it after `delay`, and checks it was the kill that ended it.
+fn kill_after(path: &Path, seed: u64, mode: &str, delay: Duration) {
+    let child = Command::new(BIN)
+        .args(["torture", path.to_str().unwrap(), "--seed", &seed.to_string(), "--durability", mode])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn engram torture");
+    std::thread::sleep(delay);
+    // SAFETY: plain syscall; the pid is our child's, not yet reaped.
+    let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGKILL) };
+    assert_eq!(rc, 0, "kill failed");
+    let out = child.wait_with_output().expect("wait for torture");
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGKILL),
+        "torture ended before the kill: {:?} {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Reopens (recovering) and checks everything; returns what was undone.
+fn recover_and_check(path: &Path, d: Durability, last: &Summary) -> (engram::OpenReport, Summary) {
+    let pool = Pool::open(path, OpenOptions::new(torture::LAYOUT).durability(d)).expect("reopen after kill");
+    let report = pool.open_report().clone();
+    let sum = torture::verify(&pool).unwrap_or_else(|e| panic!("after kill: {e}"));
+    let st = pool.check(&|_| {}).unwrap_or_else(|e| panic!("heap check after kill: {e}"));
+    assert!(st.objects >= sum.objects, "check walked {} objects, the torture structures hold {}", st.objects, sum.objects);
+    if !report.was_clean {
+        assert_eq!(pool.info().live_objects, st.objects, "recovery left unreachable objects allocated");
+    }
+    assert!(sum.regions >= last.regions, "committed regions went back from {} to {}", last.regions, sum.regions);
+    assert!(!last.set_up || sum.set_up, "the roots disappeared");
+    pool.close().expect("clean close");
+    (report, sum)
+}
+
+fn rounds(mode: &str, d: Durability, seed: u64, totals: &mut Totals) {
+    let t = Temp::new(mode);
+    Pool::create(&t.0, CreateOptions::new(torture::LAYOUT).durability(d)).unwrap().close().unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut last = Summary::default();
+    for round in 0..env_or("ENGRAM_KILL_ROUNDS", ROUNDS as u64) {
+        let delay = Duration::from_millis(rng.gen_range(5..=60));
+        kill_after(&t.0, seed * 100_000 + round, mode, delay);
+        totals.kills += 1;
+        if rng.gen_ratio(1, 4) {
+            let early = Duration::from_millis(rng.gen_range(1..=10));
+            kill_after(&t.0, seed * 100_000 + 50_000 + round, mode, early);
+            totals.kills += 1;
+            totals.kills_in_recovery += 1;
+        }
+        let (report, sum) = recover_and_check(&t.0, d, &last);
+        totals.undone_regions += report.undone_regions;
+        totals.undone_entries += report.undone_entries;
+        totals.rounds_with_undo += (report.undone_regions > 0) as u32;
+        last = sum;
+    }
+    totals.committed += last.regions;
+}
+
+#[test]
+fn sigkill_at_random_moments_never_breaks_an_invariant() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let start = Instant::now();
+    let mut totals = Totals::default();
+    let seed = env_or("ENGRAM_KILL_SEED", 1);
+    rounds("process", Durability::Process, 2 * seed, &mut totals);
+    rounds("msync", Durability::Msync, 2 * seed + 1, &mut totals);
+    println!(
+        "{} kills ({} soon after a crash, while recovering) in {:.1?}: {} regions undone ({} log entries) in {} rounds; {} regions committed",
+        totals.kills,
+        totals.kills_in_recovery,
+        start.elapsed(),
+        totals.undone_regions,
+        totals.undone_entries,
+        totals.rounds_with_undo,
+        totals.committed
+    );
+    assert!(totals.kills >= 40);
+    assert!(totals.committed > 0, "torture never committed a region");
+    assert!(totals.undone_regions > 0, "no kill landed inside a region");
+    if std::env::var_os("ENGRAM_KILL_ROUNDS").is_none() {
+        assert!(start.elapsed() < Duration::from_secs(45), "took {:?}", start.elapsed());
+    }
+}
+
+#[test]
+fn torture_runs_bounded_and_closes_clean() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let t = Temp::new("bounded");
+    let out = Command::new(BIN)
+        .args(["torture", t.0.to_str().unwrap(), "--seed", "9", "--durability", "process", "--regions", "600"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stdout.is_empty(), "torture prints nothing");
+    let pool = Pool::open(&t.0, OpenOptions::new(torture::LAYOUT).durability(Durability::Process)).unwrap();
+    assert!(pool.open_report().was_clean);
+    let sum = torture::verify(&pool).unwrap();
+    assert_eq!(sum.regions, 600);
+    assert_eq!(sum.list_len, torture::MAX_LIST);
+    assert_eq!(sum.junk, torture::JUNK_SLOTS);
+    assert_eq!(pool.check(&|_| {}).unwrap().objects, sum.objects);
+    pool.close().unwrap();
+}
