@@ -370,7 +370,12 @@ impl Heap {
             let g = match cls.partial.last() {
                 Some(&g) => g,
                 None => {
-                    let g = self.take_spans(space, 1)?;
+                    let g = match self.take_spans(space, 1) {
+                        Ok(g) => g,
+                        // A partial batch is still a batch; nothing is lost.
+                        Err(_) if !out.is_empty() => return Ok(out),
+                        Err(e) => return Err(e),
+                    };
                     set_entry(space, g, c as u32 + 1)?;
                     crate::failpoint::hit("alloc.new_span");
                     cls.spans.insert(g, SpanBits::empty());
@@ -645,9 +650,10 @@ impl Heap {
         }
         // Cached slots are marked in use but hold no object.
         for cell in self.caches.lock().iter() {
+            // (read at another moment than the bitmaps: clamp, never underflow)
             for (c, n) in cell.counts().into_iter().enumerate() {
-                objects -= n as u64;
-                bytes -= n as u64 * slot_size(c);
+                objects = objects.saturating_sub(n as u64);
+                bytes = bytes.saturating_sub(n as u64 * slot_size(c));
             }
         }
         (objects, bytes)

@@ -104,6 +104,9 @@ impl Mapping {
                 self.dax.store(true, Ordering::Relaxed);
             }
         }
+        if self.private && from == 0 && probe_dax(fd) {
+            self.dax.store(true, Ordering::Relaxed);
+        }
         if got == libc::MAP_FAILED {
             let share = if self.private { libc::MAP_PRIVATE } else { libc::MAP_SHARED };
             // SAFETY: as above, the range is inside our reservation.
@@ -134,6 +137,20 @@ impl Drop for Mapping {
     fn drop(&mut self) {
         unmap(self.base, self.reserved);
     }
+}
+
+/// Whether the file can be mapped with MAP_SYNC (it is on a DAX file
+/// system), tried on one page that is unmapped at once.
+fn probe_dax(fd: i32) -> bool {
+    // SAFETY: a fresh read-only mapping anywhere; unmapped before returning.
+    let p = unsafe {
+        libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_READ, libc::MAP_SHARED_VALIDATE | libc::MAP_SYNC, fd, 0)
+    };
+    if p == libc::MAP_FAILED {
+        return false;
+    }
+    unmap(p as u64, 4096);
+    true
 }
 
 fn reserve_at(addr: u64, len: u64) -> Option<u64> {

@@ -202,7 +202,7 @@ pub(crate) struct PoolInner {
     /// Free log slots (guarded list + wake-up for waiters).
     slots: Mutex<Vec<u32>>,
     slot_cv: Condvar,
-    pub stripes: Box<[parking_lot::RawMutex]>,
+    pub locks: crate::tx::LockTable,
     /// Regions hold it shared; collection and close hold it exclusively.
     pub gate: RwLock<()>,
     pub lock_timeout: Duration,
@@ -370,17 +370,23 @@ impl Pool {
 
     /// [`Pool::collect`], calling `progress` with the objects marked so far.
     pub fn collect_with_progress(&self, progress: &dyn Fn(u64)) -> Result<MarkStats> {
-        let id = self.inner.heap.id;
-        if ACTIVE.with(|a| a.borrow().iter().any(|(h, _)| *h == id)) {
+        if self.in_region() {
             return Err(Error::Busy { what: "collect called inside a region" });
         }
         let _excl = self.inner.gate.write();
         open::collect(&self.inner, None, progress)
     }
 
+    /// Whether this thread is inside a region of this pool.
+    fn in_region(&self) -> bool {
+        let id = self.inner.heap.id;
+        ACTIVE.with(|a| a.borrow().iter().any(|(h, _)| *h == id))
+    }
+
     /// Lists the named roots.
     pub fn roots(&self) -> Result<Vec<RootInfo>> {
-        let _g = self.inner.gate.read();
+        // Recursive: a region of this thread may already hold the gate.
+        let _g = self.inner.gate.read_recursive();
         let entries = crate::tx::used_root_entries(&self.inner.space)?;
         Ok(entries
             .into_iter()
@@ -442,6 +448,9 @@ impl Pool {
     /// Checks the whole reachable heap: every pointer and header. Returns
     /// what the mark walk found, or the first inconsistency as an error.
     pub fn check(&self, progress: &dyn Fn(u64)) -> Result<MarkStats> {
+        if self.in_region() {
+            return Err(Error::Busy { what: "check called inside a region" });
+        }
         let _excl = self.inner.gate.write();
         crate::gc::mark(&self.inner.space, &self.inner.types, None, progress).map(|(_, s)| s)
     }

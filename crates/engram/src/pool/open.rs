@@ -22,9 +22,7 @@ use crate::error::{Error, Result};
 use crate::format::*;
 use crate::gc::{MarkStats, Reloc};
 use crate::pmem::{Durability, Persister};
-use crate::tx::STRIPES;
 use crate::types::TypeTable;
-use parking_lot::lock_api::RawMutex as _;
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -61,13 +59,15 @@ pub(super) fn create(path: &Path, o: &CreateOptions) -> Result<PoolInner> {
     if o.exclusive {
         oo.create_new(true);
     } else {
-        oo.create(true).truncate(true);
+        // Truncated only once we hold the lock: never under an open pool.
+        oo.create(true).truncate(false);
     }
     let file = oo.open(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::AlreadyExists => Error::Exists { path: path.to_path_buf() },
         _ => Error::io("create pool file", e),
     })?;
     lock_file(&file, path, false)?;
+    file.set_len(0).map_err(|e| Error::io("truncate pool file", e))?;
     allocate_file(&file, initial)?;
     let uuid = *uuid::Uuid::new_v4().as_bytes();
     let (map, _) = Mapping::reserve(random_base(&uuid), max, &[], false)?;
@@ -114,7 +114,7 @@ fn assemble(space: Space, heap: Heap, types: TypeTable, report: OpenReport, stat
         types,
         slots: Mutex::new((0..LOG_SLOTS).rev().collect()),
         slot_cv: Condvar::new(),
-        stripes: (0..STRIPES).map(|_| parking_lot::RawMutex::INIT).collect(),
+        locks: crate::tx::LockTable::new(),
         gate: RwLock::new(()),
         lock_timeout,
         report,

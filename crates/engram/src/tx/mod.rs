@@ -17,7 +17,10 @@
 //! locking); a lock that cannot be had within the pool's lock timeout rolls
 //! the region back with [`Error::LockTimeout`] instead of deadlocking.
 
+mod locks;
 mod roots;
+
+pub(crate) use locks::LockTable;
 
 use crate::alloc::cache::CacheCell;
 use crate::alloc::Loc;
@@ -28,8 +31,6 @@ use crate::log::{ChunkAlloc, LogWriter};
 use crate::pool::PoolInner;
 use crate::ptr::{PArray, PPtr};
 use crate::types::{Persistent, TYPE_LOG_CHUNK};
-use parking_lot::lock_api::RawMutex as _;
-use parking_lot::lock_api::RawMutexTimed as _;
 use std::cell::RefCell;
 use crate::hash::{FastMap, FastSet};
 use std::marker::PhantomData;
@@ -45,6 +46,8 @@ pub(crate) use roots::used_entries as used_root_entries;
 /// or panics — also after a crash. A `Tx` is tied to its thread.
 pub struct Tx<'p> {
     pub(crate) pool: &'p PoolInner,
+    /// Identity of this region in the lock table.
+    id: u64,
     st: RefCell<TxState>,
     _gate: parking_lot::RwLockReadGuard<'p, ()>,
     _not_send: PhantomData<*const ()>,
@@ -75,7 +78,10 @@ struct RegionSets {
     frees: Vec<Loc>,
     /// Payload addresses in `frees`, to refuse a double free.
     freed: FastSet<u64>,
-    locks: Vec<usize>,
+    /// Payload addresses in `frees`, in the same order.
+    freed_order: Vec<u64>,
+    /// Keys this region holds in the pool's lock table.
+    locks: Vec<u64>,
 }
 
 impl RegionSets {
@@ -90,6 +96,7 @@ impl RegionSets {
         self.allocated.clear();
         self.frees.clear();
         self.freed.clear();
+        self.freed_order.clear();
         self.locks.clear();
         Some(self)
     }
@@ -99,8 +106,7 @@ thread_local! {
     static SPARE_SETS: std::cell::Cell<Option<RegionSets>> = const { std::cell::Cell::new(None) };
 }
 
-/// Number of lock stripes for [`Tx::lock`].
-pub(crate) const STRIPES: usize = 1024;
+static NEXT_TX_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl<'p> Tx<'p> {
     pub(crate) fn begin(pool: &'p PoolInner) -> Result<Self> {
@@ -115,6 +121,7 @@ impl<'p> Tx<'p> {
         };
         Ok(Tx {
             pool,
+            id: NEXT_TX_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             st: RefCell::new(TxState {
                 slot,
                 cache: pool.heap.cache(),
@@ -204,6 +211,7 @@ impl<'p> Tx<'p> {
             return Err(Error::invalid(format!("object {addr:#x} freed twice in one region")));
         }
         st.sets.frees.push(loc);
+        st.sets.freed_order.push(addr);
         Ok(())
     }
 
@@ -245,10 +253,14 @@ impl<'p> Tx<'p> {
 
     /// Number of elements of array `a`.
     pub fn len<T: Persistent>(&self, a: PArray<T>) -> Result<u64> {
-        self.check(a.addr(), 0, 16)?;
-        let h: ObjHeader = self.pool.space.read(a.addr() - OBJ_HEADER - self.pool.space.base())?;
+        let space = &self.pool.space;
+        let loc = crate::alloc::locate(space, a.addr()).ok_or(Error::BadPointer { addr: a.addr() })?;
+        let h: ObjHeader = space.read(a.addr() - OBJ_HEADER - space.base())?;
         if h.flags & OBJ_TAG_MASK != OBJ_TAG || h.flags & OBJ_ARRAY == 0 {
             return Err(Error::BadPointer { addr: a.addr() });
+        }
+        if h.count.checked_mul(size_of::<T>() as u64).is_none_or(|b| b > loc.capacity()) {
+            return Err(Error::corrupt(format!("array at {:#x}: {} elements overrun its slot", a.addr(), h.count)));
         }
         Ok(h.count)
     }
@@ -293,6 +305,8 @@ impl<'p> Tx<'p> {
         if i.checked_add(n).is_none_or(|e| e > len) {
             return Err(Error::invalid(format!("index {i}+{n} out of bounds for array of {len}")));
         }
+        // i + n <= len and len * size fits the slot (checked by `len`), so
+        // these cannot overflow.
         let size = size_of::<T>() as u64;
         let addr = a.addr() + i * size;
         self.check(addr, n * size, align_of::<T>())?;
@@ -304,7 +318,9 @@ impl<'p> Tx<'p> {
     /// not logged again. Used by front ends that write through raw pointers.
     pub fn log_range(&self, addr: u64, len: u64) -> Result<()> {
         let space = &self.pool.space;
-        let in_heap = addr >= space.base() + HEAP_OFF && space.contains(addr, len);
+        let in_heap = addr >= space.base() + HEAP_OFF
+            && space.contains(addr, len)
+            && crate::alloc::locate_containing(space, addr).is_some_and(|(p, loc)| addr >= p && addr + len <= p + loc.capacity());
         let off = addr.wrapping_sub(space.base());
         let in_roots = off >= ROOTS_OFF && off.saturating_add(len) <= ROOTS_OFF + ROOTS_CAP as u64 * 64;
         if !(in_heap || in_roots) || len > u32::MAX as u64 {
@@ -340,17 +356,18 @@ impl<'p> Tx<'p> {
     /// Waits at most the pool's lock timeout, then fails with
     /// [`Error::LockTimeout`] and the region rolls back.
     pub fn lock(&self, key: u64) -> Result<()> {
-        let stripe = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54) as usize % STRIPES;
         let mut st = self.st.borrow_mut();
-        if st.sets.locks.contains(&stripe) {
-            return Ok(());
+        match self.pool.locks.acquire(key, self.id, self.pool.lock_timeout) {
+            Ok(true) => {
+                st.sets.locks.push(key);
+                Ok(())
+            }
+            Ok(false) => Ok(()),
+            Err(e) => {
+                st.doomed = true;
+                Err(e)
+            }
         }
-        if !self.pool.stripes[stripe].try_lock_for(self.pool.lock_timeout) {
-            st.doomed = true;
-            return Err(Error::LockTimeout);
-        }
-        st.sets.locks.push(stripe);
-        Ok(())
     }
 
     /// Takes the lock guarding the object `p` points to, until the region ends.
@@ -382,7 +399,11 @@ impl<'p> Tx<'p> {
         crate::failpoint::hit("tx.after_commit");
         // 4. deferred frees, then release.
         let st = self.st.borrow();
-        for &loc in &st.sets.frees {
+        for (&loc, &addr) in st.sets.frees.iter().zip(&st.sets.freed_order) {
+            // A freed object loses its tag, so a second free or a dangling
+            // pointer is caught (`free`, `check`). Not logged: the region
+            // that unlinked it is committed.
+            space.write(addr - OBJ_HEADER - space.base() + 4, &0u32)?;
             self.pool.heap.free(space, &st.cache, loc)?;
         }
         Ok(())
@@ -418,9 +439,8 @@ impl ChunkAlloc for Tx<'_> {
 impl Drop for Tx<'_> {
     fn drop(&mut self) {
         let st = self.st.get_mut();
-        for &s in &st.sets.locks {
-            // SAFETY: this region took stripe `s` in `lock` and has not released it.
-            unsafe { self.pool.stripes[s].unlock() };
+        for &key in &st.sets.locks {
+            self.pool.locks.release(key);
         }
         self.pool.put_slot(st.slot);
         let sets = std::mem::take(&mut st.sets).recycle();
