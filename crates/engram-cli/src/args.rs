@@ -30,9 +30,39 @@ pub enum Command {
     Gc(PathArg),
     /// Show failure-atomic regions at work: a bank ledger that survives crashes.
     Demo(DemoArgs),
+    /// Simulate power failures: crash a workload at every ordering point under
+    /// the x86 persistency model, recover each image and check its invariants.
+    Crashtest(CrashtestArgs),
     /// Run invariant-keeping regions forever (used by the process-kill tests).
     #[command(hide = true)]
     Torture(TortureArgs),
+}
+
+/// `engram crashtest`.
+#[derive(Debug, Args)]
+#[command(after_help = "Workloads: alloc, roots, commit, abort, nested, panic, growth, relocation, gc,\n\
+    close, recovery, or `all`. Exit status 1 if any crash image fails recovery or\n\
+    its invariant; each violation names the trace position, the fence, what failed\n\
+    and which unflushed stores the image lost.")]
+pub struct CrashtestArgs {
+    /// The workload to explore, or `all`.
+    #[arg(default_value = "all")]
+    pub workload: String,
+    /// The deep sweep: more regions and up to 256 images per ordering point.
+    #[arg(long)]
+    pub deep: bool,
+    /// Images checked per ordering point at most (overrides the sweep's).
+    #[arg(long, value_name = "N")]
+    pub images: Option<usize>,
+    /// Regions in the traced stretch (overrides the sweep's).
+    #[arg(long, value_name = "N")]
+    pub regions: Option<u64>,
+    /// Directory for the traced pool and the crash images (default: /dev/shm).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Seed for the explorer's random choices.
+    #[arg(long, default_value_t = 0x5eed)]
+    pub seed: u64,
 }
 
 /// A durability mode, as named on the command line.

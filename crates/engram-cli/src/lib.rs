@@ -14,6 +14,7 @@
 //! arrives as an [`engram::Error`].
 
 pub mod args;
+pub mod crashtest;
 pub mod demo;
 mod error;
 pub mod inspect;
@@ -32,6 +33,7 @@ pub fn run(cli: args::Cli) -> Result<(), CliError> {
         Command::Check(a) => inspect::check(&a.path),
         Command::Gc(a) => inspect::gc(&a.path),
         Command::Demo(a) => demo::run(&a),
+        Command::Crashtest(a) => crashtest::run(&a),
         Command::Torture(a) => torture::run(&a.path, a.seed, a.durability.map(Into::into), a.regions),
     }
 }

@@ -219,3 +219,14 @@ fn demo_recovers_from_a_crash() {
     assert!(after.contains("invariants OK"), "{after}");
     assert!(after.contains("4 record(s) for 4 region(s)"), "{after}");
 }
+
+#[test]
+fn crashtest_reports_points_images_and_violations() {
+    let out = engram(&["crashtest", "abort", "--images", "4", "--regions", "2"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("ordering points") && text.contains("images checked") && text.contains("0 violations"), "{text}");
+    let bad = engram(&["crashtest", "no-such-workload"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown workload"));
+}
