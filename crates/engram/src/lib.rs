@@ -68,6 +68,7 @@ mod log;
 pub mod pmem;
 mod pool;
 mod ptr;
+pub mod stm;
 pub mod trace;
 mod tx;
 mod types;

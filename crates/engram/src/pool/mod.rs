@@ -156,6 +156,8 @@ pub struct OpenReport {
     pub relocated: bool,
     /// The recovery GC's findings (None after a clean close).
     pub recovered: Option<MarkStats>,
+    /// What STM recovery replayed (None if the pool has no STM variables).
+    pub stm: Option<crate::stm::StmRecovery>,
 }
 
 /// Figures about an open pool (`engram info`).
@@ -211,6 +213,8 @@ pub(crate) struct PoolInner {
     closed: std::sync::atomic::AtomicBool,
     /// Set by a simulated crash: the pool is abandoned, not closed.
     crashed: std::sync::atomic::AtomicBool,
+    /// STM state, created on the first `atomically`.
+    pub stm: Mutex<Option<Arc<crate::stm::StmPool>>>,
 }
 
 impl PoolInner {
@@ -436,6 +440,10 @@ impl Pool {
             Ok(inner) => open::close(inner),
             Err(_) => Err(Error::Busy { what: "other handles to the pool are alive" }),
         }
+    }
+
+    pub(crate) fn inner(&self) -> &PoolInner {
+        &self.inner
     }
 
     /// Abandons the pool as if the process had crashed here: no clean close,

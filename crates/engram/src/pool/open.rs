@@ -121,6 +121,7 @@ fn assemble(space: Space, heap: Heap, types: TypeTable, report: OpenReport, stat
         stats: Mutex::new(stats),
         closed: std::sync::atomic::AtomicBool::new(false),
         crashed: std::sync::atomic::AtomicBool::new(false),
+        stm: Mutex::new(None),
     }
 }
 
@@ -222,6 +223,9 @@ pub(super) fn open(path: &Path, o: &OpenOptions) -> Result<PoolInner> {
         report.undone_entries += n;
         report.undone_regions += (n > 0) as u64;
     }
+    // 3b. replay durable STM commits whose in-place values may be missing
+    //     (before the GC: the records reference the committed copies).
+    report.stm = crate::stm::redo::recover(&space, &translate)?;
     // 4. heap state.
     let (heap, stats) = if report.was_clean && report.undone_entries == 0 {
         let stats = MarkStats { objects: h.stat_objects, bytes: h.stat_bytes, swizzled: 0 };
@@ -277,6 +281,7 @@ pub(super) fn collect(inner: &PoolInner, reloc: Option<&Reloc>, progress: &dyn F
     if inner.space.read_only {
         return Err(Error::ReadOnly);
     }
+    crate::stm::quiesce(inner)?;
     let stats = collect_parts(&inner.space, &inner.heap, &inner.types, reloc, progress)?;
     *inner.stats.lock() = stats;
     Ok(stats)
@@ -298,6 +303,7 @@ pub(super) fn shutdown(inner: &PoolInner) -> Result<()> {
     }
     let _excl = inner.gate.write();
     let space = &inner.space;
+    crate::stm::quiesce(inner)?;
     inner.heap.drain_caches(space);
     // 1. bitmaps durable before the flag that says they are valid.
     inner.heap.save_bitmaps(space)?;

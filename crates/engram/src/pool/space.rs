@@ -95,6 +95,24 @@ impl Space {
         Ok(())
     }
 
+    /// Writes `bytes` at pool offset `off` (bounds-checked, not flushed).
+    pub fn write_bytes(&self, off: u64, bytes: &[u8]) -> Result<()> {
+        let addr = self.base() + off;
+        if !self.contains(addr, bytes.len() as u64) {
+            return Err(Error::corrupt(format!("write at offset {off:#x} is outside the pool")));
+        }
+        if let Some(t) = self.persist.tracer() {
+            t.before_store(addr, bytes.len() as u64);
+        }
+        // SAFETY: inside the live, writable mapping (checked above); `bytes`
+        // is volatile memory, so the ranges do not overlap.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), addr as *mut u8, bytes.len()) };
+        if let Some(t) = self.persist.tracer() {
+            t.store(addr, bytes.len() as u64);
+        }
+        Ok(())
+    }
+
     /// Flushes `len` bytes at pool offset `off` (durable after the next fence).
     pub fn flush(&self, off: u64, len: u64) {
         self.persist.flush((self.base() + off) as *const u8, len as usize);

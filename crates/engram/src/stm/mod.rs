@@ -1,0 +1,34 @@
+//! Persistent software transactional memory (PSTM, Krauter et al., ICFP'21),
+//! on the engine's heap.
+//!
+//! - [`TVar`] (volatile) and [`PTVar`] (in a pool) compose in one
+//!   [`Pool::atomically`](crate::Pool::atomically) transaction; [`PTField`] is
+//!   a transactional field embedded in a persistent struct (no indirection).
+//! - Optimistic concurrency (TL2 with LSA-style snapshot extension): every
+//!   variable starts with a versioned lock word; reads are validated as they
+//!   happen, so user code never sees an inconsistent state; read-only
+//!   transactions write nothing shared and issue no flush.
+//! - Writes are buffered. Commit locks the write set, takes a timestamp,
+//!   validates the reads, writes a checksummed redo record and the copies of
+//!   new values, and issues ONE fence before the new values become visible in
+//!   place (`redo.rs` has the crash cases).
+//! - [`STx::retry`] blocks until a variable the transaction read changes (no
+//!   busy waiting); [`STx::or_else`] runs its second branch when the first
+//!   retries, keeping the first branch's reads and dropping its writes.
+//! - Writing an ordinary Rust value copies it into the pool at commit
+//!   ([`Persist`]); old values become garbage for the engine's GC.
+//! - Contention: exponential back-off, then a transaction that keeps losing
+//!   runs serially (other commits wait), so long transactions are not starved.
+
+mod engine;
+pub mod persist;
+pub(crate) mod redo;
+mod vars;
+mod wait;
+pub(crate) mod word;
+
+pub use engine::{atomically, STx, StmError, StmResult};
+pub(crate) use engine::{quiesce, StmPool};
+pub use persist::{CopyCx, PPair, POption, PSlice, PStr, Persist};
+pub use redo::StmRecovery;
+pub use vars::{PTField, PTVar, TVar, Var, VarCell};

@@ -1,0 +1,235 @@
+//! Redo logs of durable STM commits, and their recovery.
+//!
+//! Each thread that commits to a pool owns a redo log: a heap object of two
+//! halves, linked from the pool's STM metadata (root `engram::stm`). Commit
+//! N writes its record into half N % 2.
+//!
+//! Crash cases, step by step (see `stm/tx.rs` for the commit pipeline):
+//! 1. The record (timestamp `wv`, and for every written variable its pool
+//!    offset and new bytes, CRC32C over all of it) and every object copied
+//!    into the pool for this commit are flushed, then ONE fence: a crash
+//!    before it leaves a bad CRC or an older record, and nothing of the
+//!    commit was visible in place yet.
+//! 2. The new values are stored in place, each variable's version word
+//!    last (value and word share a cache line, so they persist in order),
+//!    and flushed without a fence. The thread's next fence (its next commit)
+//!    makes them durable before it reuses this half; online GC and the clean
+//!    close flush and fence them for idle threads.
+//! 3. Recovery replays every retained record in timestamp order, writing a
+//!    variable only if its persisted version is older than the record: a
+//!    variable is never moved backwards by an old record, whatever order the
+//!    lines reached the media in. Then the records are cleared, and the epoch
+//!    is bumped so that locks left in the pool by the crash read as free.
+
+use crate::error::{Error, Result};
+use crate::format::{ObjHeader, OBJ_ARRAY, OBJ_HEADER, OBJ_TAG, OBJ_TAG_MASK, HEAP_OFF};
+use crate::pool::space::Space;
+use crate::ptr::PArray;
+use crate::Persistent;
+
+/// Name of the root holding the STM metadata.
+pub(crate) const META_ROOT: &str = "engram::stm";
+/// Bytes per log half (a record must fit).
+pub(crate) const HALF: u64 = 32 * 1024;
+const MAGIC: u32 = 0x5245_444F;
+/// Bytes of a record header: magic, crc, wv, n, len.
+pub(crate) const REC_HDR: u64 = 24;
+/// Bytes of an entry header: off, vlen, pad.
+pub(crate) const ENT_HDR: u64 = 16;
+
+/// The STM metadata object.
+#[derive(Clone, Copy, Debug, Persistent)]
+#[engram(name = "engram::stm::Meta")]
+pub(crate) struct StmMeta {
+    /// No version at or above this was ever handed out (persisted before use).
+    pub clock_reserved: u64,
+    /// Bumped on every open; lock words carry it (see `word.rs`).
+    pub epoch: u64,
+    /// The threads' redo logs (each 2 x HALF bytes), null where unused.
+    pub logs: PArray<PArray<u8>>,
+}
+
+/// Bytes a record of these entries needs.
+pub(crate) fn record_len(entries: &[(u64, &[u8])]) -> u64 {
+    REC_HDR + entries.iter().map(|(_, v)| ENT_HDR + (v.len() as u64).div_ceil(8) * 8).sum::<u64>()
+}
+
+/// Encodes a record into `buf` (cleared first).
+pub(crate) fn encode(buf: &mut Vec<u8>, wv: u64, entries: &[(u64, &[u8])]) {
+    buf.clear();
+    buf.extend_from_slice(&MAGIC.to_le_bytes());
+    buf.extend_from_slice(&0u32.to_le_bytes());
+    buf.extend_from_slice(&wv.to_le_bytes());
+    buf.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+    buf.extend_from_slice(&0u32.to_le_bytes());
+    for (off, v) in entries {
+        buf.extend_from_slice(&off.to_le_bytes());
+        buf.extend_from_slice(&(v.len() as u32).to_le_bytes());
+        buf.extend_from_slice(&0u32.to_le_bytes());
+        buf.extend_from_slice(v);
+        buf.resize(buf.len().div_ceil(8) * 8, 0);
+    }
+    let len = (buf.len() as u64 - REC_HDR) as u32;
+    buf[20..24].copy_from_slice(&len.to_le_bytes());
+    let crc = crc32c::crc32c(&buf[8..]);
+    buf[4..8].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// A decoded record: its timestamp and (cell offset, value) entries.
+struct Record {
+    wv: u64,
+    entries: Vec<(u64, Vec<u8>)>,
+}
+
+/// Decodes the record at the start of `half`, if there is a valid one.
+fn decode(half: &[u8]) -> Option<Record> {
+    let u32_at = |o: usize| u32::from_le_bytes(half[o..o + 4].try_into().unwrap_or([0; 4]));
+    let u64_at = |o: usize| u64::from_le_bytes(half[o..o + 8].try_into().unwrap_or([0; 8]));
+    if half.len() < REC_HDR as usize || u32_at(0) != MAGIC {
+        return None;
+    }
+    let len = u32_at(20) as usize;
+    if REC_HDR as usize + len > half.len() || crc32c::crc32c(&half[8..REC_HDR as usize + len]) != u32_at(4) {
+        return None;
+    }
+    let (wv, n) = (u64_at(8), u32_at(16) as usize);
+    let mut entries = Vec::with_capacity(n.min(4096));
+    let mut at = REC_HDR as usize;
+    let end = REC_HDR as usize + len;
+    for _ in 0..n {
+        if at + ENT_HDR as usize > end {
+            return None;
+        }
+        let (off, vlen) = (u64_at(at), u32_at(at + 8) as usize);
+        let v0 = at + ENT_HDR as usize;
+        if v0 + vlen > end {
+            return None;
+        }
+        entries.push((off, half[v0..v0 + vlen].to_vec()));
+        at = v0 + vlen.div_ceil(8) * 8;
+    }
+    Some(Record { wv, entries })
+}
+
+/// What STM recovery did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StmRecovery {
+    /// Records found (valid CRC).
+    pub records: u64,
+    /// Variables written back (their persisted version was older).
+    pub replayed: u64,
+}
+
+/// Reads the payload bytes of array object `addr` (validated).
+fn array_bytes<'a>(space: &'a Space, addr: u64, what: &str) -> Result<&'a [u8]> {
+    let loc = crate::alloc::locate(space, addr).ok_or_else(|| Error::corrupt(format!("{what} at {addr:#x} is not an object")))?;
+    let h: ObjHeader = space.read(addr - OBJ_HEADER - space.base())?;
+    if h.flags & OBJ_TAG_MASK != OBJ_TAG || h.flags & OBJ_ARRAY == 0 || h.count > loc.capacity() {
+        return Err(Error::corrupt(format!("{what} at {addr:#x} has a bad header")));
+    }
+    // SAFETY: [addr, addr+count) lies in the object's slot (count <= capacity),
+    // inside the mapping; recovery runs before anything else touches the pool.
+    Ok(unsafe { std::slice::from_raw_parts(addr as *const u8, h.count as usize) })
+}
+
+/// Replays and clears the STM redo logs (open, before the GC). Returns what
+/// it did, or `None` if the pool has no STM metadata.
+pub(crate) fn recover(space: &Space, translate: &dyn Fn(u64) -> u64) -> Result<Option<StmRecovery>> {
+    let Some((_, root, _)) = crate::tx::used_root_entries(space)?.into_iter().find(|(_, _, n)| n == META_ROOT) else {
+        return Ok(None);
+    };
+    let meta_addr = translate(root.ptr);
+    if crate::alloc::locate(space, meta_addr).is_none() {
+        return Err(Error::corrupt(format!("STM metadata at {meta_addr:#x} is not an object")));
+    }
+    let meta_off = meta_addr - space.base();
+    let meta: StmMeta = space.read(meta_off)?;
+    let logs_addr = translate(meta.logs.addr());
+    let logs = logs_ptrs(space, logs_addr)?;
+    let mut records = Vec::new();
+    let mut halves = Vec::new();
+    for raw in logs {
+        let log = translate(raw);
+        if log == 0 {
+            continue;
+        }
+        let bytes = array_bytes(space, log, "STM redo log")?;
+        if (bytes.len() as u64) < 2 * HALF {
+            return Err(Error::corrupt(format!("STM redo log at {log:#x} is too small")));
+        }
+        for h in 0..2u64 {
+            let half = &bytes[(h * HALF) as usize..((h + 1) * HALF) as usize];
+            if let Some(r) = decode(half) {
+                records.push(r);
+            }
+            halves.push(log + h * HALF - space.base());
+        }
+    }
+    let mut rep = StmRecovery { records: records.len() as u64, replayed: 0 };
+    records.sort_by_key(|r| r.wv);
+    for r in &records {
+        for (off, v) in &r.entries {
+            rep.replayed += replay(space, *off, v, r.wv)? as u64;
+        }
+    }
+    space.persist.fence("replayed STM values before their records are cleared")?;
+    for off in halves {
+        space.write(off, &0u32)?;
+        space.flush(off, 4);
+    }
+    // A new epoch: locks a crash left in the pool read as free from now on.
+    space.write(meta_off + 8, &(meta.epoch + 1))?;
+    space.flush(meta_off + 8, 8);
+    space.persist.fence("STM records cleared and epoch bumped")?;
+    Ok(Some(rep))
+}
+
+/// The pointers in the logs array at `addr`.
+fn logs_ptrs(space: &Space, addr: u64) -> Result<Vec<u64>> {
+    if addr == 0 {
+        return Ok(Vec::new());
+    }
+    let loc = crate::alloc::locate(space, addr).ok_or_else(|| Error::corrupt("STM log table is not an object"))?;
+    let h: ObjHeader = space.read(addr - OBJ_HEADER - space.base())?;
+    if h.count.checked_mul(8).is_none_or(|b| b > loc.capacity()) {
+        return Err(Error::corrupt("STM log table overruns its slot"));
+    }
+    (0..h.count).map(|i| space.read::<u64>(addr - space.base() + i * 8)).collect()
+}
+
+/// Writes `v` into the cell at `off` if its persisted version is older than
+/// `wv`; returns whether it did.
+fn replay(space: &Space, off: u64, v: &[u8], wv: u64) -> Result<bool> {
+    if off < HEAP_OFF || v.len() > 56 || !space.contains(space.base() + off, 8 + v.len() as u64) {
+        return Err(Error::corrupt(format!("STM record targets {off:#x}+{}, outside the heap", v.len())));
+    }
+    let word: u64 = space.read(off)?;
+    if super::word::version(word) >= wv {
+        return Ok(false);
+    }
+    space.write_bytes(off + 8, v)?;
+    space.write(off, &super::word::unlocked(wv))?;
+    space.flush(off, 8 + v.len() as u64);
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_roundtrip_and_reject_torn() {
+        let mut buf = Vec::new();
+        let a = [1u8, 2, 3];
+        let b = [9u8; 16];
+        encode(&mut buf, 77, &[(4096, &a), (8192, &b)]);
+        assert_eq!(buf.len() as u64, record_len(&[(4096, &a), (8192, &b)]));
+        let mut half = buf.clone();
+        half.resize(HALF as usize, 0);
+        let r = decode(&half).unwrap();
+        assert_eq!(r.wv, 77);
+        assert_eq!(r.entries, vec![(4096, a.to_vec()), (8192, b.to_vec())]);
+        half[30] ^= 1;
+        assert!(decode(&half).is_none());
+    }
+}

@@ -1,0 +1,227 @@
+//! Transactional variables: [`PTVar`] (a cell object in a pool), [`PTField`]
+//! (a cell embedded in a persistent struct) and [`TVar`] (volatile).
+//!
+//! A persistent cell is a versioned lock word followed by the value, both in
+//! one 64-byte line, so the value and its version persist in order (the
+//! redo-log replay rule depends on it): a `PTVar` cell object is allocated
+//! with a 16- or 48-byte payload, whose slot (class 32 or 64) never makes it
+//! straddle a line, and a `PTField<T>` is 16-aligned and 16 bytes. Values
+//! are plain pool data (`Persistent`), at most 40 bytes for a `PTVar` and 8
+//! for a `PTField`, aligned to at most 8; bigger values go behind a pointer
+//! (`Box<T>` copies to a `PPtr`).
+
+use super::engine::{STx, StmResult};
+use super::persist::Persist;
+use crate::ptr::PPtr;
+use crate::Persistent;
+use parking_lot::RwLock;
+use std::marker::PhantomData;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+/// A variable a transaction can read and write.
+pub trait Var {
+    /// What `write` takes.
+    type In;
+    /// What `read` gives.
+    type Out;
+    /// Reads it in `tx`.
+    fn read_in(&self, tx: &STx<'_>) -> StmResult<Self::Out>;
+    /// Buffers a write in `tx`.
+    fn write_in(&self, tx: &STx<'_>, v: Self::In) -> StmResult<()>;
+}
+
+/// The pool object behind a [`PTVar`]: the lock word and the value.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct VarCell<P> {
+    /// Versioned lock word (see `word.rs`).
+    pub word: u64,
+    /// The committed value.
+    pub value: P,
+}
+
+// SAFETY: a u64 and a Persistent value; the pointers are the value's,
+// shifted by its offset.
+unsafe impl<P: Persistent> Persistent for VarCell<P> {
+    fn type_name() -> String {
+        format!("engram::VarCell<{}>", P::type_name())
+    }
+    fn pointer_offsets(out: &mut Vec<u32>, at: u32) {
+        P::pointer_offsets(out, at + std::mem::offset_of!(VarCell<P>, value) as u32);
+    }
+}
+
+/// A persistent transactional variable holding a `T` (stored as `T::P`).
+///
+/// It is a pointer, so it can be stored in other persistent structures and
+/// in roots ([`crate::Pool::root`]).
+#[repr(transparent)]
+pub struct PTVar<T: Persist> {
+    cell: PPtr<VarCell<T::P>>,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T: Persist> Clone for PTVar<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T: Persist> Copy for PTVar<T> {}
+impl<T: Persist> PartialEq for PTVar<T> {
+    fn eq(&self, o: &Self) -> bool {
+        self.cell == o.cell
+    }
+}
+impl<T: Persist> Eq for PTVar<T> {}
+impl<T: Persist> std::fmt::Debug for PTVar<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PTVar({:#x})", self.cell.addr())
+    }
+}
+
+// SAFETY: a PTVar is a PPtr: one pointer at offset 0.
+unsafe impl<T: Persist> Persistent for PTVar<T> {
+    fn type_name() -> String {
+        format!("engram::PTVar<{}>", T::P::type_name())
+    }
+    fn pointer_offsets(out: &mut Vec<u32>, at: u32) {
+        out.push(at);
+    }
+}
+
+impl<T: Persist> PTVar<T> {
+    /// Creates a variable holding `init` (copied into the pool). The new
+    /// variable is private to `tx` until it commits.
+    pub fn new(tx: &STx<'_>, init: T) -> StmResult<Self> {
+        let addr = tx.new_cell::<T>(&init)?;
+        Ok(PTVar { cell: PPtr::from_addr(addr), _t: PhantomData })
+    }
+
+    /// The handle of the cell object at `cell` (from a root or a field).
+    pub fn from_cell(cell: PPtr<VarCell<T::P>>) -> Self {
+        PTVar { cell, _t: PhantomData }
+    }
+
+    /// The cell object.
+    pub fn cell(self) -> PPtr<VarCell<T::P>> {
+        self.cell
+    }
+}
+
+impl<T: Persist> Var for PTVar<T> {
+    type In = T;
+    type Out = T::P;
+    fn read_in(&self, tx: &STx<'_>) -> StmResult<T::P> {
+        tx.read_cell::<T::P>(self.cell.addr(), 40)
+    }
+    fn write_in(&self, tx: &STx<'_>, v: T) -> StmResult<()> {
+        tx.write_cell::<T>(self.cell.addr(), 40, v)
+    }
+}
+
+/// A transactional field embedded in a persistent struct: a lock word and a
+/// value of at most 8 bytes, 16 bytes in all. Reach it with
+/// [`PTField::at`] from the struct's address and the field's offset
+/// (`engram::field!`).
+#[repr(C, align(16))]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PTField<T> {
+    word: u64,
+    value: T,
+}
+
+// SAFETY: a u64 and a Persistent value of at most 8 bytes at offset 8.
+unsafe impl<T: Persistent> Persistent for PTField<T> {
+    fn type_name() -> String {
+        format!("engram::PTField<{}>", T::type_name())
+    }
+    fn pointer_offsets(out: &mut Vec<u32>, at: u32) {
+        T::pointer_offsets(out, at + 8);
+    }
+}
+
+impl<T: Persistent> PTField<T> {
+    /// A field holding `v` (for initialising a struct before it is shared).
+    pub fn new(v: T) -> Self {
+        const { assert!(std::mem::size_of::<T>() <= 8 && std::mem::align_of::<T>() <= 8) };
+        PTField { word: 0, value: v }
+    }
+}
+
+/// A handle to a [`PTField`] at an address in a pool.
+pub struct FieldRef<T> {
+    addr: u64,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for FieldRef<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for FieldRef<T> {}
+
+impl<T: Persistent> PTField<T> {
+    /// The field at `struct_addr + offset` (validated when used).
+    pub fn at(struct_addr: u64, offset: usize) -> FieldRef<T> {
+        FieldRef { addr: struct_addr + offset as u64, _t: PhantomData }
+    }
+}
+
+impl<T: Persistent + Persist<P = T>> Var for FieldRef<T> {
+    type In = T;
+    type Out = T;
+    fn read_in(&self, tx: &STx<'_>) -> StmResult<T> {
+        tx.read_cell::<T>(self.addr, 8)
+    }
+    fn write_in(&self, tx: &STx<'_>, v: T) -> StmResult<()> {
+        tx.write_cell::<T>(self.addr, 8, v)
+    }
+}
+
+/// `field!(ptr, Type, field)`: the [`FieldRef`] of a [`PTField`] in the
+/// struct `ptr` points to.
+#[macro_export]
+macro_rules! field {
+    ($ptr:expr, $ty:ty, $field:ident) => {
+        $crate::stm::PTField::at($ptr.addr(), ::core::mem::offset_of!($ty, $field))
+    };
+}
+
+pub(crate) struct TVarInner<T> {
+    pub word: AtomicU64,
+    pub value: RwLock<Arc<T>>,
+}
+
+/// A volatile transactional variable (lost at exit, never persisted).
+pub struct TVar<T>(pub(crate) Arc<TVarInner<T>>);
+
+impl<T> Clone for TVar<T> {
+    fn clone(&self) -> Self {
+        TVar(self.0.clone())
+    }
+}
+
+impl<T: Clone + Send + Sync + 'static> TVar<T> {
+    /// A variable holding `v`.
+    pub fn new(v: T) -> Self {
+        TVar(Arc::new(TVarInner { word: AtomicU64::new(0), value: RwLock::new(Arc::new(v)) }))
+    }
+
+    /// The current value, outside any transaction.
+    pub fn load(&self) -> T {
+        (**self.0.value.read()).clone()
+    }
+}
+
+impl<T: Clone + Send + Sync + 'static> Var for TVar<T> {
+    type In = T;
+    type Out = T;
+    fn read_in(&self, tx: &STx<'_>) -> StmResult<T> {
+        tx.read_tvar(&self.0)
+    }
+    fn write_in(&self, tx: &STx<'_>, v: T) -> StmResult<()> {
+        tx.write_tvar(&self.0, v)
+    }
+}

@@ -1,0 +1,346 @@
+//! Persistent STM: PTVar/TVar transactions, copy-on-commit, retry, or_else,
+//! durability across reopen and crashes, GC of old values, fence counts,
+//! and multi-threaded invariants.
+
+mod common;
+use common::TempPool;
+use engram::failpoint;
+use engram::stm::{atomically, PStr, PSlice, PTVar, StmError, TVar};
+use engram::{CreateOptions, Durability, OpenOptions, PPtr, Pool};
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+fn create(t: &TempPool, d: Durability) -> Pool {
+    Pool::create(&t.0, CreateOptions::new("stm").durability(d)).unwrap()
+}
+
+fn reopen(t: &TempPool) -> Pool {
+    Pool::open(&t.0, OpenOptions::new("stm").durability(Durability::Process)).unwrap()
+}
+
+#[test]
+fn values_commit_and_survive_reopen() {
+    let t = TempPool::new("stm-basic");
+    let pool = create(&t, Durability::Process);
+    let n: PTVar<u64> = pool.root("n", || 1).unwrap();
+    let s: PTVar<String> = pool.root("s", || "hello".to_string()).unwrap();
+    pool.atomically(|tx| {
+        let x = tx.read(&n)?;
+        tx.write(&n, x + 41)?;
+        tx.write(&s, format!("hello {}", x + 41))
+    })
+    .unwrap();
+    pool.close().unwrap();
+    let pool = reopen(&t);
+    let n: PTVar<u64> = pool.root("n", || 0).unwrap();
+    let s: PTVar<String> = pool.root("s", String::new).unwrap();
+    let (a, b) = pool.atomically(|tx| Ok((tx.read(&n)?, tx.read(&s)?.as_str(tx)?.to_string()))).unwrap();
+    assert_eq!((a, b.as_str()), (42, "hello 42"));
+    pool.close().unwrap();
+}
+
+#[test]
+fn ordinary_values_are_copied_with_sharing_and_cycles() {
+    let t = TempPool::new("stm-copy");
+    let pool = create(&t, Durability::Process);
+    let v: PTVar<Vec<String>> = pool.root("v", Vec::new).unwrap();
+    let o: PTVar<Option<u64>> = pool.root("o", || None).unwrap();
+    let pair: PTVar<(u64, String)> = pool.root("pair", || (0, String::new())).unwrap();
+    let shared: PTVar<(Rc<u64>, Rc<u64>)> = pool.root("shared", || (Rc::new(0), Rc::new(0))).unwrap();
+    pool.atomically(|tx| {
+        tx.write(&v, vec!["a".into(), "bc".into()])?;
+        tx.write(&o, Some(7))?;
+        tx.write(&pair, (3, "three".to_string()))?;
+        let r = Rc::new(99u64);
+        tx.write(&shared, (r.clone(), r))
+    })
+    .unwrap();
+    pool.atomically(|tx| {
+        let items: PSlice<PStr> = tx.read(&v)?;
+        let items: Vec<String> = items.as_slice(tx)?.iter().map(|s| s.as_str(tx).map(str::to_string)).collect::<Result<_, _>>()?;
+        assert_eq!(items, vec!["a", "bc"]);
+        assert_eq!(tx.read(&o)?.get(), Some(7));
+        let p = tx.read(&pair)?;
+        assert_eq!((p.a, p.b.as_str(tx)?), (3, "three"));
+        let sh = tx.read(&shared)?;
+        assert_eq!(sh.a, sh.b, "an Rc reached twice is copied once");
+        Ok(())
+    })
+    .unwrap();
+    // a cycle through Rc<RefCell<_>>: node -> node
+    struct Node {
+        value: u64,
+        next: Option<Rc<RefCell<Node>>>,
+    }
+    #[derive(Clone, Copy, Default, engram::Persistent)]
+    struct PNode {
+        value: u64,
+        next: PPtr<PNode>,
+    }
+    impl engram::stm::Persist for Node {
+        type P = PNode;
+        fn persist(&self, cx: &mut engram::stm::CopyCx<'_>) -> engram::Result<PNode> {
+            let next = match &self.next {
+                Some(n) => n.persist(cx)?,
+                None => PPtr::null(),
+            };
+            Ok(PNode { value: self.value, next })
+        }
+    }
+    let ring: PTVar<Rc<RefCell<Node>>> = pool.root("ring", || Rc::new(RefCell::new(Node { value: 0, next: None }))).unwrap();
+    let a = Rc::new(RefCell::new(Node { value: 1, next: None }));
+    let b = Rc::new(RefCell::new(Node { value: 2, next: Some(a.clone()) }));
+    a.borrow_mut().next = Some(b.clone());
+    // copied at commit, as it is then
+    pool.atomically(|tx| tx.write(&ring, a.clone())).unwrap();
+    a.borrow_mut().next = None; // break the volatile cycle (the pool keeps its copy)
+    pool.close().unwrap();
+    let pool = reopen(&t);
+    pool.check(&|_| {}).unwrap();
+    let ring: PTVar<Rc<RefCell<Node>>> = pool.root("ring", || Rc::new(RefCell::new(Node { value: 0, next: None }))).unwrap();
+    pool.txn(|tx| {
+        let head = pool_read_root(tx, &ring)?;
+        let a = tx.read(head)?;
+        let b = tx.read(a.next)?;
+        assert_eq!((a.value, b.value), (1, 2));
+        assert_eq!(b.next, head, "the cycle is a cycle in the pool");
+        Ok::<_, engram::Error>(())
+    })
+    .unwrap();
+    pool.close().unwrap();
+}
+
+/// Reads a PTVar's committed value outside STM (single-threaded checks).
+fn pool_read_root<T: engram::stm::Persist>(tx: &engram::Tx<'_>, v: &PTVar<T>) -> engram::Result<T::P> {
+    Ok(tx.read(v.cell())?.value)
+}
+
+#[test]
+fn bank_invariant_under_threads() {
+    let t = TempPool::new("stm-bank");
+    let pool = create(&t, Durability::Process);
+    let accounts: Vec<PTVar<u64>> = (0..16).map(|i| pool.root(&format!("acct{i}"), || 1000).unwrap()).collect();
+    let accounts = Arc::new(accounts);
+    let mut hs = Vec::new();
+    for th in 0..4u64 {
+        let (pool, accounts) = (pool.clone(), accounts.clone());
+        hs.push(std::thread::spawn(move || {
+            let mut x = th * 7919 + 1;
+            for _ in 0..2000 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let (a, b) = ((x >> 33) as usize % 16, (x >> 45) as usize % 16);
+                pool.atomically(|tx| {
+                    let va = tx.read(&accounts[a])?;
+                    let amt = va.min(x % 50);
+                    tx.write(&accounts[a], va - amt)?;
+                    let vb = tx.read(&accounts[b])?;
+                    tx.write(&accounts[b], vb + amt)
+                })
+                .unwrap();
+            }
+        }));
+    }
+    let auditor = {
+        let (pool, accounts) = (pool.clone(), accounts.clone());
+        std::thread::spawn(move || {
+            for _ in 0..300 {
+                let sum: u64 = pool.atomically(|tx| accounts.iter().map(|a| tx.read(a)).sum()).unwrap();
+                assert_eq!(sum, 16000, "a read-only transaction saw an inconsistent state");
+            }
+        })
+    };
+    for h in hs {
+        h.join().unwrap();
+    }
+    auditor.join().unwrap();
+    let sum: u64 = pool.atomically(|tx| accounts.iter().map(|a| tx.read(a)).sum()).unwrap();
+    assert_eq!(sum, 16000);
+    drop(accounts);
+    pool.close().unwrap();
+}
+
+#[test]
+fn retry_blocks_until_a_read_variable_changes() {
+    let t = TempPool::new("stm-retry");
+    let pool = create(&t, Durability::Process);
+    let q: PTVar<u64> = pool.root("q", || 0).unwrap();
+    let consumer = {
+        let pool = pool.clone();
+        std::thread::spawn(move || {
+            pool.atomically(|tx| {
+                let n = tx.read(&q)?;
+                if n == 0 {
+                    return tx.retry();
+                }
+                tx.write(&q, n - 1).map(|_| n)
+            })
+            .unwrap()
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert!(!consumer.is_finished(), "retry must block while nothing changes");
+    pool.atomically(|tx| tx.write(&q, 5)).unwrap();
+    assert_eq!(consumer.join().unwrap(), 5);
+    assert_eq!(pool.atomically(|tx| tx.read(&q)).unwrap(), 4);
+}
+
+#[test]
+fn or_else_drops_the_first_branch_writes() {
+    let t = TempPool::new("stm-orelse");
+    let pool = create(&t, Durability::Process);
+    let a: PTVar<u64> = pool.root("a", || 0).unwrap();
+    let b: PTVar<u64> = pool.root("b", || 0).unwrap();
+    let vol = TVar::new(0u64);
+    let which = pool
+        .atomically(|tx| {
+            tx.or_else(
+                |tx| {
+                    tx.write(&a, 111)?;
+                    tx.write(&vol, 1)?;
+                    tx.retry()
+                },
+                |tx| {
+                    tx.write(&b, 222)?;
+                    Ok("second")
+                },
+            )
+        })
+        .unwrap();
+    assert_eq!(which, "second");
+    let (x, y, v) = pool.atomically(|tx| Ok((tx.read(&a)?, tx.read(&b)?, tx.read(&vol)?))).unwrap();
+    assert_eq!((x, y, v), (0, 222, 0));
+}
+
+#[test]
+fn volatile_and_persistent_change_together() {
+    let t = TempPool::new("stm-mixed");
+    let pool = create(&t, Durability::Process);
+    let p: PTVar<u64> = pool.root("p", || 10).unwrap();
+    let v = TVar::new(10u64);
+    pool.atomically(|tx| {
+        let x = tx.read(&p)?;
+        tx.write(&p, x - 3)?;
+        let y = tx.read(&v)?;
+        tx.write(&v, y + 3)
+    })
+    .unwrap();
+    assert_eq!(v.load(), 13);
+    assert_eq!(pool.atomically(|tx| tx.read(&p)).unwrap(), 7);
+    // volatile-only transactions need no pool
+    let w = TVar::new(String::from("x"));
+    atomically(|tx| {
+        let s = tx.read(&w)?;
+        tx.write(&w, s + "y")
+    })
+    .unwrap();
+    assert_eq!(w.load(), "xy");
+    // and persistent variables refuse to work without one
+    let r = atomically(|tx| tx.read(&p));
+    assert!(r.is_err());
+    let _ = StmError::Conflict;
+}
+
+#[test]
+fn crash_after_the_commit_fence_is_replayed_and_before_is_lost() {
+    for (point, committed) in [("stm.after_fence", true), ("stm.after_apply", true)] {
+        let t = TempPool::new("stm-crash");
+        let pool = create(&t, Durability::Process);
+        let a: PTVar<u64> = pool.root("a", || 1).unwrap();
+        let s: PTVar<String> = pool.root("s", || "old".into()).unwrap();
+        failpoint::arm(point, 0);
+        let r = std::panic::catch_unwind(|| {
+            pool.atomically(|tx| {
+                tx.write(&a, 2)?;
+                tx.write(&s, "new".to_string())
+            })
+        });
+        failpoint::disarm_all();
+        assert!(r.is_err(), "{point} fired");
+        pool.simulate_crash();
+        let pool = reopen(&t);
+        let rep = pool.open_report().stm.unwrap();
+        assert!(rep.records >= 1, "{point}: {rep:?}");
+        let a: PTVar<u64> = pool.root("a", || 0).unwrap();
+        let s: PTVar<String> = pool.root("s", String::new).unwrap();
+        let (x, y) = pool.atomically(|tx| Ok((tx.read(&a)?, tx.read(&s)?.as_str(tx)?.to_string()))).unwrap();
+        assert_eq!(committed, x == 2 && y == "new", "{point}: a = {x}, s = {y}");
+        pool.check(&|_| {}).unwrap();
+        pool.close().unwrap();
+    }
+}
+
+#[test]
+fn old_values_are_garbage() {
+    let t = TempPool::new("stm-gc");
+    let pool = create(&t, Durability::Process);
+    let s: PTVar<String> = pool.root("s", String::new).unwrap();
+    pool.collect().unwrap();
+    let base = pool.info().live_objects;
+    for i in 0..500 {
+        pool.atomically(|tx| tx.write(&s, format!("value number {i}"))).unwrap();
+    }
+    assert!(pool.info().live_objects >= base + 500);
+    let st = pool.collect().unwrap();
+    assert_eq!(pool.info().live_objects, base, "{st:?}");
+    let v = pool.atomically(|tx| Ok(tx.read(&s)?.as_str(tx)?.to_string())).unwrap();
+    assert_eq!(v, "value number 499");
+}
+
+#[test]
+fn one_fence_per_update_commit_none_for_read_only() {
+    let t = TempPool::new("stm-fences");
+    let pool = create(&t, Durability::Pmem);
+    let a: PTVar<u64> = pool.root("a", || 0).unwrap();
+    let b: PTVar<u64> = pool.root("b", || 0).unwrap();
+    pool.atomically(|tx| tx.write(&a, 1)).unwrap(); // first commit: log set up, clock reserved
+    let before = engram::pmem::counters();
+    for i in 0..100 {
+        pool.atomically(|tx| {
+            tx.write(&a, i)?;
+            tx.write(&b, i)
+        })
+        .unwrap();
+    }
+    let mid = engram::pmem::counters();
+    assert_eq!(mid.fences - before.fences, 100, "one fence per update commit");
+    for _ in 0..100 {
+        pool.atomically(|tx| Ok(tx.read(&a)? + tx.read(&b)?)).unwrap();
+    }
+    let after = engram::pmem::counters();
+    assert_eq!(after.fences, mid.fences, "read-only transactions fence nothing");
+    assert_eq!(after.flushes, mid.flushes, "read-only transactions flush nothing");
+}
+
+/// Regression: a transaction that wrote `d` and then extends its snapshot
+/// (reading `c`, which is newer) must not take another committer's lock on
+/// `d` for its own: that lost updates.
+#[test]
+fn snapshot_extension_does_not_lose_updates() {
+    let c = TVar::new(0u64);
+    let d = TVar::new(0u64);
+    let hs: Vec<_> = (0..4)
+        .map(|_| {
+            let (c, d) = (c.clone(), d.clone());
+            std::thread::spawn(move || {
+                for _ in 0..5000 {
+                    atomically(|tx| {
+                        let v = tx.read(&c)?;
+                        tx.write(&c, v + 1)
+                    })
+                    .unwrap();
+                    atomically(|tx| {
+                        let v = tx.read(&d)?;
+                        tx.write(&d, v + 1)?;
+                        tx.read(&c).map(|_| ())
+                    })
+                    .unwrap();
+                }
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+    assert_eq!((c.load(), d.load()), (20000, 20000));
+}
