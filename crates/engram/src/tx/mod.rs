@@ -48,6 +48,8 @@ pub struct Tx<'p> {
     pub(crate) pool: &'p PoolInner,
     /// Identity of this region in the lock table.
     id: u64,
+    /// The last array whose header was validated: (address, element size, count).
+    last_array: std::cell::Cell<(u64, u64, u64)>,
     st: RefCell<TxState>,
     _gate: parking_lot::RwLockReadGuard<'p, ()>,
     _not_send: PhantomData<*const ()>,
@@ -122,6 +124,7 @@ impl<'p> Tx<'p> {
         Ok(Tx {
             pool,
             id: NEXT_TX_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            last_array: std::cell::Cell::new((0, 0, 0)),
             st: RefCell::new(TxState {
                 slot,
                 cache: pool.heap.cache(),
@@ -253,6 +256,13 @@ impl<'p> Tx<'p> {
 
     /// Number of elements of array `a`.
     pub fn len<T: Persistent>(&self, a: PArray<T>) -> Result<u64> {
+        // An array's header never changes while it is allocated, and nothing
+        // is freed before the region ends: one check per array and region.
+        let key = (a.addr(), size_of::<T>() as u64);
+        let (addr, size, count) = self.last_array.get();
+        if (addr, size) == key {
+            return Ok(count);
+        }
         let space = &self.pool.space;
         let loc = crate::alloc::locate(space, a.addr()).ok_or(Error::BadPointer { addr: a.addr() })?;
         let h: ObjHeader = space.read(a.addr() - OBJ_HEADER - space.base())?;
@@ -262,6 +272,7 @@ impl<'p> Tx<'p> {
         if h.count.checked_mul(size_of::<T>() as u64).is_none_or(|b| b > loc.capacity()) {
             return Err(Error::corrupt(format!("array at {:#x}: {} elements overrun its slot", a.addr(), h.count)));
         }
+        self.last_array.set((key.0, key.1, h.count));
         Ok(h.count)
     }
 
@@ -318,19 +329,26 @@ impl<'p> Tx<'p> {
     /// not logged again. Used by front ends that write through raw pointers.
     pub fn log_range(&self, addr: u64, len: u64) -> Result<()> {
         let space = &self.pool.space;
-        let in_heap = addr >= space.base() + HEAP_OFF
-            && space.contains(addr, len)
-            && crate::alloc::locate_containing(space, addr).is_some_and(|(p, loc)| addr >= p && addr + len <= p + loc.capacity());
         let off = addr.wrapping_sub(space.base());
+        let mut st = self.st.borrow_mut();
+        // Already logged in this region (and validated then): nothing to do.
+        if st.sets.logged.get(&off).is_some_and(|&l| l as u64 >= len) {
+            return Ok(());
+        }
+        let object = if addr >= space.base() + HEAP_OFF && space.contains(addr, len) {
+            crate::alloc::locate_containing(space, addr).filter(|&(p, loc)| addr >= p && addr + len <= p + loc.capacity())
+        } else {
+            None
+        };
         let in_roots = off >= ROOTS_OFF && off.saturating_add(len) <= ROOTS_OFF + ROOTS_CAP as u64 * 64;
-        if !(in_heap || in_roots) || len > u32::MAX as u64 {
+        if !(object.is_some() || in_roots) || len > u32::MAX as u64 {
             return Err(Error::BadPointer { addr });
         }
         if space.read_only {
             return Err(Error::ReadOnly);
         }
-        let mut st = self.st.borrow_mut();
-        if st.sets.logged.get(&off).is_some_and(|&l| l as u64 >= len) || self.is_fresh(&st, addr, len) {
+        // Objects allocated by this region need no undo: a rollback frees them.
+        if object.is_some_and(|(p, _)| st.sets.fresh.contains(&p)) {
             return Ok(());
         }
         let st = &mut *st;
@@ -338,16 +356,6 @@ impl<'p> Tx<'p> {
         st.sets.logged.insert(off, len as u32);
         st.sets.dirty.push((off, len));
         Ok(())
-    }
-
-    fn is_fresh(&self, st: &TxState, addr: u64, len: u64) -> bool {
-        if st.sets.fresh.is_empty() {
-            return false;
-        }
-        match crate::alloc::locate_containing(&self.pool.space, addr) {
-            Some((payload, loc)) => st.sets.fresh.contains(&payload) && addr + len <= payload + loc.capacity(),
-            None => false,
-        }
     }
 
     // ----- locks ------------------------------------------------------------
