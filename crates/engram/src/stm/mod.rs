@@ -30,5 +30,6 @@ pub(crate) mod word;
 pub use engine::{atomically, STx, StmError, StmResult};
 pub(crate) use engine::{quiesce, StmPool};
 pub use persist::{CopyCx, PPair, POption, PSlice, PStr, Persist};
+pub use engram_derive::Persist;
 pub use redo::StmRecovery;
 pub use vars::{PTField, PTVar, TVar, Var, VarCell};

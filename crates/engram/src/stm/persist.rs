@@ -282,7 +282,7 @@ impl<T: Persist> Persist for RefCell<T> {
 
 /// An optional value in the pool (the copy of an `Option<T>`).
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct POption<T> {
     some: u64,
     value: T,
@@ -305,21 +305,25 @@ impl<T: Persistent> POption<T> {
     }
 }
 
-impl<T: Persist> Persist for Option<T>
-where
-    T::P: Default,
-{
+/// The all-zero value of a persistent type (null pointers, zero numbers).
+fn zero<P: Persistent>() -> P {
+    // SAFETY: every bit pattern of a Persistent type is a valid value
+    // (the trait's contract), all zeros included.
+    unsafe { std::mem::zeroed() }
+}
+
+impl<T: Persist> Persist for Option<T> {
     type P = POption<T::P>;
     fn persist(&self, cx: &mut CopyCx<'_>) -> Result<Self::P> {
         Ok(match self {
             Some(v) => POption { some: 1, value: v.persist(cx)? },
-            None => POption { some: 0, value: T::P::default() },
+            None => POption { some: 0, value: zero() },
         })
     }
     fn plain(&self) -> Option<Self::P> {
         match self {
             Some(v) => v.plain().map(|value| POption { some: 1, value }),
-            None => Some(POption { some: 0, value: T::P::default() }),
+            None => Some(POption { some: 0, value: zero() }),
         }
     }
 }
