@@ -344,3 +344,19 @@ fn snapshot_extension_does_not_lose_updates() {
     }
     assert_eq!((c.load(), d.load()), (20000, 20000));
 }
+
+/// Objects allocated by a transaction that writes no variable are still
+/// made durable at its commit (whoever links them next relies on it).
+#[test]
+fn allocation_only_transactions_persist_what_they_allocate() {
+    let t = TempPool::new("stm-alloconly");
+    let pool = create(&t, Durability::Pmem);
+    let _warm: PTVar<u64> = pool.root("warm", || 0).unwrap();
+    let before = engram::pmem::counters();
+    for i in 0..10u64 {
+        pool.atomically(|tx| PTVar::<u64>::new(tx, i).map(|_| ())).unwrap();
+    }
+    let after = engram::pmem::counters();
+    assert_eq!(after.fences - before.fences, 10, "one fence per allocating commit");
+    assert!(after.flushes - before.flushes >= 10);
+}

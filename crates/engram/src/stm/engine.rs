@@ -490,6 +490,18 @@ impl<'p> STx<'p> {
         r.map_err(StmError::Failed)
     }
 
+    /// Allocates a pool object holding `v` (a node with embedded
+    /// [`super::PTField`]s, say). It is private to this transaction until it
+    /// commits: flushed before the commit fence, freed if the attempt
+    /// aborts, garbage for the GC if nothing links it.
+    pub fn alloc<T: Persistent>(&self, v: T) -> StmResult<PPtr<T>> {
+        let ctx = self.ctx()?;
+        let mut cx = CopyCx::new(ctx.inner, &ctx.cache);
+        let r = cx.alloc(v);
+        self.st.borrow_mut().made.append(&mut cx.made);
+        r.map_err(StmError::Failed)
+    }
+
     // ----- volatile TVars --------------------------------------------------
 
     pub(crate) fn read_tvar<T: Clone + Send + Sync + 'static>(&self, v: &Arc<TVarInner<T>>) -> StmResult<T> {
@@ -544,7 +556,10 @@ impl<'p> STx<'p> {
 
     fn commit(&self, serial: bool) -> StmResult<()> {
         if self.st.borrow().writes.is_empty() {
-            return Ok(()); // read-only: every read was validated against rv
+            // Read-only: every read was validated against rv. Objects it
+            // allocated (PTVar::new, alloc) are made durable, for whoever
+            // links them next (a region setting a root, say).
+            return self.persist_made().map_err(StmError::Failed);
         }
         // 1. copies of pending values, before taking any lock.
         self.materialize_all()?;
@@ -566,6 +581,17 @@ impl<'p> STx<'p> {
         // 7. in place, then wake waiters.
         self.apply(wv);
         Ok(())
+    }
+
+    /// Flushes and fences the objects this attempt allocated, if any.
+    fn persist_made(&self) -> Result<()> {
+        let st = self.st.borrow();
+        let Some(ctx) = self.ctx.as_ref().filter(|_| !st.made.is_empty()) else { return Ok(()) };
+        let space = &ctx.inner.space;
+        for &(_, off, len) in &st.made {
+            space.flush(off, len);
+        }
+        space.persist.fence("objects allocated by a transaction that wrote no variable")
     }
 
     fn materialize_all(&self) -> StmResult<()> {

@@ -19,7 +19,12 @@
 //!   ([`Persist`]); old values become garbage for the engine's GC.
 //! - Contention: exponential back-off, then a transaction that keeps losing
 //!   runs serially (other commits wait), so long transactions are not starved.
+//! - [`collections`]: transactional maps and sets ([`collections::PMap`],
+//!   [`collections::PSet`]) and the benchmark structures with fields
+//!   embedded in their nodes ([`collections::RbTree`],
+//!   [`collections::Treap`], [`collections::HashTable`]).
 
+pub mod collections;
 mod engine;
 pub mod persist;
 pub(crate) mod redo;
@@ -32,4 +37,4 @@ pub(crate) use engine::{quiesce, StmPool};
 pub use persist::{CopyCx, PPair, POption, PSlice, PStr, Persist};
 pub use engram_derive::Persist;
 pub use redo::StmRecovery;
-pub use vars::{PTField, PTVar, TVar, Var, VarCell};
+pub use vars::{field_of, FieldRef, PTField, PTVar, TVar, Var, VarCell};

@@ -180,13 +180,23 @@ impl<T: Persistent + Persist<P = T>> Var for FieldRef<T> {
     }
 }
 
-/// `field!(ptr, Type, field)`: the [`FieldRef`] of a [`PTField`] in the
-/// struct `ptr` points to.
+/// `field!(ptr, Type, field)`: the [`FieldRef`] of the [`PTField`] `field`
+/// of the `Type` that `ptr` (a `PPtr<Type>`) points to. The value type is
+/// the field's own (the macro does not compile for a field that is not a
+/// `PTField`).
 #[macro_export]
 macro_rules! field {
     ($ptr:expr, $ty:ty, $field:ident) => {
-        $crate::stm::PTField::at($ptr.addr(), ::core::mem::offset_of!($ty, $field))
+        $crate::stm::field_of::<$ty, _>($ptr, ::core::mem::offset_of!($ty, $field), |s: &$ty| &s.$field)
     };
+}
+
+/// The [`FieldRef`] of the `PTField<T>` at offset `off` of the `S` at `p`
+/// (`proj` only ties `T` to the field's declared type). Used by [`field!`].
+#[doc(hidden)]
+pub fn field_of<S, T: Persistent>(p: PPtr<S>, off: usize, proj: fn(&S) -> &PTField<T>) -> FieldRef<T> {
+    let _ = proj;
+    PTField::at(p.addr(), off)
 }
 
 pub(crate) struct TVarInner<T> {
