@@ -118,6 +118,16 @@ impl Space {
         self.persist.flush((self.base() + off) as *const u8, len as usize);
     }
 
+    /// Reports stores just made through raw pointers to `[addr, addr+len)`
+    /// (absolute), so a tracer records them in program order. Free when
+    /// not tracing.
+    #[inline]
+    pub fn traced(&self, addr: u64, len: u64) {
+        if let Some(t) = self.persist.tracer() {
+            t.store(addr, len);
+        }
+    }
+
     /// [`Space::flush`] under a name a fault-injection test can drop.
     pub fn flush_named(&self, off: u64, len: u64, what: &'static str) {
         self.persist.flush_named((self.base() + off) as *const u8, len as usize, what);

@@ -20,13 +20,12 @@
 //! snapshot when a newer version is met), so user code never sees an
 //! inconsistent state.
 
-use super::persist::{CopyCx, Persist};
+use super::persist::{CopyCx, Made, Persist};
 use super::redo::{self, StmMeta, HALF, META_ROOT};
 use super::vars::{TVarInner, VarCell};
 use super::wait::{self, Bloom};
 use super::word;
 use crate::alloc::cache::CacheCell;
-use crate::alloc::Loc;
 use crate::error::{Error, Result};
 use crate::format::{ObjHeader, OBJ_ARRAY, OBJ_HEADER, OBJ_TAG, OBJ_TAG_MASK};
 use crate::hash::FastMap;
@@ -192,7 +191,7 @@ struct State {
     writes: Vec<Write>,
     index: FastMap<usize, usize>,
     /// Objects allocated by this attempt: flushed at commit, freed on abort.
-    made: Vec<(Loc, u64, u64)>,
+    made: Vec<Made>,
     frames: Vec<Frame>,
 }
 
@@ -478,7 +477,7 @@ impl<'p> STx<'p> {
             let payload = if 8 + size_of::<T::P>() <= 16 { 16 } else { 48 };
             let space = &ctx.inner.space;
             let (addr, loc) = ctx.inner.heap.alloc(space, &ctx.cache, payload, id, 0, 1)?;
-            cx.made.push((loc, addr - OBJ_HEADER - space.base(), payload + OBJ_HEADER));
+            cx.made.push(Made { loc, off: addr - OBJ_HEADER - space.base(), len: payload + OBJ_HEADER, mutable: true });
             // SAFETY: a fresh slot of `payload` >= size_of::<VarCell<P>>() bytes.
             unsafe {
                 std::ptr::write_bytes(addr as *mut u8, 0, payload as usize);
@@ -498,6 +497,7 @@ impl<'p> STx<'p> {
         let ctx = self.ctx()?;
         let mut cx = CopyCx::new(ctx.inner, &ctx.cache);
         let r = cx.alloc(v);
+        cx.mark_mutable();
         self.st.borrow_mut().made.append(&mut cx.made);
         r.map_err(StmError::Failed)
     }
@@ -588,8 +588,8 @@ impl<'p> STx<'p> {
         let st = self.st.borrow();
         let Some(ctx) = self.ctx.as_ref().filter(|_| !st.made.is_empty()) else { return Ok(()) };
         let space = &ctx.inner.space;
-        for &(_, off, len) in &st.made {
-            space.flush(off, len);
+        for m in &st.made {
+            space.flush(m.off, m.len);
         }
         space.persist.fence("objects allocated by a transaction that wrote no variable")
     }
@@ -660,14 +660,35 @@ impl<'p> STx<'p> {
         }
         reserve_clock(ctx, wv)?;
         let space = &ctx.inner.space;
+        // New transactional objects (cells, nodes) change in later commits,
+        // so recovery cannot check them against the record: they are made
+        // durable before the record exists (a second fence, only for
+        // transactions that create them).
+        if st.made.iter().any(|m| m.mutable) {
+            for m in st.made.iter().filter(|m| m.mutable) {
+                space.flush(m.off, m.len);
+            }
+            space.persist.fence("new transactional objects before the record that links them")?;
+        }
+        // Copies are immutable: the record carries their checksums, and
+        // recovery replays it only if every copy reached the media whole.
+        let checks: Vec<(u64, u64, u32)> = st
+            .made
+            .iter()
+            .filter(|m| !m.mutable)
+            .map(|m| redo::object_crc(space, m.off, m.len).map(|c| (m.off, m.len, c)))
+            .collect::<Result<_>>()?;
+        if redo::record_len(&entries) + checks.len() as u64 * (redo::ENT_HDR + 8) > HALF {
+            return Err(Error::invalid(format!("a transaction may write at most about {} variables", HALF / 32)));
+        }
         let mut log = ctx.log.lock();
         let log = &mut *log;
         let half_off = log.log_off + (log.commits % 2) * HALF;
-        redo::encode(&mut log.buf, wv, &entries);
+        redo::encode(&mut log.buf, wv, &entries, &checks);
         space.write_bytes(half_off, &log.buf)?;
         space.flush(half_off, log.buf.len() as u64);
-        for &(_, off, len) in &st.made {
-            space.flush(off, len);
+        for m in st.made.iter().filter(|m| !m.mutable) {
+            space.flush(m.off, m.len);
         }
         // 6. the one fence: record, copies, and the previous commit's in-place
         //    values are durable; the other half may be reused next time.
@@ -680,6 +701,7 @@ impl<'p> STx<'p> {
 
     fn apply(&self, wv: u64) {
         let st = self.st.borrow();
+        let space = self.ctx.as_ref().map(|c| &c.inner.space);
         let new_word = word::unlocked(wv);
         let mut bloom = Bloom::default();
         let mut lines = Vec::new();
@@ -693,7 +715,11 @@ impl<'p> STx<'p> {
                     for (i, x) in words.iter().enumerate().take(b.words()) {
                         word_at(w.word + 8 + 8 * i).store(*x, Ordering::Relaxed);
                     }
+                    // The value before its version (same line, so they
+                    // persist in this order; a tracer is told the order).
+                    space.inspect(|s| s.traced(w.word as u64 + 8, b.words() as u64 * 8));
                     word_at(w.word).store(new_word, Ordering::Release);
+                    space.inspect(|s| s.traced(w.word as u64, 8));
                     lines.push((*off, 8 + b.words() as u64 * 8));
                 }
                 Kind::V { cell, value } => {
@@ -718,8 +744,8 @@ impl<'p> STx<'p> {
     fn discard(&self) {
         let mut st = self.st.borrow_mut();
         if let Some(ctx) = self.ctx.as_ref() {
-            for (loc, _, _) in st.made.drain(..) {
-                let _ = ctx.inner.heap.free(&ctx.inner.space, &ctx.cache, loc);
+            for m in st.made.drain(..) {
+                let _ = ctx.inner.heap.free(&ctx.inner.space, &ctx.cache, m.loc);
             }
         }
     }

@@ -40,8 +40,22 @@ pub struct CopyCx<'a> {
     pub(crate) cache: &'a CacheCell,
     /// Volatile address of an `Rc`/`Arc` payload -> pool address of its copy.
     memo: FastMap<usize, u64>,
-    /// Objects allocated: (where, header offset, bytes) for flushing or freeing.
-    pub(crate) made: Vec<(Loc, u64, u64)>,
+    /// Objects allocated, for flushing or freeing.
+    pub(crate) made: Vec<Made>,
+}
+
+/// An object a transaction allocated.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Made {
+    /// Where it lives (to free it if the attempt aborts).
+    pub loc: Loc,
+    /// Pool offset of its header.
+    pub off: u64,
+    /// Bytes, header included.
+    pub len: u64,
+    /// It holds transactional variables (later commits change it); copies
+    /// of values are immutable.
+    pub mutable: bool,
 }
 
 impl<'a> CopyCx<'a> {
@@ -52,8 +66,15 @@ impl<'a> CopyCx<'a> {
     fn raw(&mut self, payload: u64, type_id: u32, flags: u32, count: u64) -> Result<u64> {
         let space = &self.pool.space;
         let (addr, loc) = self.pool.heap.alloc(space, self.cache, payload, type_id, flags, count)?;
-        self.made.push((loc, addr - OBJ_HEADER - space.base(), payload + OBJ_HEADER));
+        self.made.push(Made { loc, off: addr - OBJ_HEADER - space.base(), len: payload + OBJ_HEADER, mutable: false });
         Ok(addr)
+    }
+
+    /// Marks the object allocated last as holding transactional variables.
+    pub(crate) fn mark_mutable(&mut self) {
+        if let Some(m) = self.made.last_mut() {
+            m.mutable = true;
+        }
     }
 
     /// Allocates one `T` holding `v`.

@@ -54,8 +54,24 @@ pub(crate) fn record_len(entries: &[(u64, &[u8])]) -> u64 {
     REC_HDR + entries.iter().map(|(_, v)| ENT_HDR + (v.len() as u64).div_ceil(8) * 8).sum::<u64>()
 }
 
-/// Encodes a record into `buf` (cleared first).
-pub(crate) fn encode(buf: &mut Vec<u8>, wv: u64, entries: &[(u64, &[u8])]) {
+/// Entry flag: not a value but the checksum of a copied object
+/// (`vlen` low bits = its length; 8 data bytes: CRC32C, zero).
+const CHECK_FLAG: u32 = 0x8000_0000;
+
+/// CRC32C of `len` bytes at pool offset `off`.
+pub(crate) fn object_crc(space: &Space, off: u64, len: u64) -> Result<u32> {
+    if !space.contains(space.base() + off, len) {
+        return Err(Error::corrupt(format!("object {off:#x}+{len} is outside the pool")));
+    }
+    // SAFETY: inside the mapping (checked); the object is immutable (a
+    // committed copy, or one this commit just wrote and owns).
+    let b = unsafe { std::slice::from_raw_parts((space.base() + off) as *const u8, len as usize) };
+    Ok(crc32c::crc32c(b))
+}
+
+/// Encodes a record into `buf` (cleared first): the values, then the
+/// checksums `checks` (offset, length, CRC32C) of the copies it links.
+pub(crate) fn encode(buf: &mut Vec<u8>, wv: u64, entries: &[(u64, &[u8])], checks: &[(u64, u64, u32)]) {
     buf.clear();
     buf.extend_from_slice(&MAGIC.to_le_bytes());
     buf.extend_from_slice(&0u32.to_le_bytes());
@@ -69,16 +85,27 @@ pub(crate) fn encode(buf: &mut Vec<u8>, wv: u64, entries: &[(u64, &[u8])]) {
         buf.extend_from_slice(v);
         buf.resize(buf.len().div_ceil(8) * 8, 0);
     }
+    for &(off, len, crc) in checks {
+        buf.extend_from_slice(&off.to_le_bytes());
+        buf.extend_from_slice(&(CHECK_FLAG | len as u32).to_le_bytes());
+        buf.extend_from_slice(&0u32.to_le_bytes());
+        buf.extend_from_slice(&crc.to_le_bytes());
+        buf.extend_from_slice(&0u32.to_le_bytes());
+    }
+    let n = (entries.len() + checks.len()) as u32;
+    buf[16..20].copy_from_slice(&n.to_le_bytes());
     let len = (buf.len() as u64 - REC_HDR) as u32;
     buf[20..24].copy_from_slice(&len.to_le_bytes());
     let crc = crc32c::crc32c(&buf[8..]);
     buf[4..8].copy_from_slice(&crc.to_le_bytes());
 }
 
-/// A decoded record: its timestamp and (cell offset, value) entries.
+/// A decoded record: its timestamp, (cell offset, value) entries, and the
+/// (offset, length, CRC32C) of the copies it links.
 struct Record {
     wv: u64,
     entries: Vec<(u64, Vec<u8>)>,
+    checks: Vec<(u64, u64, u32)>,
 }
 
 /// Decodes the record at the start of `half`, if there is a valid one.
@@ -94,13 +121,23 @@ fn decode(half: &[u8]) -> Option<Record> {
     }
     let (wv, n) = (u64_at(8), u32_at(16) as usize);
     let mut entries = Vec::with_capacity(n.min(4096));
+    let mut checks = Vec::new();
     let mut at = REC_HDR as usize;
     let end = REC_HDR as usize + len;
     for _ in 0..n {
         if at + ENT_HDR as usize > end {
             return None;
         }
-        let (off, vlen) = (u64_at(at), u32_at(at + 8) as usize);
+        let (off, raw) = (u64_at(at), u32_at(at + 8));
+        if raw & CHECK_FLAG != 0 {
+            if at + ENT_HDR as usize + 8 > end {
+                return None;
+            }
+            checks.push((off, (raw & !CHECK_FLAG) as u64, u32_at(at + ENT_HDR as usize)));
+            at += ENT_HDR as usize + 8;
+            continue;
+        }
+        let vlen = raw as usize;
         let v0 = at + ENT_HDR as usize;
         if v0 + vlen > end {
             return None;
@@ -108,7 +145,7 @@ fn decode(half: &[u8]) -> Option<Record> {
         entries.push((off, half[v0..v0 + vlen].to_vec()));
         at = v0 + vlen.div_ceil(8) * 8;
     }
-    Some(Record { wv, entries })
+    Some(Record { wv, entries, checks })
 }
 
 /// What STM recovery did.
@@ -165,6 +202,9 @@ pub(crate) fn recover(space: &Space, translate: &dyn Fn(u64) -> u64) -> Result<O
             halves.push(log + h * HALF - space.base());
         }
     }
+    // A record whose copies did not all reach the media never committed:
+    // its fence did not complete, so nothing of it was visible in place.
+    records.retain(|r| r.checks.iter().all(|&(off, len, crc)| object_crc(space, off, len).is_ok_and(|c| c == crc)));
     let mut rep = StmRecovery { records: records.len() as u64, replayed: 0 };
     records.sort_by_key(|r| r.wv);
     for r in &records {
@@ -222,13 +262,14 @@ mod tests {
         let mut buf = Vec::new();
         let a = [1u8, 2, 3];
         let b = [9u8; 16];
-        encode(&mut buf, 77, &[(4096, &a), (8192, &b)]);
-        assert_eq!(buf.len() as u64, record_len(&[(4096, &a), (8192, &b)]));
+        encode(&mut buf, 77, &[(4096, &a), (8192, &b)], &[(12288, 48, 0xabcd)]);
+        assert_eq!(buf.len() as u64, record_len(&[(4096, &a), (8192, &b)]) + ENT_HDR + 8);
         let mut half = buf.clone();
         half.resize(HALF as usize, 0);
         let r = decode(&half).unwrap();
         assert_eq!(r.wv, 77);
         assert_eq!(r.entries, vec![(4096, a.to_vec()), (8192, b.to_vec())]);
+        assert_eq!(r.checks, vec![(12288, 48, 0xabcd)]);
         half[30] ^= 1;
         assert!(decode(&half).is_none());
     }
