@@ -9,12 +9,20 @@
 
 SHELL := /bin/bash
 APT_PACKAGES := libpmemobj-dev pkg-config
+# The benchmark plots are drawn with a TrueType font read at run time.
+BENCH_APT_PACKAGES := fonts-dejavu-core
 CARGO ?= cargo
 
-.PHONY: run test bench deps build clean
+.PHONY: run test bench deps bench-deps apt build clean
 
 deps:
-	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@$(MAKE) --no-print-directory apt PKGS="$(APT_PACKAGES)"
+
+bench-deps:
+	@$(MAKE) --no-print-directory apt PKGS="$(APT_PACKAGES) $(BENCH_APT_PACKAGES)"
+
+apt:
+	@missing=""; for p in $(PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
@@ -31,8 +39,9 @@ test: deps
 	$(CARGO) build --workspace --all-targets
 	$(CARGO) test --workspace
 
-bench: deps
+bench: bench-deps
 	$(CARGO) run --release -p engram-bench -- all --out docs/bench
+	$(CARGO) run --release -q -p engram-cli -- crashtest --deep
 
 clean:
 	$(CARGO) clean
