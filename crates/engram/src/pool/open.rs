@@ -28,17 +28,27 @@ use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 
+/// Takes the pool's file lock (`flock`: one open pool per file, across
+/// processes). A child process forked by another thread holds a copy of
+/// our descriptors until it execs, so a lock that was just released may
+/// still be held for a moment: a held lock is retried for up to 200 ms
+/// before the pool is reported `Locked`.
 fn lock_file(file: &File, path: &Path, shared: bool) -> Result<()> {
     let op = if shared { libc::LOCK_SH } else { libc::LOCK_EX } | libc::LOCK_NB;
-    // SAFETY: flock on an fd we own; the lock is released when it closes.
-    if unsafe { libc::flock(file.as_raw_fd(), op) } != 0 {
-        let e = std::io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            return Err(Error::Locked { path: path.to_path_buf() });
+    for attempt in 0..20 {
+        // SAFETY: flock on an fd we own; the lock is released when it closes.
+        if unsafe { libc::flock(file.as_raw_fd(), op) } == 0 {
+            return Ok(());
         }
-        return Err(Error::io("flock pool file", e));
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
+            return Err(Error::io("flock pool file", e));
+        }
+        if attempt < 19 {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
     }
-    Ok(())
+    Err(Error::Locked { path: path.to_path_buf() })
 }
 
 fn round_up(v: u64, to: u64) -> u64 {

@@ -88,16 +88,27 @@ struct RegionSets {
 
 impl RegionSets {
     /// Empties the sets; keeps their memory unless it grew very large.
+    /// Clearing a hash set costs its capacity, not its length: a set that
+    /// grew far beyond what this region used is dropped, and empty ones are
+    /// not touched, so one big region does not tax every small one after it.
     fn recycle(mut self) -> Option<Self> {
-        if self.fresh.capacity() + self.logged.capacity() + self.freed.capacity() > 1 << 20 {
-            return None;
+        fn reuse<T>(set: &mut crate::hash::FastSet<T>) {
+            if set.capacity() > 4096 && set.capacity() > 8 * set.len() {
+                *set = Default::default();
+            } else if !set.is_empty() {
+                set.clear();
+            }
         }
-        self.logged.clear();
+        if self.logged.capacity() > 4096 && self.logged.capacity() > 8 * self.logged.len() {
+            self.logged = Default::default();
+        } else if !self.logged.is_empty() {
+            self.logged.clear();
+        }
+        reuse(&mut self.fresh);
+        reuse(&mut self.freed);
         self.dirty.clear();
-        self.fresh.clear();
         self.allocated.clear();
         self.frees.clear();
-        self.freed.clear();
         self.freed_order.clear();
         self.locks.clear();
         Some(self)
@@ -106,6 +117,20 @@ impl RegionSets {
 
 thread_local! {
     static SPARE_SETS: std::cell::Cell<Option<RegionSets>> = const { std::cell::Cell::new(None) };
+}
+
+/// Records `[off, off+len)` for the commit flush, merged with the previous
+/// range when they touch the same or adjacent cache lines (objects from one
+/// span are usually allocated in address order), so no line is flushed twice.
+fn mark_dirty(dirty: &mut Vec<(u64, u64)>, off: u64, len: u64) {
+    if let Some(last) = dirty.last_mut() {
+        let end = last.0 + last.1;
+        if off >= last.0 && off <= end.next_multiple_of(64) {
+            last.1 = last.1.max(off + len - last.0);
+            return;
+        }
+    }
+    dirty.push((off, len));
 }
 
 static NEXT_TX_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -188,7 +213,7 @@ impl<'p> Tx<'p> {
         let (addr, loc) = self.pool.heap.alloc(space, &st.cache, payload, type_id, flags, count)?;
         st.sets.fresh.insert(addr);
         st.sets.allocated.push(loc);
-        st.sets.dirty.push((addr - OBJ_HEADER - space.base(), payload + OBJ_HEADER));
+        mark_dirty(&mut st.sets.dirty, addr - OBJ_HEADER - space.base(), payload + OBJ_HEADER);
         Ok(addr)
     }
 
@@ -354,7 +379,7 @@ impl<'p> Tx<'p> {
         let st = &mut *st;
         st.log.append(space, self, off, len as u32)?;
         st.sets.logged.insert(off, len as u32);
-        st.sets.dirty.push((off, len));
+        mark_dirty(&mut st.sets.dirty, off, len);
         Ok(())
     }
 
