@@ -44,6 +44,17 @@ pub(crate) enum Loc {
 }
 
 impl Loc {
+    /// The allocator metadata that says this object exists: (pool offset,
+    /// bytes) of its span-table entries, or of its arena-table entries for a
+    /// huge object. It must be durable before anything durable links the object.
+    pub fn meta_range(self) -> (u64, u64) {
+        match self {
+            Loc::Small { span, .. } => (entry_off(span), 4),
+            Loc::Large { span, spans } => (entry_off(span), 4 * spans as u64),
+            Loc::Huge { arena, arenas } => (arena_entry_off(arena), 8 * arenas as u64),
+        }
+    }
+
     /// Bytes available to the payload.
     pub fn capacity(self) -> u64 {
         match self {

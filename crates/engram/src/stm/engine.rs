@@ -107,6 +107,34 @@ pub(crate) struct ThreadLog {
 thread_local! {
     static MY_LOGS: RefCell<Vec<(u64, Arc<Mutex<ThreadLog>>)>> = const { RefCell::new(Vec::new()) };
     static IN_TX: Cell<bool> = const { Cell::new(false) };
+    static STATS: Cell<StmStats> = const { Cell::new(StmStats { conflicts: 0, retries: 0, serial: 0 }) };
+}
+
+/// Counts kept by the calling thread's transaction loop since the thread
+/// started, for benchmarks (take deltas, as with `engram::pmem::counters`).
+/// Thread-local, so counting adds no shared write to a commit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StmStats {
+    /// Attempts abandoned on a conflict (a failed read validation or lock)
+    /// and run again.
+    pub conflicts: u64,
+    /// Attempts that called [`STx::retry`] and waited for a change.
+    pub retries: u64,
+    /// Attempts run serially, after `SERIAL_AFTER` conflicts in a row.
+    pub serial: u64,
+}
+
+/// The calling thread's [`StmStats`].
+pub fn stats() -> StmStats {
+    STATS.with(Cell::get)
+}
+
+fn count_stat(f: impl FnOnce(&mut StmStats)) {
+    STATS.with(|c| {
+        let mut s = c.get();
+        f(&mut s);
+        c.set(s);
+    });
 }
 
 /// What a pool-bound transaction needs.
@@ -672,11 +700,14 @@ impl<'p> STx<'p> {
         }
         // Copies are immutable: the record carries their checksums, and
         // recovery replays it only if every copy reached the media whole.
+        // (The allocator metadata that makes each copy an object is checked
+        // too: it was flushed, not fenced, when the copy was allocated.)
         let checks: Vec<(u64, u64, u32)> = st
             .made
             .iter()
             .filter(|m| !m.mutable)
-            .map(|m| redo::object_crc(space, m.off, m.len).map(|c| (m.off, m.len, c)))
+            .flat_map(|m| [(m.off, m.len), m.loc.meta_range()])
+            .map(|(off, len)| redo::object_crc(space, off, len).map(|c| (off, len, c)))
             .collect::<Result<_>>()?;
         if redo::record_len(&entries) + checks.len() as u64 * (redo::ENT_HDR + 8) > HALF {
             return Err(Error::invalid(format!("a transaction may write at most about {} variables", HALF / 32)));
@@ -804,6 +835,9 @@ fn run<'p, R>(mut ctx: impl FnMut() -> Result<Option<PoolCtx<'p>>>, mut f: impl 
     let mut conflicts = 0u32;
     loop {
         let serial = conflicts >= SERIAL_AFTER;
+        if serial {
+            count_stat(|s| s.serial += 1);
+        }
         let _excl = serial.then(|| SERIAL.write());
         let c = ctx()?;
         let _gate = c.as_ref().map(|c| c.inner.gate.read_recursive());
@@ -817,11 +851,13 @@ fn run<'p, R>(mut ctx: impl FnMut() -> Result<Option<PoolCtx<'p>>>, mut f: impl 
             }
             Err(StmError::Conflict) => {
                 tx.discard();
+                count_stat(|s| s.conflicts += 1);
                 conflicts += 1;
                 backoff(conflicts);
             }
             Err(StmError::Retry) => {
                 tx.discard();
+                count_stat(|s| s.retries += 1);
                 let (bloom, reads) = tx.read_bloom();
                 drop(tx);
                 drop(_gate);
