@@ -50,7 +50,7 @@ pub fn run(a: &CrashtestArgs) -> Result<(), CliError> {
         pb.finish_and_clear();
         let r = r.map_err(|source| CliError::Engine { path: Some(dir.clone()), source })?;
         println!(
-            "{:<11} {:>4} ordering points ({} equivalent), {:>6} images checked, {} skipped, {} violations  [{}]",
+            "{:<14} {:>4} ordering points ({} equivalent), {:>6} images checked, {} skipped, {} violations  [{}]",
             w.name,
             r.points,
             r.points_equivalent,

@@ -7,6 +7,11 @@
 //! ordering point. Every image is written to a scratch file, opened with the
 //! real recovery code, and checked: the pool must open, `Pool::check` must
 //! pass, and the workload's invariant must hold (each region all or nothing).
+//! The persistent STM's workloads (`stm-*`) are in `crashtest/stm.rs`; they
+//! check every image against a model of the states the traced run passed
+//! through.
+
+mod stm;
 
 use crate::error::{Error, Result};
 use crate::failpoint;
@@ -64,6 +69,11 @@ pub fn workloads() -> &'static [Workload] {
         Workload { name: "gc", about: "online collection freeing spans and large objects", run: w_gc },
         Workload { name: "close", about: "the clean close and its allocator fast path", run: w_close },
         Workload { name: "recovery", about: "recovery of an interrupted region, itself crashed", run: w_recovery },
+        Workload { name: "stm-bank", about: "STM transfers: copies (large ones too), or_else, retry", run: stm::w_bank },
+        Workload { name: "stm-map", about: "STM sorted list and snapshot map against a model", run: stm::w_map },
+        Workload { name: "stm-gc", about: "online GC (STM quiesce) between STM commits", run: stm::w_gc },
+        Workload { name: "stm-recovery", about: "STM redo replay after a crash past the fence, crashed", run: stm::w_recovery },
+        Workload { name: "stm-relocation", about: "STM redo replay at a new base (pointers in values)", run: stm::w_relocation },
     ]
 }
 
@@ -95,10 +105,15 @@ impl Settings {
     }
 }
 
+/// A workload's own invariant, run on every image after `Pool::check`.
+type Invariant = dyn Fn(&Pool) -> std::result::Result<(), String>;
+
 /// Context a workload runs in.
 pub struct Harness {
     settings: Settings,
     pool_path: PathBuf,
+    /// Set by workloads whose invariant is not (only) the ledger's.
+    check: std::cell::RefCell<Option<Box<Invariant>>>,
 }
 
 impl Workload {
@@ -109,10 +124,13 @@ impl Workload {
         std::fs::create_dir_all(&settings.dir).map_err(|e| Error::io("create crashtest directory", e))?;
         let tag = format!("{}-{}-{:?}", self.name, std::process::id(), std::thread::current().id());
         let tag: String = tag.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').collect();
-        let h = Harness { settings: settings.clone(), pool_path: settings.dir.join(format!("{tag}.pool")) };
+        let pool_path = settings.dir.join(format!("{tag}.pool"));
+        let h = Harness { settings: settings.clone(), pool_path, check: Default::default() };
         let image_path = settings.dir.join(format!("{tag}.image"));
         let result = (self.run)(&h).map(|trace| {
-            explore(&trace, &settings.explorer, &mut |img| check_image(&image_path, img), progress)
+            let extra = h.check.borrow();
+            let extra = extra.as_deref();
+            explore(&trace, &settings.explorer, &mut |img| check_image(&image_path, img, extra), progress)
         });
         let _ = std::fs::remove_file(&h.pool_path);
         let _ = std::fs::remove_file(&image_path);
@@ -121,12 +139,24 @@ impl Workload {
 }
 
 /// Opens an image with the real recovery code and checks it.
-fn check_image(path: &Path, img: &[u8]) -> std::result::Result<(), String> {
-    std::fs::write(path, img).map_err(|e| format!("writing image: {e}"))?;
+fn check_image(path: &Path, img: &[u8], extra: Option<&Invariant>) -> std::result::Result<(), String> {
+    write_image(path, img).map_err(|e| format!("writing image: {e}"))?;
     let pool = Pool::open(path, OpenOptions::new(LAYOUT).durability(Durability::Process)).map_err(|e| format!("open failed: {e}"))?;
     pool.check(&|_| {}).map_err(|e| format!("check failed: {e}"))?;
     verify_ledger(&pool)?;
+    if let Some(check) = extra {
+        check(&pool)?;
+    }
     pool.close().map_err(|e| format!("close failed: {e}"))
+}
+
+/// Overwrites the scratch file in place: truncating it first would free and
+/// re-allocate every page, which costs three times as much on tmpfs.
+fn write_image(path: &Path, img: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(false).open(path)?;
+    f.write_all(img)?;
+    f.set_len(img.len() as u64)
 }
 
 /// The ledger invariant, if the pool has a ledger yet.
@@ -179,6 +209,11 @@ impl Harness {
             tx.set_root("ledger", l)
         })?;
         Ok((pool, tracer))
+    }
+
+    /// Sets the workload's own invariant.
+    fn expect(&self, check: impl Fn(&Pool) -> std::result::Result<(), String> + 'static) {
+        *self.check.borrow_mut() = Some(Box::new(check));
     }
 
     /// Traces `f` on `pool`, then abandons the pool as a crash would.

@@ -1,0 +1,617 @@
+//! Crash-consistency workloads of the persistent STM (`stm-*`).
+//!
+//! Each workload runs single-threaded STM transactions whose effects a plain
+//! Rust model computes independently, and records the model's state after
+//! every commit. The traced pool is cross-checked against the model after
+//! every `atomically` (read by a plain region that only reads: no store, no
+//! flush, no fence, nothing in the trace). Every crash image must then
+//!
+//! - open (recovery replays retained redo records) and pass `Pool::check`;
+//! - hold no variable whose lock word is still locked in the new epoch;
+//! - equal the model after exactly `k` commits for some `k` at least the
+//!   number of commits known durable when tracing began (all or nothing:
+//!   the bank's per-account `ops` counters, copied note, snapshot vector,
+//!   boxed pair and large vector make a half-applied commit visible);
+//! - accept a new update transaction.
+//!
+//! The workloads: `stm-bank` (transfers writing `u64`s plus copy-on-commit
+//! `String`, `Vec<u64>`, `Box<(u64, u64)>` and, every fourth, a vector larger
+//! than a span, so the commit allocates fresh spans; one in three is an
+//! `or_else` whose first branch writes and then retries on some transfers),
+//! `stm-map` (a sorted linked list of `PTVar` nodes created in transactions,
+//! plus a `Vec<(u64, u64)>` snapshot of the same map), `stm-gc`
+//! (`Pool::collect`, i.e. STM quiesce and record clearing, between commits),
+//! `stm-recovery` and `stm-relocation` (a process crash right after the
+//! record fence, then the traced open that replays it, at the same base or
+//! at a new one, where the replayed values' pointers must be swizzled).
+
+use super::{Harness, LAYOUT};
+use crate::error::{Error, Result};
+use crate::failpoint;
+use crate::stm::redo::{StmMeta, META_ROOT};
+use crate::stm::{word, CopyCx, PStr, PTVar, Persist, STx, StmResult, VarCell};
+use crate::trace::Tracer;
+use crate::{OpenOptions, PPtr, Persistent, Pool, Tx};
+use engram_model::Trace;
+use std::collections::BTreeMap;
+
+type Check<T> = std::result::Result<T, String>;
+
+const N: usize = 8;
+const START: u64 = 100;
+const TOTAL: u64 = N as u64 * START;
+
+// ----- the bank ------------------------------------------------------------
+
+/// Handles of the bank's variables (all named roots).
+#[derive(Clone)]
+struct Bank {
+    accts: Vec<PTVar<u64>>,
+    /// Per account: how many transfers touched it (a partial commit shows).
+    ops: Vec<PTVar<u64>>,
+    count: PTVar<u64>,
+    /// Copy-on-commit: describes the last transfer.
+    note: PTVar<String>,
+    /// Copy-on-commit: `[count, balances...]` after the last transfer.
+    hist: PTVar<Vec<u64>>,
+    /// Copy-on-commit: `(count, amount)` from transfers with `i % 3 == 1`,
+    /// `(count before, 0)` from a first `or_else` branch that committed, and
+    /// `(999, 999)` only if a retried branch's write leaked.
+    last: PTVar<Box<(u64, u64)>>,
+    /// Copy-on-commit, every fourth transfer: `BIG` copies of the count, a
+    /// large object whose fresh spans are allocated by the commit itself.
+    big: PTVar<Vec<u64>>,
+}
+
+/// Elements of the large copy (72 KiB: more than a span).
+const BIG: usize = 9000;
+
+/// The bank as the model (and an image) sees it.
+#[derive(Clone, Debug, PartialEq)]
+struct BankState {
+    accts: Vec<u64>,
+    ops: Vec<u64>,
+    count: u64,
+    note: String,
+    hist: Vec<u64>,
+    last: (u64, u64),
+    /// The large copy as (element, length): every element must be equal.
+    big: (u64, usize),
+}
+
+impl Bank {
+    fn open(pool: &Pool) -> Result<Bank> {
+        let mut accts = Vec::new();
+        let mut ops = Vec::new();
+        for i in 0..N {
+            accts.push(pool.root(&format!("stm.acct{i}"), || START)?);
+            ops.push(pool.root(&format!("stm.ops{i}"), || 0u64)?);
+        }
+        Ok(Bank {
+            accts,
+            ops,
+            count: pool.root("stm.count", || 0u64)?,
+            note: pool.root("stm.note", || "opened".to_string())?,
+            hist: pool.root("stm.hist", Vec::new)?,
+            last: pool.root("stm.last", || Box::new((0u64, 0u64)))?,
+            big: pool.root("stm.big", Vec::new)?,
+        })
+    }
+
+    /// The handles of an existing bank (one pass over the root table).
+    fn find(pool: &Pool) -> Result<Bank> {
+        let d = Dir::of(pool)?;
+        Ok(Bank {
+            accts: (0..N).map(|i| d.var(&format!("stm.acct{i}"))).collect::<Result<_>>()?,
+            ops: (0..N).map(|i| d.var(&format!("stm.ops{i}"))).collect::<Result<_>>()?,
+            count: d.var("stm.count")?,
+            note: d.var("stm.note")?,
+            hist: d.var("stm.hist")?,
+            last: d.var("stm.last")?,
+            big: d.var("stm.big")?,
+        })
+    }
+
+    fn initial() -> BankState {
+        BankState { accts: vec![START; N], ops: vec![0; N], count: 0, note: "opened".into(), hist: Vec::new(), last: (0, 0), big: (0, 0) }
+    }
+
+    /// Transfer `i` as one transaction (it may run several times).
+    fn transfer(&self, tx: &STx<'_>, i: u64) -> StmResult<()> {
+        let (from, to) = endpoints(i);
+        if i % 3 != 2 {
+            let amt = tx.read(&self.accts[from])?.min(i % 7 + 1);
+            return self.move_money(tx, from, to, amt, i % 3 == 1);
+        }
+        tx.or_else(
+            |tx| {
+                // writes first, then maybe retry: or_else must drop them
+                tx.modify(&self.ops[from], |x| x + 1000)?;
+                tx.write(&self.last, Box::new((999, 999)))?;
+                let need = or_else_need(i);
+                if tx.read(&self.accts[from])? < need {
+                    return tx.retry();
+                }
+                tx.modify(&self.ops[from], |x| x - 1000)?;
+                tx.write(&self.last, Box::new((tx.read(&self.count)?, 0)))?;
+                self.move_money(tx, from, to, need, false)
+            },
+            |tx| {
+                let alt = (from + N / 2) % N;
+                let amt = tx.read(&self.accts[alt])?.min(i % 7 + 1);
+                self.move_money(tx, alt, to, amt, false)
+            },
+        )
+    }
+
+    fn move_money(&self, tx: &STx<'_>, from: usize, to: usize, amt: u64, boxed: bool) -> StmResult<()> {
+        tx.modify(&self.accts[from], |x| x - amt)?;
+        tx.modify(&self.accts[to], |x| x + amt)?;
+        tx.modify(&self.ops[from], |x| x + 1)?;
+        tx.modify(&self.ops[to], |x| x + 1)?;
+        let n = tx.read(&self.count)? + 1;
+        tx.write(&self.count, n)?;
+        tx.write(&self.note, note(n, from, to, amt))?;
+        let mut hist = vec![n];
+        for a in &self.accts {
+            hist.push(tx.read(a)?);
+        }
+        tx.write(&self.hist, hist)?;
+        if boxed {
+            tx.write(&self.last, Box::new((n, amt)))?;
+        }
+        if n % 4 == 0 {
+            tx.write(&self.big, vec![n; BIG])?;
+        }
+        Ok(())
+    }
+
+    /// Transfer `i`, committed, applied to the model, and cross-checked.
+    fn step(&self, pool: &Pool, i: u64, model: &mut Vec<BankState>) -> Result<()> {
+        pool.atomically(|tx| self.transfer(tx, i))?;
+        let mut next = model.last().cloned().unwrap_or_else(Bank::initial);
+        next.transfer(i);
+        let got = self.read(pool)?;
+        if got != next {
+            return Err(Error::corrupt(format!("after transfer {i} the pool holds {got:?}, the model {next:?}")));
+        }
+        model.push(next);
+        Ok(())
+    }
+}
+
+fn endpoints(i: u64) -> (usize, usize) {
+    // (3i + 1) - i = 2i + 1 is odd: never the same account
+    ((i % N as u64) as usize, ((i * 3 + 1) % N as u64) as usize)
+}
+
+/// What the first `or_else` branch needs: it commits on `i % 6 == 2` if
+/// the account can pay, and always retries on `i % 6 == 5`.
+fn or_else_need(i: u64) -> u64 {
+    if i % 6 == 2 {
+        60
+    } else {
+        10 * TOTAL
+    }
+}
+
+fn note(n: u64, from: usize, to: usize, amt: u64) -> String {
+    format!("transfer #{n}: {amt} from {from} to {to}")
+}
+
+impl BankState {
+    /// What transfer `i` does, computed without the STM.
+    fn transfer(&mut self, i: u64) {
+        let (from, to) = endpoints(i);
+        let alt = (from + N / 2) % N;
+        let (src, amt, boxed) = match i % 3 {
+            2 if self.accts[from] >= or_else_need(i) => (from, or_else_need(i), false),
+            2 => (alt, self.accts[alt].min(i % 7 + 1), false),
+            k => (from, self.accts[from].min(i % 7 + 1), k == 1),
+        };
+        if i % 3 == 2 && src == from {
+            self.last = (self.count, 0);
+        }
+        self.accts[src] -= amt;
+        self.accts[to] += amt;
+        self.ops[src] += 1;
+        self.ops[to] += 1;
+        self.count += 1;
+        self.note = note(self.count, src, to, amt);
+        self.hist = std::iter::once(self.count).chain(self.accts.iter().copied()).collect();
+        if boxed {
+            self.last = (self.count, amt);
+        }
+        if self.count % 4 == 0 {
+            self.big = (self.count, BIG);
+        }
+    }
+}
+
+// ----- reading a pool outside the STM ------------------------------------------
+
+/// The pool's named roots, read in one pass (a lookup by name scans the
+/// whole root table, and every image needs some twenty of them).
+struct Dir(std::collections::HashMap<String, (u64, String)>);
+
+impl Dir {
+    fn of(pool: &Pool) -> Result<Dir> {
+        Ok(Dir(pool.roots()?.into_iter().map(|r| (r.name, (r.addr, r.type_name))).collect()))
+    }
+
+    fn ptr<T: Persistent>(&self, name: &str) -> Result<PPtr<T>> {
+        match self.0.get(name) {
+            Some((addr, ty)) if *ty == T::type_name() => Ok(PPtr::from_addr(*addr)),
+            Some((_, ty)) => Err(Error::corrupt(format!("root {name} holds a {ty}, not a {}", T::type_name()))),
+            None => Err(Error::corrupt(format!("root {name} is missing"))),
+        }
+    }
+
+    fn var<T: Persist>(&self, name: &str) -> Result<PTVar<T>> {
+        self.ptr::<VarCell<T::P>>(name).map(PTVar::from_cell)
+    }
+}
+
+/// Reads variables' committed values with a plain region (which writes
+/// nothing when it only reads, so it leaves no trace), and refuses a lock
+/// word still locked in the pool's current STM epoch: no transaction could
+/// ever take that variable again.
+struct Raw<'t, 'p> {
+    tx: &'t Tx<'p>,
+    epoch: u16,
+}
+
+impl<'t, 'p> Raw<'t, 'p> {
+    fn new(tx: &'t Tx<'p>, meta: PPtr<StmMeta>) -> Result<Self> {
+        Ok(Raw { tx, epoch: (tx.read(meta)?.epoch & 0x7FFF) as u16 })
+    }
+
+    fn var<T: Persist>(&self, v: &PTVar<T>) -> Result<T::P> {
+        self.cell(v.cell(), "a variable")
+    }
+
+    fn cell<P: Persistent>(&self, c: PPtr<VarCell<P>>, what: &str) -> Result<P> {
+        let v = self.tx.read(c)?;
+        if word::is_locked(v.word, self.epoch) {
+            return Err(Error::corrupt(format!("{what} at {:#x} is still locked in epoch {}", c.addr(), self.epoch)));
+        }
+        Ok(v.value)
+    }
+
+    fn slice<T: Persistent + Default + Clone>(&self, a: crate::PArray<T>) -> Result<Vec<T>> {
+        let mut out = vec![T::default(); self.tx.len(a)? as usize];
+        self.tx.read_slice(a, 0, &mut out)?;
+        Ok(out)
+    }
+
+    fn string(&self, s: PStr) -> Result<String> {
+        String::from_utf8(self.slice(s.array())?).map_err(|_| Error::corrupt("note is not UTF-8"))
+    }
+}
+
+/// Reads `f` with a [`Raw`] reader in a plain region.
+fn raw<R>(pool: &Pool, meta: PPtr<StmMeta>, f: impl Fn(&Raw<'_, '_>) -> Result<R>) -> Result<R> {
+    pool.txn(|tx| f(&Raw::new(tx, meta)?))
+}
+
+impl Bank {
+    /// The committed state, read outside the STM.
+    fn read(&self, pool: &Pool) -> Result<BankState> {
+        let meta = Dir::of(pool)?.ptr::<StmMeta>(META_ROOT)?;
+        raw(pool, meta, |r| {
+            let mut s = Bank::initial();
+            for i in 0..N {
+                s.accts[i] = r.var(&self.accts[i])?;
+                s.ops[i] = r.var(&self.ops[i])?;
+            }
+            s.count = r.var(&self.count)?;
+            s.note = r.string(r.var(&self.note)?)?;
+            s.hist = r.slice(r.var(&self.hist)?.array())?;
+            let last = r.tx.read(r.var(&self.last)?)?;
+            s.last = (last.a, last.b);
+            let big = r.slice(r.var(&self.big)?.array())?;
+            if big.iter().any(|&x| x != big[0]) {
+                return Err(Error::corrupt("the large copy is torn"));
+            }
+            s.big = (big.first().copied().unwrap_or(0), big.len());
+            Ok(s)
+        })
+    }
+}
+
+/// The bank invariant on an image: the state after `k >= min` transfers,
+/// and a transfer still commits.
+fn check_bank(pool: &Pool, model: &[BankState], min: usize) -> Check<()> {
+    let bank = Bank::find(pool).map_err(|e| e.to_string())?;
+    let s = bank.read(pool).map_err(|e| format!("reading the bank: {e}"))?;
+    let money: u64 = s.accts.iter().sum();
+    if money != TOTAL {
+        return Err(format!("money not conserved: {money} != {TOTAL} ({s:?})"));
+    }
+    if s.ops.iter().sum::<u64>() != 2 * s.count {
+        return Err(format!("partial commit: ops {:?} for {} transfers", s.ops, s.count));
+    }
+    let k = s.count as usize;
+    if k < min {
+        return Err(format!("durable commits lost: {k} transfers visible, {min} were durable"));
+    }
+    match model.get(k) {
+        Some(m) if *m == s => {}
+        Some(m) => return Err(format!("state after {k} transfers differs from the model: {s:?} != {m:?}")),
+        None => return Err(format!("{k} transfers visible, only {} ran", model.len() - 1)),
+    }
+    let mut after = vec![s];
+    bank.step(pool, 1000 + k as u64, &mut after).map_err(|e| format!("a transfer after recovery: {e}"))
+}
+
+fn bank_pool(h: &Harness, warm: u64) -> Result<(Pool, std::sync::Arc<Tracer>, Bank, Vec<BankState>)> {
+    let (pool, tracer) = h.create(0)?;
+    let bank = Bank::open(&pool)?;
+    let mut model = vec![Bank::initial()];
+    for i in 0..warm {
+        bank.step(&pool, i, &mut model)?;
+    }
+    Ok((pool, tracer, bank, model))
+}
+
+/// `stm-bank`: transfers, each one commit with copies; or_else on every third.
+pub(super) fn w_bank(h: &Harness) -> Result<Trace> {
+    // warm-up: the thread's redo log and the clock reservation exist
+    let (pool, tracer, bank, mut model) = bank_pool(h, 2)?;
+    let min = model.len() - 1;
+    let n = 3 * h.settings.regions;
+    let trace = h.traced(pool, &tracer, |pool| {
+        for i in 2..2 + n {
+            bank.step(pool, i, &mut model)?;
+        }
+        Ok(())
+    })?;
+    h.expect(move |pool| check_bank(pool, &model, min));
+    Ok(trace)
+}
+
+/// `stm-gc`: commits, `Pool::collect` (quiesce, records cleared, old copies
+/// freed), commits.
+pub(super) fn w_gc(h: &Harness) -> Result<Trace> {
+    let (pool, tracer, bank, mut model) = bank_pool(h, 12)?;
+    let min = model.len() - 1;
+    let trace = h.traced(pool, &tracer, |pool| {
+        bank.step(pool, 12, &mut model)?;
+        bank.step(pool, 13, &mut model)?;
+        let before = pool.info().live_objects;
+        pool.collect()?;
+        if pool.info().live_objects >= before {
+            return Err(Error::corrupt("collect freed none of the old copies"));
+        }
+        bank.step(pool, 14, &mut model)?;
+        bank.step(pool, 15, &mut model)
+    })?;
+    h.expect(move |pool| check_bank(pool, &model, min));
+    Ok(trace)
+}
+
+/// `stm-recovery` / `stm-relocation`: a process crash right after a
+/// commit's record fence (nothing in place yet), then the traced open that
+/// replays it (at a new base if `relocate`), and one more transfer.
+fn crashed_after_fence(h: &Harness, relocate: bool) -> Result<Trace> {
+    let (pool, _, bank, mut model) = bank_pool(h, 3)?;
+    failpoint::arm("stm.after_fence", 0);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pool.atomically(|tx| bank.transfer(tx, 3))));
+    failpoint::disarm_all();
+    if r.is_ok() {
+        return Err(Error::corrupt("failpoint stm.after_fence did not fire"));
+    }
+    pool.simulate_crash();
+    let mut next = model[model.len() - 1].clone();
+    next.transfer(3);
+    model.push(next);
+    // the record is durable: no image may lose transfer 3
+    let min = model.len() - 1;
+    let tracer = Tracer::starting_on_attach();
+    let mut o = OpenOptions::new(LAYOUT).trace(tracer.clone());
+    o.force_relocate = relocate;
+    let pool = Pool::open(&h.pool_path, o)?;
+    let rep = pool.open_report().stm.unwrap_or_default();
+    if rep.replayed == 0 || relocate != pool.open_report().relocated {
+        return Err(Error::corrupt(format!("the open did not replay the commit: {rep:?}")));
+    }
+    let bank = Bank::find(&pool)?;
+    if bank.read(&pool)? != model[min] {
+        return Err(Error::corrupt("the replayed state differs from the model"));
+    }
+    bank.step(&pool, 4, &mut model)?;
+    let trace = tracer.stop();
+    pool.simulate_crash();
+    h.expect(move |pool| check_bank(pool, &model, min));
+    Ok(trace)
+}
+
+pub(super) fn w_recovery(h: &Harness) -> Result<Trace> {
+    crashed_after_fence(h, false)
+}
+
+pub(super) fn w_relocation(h: &Harness) -> Result<Trace> {
+    crashed_after_fence(h, true)
+}
+
+// ----- the map -------------------------------------------------------------------
+
+/// A node of the sorted list: each node is a `PTVar<MapNode>` cell.
+#[derive(Clone, Copy, Debug, Persistent)]
+#[engram(name = "engram::crashtest::MapNode")]
+struct MapNode {
+    key: u64,
+    val: u64,
+    next: PPtr<VarCell<MapNode>>,
+}
+
+impl Persist for MapNode {
+    type P = MapNode;
+    fn persist(&self, _: &mut CopyCx<'_>) -> Result<MapNode> {
+        Ok(*self)
+    }
+    fn plain(&self) -> Option<MapNode> {
+        Some(*self)
+    }
+}
+
+type Link = PPtr<VarCell<MapNode>>;
+type Entries = Vec<(u64, u64)>;
+
+/// The map twice over: a sorted list of `PTVar` nodes created in
+/// transactions, and a copy-on-commit snapshot vector; plus its length.
+#[derive(Clone, Copy)]
+struct Map {
+    head: PTVar<Link>,
+    snap: PTVar<Entries>,
+    len: PTVar<u64>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Op {
+    Put(u64, u64),
+    Del(u64),
+}
+
+/// Operation `i`: puts of keys `5i mod 13`, and every third a delete of the
+/// key put two operations before (present unless deleted since).
+fn map_op(i: u64) -> Op {
+    let key = |i: u64| (i * 5) % 13;
+    if i % 3 == 2 {
+        Op::Del(key(i - 2))
+    } else {
+        Op::Put(key(i), i * 100 + key(i))
+    }
+}
+
+fn apply_model(m: &mut BTreeMap<u64, u64>, op: Op) {
+    match op {
+        Op::Put(k, v) => m.insert(k, v),
+        Op::Del(k) => m.remove(&k),
+    };
+}
+
+impl Map {
+    fn open(pool: &Pool) -> Result<Map> {
+        Ok(Map {
+            head: pool.root("stm.map.head", PPtr::null)?,
+            snap: pool.root("stm.map.snap", Vec::new)?,
+            len: pool.root("stm.map.len", || 0u64)?,
+        })
+    }
+
+    fn find(pool: &Pool) -> Result<Map> {
+        let d = Dir::of(pool)?;
+        Ok(Map { head: d.var("stm.map.head")?, snap: d.var("stm.map.snap")?, len: d.var("stm.map.len")? })
+    }
+
+    fn apply(&self, tx: &STx<'_>, op: Op) -> StmResult<()> {
+        let key = match op {
+            Op::Put(k, _) | Op::Del(k) => k,
+        };
+        // find the first node with a key >= `key`, and the link to it
+        let (mut prev, mut cur): (Option<PTVar<MapNode>>, Link) = (None, tx.read(&self.head)?);
+        let mut found = None;
+        while !cur.is_null() {
+            let node = tx.read(&PTVar::<MapNode>::from_cell(cur))?;
+            if node.key >= key {
+                found = (node.key == key).then_some(node);
+                break;
+            }
+            prev = Some(PTVar::from_cell(cur));
+            cur = node.next;
+        }
+        let grew: i64 = match (op, found) {
+            (Op::Put(_, v), Some(n)) => tx.write(&PTVar::<MapNode>::from_cell(cur), MapNode { val: v, ..n }).map(|_| 0)?,
+            (Op::Put(k, v), None) => {
+                let fresh = PTVar::new(tx, MapNode { key: k, val: v, next: cur })?;
+                self.link(tx, prev, fresh.cell()).map(|_| 1)?
+            }
+            (Op::Del(_), Some(n)) => self.link(tx, prev, n.next).map(|_| -1)?,
+            (Op::Del(_), None) => return Ok(()), // read-only
+        };
+        tx.write(&self.len, tx.read(&self.len)?.wrapping_add_signed(grew))?;
+        let mut snap: BTreeMap<u64, u64> = tx.read(&self.snap)?.as_slice(tx)?.iter().map(|p| (p.a, p.b)).collect();
+        apply_model(&mut snap, op);
+        tx.write(&self.snap, snap.into_iter().collect())
+    }
+
+    fn link(&self, tx: &STx<'_>, prev: Option<PTVar<MapNode>>, to: Link) -> StmResult<()> {
+        match prev {
+            None => tx.write(&self.head, to),
+            Some(p) => {
+                let n = tx.read(&p)?;
+                tx.write(&p, MapNode { next: to, ..n })
+            }
+        }
+    }
+
+    fn step(&self, pool: &Pool, op: Op, model: &mut Vec<Entries>) -> Result<()> {
+        pool.atomically(|tx| self.apply(tx, op))?;
+        let mut m: BTreeMap<u64, u64> = model.last().cloned().unwrap_or_default().into_iter().collect();
+        apply_model(&mut m, op);
+        let want: Entries = m.into_iter().collect();
+        let got = self.read(pool)?;
+        if got != want {
+            return Err(Error::corrupt(format!("after {op:?} the pool holds {got:?}, the model {want:?}")));
+        }
+        model.push(want);
+        Ok(())
+    }
+}
+
+impl Map {
+    /// The map in a pool; the list, the snapshot and the length must agree.
+    fn read(&self, pool: &Pool) -> Result<Entries> {
+        let meta = Dir::of(pool)?.ptr::<StmMeta>(META_ROOT)?;
+        raw(pool, meta, |r| {
+            let mut list = Vec::new();
+            let mut p = r.var(&self.head)?;
+            while !p.is_null() {
+                if list.len() > 1000 {
+                    return Err(Error::corrupt("the list has a cycle"));
+                }
+                let n = r.cell(p, "a list node")?;
+                list.push((n.key, n.val));
+                p = n.next;
+            }
+            let snap: Entries = r.slice(r.var(&self.snap)?.array())?.iter().map(|p| (p.a, p.b)).collect();
+            let len = r.var(&self.len)?;
+            if list != snap || len != list.len() as u64 || list.windows(2).any(|w| w[0].0 >= w[1].0) {
+                return Err(Error::corrupt(format!("torn map: list {list:?}, snapshot {snap:?}, length {len}")));
+            }
+            Ok(list)
+        })
+    }
+}
+
+/// The map invariant on an image: the model after `k >= min` operations,
+/// and an insertion still commits.
+fn check_map(pool: &Pool, model: &[Entries], min: usize) -> Check<()> {
+    let map = Map::find(pool).map_err(|e| e.to_string())?;
+    let got = map.read(pool).map_err(|e| format!("reading the map: {e}"))?;
+    if !model[min..].contains(&got) {
+        return Err(format!("map {got:?} is no state after {min} or more operations"));
+    }
+    map.step(pool, Op::Put(1000, 1), &mut vec![got]).map_err(|e| format!("a put after recovery: {e}"))
+}
+
+/// `stm-map`: puts (new nodes, updates) and deletes against a model.
+pub(super) fn w_map(h: &Harness) -> Result<Trace> {
+    let (pool, tracer) = h.create(0)?;
+    let map = Map::open(&pool)?;
+    let mut model = vec![Entries::new()];
+    for i in 0..2 {
+        map.step(&pool, map_op(i), &mut model)?;
+    }
+    let min = model.len() - 1;
+    let n = 4 * h.settings.regions;
+    let trace = h.traced(pool, &tracer, |pool| {
+        for i in 2..2 + n {
+            map.step(pool, map_op(i), &mut model)?;
+        }
+        Ok(())
+    })?;
+    h.expect(move |pool| check_map(pool, &model, min));
+    Ok(trace)
+}
