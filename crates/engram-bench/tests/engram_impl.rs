@@ -40,7 +40,9 @@ fn binary_trees_counts_every_node() {
         // stretch + long-lived: 2 + 2 regions; 64 + 16 trees of 2 regions each.
         assert_eq!(run.regions, 4 + 2 * (64 + 16));
         if mode == Durability::Pmem {
-            assert!(run.flushes >= run.value, "every node is flushed: {run:?}");
+            // A node is a 32-byte slot: two share a cache line, and the
+            // commit flushes each line once.
+            assert!(run.flushes >= run.value / 2, "every node's line is flushed: {run:?}");
             assert!(run.fences > 0);
         }
     }

@@ -190,8 +190,11 @@ fn choose(st: &CrashState<'_>, max: usize, rng: &mut u64) -> Vec<Vec<usize>> {
     // (losing its newest store, keeping only its oldest) before any line
     // gets its later ones: a small budget still visits every line.
     let longest = full.iter().copied().max().unwrap_or(0);
-    for r in 0..=longest {
+    'rounds: for r in 0..=longest {
         for j in 0..n {
+            if out.len() >= max {
+                break 'rounds;
+            }
             if r > full[j] {
                 continue;
             }
