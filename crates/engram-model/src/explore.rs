@@ -186,24 +186,14 @@ fn choose(st: &CrashState<'_>, max: usize, rng: &mut u64) -> Vec<Vec<usize>> {
     };
     add(vec![0; n], &mut out);
     add(full.clone(), &mut out);
-    // Round-robin over lines, so that every line gets its first variations
-    // (losing its newest store, keeping only its oldest) before any line
-    // gets its later ones: a small budget still visits every line.
-    let longest = full.iter().copied().max().unwrap_or(0);
-    'rounds: for r in 0..=longest {
-        for j in 0..n {
-            if out.len() >= max {
-                break 'rounds;
-            }
-            if r > full[j] {
-                continue;
-            }
-            let mut hi = full.clone();
-            hi[j] = full[j] - r;
-            add(hi, &mut out);
+    for j in 0..n {
+        for k in 0..=full[j] {
             let mut lo = vec![0; n];
-            lo[j] = r;
+            lo[j] = k;
             add(lo, &mut out);
+            let mut hi = full.clone();
+            hi[j] = k;
+            add(hi, &mut out);
         }
     }
     let mut tries = 0;
