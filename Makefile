@@ -2,7 +2,8 @@
 #
 #   make run    the demo: a pool under ./data/ that each run finds and extends
 #   make test   installs what it needs, builds everything, runs every test
-#   make bench  benchmarks against PMDK (libpmemobj) and malloc; reports in docs/bench/
+#   make bench  benchmarks against PMDK (libpmemobj), malloc and volatile STM; reports in
+#               docs/bench/; then the deep crash-explorer sweep
 #
 # System packages come from apt (installed once, only if missing); Rust crates
 # from crates.io through cargo.
@@ -41,6 +42,7 @@ test: deps
 
 bench: bench-deps
 	$(CARGO) run --release -p engram-bench -- all --out docs/bench
+	$(CARGO) run --release -p engram-bench -- stm --out docs/bench
 	$(CARGO) run --release -q -p engram-cli -- crashtest --deep
 
 clean:

@@ -108,6 +108,12 @@ struct stm_peer {
 	pthread_mutex_t lock;
 };
 
+/*
+ * The bodies of the transactions are kept out of the functions that call
+ * setjmp (TX_BEGIN): none of their locals is live across a longjmp.
+ */
+#define TX_BODY __attribute__((noinline))
+
 #define RB(oid) ((struct rb_node *)pmemobj_direct(oid))
 #define HN(oid) ((struct h_node *)pmemobj_direct(oid))
 #define SAME(a, b) ((a).off == (b).off && (a).pool_uuid_lo == (b).pool_uuid_lo)
@@ -248,7 +254,7 @@ rb_fix_insert(struct stm_root *root, PMEMoid z)
 }
 
 /* Sets key to value; *existed tells whether it replaced a value. */
-static void
+static TX_BODY void
 rb_insert(struct stm_root *root, uint64_t key, uint64_t value, int *existed)
 {
 	PMEMoid parent = OID_NULL, cur = root->top;
@@ -329,7 +335,7 @@ rb_fix_remove(struct stm_root *root, PMEMoid x, PMEMoid xp)
 }
 
 /* Removes key; *found tells whether it was there. Frees the node. */
-static void
+static TX_BODY void
 rb_remove(struct stm_root *root, uint64_t key, int *found)
 {
 	PMEMoid z = rb_find(root, key);
@@ -421,7 +427,7 @@ h_find(const struct stm_root *root, uint64_t key)
 	return n;
 }
 
-static void
+static TX_BODY void
 h_insert(struct stm_root *root, uint64_t key, uint64_t value, int *existed)
 {
 	PMEMoid n = h_find(root, key);
@@ -443,7 +449,7 @@ h_insert(struct stm_root *root, uint64_t key, uint64_t value, int *existed)
 	*existed = 0;
 }
 
-static void
+static TX_BODY void
 h_remove(struct stm_root *root, uint64_t key, int *found)
 {
 	PMEMoid *link = h_head(root, key);

@@ -17,5 +17,6 @@ pub mod plan;
 pub mod plot;
 pub mod report;
 pub mod results;
+pub mod stm;
 pub mod sysinfo;
 pub mod workloads;

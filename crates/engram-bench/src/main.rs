@@ -51,6 +51,8 @@ enum Command {
     Nbody(RunArgs),
     /// sps only (tables on stdout; a report only with --out).
     Sps(RunArgs),
+    /// The persistent-STM benchmarks (src/stm/): PSTM vs no-flush vs PMDK; stm.md with --out.
+    Stm(engram_bench::stm::cli::StmArgs),
     /// Runs one measurement and prints its result line (used by the runner).
     #[command(hide = true)]
     RunOne(RunOneArgs),
@@ -101,6 +103,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let (suites, mut args, default_out): (&[Suite], RunArgs, Option<&str>) = match cli.command {
         Command::RunOne(a) => return run_one(a),
+        Command::Stm(a) => return engram_bench::stm::cli::main(a),
         Command::All(a) => (&Suite::ALL, a, Some("docs/bench")),
         Command::BinaryTrees(a) => (&[Suite::BinaryTrees], a, None),
         Command::Nbody(a) => (&[Suite::Nbody], a, None),

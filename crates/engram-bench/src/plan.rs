@@ -110,13 +110,13 @@ impl Point {
         Point { suite: Suite::Sps, size: n, swaps }
     }
 
-    /// A label for tables and plots: `14`, `10^5`, `10^4 x 10^6 swaps`.
+    /// A label for tables: `14`, `10^5`, `10^4 (10^6 swaps)`.
     pub fn label(&self) -> String {
         match self.suite {
             Suite::BinaryTrees => self.size.to_string(),
             Suite::Nbody => pow10(self.size),
             Suite::Sps if self.swaps == self.size => pow10(self.size),
-            Suite::Sps => format!("{}, {} swaps", pow10(self.size), pow10(self.swaps)),
+            Suite::Sps => format!("{} ({} swaps)", pow10(self.size), pow10(self.swaps)),
         }
     }
 
@@ -240,7 +240,7 @@ mod tests {
         assert_eq!(pow10(1000), "10^3");
         assert_eq!(pow10(10), "10");
         assert_eq!(pow10(1500), "1500");
-        assert_eq!(Point::sps(E4, E6).label(), "10^4, 10^6 swaps");
+        assert_eq!(Point::sps(E4, E6).label(), "10^4 (10^6 swaps)");
     }
 
     #[test]

@@ -274,8 +274,10 @@ fn software_share(rows: &[Row]) -> String {
                 Some(100.0 * p.nanos as f64 / r.nanos.max(1) as f64)
             },
         );
-        if let Some((lo, hi)) = share {
-            parts.push(format!("{} {lo:.0}–{hi:.0} %", suite.name()));
+        match share {
+            Some((lo, hi)) if lo.round() == hi.round() => parts.push(format!("{} {lo:.0} %", suite.name())),
+            Some((lo, hi)) => parts.push(format!("{} {lo:.0}–{hi:.0} %", suite.name())),
+            None => {}
         }
     }
     if parts.is_empty() {

@@ -32,7 +32,7 @@ mod vars;
 mod wait;
 pub(crate) mod word;
 
-pub use engine::{atomically, STx, StmError, StmResult};
+pub use engine::{atomically, stats, STx, StmError, StmResult, StmStats};
 pub(crate) use engine::{quiesce, StmPool};
 pub use persist::{CopyCx, PPair, POption, PSlice, PStr, Persist};
 pub use engram_derive::Persist;

@@ -1,0 +1,43 @@
+//! `engram-bench stm`: the persistent-STM benchmarks of Krauter, Raad and
+//! Pietzuch (*Persistent Software Transactional Memory in Haskell*, ICFP'21),
+//! after Yates & Scott: maps over a key range of 100,000 with 50,000 keys
+//! pre-inserted, where every operation is one transaction — a lookup with
+//! probability L (50 % or 90 %), otherwise an insert or a delete (equally
+//! likely) of a random key — run for a fixed time on 1, 2, 4 and 8 threads,
+//! measuring committed transactions per second.
+//!
+//! Structures: Engram's [`engram::stm::collections`] red-black tree, treap,
+//! hash table (transactional fields embedded in the nodes) and the HAMT
+//! `PMap`. Implementations, side by side in one run and one file system:
+//!
+//! - **PSTM** (`pstm`): the collections on a pool in `Durability::Pmem`
+//!   (CLWB/CLFLUSHOPT + SFENCE) — the real thing;
+//! - **PSTM, no flush** (`pstm-process`): the same code on a pool in
+//!   `Durability::Process`, where the persistence seam issues no flush and
+//!   no fence — the volatile-STM peer of the paper's comparison ("the same
+//!   code without persistence"; `report.rs` says exactly what it keeps);
+//! - **TVar tree** (`tvar`): the red-black tree over volatile
+//!   [`engram::stm::TVar`]s in an arena ([`tvar_rbtree`]) — a fully
+//!   volatile peer, no pool at all;
+//! - **PMDK** (`pmdk`): libpmemobj red-black tree and hash table in C
+//!   (`peers/pmdk_stm_peers.c`), one transaction per update under one
+//!   global mutex, as in the OneFile/Romulus suite ([`pmdk`]).
+//!
+//! Pieces: [`workload`] (keys, operation mix, the multi-threaded driver and
+//! its counters), [`maps`] (PSTM adapters), [`tvar_rbtree`], [`pmdk`],
+//! [`job`] (one measurement in a child process), [`report`] (aggregation,
+//! `stm.csv`, `stm.md`), [`plot`] (PNGs) and [`cli`] (the subcommand).
+//!
+//! Keeps true: before any throughput is measured, every implementation of
+//! every structure runs the same single-threaded sequence of operations and
+//! must end with the same contents as a `BTreeMap` model (entries and a
+//! content sum), so the numbers compare implementations of the same thing.
+
+pub mod cli;
+pub mod job;
+pub mod maps;
+pub mod plot;
+pub mod pmdk;
+pub mod report;
+pub mod tvar_rbtree;
+pub mod workload;

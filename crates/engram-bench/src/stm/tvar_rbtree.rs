@@ -1,0 +1,447 @@
+//! The fully volatile peer of the STM benchmarks: the red-black tree of
+//! Engram's `RbTree` (CLRS without a sentinel, the same steps line for
+//! line) over volatile [`engram::stm::TVar`]s, run by
+//! [`engram::stm::atomically`] — no pool, no redo log, no flush.
+//!
+//! Layout: nodes live in an arena of fixed chunks, each node six
+//! `TVar<u64>` fields (key, value, left, right, parent, red); a link is a
+//! node id, 0 for null. Ids are handed out by a bump counter and chunks are
+//! made on first use, so a node's variables never move or die while the
+//! tree exists.
+//!
+//! Recycling: a node a delete unlinks goes, after that transaction commits,
+//! to the deleting thread's free list, and a later insert of that thread
+//! reuses it, writing all its fields in the inserting transaction. That is
+//! safe without any reclamation scheme because variables are never freed:
+//! a transaction that still reaches the old node sees fields newer than its
+//! snapshot, fails to extend it (the link it followed changed), and runs
+//! again — the STM's own validation. Keys are therefore variables too.
+//!
+//! Keeps true: the same invariants as `RbTree` ([`TVarRbTree::contents`]
+//! checks order, parent links, colours and black heights); an insert that
+//! does not link its spare node gives it back to the free list.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+use engram::stm::{atomically, STx, StmError, StmResult, TVar};
+
+use super::workload::{BenchError, Contents, Op, TxMap};
+
+/// Nodes per arena chunk.
+const CHUNK: usize = 4096;
+/// Chunks at most (4 Mi nodes).
+const MAX_CHUNKS: usize = 1024;
+/// The null link.
+const NIL: u64 = 0;
+
+struct Node {
+    key: TVar<u64>,
+    value: TVar<u64>,
+    left: TVar<u64>,
+    right: TVar<u64>,
+    parent: TVar<u64>,
+    red: TVar<u64>,
+}
+
+impl Node {
+    fn new() -> Self {
+        Node {
+            key: TVar::new(0),
+            value: TVar::new(0),
+            left: TVar::new(NIL),
+            right: TVar::new(NIL),
+            parent: TVar::new(NIL),
+            red: TVar::new(0),
+        }
+    }
+}
+
+/// A red-black tree from u64 to u64 over volatile TVars.
+pub struct TVarRbTree {
+    top: TVar<u64>,
+    chunks: Box<[OnceLock<Box<[Node]>>]>,
+    next: AtomicU64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Dir {
+    Left,
+    Right,
+}
+
+impl Dir {
+    fn flip(self) -> Dir {
+        match self {
+            Dir::Left => Dir::Right,
+            Dir::Right => Dir::Left,
+        }
+    }
+}
+
+fn broken(what: String) -> StmError {
+    StmError::Failed(engram::Error::Corrupt { what })
+}
+
+impl Default for TVarRbTree {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TVarRbTree {
+    /// An empty tree.
+    pub fn new() -> Self {
+        TVarRbTree { top: TVar::new(NIL), chunks: (0..MAX_CHUNKS).map(|_| OnceLock::new()).collect(), next: AtomicU64::new(1) }
+    }
+
+    fn node(&self, id: u64) -> &Node {
+        let i = (id - 1) as usize;
+        let chunk = self.chunks[i / CHUNK].get_or_init(|| (0..CHUNK).map(|_| Node::new()).collect());
+        &chunk[i % CHUNK]
+    }
+
+    /// A node id never handed out before.
+    fn fresh(&self) -> Result<u64, BenchError> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        if id as usize > CHUNK * MAX_CHUNKS {
+            return Err(BenchError::Invalid(format!("the TVar tree ran out of its {} node slots", CHUNK * MAX_CHUNKS)));
+        }
+        self.node(id);
+        Ok(id)
+    }
+
+    fn key(&self, tx: &STx<'_>, n: u64) -> StmResult<u64> {
+        tx.read(&self.node(n).key)
+    }
+
+    fn child(&self, tx: &STx<'_>, n: u64, d: Dir) -> StmResult<u64> {
+        match d {
+            Dir::Left => tx.read(&self.node(n).left),
+            Dir::Right => tx.read(&self.node(n).right),
+        }
+    }
+
+    fn set_child(&self, tx: &STx<'_>, n: u64, d: Dir, c: u64) -> StmResult<()> {
+        match d {
+            Dir::Left => tx.write(&self.node(n).left, c),
+            Dir::Right => tx.write(&self.node(n).right, c),
+        }
+    }
+
+    fn parent(&self, tx: &STx<'_>, n: u64) -> StmResult<u64> {
+        tx.read(&self.node(n).parent)
+    }
+
+    fn set_parent(&self, tx: &STx<'_>, n: u64, p: u64) -> StmResult<()> {
+        tx.write(&self.node(n).parent, p)
+    }
+
+    fn is_red(&self, tx: &STx<'_>, n: u64) -> StmResult<bool> {
+        Ok(n != NIL && tx.read(&self.node(n).red)? != 0)
+    }
+
+    fn set_red(&self, tx: &STx<'_>, n: u64, red: bool) -> StmResult<()> {
+        tx.write(&self.node(n).red, red as u64)
+    }
+
+    fn side(&self, tx: &STx<'_>, p: u64, n: u64) -> StmResult<Dir> {
+        Ok(if self.child(tx, p, Dir::Left)? == n { Dir::Left } else { Dir::Right })
+    }
+
+    fn relink(&self, tx: &STx<'_>, parent: u64, old: u64, new: u64) -> StmResult<()> {
+        if parent == NIL {
+            return tx.write(&self.top, new);
+        }
+        let d = self.side(tx, parent, old)?;
+        self.set_child(tx, parent, d, new)
+    }
+
+    fn rotate(&self, tx: &STx<'_>, x: u64, d: Dir) -> StmResult<()> {
+        let y = self.child(tx, x, d.flip())?;
+        let b = self.child(tx, y, d)?;
+        self.set_child(tx, x, d.flip(), b)?;
+        if b != NIL {
+            self.set_parent(tx, b, x)?;
+        }
+        let p = self.parent(tx, x)?;
+        self.set_parent(tx, y, p)?;
+        self.relink(tx, p, x, y)?;
+        self.set_child(tx, y, d, x)?;
+        self.set_parent(tx, x, y)
+    }
+
+    fn find(&self, tx: &STx<'_>, key: u64) -> StmResult<u64> {
+        let mut cur = tx.read(&self.top)?;
+        while cur != NIL {
+            cur = match key.cmp(&self.key(tx, cur)?) {
+                std::cmp::Ordering::Less => self.child(tx, cur, Dir::Left)?,
+                std::cmp::Ordering::Greater => self.child(tx, cur, Dir::Right)?,
+                std::cmp::Ordering::Equal => return Ok(cur),
+            };
+        }
+        Ok(NIL)
+    }
+
+    /// The key's value.
+    pub fn get(&self, tx: &STx<'_>, key: u64) -> StmResult<Option<u64>> {
+        let n = self.find(tx, key)?;
+        if n == NIL {
+            return Ok(None);
+        }
+        tx.read(&self.node(n).value).map(Some)
+    }
+
+    /// Sets the key's value, linking node `spare` if the key is new;
+    /// returns whether `spare` was linked.
+    fn insert(&self, tx: &STx<'_>, key: u64, value: u64, spare: u64) -> StmResult<bool> {
+        let (mut parent, mut cur, mut d) = (NIL, tx.read(&self.top)?, Dir::Left);
+        while cur != NIL {
+            d = match key.cmp(&self.key(tx, cur)?) {
+                std::cmp::Ordering::Less => Dir::Left,
+                std::cmp::Ordering::Greater => Dir::Right,
+                std::cmp::Ordering::Equal => {
+                    tx.write(&self.node(cur).value, value)?;
+                    return Ok(false);
+                }
+            };
+            parent = cur;
+            cur = self.child(tx, cur, d)?;
+        }
+        let z = spare;
+        let n = self.node(z);
+        tx.write(&n.key, key)?;
+        tx.write(&n.value, value)?;
+        tx.write(&n.left, NIL)?;
+        tx.write(&n.right, NIL)?;
+        tx.write(&n.parent, parent)?;
+        tx.write(&n.red, 1)?;
+        if parent == NIL {
+            tx.write(&self.top, z)?;
+        } else {
+            self.set_child(tx, parent, d, z)?;
+        }
+        self.fix_insert(tx, z)?;
+        Ok(true)
+    }
+
+    fn fix_insert(&self, tx: &STx<'_>, mut z: u64) -> StmResult<()> {
+        loop {
+            let mut p = self.parent(tx, z)?;
+            if p == NIL || !self.is_red(tx, p)? {
+                break;
+            }
+            let g = self.parent(tx, p)?;
+            let d = self.side(tx, g, p)?;
+            let uncle = self.child(tx, g, d.flip())?;
+            if self.is_red(tx, uncle)? {
+                self.set_red(tx, p, false)?;
+                self.set_red(tx, uncle, false)?;
+                self.set_red(tx, g, true)?;
+                z = g;
+                continue;
+            }
+            if self.child(tx, p, d.flip())? == z {
+                self.rotate(tx, p, d)?;
+                z = p;
+                p = self.parent(tx, z)?;
+            }
+            self.set_red(tx, p, false)?;
+            self.set_red(tx, g, true)?;
+            self.rotate(tx, g, d.flip())?;
+            break;
+        }
+        let top = tx.read(&self.top)?;
+        if self.is_red(tx, top)? {
+            self.set_red(tx, top, false)?;
+        }
+        Ok(())
+    }
+
+    /// Removes the key; the node it unlinked.
+    fn remove(&self, tx: &STx<'_>, key: u64) -> StmResult<Option<u64>> {
+        let z = self.find(tx, key)?;
+        if z == NIL {
+            return Ok(None);
+        }
+        let (zl, zr) = (self.child(tx, z, Dir::Left)?, self.child(tx, z, Dir::Right)?);
+        let (x, xp, removed_black);
+        if zl == NIL || zr == NIL {
+            x = if zl == NIL { zr } else { zl };
+            xp = self.parent(tx, z)?;
+            removed_black = !self.is_red(tx, z)?;
+            self.replace(tx, z, xp, x)?;
+        } else {
+            let mut y = zr;
+            loop {
+                let l = self.child(tx, y, Dir::Left)?;
+                if l == NIL {
+                    break;
+                }
+                y = l;
+            }
+            removed_black = !self.is_red(tx, y)?;
+            x = self.child(tx, y, Dir::Right)?;
+            if y == zr {
+                xp = y;
+            } else {
+                xp = self.parent(tx, y)?;
+                self.replace(tx, y, xp, x)?;
+                self.set_child(tx, y, Dir::Right, zr)?;
+                self.set_parent(tx, zr, y)?;
+            }
+            let zp = self.parent(tx, z)?;
+            self.replace(tx, z, zp, y)?;
+            self.set_child(tx, y, Dir::Left, zl)?;
+            self.set_parent(tx, zl, y)?;
+            self.set_red(tx, y, self.is_red(tx, z)?)?;
+        }
+        if removed_black {
+            self.fix_remove(tx, x, xp)?;
+        }
+        Ok(Some(z))
+    }
+
+    fn replace(&self, tx: &STx<'_>, u: u64, up: u64, v: u64) -> StmResult<()> {
+        self.relink(tx, up, u, v)?;
+        if v != NIL {
+            self.set_parent(tx, v, up)?;
+        }
+        Ok(())
+    }
+
+    fn fix_remove(&self, tx: &STx<'_>, mut x: u64, mut xp: u64) -> StmResult<()> {
+        while xp != NIL && !self.is_red(tx, x)? {
+            let d = self.side(tx, xp, x)?;
+            let mut w = self.child(tx, xp, d.flip())?;
+            if self.is_red(tx, w)? {
+                self.set_red(tx, w, false)?;
+                self.set_red(tx, xp, true)?;
+                self.rotate(tx, xp, d)?;
+                w = self.child(tx, xp, d.flip())?;
+            }
+            let (near, far) = (self.child(tx, w, d)?, self.child(tx, w, d.flip())?);
+            if !self.is_red(tx, near)? && !self.is_red(tx, far)? {
+                self.set_red(tx, w, true)?;
+                x = xp;
+                xp = self.parent(tx, x)?;
+                continue;
+            }
+            if !self.is_red(tx, far)? {
+                self.set_red(tx, near, false)?;
+                self.set_red(tx, w, true)?;
+                self.rotate(tx, w, d.flip())?;
+                w = self.child(tx, xp, d.flip())?;
+            }
+            self.set_red(tx, w, self.is_red(tx, xp)?)?;
+            self.set_red(tx, xp, false)?;
+            let far = self.child(tx, w, d.flip())?;
+            self.set_red(tx, far, false)?;
+            self.rotate(tx, xp, d)?;
+            return Ok(());
+        }
+        if self.is_red(tx, x)? {
+            self.set_red(tx, x, false)?;
+        }
+        Ok(())
+    }
+
+    /// Checks the subtree at `n`; returns its black height.
+    fn check_node(&self, tx: &STx<'_>, n: u64, parent: u64, bounds: (Option<u64>, Option<u64>), depth: u32, c: &mut Contents) -> StmResult<u64> {
+        if n == NIL {
+            return Ok(1);
+        }
+        let k = self.key(tx, n)?;
+        let ordered = bounds.0.is_none_or(|lo| lo < k) && bounds.1.is_none_or(|hi| k < hi);
+        if !ordered || self.parent(tx, n)? != parent || depth > 128 {
+            return Err(broken(format!("TVar tree node {n}: out of order, wrong parent, or too deep")));
+        }
+        let red = tx.read(&self.node(n).red)?;
+        let (l, r) = (self.child(tx, n, Dir::Left)?, self.child(tx, n, Dir::Right)?);
+        if red > 1 || (red == 1 && (self.is_red(tx, l)? || self.is_red(tx, r)?)) {
+            return Err(broken(format!("TVar tree node {n}: colour {red}, or a red node with a red child")));
+        }
+        c.add(k, tx.read(&self.node(n).value)?);
+        let bl = self.check_node(tx, l, n, (bounds.0, Some(k)), depth + 1, c)?;
+        let br = self.check_node(tx, r, n, (Some(k), bounds.1), depth + 1, c)?;
+        if bl != br {
+            return Err(broken(format!("TVar tree node {n}: black heights {bl} and {br}")));
+        }
+        Ok(bl + (red == 0) as u64)
+    }
+}
+
+impl TxMap for TVarRbTree {
+    /// Nodes this thread unlinked, to reuse.
+    type Local = Vec<u64>;
+
+    fn apply(&self, free: &mut Vec<u64>, op: Op) -> Result<bool, BenchError> {
+        match op {
+            Op::Lookup(k) => {
+                std::hint::black_box(atomically(|tx| self.get(tx, k))?);
+                Ok(false)
+            }
+            Op::Insert(k, v) => {
+                let spare = match free.pop() {
+                    Some(id) => id,
+                    None => self.fresh()?,
+                };
+                if !atomically(|tx| self.insert(tx, k, v, spare))? {
+                    free.push(spare);
+                }
+                Ok(true)
+            }
+            Op::Delete(k) => match atomically(|tx| self.remove(tx, k))? {
+                Some(id) => {
+                    free.push(id);
+                    Ok(true)
+                }
+                None => Ok(false),
+            },
+        }
+    }
+
+    fn insert_batch(&self, pairs: &[(u64, u64)]) -> Result<(), BenchError> {
+        let spares = pairs.iter().map(|_| self.fresh()).collect::<Result<Vec<_>, _>>()?;
+        atomically(|tx| pairs.iter().zip(&spares).try_for_each(|(&(k, v), &s)| self.insert(tx, k, v, s).map(drop)))?;
+        // Spares of keys that were already present stay unused: harmless.
+        Ok(())
+    }
+
+    fn contents(&self) -> Result<Contents, BenchError> {
+        Ok(atomically(|tx| {
+            let top = tx.read(&self.top)?;
+            if self.is_red(tx, top)? {
+                return Err(broken("TVar tree: the top is red".into()));
+            }
+            let mut c = Contents::default();
+            self.check_node(tx, top, NIL, (None, None), 1, &mut c)?;
+            Ok(c)
+        })?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stm::workload::{model_contents, prefill, prefill_pairs, drive, Phase, RunFor};
+
+    #[test]
+    fn agrees_with_the_model() {
+        let t = TVarRbTree::new();
+        prefill(&t, &prefill_pairs(2000, 1000, 3)).unwrap();
+        let phase = Phase { threads: 1, lookup_pct: 20, key_range: 2000, seed: 3, run: RunFor::Ops(5000) };
+        let tally = drive(&t, &phase).unwrap();
+        assert_eq!(tally.commits(), 5000);
+        assert_eq!(t.contents().unwrap(), model_contents(2000, 1000, 20, 3, 5000));
+    }
+
+    #[test]
+    fn threads_keep_it_valid() {
+        let t = TVarRbTree::new();
+        prefill(&t, &prefill_pairs(500, 250, 4)).unwrap();
+        let phase = Phase { threads: 4, lookup_pct: 0, key_range: 500, seed: 4, run: RunFor::Time(std::time::Duration::from_millis(200)) };
+        drive(&t, &phase).unwrap();
+        t.contents().unwrap();
+    }
+}
