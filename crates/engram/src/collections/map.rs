@@ -24,7 +24,7 @@
 use super::handle_impls;
 use super::raw;
 use crate::{Error, PArray, PPtr, Persistent, Result, Tx};
-use std::hash::{Hash, Hasher};
+use std::hash::Hash;
 use std::mem::offset_of;
 
 /// Buckets of a map's first bucket array.
@@ -65,33 +65,6 @@ struct Found<K, V> {
     node: Node<K, V>,
 }
 
-/// FNV-1a, finished with the murmur3 avalanche so that the low bits the
-/// bucket index uses depend on every input byte.
-struct Fnv1a(u64);
-
-impl Hasher for Fnv1a {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 ^= b as u64;
-            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-
-    fn finish(&self) -> u64 {
-        let mut h = self.0;
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-        h ^ (h >> 33)
-    }
-}
-
-fn hash_of<K: Hash>(key: &K) -> u64 {
-    let mut h = Fnv1a(0xcbf2_9ce4_8422_2325);
-    key.hash(&mut h);
-    h.finish()
-}
 
 /// A hash map from `K` to `V` in a pool.
 ///
@@ -152,7 +125,7 @@ impl<K: Persistent + Hash + Eq, V: Persistent> PHashMap<K, V> {
     /// the bucket array first if the new entry would pass load factor 0.75.
     pub fn insert(self, tx: &Tx<'_>, key: K, value: V) -> Result<Option<V>> {
         let mut h = self.open(tx)?;
-        let hash = hash_of(&key);
+        let hash = crate::hash::stable_hash(&key);
         if let Some(f) = find(tx, &h, &key, hash)? {
             tx.write(f.at, Node { value, ..f.node })?;
             return Ok(Some(f.node.value));
@@ -173,7 +146,7 @@ impl<K: Persistent + Hash + Eq, V: Persistent> PHashMap<K, V> {
     /// The value of `key`, if present.
     pub fn get(self, tx: &Tx<'_>, key: &K) -> Result<Option<V>> {
         let h = self.open(tx)?;
-        Ok(find(tx, &h, key, hash_of(key))?.map(|f| f.node.value))
+        Ok(find(tx, &h, key, crate::hash::stable_hash(key))?.map(|f| f.node.value))
     }
 
     /// Whether `key` is present.
@@ -185,7 +158,7 @@ impl<K: Persistent + Hash + Eq, V: Persistent> PHashMap<K, V> {
     /// when the region commits.
     pub fn remove(self, tx: &Tx<'_>, key: &K) -> Result<Option<V>> {
         let mut h = self.open(tx)?;
-        let Some(f) = find(tx, &h, key, hash_of(key))? else { return Ok(None) };
+        let Some(f) = find(tx, &h, key, crate::hash::stable_hash(key))? else { return Ok(None) };
         match f.prev {
             Some(prev) => set_next(tx, prev, f.node.next)?,
             None => tx.set(h.buckets, f.bucket, f.node.next)?,
@@ -344,14 +317,12 @@ fn free_contents<K: Persistent, V: Persistent>(tx: &Tx<'_>, h: &MapHeader<K, V>)
 
 #[cfg(test)]
 mod tests {
-    use super::hash_of;
-
     #[test]
     fn hash_is_fixed_across_runs() {
         // Pinned: a map written by one build must be readable by the next.
-        assert_eq!(hash_of(&0u64), 8_922_497_616_986_557_598);
-        assert_ne!(hash_of(&0u64), hash_of(&1u64));
-        let low_bits: std::collections::HashSet<u64> = (0..64u64).map(|k| hash_of(&(k << 8)) & 63).collect();
+        assert_eq!(crate::hash::stable_hash(&0u64), 8_922_497_616_986_557_598);
+        assert_ne!(crate::hash::stable_hash(&0u64), crate::hash::stable_hash(&1u64));
+        let low_bits: std::collections::HashSet<u64> = (0..64u64).map(|k| crate::hash::stable_hash(&(k << 8)) & 63).collect();
         assert!(low_bits.len() > 32, "bucket bits must depend on high key bytes");
     }
 }

@@ -39,7 +39,7 @@
 //! On a crash: inherits the STM's (see the module docs): each transaction's
 //! node writes are replayed or lost together.
 
-use super::{broken, handle, hash_of, Handle, Shape};
+use super::{broken, handle, Handle, Shape};
 use crate::stm::{CopyCx, PTField, PTVar, Persist, STx, StmResult, VarCell};
 use crate::{PArray, PPtr, Persistent, Pool, Result};
 use std::hash::Hash;
@@ -387,7 +387,7 @@ impl<K: Persistent + Hash + Eq, V: Persistent> PMap<K, V> {
 
     /// The value of `key`.
     pub fn get(&self, tx: &STx<'_>, key: &K) -> StmResult<Option<V>> {
-        let hash = hash_of(key);
+        let hash = crate::hash::stable_hash(key);
         let (mut cell, mut depth) = (self.root, 0);
         loop {
             let s = load(tx, cell)?;
@@ -406,7 +406,7 @@ impl<K: Persistent + Hash + Eq, V: Persistent> PMap<K, V> {
 
     /// Sets `key` to `value`; returns the value it replaced.
     pub fn insert(&self, tx: &STx<'_>, key: K, value: V) -> StmResult<Option<V>> {
-        let hash = hash_of(&key);
+        let hash = crate::hash::stable_hash(&key);
         let leaf = Slot::leaf(hash, key, value);
         let (mut cell, mut depth, mut counts) = (self.root, 0, PPtr::null());
         loop {
@@ -434,7 +434,7 @@ impl<K: Persistent + Hash + Eq, V: Persistent> PMap<K, V> {
 
     /// Removes `key`; returns its value.
     pub fn remove(&self, tx: &STx<'_>, key: &K) -> StmResult<Option<V>> {
-        let hash = hash_of(key);
+        let hash = crate::hash::stable_hash(key);
         let mut path = Vec::new();
         let mut cell = self.root;
         let (s, i) = loop {

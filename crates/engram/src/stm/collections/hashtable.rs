@@ -20,7 +20,7 @@
 //! Removed nodes are unlinked, never freed: garbage for the engine's GC.
 //! On a crash: inherits the STM's (see the module docs).
 
-use super::{broken, fld, handle, hash_of, Handle, Plain, Shape};
+use super::{broken, fld, handle, Handle, Plain, Shape};
 use crate::stm::vars::FieldRef;
 use crate::stm::{CopyCx, PTField, PTVar, Persist, STx, StmResult};
 use crate::{Error, PArray, PPtr, Persistent, Pool, Result};
@@ -109,7 +109,7 @@ impl<K: Plain + Hash + Eq, V: Plain> HashTable<K, V> {
     }
 
     fn head(&self, tx: &STx<'_>, key: &K) -> StmResult<FieldRef<Link<K, V>>> {
-        let i = hash_of(key) % self.buckets(tx)?;
+        let i = crate::hash::stable_hash(key) % self.buckets(tx)?;
         Ok(self.bucket(i))
     }
 
@@ -217,7 +217,7 @@ impl<K: Plain + Hash + Eq, V: Plain> HashTable<K, V> {
             let (mut n, mut chain) = (tx.read(&self.bucket(i))?, 0);
             while !n.is_null() {
                 let k: K = tx.read(&fld!(n, HNode<K, V>, key))?;
-                if hash_of(&k) % buckets != i || !seen.insert(n.addr()) {
+                if crate::hash::stable_hash(&k) % buckets != i || !seen.insert(n.addr()) {
                     return Err(broken(format!("hash node {:#x}: in bucket {i}, or reached twice", n.addr())));
                 }
                 (chain, shape.len, shape.objects) = (chain + 1, shape.len + 1, shape.objects + 1);

@@ -66,7 +66,6 @@ pub use treap::Treap;
 
 use super::{Persist, STx, StmError, StmResult};
 use crate::{Error, Pool, Result};
-use std::hash::{Hash, Hasher};
 
 /// What a collection's `check` found: the structure satisfies its
 /// invariants, and has this shape.
@@ -114,34 +113,6 @@ impl Dir {
     }
 }
 
-/// FNV-1a, finished with the murmur3 avalanche so that every output bit
-/// depends on every input byte (the recipe of [`crate::collections::PHashMap`]).
-struct Fnv1a(u64);
-
-impl Hasher for Fnv1a {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 ^= b as u64;
-            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-
-    fn finish(&self) -> u64 {
-        let mut h = self.0;
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-        h ^ (h >> 33)
-    }
-}
-
-/// The deterministic hash of `key`.
-pub(crate) fn hash_of<K: Hash + ?Sized>(key: &K) -> u64 {
-    let mut h = Fnv1a(0xcbf2_9ce4_8422_2325);
-    key.hash(&mut h);
-    h.finish()
-}
 
 /// The error `check` returns for a broken invariant.
 pub(crate) fn broken(what: String) -> StmError {

@@ -21,7 +21,7 @@
 //! Removed nodes are unlinked, never freed: garbage for the engine's GC.
 //! On a crash: inherits the STM's (see the module docs).
 
-use super::{broken, fld, handle, hash_of, Dir, Handle, Plain, Shape};
+use super::{broken, fld, handle, Dir, Handle, Plain, Shape};
 use crate::stm::{PTField, PTVar, STx, StmResult, VarCell};
 use crate::{PPtr, Persistent, Pool, Result};
 use std::hash::Hash;
@@ -81,7 +81,7 @@ struct Tr<'a, 'p, K: Persistent, V: Persistent> {
 
 /// A node's rank: higher ranks sit nearer the top.
 fn rank<K: Hash + Ord + Copy>(key: K) -> (u64, K) {
-    (hash_of(&key), key)
+    (crate::hash::stable_hash(&key), key)
 }
 
 impl<K: Plain + Ord + Hash, V: Plain> Treap<K, V> {
