@@ -103,6 +103,27 @@ pub(crate) enum Dir {
     Right,
 }
 
+/// Visits the nodes of the binary tree under `top` in key order (left
+/// subtree, node, right subtree), reading children through `child`. Shared
+/// by the red-black tree and the treap.
+pub(crate) fn in_order<T>(
+    top: crate::PPtr<T>,
+    mut child: impl FnMut(crate::PPtr<T>, Dir) -> StmResult<crate::PPtr<T>>,
+    mut visit: impl FnMut(crate::PPtr<T>) -> StmResult<()>,
+) -> StmResult<()> {
+    let (mut stack, mut cur) = (Vec::new(), top);
+    while !cur.is_null() || !stack.is_empty() {
+        while !cur.is_null() {
+            stack.push(cur);
+            cur = child(cur, Dir::Left)?;
+        }
+        let n = stack.pop().unwrap_or_default();
+        visit(n)?;
+        cur = child(n, Dir::Right)?;
+    }
+    Ok(())
+}
+
 impl Dir {
     /// The other side.
     pub(crate) fn flip(self) -> Dir {

@@ -23,7 +23,7 @@
 //! Removed nodes are unlinked, never freed: garbage for the engine's GC.
 //! On a crash: inherits the STM's (see the module docs).
 
-use super::{broken, fld, handle, Dir, Handle, Plain, Shape};
+use super::{broken, fld, handle, in_order, Dir, Handle, Plain, Shape};
 use crate::stm::{PTField, PTVar, STx, StmResult, VarCell};
 use crate::{PPtr, Persistent, Pool, Result};
 
@@ -121,17 +121,10 @@ impl<K: Plain + Ord, V: Plain> RbTree<K, V> {
     /// Calls `f` on every entry in key order.
     pub fn for_each(&self, tx: &STx<'_>, mut f: impl FnMut(K, V)) -> StmResult<()> {
         let t = self.in_tx(tx);
-        let (mut stack, mut cur) = (Vec::new(), t.tx.read(&t.top)?);
-        while !cur.is_null() || !stack.is_empty() {
-            while !cur.is_null() {
-                stack.push(cur);
-                cur = t.child(cur, Dir::Left)?;
-            }
-            let n = stack.pop().unwrap_or_default();
+        in_order(t.tx.read(&t.top)?, |n, d| t.child(n, d), |n| {
             f(t.key(n)?, t.value(n)?);
-            cur = t.child(n, Dir::Right)?;
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     /// Every entry in key order.
