@@ -1,0 +1,226 @@
+//! The commit protocol (steps 1-7 in `mod.rs`): materialise copies, lock
+//! the write set, take the timestamp, validate, write the redo record and
+//! copies, ONE fence, then store in place and wake waiters.
+//!
+//! Crash behaviour: a crash before the fence in `persist_record` loses the
+//! commit whole (the record is incomplete or its checksums fail); after it,
+//! recovery replays the record (`redo.rs`).
+
+use super::pool_state::{PoolCtx, RESERVE};
+use super::run::SERIAL;
+use super::tx::{Kind, STx};
+use super::{word_at, StmError, StmResult, CLOCK, MAX_VALUE};
+use crate::error::{Error, Result};
+use crate::stm::persist::CopyCx;
+use crate::stm::redo::{self, HALF};
+use crate::stm::wait::{self, Bloom};
+use crate::stm::word;
+use std::sync::atomic::Ordering;
+
+impl STx<'_> {
+    // ----- commit -------------------------------------------------------------
+
+    pub(super) fn commit(&self, serial: bool) -> StmResult<()> {
+        if self.st.borrow().writes.is_empty() {
+            // Read-only: every read was validated against rv. Objects it
+            // allocated (PTVar::new, alloc) are made durable, for whoever
+            // links them next (a region setting a root, say).
+            return self.persist_made().map_err(StmError::Failed);
+        }
+        // 1. copies of pending values, before taking any lock.
+        self.materialize_all()?;
+        let _shared = (!serial).then(|| SERIAL.read());
+        // 2. lock the write set.
+        self.lock_writes()?;
+        // 3. the commit timestamp.
+        let wv = CLOCK.fetch_add(1, Ordering::AcqRel) + 1;
+        // 4. validate the reads unless nobody committed since we began.
+        if wv != self.st.borrow().rv + 1 && !self.reads_valid(true) {
+            self.unlock_writes();
+            return Err(StmError::Conflict);
+        }
+        // 5-6. the durable part: record, copies, one fence.
+        if let Err(e) = self.persist_record(wv) {
+            self.unlock_writes();
+            return Err(StmError::Failed(e));
+        }
+        // 7. in place, then wake waiters.
+        self.apply(wv);
+        Ok(())
+    }
+
+    /// Flushes and fences the objects this attempt allocated, if any.
+    fn persist_made(&self) -> Result<()> {
+        let st = self.st.borrow();
+        let Some(ctx) = self.ctx.as_ref().filter(|_| !st.made.is_empty()) else { return Ok(()) };
+        let space = &ctx.inner.space;
+        for m in &st.made {
+            space.flush(m.off, m.len);
+        }
+        space.persist.fence("objects allocated by a transaction that wrote no variable")
+    }
+
+    fn materialize_all(&self) -> StmResult<()> {
+        let mut st = self.st.borrow_mut();
+        let Some(ctx) = self.ctx.as_ref() else { return Ok(()) };
+        let mut cx = CopyCx::new(ctx.inner, &ctx.cache);
+        let mut err = None;
+        for w in st.writes.iter_mut() {
+            if let Kind::P { value: value @ None, pending: Some(p), .. } = &mut w.kind {
+                match p.materialize(&mut cx) {
+                    Ok(b) => *value = Some(b),
+                    Err(e) => {
+                        err = Some(e);
+                        break;
+                    }
+                }
+            }
+        }
+        st.made.append(&mut cx.made);
+        err.map_or(Ok(()), |e| Err(StmError::Failed(e)))
+    }
+
+    fn lock_writes(&self) -> StmResult<()> {
+        let epoch = self.epoch();
+        let mut st = self.st.borrow_mut();
+        for i in 0..st.writes.len() {
+            let e = if matches!(st.writes[i].kind, Kind::P { .. }) { epoch } else { 0 };
+            let w = word_at(st.writes[i].word);
+            let cur = w.load(Ordering::Acquire);
+            let ok = !word::is_locked(cur, e)
+                && w.compare_exchange(cur, word::locked(cur, e), Ordering::AcqRel, Ordering::Acquire).is_ok();
+            if !ok {
+                for prev in &st.writes[..i] {
+                    word_at(prev.word).store(prev.old, Ordering::Release);
+                }
+                return Err(StmError::Conflict);
+            }
+            st.writes[i].old = cur;
+        }
+        Ok(())
+    }
+
+    pub(super) fn unlock_writes(&self) {
+        for w in &self.st.borrow().writes {
+            word_at(w.word).store(w.old, Ordering::Release);
+        }
+    }
+
+    /// Steps 5 and 6: the redo record and copies, durable after one fence.
+    fn persist_record(&self, wv: u64) -> Result<()> {
+        let st = self.st.borrow();
+        let Some(ctx) = self.ctx.as_ref() else { return Ok(()) };
+        let entries: Vec<(u64, &[u8])> = st
+            .writes
+            .iter()
+            .filter_map(|w| match &w.kind {
+                Kind::P { off, value: Some(b), .. } => Some((*off, &b.buf[..b.words() * 8])),
+                _ => None,
+            })
+            .collect();
+        if entries.is_empty() {
+            return Ok(());
+        }
+        if redo::record_len(&entries) > HALF {
+            return Err(Error::invalid(format!("a transaction may write at most about {} variables", HALF / 32)));
+        }
+        reserve_clock(ctx, wv)?;
+        let space = &ctx.inner.space;
+        // New transactional objects (cells, nodes) change in later commits,
+        // so recovery cannot check them against the record: they are made
+        // durable before the record exists (a second fence, only for
+        // transactions that create them).
+        if st.made.iter().any(|m| m.mutable) {
+            for m in st.made.iter().filter(|m| m.mutable) {
+                space.flush(m.off, m.len);
+            }
+            space.persist.fence("new transactional objects before the record that links them")?;
+        }
+        // Copies are immutable: the record carries their checksums, and
+        // recovery replays it only if every copy reached the media whole.
+        // (The allocator metadata that makes each copy an object is checked
+        // too: it was flushed, not fenced, when the copy was allocated.)
+        let checks: Vec<(u64, u64, u32)> = st
+            .made
+            .iter()
+            .filter(|m| !m.mutable)
+            .flat_map(|m| [(m.off, m.len), m.loc.meta_range()])
+            .map(|(off, len)| redo::object_crc(space, off, len).map(|c| (off, len, c)))
+            .collect::<Result<_>>()?;
+        if redo::record_len(&entries) + checks.len() as u64 * (redo::ENT_HDR + 8) > HALF {
+            return Err(Error::invalid(format!("a transaction may write at most about {} variables", HALF / 32)));
+        }
+        let mut log = ctx.log.lock();
+        let log = &mut *log;
+        let half_off = log.log_off + (log.commits % 2) * HALF;
+        redo::encode(&mut log.buf, wv, &entries, &checks);
+        space.write_bytes(half_off, &log.buf)?;
+        space.flush(half_off, log.buf.len() as u64);
+        for m in st.made.iter().filter(|m| !m.mutable) {
+            space.flush(m.off, m.len);
+        }
+        // 6. the one fence: record, copies, and the previous commit's in-place
+        //    values are durable; the other half may be reused next time.
+        space.persist.fence("STM redo record and copies before the new values are visible")?;
+        log.unfenced.clear();
+        log.commits += 1;
+        crate::failpoint::hit("stm.after_fence");
+        Ok(())
+    }
+
+    fn apply(&self, wv: u64) {
+        let st = self.st.borrow();
+        let space = self.ctx.as_ref().map(|c| &c.inner.space);
+        let new_word = word::unlocked(wv);
+        let mut bloom = Bloom::default();
+        let mut lines = Vec::new();
+        for w in &st.writes {
+            bloom.add(w.word);
+            match &w.kind {
+                Kind::P { off, value: Some(b), .. } => {
+                    let mut words = [0u64; MAX_VALUE / 8];
+                    // SAFETY: b.buf holds words()*8 <= MAX_VALUE initialised bytes.
+                    unsafe { std::ptr::copy_nonoverlapping(b.buf.as_ptr(), words.as_mut_ptr() as *mut u8, b.words() * 8) };
+                    for (i, x) in words.iter().enumerate().take(b.words()) {
+                        word_at(w.word + 8 + 8 * i).store(*x, Ordering::Relaxed);
+                    }
+                    // The value before its version (same line, so they
+                    // persist in this order; a tracer is told the order).
+                    space.inspect(|s| s.traced(w.word as u64 + 8, b.words() as u64 * 8));
+                    word_at(w.word).store(new_word, Ordering::Release);
+                    space.inspect(|s| s.traced(w.word as u64, 8));
+                    lines.push((*off, 8 + b.words() as u64 * 8));
+                }
+                Kind::V { cell, value } => {
+                    cell.install(value.as_ref());
+                    cell.word().store(new_word, Ordering::Release);
+                }
+                Kind::P { .. } => word_at(w.word).store(w.old, Ordering::Release),
+            }
+        }
+        if let Some(ctx) = self.ctx.as_ref() {
+            let space = &ctx.inner.space;
+            for &(off, len) in &lines {
+                space.flush(off, len);
+            }
+            ctx.log.lock().unfenced.extend(lines);
+        }
+        wait::wake(&bloom);
+        crate::failpoint::hit("stm.after_apply");
+    }
+}
+
+/// Persists a new clock reservation before `wv` can reach the pool.
+fn reserve_clock(ctx: &PoolCtx<'_>, wv: u64) -> Result<()> {
+    if wv < ctx.stm.reserved_fast.load(Ordering::Acquire) {
+        return Ok(());
+    }
+    let mut r = ctx.stm.reserved.lock();
+    if wv >= *r {
+        let new = wv + RESERVE;
+        ctx.inner.space.write_persist(ctx.stm.meta_off, &new, "STM clock reservation before versions above it are used")?;
+        *r = new;
+        ctx.stm.reserved_fast.store(new, Ordering::Release);
+    }
+    Ok(())
+}

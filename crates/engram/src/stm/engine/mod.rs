@@ -1,0 +1,90 @@
+//! The STM engine: transactions ([`STx`]), the commit pipeline, the run loop
+//! ([`atomically`], `Pool::atomically`) with retry and contention management.
+//!
+//! Split by job:
+//!
+//! - `tx.rs`: a transaction's read and write sets, reads (validated as they
+//!   happen), buffered writes, allocation inside a transaction;
+//! - `commit.rs`: the commit protocol below (locks, timestamp, validation,
+//!   redo record, the one fence, in-place stores);
+//! - `run.rs`: the run loop (`atomically`), retry waits, back-off and
+//!   serial mode, per-thread statistics;
+//! - `pool_state.rs`: per-pool STM state (clock reservation, the threads'
+//!   redo logs) and the quiesce hook used by GC and close.
+//!
+//! Commit, as a numbered pipeline (one fence for an update commit, none for
+//! a read-only one):
+//!
+//! 1. copy the pending values into the pool (`Persist`), outside any lock;
+//! 2. lock the write set (CAS on each lock word; a held lock aborts);
+//! 3. take the commit timestamp `wv` from the global clock;
+//! 4. validate the read set (skipped when nobody committed since we began);
+//! 5. write the redo record, flush it and the copies;
+//! 6. ONE fence: the record and the copies are durable — and so are the
+//!    in-place updates of this thread's previous commit, whose log half is
+//!    reused next;
+//! 7. store the new values in place, each followed by its word (new version,
+//!    unlocked), flush them without a fence; wake retrying transactions.
+//!
+//! A crash before 6 loses the commit whole; after 6 recovery replays it.
+//! Reads are validated as they happen (TL2, with LSA-style extension of the
+//! snapshot when a newer version is met), so user code never sees an
+//! inconsistent state.
+
+mod commit;
+mod pool_state;
+mod run;
+mod tx;
+
+pub(crate) use pool_state::{quiesce, StmPool};
+pub use run::{atomically, stats, StmStats};
+pub use tx::STx;
+
+use crate::error::Error;
+use std::sync::atomic::AtomicU64;
+
+/// The global version clock (shared by volatile and persistent variables;
+/// raised past every pool's reservation when the pool is first used).
+pub(super) static CLOCK: AtomicU64 = AtomicU64::new(1);
+/// Largest persistent value in a cell, bytes.
+const MAX_VALUE: usize = 40;
+
+/// Why a transaction body stopped.
+#[derive(Debug)]
+pub enum StmError {
+    /// [`STx::retry`]: wait until something read changes, then run again.
+    Retry,
+    /// A conflict with another transaction: run again (handled by the loop).
+    Conflict,
+    /// An engine error: the transaction is abandoned and the error returned.
+    Failed(Error),
+}
+
+impl From<Error> for StmError {
+    fn from(e: Error) -> Self {
+        StmError::Failed(e)
+    }
+}
+
+impl std::fmt::Display for StmError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StmError::Retry => write!(f, "retry"),
+            StmError::Conflict => write!(f, "conflict"),
+            StmError::Failed(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for StmError {}
+
+/// Result of transactional operations.
+pub type StmResult<T> = std::result::Result<T, StmError>;
+
+pub(super) fn word_at(addr: usize) -> &'static AtomicU64 {
+    // SAFETY: callers pass the address of a lock word that outlives the
+    // transaction: a cell in a pool the transaction borrows (validated to be
+    // inside the mapping and 8-aligned), or a TVar kept alive by an Arc held
+    // in the read or write set.
+    unsafe { &*(addr as *const AtomicU64) }
+}

@@ -1,0 +1,162 @@
+//! Per-pool STM state (volatile): the pool's STM metadata root, its
+//! persisted clock reservation and every thread's redo log; the quiesce hook
+//! that GC and close run with no transaction in flight.
+
+use super::CLOCK;
+use crate::alloc::cache::CacheCell;
+use crate::error::{Error, Result};
+use crate::pool::PoolInner;
+use crate::ptr::{PArray, PPtr};
+use crate::stm::redo::{StmMeta, HALF, META_ROOT};
+use crate::Pool;
+use parking_lot::Mutex;
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Versions reserved (persisted) at a time.
+pub(super) const RESERVE: u64 = 1 << 20;
+
+/// Per-pool STM state (volatile).
+pub(crate) struct StmPool {
+    pub(super) meta_off: u64,
+    pub(super) epoch: u16,
+    /// Versions below this are covered by the persisted reservation.
+    pub(super) reserved: Mutex<u64>,
+    pub(super) reserved_fast: AtomicU64,
+    pub(super) logs: Mutex<Vec<Arc<Mutex<ThreadLog>>>>,
+}
+
+/// One thread's redo log in one pool.
+pub(crate) struct ThreadLog {
+    /// Pool offset of the log bytes (two halves).
+    pub(super) log_off: u64,
+    pub(super) commits: u64,
+    /// Cells stored in place since this thread's last fence: (offset, bytes).
+    pub(super) unfenced: Vec<(u64, u64)>,
+    pub(super) buf: Vec<u8>,
+}
+
+thread_local! {
+    static MY_LOGS: RefCell<Vec<(u64, Arc<Mutex<ThreadLog>>)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// What a pool-bound transaction needs.
+pub(super) struct PoolCtx<'p> {
+    pub(super) inner: &'p PoolInner,
+    pub(super) stm: Arc<StmPool>,
+    pub(super) log: Arc<Mutex<ThreadLog>>,
+    pub(super) cache: Arc<CacheCell>,
+}
+
+/// The pool's STM state, created (with its metadata root) on first use.
+pub(super) fn stm_pool(pool: &Pool) -> Result<Arc<StmPool>> {
+    let inner = pool.inner();
+    if let Some(s) = inner.stm.lock().as_ref() {
+        return Ok(s.clone());
+    }
+    let meta = pool.txn(|tx| match tx.root::<StmMeta>(META_ROOT)? {
+        Some(m) => Ok(m),
+        None => {
+            let logs = tx.alloc_array::<PArray<u8>>(16)?;
+            let m = tx.alloc(StmMeta { clock_reserved: 0, epoch: 1, logs })?;
+            tx.set_root(META_ROOT, m).map(|_| m)
+        }
+    })?;
+    let m: StmMeta = pool.txn(|tx| tx.read(meta))?;
+    let mut slot = inner.stm.lock();
+    if let Some(s) = slot.as_ref() {
+        return Ok(s.clone());
+    }
+    CLOCK.fetch_max(m.clock_reserved + 1, Ordering::AcqRel);
+    let s = Arc::new(StmPool {
+        meta_off: meta.addr() - inner.space.base(),
+        epoch: (m.epoch & 0x7FFF) as u16,
+        reserved: Mutex::new(m.clock_reserved),
+        reserved_fast: AtomicU64::new(m.clock_reserved),
+        logs: Mutex::new(Vec::new()),
+    });
+    *slot = Some(s.clone());
+    Ok(s)
+}
+
+/// This thread's redo log in the pool, allocated and linked on first use.
+pub(super) fn thread_log(pool: &Pool, stm: &Arc<StmPool>) -> Result<Arc<Mutex<ThreadLog>>> {
+    let id = pool.inner().heap.id;
+    if let Some(l) = MY_LOGS.with(|m| m.borrow().iter().find(|(h, _)| *h == id).map(|(_, l)| l.clone())) {
+        return Ok(l);
+    }
+    // Adopt the log of a thread that has exited, if any.
+    let adopted = stm.logs.lock().iter().find(|l| Arc::strong_count(l) == 1).cloned();
+    let log = match adopted {
+        Some(l) => l,
+        None => {
+            let meta = PPtr::<StmMeta>::from_addr(pool.inner().space.base() + stm.meta_off);
+            let log = pool.txn(|tx| {
+                let mut m = tx.read(meta)?;
+                let n = tx.len(m.logs)?;
+                let mut free = None;
+                for i in 0..n {
+                    if tx.get(m.logs, i)?.is_null() {
+                        free = Some(i);
+                        break;
+                    }
+                }
+                let i = match free {
+                    Some(i) => i,
+                    None => {
+                        let bigger = tx.alloc_array::<PArray<u8>>(n * 2)?;
+                        for k in 0..n {
+                            tx.set(bigger, k, tx.get(m.logs, k)?)?;
+                        }
+                        tx.free_array(m.logs)?;
+                        m.logs = bigger;
+                        tx.write(meta, m)?;
+                        n
+                    }
+                };
+                let bytes = tx.alloc_array::<u8>(2 * HALF)?;
+                tx.set(m.logs, i, bytes)?;
+                Ok::<_, Error>(bytes)
+            })?;
+            let l = Arc::new(Mutex::new(ThreadLog {
+                log_off: log.addr() - pool.inner().space.base(),
+                commits: 0,
+                unfenced: Vec::new(),
+                buf: Vec::new(),
+            }));
+            stm.logs.lock().push(l.clone());
+            l
+        }
+    };
+    MY_LOGS.with(|m| {
+        let mut m = m.borrow_mut();
+        m.retain(|(_, l)| Arc::strong_count(l) > 1);
+        m.push((id, log.clone()));
+    });
+    Ok(log)
+}
+
+/// Online GC and the clean close: makes every thread's in-place values
+/// durable and clears all redo records (no STM transaction may run; the
+/// caller holds the GC gate exclusively).
+pub(crate) fn quiesce(inner: &PoolInner) -> Result<()> {
+    let Some(stm) = inner.stm.lock().clone() else { return Ok(()) };
+    let space = &inner.space;
+    let logs = stm.logs.lock();
+    for l in logs.iter() {
+        for &(off, len) in &l.lock().unfenced {
+            space.flush(off, len);
+        }
+    }
+    space.persist.fence("in-place STM values of idle threads before their records are cleared")?;
+    for l in logs.iter() {
+        let mut l = l.lock();
+        l.unfenced.clear();
+        for h in 0..2 {
+            space.write(l.log_off + h * HALF, &0u32)?;
+            space.flush(l.log_off + h * HALF, 4);
+        }
+    }
+    space.persist.fence("STM records cleared")
+}

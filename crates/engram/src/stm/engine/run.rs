@@ -1,0 +1,172 @@
+//! The run loop: runs a transaction body until it commits, waits on retry
+//! (Bloom-filter wake-ups), backs off on conflicts and, after
+//! `SERIAL_AFTER` conflicts in a row, runs the transaction serially.
+//! Also `Pool::atomically` / `Pool::root` and the per-thread statistics.
+
+use super::pool_state::{stm_pool, thread_log, PoolCtx};
+use super::tx::STx;
+use super::{word_at, StmError, StmResult};
+use crate::error::{Error, Result};
+use crate::stm::persist::Persist;
+use crate::stm::vars::VarCell;
+use crate::stm::{wait, word};
+use crate::Pool;
+use parking_lot::RwLock;
+use std::cell::Cell;
+use std::sync::atomic::Ordering;
+
+/// Held shared by every commit; a transaction that keeps losing holds it
+/// exclusively for a whole attempt, so it cannot lose again.
+pub(super) static SERIAL: RwLock<()> = parking_lot::const_rwlock(());
+/// Conflicts in a row after which a transaction runs serially.
+const SERIAL_AFTER: u32 = 8;
+
+thread_local! {
+    static IN_TX: Cell<bool> = const { Cell::new(false) };
+    static STATS: Cell<StmStats> = const { Cell::new(StmStats { conflicts: 0, retries: 0, serial: 0 }) };
+}
+
+/// Counts kept by the calling thread's transaction loop since the thread
+/// started, for benchmarks (take deltas, as with `engram::pmem::counters`).
+/// Thread-local, so counting adds no shared write to a commit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StmStats {
+    /// Attempts abandoned on a conflict (a failed read validation or lock)
+    /// and run again.
+    pub conflicts: u64,
+    /// Attempts that called [`STx::retry`] and waited for a change.
+    pub retries: u64,
+    /// Attempts run serially, after `SERIAL_AFTER` conflicts in a row.
+    pub serial: u64,
+}
+
+/// The calling thread's [`StmStats`].
+pub fn stats() -> StmStats {
+    STATS.with(Cell::get)
+}
+
+fn count_stat(f: impl FnOnce(&mut StmStats)) {
+    STATS.with(|c| {
+        let mut s = c.get();
+        f(&mut s);
+        c.set(s);
+    });
+}
+
+/// Runs `f` as a transaction over volatile [`crate::stm::TVar`]s only.
+pub fn atomically<R>(f: impl FnMut(&STx<'_>) -> StmResult<R>) -> Result<R> {
+    run(|| Ok(None), f)
+}
+
+fn run<'p, R>(mut ctx: impl FnMut() -> Result<Option<PoolCtx<'p>>>, mut f: impl FnMut(&STx<'p>) -> StmResult<R>) -> Result<R> {
+    if IN_TX.with(Cell::get) {
+        return Err(Error::invalid("atomically called inside a transaction (compose with or_else instead)"));
+    }
+    IN_TX.with(|t| t.set(true));
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            IN_TX.with(|t| t.set(false));
+        }
+    }
+    let _reset = Reset;
+    let mut conflicts = 0u32;
+    loop {
+        let serial = conflicts >= SERIAL_AFTER;
+        if serial {
+            count_stat(|s| s.serial += 1);
+        }
+        let _excl = serial.then(|| SERIAL.write());
+        let c = ctx()?;
+        let _gate = c.as_ref().map(|c| c.inner.gate.read_recursive());
+        let tx = STx::begin(c);
+        let r = f(&tx).and_then(|v| tx.commit(serial).map(|_| v));
+        match r {
+            Ok(v) => return Ok(v),
+            Err(StmError::Failed(e)) => {
+                tx.discard();
+                return Err(e);
+            }
+            Err(StmError::Conflict) => {
+                tx.discard();
+                count_stat(|s| s.conflicts += 1);
+                conflicts += 1;
+                backoff(conflicts);
+            }
+            Err(StmError::Retry) => {
+                tx.discard();
+                count_stat(|s| s.retries += 1);
+                let (bloom, reads) = tx.read_bloom();
+                drop(tx);
+                drop(_gate);
+                drop(_excl);
+                wait::sleep(bloom, || {
+                    reads.iter().any(|&(w, v, e)| {
+                        let x = word_at(w).load(Ordering::Acquire);
+                        word::version(x) != v || word::is_locked(x, e)
+                    })
+                });
+                conflicts = 0;
+            }
+        }
+    }
+}
+
+fn backoff(conflicts: u32) {
+    if conflicts < 4 {
+        for _ in 0..(1 << conflicts) * 16 {
+            std::hint::spin_loop();
+        }
+    } else {
+        std::thread::yield_now();
+    }
+}
+
+impl Pool {
+    /// Runs `f` as an STM transaction over this pool's [`crate::stm::PTVar`]s
+    /// (and any volatile [`crate::stm::TVar`]s). Committed writes are durable
+    /// when this returns; `f` may run more than once.
+    ///
+    /// ```
+    /// use engram::{Pool, CreateOptions, Durability};
+    /// use engram::stm::PTVar;
+    /// # let path = std::env::temp_dir().join(format!("engram-stm-doc-{}.pool", std::process::id()));
+    /// # let _ = std::fs::remove_file(&path);
+    /// let pool = Pool::create(&path, CreateOptions::new("bank").durability(Durability::Process))?;
+    /// let a: PTVar<u64> = pool.root("a", || 100)?;
+    /// let b: PTVar<u64> = pool.root("b", || 0)?;
+    /// pool.atomically(|tx| {
+    ///     let x = tx.read(&a)?;
+    ///     tx.write(&a, x - 30)?;
+    ///     let y = tx.read(&b)?;
+    ///     tx.write(&b, y + 30)
+    /// })?;
+    /// assert_eq!(pool.atomically(|tx| Ok(tx.read(&a)? + tx.read(&b)?))?, 100);
+    /// # pool.close()?; std::fs::remove_file(&path).unwrap();
+    /// # Ok::<(), engram::Error>(())
+    /// ```
+    pub fn atomically<R>(&self, f: impl FnMut(&STx<'_>) -> StmResult<R>) -> Result<R> {
+        let inner = self.inner();
+        let stm = stm_pool(self)?;
+        let log = thread_log(self, &stm)?;
+        let cache = inner.heap.cache();
+        run(|| Ok(Some(PoolCtx { inner, stm: stm.clone(), log: log.clone(), cache: cache.clone() })), f)
+    }
+
+    /// The persistent variable named `name`, created holding `init()` if it
+    /// does not exist (PSTM's `getRoot`).
+    pub fn root<T: Persist>(&self, name: &str, init: impl FnOnce() -> T) -> Result<crate::stm::PTVar<T>> {
+        if let Some(c) = self.txn(|tx| tx.root::<VarCell<T::P>>(name))? {
+            return Ok(crate::stm::PTVar::from_cell(c));
+        }
+        let mut init = Some(init);
+        let v = self.atomically(|tx| {
+            let x = init.take().map(|f| f()).ok_or(StmError::Failed(Error::invalid("root initialiser ran twice")))?;
+            crate::stm::PTVar::new(tx, x)
+        })?;
+        self.txn(|tx| match tx.root::<VarCell<T::P>>(name)? {
+            Some(c) => Ok(crate::stm::PTVar::from_cell(c)), // another thread won
+            None => tx.set_root(name, v.cell()).map(|_| v),
+        })
+    }
+}

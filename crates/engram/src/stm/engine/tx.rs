@@ -1,0 +1,478 @@
+//! A transaction's state and its reads and writes: the read set (validated
+//! as each read happens, TL2 with LSA-style snapshot extension), the
+//! buffered write set (with or-else frames), and objects allocated by the
+//! attempt. Nothing here writes shared memory; commit (`commit.rs`) does.
+
+use super::pool_state::PoolCtx;
+use super::{word_at, StmError, StmResult, CLOCK, MAX_VALUE};
+use crate::stm::persist::{CopyCx, Made, Persist};
+use crate::stm::vars::{TVarInner, VarCell};
+use crate::stm::wait::Bloom;
+use crate::stm::word;
+use crate::error::{Error, Result};
+use crate::format::{ObjHeader, OBJ_ARRAY, OBJ_HEADER, OBJ_TAG, OBJ_TAG_MASK};
+use crate::hash::FastMap;
+use crate::ptr::{PArray, PPtr};
+use crate::Persistent;
+use std::any::Any;
+use std::cell::RefCell;
+use std::mem::size_of;
+use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::sync::Arc;
+
+pub(super) struct Read {
+    word: usize,
+    version: u64,
+    epoch: u16,
+    /// Keeps a volatile TVar (and so its lock word) alive while it is in the read set.
+    _keep: Option<Arc<dyn Any + Send + Sync>>,
+}
+
+pub(super) trait Pending {
+    fn materialize(&self, cx: &mut CopyCx<'_>) -> Result<Bytes>;
+}
+
+pub(super) struct PendingVal<T>(T);
+
+impl<T: Persist> Pending for PendingVal<T> {
+    fn materialize(&self, cx: &mut CopyCx<'_>) -> Result<Bytes> {
+        Ok(Bytes::of(&self.0.persist(cx)?))
+    }
+}
+
+/// A value's bytes (at most MAX_VALUE).
+#[derive(Clone, Copy)]
+pub(super) struct Bytes {
+    pub(super) buf: [u8; MAX_VALUE],
+    pub(super) len: usize,
+}
+
+impl Bytes {
+    pub(super) fn of<P: Persistent>(p: &P) -> Self {
+        let mut b = Bytes { buf: [0; MAX_VALUE], len: size_of::<P>() };
+        // SAFETY: len <= MAX_VALUE (checked by callers via `check_value`);
+        // P is plain data, its bytes may be copied.
+        unsafe { std::ptr::copy_nonoverlapping(p as *const P as *const u8, b.buf.as_mut_ptr(), b.len) };
+        b
+    }
+
+    pub(super) fn get<P: Persistent>(&self) -> P {
+        // SAFETY: the buffer holds size_of::<P>() bytes of a P (same type, by
+        // the cell it came from); every bit pattern is a valid P.
+        unsafe { std::ptr::read_unaligned(self.buf.as_ptr() as *const P) }
+    }
+
+    pub(super) fn words(&self) -> usize {
+        self.len.div_ceil(8)
+    }
+}
+
+pub(super) enum Kind {
+    /// A persistent cell at pool offset `off`.
+    P { off: u64, value: Option<Bytes>, pending: Option<Box<dyn Pending>> },
+    /// A volatile TVar.
+    V { cell: Arc<dyn VCell>, value: Box<dyn Any + Send + Sync> },
+}
+
+pub(super) struct Write {
+    pub(super) word: usize,
+    pub(super) kind: Kind,
+    /// The word as it was before commit locked it.
+    pub(super) old: u64,
+}
+
+/// Or-else frames: where the write set stood, and entries replaced since.
+pub(super) struct Frame {
+    len: usize,
+    replaced: Vec<(usize, Write)>,
+}
+
+#[derive(Default)]
+pub(super) struct State {
+    pub(super) rv: u64,
+    pub(super) reads: Vec<Read>,
+    pub(super) writes: Vec<Write>,
+    pub(super) index: FastMap<usize, usize>,
+    /// Objects allocated by this attempt: flushed at commit, freed on abort.
+    pub(super) made: Vec<Made>,
+    pub(super) frames: Vec<Frame>,
+}
+
+/// A running STM transaction. Obtained in [`crate::Pool::atomically`] or
+/// [`atomically`]; the closure may run several times (on conflicts), so it
+/// must have no effects outside the transaction.
+pub struct STx<'p> {
+    pub(super) ctx: Option<PoolCtx<'p>>,
+    pub(super) st: RefCell<State>,
+}
+
+/// A volatile cell of any type.
+pub(crate) trait VCell: Send + Sync {
+    fn word(&self) -> &AtomicU64;
+    fn install(&self, v: &(dyn Any + Send + Sync));
+}
+
+impl<T: Send + Sync + 'static> VCell for TVarInner<T> {
+    fn word(&self) -> &AtomicU64 {
+        &self.word
+    }
+    fn install(&self, v: &(dyn Any + Send + Sync)) {
+        if let Some(v) = v.downcast_ref::<Arc<T>>() {
+            *self.value.write() = v.clone();
+        }
+    }
+}
+
+impl<'p> STx<'p> {
+    pub(super) fn begin(ctx: Option<PoolCtx<'p>>) -> Self {
+        let st = State { rv: CLOCK.load(Ordering::Acquire), ..State::default() };
+        STx { ctx, st: RefCell::new(st) }
+    }
+
+    pub(super) fn epoch(&self) -> u16 {
+        self.ctx.as_ref().map_or(0, |c| c.stm.epoch)
+    }
+
+    pub(super) fn ctx(&self) -> StmResult<&PoolCtx<'p>> {
+        self.ctx.as_ref().ok_or_else(|| StmError::Failed(Error::invalid("persistent variables need Pool::atomically")))
+    }
+
+    /// Blocks until a variable read so far changes, then runs the
+    /// transaction again.
+    pub fn retry<R>(&self) -> StmResult<R> {
+        Err(StmError::Retry)
+    }
+
+    /// Runs `a`; if it retries, drops its writes (keeping its reads, so a
+    /// later retry also waits on them) and runs `b`.
+    pub fn or_else<R>(&self, a: impl FnOnce(&Self) -> StmResult<R>, b: impl FnOnce(&Self) -> StmResult<R>) -> StmResult<R> {
+        let len = self.st.borrow().writes.len();
+        self.st.borrow_mut().frames.push(Frame { len, replaced: Vec::new() });
+        let r = a(self);
+        let mut st = self.st.borrow_mut();
+        let frame = st.frames.pop().unwrap_or(Frame { len, replaced: Vec::new() });
+        match r {
+            Err(StmError::Retry) => {
+                st.writes.truncate(frame.len);
+                for (i, w) in frame.replaced.into_iter().rev() {
+                    if i < st.writes.len() {
+                        st.writes[i] = w;
+                    }
+                }
+                rebuild_index(&mut st);
+                drop(st);
+                b(self)
+            }
+            r => {
+                if let Some(parent) = st.frames.last_mut() {
+                    parent.replaced.extend(frame.replaced);
+                }
+                r
+            }
+        }
+    }
+
+    /// Reads `var`.
+    pub fn read<V: crate::stm::Var>(&self, var: &V) -> StmResult<V::Out> {
+        var.read_in(self)
+    }
+
+    /// Writes `v` into `var` (visible to this transaction now, to others
+    /// when it commits; ordinary values are copied into the pool then).
+    pub fn write<V: crate::stm::Var>(&self, var: &V, v: V::In) -> StmResult<()> {
+        var.write_in(self, v)
+    }
+
+    /// Reads, changes and writes back a plain persistent variable.
+    pub fn modify<T: Persist<P = T> + Persistent>(&self, var: &crate::stm::PTVar<T>, f: impl FnOnce(T) -> T) -> StmResult<()> {
+        let v = self.read(var)?;
+        self.write(var, f(v))
+    }
+
+    pub(super) fn find(&self, st: &State, word: usize) -> Option<usize> {
+        if st.writes.len() <= 16 {
+            st.writes.iter().position(|w| w.word == word)
+        } else {
+            st.index.get(&word).copied()
+        }
+    }
+
+    // ----- persistent cells ------------------------------------------------
+
+    pub(super) fn check_cell<P: Persistent>(&self, addr: u64, max: usize) -> StmResult<()> {
+        let ctx = self.ctx()?;
+        if size_of::<P>() > max || std::mem::align_of::<P>() > 8 {
+            return Err(StmError::Failed(Error::invalid(format!(
+                "{} ({} bytes) does not fit a transactional variable (at most {max} bytes, 8-aligned; box it)",
+                P::type_name(),
+                size_of::<P>()
+            ))));
+        }
+        let space = &ctx.inner.space;
+        let need = 8 + size_of::<P>().div_ceil(8) as u64 * 8;
+        if addr % 8 != 0 || addr < space.base() + crate::format::HEAP_OFF || !space.contains(addr, need) {
+            return Err(StmError::Failed(Error::BadPointer { addr }));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn read_cell<P: Persistent>(&self, addr: u64, max: usize) -> StmResult<P> {
+        self.check_cell::<P>(addr, max)?;
+        if let Some(b) = self.own_write(addr as usize)? {
+            return Ok(b.get());
+        }
+        let epoch = self.epoch();
+        let n = size_of::<P>().div_ceil(8);
+        let mut words = [0u64; MAX_VALUE / 8];
+        self.read_versioned(addr as usize, epoch, None, || {
+            for (i, w) in words.iter_mut().enumerate().take(n) {
+                *w = word_at(addr as usize + 8 + 8 * i).load(Ordering::Relaxed);
+            }
+        })?;
+        // SAFETY: `words` holds at least size_of::<P>() bytes of a consistent
+        // snapshot of the cell's value; every bit pattern is a valid P.
+        Ok(unsafe { std::ptr::read_unaligned(words.as_ptr() as *const P) })
+    }
+
+    /// This transaction's own pending value for the cell, materialised.
+    pub(super) fn own_write(&self, word: usize) -> StmResult<Option<Bytes>> {
+        let mut st = self.st.borrow_mut();
+        let Some(i) = self.find(&st, word) else { return Ok(None) };
+        let st = &mut *st;
+        match &mut st.writes[i].kind {
+            Kind::P { value: Some(b), .. } => Ok(Some(*b)),
+            Kind::P { value, pending, .. } => {
+                let ctx = self.ctx()?;
+                let mut cx = CopyCx::new(ctx.inner, &ctx.cache);
+                let p = pending.as_ref().ok_or_else(|| Error::corrupt("write without value"))?;
+                let r = p.materialize(&mut cx);
+                st.made.append(&mut cx.made);
+                let b = r?;
+                *value = Some(b);
+                Ok(Some(b))
+            }
+            Kind::V { .. } => Err(StmError::Failed(Error::invalid("a volatile TVar was read as a persistent cell"))),
+        }
+    }
+
+    /// The seqlock read of one variable: `load` copies the value while the
+    /// word is stable and not newer than the snapshot.
+    pub(super) fn read_versioned(
+        &self,
+        word: usize,
+        epoch: u16,
+        keep: Option<Arc<dyn Any + Send + Sync>>,
+        mut load: impl FnMut(),
+    ) -> StmResult<()> {
+        let w = word_at(word);
+        let mut spins = 0u32;
+        loop {
+            let w1 = w.load(Ordering::Acquire);
+            if word::is_locked(w1, epoch) {
+                spins += 1;
+                if spins > 256 {
+                    return Err(StmError::Conflict);
+                }
+                std::hint::spin_loop();
+                continue;
+            }
+            if word::version(w1) > self.st.borrow().rv {
+                self.extend()?;
+                continue;
+            }
+            load();
+            fence(Ordering::Acquire);
+            if w.load(Ordering::Relaxed) == w1 {
+                self.st.borrow_mut().reads.push(Read { word, version: word::version(w1), epoch, _keep: keep });
+                return Ok(());
+            }
+        }
+    }
+
+    /// Moves the snapshot forward if everything read is still current.
+    pub(super) fn extend(&self) -> StmResult<()> {
+        let now = CLOCK.load(Ordering::Acquire);
+        if !self.reads_valid(false) {
+            return Err(StmError::Conflict);
+        }
+        self.st.borrow_mut().rv = now;
+        Ok(())
+    }
+
+    /// Whether every read is still current. `locked_own`: this transaction
+    /// holds its write locks (commit), so a locked word of its write set is
+    /// its own; before commit, any locked word is someone else's.
+    pub(super) fn reads_valid(&self, locked_own: bool) -> bool {
+        let st = self.st.borrow();
+        st.reads.iter().all(|r| {
+            let w = word_at(r.word).load(Ordering::Acquire);
+            let mine = locked_own && self.find(&st, r.word).is_some();
+            word::version(w) == r.version && (!word::is_locked(w, r.epoch) || mine)
+        })
+    }
+
+    pub(crate) fn write_cell<T: Persist>(&self, addr: u64, max: usize, v: T) -> StmResult<()> {
+        self.check_cell::<T::P>(addr, max)?;
+        let ctx = self.ctx()?;
+        let space = &ctx.inner.space;
+        let inside = crate::alloc::locate_containing(space, addr)
+            .is_some_and(|(p, loc)| addr >= p && addr + 8 + size_of::<T::P>() as u64 <= p + loc.capacity());
+        if !inside {
+            return Err(StmError::Failed(Error::BadPointer { addr }));
+        }
+        let kind = match v.plain() {
+            Some(p) => Kind::P { off: addr - space.base(), value: Some(Bytes::of(&p)), pending: None },
+            None => Kind::P { off: addr - space.base(), value: None, pending: Some(Box::new(PendingVal(v))) },
+        };
+        self.put(addr as usize, kind);
+        Ok(())
+    }
+
+    pub(super) fn put(&self, word: usize, kind: Kind) {
+        let mut st = self.st.borrow_mut();
+        let w = Write { word, kind, old: 0 };
+        match self.find(&st, word) {
+            Some(i) => {
+                let old = std::mem::replace(&mut st.writes[i], w);
+                if let Some(f) = st.frames.last_mut() {
+                    if i < f.len {
+                        f.replaced.push((i, old));
+                    }
+                }
+            }
+            None => {
+                st.writes.push(w);
+                let i = st.writes.len() - 1;
+                if st.writes.len() > 16 {
+                    if st.index.is_empty() {
+                        rebuild_index(&mut st);
+                    } else {
+                        st.index.insert(word, i);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Allocates a cell object holding `init` (for `PTVar::new`).
+    pub(crate) fn new_cell<T: Persist>(&self, init: &T) -> StmResult<u64> {
+        let ctx = self.ctx()?;
+        if size_of::<T::P>() > MAX_VALUE || std::mem::align_of::<T::P>() > 8 {
+            self.check_cell::<T::P>(0, MAX_VALUE)?;
+        }
+        let mut cx = CopyCx::new(ctx.inner, &ctx.cache);
+        let r = (|| {
+            let p = match init.plain() {
+                Some(p) => p,
+                None => init.persist(&mut cx)?,
+            };
+            let id = ctx.inner.types.id_of::<VarCell<T::P>>(&ctx.inner.space)?;
+            // 16- or 48-byte payloads land in classes 32/64: the cell never
+            // straddles a cache line (see vars.rs).
+            let payload = if 8 + size_of::<T::P>() <= 16 { 16 } else { 48 };
+            let space = &ctx.inner.space;
+            let (addr, loc) = ctx.inner.heap.alloc(space, &ctx.cache, payload, id, 0, 1)?;
+            cx.made.push(Made { loc, off: addr - OBJ_HEADER - space.base(), len: payload + OBJ_HEADER, mutable: true });
+            // SAFETY: a fresh slot of `payload` >= size_of::<VarCell<P>>() bytes.
+            unsafe {
+                std::ptr::write_bytes(addr as *mut u8, 0, payload as usize);
+                std::ptr::write(addr as *mut VarCell<T::P>, VarCell { word: 0, value: p });
+            }
+            Ok(addr)
+        })();
+        self.st.borrow_mut().made.append(&mut cx.made);
+        r.map_err(StmError::Failed)
+    }
+
+    /// Allocates a pool object holding `v` (a node with embedded
+    /// [`crate::stm::PTField`]s, say). It is private to this transaction until it
+    /// commits: flushed before the commit fence, freed if the attempt
+    /// aborts, garbage for the GC if nothing links it.
+    pub fn alloc<T: Persistent>(&self, v: T) -> StmResult<PPtr<T>> {
+        let ctx = self.ctx()?;
+        let mut cx = CopyCx::new(ctx.inner, &ctx.cache);
+        let r = cx.alloc(v);
+        cx.mark_mutable();
+        self.st.borrow_mut().made.append(&mut cx.made);
+        r.map_err(StmError::Failed)
+    }
+
+    // ----- volatile TVars --------------------------------------------------
+
+    pub(crate) fn read_tvar<T: Clone + Send + Sync + 'static>(&self, v: &Arc<TVarInner<T>>) -> StmResult<T> {
+        let word = &v.word as *const AtomicU64 as usize;
+        {
+            let st = self.st.borrow();
+            if let Some(i) = self.find(&st, word) {
+                if let Kind::V { value, .. } = &st.writes[i].kind {
+                    if let Some(a) = value.downcast_ref::<Arc<T>>() {
+                        return Ok((**a).clone());
+                    }
+                }
+            }
+        }
+        let mut out = None;
+        let keep: Arc<dyn Any + Send + Sync> = v.clone();
+        self.read_versioned(word, 0, Some(keep), || out = Some(v.value.read().clone()))?;
+        Ok(out.map(|a| (*a).clone()).ok_or_else(|| Error::corrupt("TVar read produced nothing"))?)
+    }
+
+    pub(crate) fn write_tvar<T: Clone + Send + Sync + 'static>(&self, v: &Arc<TVarInner<T>>, x: T) -> StmResult<()> {
+        let word = &v.word as *const AtomicU64 as usize;
+        let cell: Arc<dyn VCell> = v.clone();
+        self.put(word, Kind::V { cell, value: Box::new(Arc::new(x)) });
+        Ok(())
+    }
+
+    // ----- pool reads for PStr / PSlice ---------------------------------------
+
+    /// The bytes of array `a`, borrowed for the transaction's life.
+    pub(crate) fn bytes_of(&self, a: PArray<u8>) -> Result<&[u8]> {
+        self.slice_of(a)
+    }
+
+    /// The elements of array `a`, borrowed for the transaction's life.
+    pub(crate) fn slice_of<T: Persistent>(&self, a: PArray<T>) -> Result<&[T]> {
+        let ctx = self.ctx().map_err(|_| Error::invalid("pool data needs Pool::atomically"))?;
+        let space = &ctx.inner.space;
+        let loc = crate::alloc::locate(space, a.addr()).ok_or(Error::BadPointer { addr: a.addr() })?;
+        let h: ObjHeader = space.read(a.addr() - OBJ_HEADER - space.base())?;
+        let fits = h.count.checked_mul(size_of::<T>() as u64).is_some_and(|b| b <= loc.capacity());
+        if h.flags & OBJ_TAG_MASK != OBJ_TAG || h.flags & OBJ_ARRAY == 0 || !fits || a.addr() % std::mem::align_of::<T>() as u64 != 0 {
+            return Err(Error::BadPointer { addr: a.addr() });
+        }
+        // SAFETY: the array lies in its slot inside the mapping (checked);
+        // committed copies are immutable, and the GC cannot free them while
+        // a transaction runs (it waits for the gate this transaction holds).
+        Ok(unsafe { std::slice::from_raw_parts(a.addr() as *const T, h.count as usize) })
+    }
+
+
+    /// Frees what this attempt allocated (it was never linked).
+    pub(super) fn discard(&self) {
+        let mut st = self.st.borrow_mut();
+        if let Some(ctx) = self.ctx.as_ref() {
+            for m in st.made.drain(..) {
+                let _ = ctx.inner.heap.free(&ctx.inner.space, &ctx.cache, m.loc);
+            }
+        }
+    }
+
+    pub(super) fn read_bloom(&self) -> (Bloom, Vec<(usize, u64, u16)>) {
+        let st = self.st.borrow();
+        let mut b = Bloom::default();
+        for r in &st.reads {
+            b.add(r.word);
+        }
+        (b, st.reads.iter().map(|r| (r.word, r.version, r.epoch)).collect())
+    }
+}
+
+pub(super) fn rebuild_index(st: &mut State) {
+    st.index.clear();
+    if st.writes.len() > 16 {
+        for (i, w) in st.writes.iter().enumerate() {
+            st.index.insert(w.word, i);
+        }
+    }
+}
