@@ -285,9 +285,7 @@ const _: () = assert!(ARENA_TABLE_OFF + MAX_ARENAS * 8 <= ROOTS_OFF);
 const _: () = assert!(ROOTS_OFF + ROOTS_CAP as u64 * 64 <= TYPES_OFF);
 const _: () = assert!(TYPES_OFF + TYPES_CAP as u64 * 256 <= LOG_OFF);
 const _: () = assert!(LOG_OFF + LOG_SLOTS as u64 * LOG_SLOT_SIZE as u64 <= HEAP_OFF);
-const _: () = assert!(
-    ARENA_BITMAP_OFF + SPANS_PER_ARENA * SPAN_BITMAP_BYTES <= ARENA_META_SPANS * SPAN_SIZE
-);
+const _: () = assert!(ARENA_BITMAP_OFF + SPANS_PER_ARENA * SPAN_BITMAP_BYTES <= ARENA_META_SPANS * SPAN_SIZE);
 
 impl PoolHeader {
     /// The header as bytes.

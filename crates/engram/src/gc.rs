@@ -104,9 +104,8 @@ impl Marker<'_> {
         if v == 0 {
             return Ok(());
         }
-        let loc = locate(self.space, v).ok_or_else(|| {
-            Error::corrupt(format!("{what} points to {v:#x}, which is not an object in this pool"))
-        })?;
+        let loc =
+            locate(self.space, v).ok_or_else(|| Error::corrupt(format!("{what} points to {v:#x}, which is not an object in this pool")))?;
         if self.marks.mark(loc) {
             self.stack.push(v);
         }
@@ -122,9 +121,8 @@ impl Marker<'_> {
         if h.flags & OBJ_TAG_MASK != OBJ_TAG {
             return Err(Error::corrupt(format!("object at {addr:#x} has a bad header tag {:#x}", h.flags)));
         }
-        let ty = self.types.get(h.type_id).ok_or_else(|| {
-            Error::corrupt(format!("object at {addr:#x} has unknown type id {}", h.type_id))
-        })?;
+        let ty =
+            self.types.get(h.type_id).ok_or_else(|| Error::corrupt(format!("object at {addr:#x} has unknown type id {}", h.type_id)))?;
         let count = if h.flags & OBJ_ARRAY != 0 { h.count } else { 1 };
         let bytes = count.checked_mul(ty.size).filter(|&b| b <= loc.capacity()).ok_or_else(|| {
             Error::corrupt(format!("object at {addr:#x} ({} x {}) overruns its {}-byte slot", count, ty.name, loc.capacity()))

@@ -58,9 +58,7 @@ impl Durability {
             "msync" => Ok(Durability::Msync),
             "process" => Ok(Durability::Process),
             "trace" => Ok(Durability::Trace),
-            other => Err(Error::invalid(format!(
-                "unknown durability mode {other:?} (pmem, msync, process, trace)"
-            ))),
+            other => Err(Error::invalid(format!("unknown durability mode {other:?} (pmem, msync, process, trace)"))),
         }
     }
 }

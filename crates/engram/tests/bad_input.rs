@@ -692,10 +692,7 @@ fn write_into_arena_metadata_is_bad_pointer() {
     let wild = PPtr::<u64>::from_addr(base + HEAP_OFF + 8 * 4);
     let r = pool.txn(|tx| tx.write(wild, 0xdead_beef_dead_beef));
     let check = pool.check(&|_| {});
-    assert!(
-        matches!(r, Err(Error::BadPointer { .. })),
-        "a write into the span table was accepted ({r:?}); check now says {check:?}"
-    );
+    assert!(matches!(r, Err(Error::BadPointer { .. })), "a write into the span table was accepted ({r:?}); check now says {check:?}");
 }
 
 /// Indexing an array whose header claims an absurd length (a corrupt pool)
@@ -870,7 +867,8 @@ fn exercise(path: &Path) -> String {
     let collect = if check.is_ok() { pool.collect().map(|_| ()) } else { Ok(()) };
     let _ = pool.info();
     let close = pool.close();
-    let walk = if intact { "intact".to_string() } else { format!("{}/{}/{}", outcome("list", &list), outcome("arr", &arr), outcome("big", &big)) };
+    let walk =
+        if intact { "intact".to_string() } else { format!("{}/{}/{}", outcome("list", &list), outcome("arr", &arr), outcome("big", &big)) };
     let _ = (write, collect, close);
     format!("open:{} check {}", walk, outcome("", &check).trim())
 }

@@ -305,13 +305,7 @@ fn build_everything(pool: &Pool) {
         m.set_root(tx, "map")?;
         let tags = PHashMap::new(tx)?;
         tags.insert(tx, 1, PBytes::new(tx, b"one")?)?;
-        let acct = Account {
-            id: 9,
-            name: PString::new(tx, "ada")?,
-            history: PVec::new(tx)?,
-            tags,
-            owner: PBox::new(tx, 77)?,
-        };
+        let acct = Account { id: 9, name: PString::new(tx, "ada")?, history: PVec::new(tx)?, tags, owner: PBox::new(tx, 77)? };
         acct.history.push(tx, 100)?;
         PBox::new(tx, acct)?.set_root(tx, "account")?;
         let nested = PVec::<PVec<u64>>::new(tx)?;

@@ -485,7 +485,9 @@ fn info_while_regions_allocate() {
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pool.info().live_objects)) {
             Ok(n) if n < 1 << 40 => {}
             Ok(n) => bad.push(format!("live_objects = {n}")),
-            Err(p) => bad.push(format!("panicked: {:?}", p.downcast_ref::<&str>().copied().or(p.downcast_ref::<String>().map(|s| s.as_str())))),
+            Err(p) => {
+                bad.push(format!("panicked: {:?}", p.downcast_ref::<&str>().copied().or(p.downcast_ref::<String>().map(|s| s.as_str()))))
+            }
         }
         samples += 1;
     }
@@ -803,7 +805,8 @@ fn more_threads_than_log_slots() {
         let barrier = Arc::new(Barrier::new(THREADS));
         let hs: Vec<_> = (0..THREADS)
             .map(|i| {
-                let (pool, barrier, inside, most, timeouts) = (p2.clone(), barrier.clone(), inside2.clone(), most2.clone(), timeouts2.clone());
+                let (pool, barrier, inside, most, timeouts) =
+                    (p2.clone(), barrier.clone(), inside2.clone(), most2.clone(), timeouts2.clone());
                 thread::spawn(move || {
                     barrier.wait();
                     let mut n = 0;

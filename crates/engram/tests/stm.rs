@@ -5,7 +5,7 @@
 mod common;
 use common::TempPool;
 use engram::failpoint;
-use engram::stm::{atomically, PStr, PSlice, PTVar, StmError, TVar};
+use engram::stm::{atomically, PSlice, PStr, PTVar, StmError, TVar};
 use engram::{CreateOptions, Durability, OpenOptions, PPtr, Pool};
 use std::cell::RefCell;
 use std::rc::Rc;

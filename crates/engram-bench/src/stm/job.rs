@@ -289,7 +289,19 @@ mod tests {
     #[test]
     fn result_line_roundtrips() {
         let o = StmOutcome {
-            tally: Tally { nanos: 5, updates: 6, reads: 7, upd_flushes: 8, upd_fences: 9, ro_flushes: 1, ro_fences: 2, conflicts: 3, retries: 4, serial: 10, cpu_nanos: 13 },
+            tally: Tally {
+                nanos: 5,
+                updates: 6,
+                reads: 7,
+                upd_flushes: 8,
+                upd_fences: 9,
+                ro_flushes: 1,
+                ro_fences: 2,
+                conflicts: 3,
+                retries: 4,
+                serial: 10,
+                cpu_nanos: 13,
+            },
             contents: Contents { len: 11, sum: u64::MAX },
             pool_bytes: Some(12),
         };

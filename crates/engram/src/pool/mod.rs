@@ -24,7 +24,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-
 /// Options for [`Pool::create`].
 #[derive(Clone, Debug)]
 pub struct CreateOptions {

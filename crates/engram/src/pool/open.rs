@@ -117,7 +117,14 @@ pub(super) fn create(path: &Path, o: &CreateOptions) -> Result<PoolInner> {
     Ok(assemble(space, heap, types, OpenReport::default(), MarkStats::default(), std::time::Duration::from_secs(2)))
 }
 
-fn assemble(space: Space, heap: Heap, types: TypeTable, report: OpenReport, stats: MarkStats, lock_timeout: std::time::Duration) -> PoolInner {
+fn assemble(
+    space: Space,
+    heap: Heap,
+    types: TypeTable,
+    report: OpenReport,
+    stats: MarkStats,
+    lock_timeout: std::time::Duration,
+) -> PoolInner {
     PoolInner {
         space,
         heap,
@@ -199,11 +206,7 @@ fn validate_geometry(h: &PoolHeader) -> Result<()> {
 }
 
 pub(super) fn open(path: &Path, o: &OpenOptions) -> Result<PoolInner> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(!o.read_only)
-        .open(path)
-        .map_err(|e| Error::io("open pool file", e))?;
+    let file = std::fs::OpenOptions::new().read(true).write(!o.read_only).open(path).map_err(|e| Error::io("open pool file", e))?;
     lock_file(&file, path, o.read_only)?;
     let h = read_header(&file, path)?;
     if let Some(want) = &o.layout {

@@ -24,20 +24,20 @@ pub(crate) use locks::LockTable;
 
 use crate::alloc::cache::CacheCell;
 use crate::alloc::Loc;
-use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::format::*;
+use crate::hash::{FastMap, FastSet};
 use crate::log::{ChunkAlloc, LogWriter};
 use crate::pool::PoolInner;
 use crate::ptr::{PArray, PPtr};
 use crate::types::{Persistent, TYPE_LOG_CHUNK};
 use std::cell::RefCell;
-use crate::hash::{FastMap, FastSet};
 use std::marker::PhantomData;
 use std::mem::{align_of, size_of};
+use std::sync::Arc;
 
-pub use roots::RootInfo;
 pub(crate) use roots::used_entries as used_root_entries;
+pub use roots::RootInfo;
 
 /// A running failure-atomic region. Obtained from [`crate::Pool::txn`].
 ///

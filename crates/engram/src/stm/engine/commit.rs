@@ -87,8 +87,7 @@ impl STx<'_> {
             let e = if matches!(st.writes[i].kind, Kind::P { .. }) { epoch } else { 0 };
             let w = word_at(st.writes[i].word);
             let cur = w.load(Ordering::Acquire);
-            let ok = !word::is_locked(cur, e)
-                && w.compare_exchange(cur, word::locked(cur, e), Ordering::AcqRel, Ordering::Acquire).is_ok();
+            let ok = !word::is_locked(cur, e) && w.compare_exchange(cur, word::locked(cur, e), Ordering::AcqRel, Ordering::Acquire).is_ok();
             if !ok {
                 for prev in &st.writes[..i] {
                     word_at(prev.word).store(prev.old, Ordering::Release);

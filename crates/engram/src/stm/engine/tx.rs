@@ -5,14 +5,14 @@
 
 use super::pool_state::PoolCtx;
 use super::{word_at, StmError, StmResult, CLOCK, MAX_VALUE};
-use crate::stm::persist::{CopyCx, Made, Persist};
-use crate::stm::vars::{TVarInner, VarCell};
-use crate::stm::wait::Bloom;
-use crate::stm::word;
 use crate::error::{Error, Result};
 use crate::format::{ObjHeader, OBJ_ARRAY, OBJ_HEADER, OBJ_TAG, OBJ_TAG_MASK};
 use crate::hash::FastMap;
 use crate::ptr::{PArray, PPtr};
+use crate::stm::persist::{CopyCx, Made, Persist};
+use crate::stm::vars::{TVarInner, VarCell};
+use crate::stm::wait::Bloom;
+use crate::stm::word;
 use crate::Persistent;
 use std::any::Any;
 use std::cell::RefCell;
@@ -446,7 +446,6 @@ impl<'p> STx<'p> {
         // a transaction runs (it waits for the gate this transaction holds).
         Ok(unsafe { std::slice::from_raw_parts(a.addr() as *const T, h.count as usize) })
     }
-
 
     /// Frees what this attempt allocated (it was never linked).
     pub(super) fn discard(&self) {
