@@ -243,13 +243,30 @@ pub enum JobError {
     Peer(#[from] peers::PeerError),
     /// The child process could not be started or waited for.
     #[error("cannot run the child process {exe:?}: {source}")]
-    Spawn { exe: PathBuf, source: std::io::Error },
+    Spawn {
+        /// The executable.
+        exe: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
     /// The child process failed.
     #[error("child `{args}` failed ({status}): {stderr}")]
-    Child { args: String, status: String, stderr: String },
+    Child {
+        /// The child's arguments.
+        args: String,
+        /// How it exited.
+        status: String,
+        /// What it printed on stderr.
+        stderr: String,
+    },
     /// The child's output had no readable result line.
     #[error("child `{args}` printed no result line; stdout: {stdout:?}")]
-    NoResult { args: String, stdout: String },
+    NoResult {
+        /// The child's arguments.
+        args: String,
+        /// What it printed on stdout.
+        stdout: String,
+    },
 }
 
 /// Removes a pool file when dropped.

@@ -43,30 +43,78 @@ pub struct Measured<T> {
 pub enum PeerError {
     /// The pool path cannot be passed to C (it contains a NUL byte).
     #[error("pool path {path:?} contains a NUL byte")]
-    BadPath { path: PathBuf },
+    BadPath {
+        /// The pool file.
+        path: PathBuf,
+    },
     /// An argument is outside what the workload accepts.
     #[error("invalid argument: {what}")]
-    InvalidArgument { what: &'static str },
+    InvalidArgument {
+        /// The argument that was rejected.
+        what: &'static str,
+    },
     /// An old file at the pool path could not be removed.
     #[error("cannot remove old pool file {path:?}: {source}")]
-    Unlink { path: PathBuf, source: io::Error },
+    Unlink {
+        /// The pool file.
+        path: PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
     /// `pmemobj_create` failed.
     #[error("pmemobj_create({path:?}, {pool_bytes} bytes) failed: {message} ({source})")]
-    Create { path: PathBuf, pool_bytes: u64, message: String, source: io::Error },
+    Create {
+        /// The pool file.
+        path: PathBuf,
+        /// The pool size, bytes.
+        pool_bytes: u64,
+        /// libpmemobj's error message.
+        message: String,
+        /// The underlying error.
+        source: io::Error,
+    },
     /// `pmemobj_root` failed.
     #[error("pmemobj_root failed in pool {path:?}: {message} ({source})")]
-    Root { path: PathBuf, message: String, source: io::Error },
+    Root {
+        /// The pool file.
+        path: PathBuf,
+        /// libpmemobj's error message.
+        message: String,
+        /// The underlying error.
+        source: io::Error,
+    },
     /// An atomic allocation (`pmemobj_alloc`) failed, typically a full pool
     /// (libpmemobj's message then is about failing to extend the pool; the
     /// source says ENOMEM).
     #[error("pmemobj_alloc failed in pool {path:?} of {pool_bytes} bytes: {message} ({source})")]
-    Alloc { path: PathBuf, pool_bytes: u64, message: String, source: io::Error },
+    Alloc {
+        /// The pool file.
+        path: PathBuf,
+        /// The pool size, bytes.
+        pool_bytes: u64,
+        /// libpmemobj's error message.
+        message: String,
+        /// The underlying error.
+        source: io::Error,
+    },
     /// A transaction aborted, typically a full pool or undo log.
     #[error("transaction aborted in pool {path:?} of {pool_bytes} bytes: {message} ({source})")]
-    TxAborted { path: PathBuf, pool_bytes: u64, message: String, source: io::Error },
+    TxAborted {
+        /// The pool file.
+        path: PathBuf,
+        /// The pool size, bytes.
+        pool_bytes: u64,
+        /// libpmemobj's error message.
+        message: String,
+        /// The underlying error.
+        source: io::Error,
+    },
     /// The C side returned a status this wrapper does not know.
     #[error("unknown status {code} from the C peer")]
-    UnknownStatus { code: i32 },
+    UnknownStatus {
+        /// The status code.
+        code: i32,
+    },
 }
 
 /// Status codes of `enum peer_status` in `pmdk_peers.c`.

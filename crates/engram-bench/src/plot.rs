@@ -33,10 +33,18 @@ const FONT_PATHS: [&str; 5] = [
 pub enum PlotError {
     /// No usable TrueType font was found.
     #[error("no TrueType font found (tried {tried}); install fonts-dejavu-core")]
-    NoFont { tried: String },
+    NoFont {
+        /// The font files tried.
+        tried: String,
+    },
     /// Drawing or encoding the PNG failed.
     #[error("drawing {file}: {message}")]
-    Draw { file: String, message: String },
+    Draw {
+        /// The PNG file.
+        file: String,
+        /// libpmemobj's error message.
+        message: String,
+    },
 }
 
 /// Registers the first font found as `sans-serif`. Idempotent.

@@ -71,12 +71,19 @@ pub fn binary_trees_peak_nodes(max_depth: u32) -> u64 {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, engram::Persistent)]
 pub struct Body {
+    /// Position, x.
     pub x: f64,
+    /// Position, y.
     pub y: f64,
+    /// Position, z.
     pub z: f64,
+    /// Velocity, x.
     pub vx: f64,
+    /// Velocity, y.
     pub vy: f64,
+    /// Velocity, z.
     pub vz: f64,
+    /// Mass.
     pub mass: f64,
 }
 

@@ -461,7 +461,7 @@ fn info_while_regions_allocate() {
             }
         }));
     }
-    let allocators: Vec<_> = threads.drain(..).collect();
+    let allocators: Vec<_> = std::mem::take(&mut threads);
     let stopper = {
         let done = done.clone();
         thread::spawn(move || {

@@ -60,8 +60,11 @@ fn load_account(pool: &Pool, a: AccountP) -> Account {
 #[derive(Persist, Clone, Copy, Debug, PartialEq, Default)]
 #[persist(derive(Debug, PartialEq))]
 pub struct Point {
+    /// Horizontal position.
     pub x: i64,
+    /// Vertical position.
     pub y: i64,
+    /// Whether it is shown.
     pub visible: bool,
 }
 

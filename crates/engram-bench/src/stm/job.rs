@@ -73,13 +73,30 @@ pub enum StmJobError {
     BadSpec(String),
     /// The child could not be started.
     #[error("cannot run the child process {exe:?}: {source}")]
-    Spawn { exe: PathBuf, source: std::io::Error },
+    Spawn {
+        /// The executable.
+        exe: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
     /// The child failed.
     #[error("child `{args}` failed ({status}): {stderr}")]
-    Child { args: String, status: String, stderr: String },
+    Child {
+        /// The child's arguments.
+        args: String,
+        /// How it exited.
+        status: String,
+        /// What it printed on stderr.
+        stderr: String,
+    },
     /// The child printed no result line.
     #[error("child `{args}` printed no result line; stdout: {stdout:?}")]
-    NoResult { args: String, stdout: String },
+    NoResult {
+        /// The child's arguments.
+        args: String,
+        /// What it printed on stdout.
+        stdout: String,
+    },
 }
 
 /// Removes a pool file when dropped.
