@@ -206,7 +206,7 @@ pub fn check(path: &Path) -> Result<(), CliError> {
     let roots = pool.info().roots;
     let report = pool.open_report().clone();
     let pb = progress::objects("checking");
-    let result = pool.check(&|n| pb.set_position(n));
+    let result = pool.check_with_progress(&|n| pb.set_position(n));
     pb.finish_and_clear();
     let st = result.map_err(|e| CliError::from(e).at(path))?;
     let after = if report.was_clean {

@@ -252,7 +252,7 @@ fn bank_transfers_keep_the_total() {
     let accts = load_accounts(&pool);
     let keys = distinct_stripe_keys(ACCOUNTS);
     assert_eq!(bank_total(&pool, &accts, &keys).unwrap(), (OPENING * ACCOUNTS as u64, expect));
-    assert_eq!(pool.check(&|_| {}).unwrap().objects, ACCOUNTS as u64 + 1);
+    assert_eq!(pool.check().unwrap().objects, ACCOUNTS as u64 + 1);
     assert_eq!(pool.info().live_objects, ACCOUNTS as u64 + 1);
 }
 
@@ -429,7 +429,7 @@ fn mixed_size_alloc_and_free_from_four_threads() {
         verify_list(&pool, anchors[i], m, &format!("thread {i} after reopen"));
     }
     assert_eq!(pool.info().live_objects, expect);
-    assert_eq!(pool.check(&|_| {}).unwrap().objects, expect);
+    assert_eq!(pool.check().unwrap().objects, expect);
 }
 
 /// `info()` (what `engram info` and monitoring call) may run while other
@@ -663,7 +663,7 @@ fn collect_while_regions_run() {
             let st = p2.collect().unwrap();
             assert!(st.objects >= anchors2.len() as u64);
             // Between collections the heap must also pass the checker.
-            let ck = p2.check(&|_| {}).unwrap();
+            let ck = p2.check().unwrap();
             assert!(ck.objects >= anchors2.len() as u64);
             collections.push(st.objects);
             thread::sleep(Duration::from_millis(1)); // let the regions make progress
@@ -685,7 +685,7 @@ fn collect_while_regions_run() {
     assert_eq!(pool.info().live_objects, expect);
     pool.close().unwrap();
     let pool = open(&t);
-    assert_eq!(pool.check(&|_| {}).unwrap().objects, expect);
+    assert_eq!(pool.check().unwrap().objects, expect);
     for (i, m) in mirrors.iter().enumerate() {
         verify_list(&pool, anchors[i], m, &format!("thread {i} after reopen"));
     }
@@ -743,7 +743,7 @@ fn check_inside_a_region_is_busy() {
     let t = TempPool::new("checkbusy");
     let pool = create(&t);
     let r = within(Duration::from_secs(5), "check() called inside a region", move || {
-        pool.txn(|_| Ok::<_, Error>(pool.check(&|_| {}).map(|_| ()))).map_err(|e| e.to_string())
+        pool.txn(|_| Ok::<_, Error>(pool.check().map(|_| ()))).map_err(|e| e.to_string())
     });
     assert!(matches!(r, Ok(Err(Error::Busy { .. }))), "{r:?}");
 }

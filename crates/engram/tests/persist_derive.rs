@@ -195,7 +195,7 @@ fn nested_values_survive_reopen() {
     pool.close().unwrap();
 
     let pool = reopen(&t);
-    pool.check(&|_| {}).unwrap();
+    pool.check().unwrap();
     let acct: PTVar<Account> = pool.root("acct", Account::empty).unwrap();
     let shape: PTVar<Box<Shape>> = pool.root("shape", || unreachable!()).unwrap();
     let seg: PTVar<Segment> = pool.root("seg", || unreachable!()).unwrap();
@@ -250,7 +250,7 @@ fn shared_rc_is_copied_once() {
     pool.close().unwrap();
 
     let pool = reopen(&t);
-    pool.check(&|_| {}).unwrap();
+    pool.check().unwrap();
     let v: PTVar<Box<Shared>> = pool.root("shared", || unreachable!()).unwrap();
     let w: PTVar<(Rc<Account>, Rc<Account>)> = pool.root("pair", || unreachable!()).unwrap();
     let s = deref(&pool, pool.atomically(|tx| tx.read(&v)).unwrap());
@@ -290,7 +290,7 @@ fn generic_structs() {
     pool.close().unwrap();
 
     let pool = reopen(&t);
-    pool.check(&|_| {}).unwrap();
+    pool.check().unwrap();
     let n: PTVar<Tagged<u64>> = pool.root("n", || unreachable!()).unwrap();
     let s: PTVar<Tagged<String>> = pool.root("s", || unreachable!()).unwrap();
     let o: PTVar<Tagged<Option<u32>>> = pool.root("o", || unreachable!()).unwrap();
@@ -456,7 +456,7 @@ fn cycles_through_refcell() {
     pool.close().unwrap();
 
     let pool = reopen(&t);
-    pool.check(&|_| {}).unwrap();
+    pool.check().unwrap();
     let ring: PTVar<Rc<RefCell<Node>>> = pool.root("ring", || unreachable!()).unwrap();
     let head: PPtr<NodeP> = pool.atomically(|tx| tx.read(&ring)).unwrap();
     let na = deref(&pool, head);

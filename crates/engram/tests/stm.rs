@@ -97,7 +97,7 @@ fn ordinary_values_are_copied_with_sharing_and_cycles() {
     a.borrow_mut().next = None; // break the volatile cycle (the pool keeps its copy)
     pool.close().unwrap();
     let pool = reopen(&t);
-    pool.check(&|_| {}).unwrap();
+    pool.check().unwrap();
     let ring: PTVar<Rc<RefCell<Node>>> = pool.root("ring", || Rc::new(RefCell::new(Node { value: 0, next: None }))).unwrap();
     pool.txn(|tx| {
         let head = pool_read_root(tx, &ring)?;
@@ -265,7 +265,7 @@ fn crash_after_the_commit_fence_is_replayed_and_before_is_lost() {
         let s: PTVar<String> = pool.root("s", String::new).unwrap();
         let (x, y) = pool.atomically(|tx| Ok((tx.read(&a)?, tx.read(&s)?.as_str(tx)?.to_string()))).unwrap();
         assert_eq!(committed, x == 2 && y == "new", "{point}: a = {x}, s = {y}");
-        pool.check(&|_| {}).unwrap();
+        pool.check().unwrap();
         pool.close().unwrap();
     }
 }

@@ -258,7 +258,7 @@ fn values_survive_close_and_reopen() {
     pool.atomically(|tx| set.insert(tx, 42)).unwrap();
     pool.close().unwrap();
     let pool = reopen(&t);
-    pool.check(&|_| {}).unwrap();
+    pool.check().unwrap();
     agree(&pool, PMap::<u64, u64>::make(&pool, "pmap"), &m1);
     agree(&pool, RbTree::<u64, u64>::make(&pool, "rb"), &m2);
     agree(&pool, Treap::<u64, u64>::make(&pool, "treap"), &m3);
@@ -448,7 +448,7 @@ fn crash_test<C: Coll>(tag: &str) {
             }
         }
         agree(&pool, C::make(&pool, "c"), &model);
-        pool.check(&|_| {}).unwrap();
+        pool.check().unwrap();
         pool.close().unwrap();
     }
 }

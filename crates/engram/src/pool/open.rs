@@ -32,7 +32,7 @@ use std::path::Path;
 /// processes). A child process forked by another thread holds a copy of
 /// our descriptors until it execs, so a lock that was just released may
 /// still be held for a moment: a held lock is retried for up to 200 ms
-/// before the pool is reported `Locked`.
+/// before the pool is reported `AlreadyOpen`.
 fn lock_file(file: &File, path: &Path, shared: bool) -> Result<()> {
     let op = if shared { libc::LOCK_SH } else { libc::LOCK_EX } | libc::LOCK_NB;
     for attempt in 0..20 {
@@ -48,7 +48,7 @@ fn lock_file(file: &File, path: &Path, shared: bool) -> Result<()> {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
     }
-    Err(Error::Locked { path: path.to_path_buf() })
+    Err(Error::AlreadyOpen { path: path.to_path_buf() })
 }
 
 fn round_up(v: u64, to: u64) -> u64 {
@@ -61,6 +61,10 @@ pub(super) fn create(path: &Path, o: &CreateOptions) -> Result<PoolInner> {
     }
     let max = (o.max_size / SPAN_SIZE * SPAN_SIZE).min(MAX_POOL_SIZE);
     let initial = round_up(o.initial_size.max(MIN_POOL_SIZE), SPAN_SIZE);
+    let smallest = round_up(MIN_POOL_SIZE, SPAN_SIZE);
+    if max < smallest {
+        return Err(Error::PoolTooSmall { requested: o.max_size, minimum: smallest });
+    }
     if initial > max {
         return Err(Error::invalid(format!("initial size {initial} exceeds maximum size {max}")));
     }
@@ -114,7 +118,14 @@ pub(super) fn create(path: &Path, o: &CreateOptions) -> Result<PoolInner> {
     space.update_header(|_| {})?;
     let types = TypeTable::load(&space)?;
     let heap = Heap::load(&space, false)?;
-    Ok(assemble(space, heap, types, OpenReport::default(), MarkStats::default(), std::time::Duration::from_secs(2)))
+    Ok(assemble(
+        space,
+        heap,
+        types,
+        OpenReport { was_clean: true, created: true, ..OpenReport::default() },
+        MarkStats::default(),
+        std::time::Duration::from_secs(2),
+    ))
 }
 
 fn assemble(
@@ -211,7 +222,7 @@ pub(super) fn open(path: &Path, o: &OpenOptions) -> Result<PoolInner> {
     let h = read_header(&file, path)?;
     if let Some(want) = &o.layout {
         if *want != h.layout_name() {
-            return Err(Error::WrongLayout { expected: want.clone(), found: h.layout_name() });
+            return Err(Error::WrongLayout { path: path.to_path_buf(), expected: want.clone(), found: h.layout_name() });
         }
     }
     // 2. map, recording a move before anything depends on it.

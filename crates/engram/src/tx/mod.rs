@@ -236,7 +236,7 @@ impl<'p> Tx<'p> {
         }
         let mut st = self.st.borrow_mut();
         if !st.sets.freed.insert(addr) {
-            return Err(Error::invalid(format!("object {addr:#x} freed twice in one region")));
+            return Err(Error::DoubleFree { addr });
         }
         st.sets.frees.push(loc);
         st.sets.freed_order.push(addr);
@@ -339,7 +339,7 @@ impl<'p> Tx<'p> {
     fn elem_addr<T: Persistent>(&self, a: PArray<T>, i: u64, n: u64) -> Result<u64> {
         let len = self.len(a)?;
         if i.checked_add(n).is_none_or(|e| e > len) {
-            return Err(Error::invalid(format!("index {i}+{n} out of bounds for array of {len}")));
+            return Err(Error::OutOfBounds { index: i, count: n, len });
         }
         // i + n <= len and len * size fits the slot (checked by `len`), so
         // these cannot overflow.

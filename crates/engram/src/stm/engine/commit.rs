@@ -121,7 +121,7 @@ impl STx<'_> {
             return Ok(());
         }
         if redo::record_len(&entries) > HALF {
-            return Err(Error::invalid(format!("a transaction may write at most about {} variables", HALF / 32)));
+            return Err(Error::TxTooLarge { needed: redo::record_len(&entries), limit: HALF });
         }
         reserve_clock(ctx, wv)?;
         let space = &ctx.inner.space;
@@ -146,8 +146,9 @@ impl STx<'_> {
             .flat_map(|m| [(m.off, m.len), m.loc.meta_range()])
             .map(|(off, len)| redo::object_crc(space, off, len).map(|c| (off, len, c)))
             .collect::<Result<_>>()?;
-        if redo::record_len(&entries) + checks.len() as u64 * (redo::ENT_HDR + 8) > HALF {
-            return Err(Error::invalid(format!("a transaction may write at most about {} variables", HALF / 32)));
+        let needed = redo::record_len(&entries) + checks.len() as u64 * (redo::ENT_HDR + 8);
+        if needed > HALF {
+            return Err(Error::TxTooLarge { needed, limit: HALF });
         }
         let mut log = ctx.log.lock();
         let log = &mut *log;

@@ -60,7 +60,7 @@ pub fn atomically<R>(f: impl FnMut(&STx<'_>) -> StmResult<R>) -> Result<R> {
 
 fn run<'p, R>(mut ctx: impl FnMut() -> Result<Option<PoolCtx<'p>>>, mut f: impl FnMut(&STx<'p>) -> StmResult<R>) -> Result<R> {
     if IN_TX.with(Cell::get) {
-        return Err(Error::invalid("atomically called inside a transaction (compose with or_else instead)"));
+        return Err(Error::NestedTransaction { what: "atomically called inside a transaction (compose with or_else instead)" });
     }
     IN_TX.with(|t| t.set(true));
     struct Reset;
