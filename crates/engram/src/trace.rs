@@ -246,7 +246,7 @@ mod tests {
         assert!(t.stop().events.is_empty());
         let t = Tracer::new();
         t.start();
-        let mem = vec![7u8; 128];
+        let mem = [7u8; 128];
         t.attach(mem.as_ptr() as u64, mem.len() as u64);
         t.fence("test");
         t.detach();
