@@ -98,7 +98,7 @@ impl Marker<'_> {
                 self.space.flush(off, 8);
                 self.stats.swizzled += 1;
                 v = t;
-                crate::failpoint::hit("gc.swizzle");
+                crate::failpoint::Failpoint::GcSwizzle.hit();
             }
         }
         if v == 0 {

@@ -58,6 +58,7 @@ extern crate self as engram;
 
 mod alloc;
 pub mod collections;
+#[cfg(feature = "testing")]
 pub mod crashtest;
 mod error;
 pub mod failpoint;
@@ -69,6 +70,10 @@ pub mod pmem;
 mod pool;
 mod ptr;
 pub mod stm;
+#[cfg(feature = "testing")]
+pub mod trace;
+#[cfg(not(feature = "testing"))]
+#[path = "trace_off.rs"]
 pub mod trace;
 mod tx;
 mod types;

@@ -103,7 +103,7 @@ impl LogWriter {
         space.persist.fence("undo entry before the logged range is modified")?;
         self.cur.at += size;
         self.entries += 1;
-        crate::failpoint::hit("log.after_append");
+        crate::failpoint::Failpoint::LogAfterAppend.hit();
         Ok(())
     }
 
@@ -217,7 +217,7 @@ pub(crate) fn undo_slot(space: &Space, slot: u32, translate: &dyn Fn(u64) -> u64
             std::ptr::copy_nonoverlapping((space.base() + at + ENTRY) as *const u8, (space.base() + h.off) as *mut u8, h.len as usize)
         };
         space.flush(h.off, h.len as u64);
-        crate::failpoint::hit("log.undo_entry");
+        crate::failpoint::Failpoint::LogUndoEntry.hit();
     }
     if !entries.is_empty() {
         space.persist.fence("restored bytes before the log is invalidated")?;

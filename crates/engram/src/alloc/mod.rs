@@ -385,7 +385,7 @@ impl Heap {
                         Err(e) => return Err(e),
                     };
                     set_entry(space, g, c as u32 + 1)?;
-                    crate::failpoint::hit("alloc.new_span");
+                    crate::failpoint::Failpoint::AllocNewSpan.hit();
                     cls.spans.insert(g, SpanBits::empty());
                     cls.partial.push(g);
                     g

@@ -267,7 +267,7 @@ impl<'p> Tx<'p> {
         self.log_range(p.addr(), size_of::<T>() as u64)?;
         // SAFETY: inside the mapped heap (checked); the old bytes are logged.
         unsafe { std::ptr::write(p.addr() as *mut T, value) };
-        crate::failpoint::hit("tx.after_write");
+        crate::failpoint::Failpoint::TxAfterWrite.hit();
         Ok(())
     }
 
@@ -314,7 +314,7 @@ impl<'p> Tx<'p> {
         self.log_range(addr, size_of::<T>() as u64)?;
         // SAFETY: in bounds (checked); old bytes logged.
         unsafe { std::ptr::write(addr as *mut T, value) };
-        crate::failpoint::hit("tx.after_write");
+        crate::failpoint::Failpoint::TxAfterWrite.hit();
         Ok(())
     }
 
@@ -332,7 +332,7 @@ impl<'p> Tx<'p> {
         self.log_range(addr, std::mem::size_of_val(src) as u64)?;
         // SAFETY: in bounds (checked); old bytes logged; `src` is volatile memory.
         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), addr as *mut T, src.len()) };
-        crate::failpoint::hit("tx.after_write");
+        crate::failpoint::Failpoint::TxAfterWrite.hit();
         Ok(())
     }
 
@@ -423,13 +423,13 @@ impl<'p> Tx<'p> {
                 // 2. the new data is durable before the log stops protecting it.
                 space.persist.fence("region data before the log is invalidated")?;
             }
-            crate::failpoint::hit("tx.before_commit");
+            crate::failpoint::Failpoint::TxBeforeCommit.hit();
             if st.log.entries() > 0 {
                 // 3. one generation bump commits the region.
                 crate::log::invalidate(space, st.slot)?;
             }
         }
-        crate::failpoint::hit("tx.after_commit");
+        crate::failpoint::Failpoint::TxAfterCommit.hit();
         // 4. deferred frees, then release.
         let st = self.st.borrow();
         for (&loc, &addr) in st.sets.frees.iter().zip(&st.sets.freed_order) {
