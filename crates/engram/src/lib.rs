@@ -78,6 +78,11 @@ pub mod trace;
 mod tx;
 mod types;
 
+/// The subsystems layered on the pool with durable state of their own: the
+/// pool calls their recovery on open and quiesces them before GC and close
+/// (`pool/layer.rs`).
+pub(crate) const LAYERS: &[pool::layer::Layer] = &[stm::LAYER];
+
 pub use alloc::HeapStats;
 pub use engram_derive::Persistent;
 pub use error::{Error, Result};

@@ -149,7 +149,7 @@ fn assemble(
         stats: Mutex::new(stats),
         closed: std::sync::atomic::AtomicBool::new(false),
         crashed: std::sync::atomic::AtomicBool::new(false),
-        stm: Mutex::new(None),
+        layer_state: Mutex::new(None),
     }
 }
 
@@ -247,9 +247,10 @@ pub(super) fn open(path: &Path, o: &OpenOptions) -> Result<PoolInner> {
         report.undone_entries += n;
         report.undone_regions += (n > 0) as u64;
     }
-    // 3b. replay durable STM commits whose in-place values may be missing
-    //     (before the GC: the records reference the committed copies).
-    report.stm = crate::stm::redo::recover(&space, &translate)?;
+    // 3b. layers replay their durable records (the STM: commits whose
+    //     in-place values may be missing), before the GC: the records
+    //     reference objects nothing else links yet.
+    super::layer::recover_all(&space, &translate, &mut report)?;
     // 4. heap state.
     let (heap, stats) = if report.was_clean && report.undone_entries == 0 {
         let stats = MarkStats { objects: h.stat_objects, bytes: h.stat_bytes, swizzled: 0 };
@@ -305,7 +306,7 @@ pub(super) fn collect(inner: &PoolInner, reloc: Option<&Reloc>, progress: &dyn F
     if inner.space.read_only {
         return Err(Error::ReadOnly);
     }
-    crate::stm::quiesce(inner)?;
+    super::layer::quiesce_all(inner)?;
     let stats = collect_parts(&inner.space, &inner.heap, &inner.types, reloc, progress)?;
     *inner.stats.lock() = stats;
     Ok(stats)
@@ -327,7 +328,7 @@ pub(super) fn shutdown(inner: &PoolInner) -> Result<()> {
     }
     let _excl = inner.gate.write();
     let space = &inner.space;
-    crate::stm::quiesce(inner)?;
+    super::layer::quiesce_all(inner)?;
     inner.heap.drain_caches(space);
     // 1. bitmaps durable before the flag that says they are valid.
     inner.heap.save_bitmaps(space)?;

@@ -33,7 +33,15 @@ mod wait;
 pub(crate) mod word;
 
 pub use engine::{atomically, stats, STx, StmError, StmResult, StmStats};
-pub(crate) use engine::{quiesce, StmPool};
+/// The STM as a layer of the pool: redo-record replay on open, quiesce
+/// before GC and close.
+pub(crate) const LAYER: crate::pool::layer::Layer = crate::pool::layer::Layer {
+    recover: |space, translate, report| {
+        report.stm = redo::recover(space, translate)?;
+        Ok(())
+    },
+    quiesce: engine::quiesce,
+};
 pub use engram_derive::Persist;
 pub use persist::{CopyCx, POption, PPair, PSlice, PStr, Persist};
 pub use redo::StmRecovery;

@@ -36,7 +36,7 @@ mod pool_state;
 mod run;
 mod tx;
 
-pub(crate) use pool_state::{quiesce, StmPool};
+pub(crate) use pool_state::quiesce;
 pub use run::{atomically, stats, StmStats};
 pub use tx::STx;
 
