@@ -67,7 +67,7 @@ struct Marker<'a> {
 pub(crate) fn mark(space: &Space, types: &TypeTable, reloc: Option<&Reloc>, progress: &dyn Fn(u64)) -> Result<(Marks, MarkStats)> {
     let mut m = Marker { space, types, reloc, marks: Marks::default(), stack: Vec::new(), stats: MarkStats::default() };
     for (i, e, name) in crate::tx::used_root_entries(space)? {
-        let at = ROOTS_OFF + i as u64 * 64;
+        let at = ROOTS_OFF + i as u64 * crate::format::ROOT_ENTRY_SIZE;
         m.field(at, &format!("root {name:?}"))?;
         let _ = e;
     }

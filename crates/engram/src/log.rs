@@ -70,7 +70,7 @@ impl LogWriter {
     /// A writer at the start of slot `slot`, for the slot's current generation.
     pub fn open(space: &Space, slot: u32) -> Result<Self> {
         let h: LogSlotHeader = space.read(slot_off(slot))?;
-        let start = slot_off(slot) + 64;
+        let start = slot_off(slot) + LOG_SLOT_HEADER;
         Ok(LogWriter { slot, gen: h.gen, cur: Cursor { chunk: None, at: start, end: slot_off(slot) + LOG_SLOT_SIZE as u64 }, entries: 0 })
     }
 
@@ -110,7 +110,7 @@ impl LogWriter {
     /// Moves to the next chunk, allocating and linking it if needed.
     fn jump(&mut self, space: &Space, chunks: &dyn ChunkAlloc, need: u64) -> Result<()> {
         let link_off = match self.cur.chunk {
-            None => slot_off(self.slot) + 8,
+            None => slot_off(self.slot) + LOG_SLOT_CHUNK_OFF,
             Some(c) => c,
         };
         let next: u64 = space.read(link_off)?;
@@ -151,7 +151,7 @@ impl LogWriter {
 /// `translate` maps a stored chunk address to the current mapping (relocation).
 pub(crate) fn live_entries(space: &Space, slot: u32, translate: &dyn Fn(u64) -> u64) -> Result<Vec<u64>> {
     let sh: LogSlotHeader = space.read(slot_off(slot))?;
-    let mut cur = Cursor { chunk: None, at: slot_off(slot) + 64, end: slot_off(slot) + LOG_SLOT_SIZE as u64 };
+    let mut cur = Cursor { chunk: None, at: slot_off(slot) + LOG_SLOT_HEADER, end: slot_off(slot) + LOG_SLOT_SIZE as u64 };
     let mut out = Vec::new();
     let mut hops = 0u64;
     while cur.at + ENTRY <= cur.end {
@@ -163,7 +163,7 @@ pub(crate) fn live_entries(space: &Space, slot: u32, translate: &dyn Fn(u64) -> 
             if h.crc != entry_crc(h.gen, h.off, h.len, &[]) {
                 break;
             }
-            let link_off = cur.chunk.unwrap_or(slot_off(slot) + 8);
+            let link_off = cur.chunk.unwrap_or(slot_off(slot) + LOG_SLOT_CHUNK_OFF);
             let next = translate(space.read::<u64>(link_off)?);
             hops += 1;
             if next == 0 || hops > space.size() / MIN_CHUNK + 1 || !space.contains(next, CHUNK_HDR) {
@@ -235,5 +235,5 @@ pub(crate) fn invalidate(space: &Space, slot: u32) -> Result<()> {
 
 /// The first chunk address of each slot (GC roots).
 pub(crate) fn chunk_links(slot: u32) -> u64 {
-    slot_off(slot) + 8
+    slot_off(slot) + LOG_SLOT_CHUNK_OFF
 }

@@ -365,7 +365,7 @@ impl<'p> Tx<'p> {
         } else {
             None
         };
-        let in_roots = off >= ROOTS_OFF && off.saturating_add(len) <= ROOTS_OFF + ROOTS_CAP as u64 * 64;
+        let in_roots = off >= ROOTS_OFF && off.saturating_add(len) <= ROOTS_OFF + ROOTS_CAP as u64 * crate::format::ROOT_ENTRY_SIZE;
         if !(object.is_some() || in_roots) || len > u32::MAX as u64 {
             return Err(Error::BadPointer { addr });
         }
@@ -436,7 +436,7 @@ impl<'p> Tx<'p> {
             // A freed object loses its tag, so a second free or a dangling
             // pointer is caught (`free`, `check`). Not logged: the region
             // that unlinked it is committed.
-            space.write(addr - OBJ_HEADER - space.base() + 4, &0u32)?;
+            space.write(addr - OBJ_HEADER - space.base() + crate::format::OBJ_FLAGS_OFF, &0u32)?;
             self.pool.heap.free(space, &st.cache, loc)?;
         }
         Ok(())

@@ -30,7 +30,7 @@ pub struct RootInfo {
 }
 
 fn entry_off(i: u32) -> u64 {
-    ROOTS_OFF + i as u64 * 64
+    ROOTS_OFF + i as u64 * ROOT_ENTRY_SIZE
 }
 
 /// Reads every used root entry: (index, entry, name).
@@ -85,7 +85,7 @@ impl Tx<'_> {
         let mut e =
             RootEntry { ptr: addr, type_id, flags: ROOT_USED | flags, name_len: name.len() as u32, pad: 0, name: [0; ROOT_NAME_MAX] };
         e.name[..name.len()].copy_from_slice(name.as_bytes());
-        self.log_range(space.base() + entry_off(index), 64)?;
+        self.log_range(space.base() + entry_off(index), ROOT_ENTRY_SIZE)?;
         space.write(entry_off(index), &e)
     }
 
@@ -119,7 +119,7 @@ impl Tx<'_> {
         self.lock(ROOTS_LOCK)?;
         let space = &self.pool.space;
         let Some((i, mut e)) = find(space, name)? else { return Ok(false) };
-        self.log_range(space.base() + entry_off(i), 64)?;
+        self.log_range(space.base() + entry_off(i), ROOT_ENTRY_SIZE)?;
         e.flags = 0;
         e.ptr = 0;
         space.write(entry_off(i), &e)?;
