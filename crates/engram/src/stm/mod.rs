@@ -45,4 +45,4 @@ pub(crate) const LAYER: crate::pool::layer::Layer = crate::pool::layer::Layer {
 pub use engram_derive::Persist;
 pub use persist::{CopyCx, POption, PPair, PSlice, PStr, Persist};
 pub use redo::StmRecovery;
-pub use vars::{field_of, FieldRef, PTField, PTVar, TVar, Var, VarCell};
+pub use vars::{field_of, FieldRef, PTField, PTVar, TVar, Var, VarCell, PTVAR_MAX_VALUE};

@@ -47,7 +47,7 @@ use std::sync::atomic::AtomicU64;
 /// raised past every pool's reservation when the pool is first used).
 pub(super) static CLOCK: AtomicU64 = AtomicU64::new(1);
 /// Largest persistent value in a cell, bytes.
-const MAX_VALUE: usize = 40;
+const MAX_VALUE: usize = crate::stm::PTVAR_MAX_VALUE;
 
 /// Why a transaction body stopped.
 #[derive(Debug)]
