@@ -4,7 +4,7 @@
 //! halves, linked from the pool's STM metadata (root `engram::stm`). Commit
 //! N writes its record into half N % 2.
 //!
-//! Crash cases, step by step (see `stm/tx.rs` for the commit pipeline):
+//! Crash cases, step by step (see `stm/engine/commit.rs` for the commit pipeline):
 //! 1. The record (timestamp `wv`, and for every written variable its pool
 //!    offset and new bytes, CRC32C over all of it) and every object copied
 //!    into the pool for this commit are flushed, then ONE fence: a crash
