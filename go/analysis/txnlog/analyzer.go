@@ -1,0 +1,304 @@
+// The txnlog analyzer: unlogged stores to pool memory inside Engram
+// transactions (go-pmem's compiler pass, as a vet check). See doc.go for the
+// rules it applies.
+//
+// Each function of the package is analyzed once, in one of two modes:
+//   - transactional (it takes a *engram.Tx, or is a closure inside such a
+//     function whose value escapes): every store to memory that may live in
+//     the pool must be dominated by a log covering it; the analyzer reports
+//     the ones that are not, and "cannot decide" where it cannot tell;
+//   - summary (every other function): its unlogged stores to memory reached
+//     from its parameters become a Summary fact, checked at each call site
+//     inside a transaction, where the arguments' provenance and the caller's
+//     logs are known.
+//
+// The analysis never fails: anything it cannot model becomes "unknown" and,
+// where it matters, a "cannot decide" diagnostic.
+
+package txnlog
+
+import (
+	"go/ast"
+	"go/build"
+	"go/token"
+	"go/types"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/tools/go/analysis"
+	"golang.org/x/tools/go/analysis/passes/buildssa"
+	"golang.org/x/tools/go/ssa"
+)
+
+// Analyzer reports unlogged stores to pool memory inside transactions.
+var Analyzer = &analysis.Analyzer{
+	Name:      "txnlog",
+	Doc:       "report stores inside Engram transactions to pool memory that is not undo-logged first\n\nInside pool.Txn closures and functions taking a *engram.Tx, every store to memory that may live in the pool (reached from engram.Root, from a parameter, or loaded from such memory) must be dominated by tx.Log or engram.LogSlice covering it. Stores in called functions of the same module are checked at the call through summaries. Where this cannot be decided statically the analyzer says \"cannot decide\". With -fix it inserts the missing tx.Log calls.",
+	URL:       "https://github.com/engram-pm/engram/blob/main/docs/engramvet.md",
+	Requires:  []*analysis.Analyzer{buildssa.Analyzer},
+	Run:       run,
+	FactTypes: []analysis.Fact{new(Summary)},
+}
+
+type checker struct {
+	pass    *analysis.Pass
+	pkg     *ssa.Package
+	infos   map[*ssa.Function]*funcInfo
+	seen    map[string]bool // reported position+message
+	exprs   map[token.Pos]ast.Expr      // written expressions by SSA position
+	calls   map[token.Pos]*ast.CallExpr // calls by Lparen
+	modPath string
+	std     map[string]bool // package path -> in the standard library
+}
+
+// funcInfo is the state of one function's analysis.
+type funcInfo struct {
+	c       *checker
+	fn      *ssa.Function
+	txn     bool
+	tx      string // name of the *Tx in scope, for fixes ("" if none)
+	prov    map[ssa.Value]Prov
+	logs    []region
+	state   int // 0 new, 1 analyzing, 2 done
+	effects []Effect
+	results []Prov
+}
+
+func run(pass *analysis.Pass) (any, error) {
+	if len(pass.Files) == 0 || inGOROOT(pass) {
+		return nil, nil
+	}
+	ssaInfo := pass.ResultOf[buildssa.Analyzer].(*buildssa.SSA)
+	c := &checker{pass: pass, pkg: ssaInfo.Pkg, infos: map[*ssa.Function]*funcInfo{}, seen: map[string]bool{}, std: map[string]bool{}}
+	if pass.Module != nil {
+		c.modPath = pass.Module.Path
+	}
+	c.indexExprs()
+	for _, fn := range ssaInfo.SrcFuncs {
+		c.analyze(c.info(fn))
+	}
+	for _, fn := range ssaInfo.SrcFuncs {
+		if obj, ok := fn.Object().(*types.Func); ok && fn.Parent() == nil {
+			fi := c.info(fn)
+			if sum := (&Summary{Effects: fi.effects, Results: fi.results}); !sum.empty() {
+				pass.ExportObjectFact(obj, sum)
+			}
+		}
+	}
+	return nil, nil
+}
+
+// inGOROOT reports whether the package is part of the standard library,
+// which is never inside a transaction and gets no summaries.
+func inGOROOT(pass *analysis.Pass) bool {
+	return underGOROOT(pass.Fset.File(pass.Files[0].Pos()).Name())
+}
+
+// info returns fn's state, deciding its mode and computing provenance.
+func (c *checker) info(fn *ssa.Function) *funcInfo {
+	if fi, ok := c.infos[fn]; ok {
+		return fi
+	}
+	// state 1 while provenance is computed: a recursive call back into fn
+	// sees an optimistic empty summary.
+	fi := &funcInfo{c: c, fn: fn, state: 1}
+	c.infos[fn] = fi
+	var parent *funcInfo
+	if fn.Parent() != nil {
+		parent = c.info(fn.Parent())
+	}
+	if p := txParam(fn); p != nil {
+		fi.txn, fi.tx = true, p.Name()
+	} else if parent != nil && parent.txn && !onlyCalled(fn) {
+		fi.txn, fi.tx = true, capturedTx(fn)
+	}
+	if fi.tx == "_" {
+		fi.tx = ""
+	}
+	fi.computeProv()
+	fi.collectLogs()
+	fi.state = 0
+	return fi
+}
+
+// onlyCalled reports whether a closure's value is only ever called
+// directly (then it is summarised, not checked on its own).
+func onlyCalled(fn *ssa.Function) bool {
+	var val ssa.Value = fn
+	if fn.Referrers() != nil {
+		for _, r := range *fn.Referrers() {
+			if mc, ok := r.(*ssa.MakeClosure); ok && mc.Fn == fn {
+				val = mc
+			}
+		}
+	}
+	refs := val.Referrers()
+	if refs == nil {
+		return false
+	}
+	for _, r := range *refs {
+		switch r := r.(type) {
+		case *ssa.DebugRef:
+		case ssa.CallInstruction:
+			c := r.Common()
+			if c.Value != val {
+				return false
+			}
+			for _, a := range c.Args {
+				if a == val {
+					return false
+				}
+			}
+		case *ssa.MakeClosure:
+			if r.Fn == val {
+				continue
+			}
+			return false
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// capturedTx names a *Tx the closure captures, for fixes.
+func capturedTx(fn *ssa.Function) string {
+	for _, fv := range fn.FreeVars {
+		t := fv.Type()
+		if p, ok := t.Underlying().(*types.Pointer); ok && isTxPtr(p.Elem()) {
+			t = p.Elem()
+		}
+		if isTxPtr(t) {
+			return fv.Name()
+		}
+	}
+	return ""
+}
+
+// summaryOf returns the summary of a static call's callee, if the callee is
+// in this module: computed here for this package, imported as a fact
+// otherwise. Nil when there is none (dynamic, external, builtin).
+func (c *checker) summaryOf(common *ssa.CallCommon) *Summary {
+	if common.IsInvoke() {
+		return nil
+	}
+	fn := common.StaticCallee()
+	if fn == nil {
+		return nil
+	}
+	if fn.Origin() != nil {
+		fn = fn.Origin()
+	}
+	if fn.Pkg == c.pkg && len(fn.Blocks) > 0 {
+		fi := c.info(fn)
+		if fi.state == 1 {
+			return &Summary{} // recursion: optimistic
+		}
+		c.analyze(fi)
+		return &Summary{Effects: fi.effects, Results: fi.results}
+	}
+	obj, ok := fn.Object().(*types.Func)
+	if !ok || obj.Pkg() == nil || !c.sameModule(obj) {
+		return nil
+	}
+	var sum Summary
+	if c.pass.ImportObjectFact(obj.Origin(), &sum) {
+		return &sum
+	}
+	// Every package of the module was analyzed before this one (vet runs
+	// dependencies first); no fact means nothing to say.
+	return &Summary{}
+}
+
+// sameModule reports whether a package path is in the module being checked
+// (when the driver does not say: every package outside GOROOT).
+func (c *checker) sameModule(obj *types.Func) bool {
+	pkgPath := obj.Pkg().Path()
+	if c.modPath != "" {
+		return pkgPath == c.modPath || strings.HasPrefix(pkgPath, c.modPath+"/")
+	}
+	if std, ok := c.std[pkgPath]; ok {
+		return !std
+	}
+	file := c.pass.Fset.Position(obj.Pos()).Filename
+	std := file == "" || underGOROOT(file) || !strings.Contains(pkgPath, ".") && isStdPath(pkgPath)
+	c.std[pkgPath] = std
+	return !std
+}
+
+// isStdPath asks go/build whether an import path is a standard package.
+func isStdPath(path string) bool {
+	p, err := build.Default.Import(path, "", build.FindOnly)
+	return err == nil && p.Goroot
+}
+
+func underGOROOT(file string) bool {
+	root := build.Default.GOROOT
+	return root != "" && strings.HasPrefix(filepath.Clean(file), filepath.Clean(root)+string(filepath.Separator))
+}
+
+// collectLogs records the region every log call in fi covers.
+func (fi *funcInfo) collectLogs() {
+	for _, b := range fi.fn.Blocks {
+		for _, in := range b.Instrs {
+			call, ok := in.(ssa.CallInstruction)
+			if !ok {
+				continue
+			}
+			common := call.Common()
+			switch engramFunc(common) {
+			case "Tx.Log":
+				if len(common.Args) == 2 {
+					fi.addLog(in, stripIface(common.Args[1]))
+				}
+			case "LogSlice":
+				if len(common.Args) == 2 {
+					fi.logs = append(fi.logs, sliceRegion(in, common.Args[1]))
+				}
+			}
+		}
+	}
+}
+
+func stripIface(v ssa.Value) ssa.Value {
+	if mi, ok := v.(*ssa.MakeInterface); ok {
+		return mi.X
+	}
+	return v
+}
+
+func (fi *funcInfo) addLog(at ssa.Instruction, p ssa.Value) {
+	switch p.Type().Underlying().(type) {
+	case *types.Pointer:
+		fi.logs = append(fi.logs, region{at: at, obj: pathOf(p)})
+	case *types.Slice:
+		fi.logs = append(fi.logs, sliceRegion(at, p))
+	}
+}
+
+// sliceRegion is the region LogSlice(tx, s) covers.
+func sliceRegion(at ssa.Instruction, s ssa.Value) region {
+	if sl, ok := s.(*ssa.Slice); ok {
+		if _, isPtr := sl.X.Type().Underlying().(*types.Pointer); isPtr {
+			return region{at: at, slice: true, base: pathOf(sl.X), kind: stepArr, lo: sl.Low, hi: sl.High}
+		}
+		base, kind := elemBase(sl.X)
+		if kind == stepElem || isZero(sl.Low) {
+			return region{at: at, slice: true, base: base, kind: kind, lo: sl.Low, hi: sl.High}
+		}
+	}
+	return region{at: at, slice: true, base: pathOf(s), kind: stepElem}
+}
+
+// coverage decides whether the logs dominating at cover a store to p, and
+// says why not when it cannot decide.
+func (fi *funcInfo) coverage(at ssa.Instruction, p path) tri {
+	best := no
+	for _, r := range fi.logs {
+		if !dominates(r.at, at) {
+			continue
+		}
+		best = max(best, r.covers(p))
+	}
+	return best
+}

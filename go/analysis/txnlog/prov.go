@@ -1,0 +1,351 @@
+// Provenance: where the memory a value points to may live.
+//
+// Computed per function as a fixpoint over its SSA values (loops make phis
+// depend on themselves). Parameters carry their own bit, so the same result
+// serves a transactional function (where parameters are taken to be pool
+// memory) and a summary (where the caller decides). Values crossing into a
+// closure through a captured variable are "lifted": parameter bits of the
+// enclosing function become "pool", since the enclosing function opened the
+// transaction over them.
+//
+// The rules (see doc.go): pool memory comes from engram.Root, from a *Tx
+// function's parameters and from anything loaded out of pool or fresh
+// memory; engram.New/Make/String/Bytes return fresh memory; new(T), &T{},
+// make and Go globals are volatile; a value loaded from a volatile local is
+// whatever was stored into that local; anything else is unknown.
+
+package txnlog
+
+import (
+	"go/token"
+	"go/types"
+
+	"golang.org/x/tools/go/ssa"
+)
+
+// computeProv runs the fixpoint for fi.
+func (fi *funcInfo) computeProv() {
+	fi.prov = map[ssa.Value]Prov{}
+	var vals []ssa.Value
+	for _, p := range fi.fn.Params {
+		vals = append(vals, p)
+	}
+	for _, fv := range fi.fn.FreeVars {
+		vals = append(vals, fv)
+	}
+	for _, b := range fi.fn.Blocks {
+		for _, in := range b.Instrs {
+			if v, ok := in.(ssa.Value); ok {
+				vals = append(vals, v)
+			}
+		}
+	}
+	for round := 0; round < 50; round++ {
+		changed := false
+		for _, v := range vals {
+			p := fi.compute(v)
+			if old := fi.prov[v]; old != p {
+				fi.prov[v] = p.join(old)
+				changed = true
+			}
+		}
+		if !changed {
+			return
+		}
+	}
+}
+
+// get returns the provenance of v (bottom while the fixpoint runs).
+func (fi *funcInfo) get(v ssa.Value) Prov {
+	if p, ok := fi.prov[v]; ok {
+		return p
+	}
+	switch v.(type) {
+	case *ssa.Const, *ssa.Global, *ssa.Function, *ssa.Builtin:
+		return Prov{Flags: provVolatile}
+	}
+	return Prov{}
+}
+
+var errorType = types.Universe.Lookup("error").Type()
+
+// isError reports whether t is the error interface: errors are not data
+// the analyzer follows into the pool.
+func isError(t types.Type) bool { return types.Identical(t, errorType) }
+
+var volatile = Prov{Flags: provVolatile}
+var unknown = Prov{Flags: provUnknown}
+
+func (fi *funcInfo) compute(v ssa.Value) Prov {
+	if _, ok := v.(*ssa.Call); !ok && (!pointerish(v.Type()) || isError(v.Type())) {
+		return volatile
+	}
+	switch v := v.(type) {
+	case *ssa.Parameter:
+		if isTxPtr(v.Type()) {
+			return volatile
+		}
+		for i, p := range fi.fn.Params {
+			if p == v && i < 64 {
+				return Prov{Params: 1 << uint(i)}
+			}
+		}
+		return unknown
+	case *ssa.FreeVar:
+		return fi.freeVarProv(v)
+	case *ssa.Alloc, *ssa.MakeSlice, *ssa.MakeMap, *ssa.MakeChan, *ssa.MakeClosure,
+		*ssa.Const, *ssa.Global, *ssa.Function, *ssa.Builtin:
+		return volatile
+	case *ssa.FieldAddr:
+		return fi.get(v.X)
+	case *ssa.IndexAddr:
+		return fi.get(v.X)
+	case *ssa.Slice:
+		return fi.get(v.X)
+	case *ssa.ChangeType:
+		return fi.get(v.X)
+	case *ssa.Convert:
+		return fi.get(v.X).join(unknown)
+	case *ssa.MakeInterface:
+		return fi.get(v.X)
+	case *ssa.TypeAssert:
+		return fi.get(v.X)
+	case *ssa.ChangeInterface:
+		return fi.get(v.X)
+	case *ssa.SliceToArrayPointer:
+		return fi.get(v.X)
+	case *ssa.Field:
+		return fi.get(v.X)
+	case *ssa.Index:
+		return fi.get(v.X)
+	case *ssa.Extract:
+		if call, ok := v.Tuple.(*ssa.Call); ok {
+			rs := fi.callResults(call)
+			if v.Index < len(rs) {
+				return rs[v.Index]
+			}
+		}
+		return fi.get(v.Tuple)
+	case *ssa.Call:
+		var p Prov
+		for _, r := range fi.callResults(v) {
+			p = p.join(r)
+		}
+		return p
+	case *ssa.UnOp:
+		if v.Op == token.MUL {
+			return fi.loadProv(v.X)
+		}
+		if v.Op == token.ARROW {
+			return unknown
+		}
+		return volatile
+	case *ssa.Phi:
+		var p Prov
+		for _, e := range v.Edges {
+			p = p.join(fi.get(e))
+		}
+		return p
+	case *ssa.BinOp:
+		return volatile
+	}
+	return unknown
+}
+
+// loadProv is the provenance of the value loaded from addr.
+func (fi *funcInfo) loadProv(addr ssa.Value) Prov {
+	a := fi.get(addr)
+	res := Prov{Params: a.Params, Flags: a.Flags & provUnknown}
+	if a.Flags&(provPool|provFresh) != 0 {
+		res.Flags |= provPool
+	}
+	if a.Flags&provVolatile != 0 {
+		res = res.join(fi.volatileLoad(addr))
+	}
+	return res
+}
+
+// volatileLoad is the provenance of a value loaded from volatile memory:
+// what was stored into that local, or unknown for globals and escapes.
+func (fi *funcInfo) volatileLoad(addr ssa.Value) Prov {
+	base := objectBase(addr)
+	switch b := base.(type) {
+	case *ssa.Alloc:
+		return fi.storesInto(b)
+	case *ssa.FreeVar:
+		p := fi.storesInto(b)
+		if parent, bind := fi.binding(b); parent != nil {
+			if cell, ok := objectBase(bind).(*ssa.Alloc); ok {
+				p = p.join(parent.storesInto(cell).lift())
+			} else {
+				p = p.join(unknown)
+			}
+		}
+		return p
+	case *ssa.Const:
+		return volatile
+	}
+	return unknown
+}
+
+// objectBase strips field and array-element addressing off addr.
+func objectBase(addr ssa.Value) ssa.Value {
+	for {
+		switch a := addr.(type) {
+		case *ssa.FieldAddr:
+			addr = a.X
+		case *ssa.IndexAddr:
+			addr = a.X
+		case *ssa.Slice:
+			addr = a.X
+		case *ssa.ChangeType:
+			addr = a.X
+		default:
+			return addr
+		}
+	}
+}
+
+// storesInto joins the provenance of every value stored into the object
+// at base (a local or a captured variable) in this function; an address of
+// it that escapes (stored, passed to a call) makes it unknown.
+func (fi *funcInfo) storesInto(base ssa.Value) Prov {
+	var res Prov
+	seen := map[ssa.Value]bool{}
+	var walk func(v ssa.Value)
+	walk = func(v ssa.Value) {
+		if seen[v] || v.Referrers() == nil {
+			return
+		}
+		seen[v] = true
+		for _, r := range *v.Referrers() {
+			switch r := r.(type) {
+			case *ssa.Store:
+				if r.Addr == v {
+					res = res.join(fi.get(r.Val))
+				} else {
+					res = res.join(unknown)
+				}
+			case *ssa.FieldAddr:
+				walk(r)
+			case *ssa.IndexAddr:
+				walk(r)
+			case *ssa.Slice:
+				walk(r)
+			case *ssa.ChangeType:
+				walk(r)
+			case *ssa.UnOp, *ssa.DebugRef, *ssa.MakeClosure:
+				// loads; captures are read through the closure's free variable
+			case ssa.CallInstruction:
+				if b, ok := r.Common().Value.(*ssa.Builtin); ok && (b.Name() == "len" || b.Name() == "cap") {
+					continue
+				}
+				res = res.join(unknown)
+			default:
+				res = res.join(unknown)
+			}
+		}
+	}
+	walk(base)
+	return res
+}
+
+// binding returns the enclosing function and the value bound to free
+// variable fv where fi's closure is made (nil if not found).
+func (fi *funcInfo) binding(fv *ssa.FreeVar) (*funcInfo, ssa.Value) {
+	parent := fi.fn.Parent()
+	if parent == nil {
+		return nil, nil
+	}
+	idx := -1
+	for i, f := range fi.fn.FreeVars {
+		if f == fv {
+			idx = i
+		}
+	}
+	if idx < 0 || fi.fn.Referrers() == nil {
+		return nil, nil
+	}
+	for _, r := range *fi.fn.Referrers() {
+		if mc, ok := r.(*ssa.MakeClosure); ok && mc.Fn == fi.fn && idx < len(mc.Bindings) {
+			return fi.c.info(parent), mc.Bindings[idx]
+		}
+	}
+	return nil, nil
+}
+
+// freeVarProv: a summary closure gives each free variable its own bit after
+// the parameters; other closures take the enclosing function's provenance.
+func (fi *funcInfo) freeVarProv(fv *ssa.FreeVar) Prov {
+	if !fi.txn {
+		for i, f := range fi.fn.FreeVars {
+			if f == fv && len(fi.fn.Params)+i < 64 {
+				return Prov{Params: 1 << uint(len(fi.fn.Params)+i)}
+			}
+		}
+	}
+	parent, bind := fi.binding(fv)
+	if parent == nil {
+		return unknown
+	}
+	return parent.get(bind).lift()
+}
+
+// callResults is the provenance of each result of a call.
+func (fi *funcInfo) callResults(call *ssa.Call) []Prov {
+	common := call.Common()
+	n := common.Signature().Results().Len()
+	out := make([]Prov, n)
+	fill := func(p Prov) []Prov {
+		for i := range out {
+			out[i] = p
+			if t := common.Signature().Results().At(i).Type(); !pointerish(t) || isError(t) {
+				out[i] = volatile
+			}
+		}
+		return out
+	}
+	if b, ok := common.Value.(*ssa.Builtin); ok {
+		if b.Name() == "append" && len(common.Args) > 0 {
+			return fill(fi.get(common.Args[0]).join(volatile))
+		}
+		return fill(volatile)
+	}
+	switch name := engramFunc(common); {
+	case freshFuncs[name]:
+		return fill(Prov{Flags: provFresh})
+	case name == "Root":
+		return fill(Prov{Flags: provPool})
+	case name != "":
+		return fill(volatile)
+	}
+	sum := fi.c.summaryOf(common)
+	if sum == nil || len(sum.Results) != n {
+		return fill(unknown)
+	}
+	args := callArgs(common)
+	for i, r := range sum.Results {
+		p := Prov{Flags: r.Flags}
+		for j := 0; j < 64; j++ {
+			if r.Params&(1<<uint(j)) != 0 {
+				if j < len(args) {
+					p = p.join(fi.get(args[j]))
+				} else {
+					p = p.join(unknown)
+				}
+			}
+		}
+		out[i] = p
+	}
+	return out
+}
+
+// callArgs lists the arguments of a static call as the callee numbers its
+// parameters: receiver, arguments, then closure bindings.
+func callArgs(c *ssa.CallCommon) []ssa.Value {
+	args := append([]ssa.Value(nil), c.Args...)
+	if mc, ok := c.Value.(*ssa.MakeClosure); ok {
+		args = append(args, mc.Bindings...)
+	}
+	return args
+}
