@@ -44,7 +44,7 @@ type checker struct {
 	pass    *analysis.Pass
 	pkg     *ssa.Package
 	infos   map[*ssa.Function]*funcInfo
-	seen    map[string]bool // reported position+message
+	seen    map[string]bool             // reported position+message
 	exprs   map[token.Pos]ast.Expr      // written expressions by SSA position
 	calls   map[token.Pos]*ast.CallExpr // calls by Lparen
 	modPath string

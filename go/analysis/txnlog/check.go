@@ -300,8 +300,7 @@ func (fi *funcInfo) builtin(in ssa.CallInstruction, name string, args []ssa.Valu
 	if _, ok := dst.Type().Underlying().(*types.Slice); !ok {
 		return // clear of a map: maps never live in the pool
 	}
-	s := site{pos: in.Pos(), what: fmt.Sprintf("the elements of %s", fi.c.exprText(dst, in.Pos())),
-}
+	s := site{pos: in.Pos(), what: fmt.Sprintf("the elements of %s", fi.c.exprText(dst, in.Pos()))}
 	if fi.rangeLogged(in, dst) {
 		return
 	}

@@ -1,0 +1,63 @@
+// Package undecided holds the stores the analyzer cannot decide statically:
+// each must be reported as "cannot decide", never passed over in silence.
+package undecided
+
+import (
+	"sort"
+
+	"github.com/engram-pm/engram-go"
+)
+
+type Node struct {
+	Val   int
+	Items []int
+}
+
+type Setter interface{ Set(v int) }
+
+func (n *Node) Set(v int) { n.Val = v } // want Set:"store\\(0:n.Val\\)"
+
+// Through an interface method.
+func viaInterface(tx *engram.Tx, n *Node) {
+	var s Setter = n
+	s.Set(1) // want `cannot decide: call through interface method Set may store to pool memory`
+}
+
+// Through a function value.
+func viaFuncValue(tx *engram.Tx, n *Node, f func(*Node)) {
+	f(n) // want `cannot decide: call of a function value may store to pool memory`
+}
+
+// Through a pointer of unknown provenance (a Go global).
+var cached *Node
+
+func viaGlobal(tx *engram.Tx) {
+	cached.Val = 1 // want `cannot decide: cached.Val is written through a pointer of unknown provenance`
+}
+
+// Through a map of pointers.
+func viaMap(tx *engram.Tx, m map[int]*Node) {
+	m[1].Val = 2 // want `cannot decide: m\[1\].Val is written through a pointer of unknown provenance`
+}
+
+// A logged range whose bounds are not known statically.
+func varRange(tx *engram.Tx, n *Node, i, j, k int) {
+	items := n.Items
+	_ = engram.LogSlice(tx, items[i:j])
+	items[k] = 1 // want `cannot decide: the logged range may not cover items\[k\]`
+}
+
+// A function outside the module given pool memory.
+func viaStdlib(tx *engram.Tx, n *Node) {
+	sort.Ints(n.Items) // want `cannot decide: call to sort.Ints outside the module may store to pool memory passed to it`
+}
+
+// A helper in the module that calls a function value: undecided at the call.
+func apply(n *Node, f func(int) int) { // want apply:"undecided\\(-1:call of a function value may store to pool memory\\)"
+	n.Val = f(n.Val)
+}
+
+func viaHelper(tx *engram.Tx, n *Node) {
+	_ = tx.Log(&n.Val)
+	apply(n, func(v int) int { return v + 1 }) // want `cannot decide: in call to apply: call of a function value may store to pool memory`
+}
