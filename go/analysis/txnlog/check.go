@@ -199,6 +199,9 @@ func (fi *funcInfo) call(in ssa.CallInstruction) {
 	}
 	args := callArgs(common)
 	name := calleeName(callee)
+	if obj := calleeObj(common); obj != nil && obj.Pkg() != nil && obj.Pkg() != fi.c.pass.Pkg {
+		name = obj.Pkg().Name() + "." + name
+	}
 	for i := range sum.Effects {
 		fi.applyEffect(in, args, &sum.Effects[i], name)
 	}

@@ -96,8 +96,8 @@ func linkAfter(tx *engram.Tx, a, b *Node) error {
 
 // A helper in another package of the module, directly and one call deeper.
 func setCell(tx *engram.Tx, n *Node) {
-	lib.Set(n.Cell, 1)   // want `unlogged store to pool memory in call to lib.Set|in call to Set: c.V`
-	lib.Chain(n.Cell, 2) // want `unlogged store to pool memory in call to Chain: c.V`
+	lib.Set(n.Cell, 1)   // want `unlogged store to pool memory in call to lib.Set: c.V`
+	lib.Chain(n.Cell, 2) // want `unlogged store to pool memory in call to lib.Chain: c.V`
 	_ = lib.Get(n.Cell)
 }
 
