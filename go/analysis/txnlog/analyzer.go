@@ -18,6 +18,7 @@
 package txnlog
 
 import (
+	"fmt"
 	"go/ast"
 	"go/build"
 	"go/token"
@@ -61,7 +62,12 @@ type funcInfo struct {
 	logs    []region
 	state   int // 0 new, 1 analyzing, 2 done
 	effects []Effect
+	logged  []Effect // what fi logs on every path, for its summary
 	results []Prov
+}
+
+func (fi *funcInfo) summary() *Summary {
+	return &Summary{Effects: fi.effects, Logs: fi.logged, Results: fi.results}
 }
 
 func run(pass *analysis.Pass) (any, error) {
@@ -80,7 +86,7 @@ func run(pass *analysis.Pass) (any, error) {
 	for _, fn := range ssaInfo.SrcFuncs {
 		if obj, ok := fn.Object().(*types.Func); ok && fn.Parent() == nil {
 			fi := c.info(fn)
-			if sum := (&Summary{Effects: fi.effects, Results: fi.results}); !sum.empty() {
+			if sum := fi.summary(); !sum.empty() {
 				pass.ExportObjectFact(obj, sum)
 			}
 		}
@@ -195,7 +201,7 @@ func (c *checker) summaryOf(common *ssa.CallCommon) *Summary {
 			return &Summary{} // recursion: optimistic
 		}
 		c.analyze(fi)
-		return &Summary{Effects: fi.effects, Results: fi.results}
+		return fi.summary()
 	}
 	obj, ok := fn.Object().(*types.Func)
 	if !ok || obj.Pkg() == nil || !c.sameModule(obj) {
@@ -247,6 +253,8 @@ func (fi *funcInfo) collectLogs() {
 			}
 			common := call.Common()
 			switch engramFunc(common) {
+			case "":
+				fi.calleeLogs(in, common)
 			case "Tx.Log":
 				if len(common.Args) == 2 {
 					fi.addLog(in, stripIface(common.Args[1]))
@@ -258,6 +266,81 @@ func (fi *funcInfo) collectLogs() {
 			}
 		}
 	}
+}
+
+// calleeLogs adds the logs a callee makes on every path (a logging helper
+// such as logNode(tx, n)) as logs made at the call.
+func (fi *funcInfo) calleeLogs(in ssa.Instruction, common *ssa.CallCommon) {
+	if _, ok := common.Value.(*ssa.Builtin); ok || common.IsInvoke() || common.StaticCallee() == nil {
+		return
+	}
+	sum := fi.c.summaryOf(common)
+	if sum == nil {
+		return
+	}
+	args := callArgs(common)
+	for _, e := range sum.Logs {
+		if e.Param < 0 || e.Param >= len(args) {
+			continue
+		}
+		p := factPath(args[e.Param], e.Steps)
+		if e.SliceAll {
+			fi.logs = append(fi.logs, region{at: in, slice: true, base: p, kind: stepElem})
+		} else {
+			fi.logs = append(fi.logs, region{at: in, obj: p})
+		}
+	}
+}
+
+// summariseLogs records the logs of parameter memory that dominate every
+// return of fi.
+func (fi *funcInfo) summariseLogs() {
+	var rets []ssa.Instruction
+	for _, b := range fi.fn.Blocks {
+		if n := len(b.Instrs); n > 0 {
+			if r, ok := b.Instrs[n-1].(*ssa.Return); ok {
+				rets = append(rets, r)
+			}
+		}
+	}
+	if len(rets) == 0 {
+		return
+	}
+	for _, r := range fi.logs {
+		if r.virtual || !dominatesAll(r.at, rets) {
+			continue
+		}
+		p := r.obj
+		if r.slice {
+			if r.kind != stepElem || !isZero(r.lo) || (r.hi != nil && !isLen(r.hi, r.base)) {
+				continue
+			}
+			p = r.base
+		}
+		for j := range len(fi.fn.Params) + len(fi.fn.FreeVars) {
+			if steps := fi.relSteps(p, j); steps != nil && len(fi.logged) < maxEffects {
+				fi.addLogged(Effect{Param: j, Steps: steps, SliceAll: r.slice})
+			}
+		}
+	}
+}
+
+func (fi *funcInfo) addLogged(e Effect) {
+	for _, o := range fi.logged {
+		if o.Param == e.Param && o.SliceAll == e.SliceAll && fmt.Sprint(o.Steps) == fmt.Sprint(e.Steps) {
+			return
+		}
+	}
+	fi.logged = append(fi.logged, e)
+}
+
+func dominatesAll(a ssa.Instruction, bs []ssa.Instruction) bool {
+	for _, b := range bs {
+		if !dominates(a, b) {
+			return false
+		}
+	}
+	return true
 }
 
 func stripIface(v ssa.Value) ssa.Value {

@@ -37,6 +37,7 @@ func (c *checker) analyze(fi *funcInfo) {
 			}
 		}
 	}
+	fi.summariseLogs()
 	fi.state = 2
 }
 
@@ -71,8 +72,10 @@ func (fi *funcInfo) write(at ssa.Instruction, p path, pr Prov, s site) {
 		switch {
 		case pr.needsLog(true) && cov == no:
 			fi.c.reportMissing(fi, s)
+			fi.assumeLogged(at, p)
 		case pr.needsLog(true):
 			fi.c.report(s.pos, "cannot decide: the logged range may not cover %s%s", s.what, s.via())
+			fi.assumeLogged(at, p)
 		default:
 			fi.c.report(s.pos, "cannot decide: %s is written%s through a pointer of unknown provenance", s.what, s.via())
 		}
@@ -92,6 +95,14 @@ func (fi *funcInfo) write(at ssa.Instruction, p path, pr Prov, s site) {
 		if pr.Params&(1<<uint(j)) != 0 {
 			fi.addEffect(s.effect(j, fi.relSteps(p, j), undecided, fi))
 		}
+	}
+}
+
+// assumeLogged treats a reported location as logged from here on (as it is
+// once -fix has inserted the log), so stores after it are not reported again.
+func (fi *funcInfo) assumeLogged(at ssa.Instruction, p path) {
+	if p.root != nil {
+		fi.logs = append(fi.logs, region{at: at, obj: p, virtual: true})
 	}
 }
 

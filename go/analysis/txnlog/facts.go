@@ -72,12 +72,14 @@ type Effect struct {
 	What      string     // the source expression written
 	Pos       string     // file:line of the store
 	Func      string     // the function that stores
+	SliceAll  bool       // in Logs: all elements of the slice at Steps
 }
 
 // Summary is the fact exported for every function of a package.
 type Summary struct {
 	Effects []Effect
-	Results []Prov // provenance of each result
+	Logs    []Effect // parameter memory logged on every path to a return
+	Results []Prov   // provenance of each result
 }
 
 func (*Summary) AFact() {}
@@ -90,6 +92,9 @@ func (s *Summary) String() string {
 		} else {
 			fmt.Fprintf(&b, "store(%d:%s) ", e.Param, e.What)
 		}
+	}
+	for _, e := range s.Logs {
+		fmt.Fprintf(&b, "logs(%d:%d steps) ", e.Param, len(e.Steps))
 	}
 	for i, r := range s.Results {
 		if r != volatile && r != (Prov{}) {
@@ -106,7 +111,7 @@ func (s *Summary) empty() bool {
 			return false
 		}
 	}
-	return len(s.Effects) == 0
+	return len(s.Effects) == 0 && len(s.Logs) == 0
 }
 
 func (p Prov) String() string {

@@ -190,6 +190,9 @@ type region struct {
 	kind  int // stepElem or stepArr for slice regions
 	lo    ssa.Value
 	hi    ssa.Value
+	// virtual: not a log call but a store already reported, assumed logged
+	// for the rest of the function (never part of a summary)
+	virtual bool
 }
 
 // covers reports whether r covers a store to p.

@@ -85,7 +85,7 @@ func link(a, b *Node) { // want link:"store\\(0:a.Next\\)"
 	a.Next = b
 }
 
-func linkAfter(tx *engram.Tx, a, b *Node) error {
+func linkAfter(tx *engram.Tx, a, b *Node) error { // want linkAfter:"logs\\(2:1 steps\\)"
 	if err := tx.Log(&b.Next); err != nil {
 		return err
 	}
@@ -109,7 +109,7 @@ func zero(tx *engram.Tx, l *List) {
 }
 
 // The log comes after the store.
-func logLate(tx *engram.Tx, n *Node) {
+func logLate(tx *engram.Tx, n *Node) { // want logLate:"logs\\(1:1 steps\\)"
 	n.Val = 1 // want `unlogged store to pool memory: n.Val`
 	_ = tx.Log(&n.Val)
 }
@@ -123,7 +123,7 @@ func logOneBranch(tx *engram.Tx, n *Node, c bool) {
 }
 
 // The wrong field is logged.
-func logWrongField(tx *engram.Tx, n *Node) {
+func logWrongField(tx *engram.Tx, n *Node) { // want logWrongField:"logs\\(1:1 steps\\)"
 	_ = tx.Log(&n.Next)
 	n.Val = 1 // want `unlogged store to pool memory: n.Val`
 }
@@ -181,13 +181,13 @@ func clearAll(l *List) { // want clearAll:"store\\(0:n.Val\\)"
 	}
 }
 
-func clearList(tx *engram.Tx, l *List) {
+func clearList(tx *engram.Tx, l *List) { // want clearList:"logs\\(1:0 steps\\)"
 	_ = tx.Log(l)
 	clearAll(l) // want `unlogged store to pool memory in call to clearAll: n.Val`
 }
 
 // Logging a slice header does not log its elements.
-func headerOnly(tx *engram.Tx, n *Node) {
+func headerOnly(tx *engram.Tx, n *Node) { // want headerOnly:"logs\\(1:1 steps\\)"
 	_ = tx.Log(&n.Items)
 	n.Items[0] = 1 // want `unlogged store to pool memory: n.Items\[0\]`
 }
@@ -208,7 +208,7 @@ func rename(tx *engram.Tx, n *Node, s string) error {
 }
 
 // A nested struct field with a sibling logged.
-func nested(tx *engram.Tx, n *Node) {
+func nested(tx *engram.Tx, n *Node) { // want nested:"logs\\(1:2 steps\\)"
 	_ = tx.Log(&n.In.Y)
 	n.In.X = 1 // want `unlogged store to pool memory: n.In.X`
 }

@@ -57,7 +57,7 @@ func apply(n *Node, f func(int) int) { // want apply:"undecided\\(-1:call of a f
 	n.Val = f(n.Val)
 }
 
-func viaHelper(tx *engram.Tx, n *Node) {
+func viaHelper(tx *engram.Tx, n *Node) { // want viaHelper:"logs\\(1:1 steps\\)"
 	_ = tx.Log(&n.Val)
 	apply(n, func(v int) int { return v + 1 }) // want `cannot decide: in call to apply: call of a function value may store to pool memory`
 }

@@ -1,0 +1,108 @@
+package bugs
+
+import "github.com/engram-pm/engram-go"
+
+type Pair struct{ X, Y int }
+
+type Table struct {
+	Pairs []Pair
+	Other []Pair
+}
+
+// A helper logs one field; the caller stores another.
+func logNext(tx *engram.Tx, n *Node) { // want logNext:"logs\\(1:1 steps\\)"
+	_ = tx.Log(&n.Next)
+}
+
+func helperLogsOther(tx *engram.Tx, n *Node) { // want helperLogsOther:"logs\\(1:1 steps\\)"
+	logNext(tx, n)
+	n.Val = 1 // want `unlogged store to pool memory: n.Val`
+}
+
+// A struct element of a pool slice, with a different slice logged.
+func pairs(tx *engram.Tx, t *Table, i int) { // want pairs:"logs\\(1:2 steps\\)"
+	_ = engram.LogSlice(tx, t.Other)
+	t.Pairs[i].X = 1 // want `unlogged store to pool memory: t.Pairs\[i\].X`
+}
+
+// A root looked up inside the transaction.
+func rootInside(pool *engram.Pool) error {
+	return pool.Txn(func(tx *engram.Tx) error {
+		l, err := engram.Root[List](pool, "list")
+		if err != nil {
+			return err
+		}
+		l.Len = 0 // want `unlogged store to pool memory: l.Len`
+		return nil
+	})
+}
+
+// A captured variable assigned inside the closure.
+func capturedCell(pool *engram.Pool) error {
+	var head *Node
+	err := pool.Txn(func(tx *engram.Tx) error {
+		l, err := engram.Root[List](pool, "list")
+		if err != nil {
+			return err
+		}
+		head = l.Head
+		head.Val = 1 // want `unlogged store to pool memory: head.Val`
+		return nil
+	})
+	_ = head
+	return err
+}
+
+// A nested transaction (flattened) over the outer function's parameter.
+func nestedTxn(tx *engram.Tx, pool *engram.Pool, n *Node) error {
+	return pool.Txn(func(tx2 *engram.Tx) error {
+		n.Val = 1 // want `unlogged store to pool memory: n.Val`
+		return nil
+	})
+}
+
+// A generic helper.
+func setFirst[T any](s []T, v T) { // want setFirst:"store\\(0:s\\[0\\]\\)"
+	s[0] = v
+}
+
+func generic(tx *engram.Tx, n *Node) {
+	setFirst(n.Items, 5) // want `unlogged store to pool memory in call to setFirst: s\[0\]`
+}
+
+// Two stores to one location are one missing log; a second location is
+// another.
+func twice(tx *engram.Tx, n *Node) {
+	n.Val = 1 // want `unlogged store to pool memory: n.Val`
+	n.Val = 2
+	n.Next = nil // want `unlogged store to pool memory: n.Next`
+}
+
+// A slice of an array inside a pool object.
+func arraySlice(tx *engram.Tx, n *Node) {
+	arr := n.Arr[:]
+	arr[1] = 5 // want `unlogged store to pool memory: arr\[1\]`
+}
+
+// A pointer to a pool element.
+func elemPointer(tx *engram.Tx, n *Node, i int) {
+	p := &n.Items[i]
+	*p = 3 // want `unlogged store to pool memory: \*p`
+}
+
+// The log covers a different element of the same slice.
+func otherElement(tx *engram.Tx, n *Node) { // want otherElement:"logs\\(1:3 steps\\)"
+	_ = tx.Log(&n.Items[1])
+	n.Items[2] = 1 // want `unlogged store to pool memory: n.Items\[2\]`
+}
+
+// Fresh memory, then pool memory reached from it.
+func freshThenPool(tx *engram.Tx, l *List) error {
+	n, err := engram.New[Node](tx)
+	if err != nil {
+		return err
+	}
+	n.Next = l.Head
+	n.Next.Val = 3 // want `unlogged store to pool memory: n.Next.Val`
+	return nil
+}
