@@ -76,6 +76,10 @@ func TestFixes(t *testing.T) {
 	}
 	tmp := t.TempDir()
 	fixed := regexp.MustCompile(" *// want `[^`]*`").ReplaceAll(golden, nil)
+	// The inserted logs now show in the summaries of the fixed functions.
+	for _, fn := range []string{"set", "relink"} {
+		fixed = regexp.MustCompile(`(?m)^(func `+fn+`\(.*\{)$`).ReplaceAll(fixed, []byte(`$1 // want `+fn+`:"logs"`))
+	}
 	writeFile(t, filepath.Join(tmp, "src", "fixed", "fixes.go"), fixed)
 	stub, err := os.ReadFile(filepath.Join(dir, "src", "github.com", "engram-pm", "engram-go", "engram.go"))
 	if err != nil {
