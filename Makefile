@@ -36,7 +36,7 @@ run:
 	@mkdir -p data
 	$(CARGO) run --release -q -p engram-cli -- demo data/demo.pool
 
-test: deps
+test: deps test-govet
 	$(CARGO) build --workspace --all-targets
 	$(CARGO) test --workspace
 
@@ -48,3 +48,11 @@ bench: bench-deps
 clean:
 	$(CARGO) clean
 	rm -rf data
+
+# engramvet, the Go analyzer for unlogged stores in transactions (go/analysis/txnlog,
+# go/cmd/engramvet): go vet over the Go module, then the analyzer's corpus tests and the
+# end-to-end go vet -vettool / -fix test. Go modules come from the Go module proxy.
+GO ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
+.PHONY: test-govet
+test-govet:
+	cd go && $(GO) vet ./... && $(GO) test ./analysis/... ./cmd/engramvet/...
