@@ -60,7 +60,8 @@ type funcInfo struct {
 	tx      string // name of the *Tx in scope, for fixes ("" if none)
 	prov    map[ssa.Value]Prov
 	logs    []region
-	state   int // 0 new, 1 analyzing, 2 done
+	stores  []storeAt // every plain store, for killing logs (see killed)
+	state   int       // 0 new, 1 analyzing, 2 done
 	effects []Effect
 	logged  []Effect // what fi logs on every path, for its summary
 	results []Prov
@@ -249,6 +250,9 @@ func underGOROOT(file string) bool {
 func (fi *funcInfo) collectLogs() {
 	for _, b := range fi.fn.Blocks {
 		for _, in := range b.Instrs {
+			if st, ok := in.(*ssa.Store); ok {
+				fi.stores = append(fi.stores, storeAt{st, pathOf(st.Addr)})
+			}
 			call, ok := in.(ssa.CallInstruction)
 			if !ok {
 				continue
@@ -309,7 +313,7 @@ func (fi *funcInfo) summariseLogs() {
 		return
 	}
 	for _, r := range fi.logs {
-		if r.virtual || !dominatesAll(r.at, rets) {
+		if r.virtual || !dominatesAll(r.at, rets) || fi.killedAtAny(r, rets) {
 			continue
 		}
 		p := r.obj
@@ -334,6 +338,15 @@ func (fi *funcInfo) addLogged(e Effect) {
 		}
 	}
 	fi.logged = append(fi.logged, e)
+}
+
+func (fi *funcInfo) killedAtAny(r region, rets []ssa.Instruction) bool {
+	for _, ret := range rets {
+		if fi.killed(r, ret) {
+			return true
+		}
+	}
+	return false
 }
 
 func dominatesAll(a ssa.Instruction, bs []ssa.Instruction) bool {
@@ -380,10 +393,72 @@ func sliceRegion(at ssa.Instruction, s ssa.Value) region {
 func (fi *funcInfo) coverage(at ssa.Instruction, p path) tri {
 	best := no
 	for _, r := range fi.logs {
-		if !dominates(r.at, at) {
+		if !dominates(r.at, at) || fi.killed(r, at) {
 			continue
 		}
 		best = max(best, r.covers(p))
 	}
 	return best
+}
+
+type storeAt struct {
+	at   *ssa.Store
+	path path
+}
+
+// killed reports whether a log no longer covers what it covered when it
+// ran: its path goes through a pointer (or slice header) that a store may
+// overwrite between the log and at (tx.Log(&l.Head.Val); l.Head = m;
+// l.Head.Val = 1 writes m's Val, which was never logged).
+func (fi *funcInfo) killed(r region, at ssa.Instruction) bool {
+	p := r.obj
+	if r.slice {
+		p = r.base
+	}
+	for i, s := range p.steps {
+		if s.kind != stepLoad {
+			continue
+		}
+		loc := path{p.root, p.steps[:i]}
+		for _, w := range fi.stores {
+			if len(w.path.steps) != i || matchPrefix(loc, w.path) == no || dominates(w.at, r.at) {
+				continue
+			}
+			if reaches(r.at, w.at) && reaches(w.at, at) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// reaches reports whether b can run after a.
+func reaches(a, b ssa.Instruction) bool {
+	if a.Block() == b.Block() && index(a) < index(b) {
+		return true
+	}
+	seen := map[*ssa.BasicBlock]bool{}
+	work := append([]*ssa.BasicBlock(nil), a.Block().Succs...)
+	for len(work) > 0 {
+		blk := work[len(work)-1]
+		work = work[:len(work)-1]
+		if seen[blk] {
+			continue
+		}
+		seen[blk] = true
+		if blk == b.Block() {
+			return true
+		}
+		work = append(work, blk.Succs...)
+	}
+	return false
+}
+
+func index(in ssa.Instruction) int {
+	for i, x := range in.Block().Instrs {
+		if x == in {
+			return i
+		}
+	}
+	return -1
 }

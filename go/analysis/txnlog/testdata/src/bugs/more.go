@@ -106,3 +106,20 @@ func freshThenPool(tx *engram.Tx, l *List) error {
 	n.Next.Val = 3 // want `unlogged store to pool memory: n.Next.Val`
 	return nil
 }
+
+// The logged object is no longer the one stored to: the pointer it was
+// reached through changed after the log.
+func relinkAfterLog(tx *engram.Tx, l *List, m *Node) { // want relinkAfterLog:"logs\\(1:1 steps\\)"
+	_ = tx.Log(&l.Head)
+	_ = tx.Log(&l.Head.Val)
+	l.Head = m
+	l.Head.Val = 1 // want `unlogged store to pool memory: l.Head.Val`
+}
+
+// The same for a logged slice whose header is replaced.
+func resliceAfterLog(tx *engram.Tx, n *Node, other []int) { // want resliceAfterLog:"logs\\(1:1 steps\\)"
+	_ = tx.Log(&n.Items)
+	_ = engram.LogSlice(tx, n.Items)
+	n.Items = other
+	n.Items[0] = 1 // want `unlogged store to pool memory: n.Items\[0\]`
+}

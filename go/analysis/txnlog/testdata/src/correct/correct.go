@@ -262,3 +262,12 @@ func callCollect(tx *engram.Tx, l *List) int {
 	collect(tx, l, &vals)
 	return len(vals)
 }
+
+// The pointer changes before the log through it: the log covers the new
+// object.
+func relinkThenLog(tx *engram.Tx, l *List, m *Node) { // want relinkThenLog:"logs\\(1:1 steps\\) logs\\(1:3 steps\\)"
+	_ = tx.Log(&l.Head)
+	l.Head = m
+	_ = tx.Log(&l.Head.Val)
+	l.Head.Val = 1
+}
