@@ -25,7 +25,7 @@ func (c *checker) analyze(fi *funcInfo) {
 		for _, in := range b.Instrs {
 			switch in := in.(type) {
 			case *ssa.Store:
-				fi.write(in, pathOf(in.Addr), fi.get(in.Addr), fi.c.site(in.Pos(), in.Addr, nil))
+				fi.write(in, pathOf(in.Addr), fi.get(in.Addr), fi.c.site(in.Pos(), in.Addr))
 			case ssa.CallInstruction:
 				fi.call(in)
 			case *ssa.Return:
@@ -133,10 +133,14 @@ func (fi *funcInfo) addEffect(e Effect) {
 			return
 		}
 	}
-	if len(fi.effects) >= maxEffects {
-		return
+	switch {
+	case len(fi.effects) < maxEffects-1:
+		fi.effects = append(fi.effects, e)
+	case len(fi.effects) == maxEffects-1:
+		// Full: one last effect stands for the rest, so nothing is lost.
+		fi.effects = append(fi.effects, Effect{Param: -1, Opaque: true, Pos: e.Pos, Func: e.Func,
+			Undecided: fmt.Sprintf("%s has more effects than a summary holds", fi.fn.Name())})
 	}
-	fi.effects = append(fi.effects, e)
 }
 
 // relSteps expresses p relative to parameter j (free variables follow the

@@ -129,5 +129,6 @@ func (p Prov) String() string {
 	return strings.Join(parts, "|")
 }
 
-// maxEffects bounds a summary; further effects collapse into one opaque one.
+// maxEffects bounds a summary; the last slot becomes a "cannot decide"
+// effect standing for the rest.
 const maxEffects = 16

@@ -43,7 +43,7 @@ func (c *checker) indexExprs() {
 }
 
 // site describes a store at pos to the location addr points to.
-func (c *checker) site(pos token.Pos, addr ssa.Value, _ any) site {
+func (c *checker) site(pos token.Pos, addr ssa.Value) site {
 	e := c.exprs[pos]
 	if e == nil {
 		switch addr.(type) {
