@@ -388,8 +388,9 @@ func sliceRegion(at ssa.Instruction, s ssa.Value) region {
 	return region{at: at, slice: true, base: pathOf(s), kind: stepElem}
 }
 
-// coverage decides whether the logs dominating at cover a store to p, and
-// says why not when it cannot decide.
+// coverage decides whether the logs before at cover a store to p: yes if
+// one dominating log covers it, or if on every path from the entry some
+// log covers it (a log on each branch); maybe when a log might cover it.
 func (fi *funcInfo) coverage(at ssa.Instruction, p path) tri {
 	best := no
 	for _, r := range fi.logs {
@@ -398,7 +399,59 @@ func (fi *funcInfo) coverage(at ssa.Instruction, p path) tri {
 		}
 		best = max(best, r.covers(p))
 	}
+	if best != yes && fi.everyPath(at, p) {
+		return yes
+	}
 	return best
+}
+
+// everyPath is a must-dataflow over the blocks: covered at the end of a
+// block if a log in it covers p, or if covered at the end of every
+// predecessor (the entry block has none and starts uncovered).
+func (fi *funcInfo) everyPath(at ssa.Instruction, p path) bool {
+	gen := map[*ssa.BasicBlock]bool{}
+	var genAt bool // a covering log in at's block before at
+	for _, r := range fi.logs {
+		if r.covers(p) != yes || fi.killed(r, at) {
+			continue
+		}
+		gen[r.at.Block()] = true
+		if r.at.Block() == at.Block() && index(r.at) < index(at) {
+			genAt = true
+		}
+	}
+	if genAt {
+		return true
+	}
+	if len(gen) == 0 {
+		return false
+	}
+	blocks := fi.fn.Blocks
+	out := make(map[*ssa.BasicBlock]bool, len(blocks))
+	for _, b := range blocks {
+		out[b] = true
+	}
+	in := func(b *ssa.BasicBlock) bool {
+		if b.Index == 0 || len(b.Preds) == 0 {
+			return false
+		}
+		for _, pr := range b.Preds {
+			if !out[pr] {
+				return false
+			}
+		}
+		return true
+	}
+	for changed := true; changed; {
+		changed = false
+		for _, b := range blocks {
+			v := gen[b] || in(b)
+			if v != out[b] {
+				out[b], changed = v, true
+			}
+		}
+	}
+	return in(at.Block())
 }
 
 type storeAt struct {

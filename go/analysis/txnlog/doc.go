@@ -35,8 +35,9 @@
 // its pointers and slices point to). engram.LogSlice(tx, s[i:j]) covers the
 // elements i..j-1 of s; the analyzer decides whether an index is in range
 // for constants, for s[i:i+1] against index i, and for the whole slice;
-// otherwise it says "cannot decide". A log covers a store only if it
-// dominates it (runs first on every path), and only until a store may
+// otherwise it says "cannot decide". A log covers a store only if one runs
+// before it on every path (a dominating log, or one on each branch), and
+// only until a store may
 // overwrite a pointer or slice header the logged path was reached through.
 // Locations are compared by access path (root value, fields, indexes,
 // loads): logging through one alias does not cover a store through another.

@@ -123,3 +123,21 @@ func resliceAfterLog(tx *engram.Tx, n *Node, other []int) { // want resliceAfter
 	n.Items = other
 	n.Items[0] = 1 // want `unlogged store to pool memory: n.Items\[0\]`
 }
+
+// Logged on each branch, but one branch logs the wrong field.
+func branchesWrongField(tx *engram.Tx, n *Node, c bool) {
+	if c {
+		_ = tx.Log(&n.Val)
+	} else {
+		_ = tx.Log(&n.Next)
+	}
+	n.Val = 1 // want `unlogged store to pool memory: n.Val`
+}
+
+// Logged inside a loop that may run zero times.
+func loopMaybeZero(tx *engram.Tx, n *Node, k int) {
+	for i := 0; i < k; i++ {
+		_ = tx.Log(n)
+	}
+	n.Val = 1 // want `unlogged store to pool memory: n.Val`
+}
