@@ -198,7 +198,10 @@ func (c *checker) summaryOf(common *ssa.CallCommon) *Summary {
 	if fn.Origin() != nil {
 		fn = fn.Origin()
 	}
-	if fn.Pkg == c.pkg && len(fn.Blocks) > 0 {
+	obj, _ := fn.Object().(*types.Func)
+	// Functions of this package, and wrappers (bound methods, thunks) whose
+	// bodies call the real method, are analyzed here.
+	if len(fn.Blocks) > 0 && (fn.Pkg == c.pkg || fn.Synthetic != "") {
 		fi := c.info(fn)
 		if fi.state == 1 {
 			return &Summary{} // recursion: optimistic
@@ -206,8 +209,7 @@ func (c *checker) summaryOf(common *ssa.CallCommon) *Summary {
 		c.analyze(fi)
 		return fi.summary()
 	}
-	obj, ok := fn.Object().(*types.Func)
-	if !ok || obj.Pkg() == nil || !c.sameModule(obj) {
+	if obj == nil || obj.Pkg() == nil || !c.sameModule(obj) {
 		return nil
 	}
 	var sum Summary

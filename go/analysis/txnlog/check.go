@@ -226,6 +226,19 @@ func calleeName(fn *ssa.Function) string {
 	if fn.Origin() != nil {
 		fn = fn.Origin()
 	}
+	if obj, ok := fn.Object().(*types.Func); ok && fn.Synthetic != "" {
+		// a bound method or thunk: name the method it wraps
+		if recv := obj.Type().(*types.Signature).Recv(); recv != nil {
+			t := recv.Type()
+			if p, ok := t.(*types.Pointer); ok {
+				t = p.Elem()
+			}
+			if n, ok := types.Unalias(t).(*types.Named); ok {
+				return n.Obj().Name() + "." + obj.Name()
+			}
+		}
+		return obj.Name()
+	}
 	if recv := fn.Signature.Recv(); recv != nil {
 		t := recv.Type()
 		if p, ok := t.(*types.Pointer); ok {
@@ -272,7 +285,7 @@ func (fi *funcInfo) applyEffect(in ssa.CallInstruction, args []ssa.Value, e *Eff
 		pr = Prov{Flags: provPool}
 	} else {
 		arg := args[e.Param]
-		pr = fi.get(arg)
+		pr = fi.pathProv(arg, e.Steps)
 		if !e.Opaque {
 			p = factPath(arg, e.Steps)
 			s.logArg = fi.c.logArgForCall(in, e)
@@ -291,6 +304,31 @@ func (fi *funcInfo) applyEffect(in ssa.CallInstruction, args []ssa.Value, e *Eff
 		return
 	}
 	fi.write(in, p, pr, s)
+}
+
+// pathProv is the provenance of the memory a callee's path from arg ends
+// in: each load along the path moves to what the loaded location holds.
+func (fi *funcInfo) pathProv(arg ssa.Value, steps []FactStep) Prov {
+	pr := fi.get(arg)
+	first := true
+	for _, s := range steps {
+		if s.Kind != stepLoad {
+			continue
+		}
+		next := Prov{Params: pr.Params, Flags: pr.Flags & provUnknown}
+		if pr.Flags&(provPool|provFresh) != 0 {
+			next.Flags |= provPool
+		}
+		if pr.Flags&provVolatile != 0 {
+			if first {
+				next = next.join(fi.volatileLoad(arg))
+			} else {
+				next = next.join(unknown)
+			}
+		}
+		pr, first = next, false
+	}
+	return pr
 }
 
 // undecidedEffect passes a callee's undecided effect up a summary.

@@ -61,3 +61,12 @@ func viaHelper(tx *engram.Tx, n *Node) { // want viaHelper:"logs\\(1:1 steps\\)"
 	_ = tx.Log(&n.Val)
 	apply(n, func(v int) int { return v + 1 }) // want `cannot decide: in call to apply: call of a function value may store to pool memory`
 }
+
+// A pointer received from a channel.
+func viaChannel(tx *engram.Tx, ch chan *Node) {
+	select {
+	case n := <-ch:
+		n.Val = 1 // want `cannot decide: n.Val is written through a pointer of unknown provenance`
+	default:
+	}
+}
