@@ -50,6 +50,9 @@ type checker struct {
 	calls   map[token.Pos]*ast.CallExpr // calls by Lparen
 	modPath string
 	std     map[string]bool // package path -> in the standard library
+	// direct[fn]: fn is referred to only as the callee of static calls in
+	// this package, at least once (see helperTx).
+	direct map[*ssa.Function]bool
 }
 
 // funcInfo is the state of one function's analysis.
@@ -83,6 +86,7 @@ func run(pass *analysis.Pass) (any, error) {
 		c.modPath = pass.Module.Path
 	}
 	c.indexExprs()
+	c.countRefs(ssaInfo.SrcFuncs)
 	for _, fn := range ssaInfo.SrcFuncs {
 		c.analyze(c.info(fn))
 	}
@@ -117,7 +121,7 @@ func (c *checker) info(fn *ssa.Function) *funcInfo {
 		parent = c.info(fn.Parent())
 	}
 	if p := txParam(fn); p != nil {
-		fi.txn, fi.tx = true, p.Name()
+		fi.txn, fi.tx = !c.helperTx(fn), p.Name()
 	} else if parent != nil && parent.txn && !onlyCalled(fn) {
 		fi.txn, fi.tx = true, capturedTx(fn)
 	}
@@ -128,6 +132,50 @@ func (c *checker) info(fn *ssa.Function) *funcInfo {
 	fi.collectLogs()
 	fi.state = 0
 	return fi
+}
+
+// helperTx reports whether a function taking a *Tx is a helper checked at
+// its calls rather than on its own: unexported, not a method (a method may
+// be reached through an interface), and only ever called directly in this
+// package. Its parameters are then whatever its callers pass (a freshly
+// allocated object needs no log), instead of pool memory.
+func (c *checker) helperTx(fn *ssa.Function) bool {
+	obj, ok := fn.Object().(*types.Func)
+	if !ok || obj.Exported() || fn.Signature.Recv() != nil || fn.Parent() != nil {
+		return false
+	}
+	return c.direct[fn]
+}
+
+// countRefs fills c.direct from every instruction of the package
+// (including the package initializer, where variables may take functions).
+func (c *checker) countRefs(funcs []*ssa.Function) {
+	c.direct = map[*ssa.Function]bool{}
+	escaped := map[*ssa.Function]bool{}
+	if init := c.pkg.Func("init"); init != nil {
+		funcs = append(funcs, init)
+	}
+	for _, f := range funcs {
+		for _, b := range f.Blocks {
+			for _, in := range b.Instrs {
+				call, isCall := in.(ssa.CallInstruction)
+				for i, op := range in.Operands(nil) {
+					g, ok := (*op).(*ssa.Function)
+					if !ok || g.Parent() != nil {
+						continue
+					}
+					if isCall && i == 0 && call.Common().Value == g && !call.Common().IsInvoke() {
+						c.direct[g] = true
+					} else {
+						escaped[g] = true
+					}
+				}
+			}
+		}
+	}
+	for g := range escaped {
+		delete(c.direct, g)
+	}
 }
 
 // onlyCalled reports whether a closure's value is only ever called

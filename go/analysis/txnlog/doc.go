@@ -7,8 +7,11 @@
 // # Inside a transaction
 //
 // The body of a closure passed to (*engram.Pool).Txn, and every function or
-// method with a *engram.Tx parameter, runs inside a transaction. Functions
-// without one are checked where a transaction calls them (below).
+// method with a *engram.Tx parameter, runs inside a transaction. Exported
+// functions, methods and functions used as values are checked on their own,
+// their pointer parameters taken to be pool memory; unexported functions
+// only ever called directly, and functions without a *Tx, are checked where
+// a transaction calls them (below), against the actual arguments.
 //
 // # Where memory may live
 //

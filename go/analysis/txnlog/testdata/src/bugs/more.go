@@ -141,3 +141,12 @@ func loopMaybeZero(tx *engram.Tx, n *Node, k int) {
 	}
 	n.Val = 1 // want `unlogged store to pool memory: n.Val`
 }
+
+// A constructor helper given an existing pool node instead of a fresh one.
+func initPool(tx *engram.Tx, n *Node, v int) { // want initPool:"store\\(1:n.Val\\)"
+	n.Val = v
+}
+
+func reinit(tx *engram.Tx, l *List) {
+	initPool(tx, l.Head, 0) // want `unlogged store to pool memory in call to initPool: n.Val`
+}
