@@ -413,7 +413,7 @@ func hasPrefix(s string, prefixes ...string) bool {
 var readOnlyPkgs = map[string]bool{
 	"fmt": true, "errors": true, "strings": true, "strconv": true, "math": true,
 	"math/bits": true, "unicode": true, "unicode/utf8": true, "log": true, "time": true,
-	"context": true, "sync": true, "runtime": true, "testing": true, "reflect": true,
+	"context": true, "sync": true, "runtime": true, "testing": true,
 }
 
 // external: a call with no summary (outside the module) that is passed
