@@ -80,6 +80,13 @@ func (fi *funcInfo) compute(v ssa.Value) Prov {
 	if _, ok := v.(*ssa.Call); !ok && (!pointerish(v.Type()) || isError(v.Type())) {
 		return volatile
 	}
+	if x := through(v); x != nil {
+		p := fi.get(x)
+		if _, ok := v.(*ssa.Convert); ok {
+			p = p.join(unknown) // from unsafe.Pointer or uintptr
+		}
+		return p
+	}
 	switch v := v.(type) {
 	case *ssa.Parameter:
 		if isTxPtr(v.Type()) {
@@ -96,28 +103,6 @@ func (fi *funcInfo) compute(v ssa.Value) Prov {
 	case *ssa.Alloc, *ssa.MakeSlice, *ssa.MakeMap, *ssa.MakeChan, *ssa.MakeClosure,
 		*ssa.Const, *ssa.Global, *ssa.Function, *ssa.Builtin:
 		return volatile
-	case *ssa.FieldAddr:
-		return fi.get(v.X)
-	case *ssa.IndexAddr:
-		return fi.get(v.X)
-	case *ssa.Slice:
-		return fi.get(v.X)
-	case *ssa.ChangeType:
-		return fi.get(v.X)
-	case *ssa.Convert:
-		return fi.get(v.X).join(unknown)
-	case *ssa.MakeInterface:
-		return fi.get(v.X)
-	case *ssa.TypeAssert:
-		return fi.get(v.X)
-	case *ssa.ChangeInterface:
-		return fi.get(v.X)
-	case *ssa.SliceToArrayPointer:
-		return fi.get(v.X)
-	case *ssa.Field:
-		return fi.get(v.X)
-	case *ssa.Index:
-		return fi.get(v.X)
 	case *ssa.Extract:
 		if call, ok := v.Tuple.(*ssa.Call); ok {
 			rs := fi.callResults(call)
@@ -150,6 +135,36 @@ func (fi *funcInfo) compute(v ssa.Value) Prov {
 		return volatile
 	}
 	return unknown
+}
+
+// through returns the operand whose provenance v has (addressing inside an
+// object, conversions, interface boxing), or nil.
+func through(v ssa.Value) ssa.Value {
+	switch v := v.(type) {
+	case *ssa.FieldAddr:
+		return v.X
+	case *ssa.IndexAddr:
+		return v.X
+	case *ssa.Slice:
+		return v.X
+	case *ssa.ChangeType:
+		return v.X
+	case *ssa.Convert:
+		return v.X
+	case *ssa.MakeInterface:
+		return v.X
+	case *ssa.TypeAssert:
+		return v.X
+	case *ssa.ChangeInterface:
+		return v.X
+	case *ssa.SliceToArrayPointer:
+		return v.X
+	case *ssa.Field:
+		return v.X
+	case *ssa.Index:
+		return v.X
+	}
+	return nil
 }
 
 // loadProv is the provenance of the value loaded from addr.
