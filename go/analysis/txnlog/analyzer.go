@@ -49,6 +49,8 @@ type checker struct {
 	calls   map[token.Pos]*ast.CallExpr // calls by Lparen
 	modPath string
 	std     map[string]bool // package path -> in the standard library
+	// testsOnly: report only in _test.go files (the engram package itself)
+	testsOnly bool
 	// direct[fn]: fn is referred to only as the callee of static calls in
 	// this package, at least once (see helperTx).
 	direct map[*ssa.Function]bool
@@ -74,9 +76,8 @@ func (fi *funcInfo) summary() *Summary {
 }
 
 func run(pass *analysis.Pass) (any, error) {
-	// The standard library is never inside a transaction, and the engram
-	// package implements the logging the analyzer checks for.
-	if len(pass.Files) == 0 || inGOROOT(pass) || pass.Pkg.Path() == engramPath {
+	// The standard library is never inside a transaction.
+	if len(pass.Files) == 0 || inGOROOT(pass) {
 		return nil, nil
 	}
 	ssaInfo := pass.ResultOf[buildssa.Analyzer].(*buildssa.SSA)
@@ -84,6 +85,9 @@ func run(pass *analysis.Pass) (any, error) {
 	if pass.Module != nil {
 		c.modPath = pass.Module.Path
 	}
+	// The engram package implements the logging the analyzer checks for:
+	// only its tests are held to the rules.
+	c.testsOnly = pass.Pkg.Path() == engramPath
 	c.indexExprs()
 	c.countRefs(ssaInfo.SrcFuncs)
 	for _, fn := range ssaInfo.SrcFuncs {

@@ -10,6 +10,7 @@ import (
 	"go/token"
 	"go/types"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/tools/go/analysis"
 	"golang.org/x/tools/go/ssa"
@@ -316,7 +317,7 @@ func (fi *funcInfo) pathProv(arg ssa.Value, steps []FactStep) Prov {
 			continue
 		}
 		next := Prov{Params: pr.Params, Flags: pr.Flags & provUnknown}
-		if pr.Flags&(provPool|provFresh) != 0 {
+		if pr.Flags&(provPool|provFresh|provFreshExt) != 0 {
 			next.Flags |= provPool
 		}
 		if pr.Flags&provVolatile != 0 {
@@ -443,6 +444,9 @@ func (c *checker) report(pos token.Pos, format string, args ...any) {
 }
 
 func (c *checker) reportFix(pos token.Pos, fixes []analysis.SuggestedFix, format string, args ...any) {
+	if c.testsOnly && !strings.HasSuffix(c.pass.Fset.Position(pos).Filename, "_test.go") {
+		return
+	}
 	msg := fmt.Sprintf(format, args...)
 	key := fmt.Sprintf("%d %s", pos, msg)
 	if c.seen[key] {

@@ -20,6 +20,7 @@ const (
 	provFresh                      // allocated in the pool by this transaction
 	provPool                       // may live in the pool and predate the transaction
 	provUnknown                    // cannot tell
+	provFreshExt                   // allocated in this transaction by a callee (its fields unknown here)
 )
 
 // Prov is the provenance of a value: flags, and the parameters (free
@@ -31,13 +32,16 @@ type Prov struct {
 
 func (p Prov) join(q Prov) Prov { return Prov{p.Flags | q.Flags, p.Params | q.Params} }
 
-// lift turns parameter bits into "pool": used where a value crosses into
-// another function without a summary (captured variables).
+// lift is the provenance of a value crossing into another function without
+// a summary (captured variables): parameter bits become "pool", and so does
+// fresh memory (allocated in another transaction, or at another time).
 func (p Prov) lift() Prov {
-	if p.Params != 0 {
-		return Prov{Flags: p.Flags | provPool}
+	out := Prov{Flags: p.Flags}
+	if p.Params != 0 || p.Flags&(provFresh|provFreshExt) != 0 {
+		out.Flags |= provPool
 	}
-	return p
+	out.Flags &^= provFresh | provFreshExt
+	return out
 }
 
 // needsLog reports whether a write through a pointer of this provenance
@@ -116,7 +120,7 @@ func (s *Summary) empty() bool {
 
 func (p Prov) String() string {
 	var parts []string
-	for i, n := range []string{"volatile", "fresh", "pool", "unknown"} {
+	for i, n := range []string{"volatile", "fresh", "pool", "unknown", "fresh-ext"} {
 		if p.Flags&(1<<uint(i)) != 0 {
 			parts = append(parts, n)
 		}

@@ -20,9 +20,6 @@ import (
 func (fi *funcInfo) collectLogs() {
 	for _, b := range fi.fn.Blocks {
 		for _, in := range b.Instrs {
-			if st, ok := in.(*ssa.Store); ok {
-				fi.stores = append(fi.stores, storeAt{st, pathOf(st.Addr)})
-			}
 			call, ok := in.(ssa.CallInstruction)
 			if !ok {
 				continue

@@ -128,12 +128,34 @@ func constInt(v ssa.Value) (int64, bool) {
 	return constant.Int64Val(c.Value)
 }
 
+// canon identifies index values that are equal though distinct in SSA:
+// loads of a captured variable the closure never assigns (from, to in
+// LogSlice(tx, a[from:from+1]); a[from] = x).
+func canon(v ssa.Value) ssa.Value {
+	u, ok := v.(*ssa.UnOp)
+	if !ok || u.Op != token.MUL {
+		return v
+	}
+	fv, ok := u.X.(*ssa.FreeVar)
+	if !ok || fv.Referrers() == nil {
+		return v
+	}
+	for _, r := range *fv.Referrers() {
+		switch r.(type) {
+		case *ssa.UnOp, *ssa.DebugRef:
+		default:
+			return v // assigned, or handed on: may change
+		}
+	}
+	return fv
+}
+
 // sameIndex compares two index values.
 func sameIndex(a, b ssa.Value) tri {
 	if a == nil || b == nil {
 		return maybe
 	}
-	if a == b {
+	if canon(a) == canon(b) {
 		return yes
 	}
 	x, ok1 := constInt(a)
@@ -229,7 +251,7 @@ func inRange(k, lo, hi ssa.Value, base path) tri {
 }
 
 func atLeast(k, lo ssa.Value) tri {
-	if k == lo {
+	if k != nil && canon(k) == canon(lo) {
 		return yes
 	}
 	x, ok1 := constInt(k)
@@ -254,7 +276,8 @@ func below(k, lo, hi ssa.Value) tri {
 	}
 	// hi = k+1, or hi = lo+1 with k = lo.
 	if b, ok := hi.(*ssa.BinOp); ok && b.Op == token.ADD {
-		if one, ok := constInt(b.Y); ok && one == 1 && k != nil && (b.X == k || (b.X == lo && k == lo)) {
+		if one, ok := constInt(b.Y); ok && one == 1 && k != nil &&
+			(canon(b.X) == canon(k) || (lo != nil && canon(b.X) == canon(lo) && canon(k) == canon(lo))) {
 			return yes
 		}
 	}

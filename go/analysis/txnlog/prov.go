@@ -38,6 +38,9 @@ func (fi *funcInfo) computeProv() {
 			if v, ok := in.(ssa.Value); ok {
 				vals = append(vals, v)
 			}
+			if st, ok := in.(*ssa.Store); ok {
+				fi.stores = append(fi.stores, storeAt{st, pathOf(st.Addr)})
+			}
 		}
 	}
 	for round := 0; round < 50; round++ {
@@ -171,13 +174,133 @@ func through(v ssa.Value) ssa.Value {
 func (fi *funcInfo) loadProv(addr ssa.Value) Prov {
 	a := fi.get(addr)
 	res := Prov{Params: a.Params, Flags: a.Flags & provUnknown}
-	if a.Flags&(provPool|provFresh) != 0 {
+	if a.Flags&(provPool|provFreshExt) != 0 {
 		res.Flags |= provPool
+	}
+	if a.Flags&provFresh != 0 {
+		res = res.join(fi.freshLoad(addr))
 	}
 	if a.Flags&provVolatile != 0 {
 		res = res.join(fi.volatileLoad(addr))
 	}
 	return res
+}
+
+// freshLoad is the provenance of a value loaded from memory this function
+// allocated in the transaction: what the function stored into such memory
+// at the same field (nil, so volatile, if nothing), unless the memory may
+// have been written elsewhere, which makes it pool.
+func (fi *funcInfo) freshLoad(addr ssa.Value) Prov {
+	if fi.freshEscapes() {
+		return Prov{Flags: provPool}
+	}
+	shape := inObjectShape(pathOf(addr))
+	res := volatile
+	for _, st := range fi.stores {
+		if fi.get(st.at.Addr).Flags&provFresh != 0 && sameShape(inObjectShape(st.path), shape) {
+			res = res.join(fi.get(st.at.Val))
+		}
+	}
+	if len(shape) > 0 && shape[0].kind == stepElem {
+		res = res.join(fi.copiedIntoFresh())
+	}
+	return res
+}
+
+// copiedIntoFresh joins what copy calls put into fresh slices: elements of
+// their sources, which are pool memory if the source is.
+func (fi *funcInfo) copiedIntoFresh() Prov {
+	var res Prov
+	for _, b := range fi.fn.Blocks {
+		for _, in := range b.Instrs {
+			call, ok := in.(ssa.CallInstruction)
+			if !ok {
+				continue
+			}
+			c := call.Common()
+			if bi, ok := c.Value.(*ssa.Builtin); !ok || bi.Name() != "copy" || len(c.Args) != 2 ||
+				fi.get(c.Args[0]).Flags&provFresh == 0 {
+				continue
+			}
+			src := fi.get(c.Args[1])
+			res = res.join(Prov{Params: src.Params, Flags: src.Flags &^ (provFresh | provFreshExt)})
+			if src.Flags&(provFresh|provFreshExt) != 0 {
+				res.Flags |= provPool
+			}
+		}
+	}
+	return res
+}
+
+// inObjectShape is the tail of a path after its last load: the steps
+// inside the object last loaded.
+func inObjectShape(p path) []step {
+	for i := len(p.steps) - 1; i >= 0; i-- {
+		if p.steps[i].kind == stepLoad {
+			return p.steps[i+1:]
+		}
+	}
+	return p.steps
+}
+
+func sameShape(a, b []step) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].kind != b[i].kind || a[i].field != b[i].field {
+			return false
+		}
+	}
+	return true
+}
+
+// freshEscapes reports whether memory fresh in this function may be
+// written by code the analysis does not follow here: passed to a call
+// (other than the engram API), captured by a closure, or stored into
+// memory that is not local.
+func (fi *funcInfo) freshEscapes() bool {
+	fresh := func(v ssa.Value) bool { return fi.get(v).Flags&provFresh != 0 }
+	for _, b := range fi.fn.Blocks {
+		for _, in := range b.Instrs {
+			switch in := in.(type) {
+			case *ssa.Store:
+				dst := fi.get(in.Addr)
+				if fresh(in.Val) && (dst.Params != 0 || dst.Flags&^(provVolatile|provFresh) != 0) {
+					return true
+				}
+			case *ssa.MakeClosure:
+				for _, bnd := range in.Bindings {
+					if fresh(bnd) {
+						return true
+					}
+				}
+			case ssa.CallInstruction:
+				if fi.callLetsFreshEscape(in.Common(), fresh) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+func (fi *funcInfo) callLetsFreshEscape(c *ssa.CallCommon, fresh func(ssa.Value) bool) bool {
+	if engramFunc(c) != "" {
+		return false
+	}
+	if _, ok := c.Value.(*ssa.Builtin); ok {
+		return false // copy into fresh memory: see copiedIntoFresh
+	}
+	if c.IsInvoke() && fresh(c.Value) {
+		return true
+	}
+	for _, a := range c.Args {
+		if fresh(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // volatileLoad is the provenance of a value loaded from volatile memory:
@@ -186,12 +309,12 @@ func (fi *funcInfo) volatileLoad(addr ssa.Value) Prov {
 	base := objectBase(addr)
 	switch b := base.(type) {
 	case *ssa.Alloc:
-		return fi.storesInto(b)
+		return fi.storesInto(b, nil)
 	case *ssa.FreeVar:
-		p := fi.storesInto(b)
+		p := fi.storesInto(b, nil)
 		if parent, bind := fi.binding(b); parent != nil {
 			if cell, ok := objectBase(bind).(*ssa.Alloc); ok {
-				p = p.join(parent.storesInto(cell).lift())
+				p = p.join(parent.storesInto(cell, fi.fn).lift())
 			} else {
 				p = p.join(unknown)
 			}
@@ -222,9 +345,10 @@ func objectBase(addr ssa.Value) ssa.Value {
 }
 
 // storesInto joins the provenance of every value stored into the object
-// at base (a local or a captured variable) in this function; an address of
-// it that escapes (stored, passed to a call) makes it unknown.
-func (fi *funcInfo) storesInto(base ssa.Value) Prov {
+// at base (a local or a captured variable) in this function and in the
+// closures that capture it (but skip); an address of it that escapes
+// (stored, passed to a call) makes it unknown.
+func (fi *funcInfo) storesInto(base ssa.Value, skip *ssa.Function) Prov {
 	var res Prov
 	seen := map[ssa.Value]bool{}
 	var walk func(v ssa.Value)
@@ -249,8 +373,10 @@ func (fi *funcInfo) storesInto(base ssa.Value) Prov {
 				walk(r)
 			case *ssa.ChangeType:
 				walk(r)
-			case *ssa.UnOp, *ssa.DebugRef, *ssa.MakeClosure:
-				// loads; captures are read through the closure's free variable
+			case *ssa.MakeClosure:
+				res = res.join(fi.closureStores(r, v, skip))
+			case *ssa.UnOp, *ssa.DebugRef:
+				// loads
 			case ssa.CallInstruction:
 				if b, ok := r.Common().Value.(*ssa.Builtin); ok && (b.Name() == "len" || b.Name() == "cap") {
 					continue
@@ -262,6 +388,23 @@ func (fi *funcInfo) storesInto(base ssa.Value) Prov {
 		}
 	}
 	walk(base)
+	return res
+}
+
+// closureStores is what a closure made by mc stores into the captured
+// variable v, as seen from outside it.
+func (fi *funcInfo) closureStores(mc *ssa.MakeClosure, v ssa.Value, skip *ssa.Function) Prov {
+	fn, ok := mc.Fn.(*ssa.Function)
+	if !ok || fn == skip {
+		return Prov{}
+	}
+	var res Prov
+	for i, b := range mc.Bindings {
+		if b == v && i < len(fn.FreeVars) {
+			cf := fi.c.info(fn)
+			res = res.join(cf.storesInto(cf.fn.FreeVars[i], nil).lift())
+		}
+	}
 	return res
 }
 
@@ -341,6 +484,10 @@ func (fi *funcInfo) callResults(call *ssa.Call) []Prov {
 	args := callArgs(common)
 	for i, r := range sum.Results {
 		p := Prov{Flags: r.Flags}
+		if p.Flags&provFresh != 0 {
+			// allocated by the callee: what its fields hold is not known here
+			p.Flags = p.Flags&^provFresh | provFreshExt
+		}
 		for j := 0; j < 64; j++ {
 			if r.Params&(1<<uint(j)) != 0 {
 				if j < len(args) {

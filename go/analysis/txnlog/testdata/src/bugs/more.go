@@ -150,3 +150,41 @@ func initPool(tx *engram.Tx, n *Node, v int) { // want initPool:"store\\(1:n.Val
 func reinit(tx *engram.Tx, l *List) {
 	initPool(tx, l.Head, 0) // want `unlogged store to pool memory in call to initPool: n.Val`
 }
+
+type Holder struct{ A []int }
+
+// Memory allocated by an earlier transaction is pool memory in a later one.
+func twoTxns(pool *engram.Pool) error {
+	var h *Holder
+	if err := pool.Txn(func(tx *engram.Tx) (err error) {
+		if h, err = engram.New[Holder](tx); err != nil {
+			return err
+		}
+		if h.A, err = engram.Make[int](tx, 4, 4); err != nil {
+			return err
+		}
+		for i := range h.A {
+			h.A[i] = i
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	a := h.A
+	return pool.Txn(func(tx *engram.Tx) error {
+		a[0] = 7 // want `unlogged store to pool memory: a\[0\]`
+		return nil
+	})
+}
+
+// A fresh node handed to a helper that links it to a pool node: what it
+// points to afterwards is pool memory.
+func freshLinked(tx *engram.Tx, l *List) error {
+	n, err := engram.New[Node](tx)
+	if err != nil {
+		return err
+	}
+	link(n, l.Head)
+	n.Next.Val = 1 // want `unlogged store to pool memory: n.Next.Val`
+	return nil
+}

@@ -313,3 +313,62 @@ func relinkThenLog(tx *engram.Tx, l *List, m *Node) { // want relinkThenLog:"log
 	_ = tx.Log(&l.Head.Val)
 	l.Head.Val = 1
 }
+
+type Holder struct{ A []int }
+
+// A holder and its slice allocated in the transaction, then filled: all of
+// it is fresh (go-pmem's sps benchmark does this).
+func allocAndFill(pool *engram.Pool, n int) error {
+	var h *Holder
+	return pool.Txn(func(tx *engram.Tx) (err error) {
+		if h, err = engram.New[Holder](tx); err != nil {
+			return err
+		}
+		if h.A, err = engram.Make[int](tx, n, n); err != nil {
+			return err
+		}
+		for i := range h.A {
+			h.A[i] = i
+		}
+		return engram.SetRoot(tx, "array", h)
+	})
+}
+
+type Bank struct {
+	Accounts []int64
+	Kids     [2]*Node
+	Items    []int
+}
+
+// Indexes captured by the transaction's closure: each load of from is the
+// same value.
+func transfer(pool *engram.Pool, b *Bank, from, to int) error {
+	return pool.Txn(func(tx *engram.Tx) error {
+		if err := engram.LogSlice(tx, b.Accounts[from:from+1]); err != nil {
+			return err
+		}
+		if err := tx.Log(&b.Accounts[to]); err != nil {
+			return err
+		}
+		b.Accounts[from] -= 10
+		b.Accounts[to] += 10
+		return nil
+	})
+}
+
+// A fresh object filled by copy and given fresh children.
+func freshRecord(tx *engram.Tx) (*Bank, error) { // want freshRecord:"result\\(0:volatile\\|fresh\\)"
+	r, err := engram.New[Bank](tx)
+	if err != nil {
+		return nil, err
+	}
+	if r.Items, err = engram.Make[int](tx, 3, 8); err != nil {
+		return nil, err
+	}
+	copy(r.Items, []int{10, 20, 30})
+	if r.Kids[1], err = engram.New[Node](tx); err != nil {
+		return nil, err
+	}
+	r.Kids[1].Val = 5
+	return r, nil
+}

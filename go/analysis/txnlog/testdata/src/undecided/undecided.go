@@ -70,3 +70,23 @@ func viaChannel(tx *engram.Tx, ch chan *Node) {
 	default:
 	}
 }
+
+type Bank struct{ Accounts []int64 }
+
+// The crash explorer's seeded bug (a log skipped when logTo is false): the
+// log of from dominates the store to to, and from may equal to.
+func transferMaybeMissing(pool *engram.Pool, b *Bank, from, to int, logTo bool) error {
+	return pool.Txn(func(tx *engram.Tx) error {
+		if err := engram.LogSlice(tx, b.Accounts[from:from+1]); err != nil {
+			return err
+		}
+		if logTo {
+			if err := tx.Log(&b.Accounts[to]); err != nil {
+				return err
+			}
+		}
+		b.Accounts[from] -= 10
+		b.Accounts[to] += 10 // want `cannot decide: the logged range may not cover b.Accounts\[to\]`
+		return nil
+	})
+}
