@@ -394,9 +394,21 @@ func (fi *funcInfo) atomic(in ssa.CallInstruction, obj *types.Func, args []ssa.V
 		return
 	case hasPrefix(name, "Store", "Add", "Swap", "CompareAndSwap", "And", "Or"):
 		dst := args[0]
-		s := site{pos: in.Pos(), what: "*" + fi.c.exprText(dst, in.Pos())}
+		text := fi.c.exprText(dst, in.Pos())
+		s := site{pos: in.Pos(), what: deref(text)}
+		if !strings.ContainsAny(text, "()") {
+			s.logArg = text
+		}
 		fi.write(in, pathOf(dst), fi.get(dst), s)
 	}
+}
+
+// deref names the pointee of a pointer expression: n.Count for &n.Count.
+func deref(e string) string {
+	if strings.HasPrefix(e, "&") {
+		return e[1:]
+	}
+	return "*" + e
 }
 
 func hasPrefix(s string, prefixes ...string) bool {

@@ -141,7 +141,7 @@ func copyIn(tx *engram.Tx, n *Node, src []int) {
 
 // An atomic add.
 func count(tx *engram.Tx, n *Node) {
-	atomic.AddInt64(&n.Count, 1) // want `unlogged store to pool memory: \*&n.Count`
+	atomic.AddInt64(&n.Count, 1) // want `unlogged store to pool memory: n.Count`
 }
 
 // A value loaded from pool memory.
