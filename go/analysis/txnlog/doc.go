@@ -37,7 +37,8 @@
 // of *n, including its fields and the elements of arrays inside it (not what
 // its pointers and slices point to). engram.LogSlice(tx, s[i:j]) covers the
 // elements i..j-1 of s; the analyzer decides whether an index is in range
-// for constants, for s[i:i+1] against index i, and for the whole slice;
+// for constants, for s[i:i+1] against index i, for the counted loop
+// for k := i; k < j; k++, and for the whole slice;
 // otherwise it says "cannot decide". A log covers a store only if one runs
 // before it on every path (a dominating log, or one on each branch), and
 // only until a store may

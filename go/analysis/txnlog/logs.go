@@ -164,7 +164,7 @@ func (fi *funcInfo) coverage(at ssa.Instruction, p path) tri {
 		if !dominates(r.at, at) || fi.killed(r, at) {
 			continue
 		}
-		best = max(best, r.covers(p))
+		best = max(best, r.covers(p, at))
 	}
 	if best != yes && fi.everyPath(at, p) {
 		return yes
@@ -179,7 +179,7 @@ func (fi *funcInfo) everyPath(at ssa.Instruction, p path) bool {
 	gen := map[*ssa.BasicBlock]bool{}
 	var genAt bool // a covering log in at's block before at
 	for _, r := range fi.logs {
-		if r.covers(p) != yes || fi.killed(r, at) {
+		if r.covers(p, at) != yes || fi.killed(r, at) {
 			continue
 		}
 		gen[r.at.Block()] = true

@@ -217,8 +217,8 @@ type region struct {
 	virtual bool
 }
 
-// covers reports whether r covers a store to p.
-func (r region) covers(p path) tri {
+// covers reports whether r covers a store to p made by at.
+func (r region) covers(p path, at ssa.Instruction) tri {
 	if !r.slice {
 		m := matchPrefix(r.obj, p)
 		if m == no || !inObject(p.steps[len(r.obj.steps):]) {
@@ -234,7 +234,11 @@ func (r region) covers(p path) tri {
 	if m == no {
 		return no
 	}
-	return min(m, inRange(p.steps[n].index, r.lo, r.hi, r.base))
+	k := p.steps[n].index
+	if inLoopRange(k, r.lo, r.hi, at) {
+		return m
+	}
+	return min(m, inRange(k, r.lo, r.hi, r.base))
 }
 
 // inRange decides lo <= k < hi; a store index is always below the length.
@@ -282,6 +286,46 @@ func below(k, lo, hi ssa.Value) tri {
 		}
 	}
 	return maybe
+}
+
+// inLoopRange recognises the counted loop over a logged range:
+//
+//	engram.LogSlice(tx, s[lo:hi])
+//	for k := lo; k < hi; k++ { s[k] = ... }
+//
+// k is a phi of lo and k+1, and the store is dominated by the true branch
+// of k < hi.
+func inLoopRange(k, lo, hi ssa.Value, at ssa.Instruction) bool {
+	phi, ok := k.(*ssa.Phi)
+	if !ok || len(phi.Edges) != 2 || hi == nil || at == nil {
+		return false
+	}
+	start, step := false, false
+	for _, e := range phi.Edges {
+		if sameIndex(e, lo) == yes || (lo == nil && isZero(e)) {
+			start = true
+		}
+		if b, ok := e.(*ssa.BinOp); ok && b.Op == token.ADD && b.X == phi {
+			if one, ok := constInt(b.Y); ok && one == 1 {
+				step = true
+			}
+		}
+	}
+	if !start || !step || phi.Referrers() == nil {
+		return false
+	}
+	for _, r := range *phi.Referrers() {
+		cmp, ok := r.(*ssa.BinOp)
+		if !ok || cmp.Op != token.LSS || cmp.X != phi || sameIndex(cmp.Y, hi) != yes {
+			continue
+		}
+		for _, use := range *cmp.Referrers() {
+			if iff, ok := use.(*ssa.If); ok && iff.Cond == cmp && iff.Block().Succs[0].Dominates(at.Block()) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // isLen reports whether v is len(x) of the slice the region is over.

@@ -372,3 +372,12 @@ func freshRecord(tx *engram.Tx) (*Bank, error) { // want freshRecord:"result\\(0
 	r.Kids[1].Val = 5
 	return r, nil
 }
+
+// A counted loop over the logged range.
+func clearRange(tx *engram.Tx, b *Bank, lo, hi int) {
+	acc := b.Accounts
+	_ = engram.LogSlice(tx, acc[lo:hi])
+	for k := lo; k < hi; k++ {
+		acc[k] = 0
+	}
+}

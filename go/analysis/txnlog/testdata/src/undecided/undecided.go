@@ -90,3 +90,12 @@ func transferMaybeMissing(pool *engram.Pool, b *Bank, from, to int, logTo bool) 
 		return nil
 	})
 }
+
+// A counted loop one past the logged range.
+func clearPastRange(tx *engram.Tx, n *Node, lo, hi int) {
+	items := n.Items
+	_ = engram.LogSlice(tx, items[lo:hi])
+	for k := lo; k <= hi; k++ {
+		items[k] = 0 // want `cannot decide: the logged range may not cover items\[k\]`
+	}
+}
