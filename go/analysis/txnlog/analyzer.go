@@ -3,14 +3,16 @@
 // rules it applies.
 //
 // Each function of the package is analyzed once, in one of two modes:
-//   - transactional (it takes a *engram.Tx, or is a closure inside such a
-//     function whose value escapes): every store to memory that may live in
-//     the pool must be dominated by a log covering it; the analyzer reports
-//     the ones that are not, and "cannot decide" where it cannot tell;
-//   - summary (every other function): its unlogged stores to memory reached
-//     from its parameters become a Summary fact, checked at each call site
-//     inside a transaction, where the arguments' provenance and the caller's
-//     logs are known.
+//   - transactional (it takes a *engram.Tx and is exported, a method or used
+//     as a value; or is a closure inside such a function whose value
+//     escapes): every store to memory that may live in the pool must be
+//     preceded on every path by a log covering it; the analyzer reports the
+//     ones that are not, and "cannot decide" where it cannot tell;
+//   - summary (every other function, including unexported helpers taking
+//     the *Tx that are only called directly): its unlogged stores to memory
+//     reached from its parameters become a Summary fact, checked at each
+//     call site inside a transaction, where the arguments' provenance and
+//     the caller's logs are known.
 //
 // The analysis never fails: anything it cannot model becomes "unknown" and,
 // where it matters, a "cannot decide" diagnostic.
@@ -33,7 +35,7 @@ import (
 // Analyzer reports unlogged stores to pool memory inside transactions.
 var Analyzer = &analysis.Analyzer{
 	Name:      "txnlog",
-	Doc:       "report stores inside Engram transactions to pool memory that is not undo-logged first\n\nInside pool.Txn closures and functions taking a *engram.Tx, every store to memory that may live in the pool (reached from engram.Root, from a parameter, or loaded from such memory) must be dominated by tx.Log or engram.LogSlice covering it. Stores in called functions of the same module are checked at the call through summaries. Where this cannot be decided statically the analyzer says \"cannot decide\". With -fix it inserts the missing tx.Log calls.",
+	Doc:       "report stores inside Engram transactions to pool memory that is not undo-logged first\n\nInside pool.Txn closures and functions taking a *engram.Tx, every store to memory that may live in the pool (reached from engram.Root, from a parameter, or loaded from such memory) must be preceded on every path by tx.Log or engram.LogSlice covering it. Stores in called functions of the same module are checked at the call through summaries. Where this cannot be decided statically the analyzer says \"cannot decide\". With -fix it inserts the missing tx.Log calls.",
 	URL:       "https://github.com/engram-pm/engram/blob/main/docs/engramvet.md",
 	Requires:  []*analysis.Analyzer{buildssa.Analyzer},
 	Run:       run,

@@ -1,6 +1,6 @@
 // The walk over one function: every store and call is checked against the
-// logs that dominate it (transactional mode) or turned into a summary
-// effect (summary mode). See analyzer.go for the two modes.
+// logs made before it (transactional mode) or turned into a summary effect
+// (summary mode). See analyzer.go for the two modes.
 
 package txnlog
 
