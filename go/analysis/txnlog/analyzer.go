@@ -53,6 +53,7 @@ type checker struct {
 	std     map[string]bool // package path -> in the standard library
 	// testsOnly: report only in _test.go files (the engram package itself)
 	testsOnly bool
+	ignored   map[string]bool // "file:line" of //engramvet:ignore comments
 	// direct[fn]: fn is referred to only as the callee of static calls in
 	// this package, at least once (see helperTx).
 	direct map[*ssa.Function]bool

@@ -82,6 +82,9 @@ func (fi *funcInfo) write(at ssa.Instruction, p path, pr Prov, s site) {
 		}
 		return
 	}
+	if s.eff == nil && fi.c.isIgnored(s.pos) {
+		return // an ignored store is no effect either
+	}
 	undecided := ""
 	if cov == maybe {
 		undecided = "the logged range may not cover " + s.what
@@ -456,7 +459,7 @@ func (c *checker) report(pos token.Pos, format string, args ...any) {
 }
 
 func (c *checker) reportFix(pos token.Pos, fixes []analysis.SuggestedFix, format string, args ...any) {
-	if c.testsOnly && !strings.HasSuffix(c.pass.Fset.Position(pos).Filename, "_test.go") {
+	if c.testsOnly && !strings.HasSuffix(c.pass.Fset.Position(pos).Filename, "_test.go") || c.isIgnored(pos) {
 		return
 	}
 	msg := fmt.Sprintf(format, args...)

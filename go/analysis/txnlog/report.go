@@ -14,6 +14,7 @@ import (
 	"go/token"
 	"go/types"
 	"strconv"
+	"strings"
 
 	"golang.org/x/tools/go/analysis"
 	"golang.org/x/tools/go/ast/astutil"
@@ -25,7 +26,16 @@ import (
 func (c *checker) indexExprs() {
 	c.exprs = map[token.Pos]ast.Expr{}
 	c.calls = map[token.Pos]*ast.CallExpr{}
+	c.ignored = map[string]bool{}
 	for _, f := range c.pass.Files {
+		for _, cg := range f.Comments {
+			for _, cm := range cg.List {
+				if strings.HasPrefix(cm.Text, ignoreDirective) {
+					p := c.pass.Fset.Position(cm.Pos())
+					c.ignored[fmt.Sprintf("%s:%d", p.Filename, p.Line)] = true
+				}
+			}
+		}
 		ast.Inspect(f, func(n ast.Node) bool {
 			switch n := n.(type) {
 			case *ast.SelectorExpr:
@@ -40,6 +50,18 @@ func (c *checker) indexExprs() {
 			return true
 		})
 	}
+}
+
+// ignoreDirective silences the diagnostics of its line and of the line
+// after it (a store the program means to leave unlogged, such as a seeded
+// bug for the crash explorer): //engramvet:ignore reason
+const ignoreDirective = "//engramvet:ignore"
+
+// isIgnored reports whether pos is covered by an ignore directive.
+func (c *checker) isIgnored(pos token.Pos) bool {
+	p := c.pass.Fset.Position(pos)
+	return c.ignored[fmt.Sprintf("%s:%d", p.Filename, p.Line)] ||
+		c.ignored[fmt.Sprintf("%s:%d", p.Filename, p.Line-1)]
 }
 
 // site describes a store at pos to the location addr points to.

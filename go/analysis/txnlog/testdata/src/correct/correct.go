@@ -381,3 +381,18 @@ func clearRange(tx *engram.Tx, b *Bank, lo, hi int) {
 		acc[k] = 0
 	}
 }
+
+// A store left unlogged on purpose, with the directive that says so.
+func seededForExplorer(tx *engram.Tx, n *Node) {
+	//engramvet:ignore the crash explorer must catch this one
+	n.Val = 1
+	n.Next = nil //engramvet:ignore also on the same line
+}
+
+func ignoredInHelper(n *Node) {
+	n.Val = 2 //engramvet:ignore deliberately unlogged
+}
+
+func callIgnored(tx *engram.Tx, l *List) {
+	ignoredInHelper(l.Head)
+}
