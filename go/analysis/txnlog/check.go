@@ -188,9 +188,9 @@ func factPath(arg ssa.Value, steps []FactStep) path {
 func (fi *funcInfo) call(in ssa.CallInstruction) {
 	common := in.Common()
 	if common.IsInvoke() {
-		pr := fi.get(common.Value)
+		pr := fi.reach(common.Value, in)
 		for _, a := range common.Args {
-			pr = pr.join(fi.get(a))
+			pr = pr.join(fi.reach(a, in))
 		}
 		fi.undecided(in.Pos(), pr, fmt.Sprintf("call through interface method %s may store to pool memory", common.Method.Name()))
 		return
@@ -423,32 +423,61 @@ func hasPrefix(s string, prefixes ...string) bool {
 	return false
 }
 
+// scans reports whether a function of a read-only package nevertheless
+// writes through its arguments (fmt.Sscan and the like).
+func scans(name string) bool {
+	return strings.Contains(strings.ToLower(name), "scan")
+}
+
+// reach is the provenance of what the call at, given v, may write: v's
+// memory, and for a local holding pointers (a variadic argument list, a
+// struct of pointers) also the memory stored into it.
+func (fi *funcInfo) reach(v ssa.Value, at ssa.Instruction) Prov {
+	if !pointerish(v.Type()) {
+		return Prov{}
+	}
+	p := fi.get(v)
+	if p.Flags&provVolatile == 0 {
+		return p
+	}
+	var elem types.Type
+	switch t := v.Type().Underlying().(type) {
+	case *types.Pointer:
+		elem = t.Elem()
+	case *types.Slice:
+		elem = t.Elem()
+	}
+	if elem != nil && pointerish(elem) {
+		p = p.join(fi.volatileLoadBefore(v, at))
+	}
+	return p
+}
+
 // readOnlyPkgs are standard packages whose functions do not store through
 // the pointers passed to them (or only to lock words, which are volatile
 // state by Engram's rules).
 var readOnlyPkgs = map[string]bool{
 	"fmt": true, "errors": true, "strings": true, "strconv": true, "math": true,
-	"math/bits": true, "unicode": true, "unicode/utf8": true, "log": true, "time": true,
+	"math/bits": true, "unicode": true, "log": true, "time": true,
 	"context": true, "sync": true, "runtime": true, "testing": true,
 }
 
 // external: a call with no summary (outside the module) that is passed
 // memory which may be pool memory cannot be decided.
 func (fi *funcInfo) external(in ssa.CallInstruction, callee *ssa.Function, args []ssa.Value) {
-	if callee.Pkg != nil && readOnlyPkgs[callee.Pkg.Pkg.Path()] {
+	if callee.Pkg != nil && readOnlyPkgs[callee.Pkg.Pkg.Path()] && !scans(callee.Name()) {
 		return
 	}
-	if callee.Pkg == nil && callee.Object() == nil {
-		// a synthetic wrapper (bound method, thunk): judge by its target
-		if obj, ok := callee.Object().(*types.Func); ok && obj.Pkg() != nil && readOnlyPkgs[obj.Pkg().Path()] {
+	if callee.Synthetic != "" {
+		// a wrapper (bound method, thunk): judge by its target
+		if obj, ok := callee.Object().(*types.Func); ok && obj.Pkg() != nil &&
+			readOnlyPkgs[obj.Pkg().Path()] && !scans(obj.Name()) {
 			return
 		}
 	}
 	var pr Prov
 	for _, a := range args {
-		if pointerish(a.Type()) {
-			pr = pr.join(fi.get(a))
-		}
+		pr = pr.join(fi.reach(a, in))
 	}
 	fi.undecided(in.Pos(), pr, fmt.Sprintf("call to %s outside the module may store to pool memory passed to it", callee.String()))
 }

@@ -306,15 +306,21 @@ func (fi *funcInfo) callLetsFreshEscape(c *ssa.CallCommon, fresh func(ssa.Value)
 // volatileLoad is the provenance of a value loaded from volatile memory:
 // what was stored into that local, or unknown for globals and escapes.
 func (fi *funcInfo) volatileLoad(addr ssa.Value) Prov {
+	return fi.volatileLoadBefore(addr, nil)
+}
+
+// volatileLoadBefore is volatileLoad for the memory handed to the call
+// at, whose own possible stores are the question being asked.
+func (fi *funcInfo) volatileLoadBefore(addr ssa.Value, at ssa.Instruction) Prov {
 	base := objectBase(addr)
 	switch b := base.(type) {
 	case *ssa.Alloc:
-		return fi.storesInto(b, nil)
+		return fi.storesInto(b, nil, at)
 	case *ssa.FreeVar:
-		p := fi.storesInto(b, nil)
+		p := fi.storesInto(b, nil, at)
 		if parent, bind := fi.binding(b); parent != nil {
 			if cell, ok := objectBase(bind).(*ssa.Alloc); ok {
-				p = p.join(parent.storesInto(cell, fi.fn).lift())
+				p = p.join(parent.storesInto(cell, fi.fn, nil).lift())
 			} else {
 				p = p.join(unknown)
 			}
@@ -347,8 +353,8 @@ func objectBase(addr ssa.Value) ssa.Value {
 // storesInto joins the provenance of every value stored into the object
 // at base (a local or a captured variable) in this function and in the
 // closures that capture it (but skip); an address of it that escapes
-// (stored, passed to a call) makes it unknown.
-func (fi *funcInfo) storesInto(base ssa.Value, skip *ssa.Function) Prov {
+// (stored, passed to a call other than ignore) makes it unknown.
+func (fi *funcInfo) storesInto(base ssa.Value, skip *ssa.Function, ignore ssa.Instruction) Prov {
 	var res Prov
 	seen := map[ssa.Value]bool{}
 	var walk func(v ssa.Value)
@@ -381,6 +387,9 @@ func (fi *funcInfo) storesInto(base ssa.Value, skip *ssa.Function) Prov {
 				if b, ok := r.Common().Value.(*ssa.Builtin); ok && (b.Name() == "len" || b.Name() == "cap") {
 					continue
 				}
+				if r == ignore {
+					continue
+				}
 				res = res.join(unknown)
 			default:
 				res = res.join(unknown)
@@ -402,7 +411,7 @@ func (fi *funcInfo) closureStores(mc *ssa.MakeClosure, v ssa.Value, skip *ssa.Fu
 	for i, b := range mc.Bindings {
 		if b == v && i < len(fn.FreeVars) {
 			cf := fi.c.info(fn)
-			res = res.join(cf.storesInto(cf.fn.FreeVars[i], nil).lift())
+			res = res.join(cf.storesInto(cf.fn.FreeVars[i], nil, nil).lift())
 		}
 	}
 	return res

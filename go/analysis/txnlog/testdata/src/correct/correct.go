@@ -4,7 +4,10 @@
 package correct
 
 import (
+	"encoding/binary"
 	"fmt"
+	"sort"
+	"strings"
 
 	"github.com/engram-pm/engram-go"
 )
@@ -395,4 +398,13 @@ func ignoredInHelper(n *Node) {
 
 func callIgnored(tx *engram.Tx, l *List) {
 	ignoredInHelper(l.Head)
+}
+
+// Local buffers handed to functions outside the module.
+func localBuffers(tx *engram.Tx, n *Node) string {
+	var buf [8]byte
+	binary.LittleEndian.PutUint64(buf[:], uint64(n.Val))
+	parts := []string{"a", "b"}
+	sort.Strings(parts)
+	return strings.Join(parts, string(buf[:]))
 }

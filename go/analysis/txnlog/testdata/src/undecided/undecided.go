@@ -3,6 +3,7 @@
 package undecided
 
 import (
+	"fmt"
 	"sort"
 
 	"github.com/engram-pm/engram-go"
@@ -98,4 +99,10 @@ func clearPastRange(tx *engram.Tx, n *Node, lo, hi int) {
 	for k := lo; k <= hi; k++ {
 		items[k] = 0 // want `cannot decide: the logged range may not cover items\[k\]`
 	}
+}
+
+// fmt reads its arguments, except the scanners, which write them.
+func viaScan(tx *engram.Tx, n *Node, s string) {
+	fmt.Println(n)
+	_, _ = fmt.Sscan(s, &n.Val) // want `cannot decide: call to fmt.Sscan outside the module may store to pool memory passed to it`
 }
