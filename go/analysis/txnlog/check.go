@@ -267,17 +267,7 @@ func (fi *funcInfo) undecided(pos token.Pos, pr Prov, reason string) {
 		}
 		return
 	}
-	e := Effect{Undecided: reason, Opaque: true, Pos: fi.posString(pos), Func: fi.fn.Name()}
-	if pr.Flags&(provPool|provUnknown) != 0 {
-		e.Param = -1
-		fi.addEffect(e)
-	}
-	for j := 0; j < 64; j++ {
-		if pr.Params&(1<<uint(j)) != 0 {
-			e.Param = j
-			fi.addEffect(e)
-		}
-	}
+	fi.undecidedEffect(pr, &Effect{Undecided: reason, Pos: fi.posString(pos), Func: fi.fn.Name()})
 }
 
 // applyEffect checks one effect of a callee at the call site.

@@ -13,18 +13,6 @@ import (
 	"testing"
 )
 
-const stub = `package engram
-
-type Pool struct{ _ int }
-type Tx struct{ _ int }
-
-func (p *Pool) Txn(f func(tx *Tx) error) error            { return f(&Tx{}) }
-func (tx *Tx) Log(p any) error                              { return nil }
-func LogSlice[T any](tx *Tx, s []T) error                   { return nil }
-func New[T any](tx *Tx) (*T, error)                         { return new(T), nil }
-func Root[T any](pool *Pool, name string) (*T, error)       { return new(T), nil }
-`
-
 const helper = `package helper
 
 type Cell struct{ V int }
@@ -89,9 +77,15 @@ func TestVetToolAndFix(t *testing.T) {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	mod := filepath.Join(tmp, "mod")
+	// The engram API stub of the analyzer's corpus.
+	stub, err := os.ReadFile(filepath.Join("..", "..", "analysis", "txnlog", "testdata", "src",
+		"github.com", "engram-pm", "engram-go", "engram.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	files := map[string]string{
 		"go.mod":           "module github.com/engram-pm/engram-go\n\ngo 1.26\n",
-		"engram.go":        stub,
+		"engram.go":        string(stub),
 		"helper/helper.go": helper,
 		"demo/demo.go":     demo,
 	}
