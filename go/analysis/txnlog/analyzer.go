@@ -54,6 +54,8 @@ type checker struct {
 	// testsOnly: report only in _test.go files (the engram package itself)
 	testsOnly bool
 	ignored   map[string]bool // "file:line" of //engramvet:ignore comments
+	globals   map[*ssa.Global]Prov
+	allFuncs  []*ssa.Function // source functions and the package initializer
 	// direct[fn]: fn is referred to only as the callee of static calls in
 	// this package, at least once (see helperTx).
 	direct map[*ssa.Function]bool
@@ -61,17 +63,19 @@ type checker struct {
 
 // funcInfo is the state of one function's analysis.
 type funcInfo struct {
-	c       *checker
-	fn      *ssa.Function
-	txn     bool
-	tx      string // name of the *Tx in scope, for fixes ("" if none)
-	prov    map[ssa.Value]Prov
-	logs    []region
-	stores  []storeAt // every plain store, for killing logs (see killed)
-	state   int       // 0 new, 1 analyzing, 2 done
-	effects []Effect
-	logged  []Effect // what fi logs on every path, for its summary
-	results []Prov
+	c      *checker
+	fn     *ssa.Function
+	txn    bool
+	tx     string // name of the *Tx in scope, for fixes ("" if none)
+	prov   map[ssa.Value]Prov
+	logs   []region
+	stores []storeAt // every plain store, for killing logs (see killed)
+	state  int       // 0 new, 1 analyzing, 2 done
+	// computing: the provenance fixpoint is running (its results are partial)
+	computing bool
+	effects   []Effect
+	logged    []Effect // what fi logs on every path, for its summary
+	results   []Prov
 }
 
 func (fi *funcInfo) summary() *Summary {
@@ -93,6 +97,11 @@ func run(pass *analysis.Pass) (any, error) {
 	c.testsOnly = pass.Pkg.Path() == engramPath
 	c.indexExprs()
 	c.countRefs(ssaInfo.SrcFuncs)
+	c.globals = map[*ssa.Global]Prov{}
+	c.allFuncs = append([]*ssa.Function(nil), ssaInfo.SrcFuncs...)
+	if init := c.pkg.Func("init"); init != nil {
+		c.allFuncs = append(c.allFuncs, init)
+	}
 	for _, fn := range ssaInfo.SrcFuncs {
 		c.analyze(c.info(fn))
 	}

@@ -23,9 +23,10 @@
 //     transaction; needs no log (go-pmem's rule for objects allocated in
 //     the same transaction);
 //   - volatile: new(T), &T{}, make, Go globals and locals; a value loaded
-//     from a local is whatever was stored into it;
-//   - unknown: loaded from a Go global, a map or a channel, returned by a
-//     function outside the module, converted from unsafe.Pointer.
+//     from a local, or from an unexported global, is whatever the function
+//     (the package) stored into it;
+//   - unknown: loaded from an exported global, a map or a channel, returned
+//     by a function outside the module, converted from unsafe.Pointer.
 //
 // A store through pool memory needs a log; through unknown memory the
 // analyzer reports "cannot decide"; through fresh or volatile memory it says

@@ -25,6 +25,8 @@ import (
 
 // computeProv runs the fixpoint for fi.
 func (fi *funcInfo) computeProv() {
+	fi.computing = true
+	defer func() { fi.computing = false }()
 	fi.prov = map[ssa.Value]Prov{}
 	var vals []ssa.Value
 	for _, p := range fi.fn.Params {
@@ -326,10 +328,73 @@ func (fi *funcInfo) volatileLoadBefore(addr ssa.Value, at ssa.Instruction) Prov 
 			}
 		}
 		return p
+	case *ssa.Global:
+		if b == addr { // the variable itself, not a field of it
+			return fi.c.globalProv(b)
+		}
 	case *ssa.Const:
 		return volatile
 	}
 	return unknown
+}
+
+// globalProv is what the package stores into a Go global variable (go-pmem
+// programs keep their roots in globals): the join over every function of
+// the package, lifted (a value stored by one function and loaded by
+// another crosses functions). Unknown if the variable is exported, or its
+// address is used other than to load or store it.
+func (c *checker) globalProv(g *ssa.Global) Prov {
+	if p, ok := c.globals[g]; ok {
+		return p
+	}
+	c.globals[g] = Prov{} // in progress: bottom
+	if g.Object() == nil || g.Object().Exported() {
+		c.globals[g] = unknown
+		return unknown
+	}
+	var res Prov
+	partial := false
+	for _, fn := range c.allFuncs {
+		for _, b := range fn.Blocks {
+			for _, in := range b.Instrs {
+				p, done := c.globalUse(fn, in, g)
+				res, partial = res.join(p), partial || !done
+			}
+		}
+	}
+	if partial {
+		// a storing function is still computing its provenance: answer
+		// for now, ask again in its next round
+		delete(c.globals, g)
+	} else {
+		c.globals[g] = res
+	}
+	return res
+}
+
+// globalUse is what one instruction contributes to a global's provenance,
+// and whether that is final (false while fn's provenance is computing).
+func (c *checker) globalUse(fn *ssa.Function, in ssa.Instruction, g *ssa.Global) (Prov, bool) {
+	var res Prov
+	done := true
+	for i, op := range in.Operands(nil) {
+		if *op != g {
+			continue
+		}
+		switch in := in.(type) {
+		case *ssa.Store:
+			if i == 0 { // the address
+				fi := c.info(fn)
+				res, done = res.join(fi.get(in.Val).lift()), !fi.computing
+			} else {
+				res = res.join(unknown)
+			}
+		case *ssa.UnOp, *ssa.DebugRef:
+		default:
+			res = res.join(unknown)
+		}
+	}
+	return res, done
 }
 
 // objectBase strips field and array-element addressing off addr.

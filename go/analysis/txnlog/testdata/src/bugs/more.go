@@ -188,3 +188,33 @@ func freshLinked(tx *engram.Tx, l *List) error {
 	n.Next.Val = 1 // want `unlogged store to pool memory: n.Next.Val`
 	return nil
 }
+
+// go-pmem style: the root kept in a Go global, set when the pool opens.
+var theList *List
+
+func open(pool *engram.Pool) error {
+	l, err := engram.Root[List](pool, "list")
+	if err != nil {
+		return err
+	}
+	theList = l
+	return nil
+}
+
+func bumpGlobal(pool *engram.Pool) error {
+	return pool.Txn(func(tx *engram.Tx) error {
+		theList.Len++ // want `unlogged store to pool memory: theList.Len`
+		return nil
+	})
+}
+
+// A global that is both stored and read by one function.
+var cursor *Node
+
+func advance(tx *engram.Tx, l *List) {
+	if cursor == nil {
+		cursor = l.Head
+	}
+	cursor.Val = 0 // want `unlogged store to pool memory: cursor.Val`
+	cursor = cursor.Next
+}

@@ -29,8 +29,10 @@ func viaFuncValue(tx *engram.Tx, n *Node, f func(*Node)) {
 	f(n) // want `cannot decide: call of a function value may store to pool memory`
 }
 
-// Through a pointer of unknown provenance (a Go global).
+// Through a pointer of unknown provenance (a Go global set from a map).
 var cached *Node
+
+func setCache(m map[int]*Node) { cached = m[0] }
 
 func viaGlobal(tx *engram.Tx) {
 	cached.Val = 1 // want `cannot decide: cached.Val is written through a pointer of unknown provenance`
@@ -105,4 +107,11 @@ func clearPastRange(tx *engram.Tx, n *Node, lo, hi int) {
 func viaScan(tx *engram.Tx, n *Node, s string) {
 	fmt.Println(n)
 	_, _ = fmt.Sscan(s, &n.Val) // want `cannot decide: call to fmt.Sscan outside the module may store to pool memory passed to it`
+}
+
+// An exported global may be set by any package.
+var Shared *Node
+
+func viaExported(tx *engram.Tx) {
+	Shared.Val = 1 // want `cannot decide: Shared.Val is written through a pointer of unknown provenance`
 }
