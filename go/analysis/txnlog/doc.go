@@ -18,10 +18,13 @@
 // Each pointer, slice or interface value gets a provenance:
 //   - pool: returned by engram.Root; a pointer parameter of a *Tx function
 //     (or of the function that opens the transaction, for values its closure
-//     captures); anything loaded out of pool or fresh memory;
+//     captures, and memory fresh in an earlier transaction); anything
+//     loaded out of pool memory, or out of fresh memory allocated by a
+//     callee or handed to code the analysis does not follow;
 //   - fresh: returned by engram.New, Make, String or Bytes in this
 //     transaction; needs no log (go-pmem's rule for objects allocated in
-//     the same transaction);
+//     the same transaction); a field of memory the function allocated holds
+//     what the function stored there;
 //   - volatile: new(T), &T{}, make, Go globals and locals; a value loaded
 //     from a local, or from an unexported global, is whatever the function
 //     (the package) stored into it;
