@@ -79,7 +79,7 @@ func engramFunc(c *ssa.CallCommon) string {
 // freshFuncs return memory allocated in the running transaction.
 var freshFuncs = map[string]bool{"New": true, "Make": true, "String": true, "Bytes": true}
 
-// hasTxParam reports whether fn takes a *engram.Tx parameter: such a
+// txParam returns fn's *engram.Tx parameter, if it has one: such a
 // function runs inside a transaction and is checked on its own.
 func txParam(fn *ssa.Function) *ssa.Parameter {
 	for _, p := range fn.Params {
