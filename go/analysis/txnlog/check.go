@@ -204,7 +204,8 @@ func (fi *funcInfo) call(in ssa.CallInstruction) {
 	}
 	callee := common.StaticCallee()
 	if callee == nil {
-		fi.undecided(in.Pos(), Prov{Flags: provUnknown}, "call of a function value may store to pool memory")
+		fi.undecided(in.Pos(), Prov{Flags: provUnknown},
+			fmt.Sprintf("call of a function value%s may store to pool memory", funcValueName(common.Value)))
 		return
 	}
 	if obj := calleeObj(common); obj != nil && obj.Pkg() != nil && obj.Pkg().Path() == "sync/atomic" {
@@ -224,6 +225,18 @@ func (fi *funcInfo) call(in ssa.CallInstruction) {
 	for i := range sum.Effects {
 		fi.applyEffect(in, args, &sum.Effects[i], name)
 	}
+}
+
+// funcValueName names a called function value for messages (" f"), if it
+// has a source name.
+func funcValueName(v ssa.Value) string {
+	switch v := v.(type) {
+	case *ssa.Parameter:
+		return " (" + v.Name() + ")"
+	case *ssa.FreeVar:
+		return " (" + v.Name() + ")"
+	}
+	return ""
 }
 
 func calleeName(fn *ssa.Function) string {

@@ -26,7 +26,7 @@ func viaInterface(tx *engram.Tx, n *Node) {
 
 // Through a function value.
 func viaFuncValue(tx *engram.Tx, n *Node, f func(*Node)) {
-	f(n) // want `cannot decide: call of a function value may store to pool memory`
+	f(n) // want `cannot decide: call of a function value \(f\) may store to pool memory`
 }
 
 // Through a pointer of unknown provenance (a Go global set from a map).
@@ -56,13 +56,13 @@ func viaStdlib(tx *engram.Tx, n *Node) {
 }
 
 // A helper in the module that calls a function value: undecided at the call.
-func apply(n *Node, f func(int) int) { // want apply:"undecided\\(-1:call of a function value may store to pool memory\\)"
+func apply(n *Node, f func(int) int) { // want apply:"undecided\\(-1:call of a function value \\(f\\) may store to pool memory\\)"
 	n.Val = f(n.Val)
 }
 
 func viaHelper(tx *engram.Tx, n *Node) { // want viaHelper:"logs\\(1:1 steps\\)"
 	_ = tx.Log(&n.Val)
-	apply(n, func(v int) int { return v + 1 }) // want `cannot decide: in call to apply: call of a function value may store to pool memory`
+	apply(n, func(v int) int { return v + 1 }) // want `cannot decide: in call to apply: call of a function value \(f\) may store to pool memory`
 }
 
 // A pointer received from a channel.
