@@ -62,14 +62,15 @@ type checker struct {
 
 // funcInfo is the state of one function's analysis.
 type funcInfo struct {
-	c      *checker
-	fn     *ssa.Function
-	txn    bool
-	tx     string // name of the *Tx in scope, for fixes ("" if none)
-	prov   map[ssa.Value]Prov
-	logs   []region
-	stores []storeAt // every plain store, for killing logs (see killed)
-	state  int       // 0 new, 1 analyzing, 2 done
+	c          *checker
+	fn         *ssa.Function
+	txn        bool
+	tx         string // name of the *Tx in scope, for fixes ("" if none)
+	prov       map[ssa.Value]Prov
+	logs       []region
+	stores     []storeAt   // every plain store, for killing logs (see killed)
+	callStores []callStore // stores callees make through arguments, likewise
+	state      int         // 0 new, 1 analyzing, 2 done
 	// computing: the provenance fixpoint is running (its results are partial)
 	computing bool
 	effects   []Effect

@@ -28,6 +28,7 @@ func (fi *funcInfo) collectLogs() {
 			switch engramFunc(common) {
 			case "":
 				fi.calleeLogs(in, common)
+				fi.calleeStores(in, common)
 			case "Tx.Log":
 				if len(common.Args) == 2 {
 					fi.addLog(in, stripIface(common.Args[1]))
@@ -226,6 +227,37 @@ type storeAt struct {
 	path path
 }
 
+// callStore is a store a callee makes through an argument (from its
+// summary): to path, or anywhere below path when opaque.
+type callStore struct {
+	at     ssa.Instruction
+	path   path
+	opaque bool
+}
+
+// calleeStores records the stores a callee's summary says it makes through
+// its arguments, for the kill rule.
+func (fi *funcInfo) calleeStores(in ssa.Instruction, common *ssa.CallCommon) {
+	if _, ok := common.Value.(*ssa.Builtin); ok || common.IsInvoke() || common.StaticCallee() == nil {
+		return
+	}
+	sum := fi.c.summaryOf(common)
+	if sum == nil {
+		return
+	}
+	args := callArgs(common)
+	for _, e := range sum.Effects {
+		if e.Param < 0 || e.Param >= len(args) || e.Undecided != "" {
+			continue
+		}
+		if e.Opaque {
+			fi.callStores = append(fi.callStores, callStore{in, pathOf(args[e.Param]), true})
+		} else {
+			fi.callStores = append(fi.callStores, callStore{in, factPath(args[e.Param], e.Steps), false})
+		}
+	}
+}
+
 // killed reports whether a log no longer covers what it covered when it
 // ran: its path goes through a pointer (or slice header) that a store may
 // overwrite between the log and at (tx.Log(&l.Head.Val); l.Head = m;
@@ -241,15 +273,29 @@ func (fi *funcInfo) killed(r region, at ssa.Instruction) bool {
 		}
 		loc := path{p.root, p.steps[:i]}
 		for _, w := range fi.stores {
-			if len(w.path.steps) != i || matchPrefix(loc, w.path) == no || dominates(w.at, r.at) {
+			if len(w.path.steps) != i || matchPrefix(loc, w.path) == no {
 				continue
 			}
-			if reaches(r.at, w.at) && reaches(w.at, at) {
+			if between(w.at, r.at, at) {
+				return true
+			}
+		}
+		for _, w := range fi.callStores {
+			hit := len(w.path.steps) == i && matchPrefix(loc, w.path) != no
+			if w.opaque {
+				hit = len(w.path.steps) <= i && matchPrefix(w.path, loc) != no
+			}
+			if hit && between(w.at, r.at, at) {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// between reports whether w may run after the log at logAt and before at.
+func between(w, logAt, at ssa.Instruction) bool {
+	return w != logAt && !dominates(w, logAt) && reaches(logAt, w) && reaches(w, at)
 }
 
 // reaches reports whether b can run after a.

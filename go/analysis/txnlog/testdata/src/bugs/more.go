@@ -218,3 +218,15 @@ func advance(tx *engram.Tx, l *List) {
 	cursor.Val = 0 // want `unlogged store to pool memory: cursor.Val`
 	cursor = cursor.Next
 }
+
+// The pointer a log went through is replaced by a helper.
+func setHead(l *List, n *Node) { // want setHead:"store\\(0:l.Head\\)"
+	l.Head = n
+}
+
+func relinkByHelper(tx *engram.Tx, l *List, m *Node) { // want relinkByHelper:"logs\\(1:1 steps\\)"
+	_ = tx.Log(&l.Head)
+	_ = tx.Log(&l.Head.Val)
+	setHead(l, m)
+	l.Head.Val = 1 // want `unlogged store to pool memory: l.Head.Val`
+}
