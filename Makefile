@@ -45,7 +45,7 @@ lint: deps
 	@# the engine as users build it: without the `testing` feature
 	$(CARGO) clippy -p engram --lib -- -D warnings
 
-test: deps lint
+test: deps lint test-govet
 	$(CARGO) build --workspace --all-targets
 	$(CARGO) test --workspace
 
@@ -57,3 +57,19 @@ bench: bench-deps
 clean:
 	$(CARGO) clean
 	rm -rf data
+
+# engramvet, the Go analyzer for unlogged stores in transactions (go/analysis/txnlog,
+# go/cmd/engramvet): go vet over the Go module, then the analyzer's corpus tests and the
+# end-to-end go vet -vettool / -fix test. Go modules come from the Go module proxy.
+# The analyzer's tests run `go list` themselves, so the Go bin directory goes on PATH.
+GO ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
+GO_PATH_ENV = PATH="$(dir $(GO)):$$PATH"
+.PHONY: test-govet engramvet
+test-govet:
+	cd go && $(GO_PATH_ENV) $(GO) vet ./... && $(GO_PATH_ENV) $(GO) test ./analysis/... ./cmd/engramvet/...
+
+# engramvet over the whole Go module (go vet -vettool): every transaction in the Go package,
+# its tests, examples and benchmarks. Not yet part of `make test` (see docs/engramvet.md).
+engramvet:
+	cd go && $(GO) build -o ../target/engramvet ./cmd/engramvet && \
+	  $(GO_PATH_ENV) $(GO) vet -vettool=$(CURDIR)/target/engramvet ./...

@@ -1,0 +1,504 @@
+// The walk over one function: every store and call is checked against the
+// logs made before it (transactional mode) or turned into a summary effect
+// (summary mode). See analyzer.go for the two modes.
+
+package txnlog
+
+import (
+	"fmt"
+	"go/constant"
+	"go/token"
+	"go/types"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/tools/go/analysis"
+	"golang.org/x/tools/go/ssa"
+)
+
+func (c *checker) analyze(fi *funcInfo) {
+	if fi.state != 0 {
+		return
+	}
+	fi.state = 1
+	fi.results = make([]Prov, fi.fn.Signature.Results().Len())
+	for _, b := range fi.fn.Blocks {
+		for _, in := range b.Instrs {
+			switch in := in.(type) {
+			case *ssa.Store:
+				fi.write(in, pathOf(in.Addr), fi.get(in.Addr), fi.c.site(in.Pos(), in.Addr))
+			case ssa.CallInstruction:
+				fi.call(in)
+			case *ssa.Return:
+				for i, r := range in.Results {
+					if i < len(fi.results) {
+						fi.results[i] = fi.results[i].join(fi.get(r))
+					}
+				}
+			}
+		}
+	}
+	fi.summariseLogs()
+	fi.state = 2
+}
+
+// site describes where a write happens, for messages and fixes.
+type site struct {
+	pos    token.Pos
+	what   string // the location written, as the source says it
+	logArg string // the argument of tx.Log that covers it ("" if none)
+	callee string // set for writes done in a called function
+	at     string // file:line of the callee's store
+	eff    *Effect
+}
+
+func (fi *funcInfo) posString(pos token.Pos) string {
+	p := fi.c.pass.Fset.Position(pos)
+	return fmt.Sprintf("%s:%d", filepath.Base(p.Filename), p.Line)
+}
+
+// write checks one write to location p through a pointer of provenance pr.
+func (fi *funcInfo) write(at ssa.Instruction, p path, pr Prov, s site) {
+	if !pr.needsLog(fi.txn) && pr.Params == 0 && pr.Flags&provUnknown == 0 {
+		return
+	}
+	cov := no
+	if p.root != nil {
+		cov = fi.coverage(at, p)
+	}
+	if cov == yes {
+		return
+	}
+	if fi.txn {
+		switch {
+		case pr.needsLog(true) && cov == no:
+			fi.c.reportMissing(fi, s)
+			fi.assumeLogged(at, p)
+		case pr.needsLog(true):
+			fi.c.report(s.pos, "cannot decide: the logged range may not cover %s%s", s.what, s.via())
+			fi.assumeLogged(at, p)
+		default:
+			fi.c.report(s.pos, "cannot decide: %s is written%s through a pointer of unknown provenance", s.what, s.via())
+		}
+		return
+	}
+	if s.eff == nil && fi.c.isIgnored(s.pos) {
+		return // an ignored store is no effect either
+	}
+	undecided := ""
+	if cov == maybe {
+		undecided = "the logged range may not cover " + s.what
+	}
+	if pr.Flags&provPool != 0 {
+		fi.addEffect(s.effect(-1, nil, undecided, fi))
+	}
+	if pr.Flags&provUnknown != 0 {
+		fi.addEffect(s.effect(-1, nil, s.what+" is written through a pointer of unknown provenance", fi))
+	}
+	for j := 0; j < 64; j++ {
+		if pr.Params&(1<<uint(j)) != 0 {
+			fi.addEffect(s.effect(j, fi.relSteps(p, j), undecided, fi))
+		}
+	}
+}
+
+// assumeLogged treats a reported location as logged from here on (as it is
+// once -fix has inserted the log), so stores after it are not reported again.
+func (fi *funcInfo) assumeLogged(at ssa.Instruction, p path) {
+	if p.root != nil {
+		fi.logs = append(fi.logs, region{at: at, obj: p, virtual: true})
+	}
+}
+
+func (s site) via() string {
+	if s.callee == "" {
+		return ""
+	}
+	return fmt.Sprintf(" in call to %s (%s)", s.callee, s.at)
+}
+
+// effect turns a write into a summary effect of fi (keeping the innermost
+// store's description when the write comes from a callee).
+func (s site) effect(param int, steps []FactStep, undecided string, fi *funcInfo) Effect {
+	e := Effect{Param: param, Steps: steps, Opaque: steps == nil, Undecided: undecided,
+		What: s.what, Pos: fi.posString(s.pos), Func: fi.fn.Name()}
+	if s.eff != nil {
+		e.What, e.Pos, e.Func = s.eff.What, s.eff.Pos, s.eff.Func
+		if undecided == "" {
+			e.Undecided = s.eff.Undecided
+		}
+	}
+	return e
+}
+
+func (fi *funcInfo) addEffect(e Effect) {
+	for _, o := range fi.effects {
+		if o.Param == e.Param && o.What == e.What && o.Pos == e.Pos && o.Undecided == e.Undecided {
+			return
+		}
+	}
+	switch {
+	case len(fi.effects) < maxEffects-1:
+		fi.effects = append(fi.effects, e)
+	case len(fi.effects) == maxEffects-1:
+		// Full: one last effect stands for the rest, so nothing is lost.
+		fi.effects = append(fi.effects, Effect{Param: -1, Opaque: true, Pos: e.Pos, Func: e.Func,
+			Undecided: fmt.Sprintf("%s has more effects than a summary holds", fi.fn.Name())})
+	}
+}
+
+// relSteps expresses p relative to parameter j (free variables follow the
+// parameters), or nil if p is not rooted there.
+func (fi *funcInfo) relSteps(p path, j int) []FactStep {
+	var root ssa.Value
+	if j < len(fi.fn.Params) {
+		root = fi.fn.Params[j]
+	} else if k := j - len(fi.fn.Params); k < len(fi.fn.FreeVars) {
+		root = fi.fn.FreeVars[k]
+	}
+	if root == nil || p.root != root {
+		return nil
+	}
+	out := []FactStep{}
+	for _, s := range p.steps {
+		fs := FactStep{Kind: s.kind, Field: s.field, Name: s.name}
+		if k, ok := constInt(s.index); ok {
+			fs.Const, fs.Index = true, k
+		}
+		out = append(out, fs)
+	}
+	return out
+}
+
+// factPath extends an argument's path by a summary's steps.
+func factPath(arg ssa.Value, steps []FactStep) path {
+	p := pathOf(arg)
+	for _, fs := range steps {
+		s := step{kind: fs.Kind, field: fs.Field, name: fs.Name}
+		if fs.Const {
+			s.index = ssa.NewConst(constant.MakeInt64(fs.Index), types.Typ[types.Int])
+		}
+		p = p.with(s)
+	}
+	return p
+}
+
+// call checks a call: engram API, builtins, atomics, summaries of callees
+// in the module, and the calls nothing can be said about.
+func (fi *funcInfo) call(in ssa.CallInstruction) {
+	common := in.Common()
+	if common.IsInvoke() {
+		pr := fi.reach(common.Value, in)
+		for _, a := range common.Args {
+			pr = pr.join(fi.reach(a, in))
+		}
+		fi.undecided(in.Pos(), pr, fmt.Sprintf("call through interface method %s may store to pool memory", common.Method.Name()))
+		return
+	}
+	if b, ok := common.Value.(*ssa.Builtin); ok {
+		fi.builtin(in, b.Name(), common.Args)
+		return
+	}
+	if engramFunc(common) != "" {
+		return
+	}
+	callee := common.StaticCallee()
+	if callee == nil {
+		fi.undecided(in.Pos(), Prov{Flags: provUnknown},
+			fmt.Sprintf("call of a function value%s may store to pool memory", funcValueName(common.Value)))
+		return
+	}
+	if obj := calleeObj(common); obj != nil && obj.Pkg() != nil && obj.Pkg().Path() == "sync/atomic" {
+		fi.atomic(in, obj, common.Args)
+		return
+	}
+	sum := fi.c.summaryOf(common)
+	if sum == nil {
+		fi.external(in, callee, common.Args)
+		return
+	}
+	args := callArgs(common)
+	name := calleeName(callee)
+	if obj := calleeObj(common); obj != nil && obj.Pkg() != nil && obj.Pkg() != fi.c.pass.Pkg {
+		name = obj.Pkg().Name() + "." + name
+	}
+	for i := range sum.Effects {
+		fi.applyEffect(in, args, &sum.Effects[i], name)
+	}
+}
+
+// funcValueName names a called function value for messages (" f"), if it
+// has a source name.
+func funcValueName(v ssa.Value) string {
+	switch v := v.(type) {
+	case *ssa.Parameter:
+		return " (" + v.Name() + ")"
+	case *ssa.FreeVar:
+		return " (" + v.Name() + ")"
+	}
+	return ""
+}
+
+func calleeName(fn *ssa.Function) string {
+	if fn.Origin() != nil {
+		fn = fn.Origin()
+	}
+	if obj, ok := fn.Object().(*types.Func); ok && fn.Synthetic != "" {
+		// a bound method or thunk: name the method it wraps
+		if recv := obj.Type().(*types.Signature).Recv(); recv != nil {
+			t := recv.Type()
+			if p, ok := t.(*types.Pointer); ok {
+				t = p.Elem()
+			}
+			if n, ok := types.Unalias(t).(*types.Named); ok {
+				return n.Obj().Name() + "." + obj.Name()
+			}
+		}
+		return obj.Name()
+	}
+	if recv := fn.Signature.Recv(); recv != nil {
+		t := recv.Type()
+		if p, ok := t.(*types.Pointer); ok {
+			t = p.Elem()
+		}
+		if n, ok := types.Unalias(t).(*types.Named); ok {
+			return n.Obj().Name() + "." + fn.Name()
+		}
+	}
+	if fn.Parent() != nil {
+		return "func literal in " + fn.Parent().Name()
+	}
+	return fn.Name()
+}
+
+// undecided reports (or summarises) an operation whose effect on the pool
+// cannot be decided, if any memory it may touch could be pool memory.
+func (fi *funcInfo) undecided(pos token.Pos, pr Prov, reason string) {
+	if fi.txn {
+		if pr.needsLog(true) || pr.Flags&provUnknown != 0 {
+			fi.c.report(pos, "cannot decide: %s", reason)
+		}
+		return
+	}
+	fi.undecidedEffect(pr, &Effect{Undecided: reason, Pos: fi.posString(pos), Func: fi.fn.Name()})
+}
+
+// applyEffect checks one effect of a callee at the call site.
+func (fi *funcInfo) applyEffect(in ssa.CallInstruction, args []ssa.Value, e *Effect, callee string) {
+	s := site{pos: in.Pos(), what: e.What, callee: callee, at: e.Pos, eff: e}
+	var pr Prov
+	var p path
+	if e.Param < 0 || e.Param >= len(args) {
+		pr = Prov{Flags: provPool}
+	} else {
+		arg := args[e.Param]
+		pr = fi.pathProv(arg, e.Steps)
+		if !e.Opaque {
+			p = factPath(arg, e.Steps)
+			s.logArg = fi.c.logArgForCall(in, e)
+		}
+	}
+	if e.Undecided != "" {
+		reason := fmt.Sprintf("in call to %s: %s (%s)", callee, e.Undecided, e.Pos)
+		if e.Param < 0 {
+			pr = Prov{Flags: provUnknown}
+		}
+		if fi.txn {
+			fi.undecided(in.Pos(), pr, reason)
+		} else {
+			fi.undecidedEffect(pr, e)
+		}
+		return
+	}
+	fi.write(in, p, pr, s)
+}
+
+// pathProv is the provenance of the memory a callee's path from arg ends
+// in: each load along the path moves to what the loaded location holds.
+func (fi *funcInfo) pathProv(arg ssa.Value, steps []FactStep) Prov {
+	pr := fi.get(arg)
+	first := true
+	for _, s := range steps {
+		if s.Kind != stepLoad {
+			continue
+		}
+		next := Prov{Params: pr.Params, Flags: pr.Flags & provUnknown}
+		if pr.Flags&(provPool|provFresh|provFreshExt) != 0 {
+			next.Flags |= provPool
+		}
+		if pr.Flags&provVolatile != 0 {
+			if first {
+				next = next.join(fi.volatileLoad(arg))
+			} else {
+				next = next.join(unknown)
+			}
+		}
+		pr, first = next, false
+	}
+	return pr
+}
+
+// undecidedEffect passes a callee's undecided effect up a summary.
+func (fi *funcInfo) undecidedEffect(pr Prov, e *Effect) {
+	out := *e
+	out.Opaque, out.Steps = true, nil
+	if pr.Flags&(provPool|provUnknown) != 0 {
+		out.Param = -1
+		fi.addEffect(out)
+	}
+	for j := 0; j < 64; j++ {
+		if pr.Params&(1<<uint(j)) != 0 {
+			out.Param = j
+			fi.addEffect(out)
+		}
+	}
+}
+
+// builtin: copy and clear write the elements of their first argument.
+func (fi *funcInfo) builtin(in ssa.CallInstruction, name string, args []ssa.Value) {
+	if (name != "copy" && name != "clear") || len(args) == 0 {
+		return
+	}
+	dst := args[0]
+	if _, ok := dst.Type().Underlying().(*types.Slice); !ok {
+		return // clear of a map: maps never live in the pool
+	}
+	s := site{pos: in.Pos(), what: fmt.Sprintf("the elements of %s", fi.c.exprText(dst, in.Pos()))}
+	if fi.rangeLogged(in, dst) {
+		return
+	}
+	base, kind := elemBase(dst)
+	fi.write(in, base.with(step{kind: kind}), fi.get(dst), s)
+}
+
+// rangeLogged reports whether a LogSlice of exactly the resliced range (or
+// of all of its base) dominates a copy into dst.
+func (fi *funcInfo) rangeLogged(in ssa.Instruction, dst ssa.Value) bool {
+	sl, ok := dst.(*ssa.Slice)
+	if !ok {
+		return false
+	}
+	want := sliceRegion(in, sl)
+	for _, r := range fi.logs {
+		if !r.slice || !dominates(r.at, in) || r.kind != want.kind ||
+			matchPrefix(r.base, want.base) != yes || len(r.base.steps) != len(want.base.steps) {
+			continue
+		}
+		full := isZero(r.lo) && (r.hi == nil || isLen(r.hi, r.base))
+		if full || (sameIndex(r.lo, want.lo) == yes || isZero(r.lo) && isZero(want.lo)) && r.hi == want.hi {
+			return true
+		}
+	}
+	return false
+}
+
+// atomic: sync/atomic stores write the pointee of their first argument
+// (or of the receiver of an atomic type's method).
+func (fi *funcInfo) atomic(in ssa.CallInstruction, obj *types.Func, args []ssa.Value) {
+	switch name := obj.Name(); {
+	case len(args) == 0:
+		return
+	case hasPrefix(name, "Store", "Add", "Swap", "CompareAndSwap", "And", "Or"):
+		dst := args[0]
+		text := fi.c.exprText(dst, in.Pos())
+		s := site{pos: in.Pos(), what: deref(text)}
+		if !strings.ContainsAny(text, "()") {
+			s.logArg = text
+		}
+		fi.write(in, pathOf(dst), fi.get(dst), s)
+	}
+}
+
+// deref names the pointee of a pointer expression: n.Count for &n.Count.
+func deref(e string) string {
+	if strings.HasPrefix(e, "&") {
+		return e[1:]
+	}
+	return "*" + e
+}
+
+func hasPrefix(s string, prefixes ...string) bool {
+	for _, p := range prefixes {
+		if len(s) >= len(p) && s[:len(p)] == p {
+			return true
+		}
+	}
+	return false
+}
+
+// scans reports whether a function of a read-only package nevertheless
+// writes through its arguments (fmt.Sscan and the like).
+func scans(name string) bool {
+	return strings.Contains(strings.ToLower(name), "scan")
+}
+
+// reach is the provenance of what the call at, given v, may write: v's
+// memory, and for a local holding pointers (a variadic argument list, a
+// struct of pointers) also the memory stored into it.
+func (fi *funcInfo) reach(v ssa.Value, at ssa.Instruction) Prov {
+	if !pointerish(v.Type()) {
+		return Prov{}
+	}
+	p := fi.get(v)
+	if p.Flags&provVolatile == 0 {
+		return p
+	}
+	var elem types.Type
+	switch t := v.Type().Underlying().(type) {
+	case *types.Pointer:
+		elem = t.Elem()
+	case *types.Slice:
+		elem = t.Elem()
+	}
+	if elem != nil && pointerish(elem) {
+		p = p.join(fi.volatileLoadBefore(v, at))
+	}
+	return p
+}
+
+// readOnlyPkgs are standard packages whose functions do not store through
+// the pointers passed to them (or only to lock words, which are volatile
+// state by Engram's rules).
+var readOnlyPkgs = map[string]bool{
+	"fmt": true, "errors": true, "strings": true, "strconv": true, "math": true,
+	"math/bits": true, "unicode": true, "log": true, "time": true,
+	"context": true, "sync": true, "runtime": true, "testing": true,
+}
+
+// external: a call with no summary (outside the module) that is passed
+// memory which may be pool memory cannot be decided.
+func (fi *funcInfo) external(in ssa.CallInstruction, callee *ssa.Function, args []ssa.Value) {
+	if callee.Pkg != nil && readOnlyPkgs[callee.Pkg.Pkg.Path()] && !scans(callee.Name()) {
+		return
+	}
+	if callee.Synthetic != "" {
+		// a wrapper (bound method, thunk): judge by its target
+		if obj, ok := callee.Object().(*types.Func); ok && obj.Pkg() != nil &&
+			readOnlyPkgs[obj.Pkg().Path()] && !scans(obj.Name()) {
+			return
+		}
+	}
+	var pr Prov
+	for _, a := range args {
+		pr = pr.join(fi.reach(a, in))
+	}
+	fi.undecided(in.Pos(), pr, fmt.Sprintf("call to %s outside the module may store to pool memory passed to it", callee.String()))
+}
+
+// report emits one diagnostic per position and message.
+func (c *checker) report(pos token.Pos, format string, args ...any) {
+	c.reportFix(pos, nil, format, args...)
+}
+
+func (c *checker) reportFix(pos token.Pos, fixes []analysis.SuggestedFix, format string, args ...any) {
+	if c.testsOnly && !strings.HasSuffix(c.pass.Fset.Position(pos).Filename, "_test.go") || c.isIgnored(pos) {
+		return
+	}
+	msg := fmt.Sprintf(format, args...)
+	key := fmt.Sprintf("%d %s", pos, msg)
+	if c.seen[key] {
+		return
+	}
+	c.seen[key] = true
+	c.pass.Report(analysis.Diagnostic{Pos: pos, Message: msg, SuggestedFixes: fixes})
+}

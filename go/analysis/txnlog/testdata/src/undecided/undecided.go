@@ -1,0 +1,117 @@
+// Package undecided holds the stores the analyzer cannot decide statically:
+// each must be reported as "cannot decide", never passed over in silence.
+package undecided
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/engram-pm/engram-go"
+)
+
+type Node struct {
+	Val   int
+	Items []int
+}
+
+type Setter interface{ Set(v int) }
+
+func (n *Node) Set(v int) { n.Val = v } // want Set:"store\\(0:n.Val\\)"
+
+// Through an interface method.
+func viaInterface(tx *engram.Tx, n *Node) {
+	var s Setter = n
+	s.Set(1) // want `cannot decide: call through interface method Set may store to pool memory`
+}
+
+// Through a function value.
+func viaFuncValue(tx *engram.Tx, n *Node, f func(*Node)) {
+	f(n) // want `cannot decide: call of a function value \(f\) may store to pool memory`
+}
+
+// Through a pointer of unknown provenance (a Go global set from a map).
+var cached *Node
+
+func setCache(m map[int]*Node) { cached = m[0] }
+
+func viaGlobal(tx *engram.Tx) {
+	cached.Val = 1 // want `cannot decide: cached.Val is written through a pointer of unknown provenance`
+}
+
+// Through a map of pointers.
+func viaMap(tx *engram.Tx, m map[int]*Node) {
+	m[1].Val = 2 // want `cannot decide: m\[1\].Val is written through a pointer of unknown provenance`
+}
+
+// A logged range whose bounds are not known statically.
+func varRange(tx *engram.Tx, n *Node, i, j, k int) {
+	items := n.Items
+	_ = engram.LogSlice(tx, items[i:j])
+	items[k] = 1 // want `cannot decide: the logged range may not cover items\[k\]`
+}
+
+// A function outside the module given pool memory.
+func viaStdlib(tx *engram.Tx, n *Node) {
+	sort.Ints(n.Items) // want `cannot decide: call to sort.Ints outside the module may store to pool memory passed to it`
+}
+
+// A helper in the module that calls a function value: undecided at the call.
+func apply(n *Node, f func(int) int) { // want apply:"undecided\\(-1:call of a function value \\(f\\) may store to pool memory\\)"
+	n.Val = f(n.Val)
+}
+
+func viaHelper(tx *engram.Tx, n *Node) { // want viaHelper:"logs\\(1:1 steps\\)"
+	_ = tx.Log(&n.Val)
+	apply(n, func(v int) int { return v + 1 }) // want `cannot decide: in call to apply: call of a function value \(f\) may store to pool memory`
+}
+
+// A pointer received from a channel.
+func viaChannel(tx *engram.Tx, ch chan *Node) {
+	select {
+	case n := <-ch:
+		n.Val = 1 // want `cannot decide: n.Val is written through a pointer of unknown provenance`
+	default:
+	}
+}
+
+type Bank struct{ Accounts []int64 }
+
+// The crash explorer's seeded bug (a log skipped when logTo is false): the
+// log of from dominates the store to to, and from may equal to.
+func transferMaybeMissing(pool *engram.Pool, b *Bank, from, to int, logTo bool) error {
+	return pool.Txn(func(tx *engram.Tx) error {
+		if err := engram.LogSlice(tx, b.Accounts[from:from+1]); err != nil {
+			return err
+		}
+		if logTo {
+			if err := tx.Log(&b.Accounts[to]); err != nil {
+				return err
+			}
+		}
+		b.Accounts[from] -= 10
+		b.Accounts[to] += 10 // want `cannot decide: the logged range may not cover b.Accounts\[to\]`
+		return nil
+	})
+}
+
+// A counted loop one past the logged range.
+func clearPastRange(tx *engram.Tx, n *Node, lo, hi int) {
+	items := n.Items
+	_ = engram.LogSlice(tx, items[lo:hi])
+	for k := lo; k <= hi; k++ {
+		items[k] = 0 // want `cannot decide: the logged range may not cover items\[k\]`
+	}
+}
+
+// fmt reads its arguments, except the scanners, which write them.
+func viaScan(tx *engram.Tx, n *Node, s string) {
+	fmt.Println(n)
+	_, _ = fmt.Sscan(s, &n.Val) // want `cannot decide: call to fmt.Sscan outside the module may store to pool memory passed to it`
+}
+
+// An exported global may be set by any package.
+var Shared *Node
+
+func viaExported(tx *engram.Tx) {
+	Shared.Val = 1 // want `cannot decide: Shared.Val is written through a pointer of unknown provenance`
+}
