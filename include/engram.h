@@ -337,7 +337,7 @@ typedef struct engram_open_report {
 /**
  * Figures about an open pool (`engram info`).
  */
-typedef struct engram_pool_info {
+typedef struct engram_info {
   /**
    * Format version.
    */
@@ -391,7 +391,7 @@ typedef struct engram_pool_info {
    * UUID, NUL-terminated.
    */
   char uuid[40];
-} engram_pool_info;
+} engram_info;
 
 /**
  * A type, as registered by `engram_type_register`.
@@ -638,7 +638,7 @@ engram_status engram_pool_open_report(engram_pool pool, struct engram_open_repor
  * # Safety
  * `info` is writable.
  */
-engram_status engram_pool_info(engram_pool pool, struct engram_pool_info *info);
+engram_status engram_pool_info(engram_pool pool, struct engram_info *info);
 
 /**
  * Registers a type (or finds it by name) and returns its id in `*type_id`.
@@ -723,6 +723,20 @@ engram_status engram_collect(engram_pool pool, struct engram_mark_stats *stats);
  * `stats` is NULL or writable.
  */
 engram_status engram_check(engram_pool pool, struct engram_mark_stats *stats);
+
+/**
+ * The object whose payload starts at `addr`: `*type_id` (of the elements
+ * for an array), `*count` (1 for a plain object) and `*array`. BAD_POINTER
+ * if no allocated object starts there (an interior or foreign pointer).
+ *
+ * # Safety
+ * The out-pointers are writable.
+ */
+engram_status engram_object_info(engram_pool pool,
+                                 uint64_t addr,
+                                 uint32_t *type_id,
+                                 uint64_t *count,
+                                 uint32_t *array);
 
 /**
  * Begins a failure-atomic region on `pool` (or joins the one this thread

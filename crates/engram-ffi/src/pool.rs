@@ -94,7 +94,7 @@ pub struct engram_open_report {
 /// Figures about an open pool (`engram info`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-pub struct engram_pool_info {
+pub struct engram_info {
     /// Format version.
     pub version: u32,
     /// A value of `engram_durability` (never AUTO).
@@ -367,12 +367,12 @@ pub unsafe extern "C" fn engram_pool_open_report(pool: engram_pool, report: *mut
 /// # Safety
 /// `info` is writable.
 #[no_mangle]
-pub unsafe extern "C" fn engram_pool_info(pool: engram_pool, info: *mut engram_pool_info) -> engram_status {
+pub unsafe extern "C" fn engram_pool_info(pool: engram_pool, info: *mut engram_info) -> engram_status {
     call(|| {
         // SAFETY: caller's contract.
         let dst = unsafe { out(info, "info") }?;
         let i = crate::handles::pool(pool)?.pool.info();
-        let mut v = engram_pool_info {
+        let mut v = engram_info {
             version: i.version,
             durability: durability_code(i.durability),
             base: i.base,
@@ -537,6 +537,23 @@ pub unsafe extern "C" fn engram_check(pool: engram_pool, stats: *mut engram_mark
             // SAFETY: caller's contract.
             *unsafe { out(stats, "stats") }? = engram_mark_stats { objects: s.objects, bytes: s.bytes };
         }
+        Ok(())
+    })
+}
+
+/// The object whose payload starts at `addr`: `*type_id` (of the elements
+/// for an array), `*count` (1 for a plain object) and `*array`. BAD_POINTER
+/// if no allocated object starts there (an interior or foreign pointer).
+///
+/// # Safety
+/// The out-pointers are writable.
+#[no_mangle]
+pub unsafe extern "C" fn engram_object_info(pool: engram_pool, addr: u64, type_id: *mut u32, count: *mut u64, array: *mut u32) -> engram_status {
+    call(|| {
+        // SAFETY: caller's contract.
+        let (t, c, a) = unsafe { (out(type_id, "type_id")?, out(count, "count")?, out(array, "array")?) };
+        let (id, n, arr) = crate::handles::pool(pool)?.pool.object_at(addr)?;
+        (*t, *c, *a) = (id, n, arr.into());
         Ok(())
     })
 }

@@ -58,6 +58,20 @@ impl Pool {
         self.inner.space.persist.fence("front end fence")
     }
 
+    /// The object whose payload starts at `addr`: its type id (of the
+    /// elements for an array), element count and whether it is an array.
+    /// [`Error::BadPointer`] if no allocated object starts there.
+    pub fn object_at(&self, addr: u64) -> Result<(u32, u64, bool)> {
+        use crate::format::{ObjHeader, OBJ_ARRAY, OBJ_HEADER, OBJ_TAG, OBJ_TAG_MASK};
+        let space = &self.inner.space;
+        crate::alloc::locate(space, addr).ok_or(Error::BadPointer { addr })?;
+        let h: ObjHeader = space.read(addr - OBJ_HEADER - space.base())?;
+        if h.flags & OBJ_TAG_MASK != OBJ_TAG {
+            return Err(Error::BadPointer { addr });
+        }
+        Ok((h.type_id, h.count, h.flags & OBJ_ARRAY != 0))
+    }
+
     /// Flush then fence: `[addr, addr+len)` is durable on return.
     pub fn persist(&self, addr: u64, len: u64) -> Result<()> {
         self.range(addr, len)?;
