@@ -347,15 +347,17 @@ func DeleteRoot(tx *Tx, name string) error {
 // was written. A null root gives (nil, nil).
 func Root[T any](pool *Pool, name string) (*T, error) {
 	var out *T
+	var lookup error
+	// The lookup's own failure (no root, another type) is returned, not
+	// passed to Txn: inside a running transaction it must not doom it.
 	err := pool.Txn(func(tx *Tx) error {
-		var err error
-		out, err = rootIn[T](tx, name)
-		return err
+		out, lookup = rootIn[T](tx, name)
+		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	return out, lookup
 }
 
 func rootIn[T any](tx *Tx, name string) (*T, error) {
