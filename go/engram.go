@@ -304,3 +304,7 @@ func (p *Pool) Contains(addr unsafe.Pointer, n uintptr) bool {
 func (p *Pool) contains(a, n uintptr) bool {
 	return a >= p.base && a+n >= a && a+n <= p.limit
 }
+
+// ABIVersion is the C ABI version of the linked engine (one cgo call; the
+// benchmarks use it to measure the cost of a cgo round trip).
+func ABIVersion() uint32 { return uint32(C.engram_abi_version()) }
