@@ -14,7 +14,7 @@ APT_PACKAGES := libpmemobj-dev pkg-config
 BENCH_APT_PACKAGES := fonts-dejavu-core
 CARGO ?= cargo
 
-.PHONY: run test bench deps bench-deps apt build clean test-c test-go go-deps ffi-lib
+.PHONY: run test bench deps bench-deps apt build clean test-c test-go go-deps ffi-lib bench-go
 
 deps:
 	@$(MAKE) --no-print-directory apt PKGS="$(APT_PACKAGES)"
@@ -44,6 +44,7 @@ bench: bench-deps
 	$(CARGO) run --release -p engram-bench -- all --out docs/bench
 	$(CARGO) run --release -p engram-bench -- stm --out docs/bench
 	$(CARGO) run --release -q -p engram-cli -- crashtest --deep
+	$(MAKE) --no-print-directory bench-go
 
 clean:
 	$(CARGO) clean
@@ -75,3 +76,10 @@ test-c: ffi-lib
 test-go: go-deps ffi-lib
 	$(CARGO) build -p engram-cli
 	cd go && $(GO) vet ./... && ENGRAM_CLI=$(CURDIR)/target/debug/engram $(GO) test -race -count=1 ./...
+
+# Go on Engram vs Rust on Engram vs PMDK (binary-trees, n-body, sps) and the
+# cgo round trip; report in docs/bench/go.md.
+bench-go: bench-deps go-deps
+	$(MAKE) --no-print-directory ffi-lib FFI_PROFILE=release
+	$(CARGO) build --release -p engram-bench
+	cd go && $(GO) run ./cmd/engram-gobench -rust $(CURDIR)/target/release/engram-bench -dir /dev/shm -out $(CURDIR)/docs/bench/go.md
