@@ -57,6 +57,9 @@ GO ?= $(shell command -v go 2>/dev/null || { [ -x /usr/local/go/bin/go ] && echo
 # Where cgo finds the static library (go/engram.go: -L../target/go-lib).
 GO_LIB_DIR := target/go-lib
 FFI_PROFILE ?= debug
+# Go's build cache does not see a C library change (cgo docs), so the
+# library's hash goes into CGO_CFLAGS: a new library rebuilds and relinks.
+GO_ENV = CGO_CFLAGS="-O2 -g -DENGRAM_FFI_STAMP=$$(sha1sum $(GO_LIB_DIR)/libengram_ffi.a | cut -c1-16)"
 
 go-deps:
 	@command -v $(GO) >/dev/null 2>&1 || $(MAKE) --no-print-directory apt PKGS="golang-go"
@@ -75,11 +78,11 @@ test-c: ffi-lib
 
 test-go: go-deps ffi-lib
 	$(CARGO) build -p engram-cli
-	cd go && $(GO) vet ./... && ENGRAM_CLI=$(CURDIR)/target/debug/engram $(GO) test -race -count=1 ./...
+	cd go && $(GO_ENV) $(GO) vet ./... && $(GO_ENV) ENGRAM_CLI=$(CURDIR)/target/debug/engram $(GO) test -race -count=1 ./...
 
 # Go on Engram vs Rust on Engram vs PMDK (binary-trees, n-body, sps) and the
 # cgo round trip; report in docs/bench/go.md.
 bench-go: bench-deps go-deps
 	$(MAKE) --no-print-directory ffi-lib FFI_PROFILE=release
 	$(CARGO) build --release -p engram-bench
-	cd go && $(GO) run ./cmd/engram-gobench -rust $(CURDIR)/target/release/engram-bench -dir /dev/shm -out $(CURDIR)/docs/bench/go.md
+	cd go && $(GO_ENV) $(GO) run ./cmd/engram-gobench -rust $(CURDIR)/target/release/engram-bench -dir /dev/shm -out $(CURDIR)/docs/bench/go.md
