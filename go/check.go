@@ -39,6 +39,10 @@ func (tx *Tx) verify() error {
 	for _, c := range tx.check {
 		for i := 0; i < c.n; i++ {
 			addr := c.addr + uintptr(i)*c.typ.Size()
+			if tx.valueOK(addr, c.typ) {
+				continue
+			}
+			// Only now build the names, to say which field is wrong.
 			name := typeName(c.typ)
 			if c.n > 1 {
 				name = fmt.Sprintf("%s[%d]", name, i)
@@ -50,6 +54,42 @@ func (tx *Tx) verify() error {
 	}
 	tx.check = tx.check[:0]
 	return nil
+}
+
+// valueOK is verifyValue without the names (the fast path).
+func (tx *Tx) valueOK(addr uintptr, t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Slice, reflect.String:
+		p := *(*uintptr)(ptr(addr))
+		if t.Kind() != reflect.Pointer && *(*uintptr)(ptr(addr + 8)) == 0 {
+			return true
+		}
+		return p == 0 || tx.pointerOK(p)
+	case reflect.Array:
+		for i := 0; i < t.Len(); i++ {
+			if !tx.valueOK(addr+uintptr(i)*t.Elem().Size(), t.Elem()) {
+				return false
+			}
+		}
+	case reflect.Struct:
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			if !tx.valueOK(addr+f.Offset, f.Type) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (tx *Tx) pointerOK(p uintptr) bool {
+	if !tx.pool.contains(p, 1) {
+		return false
+	}
+	var id C.uint32_t
+	var count C.uint64_t
+	var array C.uint32_t
+	return C.engram_object_info(tx.pool.h, C.uint64_t(p), &id, &count, &array) == C.ENGRAM_OK
 }
 
 func (tx *Tx) verifyValue(addr uintptr, t reflect.Type, path string) error {

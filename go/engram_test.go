@@ -290,6 +290,7 @@ func TestChangedStructNamesTheField(t *testing.T) {
 		Balance float64
 	}
 	_, err := Root[Account](p, "acct")
+	t.Log(err)
 	if !errors.Is(err, ErrLayoutMismatch) || !strings.Contains(err.Error(), "Balance") || !strings.Contains(err.Error(), "Account") {
 		t.Fatalf("want ErrLayoutMismatch naming Account and Balance, got %v", err)
 	}
