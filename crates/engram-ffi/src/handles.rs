@@ -75,7 +75,9 @@ pub(crate) struct RegionSlot {
 }
 
 thread_local! {
-    static REGIONS: RefCell<HashMap<u64, RegionSlot>> = RefCell::new(HashMap::new());
+    /// (handle, slot): a thread runs at most one region per pool, so this is
+    /// short and a linear scan beats hashing on every call.
+    static REGIONS: RefCell<Vec<(u64, RegionSlot)>> = const { RefCell::new(Vec::new()) };
 }
 
 fn ended(id: u64) -> FfiError {
@@ -87,13 +89,13 @@ fn ended(id: u64) -> FfiError {
 
 /// The region of pool `pool_id` running on this thread, if any.
 pub(crate) fn region_of_pool(pool_id: u64) -> Option<u64> {
-    REGIONS.with(|r| r.borrow().iter().find(|(_, s)| s.pool_id == pool_id).map(|(&id, _)| id))
+    REGIONS.with(|r| r.borrow().iter().find(|(_, s)| s.pool_id == pool_id).map(|&(id, _)| id))
 }
 
 pub(crate) fn add_region(slot: RegionSlot) -> u64 {
     let id = next_id();
     slot.entry.regions.fetch_add(1, Ordering::AcqRel);
-    REGIONS.with(|r| r.borrow_mut().insert(id, slot));
+    REGIONS.with(|r| r.borrow_mut().push((id, slot)));
     id
 }
 
@@ -102,14 +104,20 @@ pub(crate) fn add_region(slot: RegionSlot) -> u64 {
 pub(crate) fn with_region<R>(id: u64, f: impl FnOnce(&mut RegionSlot) -> FfiResult<R>) -> FfiResult<R> {
     REGIONS.with(|r| {
         let mut t = r.borrow_mut();
-        let slot = t.get_mut(&id).ok_or_else(|| ended(id))?;
-        f(slot)
+        let slot = t.iter_mut().find(|(h, _)| *h == id).ok_or_else(|| ended(id))?;
+        f(&mut slot.1)
     })
 }
 
 /// Takes region `id` out of this thread's table (its outermost end).
 pub(crate) fn take_region(id: u64) -> FfiResult<RegionSlot> {
-    REGIONS.with(|r| r.borrow_mut().remove(&id)).ok_or_else(|| ended(id))
+    REGIONS
+        .with(|r| {
+            let mut t = r.borrow_mut();
+            let i = t.iter().position(|(h, _)| *h == id)?;
+            Some(t.swap_remove(i).1)
+        })
+        .ok_or_else(|| ended(id))
 }
 
 impl Drop for RegionSlot {
