@@ -59,7 +59,7 @@ GO_LIB_DIR := target/go-lib
 FFI_PROFILE ?= debug
 # Go's build cache does not see a C library change (cgo docs), so the
 # library's hash goes into CGO_CFLAGS: a new library rebuilds and relinks.
-GO_ENV = CGO_CFLAGS="-O2 -g -DENGRAM_FFI_STAMP=$$(sha1sum $(GO_LIB_DIR)/libengram_ffi.a | cut -c1-16)"
+GO_ENV = CGO_CFLAGS="-O2 -g -DENGRAM_FFI_STAMP=$$(sha1sum $(CURDIR)/$(GO_LIB_DIR)/libengram_ffi.a | cut -c1-16)"
 
 go-deps:
 	@command -v $(GO) >/dev/null 2>&1 || $(MAKE) --no-print-directory apt PKGS="golang-go"
