@@ -157,12 +157,12 @@ pub unsafe extern "C" fn engram_explore(tracer: engram_tracer, opts: *const engr
         let (layout, dir) = unsafe { (text(o.layout, "opts->layout")?, text(o.scratch_dir, "opts->scratch_dir")?) };
         let trace = tracers().lock().get_mut(&tracer).ok_or_else(|| closed(tracer))?.trace.take();
         let trace = trace.ok_or_else(|| invalid("the tracer has no stopped trace (start, run, stop first)"))?;
-        let mut cfg = engram_model::Config::default();
-        cfg.max_images_per_point = if o.max_images_per_point == 0 { 12 } else { o.max_images_per_point as usize };
-        cfg.max_violations = if o.max_violations == 0 { 5 } else { o.max_violations as usize };
-        if o.seed != 0 {
-            cfg.seed = o.seed;
-        }
+        let defaults = engram_model::Config::default();
+        let cfg = engram_model::Config {
+            max_images_per_point: if o.max_images_per_point == 0 { 12 } else { o.max_images_per_point as usize },
+            max_violations: if o.max_violations == 0 { 5 } else { o.max_violations as usize },
+            seed: if o.seed == 0 { defaults.seed } else { o.seed },
+        };
         std::fs::create_dir_all(dir).map_err(|e| engram::Error::Io { op: "create scratch dir", source: e })?;
         let image = std::path::Path::new(dir).join(format!("engram-explore-{}-{}.image", std::process::id(), next_id()));
         let r = engram_model::explore(&trace, &cfg, &mut |img| check_image(&image, img, layout, check, user), &mut |_, _| {});
