@@ -335,6 +335,20 @@ static void test_regions(void) {
     CHECK(st.objects == 11); /* 10 nodes + the byte array */
     OK(engram_check(p, &st));
     CHECK(st.objects == 11);
+    /* the root table holds 1024 roots (the aborted region's log chunks
+       stay linked from its log slot for reuse, so this comes after the counts) */
+    OK(engram_region_begin(p, &r));
+    engram_status full = ENGRAM_OK;
+    int made = 0;
+    for (int i = 0; i < 1100 && full == ENGRAM_OK; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "many-%d", i);
+        full = engram_root_set(r, name, 0, id, 0);
+        made += full == ENGRAM_OK;
+    }
+    CHECK(full == ENGRAM_ERR_TABLE_FULL && made > 1000);
+    OK(engram_region_abort(r));
+
     OK(engram_pool_close(p));
 
     /* reopen: the data is there; a changed type is refused */
@@ -402,6 +416,34 @@ static void write_file(const char *path, const void *data, size_t n) {
     fclose(f);
 }
 
+/* CRC32C (Castagnoli), bitwise: enough to forge a header in a test. */
+static uint32_t crc32c(const unsigned char *p, size_t n) {
+    uint32_t c = 0xffffffffu;
+    while (n--) {
+        c ^= *p++;
+        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0x82f63b78u & (0u - (c & 1)));
+    }
+    return ~c;
+}
+
+/* Rewrites the format version in both header copies, with valid checksums
+   (docs/format.md: version at byte 8, CRC32C of bytes 0..504 at 504). */
+static void forge_version(const char *path, uint32_t version) {
+    FILE *f = fopen(path, "r+b");
+    CHECK(f != NULL);
+    for (long copy = 0; copy < 2; copy++) {
+        unsigned char h[512];
+        fseek(f, copy * 4096, SEEK_SET);
+        CHECK(fread(h, 1, sizeof h, f) == sizeof h);
+        memcpy(h + 8, &version, 4);
+        uint32_t crc = crc32c(h, 504);
+        memcpy(h + 504, &crc, 4);
+        fseek(f, copy * 4096, SEEK_SET);
+        CHECK(fwrite(h, 1, sizeof h, f) == sizeof h);
+    }
+    fclose(f);
+}
+
 static void test_bad_files(void) {
     engram_pool p;
     char *foreign = path_of("foreign.pool");
@@ -427,6 +469,15 @@ static void test_bad_files(void) {
     }
     fclose(f);
     EXPECT(engram_pool_open(path, NULL, &p), ENGRAM_ERR_BAD_CHECKSUM);
+
+    path = path_of("version.pool");
+    p = create(path, "abi", ENGRAM_DURABILITY_PROCESS, 0);
+    OK(engram_pool_close(p));
+    forge_version(path, 1); /* the real version, forged: still opens */
+    OK(engram_pool_open(path, NULL, &p));
+    OK(engram_pool_close(p));
+    forge_version(path, 999);
+    EXPECT(engram_pool_open(path, NULL, &p), ENGRAM_ERR_UNSUPPORTED_VERSION);
 
     /* read-only: nothing may be written */
     path = path_of("ro.pool");
