@@ -33,6 +33,9 @@ type Tx struct {
 	ended bool
 	// Checked mode: values to verify at commit (address and Go type).
 	check []checked
+	// The last type allocated and its pool id (allocation loops use one type).
+	lastType reflect.Type
+	lastID   uint32
 }
 
 type checked struct {
@@ -186,6 +189,17 @@ func (tx *Tx) Lock(p any) error {
 
 // typeID is the pool's id of t; the first use records t's signature.
 func (tx *Tx) typeID(t reflect.Type) (uint32, error) {
+	if t == tx.lastType {
+		return tx.lastID, nil
+	}
+	id, err := tx.lookupType(t)
+	if err == nil {
+		tx.lastType, tx.lastID = t, id
+	}
+	return id, err
+}
+
+func (tx *Tx) lookupType(t reflect.Type) (uint32, error) {
 	tx.pool.mu.Lock()
 	id, ok := tx.pool.types[t]
 	tx.pool.mu.Unlock()
