@@ -17,7 +17,7 @@ APT_PACKAGES := libpmemobj-dev pkg-config
 BENCH_APT_PACKAGES := fonts-dejavu-core
 CARGO ?= cargo
 
-.PHONY: run test lint bench deps bench-deps apt build clean
+.PHONY: run test lint bench deps bench-deps apt build clean test-c test-go go-deps ffi-lib bench-go
 
 deps:
 	@$(MAKE) --no-print-directory apt PKGS="$(APT_PACKAGES)"
@@ -45,7 +45,7 @@ lint: deps
 	@# the engine as users build it: without the `testing` feature
 	$(CARGO) clippy -p engram --lib -- -D warnings
 
-test: deps lint test-govet
+test: deps lint test-c test-go test-govet
 	$(CARGO) build --workspace --all-targets
 	$(CARGO) test --workspace
 
@@ -53,16 +53,53 @@ bench: bench-deps
 	$(CARGO) run --release -p engram-bench -- all --out docs/bench
 	$(CARGO) run --release -p engram-bench -- stm --out docs/bench
 	$(CARGO) run --release -q -p engram-cli -- crashtest --deep
+	$(MAKE) --no-print-directory bench-go
 
 clean:
 	$(CARGO) clean
 	rm -rf data
 
+# ----- the C ABI (crates/engram-ffi, include/engram.h) and the Go front end (go/)
+# Go is preinstalled at /usr/local/go/bin on the project's machines; if it is
+# nowhere, go-deps installs Debian's golang.
+GO ?= $(shell command -v go 2>/dev/null || { [ -x /usr/local/go/bin/go ] && echo /usr/local/go/bin/go; } || echo go)
+# Where cgo finds the static library (go/engram.go: -L../target/go-lib).
+GO_LIB_DIR := target/go-lib
+FFI_PROFILE ?= debug
+# Go's build cache does not see a C library change (cgo docs), so the
+# library's hash goes into CGO_CFLAGS: a new library rebuilds and relinks.
+GO_ENV = CGO_CFLAGS="-O2 -g -DENGRAM_FFI_STAMP=$$(sha1sum $(CURDIR)/$(GO_LIB_DIR)/libengram_ffi.a | cut -c1-16)"
+
+go-deps:
+	@command -v $(GO) >/dev/null 2>&1 || $(MAKE) --no-print-directory apt PKGS="golang-go"
+
+# Builds the FFI and puts its static library where cgo looks for it.
+ffi-lib:
+	$(CARGO) build -p engram-ffi $(if $(filter release,$(FFI_PROFILE)),--release,)
+	@mkdir -p $(GO_LIB_DIR)
+	cp target/$(FFI_PROFILE)/libengram_ffi.a $(GO_LIB_DIR)/libengram_ffi.a
+
+test-c: ffi-lib
+	@mkdir -p target/c-test
+	cc -std=c11 -Wall -Wextra -Werror -Iinclude crates/engram-ffi/tests/c/abi_test.c \
+	  $(GO_LIB_DIR)/libengram_ffi.a -lpthread -ldl -lm -o target/c-test/abi_test
+	@d=$$(mktemp -d); target/c-test/abi_test $$d; rc=$$?; rm -rf $$d; exit $$rc
+
+test-go: go-deps ffi-lib
+	$(CARGO) build -p engram-cli
+	cd go && $(GO_ENV) $(GO) vet ./... && $(GO_ENV) ENGRAM_CLI=$(CURDIR)/target/debug/engram $(GO) test -race -count=1 ./...
+
+# Go on Engram vs Rust on Engram vs PMDK (binary-trees, n-body, sps) and the
+# cgo round trip; report in docs/bench/go.md.
+bench-go: bench-deps go-deps
+	$(MAKE) --no-print-directory ffi-lib FFI_PROFILE=release
+	$(CARGO) build --release -p engram-bench
+	cd go && $(GO_ENV) $(GO) run ./cmd/engram-gobench -rust $(CURDIR)/target/release/engram-bench -dir /dev/shm -out $(CURDIR)/docs/bench/go.md
+
 # engramvet, the Go analyzer for unlogged stores in transactions (go/analysis/txnlog,
 # go/cmd/engramvet): go vet over the Go module, then the analyzer's corpus tests and the
 # end-to-end go vet -vettool / -fix test. Go modules come from the Go module proxy.
 # The analyzer's tests run `go list` themselves, so the Go bin directory goes on PATH.
-GO ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 GO_PATH_ENV = PATH="$(dir $(GO)):$$PATH"
 .PHONY: test-govet engramvet
 test-govet:
