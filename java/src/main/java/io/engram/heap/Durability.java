@@ -1,0 +1,9 @@
+package io.engram.heap;
+
+/** How stores reach the media (the engine's durability modes). */
+public enum Durability {
+    /** msync of the dirty range at each persist: durable on ordinary storage. */
+    MSYNC,
+    /** No flushing: survives a process crash (kill -9, halt), not a power failure. */
+    PROCESS
+}
