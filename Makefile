@@ -14,7 +14,7 @@ APT_PACKAGES := libpmemobj-dev pkg-config
 BENCH_APT_PACKAGES := fonts-dejavu-core
 CARGO ?= cargo
 
-.PHONY: run test bench deps bench-deps apt build clean
+.PHONY: run test bench deps bench-deps apt build clean test-c test-go go-deps ffi-lib
 
 deps:
 	@$(MAKE) --no-print-directory apt PKGS="$(APT_PACKAGES)"
@@ -36,7 +36,7 @@ run:
 	@mkdir -p data
 	$(CARGO) run --release -q -p engram-cli -- demo data/demo.pool
 
-test: deps
+test: deps test-c test-go
 	$(CARGO) build --workspace --all-targets
 	$(CARGO) test --workspace
 
@@ -48,3 +48,30 @@ bench: bench-deps
 clean:
 	$(CARGO) clean
 	rm -rf data
+
+# ----- the C ABI (crates/engram-ffi, include/engram.h) and the Go front end (go/)
+# Go is preinstalled at /usr/local/go/bin on the project's machines; if it is
+# nowhere, go-deps installs Debian's golang.
+GO ?= $(shell command -v go 2>/dev/null || { [ -x /usr/local/go/bin/go ] && echo /usr/local/go/bin/go; } || echo go)
+# Where cgo finds the static library (go/engram.go: -L../target/go-lib).
+GO_LIB_DIR := target/go-lib
+FFI_PROFILE ?= debug
+
+go-deps:
+	@command -v $(GO) >/dev/null 2>&1 || $(MAKE) --no-print-directory apt PKGS="golang-go"
+
+# Builds the FFI and puts its static library where cgo looks for it.
+ffi-lib:
+	$(CARGO) build -p engram-ffi $(if $(filter release,$(FFI_PROFILE)),--release,)
+	@mkdir -p $(GO_LIB_DIR)
+	cp target/$(FFI_PROFILE)/libengram_ffi.a $(GO_LIB_DIR)/libengram_ffi.a
+
+test-c: ffi-lib
+	@mkdir -p target/c-test
+	cc -std=c11 -Wall -Wextra -Werror -Iinclude crates/engram-ffi/tests/c/abi_test.c \
+	  $(GO_LIB_DIR)/libengram_ffi.a -lpthread -ldl -lm -o target/c-test/abi_test
+	@d=$$(mktemp -d); target/c-test/abi_test $$d; rc=$$?; rm -rf $$d; exit $$rc
+
+test-go: go-deps ffi-lib
+	$(CARGO) build -p engram-cli
+	cd go && $(GO) vet ./... && ENGRAM_CLI=$(CURDIR)/target/debug/engram $(GO) test -race -count=1 ./...

@@ -102,7 +102,7 @@ impl TypeDesc {
 }
 
 /// FNV-1a over the signature, size, alignment and pointer offsets.
-fn layout_hash(sig: &str, size: u64, align: u32, ptrs: &[u32]) -> u64 {
+pub(crate) fn layout_hash(sig: &str, size: u64, align: u32, ptrs: &[u32]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let mut eat = |bytes: &[u8]| {
         for &b in bytes {

@@ -9,7 +9,11 @@
 
 mod map;
 mod open;
+mod raw;
+mod region;
 pub(crate) mod space;
+
+pub use region::Region;
 
 use crate::alloc::{Heap, HeapStats};
 use crate::error::{Error, Result};
@@ -399,6 +403,7 @@ impl Pool {
                 addr: e.ptr,
                 type_name: self.inner.types.get(e.type_id).map(|d| d.name.clone()).unwrap_or_default(),
                 array: e.flags & crate::format::ROOT_ARRAY != 0,
+                type_id: e.type_id,
             })
             .collect())
     }

@@ -18,6 +18,7 @@
 //! the region back with [`Error::LockTimeout`] instead of deadlocking.
 
 mod locks;
+mod raw;
 mod roots;
 
 pub(crate) use locks::LockTable;
@@ -36,6 +37,7 @@ use crate::hash::{FastMap, FastSet};
 use std::marker::PhantomData;
 use std::mem::{align_of, size_of};
 
+pub use raw::RootEntryInfo;
 pub use roots::RootInfo;
 pub(crate) use roots::used_entries as used_root_entries;
 
@@ -163,11 +165,14 @@ impl<'p> Tx<'p> {
         })
     }
 
-    pub(crate) fn doom(&self) {
+    /// Marks the region to roll back when it ends (its commit then fails
+    /// with [`Error::Aborted`]).
+    pub fn doom(&self) {
         self.st.borrow_mut().doomed = true;
     }
 
-    pub(crate) fn is_doomed(&self) -> bool {
+    /// Whether the region will roll back when it ends.
+    pub fn is_doomed(&self) -> bool {
         self.st.borrow().doomed
     }
 
@@ -227,7 +232,7 @@ impl<'p> Tx<'p> {
         self.free_addr(a.addr())
     }
 
-    fn free_addr(&self, addr: u64) -> Result<()> {
+    pub(crate) fn free_addr(&self, addr: u64) -> Result<()> {
         let space = &self.pool.space;
         let loc = crate::alloc::locate(space, addr).ok_or(Error::BadPointer { addr })?;
         let h: ObjHeader = space.read(addr - OBJ_HEADER - space.base())?;
@@ -477,6 +482,7 @@ impl Drop for Tx<'_> {
         }
         self.pool.put_slot(st.slot);
         let sets = std::mem::take(&mut st.sets).recycle();
-        SPARE_SETS.with(|s| s.set(sets));
+        // try_with: a region may end while its thread's locals are torn down.
+        let _ = SPARE_SETS.try_with(|s| s.set(sets));
     }
 }

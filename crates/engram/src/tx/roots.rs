@@ -14,7 +14,7 @@ use crate::ptr::{PArray, PPtr};
 use crate::types::Persistent;
 
 /// Lock key of the root table (no object lives at this address).
-const ROOTS_LOCK: u64 = 1;
+pub(super) const ROOTS_LOCK: u64 = 1;
 
 /// One root, as listed by [`crate::Pool::roots`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,6 +27,8 @@ pub struct RootInfo {
     pub type_name: String,
     /// Whether it names an array.
     pub array: bool,
+    /// Type id of the object (element type for arrays).
+    pub type_id: u32,
 }
 
 fn entry_off(i: u32) -> u64 {
@@ -50,7 +52,7 @@ pub(crate) fn used_entries(space: &Space) -> Result<Vec<(u32, RootEntry, String)
     Ok(out)
 }
 
-fn find(space: &Space, name: &str) -> Result<Option<(u32, RootEntry)>> {
+pub(super) fn find(space: &Space, name: &str) -> Result<Option<(u32, RootEntry)>> {
     Ok(used_entries(space)?.into_iter().find(|(_, _, n)| n == name).map(|(i, e, _)| (i, e)))
 }
 

@@ -1,0 +1,150 @@
+//! Explicit failure-atomic regions: [`Region`], for front ends that cannot
+//! pass a closure (the C ABI, and through it Go, Java and C++).
+//!
+//! [`Pool::begin`] starts a region and returns it as a value that lives
+//! across calls; [`Region::commit`] and [`Region::abort`] end it. It is the
+//! same region as [`Pool::txn`]'s (same [`Tx`], same undo log, same commit
+//! pipeline, see `tx/mod.rs`): this file only owns it. What it keeps true:
+//!
+//! - a region that is dropped without `commit` rolls back (so an error path
+//!   or a panic in the caller undoes it, as with `txn`);
+//! - a region whose `Tx` was doomed (a failed lock, a failed nested `txn`)
+//!   rolls back on `commit` and reports [`Error::Aborted`];
+//! - while the region runs, `Pool::txn` on the same thread joins it (nesting
+//!   flattened) and `collect`/`check` on that thread fail with `Busy` instead
+//!   of deadlocking; a second `begin` on the same thread fails with `Busy`
+//!   (front ends flatten their own nesting, as the C ABI does);
+//! - the region holds a handle to the pool, so the pool cannot be closed
+//!   under it (`close` fails with `Busy`).
+//!
+//! A region is tied to the thread that began it (it is not `Send`).
+//! Crash behaviour is that of `txn`: until commit's generation bump the
+//! region is undone by recovery; after it, it is durable.
+
+use super::{Pool, ACTIVE};
+use crate::error::{Error, Result};
+use crate::tx::Tx;
+use std::mem::ManuallyDrop;
+
+/// A running failure-atomic region that is not bound to a closure.
+///
+/// You must end it with [`Region::commit`] or [`Region::abort`]; dropping it
+/// aborts it. Use [`Region::tx`] for everything a region can do (allocate,
+/// log a range, lock, set roots).
+pub struct Region {
+    /// Boxed so its address, registered in `ACTIVE`, stays put. Borrows
+    /// `pool`'s inner state: declared first and dropped explicitly before it.
+    tx: ManuallyDrop<Box<Tx<'static>>>,
+    ended: bool,
+    pool: Pool,
+}
+
+impl Pool {
+    /// Starts a failure-atomic region held by the returned [`Region`].
+    /// Fails with [`Error::Busy`] if the pool is closed or this thread is
+    /// already inside a region of this pool.
+    pub fn begin(&self) -> Result<Region> {
+        if self.in_region() {
+            return Err(Error::Busy { what: "a region of this pool is already running on this thread" });
+        }
+        if self.inner.closed.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(Error::Busy { what: "pool is closed" });
+        }
+        let pool = self.clone();
+        // SAFETY: the Tx borrows `*pool.inner`, which lives in an Arc that
+        // the Region keeps (field `pool`) until after the Tx is dropped
+        // (`Region::finish` and `Drop` drop the Tx first), so the borrow
+        // never outlives what it points to; the Arc's target never moves.
+        let inner: &'static super::PoolInner = unsafe { &*std::sync::Arc::as_ptr(&pool.inner) };
+        let tx = Box::new(Tx::begin(inner)?);
+        let id = inner.heap.id;
+        ACTIVE.with(|a| a.borrow_mut().push((id, &*tx as *const Tx<'_> as *const ())));
+        Ok(Region { tx: ManuallyDrop::new(tx), ended: false, pool })
+    }
+}
+
+impl Region {
+    /// The region's transaction: allocate, log, lock, set roots through it.
+    pub fn tx(&self) -> &Tx<'_> {
+        &self.tx
+    }
+
+    /// The pool this region runs on.
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// Makes everything the region did durable. A doomed region (failed
+    /// lock, failed nested region) is rolled back instead and the result is
+    /// [`Error::Aborted`].
+    pub fn commit(mut self) -> Result<()> {
+        let tx = self.take();
+        if tx.is_doomed() {
+            self.pool.crash_guard(|| tx.rollback())?;
+            return Err(Error::Aborted);
+        }
+        self.pool.crash_guard(|| tx.commit())
+    }
+
+    /// Undoes everything the region did.
+    pub fn abort(mut self) -> Result<()> {
+        let tx = self.take();
+        self.pool.crash_guard(|| tx.rollback())
+    }
+
+    /// Unregisters the region and hands out its Tx (once).
+    fn take(&mut self) -> Box<Tx<'static>> {
+        self.ended = true;
+        let id = self.pool.inner.heap.id;
+        // try_with: a region may end while its thread's locals are torn down.
+        let _ = ACTIVE.try_with(|a| a.borrow_mut().retain(|(h, _)| *h != id));
+        // SAFETY: `ended` is now set, so neither `take` nor `Drop` touches
+        // the ManuallyDrop again; the Tx is dropped by the caller while
+        // `self.pool` is still alive.
+        unsafe { ManuallyDrop::take(&mut self.tx) }
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        if !self.ended {
+            let tx = self.take();
+            let _ = tx.rollback();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{CreateOptions, Durability, Error, Pool};
+
+    fn pool(name: &str) -> (Pool, std::path::PathBuf) {
+        let path = std::env::temp_dir().join(format!("engram-region-{name}-{}.pool", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        (Pool::create(&path, CreateOptions::new("region").durability(Durability::Process)).unwrap(), path)
+    }
+
+    #[test]
+    fn commit_abort_and_drop() {
+        let (pool, path) = pool("cad");
+        let r = pool.begin().unwrap();
+        let p = r.tx().alloc(7u64).unwrap();
+        r.tx().set_root("n", p).unwrap();
+        r.commit().unwrap();
+        for end in 0..2 {
+            let r = pool.begin().unwrap();
+            r.tx().write(p, 99).unwrap();
+            assert!(matches!(pool.begin(), Err(Error::Busy { .. })));
+            assert!(matches!(pool.collect(), Err(Error::Busy { .. })));
+            // a txn inside joins the region
+            pool.txn(|tx| tx.write(p, 100)).unwrap();
+            if end == 0 { r.abort().unwrap() } else { drop(r) }
+            assert_eq!(pool.txn(|tx| tx.read(p)).unwrap(), 7);
+        }
+        let r = pool.begin().unwrap();
+        assert!(pool.txn(|_| Err::<(), _>(Error::LockTimeout)).is_err());
+        assert!(matches!(r.commit(), Err(Error::Aborted)));
+        pool.close().unwrap();
+        std::fs::remove_file(path).unwrap();
+    }
+}

@@ -1,0 +1,559 @@
+package engram
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+type node struct {
+	Value uint64
+	Next  *node
+}
+
+type record struct {
+	Name  string
+	Data  []byte
+	Items []uint32
+	Kids  [2]*node
+	Inner struct{ A, B int64 }
+}
+
+func tmpPool(t *testing.T, name string) string {
+	t.Helper()
+	return filepath.Join(t.TempDir(), name)
+}
+
+var processOpts = &Options{Layout: "test", Durability: Process}
+
+func mustOpen(t *testing.T, path string, opts *Options) (*Pool, bool) {
+	t.Helper()
+	p, first, err := Open(path, opts)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	return p, first
+}
+
+func buildList(t *testing.T, p *Pool, n int) {
+	t.Helper()
+	err := p.Txn(func(tx *Tx) error {
+		var head *node
+		for i := 1; i <= n; i++ {
+			x, err := New[node](tx)
+			if err != nil {
+				return err
+			}
+			x.Value, x.Next = uint64(i), head
+			head = x
+		}
+		return SetRoot(tx, "list", head)
+	})
+	if err != nil {
+		t.Fatalf("build: %v", err)
+	}
+}
+
+func sum(t *testing.T, p *Pool) uint64 {
+	t.Helper()
+	head, err := Root[node](p, "list")
+	if err != nil {
+		t.Fatalf("Root: %v", err)
+	}
+	var s uint64
+	for x := head; x != nil; x = x.Next {
+		s += x.Value
+	}
+	return s
+}
+
+func TestListSurvivesReopen(t *testing.T) {
+	path := tmpPool(t, "list.pool")
+	p, first := mustOpen(t, path, processOpts)
+	if !first {
+		t.Fatal("first run not reported")
+	}
+	buildList(t, p, 10)
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p, first = mustOpen(t, path, processOpts)
+	defer p.Close()
+	if first {
+		t.Fatal("second open reported as first run")
+	}
+	if got := sum(t, p); got != 55 {
+		t.Fatalf("sum %d, want 55", got)
+	}
+	if err := p.Check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestErrorAndPanicRollBack(t *testing.T) {
+	p, _ := mustOpen(t, tmpPool(t, "rb.pool"), processOpts)
+	defer p.Close()
+	buildList(t, p, 3)
+	head, _ := Root[node](p, "list")
+	boom := errors.New("boom")
+	err := p.Txn(func(tx *Tx) error {
+		if err := tx.Log(&head.Value); err != nil {
+			return err
+		}
+		head.Value = 100
+		return boom
+	})
+	if !errors.Is(err, boom) || head.Value != 3 {
+		t.Fatalf("err %v, value %d", err, head.Value)
+	}
+	func() {
+		defer func() {
+			if r := recover(); r != "kaboom" {
+				t.Fatalf("panic not re-raised: %v", r)
+			}
+		}()
+		_ = p.Txn(func(tx *Tx) error {
+			if err := tx.Log(head); err != nil {
+				return err
+			}
+			head.Value = 200
+			panic("kaboom")
+		})
+	}()
+	if head.Value != 3 {
+		t.Fatalf("panic did not roll back: %d", head.Value)
+	}
+}
+
+func TestNestingFlattened(t *testing.T) {
+	p, _ := mustOpen(t, tmpPool(t, "nest.pool"), processOpts)
+	defer p.Close()
+	buildList(t, p, 2)
+	head, _ := Root[node](p, "list")
+	inner := errors.New("inner")
+	err := p.Txn(func(tx *Tx) error {
+		if err := tx.Log(&head.Value); err != nil {
+			return err
+		}
+		head.Value = 7
+		if err := p.Txn(func(tx2 *Tx) error {
+			if tx2 != tx {
+				t.Error("nested Txn got another Tx")
+			}
+			return inner
+		}); !errors.Is(err, inner) {
+			t.Errorf("inner error %v", err)
+		}
+		return nil
+	})
+	if !errors.Is(err, ErrAborted) || head.Value != 2 {
+		t.Fatalf("err %v, value %d", err, head.Value)
+	}
+	err = p.Txn(func(tx *Tx) error {
+		return p.Txn(func(tx *Tx) error {
+			if err := tx.Log(&head.Value); err != nil {
+				return err
+			}
+			head.Value = 9
+			return nil
+		})
+	})
+	if err != nil || head.Value != 9 {
+		t.Fatalf("nested commit: %v, %d", err, head.Value)
+	}
+}
+
+func TestSlicesStringsBytes(t *testing.T) {
+	path := tmpPool(t, "rec.pool")
+	p, _ := mustOpen(t, path, processOpts)
+	err := p.Txn(func(tx *Tx) error {
+		r, err := New[record](tx)
+		if err != nil {
+			return err
+		}
+		if r.Name, err = String(tx, "hello, pool"); err != nil {
+			return err
+		}
+		if r.Data, err = Bytes(tx, []byte{1, 2, 3}); err != nil {
+			return err
+		}
+		if r.Items, err = Make[uint32](tx, 3, 8); err != nil {
+			return err
+		}
+		copy(r.Items, []uint32{10, 20, 30})
+		if r.Kids[1], err = New[node](tx); err != nil {
+			return err
+		}
+		r.Kids[1].Value = 5
+		r.Inner.B = -1
+		return SetRoot(tx, "rec", r)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p, _ = mustOpen(t, path, processOpts)
+	defer p.Close()
+	if err := p.Collect(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Root[record](p, "rec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Name != "hello, pool" || string(r.Data) != "\x01\x02\x03" || len(r.Items) != 3 || cap(r.Items) != 8 ||
+		r.Items[2] != 30 || r.Kids[0] != nil || r.Kids[1].Value != 5 || r.Inner.B != -1 {
+		t.Fatalf("record after reopen and GC: %+v", *r)
+	}
+	err = p.Txn(func(tx *Tx) error {
+		if err := LogSlice(tx, r.Items[1:2]); err != nil {
+			return err
+		}
+		r.Items[1] = 21
+		return nil
+	})
+	if err != nil || r.Items[1] != 21 {
+		t.Fatalf("LogSlice: %v", err)
+	}
+	roots, err := p.Roots()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, ri := range roots {
+		found = found || (ri.Name == "rec" && strings.HasSuffix(ri.Type, ".record"))
+	}
+	if !found {
+		t.Fatalf("roots: %+v", roots)
+	}
+	if err := p.Txn(func(tx *Tx) error { return DeleteRoot(tx, "rec") }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Root[record](p, "rec"); !errors.Is(err, ErrNoRoot) {
+		t.Fatalf("deleted root: %v", err)
+	}
+	if _, err := Root[node](p, "list"); !errors.Is(err, ErrNoRoot) {
+		t.Fatalf("missing root: %v", err)
+	}
+}
+
+type badMap struct {
+	OK int
+	M  map[string]int
+}
+type badIface struct{ In struct{ X any } }
+type badChan struct{ C [2]chan int }
+
+func TestUnsupportedTypesNameTheField(t *testing.T) {
+	p, _ := mustOpen(t, tmpPool(t, "bad.pool"), processOpts)
+	defer p.Close()
+	check := func(field string, f func(tx *Tx) error) {
+		err := p.Txn(f)
+		if !errors.Is(err, ErrUnsupportedType) || !strings.Contains(err.Error(), field) {
+			t.Errorf("want ErrUnsupportedType naming %s, got %v", field, err)
+		}
+	}
+	check("badMap.M", func(tx *Tx) error { _, err := New[badMap](tx); return err })
+	check("badIface.In.X", func(tx *Tx) error { _, err := New[badIface](tx); return err })
+	check("badChan.C[0]", func(tx *Tx) error { _, err := Make[badChan](tx, 1, 1); return err })
+}
+
+func TestChangedStructNamesTheField(t *testing.T) {
+	path := tmpPool(t, "changed.pool")
+	p, _ := mustOpen(t, path, processOpts)
+	{
+		type Account struct {
+			ID      uint64
+			Balance int64
+		}
+		if err := p.Txn(func(tx *Tx) error {
+			a, err := New[Account](tx)
+			if err != nil {
+				return err
+			}
+			return SetRoot(tx, "acct", a)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.Close()
+	p, _ = mustOpen(t, path, processOpts)
+	defer p.Close()
+	type Account struct {
+		ID      uint64
+		Balance float64
+	}
+	_, err := Root[Account](p, "acct")
+	if !errors.Is(err, ErrLayoutMismatch) || !strings.Contains(err.Error(), "Balance") || !strings.Contains(err.Error(), "Account") {
+		t.Fatalf("want ErrLayoutMismatch naming Account and Balance, got %v", err)
+	}
+	if _, err := Root[node](p, "acct"); !errors.Is(err, ErrRootType) {
+		t.Fatalf("want ErrRootType, got %v", err)
+	}
+}
+
+type holder struct {
+	P    *node
+	Name string
+}
+
+func TestCheckedModeFindsGoHeapPointers(t *testing.T) {
+	p, _ := mustOpen(t, tmpPool(t, "checked.pool"), processOpts)
+	defer p.Close()
+	goHeap := &node{Value: 1}
+	name := strings.Repeat("x", 3)
+	err := p.Txn(func(tx *Tx) error {
+		h, err := New[holder](tx)
+		if err != nil {
+			return err
+		}
+		h.P = goHeap
+		return SetRoot(tx, "h", h)
+	})
+	if !errors.Is(err, ErrVolatilePointer) || !strings.Contains(err.Error(), "holder.P") {
+		t.Fatalf("want ErrVolatilePointer naming holder.P, got %v", err)
+	}
+	if _, err := Root[holder](p, "h"); !errors.Is(err, ErrNoRoot) {
+		t.Fatalf("the failed transaction was not rolled back: %v", err)
+	}
+	err = p.Txn(func(tx *Tx) error {
+		h, err := New[holder](tx)
+		if err == nil {
+			h.Name = name // a Go string: its bytes are on the Go heap
+		}
+		return err
+	})
+	if !errors.Is(err, ErrVolatilePointer) || !strings.Contains(err.Error(), "holder.Name") {
+		t.Fatalf("want ErrVolatilePointer naming holder.Name, got %v", err)
+	}
+	err = p.Txn(func(tx *Tx) error {
+		s, err := Make[uint64](tx, 4, 4)
+		if err != nil {
+			return err
+		}
+		h, err := New[holder](tx)
+		if err == nil {
+			h.P = (*node)(ptr(uintptr(ptr2(&s[2]))))
+		}
+		return err
+	})
+	if !errors.Is(err, ErrVolatilePointer) || !strings.Contains(err.Error(), "start of a pool object") {
+		t.Fatalf("want an interior-pointer error, got %v", err)
+	}
+	if err := p.Txn(func(tx *Tx) error { return SetRoot(tx, "x", goHeap) }); !errors.Is(err, ErrVolatilePointer) {
+		t.Fatalf("SetRoot of a Go-heap pointer: %v", err)
+	}
+}
+
+func TestTxUsedAfterItsRegion(t *testing.T) {
+	p, _ := mustOpen(t, tmpPool(t, "ended.pool"), processOpts)
+	defer p.Close()
+	var kept *Tx
+	if err := p.Txn(func(tx *Tx) error { kept = tx; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New[node](kept); !errors.Is(err, ErrTxEnded) {
+		t.Fatalf("New on an ended Tx: %v", err)
+	}
+	var x node
+	if err := kept.Log(&x); !errors.Is(err, ErrTxEnded) {
+		t.Fatalf("Log on an ended Tx: %v", err)
+	}
+	if err := SetRoot(kept, "r", &x); !errors.Is(err, ErrTxEnded) {
+		t.Fatalf("SetRoot on an ended Tx: %v", err)
+	}
+	if err := p.Txn(func(tx *Tx) error { return tx.Log(&x) }); !errors.Is(err, ErrBadPointer) {
+		t.Fatalf("Log of Go-heap memory: %v", err)
+	}
+}
+
+func TestClosedPool(t *testing.T) {
+	p, _ := mustOpen(t, tmpPool(t, "closed.pool"), processOpts)
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("second Close: %v", err)
+	}
+	if err := p.Txn(func(*Tx) error { return nil }); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Txn on a closed pool: %v", err)
+	}
+	if err := p.Collect(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Collect on a closed pool: %v", err)
+	}
+	if _, err := Root[node](p, "x"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Root on a closed pool: %v", err)
+	}
+}
+
+func TestBadFiles(t *testing.T) {
+	dir := t.TempDir()
+	foreign := filepath.Join(dir, "foreign.pool")
+	os.WriteFile(foreign, make([]byte, 65536), 0o644)
+	if _, _, err := Open(foreign, processOpts); !errors.Is(err, ErrNotAPool) {
+		t.Fatalf("foreign file: %v", err)
+	}
+	path := filepath.Join(dir, "p.pool")
+	p, _ := mustOpen(t, path, processOpts)
+	if _, err := Create(path, processOpts); !errors.Is(err, ErrExists) {
+		t.Fatalf("Create over a pool: %v", err)
+	}
+	if _, _, err := Open(path, processOpts); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second open: %v", err)
+	}
+	p.Close()
+	if _, _, err := Open(path, &Options{Layout: "other", Durability: Process}); !errors.Is(err, ErrWrongLayout) {
+		t.Fatalf("wrong layout: %v", err)
+	}
+	f, _ := os.OpenFile(path, os.O_RDWR, 0)
+	f.WriteAt([]byte("XX"), 100)
+	f.WriteAt([]byte("XX"), 4096+100)
+	f.Close()
+	if _, _, err := Open(path, processOpts); !errors.Is(err, ErrBadChecksum) {
+		t.Fatalf("corrupt header: %v", err)
+	}
+	os.Truncate(path, 1<<20)
+	if _, _, err := Open(path, processOpts); !errors.Is(err, ErrBadChecksum) && !errors.Is(err, ErrTruncated) {
+		t.Fatalf("truncated: %v", err)
+	}
+}
+
+func TestFullPoolAndHugeRegion(t *testing.T) {
+	p, _ := mustOpen(t, tmpPool(t, "full.pool"), &Options{Layout: "test", Durability: Process, MaxSize: 8 << 20})
+	defer p.Close()
+	err := p.Txn(func(tx *Tx) error {
+		for i := 0; i < 64; i++ {
+			if _, err := Make[byte](tx, 1<<20, 1<<20); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if !errors.Is(err, ErrPoolFull) {
+		t.Fatalf("want ErrPoolFull, got %v", err)
+	}
+	// a region whose undo log cannot fit: log a 2.5 MiB array in an 8 MiB pool
+	type big struct{ Data []byte }
+	err = p.Txn(func(tx *Tx) error {
+		b, err := New[big](tx)
+		if err != nil {
+			return err
+		}
+		if b.Data, err = Make[byte](tx, 5<<19, 5<<19); err != nil {
+			return err
+		}
+		return SetRoot(tx, "big", b)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := Root[big](p, "big")
+	err = p.Txn(func(tx *Tx) error {
+		if err := LogSlice(tx, b.Data); err != nil {
+			return err
+		}
+		b.Data[0] = 1
+		return nil
+	})
+	if !errors.Is(err, ErrPoolFull) || b.Data[0] != 0 {
+		t.Fatalf("want ErrPoolFull for a log larger than the pool, got %v (data %d)", err, b.Data[0])
+	}
+	if err := p.Check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLockTimeoutAndConcurrentCounters(t *testing.T) {
+	path := tmpPool(t, "locks.pool")
+	p, _ := mustOpen(t, path, &Options{Layout: "test", Durability: Process, LockTimeout: 50 * time.Millisecond})
+	defer p.Close()
+	type counter struct{ N uint64 }
+	if err := p.Txn(func(tx *Tx) error {
+		c, err := New[counter](tx)
+		if err != nil {
+			return err
+		}
+		return SetRoot(tx, "c", c)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := Root[counter](p, "c")
+
+	held, release := make(chan struct{}), make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = p.Txn(func(tx *Tx) error {
+			if err := tx.Lock(c); err != nil {
+				return err
+			}
+			close(held)
+			<-release
+			return nil
+		})
+	}()
+	<-held
+	err := p.Txn(func(tx *Tx) error { return tx.Lock(c) })
+	close(release)
+	wg.Wait()
+	if !errors.Is(err, ErrLockTimeout) {
+		t.Fatalf("want ErrLockTimeout, got %v", err)
+	}
+
+	const workers, each = 4, 25
+	var failures sync.Map
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				for {
+					err := p.Txn(func(tx *Tx) error {
+						if err := tx.Lock(c); err != nil {
+							return err
+						}
+						if err := tx.Log(&c.N); err != nil {
+							return err
+						}
+						c.N++
+						return nil
+					})
+					if err == nil {
+						break
+					}
+					if !errors.Is(err, ErrLockTimeout) {
+						failures.Store(err.Error(), true)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	failures.Range(func(k, _ any) bool { t.Error(k); return true })
+	if c.N != workers*each {
+		t.Fatalf("counter %d, want %d", c.N, workers*each)
+	}
+}
+
+func TestPersist(t *testing.T) {
+	for _, mode := range []Durability{Pmem, Msync, Process} {
+		p, _ := mustOpen(t, tmpPool(t, "persist.pool"), &Options{Layout: "test", Durability: mode})
+		buildList(t, p, 1)
+		head, _ := Root[node](p, "list")
+		if err := p.Persist(head); err != nil {
+			t.Fatalf("%v: %v", mode, err)
+		}
+		if err := p.Persist(&node{}); !errors.Is(err, ErrBadPointer) {
+			t.Fatalf("Persist of Go-heap memory: %v", err)
+		}
+		p.Close()
+	}
+}

@@ -1,0 +1,3 @@
+module github.com/engram-pm/engram-go
+
+go 1.26

@@ -1,0 +1,389 @@
+package engram
+
+// tx.go: failure-atomic transactions (go-pmem's txn blocks) and everything
+// done inside one: pnew/pmake (New, Make, String, Bytes), undo logging
+// (Tx.Log, LogSlice), two-phase locks (Tx.Lock) and named roots.
+//
+// A Txn runs its function with the goroutine locked to its OS thread,
+// because the engine's region (and its undo-log slot) belongs to a thread.
+// Protocol and crash behaviour are the engine's (engram_region_* in
+// include/engram.h): until the outermost Txn returns nil nothing is
+// durable and a crash undoes it; after, all of it is durable.
+
+/*
+#include <stdlib.h>
+#include "engram.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"reflect"
+	"runtime"
+	"unsafe"
+)
+
+// Tx is a running transaction. It is valid only inside the Txn function
+// that received it, on that goroutine; afterwards every method returns
+// ErrTxEnded.
+type Tx struct {
+	pool  *Pool
+	r     C.engram_region
+	depth int
+	ended bool
+	// Checked mode: values to verify at commit (address and Go type).
+	check []checked
+}
+
+type checked struct {
+	addr uintptr
+	typ  reflect.Type
+	n    int // elements (arrays)
+}
+
+// Txn runs fn as one failure-atomic transaction. If fn returns nil,
+// everything it logged, allocated and changed is durable when Txn returns;
+// if fn returns an error or panics, all of it is undone (the panic is
+// raised again after the rollback). A Txn inside a Txn on the same
+// goroutine joins it (nesting is flattened): an error from the inner one
+// makes the outer one roll back with ErrAborted.
+func (p *Pool) Txn(fn func(tx *Tx) error) (err error) {
+	if p.closed.Load() {
+		return fail(ErrClosed, "Txn on a closed pool")
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var r C.engram_region
+	if err := status(C.engram_region_begin(p.h, &r)); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	tx := p.txs[r]
+	if tx == nil {
+		tx = &Tx{pool: p, r: r}
+		p.txs[r] = tx
+	}
+	p.mu.Unlock()
+	tx.depth++
+	committed := false
+	defer func() {
+		if committed {
+			return
+		}
+		// An error or a panic: abort this level (the outermost undoes all).
+		tx.end(false)
+	}()
+	if err = fn(tx); err != nil {
+		return err
+	}
+	committed = true
+	return tx.end(true)
+}
+
+// end finishes one nesting level; at the outermost, commits or aborts.
+func (tx *Tx) end(commit bool) error {
+	tx.depth--
+	if commit && tx.depth == 0 && tx.pool.checked {
+		if err := tx.verify(); err != nil {
+			_ = tx.finish(false)
+			return err
+		}
+	}
+	return tx.finish(commit)
+}
+
+func (tx *Tx) finish(commit bool) error {
+	var s C.engram_status
+	if commit {
+		s = C.engram_region_commit(tx.r)
+	} else {
+		s = C.engram_region_abort(tx.r)
+	}
+	err := status(s)
+	if tx.depth == 0 {
+		tx.ended = true
+		tx.pool.mu.Lock()
+		delete(tx.pool.txs, tx.r)
+		tx.pool.mu.Unlock()
+	}
+	return err
+}
+
+func (tx *Tx) live() error {
+	if tx == nil || tx.ended {
+		return fail(ErrTxEnded, "the transaction's region has ended")
+	}
+	return nil
+}
+
+// Log undo-logs what p points to so the transaction may change it: a
+// field (&n.Value) or a whole object (n). Objects allocated in this
+// transaction need no log. p must point into the pool (ErrBadPointer).
+func (tx *Tx) Log(p any) error {
+	if err := tx.live(); err != nil {
+		return err
+	}
+	v := reflect.ValueOf(p)
+	if v.Kind() != reflect.Pointer || v.IsNil() {
+		return fail(ErrInvalidArgument, "Log needs a non-nil pointer, got %T", p)
+	}
+	size := v.Type().Elem().Size()
+	addr := uintptr(v.UnsafePointer())
+	if err := tx.logRange(addr, size); err != nil {
+		return err
+	}
+	tx.track(addr, v.Type().Elem(), 1)
+	return nil
+}
+
+func (tx *Tx) logRange(addr, size uintptr) error {
+	if size == 0 {
+		return nil
+	}
+	if !tx.pool.contains(addr, size) {
+		return fail(ErrBadPointer, "%#x+%d is not in the pool (Go heap memory needs no log)", addr, size)
+	}
+	return status(C.engram_region_log(tx.r, C.uint64_t(addr), C.uint64_t(size)))
+}
+
+func (tx *Tx) track(addr uintptr, t reflect.Type, n int) {
+	if tx.pool.checked && hasPointers(t) {
+		tx.check = append(tx.check, checked{addr, t, n})
+	}
+}
+
+// LogSlice undo-logs the elements of s (reslice for a range: s[i:j]).
+func LogSlice[T any](tx *Tx, s []T) error {
+	if err := tx.live(); err != nil {
+		return err
+	}
+	if len(s) == 0 {
+		return nil
+	}
+	var zero T
+	size := unsafe.Sizeof(zero) * uintptr(len(s))
+	addr := uintptr(unsafe.Pointer(unsafe.SliceData(s)))
+	if err := tx.logRange(addr, size); err != nil {
+		return err
+	}
+	tx.track(addr, reflect.TypeFor[T](), len(s))
+	return nil
+}
+
+// Lock takes the lock of the object p points to until the transaction ends
+// (two-phase locking). If it cannot be had within the pool's lock timeout
+// it fails with ErrLockTimeout and the transaction will roll back.
+func (tx *Tx) Lock(p any) error {
+	if err := tx.live(); err != nil {
+		return err
+	}
+	v := reflect.ValueOf(p)
+	if v.Kind() != reflect.Pointer || v.IsNil() {
+		return fail(ErrInvalidArgument, "Lock needs a non-nil pointer, got %T", p)
+	}
+	return status(C.engram_region_lock(tx.r, C.uint64_t(uintptr(v.UnsafePointer()))))
+}
+
+// typeID is the pool's id of t; the first use records t's signature.
+func (tx *Tx) typeID(t reflect.Type) (uint32, error) {
+	tx.pool.mu.Lock()
+	id, ok := tx.pool.types[t]
+	tx.pool.mu.Unlock()
+	if ok {
+		return id, nil
+	}
+	id, err := tx.pool.typeID(t)
+	if err != nil {
+		return 0, err
+	}
+	return id, tx.recordSignature(t)
+}
+
+// New allocates a zeroed T in the pool (go-pmem's pnew). It is freed again
+// if the transaction rolls back, and garbage after a crash unless linked
+// from a root by a committed transaction.
+func New[T any](tx *Tx) (*T, error) {
+	if err := tx.live(); err != nil {
+		return nil, err
+	}
+	t := reflect.TypeFor[T]()
+	id, err := tx.typeID(t)
+	if err != nil {
+		return nil, err
+	}
+	var addr C.uint64_t
+	if err := status(C.engram_alloc(tx.r, C.uint32_t(id), &addr)); err != nil {
+		return nil, err
+	}
+	tx.track(uintptr(addr), t, 1)
+	return (*T)(ptr(uintptr(addr))), nil
+}
+
+// Make allocates a zeroed slice of len elements and capacity cap in the
+// pool (go-pmem's pmake). A capacity of 0 gives a nil slice.
+func Make[T any](tx *Tx, length, capacity int) ([]T, error) {
+	if err := tx.live(); err != nil {
+		return nil, err
+	}
+	if length < 0 || capacity < length {
+		return nil, fail(ErrInvalidArgument, "Make: len %d, cap %d", length, capacity)
+	}
+	if capacity == 0 {
+		return nil, nil
+	}
+	t := reflect.TypeFor[T]()
+	id, err := tx.typeID(t)
+	if err != nil {
+		return nil, err
+	}
+	var addr C.uint64_t
+	if err := status(C.engram_alloc_array(tx.r, C.uint32_t(id), C.uint64_t(capacity), &addr)); err != nil {
+		return nil, err
+	}
+	tx.track(uintptr(addr), t, capacity)
+	return unsafe.Slice((*T)(ptr(uintptr(addr))), capacity)[:length], nil
+}
+
+// byteType is the engine's built-in byte type (id 1).
+const byteType = 1
+
+func (tx *Tx) bytes(n int) (unsafe.Pointer, error) {
+	var addr C.uint64_t
+	if err := status(C.engram_alloc_array(tx.r, byteType, C.uint64_t(n), &addr)); err != nil {
+		return nil, err
+	}
+	return ptr(uintptr(addr)), nil
+}
+
+// String copies s into the pool and returns the pool copy ("" stays "").
+func String(tx *Tx, s string) (string, error) {
+	if err := tx.live(); err != nil || s == "" {
+		return "", err
+	}
+	p, err := tx.bytes(len(s))
+	if err != nil {
+		return "", err
+	}
+	copy(unsafe.Slice((*byte)(p), len(s)), s)
+	return unsafe.String((*byte)(p), len(s)), nil
+}
+
+// Bytes copies b into the pool and returns the pool copy (nil for empty).
+func Bytes(tx *Tx, b []byte) ([]byte, error) {
+	if err := tx.live(); err != nil || len(b) == 0 {
+		return nil, err
+	}
+	p, err := tx.bytes(len(b))
+	if err != nil {
+		return nil, err
+	}
+	out := unsafe.Slice((*byte)(p), len(b))
+	copy(out, b)
+	return out, nil
+}
+
+// Free frees the object p points to (a pointer from New) when the
+// transaction commits.
+func (tx *Tx) Free(p any) error {
+	if err := tx.live(); err != nil {
+		return err
+	}
+	v := reflect.ValueOf(p)
+	var addr uintptr
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Slice:
+		addr = uintptr(v.UnsafePointer())
+	default:
+		return fail(ErrInvalidArgument, "Free needs a pointer or slice, got %T", p)
+	}
+	return status(C.engram_free(tx.r, C.uint64_t(addr)))
+}
+
+// SetRoot points the root name at p (a pointer to a pool object, or a nil
+// pointer), atomically with the rest of the transaction (go-pmem's
+// pmem.Make names an object the same way).
+func SetRoot(tx *Tx, name string, p any) error {
+	if err := tx.live(); err != nil {
+		return err
+	}
+	v := reflect.ValueOf(p)
+	if v.Kind() != reflect.Pointer {
+		return fail(ErrInvalidArgument, "SetRoot needs a pointer, got %T (put slices in a struct)", p)
+	}
+	id, err := tx.typeID(v.Type().Elem())
+	if err != nil {
+		return err
+	}
+	addr := uintptr(v.UnsafePointer())
+	if addr != 0 && !tx.pool.contains(addr, 1) {
+		return fail(ErrVolatilePointer, "root %q: %#x is Go-heap memory, not a pool object (allocate it with engram.New)", name, addr)
+	}
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	return status(C.engram_root_set(tx.r, cname, C.uint64_t(addr), C.uint32_t(id), 0))
+}
+
+// DeleteRoot removes the root name (ErrNoRoot if there is none). The
+// object it named becomes garbage unless reachable otherwise.
+func DeleteRoot(tx *Tx, name string) error {
+	if err := tx.live(); err != nil {
+		return err
+	}
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	var existed C.uint32_t
+	if err := status(C.engram_root_remove(tx.r, cname, &existed)); err != nil {
+		return err
+	}
+	if existed == 0 {
+		return ErrNoRoot
+	}
+	return nil
+}
+
+// Root returns the object the root name points to (go-pmem's pmem.Get):
+// ErrNoRoot if there is no such root, ErrRootType if it holds another
+// type, ErrLayoutMismatch (naming the field) if T changed since the pool
+// was written. A null root gives (nil, nil).
+func Root[T any](pool *Pool, name string) (*T, error) {
+	var out *T
+	err := pool.Txn(func(tx *Tx) error {
+		var err error
+		out, err = rootIn[T](tx, name)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func rootIn[T any](tx *Tx, name string) (*T, error) {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	var r C.struct_engram_root
+	if err := status(C.engram_root_get(tx.r, cname, &r)); err != nil {
+		return nil, err
+	}
+	if r.found == 0 {
+		return nil, ErrNoRoot
+	}
+	id, err := tx.typeID(reflect.TypeFor[T]())
+	if err != nil {
+		return nil, err
+	}
+	if uint32(r.type_id) != id || r.array != 0 {
+		return nil, fail(ErrRootType, "root %q holds %s, not %s", name, tx.pool.typeName(uint32(r.type_id)), typeName(reflect.TypeFor[T]()))
+	}
+	return (*T)(ptr(uintptr(r.addr))), nil
+}
+
+// ptr turns a pool address into a pointer. Pool memory is outside the Go
+// heap, so the Go GC ignores these pointers, and they stay valid until the
+// pool is closed.
+func ptr(addr uintptr) unsafe.Pointer {
+	return *(*unsafe.Pointer)(unsafe.Pointer(&addr))
+}
+
+// String returns a description for debugging.
+func (tx *Tx) String() string { return fmt.Sprintf("engram.Tx(region %d)", tx.r) }
