@@ -3,6 +3,7 @@ package io.engram;
 import io.engram.EngramException.Code;
 import io.engram.agent.Agent;
 import io.engram.heap.Durability;
+import io.engram.heap.EngineHeap;
 import io.engram.heap.Heap;
 import io.engram.heap.MappedHeap;
 import io.engram.runtime.Session;
@@ -38,19 +39,35 @@ import java.util.function.Supplier;
  * threads sharing data still synchronise as in ordinary Java.
  */
 public final class Engram implements AutoCloseable {
-    /** Pool options. */
-    public record Options(long size, Durability durability) {
-        /** 256 MiB (sparse), msync durability. */
+    /** Where pools live. */
+    public enum Backend {
+        /** The Rust engine through its C ABI (libengram_ffi.so, FFM). The default. */
+        ENGINE,
+        /** A pool file managed in Java (the temporary back end from before the C ABI existed). */
+        MAPPED
+    }
+
+    /**
+     * Pool options: the largest size the pool may reach (POOL_FULL past it),
+     * durability, back end ({@code -Dengram.heap=engine|mapped}, default engine).
+     */
+    public record Options(long size, Durability durability, Backend backend) {
+        /** 1 GiB maximum, durability chosen by the engine (msync on ordinary files). */
         public static Options defaults() {
-            return new Options(256L << 20, Durability.MSYNC);
+            Backend b = "mapped".equalsIgnoreCase(System.getProperty("engram.heap")) ? Backend.MAPPED : Backend.ENGINE;
+            return new Options(1L << 30, Durability.AUTO, b);
         }
 
         public Options withSize(long size) {
-            return new Options(size, durability);
+            return new Options(size, durability, backend);
         }
 
         public Options withDurability(Durability d) {
-            return new Options(size, d);
+            return new Options(size, d, backend);
+        }
+
+        public Options withBackend(Backend b) {
+            return new Options(size, durability, b);
         }
     }
 
@@ -78,8 +95,7 @@ public final class Engram implements AutoCloseable {
      */
     public static Engram open(Path path, Options options) {
         requireAgent();
-        Heap heap = MappedHeap.open(path, options.size(), options.durability(), true);
-        return new Engram(Session.open(heap, loader()), path);
+        return new Engram(Session.open(heap(path, options, true), loader()), path);
     }
 
     /**
@@ -97,8 +113,12 @@ public final class Engram implements AutoCloseable {
         if (!Files.exists(p)) {
             throw new EngramException(Code.IO, "no image named " + imageName);
         }
-        Heap heap = MappedHeap.open(p, options.size(), options.durability(), false);
-        return new Engram(Session.open(heap, loader()), p);
+        return new Engram(Session.open(heap(p, options, false), loader()), p);
+    }
+
+    private static Heap heap(Path p, Options o, boolean create) {
+        return o.backend() == Backend.ENGINE ? EngineHeap.open(p, o.size(), o.durability(), create)
+                : MappedHeap.open(p, o.size(), o.durability(), create);
     }
 
     private static void requireAgent() {

@@ -2,6 +2,10 @@ package io.engram.heap;
 
 /** How stores reach the media (the engine's durability modes). */
 public enum Durability {
+    /** The engine's choice: PMEM on a DAX mapping, MSYNC elsewhere. */
+    AUTO,
+    /** Cache-line flushes and fences (real persistent memory). */
+    PMEM,
     /** msync of the dirty range at each persist: durable on ordinary storage. */
     MSYNC,
     /** No flushing: survives a process crash (kill -9, halt), not a power failure. */

@@ -40,13 +40,17 @@ public interface Heap extends AutoCloseable {
     /** The name a type id was registered with (to find its class after a restart). */
     String typeName(int typeId);
 
-    /** Allocates a zeroed object of a registered type. */
+    /**
+     * Allocates a zeroed object of a registered type. Inside a region the
+     * allocation is undone by {@link #abort}; outside, it is durable at once
+     * (and garbage after a crash until something durable points to it).
+     */
     long alloc(int typeId);
 
     /** Allocates a zeroed array of {@code count} values of a registered type. */
     long allocArray(int typeId, long count);
 
-    /** Frees an object or array that nothing durable points to any more. */
+    /** Frees an object or array that nothing durable points to any more (inside a region: at commit). */
     void free(long addr);
 
     long getLong(long addr);
@@ -81,7 +85,7 @@ public interface Heap extends AutoCloseable {
     /** Makes every change of the region durable, then drops its log. */
     void commit();
 
-    /** Restores every logged range and ends the region. */
+    /** Restores every logged range, frees what the region allocated, drops its frees, ends it. */
     void abort();
 
     /** Sets (durably) a named root; 0 removes it. Logged when called inside a region. */
@@ -99,6 +103,14 @@ public interface Heap extends AutoCloseable {
      * Back ends with their own collector ignore it.
      */
     void sweep(java.util.function.LongPredicate live);
+
+    /**
+     * Checks that {@code [addr, addr+len)} lies in an allocated object before
+     * recovery reads it (a corrupt pool is then CORRUPT or BAD_POINTER,
+     * never a read outside the mapping).
+     */
+    default void validate(long addr, long len) {
+    }
 
     /** What opening found, for the caller's report. */
     String openReport();

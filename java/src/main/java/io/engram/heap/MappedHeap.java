@@ -82,6 +82,8 @@ public final class MappedHeap implements Heap {
         final int slot;
         long next;
         final List<long[]> ranges = new ArrayList<>();
+        /** Blocks allocated in the region (freed by abort) and freed in it (freed at commit). */
+        final List<Long> allocs = new ArrayList<>(), frees = new ArrayList<>();
 
         LogRegion(int slot) {
             this.slot = slot;
@@ -333,6 +335,10 @@ public final class MappedHeap implements Heap {
         fence();
         // 2. one 8-byte store invalidates every entry: the region is committed
         endRegion(r);
+        // 3. what it freed becomes free (a crash before this leaks them until the next sweep)
+        for (long a : r.frees) {
+            freeNow(a);
+        }
     }
 
     @Override
@@ -347,6 +353,9 @@ public final class MappedHeap implements Heap {
         }
         fence();
         endRegion(r);
+        for (long a : r.allocs) {
+            freeNow(a);
+        }
     }
 
     private void endRegion(LogRegion r) {
@@ -476,6 +485,15 @@ public final class MappedHeap implements Heap {
     }
 
     private long allocBytes(int typeId, long payload) {
+        long a = allocBlock(typeId, payload);
+        LogRegion r = region.get();
+        if (r != null) {
+            r.allocs.add(a);
+        }
+        return a;
+    }
+
+    private long allocBlock(int typeId, long payload) {
         checkOpen();
         long block = 16 + ((payload + 15) & ~15L);
         synchronized (allocLock) {
@@ -502,9 +520,19 @@ public final class MappedHeap implements Heap {
         }
     }
 
+    /** Frees now, or at commit when called inside a region (an abort then keeps the block). */
     @Override
     public void free(long addr) {
         checkRange(addr, 8);
+        LogRegion r = region.get();
+        if (r != null) {
+            r.frees.add(addr);
+            return;
+        }
+        freeNow(addr);
+    }
+
+    private void freeNow(long addr) {
         long b = addr - 16;
         synchronized (allocLock) {
             if (b < BLOCKS || seg.get(ValueLayout.JAVA_INT, b + 8) == 0) {
@@ -574,7 +602,7 @@ public final class MappedHeap implements Heap {
 
     @Override
     public void flush(long addr, long len) {
-        if (durability == Durability.MSYNC && len > 0) {
+        if (durability != Durability.PROCESS && len > 0) {
             seg.asSlice(addr, len).force();
         }
     }

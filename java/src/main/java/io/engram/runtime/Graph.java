@@ -204,18 +204,23 @@ public final class Graph {
         }
         persistLock.lock();
         conversions.incrementAndGet();
+        // the conversion's allocations live in the caller's region, or in one of its own
+        boolean own = region() == null;
         Conversion c = new Conversion();
         try {
-            img = table.get(v);
-            if (img != null) {
-                return img.addr;
+            if (own) {
+                heap.begin();
             }
-            long addr = c.publish(v, null, path.get()).addr;
+            img = table.get(v);
+            long addr = img != null ? img.addr : c.publish(v, null, path.get()).addr;
             c.run();
             c.finish();
+            if (own) {
+                heap.commit();
+            }
             return addr;
         } catch (RuntimeException | Error e) {
-            c.rollback();
+            c.rollback(own);
             throw e;
         } finally {
             conversions.incrementAndGet();
@@ -266,7 +271,11 @@ public final class Graph {
             switch (img.type.kind) {
                 case OBJECT, RECORD -> fillObject(p);
                 case ARRAY -> fillArray(p);
-                case STRING -> heap.write(heap.getLong(img.addr + 16), MemorySegment.ofArray(((String) o).toCharArray()));
+                case STRING -> {
+                    if (!((String) o).isEmpty()) {
+                        heap.write(heap.getLong(img.addr + 16), MemorySegment.ofArray(((String) o).toCharArray()));
+                    }
+                }
                 case BOX -> heap.putLong(img.addr + 8, Codec.boxBits(o));
                 case ENUM -> heap.putLong(img.addr + 8, ((Enum<?>) o).ordinal());
                 case COLLECTION, MAP -> {
@@ -335,19 +344,24 @@ public final class Graph {
                 p.img.ready = true;
                 if (r != null) {
                     r.created.add(p.obj);
-                    r.freeOnAbort.add(p.img.addr);
-                    long data = dataOf(p.img);
-                    if (data != 0) {
-                        r.freeOnAbort.add(data);
-                    }
                 }
             }
         }
 
-        void rollback() {
+        /** Forgets what was published; its own region's abort frees the images, else they are freed here. */
+        void rollback(boolean own) {
             for (Pending p : todo) {
                 table.remove(p.obj);
-                freeImage(p.img);
+                if (!own) {
+                    freeImage(p.img);
+                }
+            }
+            if (own) {
+                try {
+                    heap.abort();
+                } catch (EngramException ignored) {
+                    // the region never began (begin itself failed)
+                }
             }
         }
     }
@@ -383,8 +397,7 @@ public final class Graph {
         long n = heap.getLong(img.addr + 8);
         return switch (img.type.kind) {
             case ARRAY, STRING -> n * img.type.elemSize;
-            case COLLECTION -> n * 8;
-            case MAP -> n * 16;
+            case COLLECTION, MAP -> n * 8;
             default -> 0;
         };
     }
@@ -434,8 +447,7 @@ public final class Graph {
             return;
         }
         if (r != null) {
-            long lo = at & ~7L, hi = (at + len + 7) & ~7L;
-            heap.log(lo, hi - lo);
+            heap.log(at, len);
             heap.write(at, src);
         } else {
             heap.write(at, src);
@@ -584,42 +596,50 @@ public final class Graph {
      * 3. the old array is freed once that is committed.
      */
     void writeCollectionData(Img img, long[] addrs, boolean replace) {
-        long data = addrs.length == 0 ? 0 : heap.allocArray(refElem, addrs.length);
-        if (data != 0) {
-            heap.write(data, MemorySegment.ofArray(addrs));
-            heap.persist(data, addrs.length * 8L);
-        }
-        long old = heap.getLong(img.addr + 16);
         if (!replace) {
+            long data = newData(addrs);
             heap.putLong(img.addr + 8, addrs.length);
             heap.putLong(img.addr + 16, data);
             return;
         }
-        RegionState r = region();
-        if (r != null) {
-            writeWord(img.addr + 8, addrs.length);
-            writeWord(img.addr + 16, data);
-            if (data != 0) {
-                r.freeOnAbort.add(data);
+        boolean own = region() == null;
+        if (own) {
+            heap.begin();
+        }
+        try {
+            long data = newData(addrs);
+            long old = heap.getLong(img.addr + 16);
+            if (own) {
+                heap.log(img.addr + 8, 16);
+                heap.putLong(img.addr + 8, addrs.length);
+                heap.putLong(img.addr + 16, data);
+            } else {
+                writeWord(img.addr + 8, addrs.length);
+                writeWord(img.addr + 16, data);
             }
             if (old != 0) {
-                r.freeOnCommit.add(old);
+                heap.free(old);
             }
-            return;
-        }
-        heap.begin();
-        try {
-            heap.log(img.addr + 8, 16);
-            heap.putLong(img.addr + 8, addrs.length);
-            heap.putLong(img.addr + 16, data);
         } catch (RuntimeException e) {
-            heap.abort();
+            if (own) {
+                heap.abort();
+            }
             throw e;
         }
-        heap.commit();
-        if (old != 0) {
-            heap.free(old);
+        if (own) {
+            heap.commit();
         }
+    }
+
+    /** 1. a new data array, written and persisted while nothing points to it. */
+    private long newData(long[] addrs) {
+        if (addrs.length == 0) {
+            return 0;
+        }
+        long data = heap.allocArray(refElem, addrs.length);
+        heap.write(data, MemorySegment.ofArray(addrs));
+        heap.persist(data, addrs.length * 8L);
+        return data;
     }
 
     // ---- roots --------------------------------------------------------
@@ -646,9 +666,6 @@ public final class Graph {
 
     void commitRegion(RegionState r) {
         heap.commit();
-        for (long a : r.freeOnCommit) {
-            freeQuietly(a);
-        }
         r.clear();
         r.graph = null;
     }
@@ -661,19 +678,8 @@ public final class Graph {
         for (Object o : r.created) {
             table.remove(o);
         }
-        for (long a : r.freeOnAbort) {
-            freeQuietly(a);
-        }
         r.clear();
         r.graph = null;
-    }
-
-    private void freeQuietly(long a) {
-        try {
-            heap.free(a);
-        } catch (EngramException ignored) {
-            // already free: nothing to do
-        }
     }
 
     static String describe(Object o) {

@@ -28,9 +28,9 @@ import java.util.concurrent.ConcurrentHashMap;
  *   STRING          [type][length][data]        data: the UTF-16 chars
  *   BOX             [type][bits]
  *   ENUM            [type][ordinal]
- *   COLLECTION      [type][size][data][comparator]  data: size (2 x size for maps)
- *                   element pointers with spare room; size and data change together
- *                   in one region
+ *   COLLECTION, MAP [type][words][data][comparator]  data: that many element pointers
+ *                   (keys and values interleaved for maps); words and data change
+ *                   together in one region
  * </pre>
  *
  * The signature registered with the heap names every field with its type

@@ -110,6 +110,7 @@ final class Recovery {
     private JType typeAt(long a) {
         JType t = typeAt.get(a);
         if (t == null) {
+            heap.validate(a, 8);
             long word = heap.getLong(a);
             if (word <= 0 || word > Integer.MAX_VALUE) {
                 throw new EngramException(Code.CORRUPT, "image at " + a + " has no type (word " + word + ")");
@@ -151,7 +152,7 @@ final class Recovery {
             }
             case ARRAY -> t.elem == 'L' || t.elem == '[' ? words(heap.getLong(a + 16), heap.getLong(a + 8)) : new long[0];
             case COLLECTION, MAP -> {
-                long n = heap.getLong(a + 8) * (t.kind == JType.Kind.MAP ? 2 : 1);
+                long n = heap.getLong(a + 8);
                 long[] w = words(heap.getLong(a + 16), n);
                 long[] out = java.util.Arrays.copyOf(w, w.length + 1);
                 out[w.length] = heap.getLong(a + 24);
@@ -167,6 +168,7 @@ final class Recovery {
         }
         long[] out = new long[(int) n];
         if (n > 0) {
+            heap.validate(data, n * 8);
             heap.read(data, MemorySegment.ofArray(out));
         }
         return out;
@@ -321,7 +323,7 @@ final class Recovery {
         if (t.kind != JType.Kind.COLLECTION && t.kind != JType.Kind.MAP) {
             return;
         }
-        long n = heap.getLong(a + 8) * (t.kind == JType.Kind.MAP ? 2 : 1);
+        long n = heap.getLong(a + 8);
         long[] w = words(heap.getLong(a + 16), n);
         Object[] elems = new Object[w.length];
         for (int i = 0; i < w.length; i++) {

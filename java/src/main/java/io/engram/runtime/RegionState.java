@@ -14,8 +14,8 @@ import java.util.Set;
  * <p>Besides the heap's log of image ranges, a region keeps a Java-side
  * undo list (old field values, array elements, collection contents), so
  * that an abort leaves the Java objects equal to their restored images,
- * the objects it made recoverable (they are forgotten on abort) and the
- * images to free on commit (replaced collection data) or on abort.
+ * and the objects it made recoverable (they are forgotten on abort; their
+ * images, allocated in the region, are freed by the heap's abort).
  */
 final class RegionState {
     int depth;
@@ -24,8 +24,6 @@ final class RegionState {
     final List<Runnable> javaUndo = new ArrayList<>();
     final Set<Long> logged = new HashSet<>();
     final List<Object> created = new ArrayList<>();
-    final List<Long> freeOnCommit = new ArrayList<>();
-    final List<Long> freeOnAbort = new ArrayList<>();
     /** Collections whose contents were already saved for undo in this region. */
     final IdentityHashMap<Object, Boolean> snapshotted = new IdentityHashMap<>();
 
@@ -33,8 +31,6 @@ final class RegionState {
         javaUndo.clear();
         logged.clear();
         created.clear();
-        freeOnCommit.clear();
-        freeOnAbort.clear();
         snapshotted.clear();
     }
 }

@@ -48,6 +48,11 @@ public final class Pools {
         cmd.add("--enable-native-access=ALL-UNNAMED");
         cmd.add("-Xshare:auto");
         cmd.add("-XX:TieredStopAtLevel=1");
+        for (String prop : List.of("engram.lib", "engram.heap", "engram.test.dir")) {
+            if (System.getProperty(prop) != null) {
+                cmd.add("-D" + prop + "=" + System.getProperty(prop));
+            }
+        }
         cmd.add("-cp");
         cmd.add(System.getProperty("java.class.path"));
         cmd.add(ChildMain.class.getName());
