@@ -14,7 +14,7 @@ APT_PACKAGES := libpmemobj-dev pkg-config
 BENCH_APT_PACKAGES := fonts-dejavu-core
 CARGO ?= cargo
 
-.PHONY: run test bench deps bench-deps apt build clean test-c test-go go-deps ffi-lib
+.PHONY: run test bench deps bench-deps apt build clean test-c test-go go-deps ffi-lib test-java java-deps
 
 deps:
 	@$(MAKE) --no-print-directory apt PKGS="$(APT_PACKAGES)"
@@ -36,7 +36,7 @@ run:
 	@mkdir -p data
 	$(CARGO) run --release -q -p engram-cli -- demo data/demo.pool
 
-test: deps test-c test-go
+test: deps test-c test-go test-java
 	$(CARGO) build --workspace --all-targets
 	$(CARGO) test --workspace
 
@@ -75,3 +75,22 @@ test-c: ffi-lib
 test-go: go-deps ffi-lib
 	$(CARGO) build -p engram-cli
 	cd go && $(GO) vet ./... && ENGRAM_CLI=$(CURDIR)/target/debug/engram $(GO) test -race -count=1 ./...
+
+# ----- the Java front end (java/): AutoPersist on a stock JDK 25, over the C ABI
+# through FFM. JDK 25 (Temurin) is preinstalled on the project's machines;
+# Debian bookworm packages no JDK 25, so on a machine without one test-java
+# says so and skips (set JAVA25_HOME to a JDK 25 to run it).
+JAVA25_HOME ?= $(firstword $(wildcard /usr/lib/jvm/temurin-25-jdk-amd64 /usr/lib/jvm/temurin-25-jdk* /usr/lib/jvm/java-25-openjdk* /usr/lib/jvm/jdk-25*))
+MVN ?= mvn
+JAVA_FFI_PROFILE ?= debug
+
+java-deps:
+	@command -v $(MVN) >/dev/null 2>&1 || $(MAKE) --no-print-directory apt PKGS="maven"
+
+test-java: java-deps
+	@if [ -z "$(JAVA25_HOME)" ] || [ ! -x "$(JAVA25_HOME)/bin/java" ]; then \
+	  echo "test-java: SKIPPED: no JDK 25 found (set JAVA25_HOME=/path/to/jdk-25)"; exit 0; fi
+	$(CARGO) build -p engram-ffi $(if $(filter release,$(JAVA_FFI_PROFILE)),--release,)
+	@set -o pipefail; cd java && JAVA_HOME=$(JAVA25_HOME) MAVEN_OPTS="--sun-misc-unsafe-memory-access=allow" \
+	  $(MVN) -B -ntp test -Dengram.lib=$(CURDIR)/target/$(JAVA_FFI_PROFILE)/libengram_ffi.so 2>&1 \
+	  | grep --line-buffered -E 'Tests run:|FAIL|ERROR|BUILD|Exception|	at ' | grep -v '^\[INFO\] *$$' || exit 1
