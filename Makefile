@@ -14,7 +14,7 @@ APT_PACKAGES := libpmemobj-dev pkg-config
 BENCH_APT_PACKAGES := fonts-dejavu-core
 CARGO ?= cargo
 
-.PHONY: run test bench deps bench-deps apt build clean test-c test-go go-deps ffi-lib test-java java-deps
+.PHONY: run test bench deps bench-deps apt build clean test-c test-go go-deps ffi-lib test-java java-deps bench-java
 
 deps:
 	@$(MAKE) --no-print-directory apt PKGS="$(APT_PACKAGES)"
@@ -44,6 +44,7 @@ bench: bench-deps
 	$(CARGO) run --release -p engram-bench -- all --out docs/bench
 	$(CARGO) run --release -p engram-bench -- stm --out docs/bench
 	$(CARGO) run --release -q -p engram-cli -- crashtest --deep
+	$(MAKE) --no-print-directory bench-java
 
 clean:
 	$(CARGO) clean
@@ -93,4 +94,17 @@ test-java: java-deps
 	$(CARGO) build -p engram-ffi $(if $(filter release,$(JAVA_FFI_PROFILE)),--release,)
 	@set -o pipefail; cd java && JAVA_HOME=$(JAVA25_HOME) MAVEN_OPTS="--sun-misc-unsafe-memory-access=allow" \
 	  $(MVN) -B -ntp test -Dengram.lib=$(CURDIR)/target/$(JAVA_FFI_PROFILE)/libengram_ffi.so 2>&1 \
-	  | grep --line-buffered -E 'Tests run:|FAIL|ERROR|BUILD|Exception|	at ' | grep -v '^\[INFO\] *$$' || exit 1
+	  | grep --line-buffered -E 'Tests run:|FAIL|ERROR|BUILD|Exception|	at ' || exit 1
+
+# What the Java write barrier costs (ns per store / add), with the release
+# library; the first line is the same loop without the agent's hooks.
+bench-java: java-deps
+	@if [ -z "$(JAVA25_HOME)" ]; then echo "bench-java: SKIPPED: no JDK 25"; exit 0; fi
+	$(CARGO) build -p engram-ffi --release
+	cd java && JAVA_HOME=$(JAVA25_HOME) MAVEN_OPTS="--sun-misc-unsafe-memory-access=allow" $(MVN) -q -B -ntp \
+	  -DskipTests package dependency:build-classpath -Dmdep.outputFile=target/cp.txt
+	@cd java && cp="target/test-classes:target/classes:$$(cat target/cp.txt)"; \
+	  run="$(JAVA25_HOME)/bin/java --enable-native-access=ALL-UNNAMED -Dengram.lib=$(CURDIR)/target/release/libengram_ffi.so -cp $$cp"; \
+	  agent=target/engram-java-0.1.0-agent.jar; \
+	  echo "uninstrumented:"; $$run -javaagent:$$agent=exclude=io.engram.tests.StoreCost io.engram.tests.StoreCost target/pools baseline; \
+	  echo "instrumented:"; $$run -javaagent:$$agent io.engram.tests.StoreCost target/pools
