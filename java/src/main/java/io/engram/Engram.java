@@ -5,7 +5,6 @@ import io.engram.agent.Agent;
 import io.engram.heap.Durability;
 import io.engram.heap.EngineHeap;
 import io.engram.heap.Heap;
-import io.engram.heap.MappedHeap;
 import io.engram.runtime.Session;
 
 import java.lang.reflect.Field;
@@ -39,35 +38,28 @@ import java.util.function.Supplier;
  * threads sharing data still synchronise as in ordinary Java.
  */
 public final class Engram implements AutoCloseable {
-    /** Where pools live. */
-    public enum Backend {
-        /** The Rust engine through its C ABI (libengram_ffi.so, FFM). The default. */
-        ENGINE,
-        /** A pool file managed in Java (the temporary back end from before the C ABI existed). */
-        MAPPED
-    }
-
     /**
-     * Pool options: the largest size the pool may reach (POOL_FULL past it),
-     * durability, back end ({@code -Dengram.heap=engine|mapped}, default engine).
+     * Pool options: the largest size the pool may reach (POOL_FULL past it)
+     * and the durability mode (AUTO: the engine's choice, pmem on a DAX
+     * mapping, msync elsewhere).
      */
-    public record Options(long size, Durability durability, Backend backend) {
-        /** 1 GiB maximum, durability chosen by the engine (msync on ordinary files). */
+    public record Options(long size, Durability durability, long tracer) {
+        /** 1 GiB maximum, durability chosen by the engine. */
         public static Options defaults() {
-            Backend b = "mapped".equalsIgnoreCase(System.getProperty("engram.heap")) ? Backend.MAPPED : Backend.ENGINE;
-            return new Options(1L << 30, Durability.AUTO, b);
+            return new Options(1L << 30, Durability.AUTO, 0);
         }
 
         public Options withSize(long size) {
-            return new Options(size, durability, backend);
+            return new Options(size, durability, tracer);
         }
 
         public Options withDurability(Durability d) {
-            return new Options(size, d, backend);
+            return new Options(size, d, tracer);
         }
 
-        public Options withBackend(Backend b) {
-            return new Options(size, durability, b);
+        /** TRACE durability recording into {@code tracer} (see {@link io.engram.heap.Explorer}). */
+        public Options withTracer(long tracer) {
+            return new Options(size, Durability.TRACE, tracer);
         }
     }
 
@@ -117,8 +109,7 @@ public final class Engram implements AutoCloseable {
     }
 
     private static Heap heap(Path p, Options o, boolean create) {
-        return o.backend() == Backend.ENGINE ? EngineHeap.open(p, o.size(), o.durability(), create)
-                : MappedHeap.open(p, o.size(), o.durability(), create);
+        return EngineHeap.open(p, o.size(), o.durability(), create, o.tracer());
     }
 
     private static void requireAgent() {
@@ -137,6 +128,11 @@ public final class Engram implements AutoCloseable {
     @Override
     public void close() {
         session.close();
+    }
+
+    /** Drops the pool as a crash would, without a clean close (for crash tests and the explorer). */
+    public void abandon() {
+        session.abandon();
     }
 
     /** The pool's path. */

@@ -9,5 +9,7 @@ public enum Durability {
     /** msync of the dirty range at each persist: durable on ordinary storage. */
     MSYNC,
     /** No flushing: survives a process crash (kill -9, halt), not a power failure. */
-    PROCESS
+    PROCESS,
+    /** Records every store, flush and fence for the crash explorer (needs a tracer: {@link Explorer}). */
+    TRACE
 }

@@ -45,10 +45,11 @@ public final class EngineHeap implements Heap {
     private static volatile Lib lib;
 
     /** The bound library: one handle per C function. */
-    private static final class Lib {
+    static final class Lib {
         final MethodHandle lastError, createInit, openInit, openOrCreate, open, close, openReport, info;
         final MethodHandle typeRegister, typeInfo, rootsList, flush, fence, persist, collect, objectInfo;
         final MethodHandle begin, commit, abort, log, alloc, allocArray, free, rootSet, rootGet;
+        final MethodHandle abandon, tracerNew, tracerStart, tracerStop, tracerFree, explore;
 
         Lib(SymbolLookup l) {
             lastError = h(l, "engram_last_error", FunctionDescriptor.of(ADDRESS));
@@ -76,6 +77,12 @@ public final class EngineHeap implements Heap {
             free = h(l, "engram_free", st(JAVA_LONG, JAVA_LONG));
             rootSet = h(l, "engram_root_set", st(JAVA_LONG, ADDRESS, JAVA_LONG, JAVA_INT, JAVA_INT));
             rootGet = h(l, "engram_root_get", st(JAVA_LONG, ADDRESS, ADDRESS));
+            abandon = h(l, "engram_pool_abandon", st(JAVA_LONG));
+            tracerNew = h(l, "engram_tracer_new", st(ADDRESS));
+            tracerStart = h(l, "engram_tracer_start", st(JAVA_LONG));
+            tracerStop = h(l, "engram_tracer_stop", st(JAVA_LONG, ADDRESS));
+            tracerFree = h(l, "engram_tracer_free", st(JAVA_LONG));
+            explore = h(l, "engram_explore", st(JAVA_LONG, ADDRESS, ADDRESS, ADDRESS, ADDRESS));
         }
 
         private static FunctionDescriptor st(MemoryLayout... args) {
@@ -138,11 +145,14 @@ public final class EngineHeap implements Heap {
     private final Map<String, Long> roots = new ConcurrentHashMap<>();
     private final int rootType, nameType;
     private volatile boolean closed;
+    /** False for a handle lent by the explorer's callback: closing it is the engine's business. */
+    private final boolean owned;
 
-    private EngineHeap(Lib c, long pool, Path path) {
+    private EngineHeap(Lib c, long pool, Path path, boolean owned) {
         this.c = c;
         this.pool = pool;
         this.path = path;
+        this.owned = owned;
         MemorySegment info = scratch.get();
         call(c.info, pool, info);
         base = info.get(JAVA_LONG, 8);
@@ -159,6 +169,11 @@ public final class EngineHeap implements Heap {
      * does not exist. {@code maxSize} bounds its growth (POOL_FULL past it).
      */
     public static EngineHeap open(Path path, long maxSize, Durability d, boolean create) {
+        return open(path, maxSize, d, create, 0);
+    }
+
+    /** As {@link #open}, recording into {@code tracer} (a handle from {@link Explorer}) in TRACE mode. */
+    public static EngineHeap open(Path path, long maxSize, Durability d, boolean create, long tracer) {
         Lib c = lib();
         try (Arena a = Arena.ofConfined()) {
             MemorySegment p = a.allocateFrom(path.toString());
@@ -168,20 +183,22 @@ public final class EngineHeap implements Heap {
                 MemorySegment opts = a.allocate(40, 8);
                 checkStatic(c, invoke(c.createInit, opts));
                 opts.set(ADDRESS, 0, layout);
-                opts.set(JAVA_LONG, 8, Math.min(16L << 20, maxSize));
+                opts.set(JAVA_LONG, 8, d == Durability.TRACE ? 0 : Math.min(16L << 20, maxSize));
                 opts.set(JAVA_LONG, 16, maxSize);
                 opts.set(JAVA_INT, 24, code(d));
+                opts.set(JAVA_LONG, 32, tracer);
                 checkStatic(c, invoke(c.openOrCreate, p, opts, out, a.allocate(JAVA_INT)));
             } else {
                 MemorySegment opts = a.allocate(32, 8);
                 checkStatic(c, invoke(c.openInit, opts));
                 opts.set(ADDRESS, 0, layout);
                 opts.set(JAVA_INT, 8, code(d));
+                opts.set(JAVA_LONG, 24, tracer);
                 checkStatic(c, invoke(c.open, p, opts, out));
             }
             long handle = out.get(JAVA_LONG, 0);
             try {
-                return new EngineHeap(c, handle, path);
+                return new EngineHeap(c, handle, path, true);
             } catch (RuntimeException e) {
                 invoke(c.close, handle);
                 throw e;
@@ -195,12 +212,13 @@ public final class EngineHeap implements Heap {
             case PMEM -> 1;
             case MSYNC -> 2;
             case PROCESS -> 3;
+            case TRACE -> 4;
         };
     }
 
     // ---- calls --------------------------------------------------------
 
-    private static int invoke(MethodHandle h, Object... args) {
+    static int invoke(MethodHandle h, Object... args) {
         try {
             return (int) h.invokeWithArguments(args);
         } catch (RuntimeException | Error e) {
@@ -561,7 +579,33 @@ public final class EngineHeap implements Heap {
             return;
         }
         closed = true;
-        checkStatic(c, invoke(c.close, pool));
+        if (owned) {
+            checkStatic(c, invoke(c.close, pool));
+        }
+    }
+
+    /** Drops the pool as a crash would (no clean close): the next open recovers it. */
+    public void abandon() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        if (owned) {
+            checkStatic(c, invoke(c.abandon, pool));
+        }
+    }
+
+    /** A heap over a pool handle the engine lends (the explorer's callback); closing it does nothing. */
+    static EngineHeap borrow(long handle) {
+        return new EngineHeap(lib(), handle, Path.of("(crash image)"), false);
+    }
+
+    static Lib library() {
+        return lib();
+    }
+
+    static void checked(int status) {
+        checkStatic(lib(), status);
     }
 
     /** Engine figures (live objects, bytes) for tests and reports. */

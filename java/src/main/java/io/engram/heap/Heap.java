@@ -21,8 +21,9 @@ import java.util.List;
  * logged inside a region are restored by recovery unless the region
  * committed. Implementations are thread-safe; regions are per thread.
  *
- * <p>Back ends: {@link MappedHeap} (a pool file mapped with FFM, written in
- * Java) now; the engine's C ABI through FFM once it is merged.
+ * <p>Back end: {@link EngineHeap}, the engine's C ABI through FFM. (Before
+ * the C ABI existed a pool file managed in Java stood here; it went when
+ * the engine binding landed: one pool format, the engine's.)
  */
 public interface Heap extends AutoCloseable {
 
@@ -98,9 +99,9 @@ public interface Heap extends AutoCloseable {
     List<String> rootNames();
 
     /**
-     * Frees every allocated image for which {@code live} is false (run right
-     * after open, when the front end has walked everything reachable).
-     * Back ends with their own collector ignore it.
+     * Reclaims every image that is not live (run right after open, before
+     * the front end registers anything): the engine collects from its roots;
+     * {@code live} says what the front end found reachable.
      */
     void sweep(java.util.function.LongPredicate live);
 

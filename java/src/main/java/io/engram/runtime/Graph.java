@@ -425,11 +425,17 @@ public final class Graph {
 
     // ---- write-through ------------------------------------------------
 
+    /**
+     * Seeded fault for the crash explorer's self-test: region stores are
+     * not undo-logged (a store made non-atomic). Never set outside tests.
+     */
+    public static volatile boolean faultSkipRegionLog;
+
     /** Writes one 8-aligned word of an image: undo-logged in a region, else durable on return. */
     void writeWord(long at, long bits) {
         RegionState r = region();
         if (r != null) {
-            if (r.logged.add(at)) {
+            if (r.logged.add(at) && !faultSkipRegionLog) {
                 heap.log(at, 8);
             }
             heap.putLong(at, bits);

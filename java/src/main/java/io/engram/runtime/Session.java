@@ -136,6 +136,35 @@ public final class Session {
         }
     }
 
+    /** Drops the pool as a crash would (no clean close; the next open recovers it). */
+    public void abandon() {
+        synchronized (LOCK) {
+            if (Graph.current == graph) {
+                Graph.current = null;
+                currentSession = null;
+            }
+            if (heap instanceof io.engram.heap.EngineHeap e) {
+                e.abandon();
+            } else {
+                heap.close();
+            }
+        }
+    }
+
+    /**
+     * Rebuilds the graph of {@code heap}'s roots without opening a session
+     * (no static field is assigned, no hook sees it): root name -> object.
+     * For the crash explorer's invariant checks.
+     */
+    public static Map<String, Object> inspect(Heap heap, ClassLoader loader) {
+        Graph g = new Graph(heap);
+        Map<String, Long> roots = new LinkedHashMap<>();
+        for (String name : heap.rootNames()) {
+            roots.put(name, heap.root(name));
+        }
+        return new Recovery(g, loader).recover(roots);
+    }
+
     public String report() {
         return report;
     }

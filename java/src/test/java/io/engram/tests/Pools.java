@@ -48,7 +48,7 @@ public final class Pools {
         cmd.add("--enable-native-access=ALL-UNNAMED");
         cmd.add("-Xshare:auto");
         cmd.add("-XX:TieredStopAtLevel=1");
-        for (String prop : List.of("engram.lib", "engram.heap", "engram.test.dir")) {
+        for (String prop : List.of("engram.lib", "engram.test.dir")) {
             if (System.getProperty(prop) != null) {
                 cmd.add("-D" + prop + "=" + System.getProperty(prop));
             }
