@@ -29,10 +29,14 @@ public final class Concurrent {
     public static Object[] chains;
     @DurableRoot
     public static Node last;
+    /** Every 10th node of every chain, by "thread:value" (concurrent puts into one recoverable map). */
+    @DurableRoot
+    public static java.util.concurrent.ConcurrentHashMap<String, Node> index;
 
     public static void reset() {
         chains = null;
         last = null;
+        index = null;
     }
 
     /** Runs the workload; returns the shared nodes (their values are the expected counters). */
@@ -42,6 +46,7 @@ public final class Concurrent {
             shared[i] = new Node(0, "shared" + i);
         }
         chains = new Object[threads];
+        index = new java.util.concurrent.ConcurrentHashMap<>();
         AtomicLong total = new AtomicLong();
         CountDownLatch start = new CountDownLatch(1);
         Thread[] ts = new Thread[threads];
@@ -73,6 +78,9 @@ public final class Concurrent {
             tail.next = n;
             tail = n;
             last = n;
+            if (k % 10 == 0) {
+                index.put(t + ":" + k, n);
+            }
             Node s = shared[(k * 7 + t) % SHARED];
             synchronized (s) {
                 s.value++;
@@ -101,6 +109,22 @@ public final class Concurrent {
             }
             if (opsIfComplete >= 0 && chains[t] != null && expect != opsIfComplete + 1) {
                 throw new AssertionError("thread " + t + ": " + expect + " nodes, " + (opsIfComplete + 1) + " expected");
+            }
+        }
+        if (index != null) {
+            for (var e : index.entrySet()) {
+                int t = Integer.parseInt(e.getKey().substring(0, e.getKey().indexOf(':')));
+                long k = Long.parseLong(e.getKey().substring(e.getKey().indexOf(':') + 1));
+                Node n = (Node) chains[t];
+                while (n != null && n != e.getValue()) {
+                    n = n.next;
+                }
+                if (n == null || n.value != k) {
+                    throw new AssertionError("index entry " + e.getKey() + " is not that node of the chain");
+                }
+            }
+            if (opsIfComplete >= 0 && index.size() != threads * (opsIfComplete / 10)) {
+                throw new AssertionError(index.size() + " index entries, " + threads * (opsIfComplete / 10) + " expected");
             }
         }
         if (distinct.size() > SHARED) {
