@@ -123,8 +123,43 @@ public final class Graph {
         return stripes[System.identityHashCode(o) & (stripes.length - 1)];
     }
 
+    /**
+     * Per class: the last graph that published an object of it. The cheap
+     * check reads this first, so stores to objects of classes that never had
+     * a recoverable instance skip the identity table. A conversion sets it
+     * (a volatile write) before publishing, so the fence-then-check of a
+     * racing store still sees either the flag or the store is seen by the
+     * conversion.
+     */
+    private static final ClassValue<ClassFlag> FLAGS = new ClassValue<>() {
+        @Override
+        protected ClassFlag computeValue(Class<?> type) {
+            return new ClassFlag();
+        }
+    };
+
+    private static final class ClassFlag {
+        volatile Graph graph;
+    }
+
+    private void markClass(Object o) {
+        ClassFlag f = FLAGS.get(o.getClass());
+        if (f.graph != this) {
+            f.graph = this;
+        }
+    }
+
+    /** Registers an object as recoverable (publication: its class is marked first). */
+    void publish(Object o, Img img) {
+        markClass(o);
+        table.put(o, img);
+    }
+
     /** The image of {@code o} once its conversion finished, or null if it is not recoverable. */
     Img tracked(Object o) {
+        if (FLAGS.get(o.getClass()).graph != this) {
+            return null;
+        }
         Img img = table.get(o);
         if (img != null && !img.ready && !persistLock.isHeldByCurrentThread()) {
             persistLock.lock(); // wait for the conversion that published it
@@ -246,7 +281,7 @@ public final class Graph {
         Img publish(Object v, Pending parent, String edge) {
             JType t = typeOf(v.getClass(), () -> path(parent, edge));
             Img img = new Img(allocImage(v, t), t);
-            table.put(v, img);
+            Graph.this.publish(v, img);
             todo.add(new Pending(v, img, parent, edge));
             return img;
         }

@@ -83,7 +83,7 @@ final class Recovery {
         for (long a : order) {
             Img img = new Img(a, typeAt.get(a));
             img.ready = true;
-            g.table.put(resolve(a), img);
+            g.publish(resolve(a), img);
         }
     }
 

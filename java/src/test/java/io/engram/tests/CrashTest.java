@@ -88,7 +88,7 @@ class CrashTest {
         boolean run(Path pool, Random rnd) throws Exception;
     }
 
-    static final int LANES = 2;
+    static final int LANES = 3;
     private static final Object CHECK = new Object();
 
     /** Recovery and the invariant check (one pool open per JVM: one lane at a time). */
