@@ -192,114 +192,100 @@ public final class Barriers {
         }
     }
 
+    /**
+     * A primitive array store with the pool open: the caller has read the
+     * element (so null and bounds were checked as the JVM would); untracked
+     * arrays are stored and re-checked, recoverable ones imaged first.
+     */
+    private static void primStore(Graph g, Object a, int i, long bits, Runnable store) {
+        Img img = g.tracked(a);
+        if (img == null) {
+            store.run();
+            untracked(g, a, i);
+        } else {
+            g.storeElement(a, img, i, null, bits, store);
+        }
+    }
+
     public static void iastore(int[] a, int i, int v) {
         Graph g = Graph.current;
-        Img img = g == null ? null : checked(g, a, a[i]);
-        if (img == null) {
+        if (g == null) {
             a[i] = v;
-            if (g != null) {
-                untracked(g, a, i);
-            }
-        } else {
-            g.storeElement(a, img, i, null, v, () -> a[i] = v);
+            return;
         }
+        int old = a[i]; // null and bounds checks, as the JVM's store would
+        primStore(g, a, i, v, () -> a[i] = v);
     }
 
     public static void lastore(long[] a, int i, long v) {
         Graph g = Graph.current;
-        Img img = g == null ? null : checked(g, a, a[i]);
-        if (img == null) {
+        if (g == null) {
             a[i] = v;
-            if (g != null) {
-                untracked(g, a, i);
-            }
-        } else {
-            g.storeElement(a, img, i, null, v, () -> a[i] = v);
+            return;
         }
+        long old = a[i]; // null and bounds checks, as the JVM's store would
+        primStore(g, a, i, v, () -> a[i] = v);
     }
 
     public static void fastore(float[] a, int i, float v) {
         Graph g = Graph.current;
-        Img img = g == null ? null : checked(g, a, a[i]);
-        if (img == null) {
+        if (g == null) {
             a[i] = v;
-            if (g != null) {
-                untracked(g, a, i);
-            }
-        } else {
-            g.storeElement(a, img, i, null, Float.floatToRawIntBits(v), () -> a[i] = v);
+            return;
         }
+        float old = a[i]; // null and bounds checks, as the JVM's store would
+        primStore(g, a, i, Float.floatToRawIntBits(v), () -> a[i] = v);
     }
 
     public static void dastore(double[] a, int i, double v) {
         Graph g = Graph.current;
-        Img img = g == null ? null : checked(g, a, a[i]);
-        if (img == null) {
+        if (g == null) {
             a[i] = v;
-            if (g != null) {
-                untracked(g, a, i);
-            }
-        } else {
-            g.storeElement(a, img, i, null, Double.doubleToRawLongBits(v), () -> a[i] = v);
+            return;
         }
+        double old = a[i]; // null and bounds checks, as the JVM's store would
+        primStore(g, a, i, Double.doubleToRawLongBits(v), () -> a[i] = v);
     }
 
     public static void castore(char[] a, int i, int v) {
         Graph g = Graph.current;
-        Img img = g == null ? null : checked(g, a, a[i]);
-        if (img == null) {
+        if (g == null) {
             a[i] = (char) v;
-            if (g != null) {
-                untracked(g, a, i);
-            }
-        } else {
-            g.storeElement(a, img, i, null, (char) v, () -> a[i] = (char) v);
+            return;
         }
+        char old = a[i]; // null and bounds checks, as the JVM's store would
+        primStore(g, a, i, (char) v, () -> a[i] = (char) v);
     }
 
     public static void sastore(short[] a, int i, int v) {
         Graph g = Graph.current;
-        Img img = g == null ? null : checked(g, a, a[i]);
-        if (img == null) {
+        if (g == null) {
             a[i] = (short) v;
-            if (g != null) {
-                untracked(g, a, i);
-            }
-        } else {
-            g.storeElement(a, img, i, null, (short) v, () -> a[i] = (short) v);
+            return;
         }
+        short old = a[i]; // null and bounds checks, as the JVM's store would
+        primStore(g, a, i, (short) v, () -> a[i] = (short) v);
     }
 
     /** byte[] or boolean[] (the JVM's baload/bastore serve both). */
     public static void bastore(Object a, int i, int v) {
         Graph g = Graph.current;
         if (a instanceof boolean[] z) {
-            Img img = g == null ? null : checked(g, z, z[i]);
-            if (img == null) {
+            if (g == null) {
                 z[i] = (v & 1) != 0;
-                if (g != null) {
-                    untracked(g, z, i);
-                }
-            } else {
-                g.storeElement(z, img, i, null, v & 1, () -> z[i] = (v & 1) != 0);
+                return;
             }
+            boolean old = z[i];
+            primStore(g, z, i, v & 1, () -> z[i] = (v & 1) != 0);
             return;
         }
         byte[] b = (byte[]) a;
-        Img img = g == null ? null : checked(g, b, b[i]);
-        if (img == null) {
+        if (g == null) {
             b[i] = (byte) v;
-            if (g != null) {
-                untracked(g, b, i);
-            }
-        } else {
-            g.storeElement(b, img, i, null, (byte) v, () -> b[i] = (byte) v);
+            return;
         }
-    }
-
-    /** The image of an array whose element was just read (bounds and null checked by that read). */
-    private static Img checked(Graph g, Object a, Object ignoredOldValue) {
-        return g.tracked(a);
+        byte old = b[i]; // null and bounds checks, as the JVM's store would
+        primStore(g, b, i, (byte) v, () -> b[i] = (byte) v);
     }
 
     public static void arraycopy(Object src, int sp, Object dst, int dp, int len) {

@@ -105,6 +105,23 @@ class TypesTest {
     }
 
     @Test
+    void badArrayStoresFailAsTheJvmWouldAndChangeNothing() throws Exception {
+        Path p = open("types-badstores");
+        int[] ints = {1, 2};
+        Object[] objs = new String[] {"a"};
+        Roots.list = new ArrayList<>(List.of(ints, objs));
+        assertThrows(ArrayIndexOutOfBoundsException.class, () -> ints[2] = 5);
+        assertThrows(ArrayIndexOutOfBoundsException.class, () -> ints[-1] = 5);
+        assertThrows(ArrayStoreException.class, () -> objs[0] = 42);
+        assertThrows(ArrayIndexOutOfBoundsException.class, () -> System.arraycopy(new int[] {9, 9, 9}, 0, ints, 0, 3));
+        int[] none = null;
+        assertThrows(NullPointerException.class, () -> none[0] = 1);
+        reopen(p);
+        assertArrayEquals(new int[] {1, 2}, (int[]) Roots.list.get(0));
+        assertArrayEquals(new String[] {"a"}, (Object[]) Roots.list.get(1));
+    }
+
+    @Test
     void stringsBoxesEnumsRecords() throws Exception {
         Path p = open("types-values");
         Roots.list = new ArrayList<>(List.of("héllo", "", 1, 2L, 3.5, 4.5f, (short) 5, (byte) 6, 'c', true,
