@@ -321,6 +321,7 @@ public final class Graph {
                     }
                     heap.putLong(img.addr + 24, child(Codec.comparator(o), p, ".comparator()"));
                     writeCollectionData(img, addrs, false);
+                    img.shadow = elems;
                 }
             }
         }
@@ -614,19 +615,66 @@ public final class Graph {
     void resyncCollection(Object coll, Img img) {
         while (true) {
             Object[] snap = Codec.snapshot(coll);
+            Object[] shadow;
+            long capacity;
+            synchronized (stripe(coll)) {
+                shadow = img.shadow;
+                capacity = img.capacity;
+            }
+            int from = shadow != null && snap.length <= capacity && extendsBy(shadow, snap) ? shadow.length : 0;
             long[] addrs = new long[snap.length];
-            for (int i = 0; i < snap.length; i++) {
+            for (int i = from; i < snap.length; i++) {
                 int idx = i;
                 addrs[i] = persist(snap[i], () -> describe(coll) + "{" + idx + "}");
             }
             synchronized (stripe(coll)) {
                 Object[] now = Codec.snapshot(coll);
-                if (java.util.Arrays.equals(snap, now, (x, y) -> x == y ? 0 : 1)) {
-                    writeCollectionData(img, addrs, true);
-                    return;
+                if (!java.util.Arrays.equals(snap, now, (x, y) -> x == y ? 0 : 1)
+                        || img.shadow != shadow || img.capacity != capacity) {
+                    continue; // changed meanwhile: again, with what it holds now
                 }
+                if (from > 0) {
+                    appendData(img, from, java.util.Arrays.copyOfRange(addrs, from, snap.length));
+                } else {
+                    writeCollectionData(img, addrs, true);
+                }
+                img.shadow = snap;
+                return;
             }
         }
+    }
+
+    /** Does {@code now} hold {@code old}'s elements (the same objects) followed by more? */
+    private static boolean extendsBy(Object[] old, Object[] now) {
+        if (now.length <= old.length) {
+            return false;
+        }
+        for (int i = 0; i < old.length; i++) {
+            if (old[i] != now[i]) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /**
+     * Appends to a collection image in place (its data array has room):
+     * 1. the new element pointers go past the valid length, where nothing
+     *    reads them (undo-logged in a region, so an abort zeroes them again);
+     * 2. one 8-byte store of the new length publishes them.
+     */
+    private void appendData(Img img, int from, long[] added) {
+        long at = heap.getLong(img.addr + 16) + from * 8L;
+        long len = added.length * 8L;
+        RegionState r = region();
+        if (r != null) {
+            heap.log(at, len);
+        }
+        heap.write(at, MemorySegment.ofArray(added));
+        if (r == null) {
+            heap.persist(at, len);
+        }
+        writeWord(img.addr + 8, from + added.length);
     }
 
     /**
@@ -638,7 +686,7 @@ public final class Graph {
      */
     void writeCollectionData(Img img, long[] addrs, boolean replace) {
         if (!replace) {
-            long data = newData(addrs);
+            long data = newData(img, addrs);
             heap.putLong(img.addr + 8, addrs.length);
             heap.putLong(img.addr + 16, data);
             return;
@@ -648,7 +696,7 @@ public final class Graph {
             heap.begin();
         }
         try {
-            long data = newData(addrs);
+            long data = newData(img, addrs);
             long old = heap.getLong(img.addr + 16);
             if (own) {
                 heap.log(img.addr + 8, 16);
@@ -662,6 +710,8 @@ public final class Graph {
                 heap.free(old);
             }
         } catch (RuntimeException e) {
+            img.shadow = null; // unknown now: rewrite whole next time
+            img.capacity = 0;
             if (own) {
                 heap.abort();
             }
@@ -673,13 +723,16 @@ public final class Graph {
     }
 
     /** 1. a new data array, written and persisted while nothing points to it. */
-    private long newData(long[] addrs) {
+    private long newData(Img img, long[] addrs) {
         if (addrs.length == 0) {
+            img.capacity = 0;
             return 0;
         }
-        long data = heap.allocArray(refElem, addrs.length);
+        long cap = addrs.length + (addrs.length >> 1) + 4;
+        long data = heap.allocArray(refElem, cap);
+        img.capacity = cap;
         heap.write(data, MemorySegment.ofArray(addrs));
-        heap.persist(data, addrs.length * 8L);
+        heap.persist(data, cap * 8); // the spare room too: it must read as null after a crash
         return data;
     }
 
@@ -713,6 +766,15 @@ public final class Graph {
 
     void abortRegion(RegionState r) {
         heap.abort();
+        for (Object coll : r.snapshotted.keySet()) {
+            Img img = table.get(coll);
+            if (img != null) {
+                synchronized (stripe(coll)) {
+                    img.shadow = null; // the image went back: rewrite it whole next time
+                    img.capacity = 0;
+                }
+            }
+        }
         for (int i = r.javaUndo.size() - 1; i >= 0; i--) {
             r.javaUndo.get(i).run();
         }

@@ -19,6 +19,13 @@ final class IdentityTable {
         final long addr;
         final JType type;
         volatile boolean ready;
+        /**
+         * Collections only, guarded by the collection's stripe lock: the
+         * contents its image holds (null: unknown, rewrite whole next time)
+         * and the capacity of its data array.
+         */
+        Object[] shadow;
+        long capacity;
 
         Img(long addr, JType type) {
             this.addr = addr;

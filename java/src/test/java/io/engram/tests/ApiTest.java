@@ -177,6 +177,19 @@ class ApiTest {
         assertNull(Roots.head.next.next);
         assertArrayEquals(new int[] {1, 2, 3}, (int[]) Roots.any);
         assertEquals(List.of("x"), Roots.list);
+        // appends after a rolled-back append land where they should
+        for (int i = 0; i < 20; i++) {
+            Roots.list.add("z" + i);
+        }
+        assertThrows(IllegalStateException.class, () -> Engram.atomic(() -> {
+            Roots.list.add("gone");
+            throw new IllegalStateException();
+        }));
+        Roots.list.add("last");
+        List<Object> expected = new ArrayList<>(Roots.list);
+        reopen(p);
+        assertEquals(expected, Roots.list);
+        assertEquals(22, Roots.list.size());
     }
 
     @Test
