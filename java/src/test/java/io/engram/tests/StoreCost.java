@@ -44,6 +44,7 @@ public final class StoreCost {
                 report("field store, recoverable object, " + d, stores(nodes, n));
                 report("field store in a region of 100 stores, " + d, regionStores(nodes, n));
                 report("ArrayList.add (1000 elements), recoverable, " + d, adds(d == Durability.PROCESS ? 20 : 2));
+                report("HashMap.put (1000 keys), recoverable, " + d, puts(d == Durability.PROCESS ? 5 : 1));
             }
         }
     }
@@ -88,6 +89,18 @@ public final class StoreCost {
             }
         }
         return (System.nanoTime() - t0) / (double) (lists * 1000);
+    }
+
+    private static double puts(int maps) {
+        long t0 = System.nanoTime();
+        for (int m = 0; m < maps; m++) {
+            java.util.Map<Object, Object> map = new java.util.HashMap<>();
+            Roots.map = map;
+            for (int i = 0; i < 1000; i++) {
+                map.put(i, i);
+            }
+        }
+        return (System.nanoTime() - t0) / (double) (maps * 1000);
     }
 
     private static void report(String what, double ns) {
