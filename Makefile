@@ -17,7 +17,7 @@ APT_PACKAGES := libpmemobj-dev pkg-config
 BENCH_APT_PACKAGES := fonts-dejavu-core
 CARGO ?= cargo
 
-.PHONY: run test lint bench deps bench-deps apt build clean test-c test-go go-deps ffi-lib bench-go
+.PHONY: run test lint bench deps bench-deps apt build clean test-c test-go go-deps ffi-lib bench-go test-java java-deps bench-java
 
 deps:
 	@$(MAKE) --no-print-directory apt PKGS="$(APT_PACKAGES)"
@@ -45,7 +45,7 @@ lint: deps
 	@# the engine as users build it: without the `testing` feature
 	$(CARGO) clippy -p engram --lib -- -D warnings
 
-test: deps lint test-c test-go test-govet
+test: deps lint test-c test-go test-govet test-java
 	$(CARGO) build --workspace --all-targets
 	$(CARGO) test --workspace
 
@@ -54,6 +54,7 @@ bench: bench-deps
 	$(CARGO) run --release -p engram-bench -- stm --out docs/bench
 	$(CARGO) run --release -q -p engram-cli -- crashtest --deep
 	$(MAKE) --no-print-directory bench-go
+	$(MAKE) --no-print-directory bench-java
 
 clean:
 	$(CARGO) clean
@@ -110,3 +111,36 @@ test-govet:
 engramvet:
 	cd go && $(GO) build -o ../target/engramvet ./cmd/engramvet && \
 	  $(GO_PATH_ENV) $(GO) vet -vettool=$(CURDIR)/target/engramvet ./...
+
+
+# ----- the Java front end (java/): AutoPersist on a stock JDK 25, over the C ABI
+# through FFM. JDK 25 (Temurin) is preinstalled on the project's machines;
+# Debian bookworm packages no JDK 25, so on a machine without one test-java
+# says so and skips (set JAVA25_HOME to a JDK 25 to run it).
+JAVA25_HOME ?= $(firstword $(wildcard /usr/lib/jvm/temurin-25-jdk-amd64 /usr/lib/jvm/temurin-25-jdk* /usr/lib/jvm/java-25-openjdk* /usr/lib/jvm/jdk-25*))
+MVN ?= mvn
+JAVA_FFI_PROFILE ?= debug
+
+java-deps:
+	@command -v $(MVN) >/dev/null 2>&1 || $(MAKE) --no-print-directory apt PKGS="maven"
+
+test-java: java-deps
+	@if [ -z "$(JAVA25_HOME)" ] || [ ! -x "$(JAVA25_HOME)/bin/java" ]; then \
+	  echo "test-java: SKIPPED: no JDK 25 found (set JAVA25_HOME=/path/to/jdk-25)"; exit 0; fi
+	$(CARGO) build -p engram-ffi $(if $(filter release,$(JAVA_FFI_PROFILE)),--release,)
+	@set -o pipefail; cd java && JAVA_HOME=$(JAVA25_HOME) MAVEN_OPTS="--sun-misc-unsafe-memory-access=allow" \
+	  $(MVN) -B -ntp test -Dengram.lib=$(CURDIR)/target/$(JAVA_FFI_PROFILE)/libengram_ffi.so 2>&1 \
+	  | grep --line-buffered -E 'Tests run:|FAIL|ERROR|BUILD|Exception|	at ' || exit 1
+
+# What the Java write barrier costs (ns per store / add), with the release
+# library; the first line is the same loop without the agent's hooks.
+bench-java: java-deps
+	@if [ -z "$(JAVA25_HOME)" ]; then echo "bench-java: SKIPPED: no JDK 25"; exit 0; fi
+	$(CARGO) build -p engram-ffi --release
+	cd java && JAVA_HOME=$(JAVA25_HOME) MAVEN_OPTS="--sun-misc-unsafe-memory-access=allow" $(MVN) -q -B -ntp \
+	  -DskipTests package dependency:build-classpath -Dmdep.outputFile=target/cp.txt
+	@cd java && cp="target/test-classes:target/classes:$$(cat target/cp.txt)"; \
+	  run="$(JAVA25_HOME)/bin/java --enable-native-access=ALL-UNNAMED -Dengram.lib=$(CURDIR)/target/release/libengram_ffi.so -cp $$cp"; \
+	  agent=target/engram-java-0.1.0-agent.jar; \
+	  echo "uninstrumented:"; $$run -javaagent:$$agent=exclude=io.engram.tests.StoreCost io.engram.tests.StoreCost target/pools baseline; \
+	  echo "instrumented:"; $$run -javaagent:$$agent io.engram.tests.StoreCost target/pools

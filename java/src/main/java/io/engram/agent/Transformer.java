@@ -1,0 +1,353 @@
+package io.engram.agent;
+
+import io.engram.runtime.Registry;
+
+import org.objectweb.asm.ClassReader;
+import org.objectweb.asm.ClassVisitor;
+import org.objectweb.asm.ClassWriter;
+import org.objectweb.asm.FieldVisitor;
+import org.objectweb.asm.MethodVisitor;
+import org.objectweb.asm.Opcodes;
+import org.objectweb.asm.Type;
+
+import java.lang.instrument.ClassFileTransformer;
+import java.security.ProtectionDomain;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * Instruments an application class (ASM, no frames recomputed: no
+ * branches are added, only straight-line stack shuffles and static calls).
+ *
+ * <ul>
+ * <li>putfield -> {@code Barriers.preX(o, v, id)}; putfield; {@code post(o, id)}
+ *     (skipped in a constructor before its super()/this() call, where the
+ *     object is uninitialised and cannot be passed to a method)</li>
+ * <li>putstatic of a reference -> {@code staticPre(v, id)}; putstatic; {@code staticPost(id)}</li>
+ * <li>xastore -> {@code Barriers.xastore(a, i, v)}</li>
+ * <li>System.arraycopy -> {@code Barriers.arraycopy}</li>
+ * <li>a mutating call on a JDK collection or map -> a private static bridge
+ *     in the class: before(c); insert(c, arg)...; c.m(args); after(c)</li>
+ * </ul>
+ *
+ * Never throws into class loading: a class that fails to instrument is
+ * loaded unchanged (and is then refused by the runtime if it is ever
+ * reached from a root, since it is not in {@link Registry#INSTRUMENTED}).
+ */
+final class Transformer implements ClassFileTransformer {
+    static final String BARRIERS = "io/engram/runtime/Barriers";
+    static final String ROOT_DESC = "Lio/engram/DurableRoot;";
+
+    /** Agent options: {@code exclude=a.b.,c.d.} adds package prefixes never instrumented. */
+    record Options(List<String> excludes, boolean verbose) {
+        static Options parse(String args) {
+            List<String> ex = new ArrayList<>(List.of("java/", "javax/", "jdk/", "sun/", "com/sun/",
+                    "org/objectweb/asm/", "org/junit/", "junit/", "org/apache/maven/", "org/opentest4j/",
+                    "org/apiguardian/", "io/engram/agent/", "io/engram/runtime/", "io/engram/heap/"));
+            boolean verbose = false;
+            if (args != null) {
+                for (String a : args.split(";")) {
+                    if (a.startsWith("exclude=")) {
+                        for (String p : a.substring(8).split(",")) {
+                            ex.add(p.replace('.', '/'));
+                        }
+                    } else if (a.equals("verbose")) {
+                        verbose = true;
+                    }
+                }
+            }
+            return new Options(ex, verbose);
+        }
+    }
+
+    private final Options options;
+
+    Transformer(Options options) {
+        this.options = options;
+    }
+
+    boolean excluded(String name) {
+        if (name.startsWith("io/engram/") && name.indexOf('/', "io/engram/".length()) < 0) {
+            return true; // the public API classes
+        }
+        for (String p : options.excludes) {
+            if (name.startsWith(p)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    @Override
+    public byte[] transform(ClassLoader loader, String name, Class<?> redefined, ProtectionDomain pd, byte[] bytes) {
+        if (name == null || loader == null || redefined != null || excluded(name)
+                || loader == ClassLoader.getPlatformClassLoader()) {
+            return null;
+        }
+        try {
+            byte[] out = instrument(loader, name, bytes);
+            Registry.INSTRUMENTED.add(name.replace('/', '.'));
+            return out;
+        } catch (Throwable t) {
+            System.err.println("engram agent: " + name + " left uninstrumented: " + t);
+            return null;
+        }
+    }
+
+    static byte[] instrument(ClassLoader loader, String name, byte[] bytes) {
+        ClassReader reader = new ClassReader(bytes);
+        ClassWriter writer = new ClassWriter(reader, ClassWriter.COMPUTE_MAXS);
+        reader.accept(new ClassInstrumenter(writer, loader), 0);
+        return writer.toByteArray();
+    }
+
+    /** Collection types whose mutating calls get a bridge. */
+    static final Set<String> COLLECTION_OWNERS = Set.of("java/util/Collection", "java/util/List", "java/util/Set",
+            "java/util/Queue", "java/util/Deque", "java/util/Map", "java/util/SortedMap", "java/util/NavigableMap",
+            "java/util/SortedSet", "java/util/NavigableSet", "java/util/SequencedCollection", "java/util/SequencedMap",
+            "java/util/SequencedSet", "java/util/ArrayList", "java/util/LinkedList", "java/util/ArrayDeque",
+            "java/util/HashMap", "java/util/LinkedHashMap", "java/util/TreeMap", "java/util/HashSet",
+            "java/util/LinkedHashSet", "java/util/TreeSet", "java/util/AbstractMap", "java/util/AbstractList",
+            "java/util/AbstractCollection", "java/util/AbstractSet", "java/util/concurrent/ConcurrentHashMap",
+            "java/util/concurrent/ConcurrentMap");
+    static final Set<String> MUTATORS = Set.of("add", "addAll", "addFirst", "addLast", "offer", "offerFirst",
+            "offerLast", "push", "pop", "poll", "pollFirst", "pollLast", "remove", "removeAll", "removeIf",
+            "removeFirst", "removeLast", "removeFirstOccurrence", "removeLastOccurrence", "retainAll", "clear", "set",
+            "sort", "replaceAll", "put", "putAll", "putIfAbsent", "putFirst", "putLast", "replace", "compute",
+            "computeIfAbsent", "computeIfPresent", "merge", "pollFirstEntry", "pollLastEntry");
+    static final Set<String> INSERTS = Set.of("add", "addFirst", "addLast", "offer", "offerFirst", "offerLast",
+            "push", "set", "put", "putIfAbsent", "putFirst", "putLast", "replace", "merge", "compute",
+            "computeIfAbsent");
+
+    private static final class ClassInstrumenter extends ClassVisitor {
+        private final ClassLoader loader;
+        private String owner;
+        private boolean isInterface;
+        private int version;
+        private final Map<String, String> bridges = new HashMap<>();
+        private final List<String[]> bridgeSpecs = new ArrayList<>();
+
+        ClassInstrumenter(ClassVisitor next, ClassLoader loader) {
+            super(Opcodes.ASM9, next);
+            this.loader = loader;
+        }
+
+        @Override
+        public void visit(int version, int access, String name, String sig, String sup, String[] itfs) {
+            this.owner = name;
+            this.version = version & 0xffff;
+            this.isInterface = (access & Opcodes.ACC_INTERFACE) != 0;
+            super.visit(version, access, name, sig, sup, itfs);
+        }
+
+        @Override
+        public FieldVisitor visitField(int access, String name, String desc, String sig, Object value) {
+            FieldVisitor fv = super.visitField(access, name, desc, sig, value);
+            return new FieldVisitor(Opcodes.ASM9, fv) {
+                @Override
+                public org.objectweb.asm.AnnotationVisitor visitAnnotation(String d, boolean visible) {
+                    if (d.equals(ROOT_DESC)) {
+                        Registry.ROOT_CLASSES.add(owner.replace('/', '.'));
+                    }
+                    return super.visitAnnotation(d, visible);
+                }
+            };
+        }
+
+        @Override
+        public MethodVisitor visitMethod(int access, String name, String desc, String sig, String[] exc) {
+            MethodVisitor mv = super.visitMethod(access, name, desc, sig, exc);
+            if (mv == null || (access & (Opcodes.ACC_ABSTRACT | Opcodes.ACC_NATIVE)) != 0) {
+                return mv;
+            }
+            return new StoreInstrumenter(mv, this, name.equals("<init>"));
+        }
+
+        /** The name of the bridge for a call (created on first use). */
+        String bridge(int opcode, String callOwner, String name, String desc, boolean itf) {
+            String key = opcode + " " + callOwner + "." + name + desc;
+            return bridges.computeIfAbsent(key, k -> {
+                String b = "$engram$" + bridges.size();
+                bridgeSpecs.add(new String[] {b, Integer.toString(opcode), callOwner, name, desc, itf ? "1" : "0"});
+                return b;
+            });
+        }
+
+        boolean canBridge() {
+            return !isInterface || version >= Opcodes.V1_8;
+        }
+
+        @Override
+        public void visitEnd() {
+            for (String[] b : bridgeSpecs) {
+                emitBridge(b[0], Integer.parseInt(b[1]), b[2], b[3], b[4], b[5].equals("1"));
+            }
+            super.visitEnd();
+        }
+
+        /** private static R bridge(Owner c, args...) { before(c); insert(c, a)...; r = c.m(args); after(c); return r; } */
+        private void emitBridge(String bname, int opcode, String callOwner, String name, String desc, boolean itf) {
+            Type[] args = Type.getArgumentTypes(desc);
+            Type ret = Type.getReturnType(desc);
+            String bdesc = "(L" + callOwner + ";" + desc.substring(1);
+            MethodVisitor mv = cv.visitMethod(Opcodes.ACC_PRIVATE | Opcodes.ACC_STATIC | Opcodes.ACC_SYNTHETIC, bname,
+                    bdesc, null, null);
+            mv.visitCode();
+            mv.visitVarInsn(Opcodes.ALOAD, 0);
+            mv.visitMethodInsn(Opcodes.INVOKESTATIC, BARRIERS, "before", "(Ljava/lang/Object;)V", false);
+            int slot = 1;
+            for (Type a : args) {
+                String ad = a.getDescriptor();
+                boolean all = (name.equals("addAll") || name.equals("putAll"))
+                        && (ad.equals("Ljava/util/Collection;") || ad.equals("Ljava/util/Map;"));
+                if (all || (INSERTS.contains(name) && ad.equals("Ljava/lang/Object;"))) {
+                    mv.visitVarInsn(Opcodes.ALOAD, 0);
+                    mv.visitVarInsn(Opcodes.ALOAD, slot);
+                    mv.visitMethodInsn(Opcodes.INVOKESTATIC, BARRIERS, all ? "insertAll" : "insert",
+                            "(Ljava/lang/Object;Ljava/lang/Object;)V", false);
+                }
+                slot += a.getSize();
+            }
+            mv.visitVarInsn(Opcodes.ALOAD, 0);
+            slot = 1;
+            for (Type a : args) {
+                mv.visitVarInsn(a.getOpcode(Opcodes.ILOAD), slot);
+                slot += a.getSize();
+            }
+            mv.visitMethodInsn(opcode, callOwner, name, desc, itf);
+            mv.visitVarInsn(Opcodes.ALOAD, 0);
+            mv.visitMethodInsn(Opcodes.INVOKESTATIC, BARRIERS, "after", "(Ljava/lang/Object;)V", false);
+            mv.visitInsn(ret.getOpcode(Opcodes.IRETURN));
+            mv.visitMaxs(0, 0);
+            mv.visitEnd();
+        }
+    }
+
+    private static final class StoreInstrumenter extends MethodVisitor {
+        private final ClassInstrumenter cls;
+        private boolean initialized;
+        private int pendingNews;
+
+        StoreInstrumenter(MethodVisitor mv, ClassInstrumenter cls, boolean ctor) {
+            super(Opcodes.ASM9, mv);
+            this.cls = cls;
+            this.initialized = !ctor;
+        }
+
+        private void push(int v) {
+            super.visitLdcInsn(v);
+        }
+
+        private void call(String name, String desc) {
+            super.visitMethodInsn(Opcodes.INVOKESTATIC, BARRIERS, name, desc, false);
+        }
+
+        @Override
+        public void visitTypeInsn(int opcode, String type) {
+            if (opcode == Opcodes.NEW && !initialized) {
+                pendingNews++;
+            }
+            super.visitTypeInsn(opcode, type);
+        }
+
+        @Override
+        public void visitFieldInsn(int opcode, String owner, String name, String desc) {
+            if (opcode == Opcodes.PUTFIELD && initialized) {
+                putfield(owner, name, desc);
+            } else if (opcode == Opcodes.PUTSTATIC && (desc.startsWith("L") || desc.startsWith("["))) {
+                int id = Registry.fieldId(owner, name, desc, true, cls.loader);
+                super.visitInsn(Opcodes.DUP);
+                push(id);
+                call("staticPre", "(Ljava/lang/Object;I)V");
+                super.visitFieldInsn(opcode, owner, name, desc);
+                push(id);
+                call("staticPost", "(I)V");
+            } else {
+                super.visitFieldInsn(opcode, owner, name, desc);
+            }
+        }
+
+        private void putfield(String owner, String name, String desc) {
+            int id = Registry.fieldId(owner, name, desc, false, cls.loader);
+            char k = desc.charAt(0);
+            if (k == 'J' || k == 'D') {
+                // [o, w] -> [o, o, w, o] -> preJ(w, o, id) -> [o, o, w]
+                super.visitInsn(Opcodes.DUP2_X1);
+                super.visitInsn(Opcodes.POP2);
+                super.visitInsn(Opcodes.DUP);
+                super.visitInsn(Opcodes.DUP2_X2);
+                super.visitInsn(Opcodes.POP);
+                push(id);
+                call(k == 'J' ? "preJ" : "preD", k == 'J' ? "(JLjava/lang/Object;I)J" : "(DLjava/lang/Object;I)D");
+            } else {
+                // [o, v] -> [o, v, o, v] -> pre -> [o, v] -> [o, o, v]
+                super.visitInsn(Opcodes.DUP2);
+                push(id);
+                String pre = switch (k) {
+                    case 'L', '[' -> "preA";
+                    case 'F' -> "preF";
+                    default -> "preI";
+                };
+                String vd = switch (k) {
+                    case 'L', '[' -> "Ljava/lang/Object;";
+                    case 'F' -> "F";
+                    default -> "I";
+                };
+                call(pre, "(Ljava/lang/Object;" + vd + "I)V");
+                super.visitInsn(Opcodes.SWAP);
+                super.visitInsn(Opcodes.DUP_X1);
+                super.visitInsn(Opcodes.SWAP);
+            }
+            super.visitFieldInsn(Opcodes.PUTFIELD, owner, name, desc);
+            push(id);
+            call("post", "(Ljava/lang/Object;I)V");
+        }
+
+        @Override
+        public void visitInsn(int opcode) {
+            String hook = switch (opcode) {
+                case Opcodes.AASTORE -> "aastore([Ljava/lang/Object;ILjava/lang/Object;)V";
+                case Opcodes.IASTORE -> "iastore([III)V";
+                case Opcodes.LASTORE -> "lastore([JIJ)V";
+                case Opcodes.FASTORE -> "fastore([FIF)V";
+                case Opcodes.DASTORE -> "dastore([DID)V";
+                case Opcodes.CASTORE -> "castore([CII)V";
+                case Opcodes.SASTORE -> "sastore([SII)V";
+                case Opcodes.BASTORE -> "bastore(Ljava/lang/Object;II)V";
+                default -> null;
+            };
+            if (hook == null) {
+                super.visitInsn(opcode);
+                return;
+            }
+            int p = hook.indexOf('(');
+            call(hook.substring(0, p), hook.substring(p));
+        }
+
+        @Override
+        public void visitMethodInsn(int opcode, String owner, String name, String desc, boolean itf) {
+            if (opcode == Opcodes.INVOKESPECIAL && name.equals("<init>") && !initialized) {
+                if (pendingNews > 0) {
+                    pendingNews--;
+                } else {
+                    initialized = true; // super(...) or this(...): the object is initialised
+                }
+            }
+            if (opcode == Opcodes.INVOKESTATIC && owner.equals("java/lang/System") && name.equals("arraycopy")) {
+                call("arraycopy", desc);
+                return;
+            }
+            if ((opcode == Opcodes.INVOKEVIRTUAL || opcode == Opcodes.INVOKEINTERFACE)
+                    && COLLECTION_OWNERS.contains(owner) && MUTATORS.contains(name) && cls.canBridge()) {
+                String b = cls.bridge(opcode, owner, name, desc, itf);
+                super.visitMethodInsn(Opcodes.INVOKESTATIC, cls.owner, b, "(L" + owner + ";" + desc.substring(1),
+                        cls.isInterface);
+                return;
+            }
+            super.visitMethodInsn(opcode, owner, name, desc, itf);
+        }
+    }
+}

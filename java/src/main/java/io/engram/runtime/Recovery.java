@@ -1,0 +1,334 @@
+package io.engram.runtime;
+
+import io.engram.EngramException;
+import io.engram.EngramException.Code;
+import io.engram.heap.Heap;
+import io.engram.runtime.IdentityTable.Img;
+
+import java.lang.foreign.MemorySegment;
+import java.lang.reflect.Array;
+import java.lang.reflect.Field;
+import java.lang.reflect.RecordComponent;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * Rebuilds the typed Java graph from the images reachable from the pool's
+ * roots, keeping identity (one object per image: two roots reaching one
+ * image reach one object), sharing and cycles.
+ *
+ * <p>Steps: 1. walk every image reachable from a root (breadth first),
+ * finding each one's class from its type id; 2. create a shell per image
+ * without running constructors (arrays with their length, strings, boxes
+ * and enum constants complete); 3. fill fields and array elements;
+ * 4. fill collections, most deeply nested first, so that keys are complete
+ * before they are hashed. Records and sorted collections (whose final
+ * components or comparator must be known at construction) are built on
+ * demand, their dependencies first. Reads only; a bad pointer or unknown
+ * type is a typed error (CORRUPT, LAYOUT_MISMATCH).
+ */
+final class Recovery {
+    private static final sun.misc.Unsafe UNSAFE = unsafe();
+
+    private final Graph g;
+    private final Heap heap;
+    private final ClassLoader loader;
+    private final Map<Long, JType> typeAt = new HashMap<>();
+    private final Map<Long, Object> objects = new HashMap<>();
+    private final List<Long> order = new ArrayList<>();
+    private final Set<Long> building = new HashSet<>();
+
+    Recovery(Graph g, ClassLoader loader) {
+        this.g = g;
+        this.heap = g.heap;
+        this.loader = loader;
+    }
+
+    private static sun.misc.Unsafe unsafe() {
+        try {
+            Field f = sun.misc.Unsafe.class.getDeclaredField("theUnsafe");
+            f.setAccessible(true);
+            return (sun.misc.Unsafe) f.get(null);
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
+
+    /** Rebuilds everything reachable from {@code roots} (name -> address); returns name -> object. */
+    Map<String, Object> recover(Map<String, Long> roots) {
+        for (long a : roots.values()) {
+            walk(a);
+        }
+        for (long a : order) {
+            shell(a);
+        }
+        for (long a : order) {
+            fill(a);
+        }
+        for (int i = order.size() - 1; i >= 0; i--) {
+            fillCollection(order.get(i));
+        }
+        Map<String, Object> out = new HashMap<>();
+        roots.forEach((name, a) -> out.put(name, resolve(a)));
+        return out;
+    }
+
+    /** Registers every rebuilt object as recoverable, with its image. */
+    void publish() {
+        for (long a : order) {
+            Img img = new Img(a, typeAt.get(a));
+            img.ready = true;
+            g.publish(resolve(a), img);
+        }
+    }
+
+    /** Is {@code addr} an image (or image data) the rebuilt graph uses? */
+    Set<Long> liveAddresses() {
+        Set<Long> live = new HashSet<>();
+        for (long a : order) {
+            live.add(a);
+            JType t = typeAt.get(a);
+            switch (t.kind) {
+                case ARRAY, STRING, COLLECTION, MAP -> {
+                    long d = heap.getLong(a + 16);
+                    if (d != 0) {
+                        live.add(d);
+                    }
+                }
+                default -> {
+                }
+            }
+        }
+        return live;
+    }
+
+    private JType typeAt(long a) {
+        JType t = typeAt.get(a);
+        if (t == null) {
+            heap.validate(a, 8);
+            long word = heap.getLong(a);
+            if (word <= 0 || word > Integer.MAX_VALUE) {
+                throw new EngramException(Code.CORRUPT, "image at " + a + " has no type (word " + word + ")");
+            }
+            t = g.typeById((int) word, loader);
+            typeAt.put(a, t);
+        }
+        return t;
+    }
+
+    // 1. the walk
+    private void walk(long root) {
+        ArrayDeque<Long> queue = new ArrayDeque<>();
+        if (root != 0 && !typeAt.containsKey(root)) {
+            typeAt(root);
+            order.add(root);
+            queue.add(root);
+        }
+        while (!queue.isEmpty()) {
+            long a = queue.poll();
+            for (long c : children(a, typeAt.get(a))) {
+                if (c != 0 && !typeAt.containsKey(c)) {
+                    typeAt(c);
+                    order.add(c);
+                    queue.add(c);
+                }
+            }
+        }
+    }
+
+    private long[] children(long a, JType t) {
+        return switch (t.kind) {
+            case OBJECT, RECORD -> {
+                long[] out = new long[t.slots.length];
+                for (int i = 0; i < t.slots.length; i++) {
+                    out[i] = t.slots[i].isRef() ? heap.getLong(a + t.slots[i].offset()) : 0;
+                }
+                yield out;
+            }
+            case ARRAY -> t.elem == 'L' || t.elem == '[' ? words(heap.getLong(a + 16), heap.getLong(a + 8)) : new long[0];
+            case COLLECTION, MAP -> {
+                long n = heap.getLong(a + 8);
+                long[] w = words(heap.getLong(a + 16), n);
+                long[] out = java.util.Arrays.copyOf(w, w.length + 1);
+                out[w.length] = heap.getLong(a + 24);
+                yield out;
+            }
+            default -> new long[0];
+        };
+    }
+
+    private long[] words(long data, long n) {
+        if (n < 0 || n > Integer.MAX_VALUE || (n > 0 && data == 0)) {
+            throw new EngramException(Code.CORRUPT, "bad array image: " + n + " elements at " + data);
+        }
+        long[] out = new long[(int) n];
+        if (n > 0) {
+            heap.validate(data, n * 8);
+            heap.read(data, MemorySegment.ofArray(out));
+        }
+        return out;
+    }
+
+    // 2. shells
+    private void shell(long a) {
+        JType t = typeAt.get(a);
+        Object o = switch (t.kind) {
+            case OBJECT -> allocate(t.type);
+            case ARRAY -> Array.newInstance(t.type.getComponentType(), (int) heap.getLong(a + 8));
+            case STRING -> {
+                char[] cs = new char[(int) heap.getLong(a + 8)];
+                if (cs.length > 0) {
+                    heap.read(heap.getLong(a + 16), MemorySegment.ofArray(cs));
+                }
+                yield new String(cs);
+            }
+            case BOX -> Codec.unbox(t.type, heap.getLong(a + 8));
+            case ENUM -> enumConstant(t, heap.getLong(a + 8));
+            case COLLECTION, MAP -> heap.getLong(a + 24) == 0 ? newCollection(t.type) : null;
+            case RECORD -> null;
+        };
+        if (o != null) {
+            objects.put(a, o);
+        }
+    }
+
+    private static Object allocate(Class<?> c) {
+        try {
+            return UNSAFE.allocateInstance(c);
+        } catch (InstantiationException e) {
+            throw new EngramException(Code.INTERNAL, "cannot instantiate " + c.getName(), e);
+        }
+    }
+
+    private static Object enumConstant(JType t, long ordinal) {
+        Object[] cs = t.type.getEnumConstants();
+        if (ordinal < 0 || ordinal >= cs.length) {
+            throw new EngramException(Code.CORRUPT, "enum " + t.type.getName() + " has no constant " + ordinal);
+        }
+        return cs[(int) ordinal];
+    }
+
+    private static Object newCollection(Class<?> c) {
+        try {
+            return c.getDeclaredConstructor().newInstance();
+        } catch (ReflectiveOperationException e) {
+            throw new EngramException(Code.INTERNAL, "cannot create " + c.getName(), e);
+        }
+    }
+
+    /** The object of an image; records and sorted collections are built here on first use. */
+    private Object resolve(long a) {
+        if (a == 0) {
+            return null;
+        }
+        Object o = objects.get(a);
+        if (o != null) {
+            return o;
+        }
+        JType t = typeAt.get(a);
+        if (t == null) {
+            throw new EngramException(Code.CORRUPT, "pointer " + a + " to an image the walk did not reach");
+        }
+        if (!building.add(a)) {
+            throw new EngramException(Code.CORRUPT, "a cycle through records or sorted-collection comparators at "
+                    + t.type.getName() + " cannot be rebuilt");
+        }
+        o = t.kind == JType.Kind.RECORD ? buildRecord(a, t) : buildSorted(a, t);
+        building.remove(a);
+        objects.put(a, o);
+        return o;
+    }
+
+    private Object buildRecord(long a, JType t) {
+        RecordComponent[] rc = t.type.getRecordComponents();
+        Object[] args = new Object[rc.length];
+        for (int i = 0; i < rc.length; i++) {
+            for (JType.Slot s : t.slots) {
+                if (s.field().getName().equals(rc[i].getName()) && s.field().getDeclaringClass() == t.type) {
+                    args[i] = slotValue(a, s);
+                }
+            }
+        }
+        try {
+            return t.recordCtor.newInstance(args);
+        } catch (ReflectiveOperationException e) {
+            throw new EngramException(Code.INTERNAL, "cannot rebuild record " + t.type.getName() + ": " + e, e);
+        }
+    }
+
+    private Object buildSorted(long a, JType t) {
+        Object cmp = resolve(heap.getLong(a + 24));
+        try {
+            return t.type.getDeclaredConstructor(java.util.Comparator.class).newInstance(cmp);
+        } catch (ReflectiveOperationException e) {
+            throw new EngramException(Code.INTERNAL, "cannot create " + t.type.getName(), e);
+        }
+    }
+
+    private Object slotValue(long a, JType.Slot s) {
+        long bits = heap.getLong(a + s.offset());
+        return s.isRef() ? resolve(bits) : Codec.value(s.kind(), bits);
+    }
+
+    // 3. fields and elements
+    private void fill(long a) {
+        JType t = typeAt.get(a);
+        switch (t.kind) {
+            case OBJECT -> {
+                Object o = resolve(a);
+                for (JType.Slot s : t.slots) {
+                    Object v = slotValue(a, s);
+                    if (s.isRef() && v != null && !s.field().getType().isInstance(v)) {
+                        throw new EngramException(Code.LAYOUT_MISMATCH, s.field() + " cannot hold the recovered "
+                                + v.getClass().getName());
+                    }
+                    Codec.set(s.field(), o, v);
+                }
+            }
+            case ARRAY -> fillArray(a, t);
+            case RECORD -> resolve(a);
+            default -> {
+            }
+        }
+    }
+
+    private void fillArray(long a, JType t) {
+        Object arr = resolve(a);
+        int n = Array.getLength(arr);
+        if (n == 0) {
+            return;
+        }
+        long data = heap.getLong(a + 16);
+        if (t.elem == 'L' || t.elem == '[') {
+            long[] w = words(data, n);
+            Object[] oa = (Object[]) arr;
+            for (int i = 0; i < n; i++) {
+                oa[i] = resolve(w[i]);
+            }
+            return;
+        }
+        byte[] bytes = new byte[n * t.elemSize];
+        heap.read(data, MemorySegment.ofArray(bytes));
+        Codec.fillPrim(arr, MemorySegment.ofArray(bytes));
+    }
+
+    // 4. collections, deepest first
+    private void fillCollection(long a) {
+        JType t = typeAt.get(a);
+        if (t.kind != JType.Kind.COLLECTION && t.kind != JType.Kind.MAP) {
+            return;
+        }
+        long n = heap.getLong(a + 8);
+        long[] w = words(heap.getLong(a + 16), n);
+        Object[] elems = new Object[w.length];
+        for (int i = 0; i < w.length; i++) {
+            elems[i] = resolve(w[i]);
+        }
+        Codec.restore(resolve(a), elems);
+    }
+}

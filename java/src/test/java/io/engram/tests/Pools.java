@@ -1,0 +1,71 @@
+package io.engram.tests;
+
+import io.engram.Engram;
+import io.engram.heap.Durability;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+/** Test helpers: fresh pool paths, opening with test options, child JVMs. */
+public final class Pools {
+    private Pools() {
+    }
+
+    static final Path DIR = Path.of(System.getProperty("engram.test.dir", "target/pools"));
+    static final Engram.Options OPTIONS = Engram.Options.defaults().withSize(64L << 20).withDurability(Durability.PROCESS);
+
+    /** A path for a new pool (deleted if it exists); the roots are reset. */
+    public static Path fresh(String name) throws IOException {
+        Files.createDirectories(DIR);
+        Path p = DIR.resolve(name + ".pool");
+        Files.deleteIfExists(p);
+        Roots.reset();
+        return p;
+    }
+
+    public static Engram open(Path p) {
+        return Engram.open(p, OPTIONS);
+    }
+
+    /** Runs {@code ChildMain} with {@code args} in a new JVM with the agent; returns its exit code. */
+    public static int child(long timeoutSeconds, String... args) throws IOException, InterruptedException {
+        Process p = start(args);
+        if (!p.waitFor(timeoutSeconds, TimeUnit.SECONDS)) {
+            p.destroyForcibly().waitFor();
+            throw new AssertionError("child " + String.join(" ", args) + " did not finish in " + timeoutSeconds + " s");
+        }
+        return p.exitValue();
+    }
+
+    public static Process start(String... args) throws IOException {
+        return start(true, args);
+    }
+
+    /** Starts a child JVM, with or without the agent. */
+    public static Process start(boolean agent, String... args) throws IOException {
+        List<String> cmd = new ArrayList<>();
+        cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+        if (agent) {
+            cmd.add("-javaagent:" + System.getProperty("engram.agent.jar"));
+        }
+        cmd.add("--enable-native-access=ALL-UNNAMED");
+        cmd.add("-Xshare:auto");
+        cmd.add("-XX:TieredStopAtLevel=1");
+        for (String prop : List.of("engram.lib", "engram.test.dir")) {
+            if (System.getProperty(prop) != null) {
+                cmd.add("-D" + prop + "=" + System.getProperty(prop));
+            }
+        }
+        cmd.add("-cp");
+        cmd.add(System.getProperty("java.class.path"));
+        cmd.add(ChildMain.class.getName());
+        cmd.addAll(List.of(args));
+        Files.createDirectories(DIR);
+        return new ProcessBuilder(cmd).redirectErrorStream(true)
+                .redirectOutput(ProcessBuilder.Redirect.appendTo(DIR.resolve("children.log").toFile())).start();
+    }
+}

@@ -1,0 +1,109 @@
+package io.engram.tests;
+
+import io.engram.Engram;
+import io.engram.heap.Durability;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * What the write barrier costs: nanoseconds per field store and per
+ * collection add in each situation (not a test: run by {@code make
+ * bench-java}, twice: once with this class excluded from the agent for the
+ * uninstrumented baseline). Prints one line per case.
+ */
+public final class StoreCost {
+    private StoreCost() {
+    }
+
+    static final int OBJECTS = 1024;
+
+    public static void main(String[] args) throws Exception {
+        Path dir = Path.of(args.length > 0 ? args[0] : "target/pools");
+        Files.createDirectories(dir);
+        Node[] nodes = new Node[OBJECTS];
+        for (int i = 0; i < OBJECTS; i++) {
+            nodes[i] = new Node(i, null);
+        }
+        report("field store, no pool open", stores(nodes, 20_000_000));
+        if (args.length > 1 && args[1].equals("baseline")) {
+            return;
+        }
+        for (Durability d : new Durability[] {Durability.PROCESS, Durability.MSYNC}) {
+            Path p = dir.resolve("storecost-" + d + ".pool");
+            Files.deleteIfExists(p);
+            Roots.reset();
+            try (Engram e = Engram.open(p, Engram.Options.defaults().withDurability(d).withSize(1L << 30))) {
+                if (d == Durability.PROCESS) {
+                    report("field store, pool open, object not recoverable", stores(nodes, 20_000_000));
+                }
+                Roots.any = nodes;
+                int n = d == Durability.PROCESS ? 2_000_000 : 20_000;
+                report("field store, recoverable object, " + d, stores(nodes, n));
+                report("field store in a region of 100 stores, " + d, regionStores(nodes, n));
+                report("ArrayList.add (1000 elements), recoverable, " + d, adds(d == Durability.PROCESS ? 20 : 2));
+                report("HashMap.put (1000 keys), recoverable, " + d, puts(d == Durability.PROCESS ? 5 : 1));
+            }
+        }
+    }
+
+    private static double stores(Node[] nodes, int n) {
+        for (int warm = 0; warm < 2; warm++) {
+            loop(nodes, n / 4);
+        }
+        long t0 = System.nanoTime();
+        loop(nodes, n);
+        return (System.nanoTime() - t0) / (double) n;
+    }
+
+    private static void loop(Node[] nodes, int n) {
+        for (int i = 0; i < n; i++) {
+            nodes[i & (OBJECTS - 1)].value = i;
+        }
+    }
+
+    private static double regionStores(Node[] nodes, int n) {
+        long t0 = System.nanoTime();
+        for (int r = 0; r < n / 100; r++) {
+            int base = r * 100;
+            Engram.atomic(() -> loop100(nodes, base));
+        }
+        return (System.nanoTime() - t0) / (double) (n / 100 * 100);
+    }
+
+    private static void loop100(Node[] nodes, int base) {
+        for (int i = 0; i < 100; i++) {
+            nodes[(base + i) & (OBJECTS - 1)].value = base + i;
+        }
+    }
+
+    private static double adds(int lists) {
+        long t0 = System.nanoTime();
+        for (int l = 0; l < lists; l++) {
+            List<Object> list = new ArrayList<>();
+            Roots.list = list;
+            for (int i = 0; i < 1000; i++) {
+                list.add(i);
+            }
+        }
+        return (System.nanoTime() - t0) / (double) (lists * 1000);
+    }
+
+    private static double puts(int maps) {
+        long t0 = System.nanoTime();
+        for (int m = 0; m < maps; m++) {
+            java.util.Map<Object, Object> map = new java.util.HashMap<>();
+            Roots.map = map;
+            for (int i = 0; i < 1000; i++) {
+                map.put(i, i);
+            }
+        }
+        return (System.nanoTime() - t0) / (double) (maps * 1000);
+    }
+
+    private static void report(String what, double ns) {
+        System.out.printf("%-55s %12.1f ns%n", what, ns);
+    }
+}
