@@ -306,7 +306,13 @@ impl Pool {
     /// (and the panic continues). A region started inside another region on
     /// the same thread joins it (nesting is flattened): an `Err` from the
     /// inner one makes the outer one roll back with [`Error::Aborted`].
+    ///
+    /// Inside an STM transaction body ([`Pool::atomically`]), which may run
+    /// several times, a region is refused with [`Error::TxnInAtomically`].
     pub fn txn<R, E: From<Error>>(&self, f: impl FnOnce(&Tx<'_>) -> std::result::Result<R, E>) -> std::result::Result<R, E> {
+        if crate::stm::in_atomically() {
+            return Err(Error::TxnInAtomically.into());
+        }
         let id = self.inner.heap.id;
         if let Some(outer) = ACTIVE.with(|a| a.borrow().iter().find(|(h, _)| *h == id).map(|&(_, t)| t)) {
             // SAFETY: the pointer was registered by the outermost `txn` call

@@ -33,7 +33,7 @@ mod wait;
 pub(crate) mod word;
 
 pub use engine::{atomically, stats, STx, StmError, StmResult, StmStats};
-pub(crate) use engine::{quiesce, StmPool};
+pub(crate) use engine::{in_atomically, quiesce, StmPool};
 pub use persist::{CopyCx, PPair, POption, PSlice, PStr, Persist};
 pub use engram_derive::Persist;
 pub use redo::StmRecovery;
