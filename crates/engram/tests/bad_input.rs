@@ -679,6 +679,30 @@ fn bad_pointers_are_bad_pointer() {
     assert_eq!(pool.check(&|_| {}).unwrap().objects, 3);
 }
 
+/// Issue 15: reads are bounded to the object as writes are: a read that
+/// starts inside an object but runs past its slot, or a type bigger than the
+/// object, is `BadPointer`, never the neighbour's header bytes.
+#[test]
+fn reads_are_bounded_to_the_object() {
+    let t = TempPool::new("readbounds");
+    let pool = create(&t);
+    build_list(&pool, 3);
+    pool.txn(|tx| {
+        let head = tx.root::<Node>("list")?.unwrap();
+        // A 16-byte Node read 8 bytes in: its last 8 bytes are the next slot's header.
+        let shifted = PPtr::<Node>::from_addr(head.addr() + 8);
+        assert!(matches!(tx.read(shifted), Err(Error::BadPointer { .. })), "read at +8");
+        assert!(matches!(tx.write(shifted, Node { value: 0, next: PPtr::null() }), Err(Error::BadPointer { .. })), "write at +8");
+        // A 64-byte type through a 16-byte object.
+        let wide = PPtr::<[u64; 8]>::from_addr(head.addr());
+        assert!(matches!(tx.read(wide), Err(Error::BadPointer { .. })), "64-byte read of a 16-byte object");
+        // Reads inside the object still work, whole or by field.
+        assert_eq!(tx.read(PPtr::<u64>::from_addr(head.addr() + 8))?, tx.read(head)?.next.addr());
+        Ok::<_, Error>(())
+    })
+    .unwrap();
+}
+
 /// A wild pointer that lands in an arena's metadata spans (span table,
 /// bitmaps) is not an object: writing through it must be refused, or the
 /// allocator's persistent state is overwritten.

@@ -253,11 +253,22 @@ impl<'p> Tx<'p> {
         Ok(())
     }
 
-    /// Reads the object `p` points to.
+    /// Checks that `[addr, addr+len)` lies inside one allocated object's
+    /// slot (as writes must): never its header, never a neighbour's.
+    fn check_in_object(&self, addr: u64, len: u64, align: usize) -> Result<()> {
+        self.check(addr, len, align)?;
+        match crate::alloc::locate_containing(&self.pool.space, addr) {
+            Some((p, loc)) if addr >= p && addr + len <= p + loc.capacity() => Ok(()),
+            _ => Err(Error::BadPointer { addr }),
+        }
+    }
+
+    /// Reads the object `p` points to. The read must lie inside the object
+    /// `p` points into, or it is [`Error::BadPointer`].
     pub fn read<T: Persistent>(&self, p: PPtr<T>) -> Result<T> {
-        self.check(p.addr(), size_of::<T>() as u64, align_of::<T>())?;
-        // SAFETY: the range is inside the mapped heap (checked); every bit
-        // pattern is a valid T (Persistent's contract).
+        self.check_in_object(p.addr(), size_of::<T>() as u64, align_of::<T>())?;
+        // SAFETY: the range is inside one object of the mapped heap
+        // (checked); every bit pattern is a valid T (Persistent's contract).
         Ok(unsafe { std::ptr::read(p.addr() as *const T) })
     }
 
