@@ -1,7 +1,10 @@
 # Engram: the entry points for every language.
 #
 #   make run    the demo: a pool under ./data/ that each run finds and extends
-#   make test   installs what it needs, builds everything, runs every test
+#   make lint   rustfmt --check, then clippy on every target with warnings as errors
+#               (the lints, missing_docs and undocumented_unsafe_blocks among them,
+#               are in the workspace Cargo.toml)
+#   make test   installs what it needs, lints, builds everything, runs every test
 #   make bench  benchmarks against PMDK (libpmemobj), malloc and volatile STM; reports in
 #               docs/bench/; then the deep crash-explorer sweep
 #
@@ -14,7 +17,7 @@ APT_PACKAGES := libpmemobj-dev pkg-config
 BENCH_APT_PACKAGES := fonts-dejavu-core
 CARGO ?= cargo
 
-.PHONY: run test bench deps bench-deps apt build clean
+.PHONY: run test lint bench deps bench-deps apt build clean
 
 deps:
 	@$(MAKE) --no-print-directory apt PKGS="$(APT_PACKAGES)"
@@ -36,7 +39,11 @@ run:
 	@mkdir -p data
 	$(CARGO) run --release -q -p engram-cli -- demo data/demo.pool
 
-test: deps
+lint: deps
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+test: deps lint
 	$(CARGO) build --workspace --all-targets
 	$(CARGO) test --workspace
 

@@ -13,13 +13,7 @@ fn main() {
     println!("cargo:rerun-if-changed={SOURCE}");
     println!("cargo:rerun-if-changed={STM_SOURCE}");
     println!("cargo:rerun-if-changed=build.rs");
-    cc::Build::new()
-        .file(SOURCE)
-        .file(STM_SOURCE)
-        .std("c11")
-        .warnings(true)
-        .extra_warnings(true)
-        .compile("engram_pmdk_peers");
+    cc::Build::new().file(SOURCE).file(STM_SOURCE).std("c11").warnings(true).extra_warnings(true).compile("engram_pmdk_peers");
     println!("cargo:rustc-link-lib=dylib=pmemobj");
     println!("cargo:rustc-link-lib=dylib=pmem");
     println!("cargo:rustc-link-lib=dylib=m");

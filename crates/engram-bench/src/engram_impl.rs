@@ -38,8 +38,7 @@ use engram::{CreateOptions, Durability, Error, PArray, PPtr, Persistent, Pool, T
 
 use crate::peers::{binary_trees_pool_bytes, nbody_pool_bytes, sps_pool_bytes};
 use crate::workloads::{
-    self, binary_trees_iterations, binary_trees_max_depth, Body, XorShift64Star,
-    BINARY_TREES_MIN_DEPTH, NBODIES, NBODY_DT,
+    self, binary_trees_iterations, binary_trees_max_depth, Body, XorShift64Star, BINARY_TREES_MIN_DEPTH, NBODIES, NBODY_DT,
 };
 
 /// Layout name of every benchmark pool.
@@ -68,31 +67,19 @@ struct Meter {
 
 impl Meter {
     fn start() -> Self {
-        Meter {
-            counters: engram::pmem::counters(),
-            start: Instant::now(),
-        }
+        Meter { counters: engram::pmem::counters(), start: Instant::now() }
     }
 
     fn stop<T>(self, value: T, regions: u64) -> EngramRun<T> {
         let nanos = self.start.elapsed().as_nanos() as u64;
         let now = engram::pmem::counters();
-        EngramRun {
-            value,
-            nanos,
-            flushes: now.flushes - self.counters.flushes,
-            fences: now.fences - self.counters.fences,
-            regions,
-        }
+        EngramRun { value, nanos, flushes: now.flushes - self.counters.flushes, fences: now.fences - self.counters.fences, regions }
     }
 }
 
 /// Creates a fresh pool of `bytes` at `path` in `durability` mode.
 fn create_pool(path: &Path, bytes: u64, durability: Durability) -> Result<Pool, Error> {
-    let opts = CreateOptions::new(LAYOUT)
-        .durability(durability)
-        .initial_size(bytes)
-        .overwrite();
+    let opts = CreateOptions::new(LAYOUT).durability(durability).initial_size(bytes).overwrite();
     Pool::create(path, opts)
 }
 
@@ -110,11 +97,7 @@ struct Node {
 
 /// Builds a complete tree of `depth` bottom-up, like CLBG.
 fn build(tx: &Tx<'_>, depth: u32) -> Result<PPtr<Node>, Error> {
-    let (left, right) = if depth > 0 {
-        (build(tx, depth - 1)?, build(tx, depth - 1)?)
-    } else {
-        (PPtr::null(), PPtr::null())
-    };
+    let (left, right) = if depth > 0 { (build(tx, depth - 1)?, build(tx, depth - 1)?) } else { (PPtr::null(), PPtr::null()) };
     tx.alloc(Node { left, right })
 }
 

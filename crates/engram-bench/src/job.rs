@@ -243,13 +243,30 @@ pub enum JobError {
     Peer(#[from] peers::PeerError),
     /// The child process could not be started or waited for.
     #[error("cannot run the child process {exe:?}: {source}")]
-    Spawn { exe: PathBuf, source: std::io::Error },
+    Spawn {
+        /// The executable.
+        exe: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
     /// The child process failed.
     #[error("child `{args}` failed ({status}): {stderr}")]
-    Child { args: String, status: String, stderr: String },
+    Child {
+        /// The child's arguments.
+        args: String,
+        /// How it exited.
+        status: String,
+        /// What it printed on stderr.
+        stderr: String,
+    },
     /// The child's output had no readable result line.
     #[error("child `{args}` printed no result line; stdout: {stdout:?}")]
-    NoResult { args: String, stdout: String },
+    NoResult {
+        /// The child's arguments.
+        args: String,
+        /// What it printed on stdout.
+        stdout: String,
+    },
 }
 
 /// Removes a pool file when dropped.
@@ -314,12 +331,8 @@ fn check_environment(job: &Job) -> Result<(), JobError> {
     }
     let forced = std::env::var_os(PMEM_FORCE_VAR).is_some_and(|v| v == "1");
     match (job.mode, forced) {
-        (Mode::Pmem, false) => Err(JobError::Environment(format!(
-            "PMDK in pmem mode needs {PMEM_FORCE_VAR}=1 in the environment"
-        ))),
-        (Mode::Msync, true) => Err(JobError::Environment(format!(
-            "PMDK in msync mode needs {PMEM_FORCE_VAR} unset"
-        ))),
+        (Mode::Pmem, false) => Err(JobError::Environment(format!("PMDK in pmem mode needs {PMEM_FORCE_VAR}=1 in the environment"))),
+        (Mode::Msync, true) => Err(JobError::Environment(format!("PMDK in msync mode needs {PMEM_FORCE_VAR} unset"))),
         _ => Ok(()),
     }
 }
@@ -367,9 +380,7 @@ pub fn execute(job: &Job) -> Result<Outcome, JobError> {
 fn binary_trees(job: &Job, path: &Path) -> Result<Outcome, JobError> {
     let d = depth(job);
     Ok(match job.imp {
-        Impl::Engram | Impl::EngramProcess => {
-            from_engram(engram_impl::binary_trees(path, d, durability(job.mode))?, Check::Count)
-        }
+        Impl::Engram | Impl::EngramProcess => from_engram(engram_impl::binary_trees(path, d, durability(job.mode))?, Check::Count),
         Impl::PmdkTx => from_peer(peers::pmdk_binary_trees_tx(path, d)?, Check::Count),
         Impl::PmdkAtomic => from_peer(peers::pmdk_binary_trees_atomic(path, d)?, Check::Count),
         Impl::Malloc => from_peer(peers::malloc_binary_trees(d), Check::Count),
@@ -379,9 +390,7 @@ fn binary_trees(job: &Job, path: &Path) -> Result<Outcome, JobError> {
 
 fn nbody(job: &Job, path: &Path) -> Result<Outcome, JobError> {
     Ok(match job.imp {
-        Impl::Engram | Impl::EngramProcess => {
-            from_engram(engram_impl::nbody(path, job.size, durability(job.mode))?, Check::Energy)
-        }
+        Impl::Engram | Impl::EngramProcess => from_engram(engram_impl::nbody(path, job.size, durability(job.mode))?, Check::Energy),
         Impl::PmdkTx => from_peer(peers::pmdk_nbody(path, job.size)?, Check::Energy),
         Impl::Volatile => {
             let start = Instant::now();
@@ -465,10 +474,7 @@ pub fn spawn(exe: &Path, job: &Job) -> Result<Outcome, JobError> {
         });
     }
     let stdout = String::from_utf8_lossy(&out.stdout);
-    stdout
-        .lines()
-        .find_map(parse_result_line)
-        .ok_or_else(|| JobError::NoResult { args: joined, stdout: stdout.into_owned() })
+    stdout.lines().find_map(parse_result_line).ok_or_else(|| JobError::NoResult { args: joined, stdout: stdout.into_owned() })
 }
 
 #[cfg(test)]
@@ -490,14 +496,7 @@ mod tests {
 
     #[test]
     fn unsupported_combinations_are_refused() {
-        let job = Job {
-            suite: Suite::Nbody,
-            size: 1,
-            swaps: 0,
-            imp: Impl::Malloc,
-            mode: Mode::Volatile,
-            dir: PathBuf::from("/dev/shm"),
-        };
+        let job = Job { suite: Suite::Nbody, size: 1, swaps: 0, imp: Impl::Malloc, mode: Mode::Volatile, dir: PathBuf::from("/dev/shm") };
         assert!(!job.is_supported());
         assert!(matches!(execute(&job), Err(JobError::Unsupported(_))));
     }

@@ -20,10 +20,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use engram_bench::job::{self, Impl, Job, Mode, Suite};
 use engram_bench::plan::{self, Profile, Setup};
+use engram_bench::plot;
 use engram_bench::report::{self, SetupInfo};
 use engram_bench::results::{self, Measurement};
 use engram_bench::sysinfo::{self, Machine};
-use engram_bench::plot;
 
 #[derive(Parser)]
 #[command(

@@ -43,26 +43,44 @@ pub struct Measured<T> {
 pub enum PeerError {
     /// The pool path cannot be passed to C (it contains a NUL byte).
     #[error("pool path {path:?} contains a NUL byte")]
-    BadPath { path: PathBuf },
+    BadPath {
+        /// The pool file.
+        path: PathBuf,
+    },
     /// An argument is outside what the workload accepts.
     #[error("invalid argument: {what}")]
-    InvalidArgument { what: &'static str },
+    InvalidArgument {
+        /// The argument that was rejected.
+        what: &'static str,
+    },
     /// An old file at the pool path could not be removed.
     #[error("cannot remove old pool file {path:?}: {source}")]
-    Unlink { path: PathBuf, source: io::Error },
+    Unlink {
+        /// The pool file.
+        path: PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
     /// `pmemobj_create` failed.
     #[error("pmemobj_create({path:?}, {pool_bytes} bytes) failed: {message} ({source})")]
     Create {
+        /// The pool file.
         path: PathBuf,
+        /// The pool size, bytes.
         pool_bytes: u64,
+        /// libpmemobj's error message.
         message: String,
+        /// The underlying error.
         source: io::Error,
     },
     /// `pmemobj_root` failed.
     #[error("pmemobj_root failed in pool {path:?}: {message} ({source})")]
     Root {
+        /// The pool file.
         path: PathBuf,
+        /// libpmemobj's error message.
         message: String,
+        /// The underlying error.
         source: io::Error,
     },
     /// An atomic allocation (`pmemobj_alloc`) failed, typically a full pool
@@ -70,22 +88,33 @@ pub enum PeerError {
     /// source says ENOMEM).
     #[error("pmemobj_alloc failed in pool {path:?} of {pool_bytes} bytes: {message} ({source})")]
     Alloc {
+        /// The pool file.
         path: PathBuf,
+        /// The pool size, bytes.
         pool_bytes: u64,
+        /// libpmemobj's error message.
         message: String,
+        /// The underlying error.
         source: io::Error,
     },
     /// A transaction aborted, typically a full pool or undo log.
     #[error("transaction aborted in pool {path:?} of {pool_bytes} bytes: {message} ({source})")]
     TxAborted {
+        /// The pool file.
         path: PathBuf,
+        /// The pool size, bytes.
         pool_bytes: u64,
+        /// libpmemobj's error message.
         message: String,
+        /// The underlying error.
         source: io::Error,
     },
     /// The C side returned a status this wrapper does not know.
     #[error("unknown status {code} from the C peer")]
-    UnknownStatus { code: i32 },
+    UnknownStatus {
+        /// The status code.
+        code: i32,
+    },
 }
 
 /// Status codes of `enum peer_status` in `pmdk_peers.c`.
@@ -104,28 +133,10 @@ mod ffi {
     use std::ffi::{c_char, c_int};
 
     extern "C" {
-        pub fn pmdk_bt_tx(
-            path: *const c_char,
-            depth: u32,
-            pool_bytes: u64,
-            count_out: *mut u64,
-            nanos_out: *mut u64,
-        ) -> c_int;
-        pub fn pmdk_bt_atomic(
-            path: *const c_char,
-            depth: u32,
-            pool_bytes: u64,
-            count_out: *mut u64,
-            nanos_out: *mut u64,
-        ) -> c_int;
+        pub fn pmdk_bt_tx(path: *const c_char, depth: u32, pool_bytes: u64, count_out: *mut u64, nanos_out: *mut u64) -> c_int;
+        pub fn pmdk_bt_atomic(path: *const c_char, depth: u32, pool_bytes: u64, count_out: *mut u64, nanos_out: *mut u64) -> c_int;
         pub fn malloc_bt(depth: u32, count_out: *mut u64, nanos_out: *mut u64) -> c_int;
-        pub fn pmdk_nbody(
-            path: *const c_char,
-            steps: u64,
-            pool_bytes: u64,
-            energy_out: *mut f64,
-            nanos_out: *mut u64,
-        ) -> c_int;
+        pub fn pmdk_nbody(path: *const c_char, steps: u64, pool_bytes: u64, energy_out: *mut f64, nanos_out: *mut u64) -> c_int;
         pub fn volatile_nbody(steps: u64) -> f64;
         pub fn pmdk_sps(
             path: *const c_char,
@@ -157,8 +168,7 @@ const SPS_BYTES_PER_SWAP: u64 = 128;
 
 /// Pool size for binary-trees at `max_depth` (already clamped).
 pub fn binary_trees_pool_bytes(max_depth: u32) -> u64 {
-    POOL_BASE_BYTES
-        .saturating_add(binary_trees_peak_nodes(max_depth).saturating_mul(BT_BYTES_PER_NODE))
+    POOL_BASE_BYTES.saturating_add(binary_trees_peak_nodes(max_depth).saturating_mul(BT_BYTES_PER_NODE))
 }
 
 /// Pool size for n-body: the bodies and one small undo log fit in the base.
@@ -168,9 +178,7 @@ pub fn nbody_pool_bytes() -> u64 {
 
 /// Pool size for sps: the array plus one undo-log entry per snapshot.
 pub fn sps_pool_bytes(n: u64, swaps: u64) -> u64 {
-    POOL_BASE_BYTES
-        .saturating_add(swaps.saturating_mul(SPS_BYTES_PER_SWAP))
-        .saturating_add(n.saturating_mul(8))
+    POOL_BASE_BYTES.saturating_add(swaps.saturating_mul(SPS_BYTES_PER_SWAP)).saturating_add(n.saturating_mul(8))
 }
 
 /// libpmemobj's message for the last failure on this thread.
@@ -198,41 +206,18 @@ fn check(code: c_int, path: &Path, pool_bytes: u64) -> Result<(), PeerError> {
     let path = path.to_path_buf();
     let message = pmem_message();
     Err(match code {
-        status::ERR_ARG => PeerError::InvalidArgument {
-            what: "rejected by the C peer",
-        },
+        status::ERR_ARG => PeerError::InvalidArgument { what: "rejected by the C peer" },
         status::ERR_UNLINK => PeerError::Unlink { path, source },
-        status::ERR_CREATE => PeerError::Create {
-            path,
-            pool_bytes,
-            message,
-            source,
-        },
-        status::ERR_ROOT => PeerError::Root {
-            path,
-            message,
-            source,
-        },
-        status::ERR_ALLOC => PeerError::Alloc {
-            path,
-            pool_bytes,
-            message,
-            source,
-        },
-        status::ERR_TX => PeerError::TxAborted {
-            path,
-            pool_bytes,
-            message,
-            source,
-        },
+        status::ERR_CREATE => PeerError::Create { path, pool_bytes, message, source },
+        status::ERR_ROOT => PeerError::Root { path, message, source },
+        status::ERR_ALLOC => PeerError::Alloc { path, pool_bytes, message, source },
+        status::ERR_TX => PeerError::TxAborted { path, pool_bytes, message, source },
         code => PeerError::UnknownStatus { code },
     })
 }
 
 fn c_path(path: &Path) -> Result<CString, PeerError> {
-    CString::new(path.as_os_str().as_bytes()).map_err(|_| PeerError::BadPath {
-        path: path.to_path_buf(),
-    })
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| PeerError::BadPath { path: path.to_path_buf() })
 }
 
 type BtFn = unsafe extern "C" fn(*const c_char, u32, u64, *mut u64, *mut u64) -> c_int;
@@ -245,15 +230,7 @@ fn pmdk_binary_trees(path: &Path, depth: u32, run: BtFn) -> Result<Measured<u64>
     // SAFETY: cpath is a valid NUL-terminated string for the whole call and
     // the two out-pointers point to live, writable u64s; the C function
     // writes nothing else and keeps no pointer after returning.
-    let code = unsafe {
-        run(
-            cpath.as_ptr(),
-            max_depth,
-            pool_bytes,
-            &mut value,
-            &mut nanos,
-        )
-    };
+    let code = unsafe { run(cpath.as_ptr(), max_depth, pool_bytes, &mut value, &mut nanos) };
     check(code, path, pool_bytes)?;
     Ok(Measured { value, nanos })
 }
@@ -299,8 +276,7 @@ pub fn pmdk_nbody(path: &Path, steps: u64) -> Result<Measured<f64>, PeerError> {
     let (mut value, mut nanos) = (0f64, 0u64);
     // SAFETY: cpath is a valid NUL-terminated string for the whole call and
     // the out-pointers point to a live f64 and u64; C keeps neither.
-    let code =
-        unsafe { ffi::pmdk_nbody(cpath.as_ptr(), steps, pool_bytes, &mut value, &mut nanos) };
+    let code = unsafe { ffi::pmdk_nbody(cpath.as_ptr(), steps, pool_bytes, &mut value, &mut nanos) };
     check(code, path, pool_bytes)?;
     Ok(Measured { value, nanos })
 }
@@ -317,16 +293,9 @@ pub fn volatile_nbody(steps: u64) -> f64 {
 /// transaction of `swaps` random swaps driven by xorshift64* from `seed`.
 /// The value is [`crate::workloads::sps_checksum`] of the result; the time
 /// covers only the swapping transaction.
-pub fn pmdk_sps(
-    path: &Path,
-    n: usize,
-    swaps: u64,
-    seed: NonZeroU64,
-) -> Result<Measured<u64>, PeerError> {
+pub fn pmdk_sps(path: &Path, n: usize, swaps: u64, seed: NonZeroU64) -> Result<Measured<u64>, PeerError> {
     if n == 0 {
-        return Err(PeerError::InvalidArgument {
-            what: "sps needs n > 0",
-        });
+        return Err(PeerError::InvalidArgument { what: "sps needs n > 0" });
     }
     let n = n as u64; // usize is at most 64 bits on every supported target
     let pool_bytes = sps_pool_bytes(n, swaps);
@@ -334,17 +303,7 @@ pub fn pmdk_sps(
     let (mut value, mut nanos) = (0u64, 0u64);
     // SAFETY: cpath is a valid NUL-terminated string for the whole call and
     // the out-pointers point to live, writable u64s; C keeps neither.
-    let code = unsafe {
-        ffi::pmdk_sps(
-            cpath.as_ptr(),
-            n,
-            swaps,
-            seed.get(),
-            pool_bytes,
-            &mut value,
-            &mut nanos,
-        )
-    };
+    let code = unsafe { ffi::pmdk_sps(cpath.as_ptr(), n, swaps, seed.get(), pool_bytes, &mut value, &mut nanos) };
     check(code, path, pool_bytes)?;
     Ok(Measured { value, nanos })
 }

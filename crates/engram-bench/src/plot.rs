@@ -11,8 +11,8 @@
 use std::path::Path;
 
 use plotters::coord::Shift;
-use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::job::{Impl, Suite};
 use crate::plan::Setup;
@@ -33,10 +33,18 @@ const FONT_PATHS: [&str; 5] = [
 pub enum PlotError {
     /// No usable TrueType font was found.
     #[error("no TrueType font found (tried {tried}); install fonts-dejavu-core")]
-    NoFont { tried: String },
+    NoFont {
+        /// The font files tried.
+        tried: String,
+    },
     /// Drawing or encoding the PNG failed.
     #[error("drawing {file}: {message}")]
-    Draw { file: String, message: String },
+    Draw {
+        /// The PNG file.
+        file: String,
+        /// libpmemobj's error message.
+        message: String,
+    },
 }
 
 /// Registers the first font found as `sans-serif`. Idempotent.
@@ -103,9 +111,7 @@ fn suite_chart(rows: &[Row], suite: Suite, setups: &[Setup], path: &Path) -> Res
     let width = 620 * panels.len().max(1) as u32;
     let root = BitMapBackend::new(path, (width, 520)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
-    let root = root
-        .titled(&format!("{}: median time (lower is better)", suite.name()), ("sans-serif", 26))
-        .map_err(|e| e.to_string())?;
+    let root = root.titled(&format!("{}: median time (lower is better)", suite.name()), ("sans-serif", 26)).map_err(|e| e.to_string())?;
     for (area, setup) in root.split_evenly((1, panels.len().max(1))).iter().zip(&panels) {
         time_panel(area, &panel_rows(rows, suite, *setup), suite, *setup)?;
     }
@@ -160,9 +166,7 @@ fn time_panel(area: &DrawingArea<BitMapBackend<'_>, Shift>, rows: &[&Row], suite
                     .map_err(|e| e.to_string())?
                     .label(impl_label(imp))
                     .legend(move |(lx, ly)| PathElement::new(vec![(lx, ly), (lx + 24, ly)], c.stroke_width(3)));
-                chart
-                    .draw_series(pts.iter().map(|&p| Circle::new(p, 5, c.filled())))
-                    .map_err(|e| e.to_string())?;
+                chart.draw_series(pts.iter().map(|&p| Circle::new(p, 5, c.filled()))).map_err(|e| e.to_string())?;
             }
             chart
                 .configure_series_labels()

@@ -154,12 +154,7 @@ pub fn table(rows: &[Row], suite: Suite, setup: Setup) -> Option<String> {
         }
         let engram = find(Impl::Engram).copied();
         let per = |v: Option<f64>| v.map_or("–".into(), |v| format!("{v:.1}"));
-        let _ = writeln!(
-            s,
-            " {} | {} |",
-            per(engram.and_then(Row::flushes_per_region)),
-            per(engram.and_then(Row::fences_per_region))
-        );
+        let _ = writeln!(s, " {} | {} |", per(engram.and_then(Row::flushes_per_region)), per(engram.and_then(Row::fences_per_region)));
     }
     Some(s)
 }
@@ -226,14 +221,7 @@ fn claims_section(rows: &[Row]) -> String {
     for (claim, suite, lo, hi) in lines {
         let pmem = engram_speedup(rows, suite, Setup::Pmem);
         let msync = engram_speedup(rows, suite, Setup::Msync);
-        let _ = writeln!(
-            s,
-            "| {claim} | {} | {} | {} | {} |",
-            suite.name(),
-            fmt_range(pmem),
-            fmt_range(msync),
-            verdict(pmem, lo, hi)
-        );
+        let _ = writeln!(s, "| {claim} | {} | {} | {} | {} |", suite.name(), fmt_range(pmem), fmt_range(msync), verdict(pmem, lo, hi));
     }
     let atomic = range(
         rows,

@@ -91,17 +91,20 @@ pub fn aggregate(measurements: &[Measurement], fs_of: &dyn Fn(Setup) -> String) 
             }
         })
         .collect();
-    let pmdk: BTreeMap<(Point, Setup), u64> = rows
-        .iter()
-        .filter(|r| r.imp == Impl::PmdkTx)
-        .map(|r| ((r.point, r.setup), r.nanos))
-        .collect();
+    let pmdk: BTreeMap<(Point, Setup), u64> =
+        rows.iter().filter(|r| r.imp == Impl::PmdkTx).map(|r| ((r.point, r.setup), r.nanos)).collect();
     for r in &mut rows {
         r.speedup = pmdk.get(&(r.point, r.setup)).map(|&p| p as f64 / r.nanos.max(1) as f64);
     }
     rows.sort_by(|a, b| {
-        (a.point.suite, a.setup, a.point.swaps != a.point.size, a.point.swaps, a.point.size, a.imp)
-            .cmp(&(b.point.suite, b.setup, b.point.swaps != b.point.size, b.point.swaps, b.point.size, b.imp))
+        (a.point.suite, a.setup, a.point.swaps != a.point.size, a.point.swaps, a.point.size, a.imp).cmp(&(
+            b.point.suite,
+            b.setup,
+            b.point.swaps != b.point.size,
+            b.point.swaps,
+            b.point.size,
+            b.imp,
+        ))
     });
     rows
 }

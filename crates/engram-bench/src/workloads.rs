@@ -50,10 +50,8 @@ pub fn binary_trees_iterations(max_depth: u32, depth: u32) -> u64 {
 pub fn binary_trees_node_count(max_depth: u32) -> u64 {
     let stretch = tree_nodes(max_depth + 1);
     let long_lived = tree_nodes(max_depth);
-    let iterations: u64 = (BINARY_TREES_MIN_DEPTH..=max_depth)
-        .step_by(2)
-        .map(|d| binary_trees_iterations(max_depth, d) * tree_nodes(d))
-        .sum();
+    let iterations: u64 =
+        (BINARY_TREES_MIN_DEPTH..=max_depth).step_by(2).map(|d| binary_trees_iterations(max_depth, d) * tree_nodes(d)).sum();
     stretch + iterations + long_lived
 }
 
@@ -73,12 +71,19 @@ pub fn binary_trees_peak_nodes(max_depth: u32) -> u64 {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, engram::Persistent)]
 pub struct Body {
+    /// Position, x.
     pub x: f64,
+    /// Position, y.
     pub y: f64,
+    /// Position, z.
     pub z: f64,
+    /// Velocity, x.
     pub vx: f64,
+    /// Velocity, y.
     pub vy: f64,
+    /// Velocity, z.
     pub vz: f64,
+    /// Mass.
     pub mass: f64,
 }
 
@@ -113,58 +118,26 @@ const INITIAL_BODIES: [Body; NBODIES] = [
     body([0.0, 0.0, 0.0], [0.0, 0.0, 0.0], 1.0),
     // jupiter
     body(
-        [
-            4.84143144246472090e+00,
-            -1.16032004402742839e+00,
-            -1.03622044471123109e-01,
-        ],
-        [
-            1.66007664274403694e-03,
-            7.69901118419740425e-03,
-            -6.90460016972063023e-05,
-        ],
+        [4.84143144246472090e+00, -1.16032004402742839e+00, -1.03622044471123109e-01],
+        [1.66007664274403694e-03, 7.69901118419740425e-03, -6.90460016972063023e-05],
         9.54791938424326609e-04,
     ),
     // saturn
     body(
-        [
-            8.34336671824457987e+00,
-            4.12479856412430479e+00,
-            -4.03523417114321381e-01,
-        ],
-        [
-            -2.76742510726862411e-03,
-            4.99852801234917238e-03,
-            2.30417297573763929e-05,
-        ],
+        [8.34336671824457987e+00, 4.12479856412430479e+00, -4.03523417114321381e-01],
+        [-2.76742510726862411e-03, 4.99852801234917238e-03, 2.30417297573763929e-05],
         2.85885980666130812e-04,
     ),
     // uranus
     body(
-        [
-            1.28943695621391310e+01,
-            -1.51111514016986312e+01,
-            -2.23307578892655734e-01,
-        ],
-        [
-            2.96460137564761618e-03,
-            2.37847173959480950e-03,
-            -2.96589568540237556e-05,
-        ],
+        [1.28943695621391310e+01, -1.51111514016986312e+01, -2.23307578892655734e-01],
+        [2.96460137564761618e-03, 2.37847173959480950e-03, -2.96589568540237556e-05],
         4.36624404335156298e-05,
     ),
     // neptune
     body(
-        [
-            1.53796971148509165e+01,
-            -2.59193146099879641e+01,
-            1.79258772950371181e-01,
-        ],
-        [
-            2.68067772490389322e-03,
-            1.62824170038242295e-03,
-            -9.51592254519715870e-05,
-        ],
+        [1.53796971148509165e+01, -2.59193146099879641e+01, 1.79258772950371181e-01],
+        [2.68067772490389322e-03, 1.62824170038242295e-03, -9.51592254519715870e-05],
         5.15138902046611451e-05,
     ),
 ];
@@ -265,9 +238,7 @@ impl XorShift64Star {
 
 /// The sps checksum: wrapping sum over i of `a[i] * (i + 1)`.
 pub fn sps_checksum(a: &[u64]) -> u64 {
-    a.iter()
-        .zip(1u64..)
-        .fold(0u64, |sum, (&v, i)| sum.wrapping_add(v.wrapping_mul(i)))
+    a.iter().zip(1u64..).fold(0u64, |sum, (&v, i)| sum.wrapping_add(v.wrapping_mul(i)))
 }
 
 /// Applies `swaps` random swaps to `a` in the sps order: `i` is drawn before
@@ -341,10 +312,7 @@ mod tests {
     fn xorshift_first_values_are_stable() {
         let mut rng = XorShift64Star::new(NonZeroU64::MIN);
         // x = 1 -> 1 ^ (1 << 25) = 0x2000001 -> ^ (>> 27) unchanged.
-        assert_eq!(
-            rng.next_u64(),
-            0x0200_0001u64.wrapping_mul(0x2545_F491_4F6C_DD1D)
-        );
+        assert_eq!(rng.next_u64(), 0x0200_0001u64.wrapping_mul(0x2545_F491_4F6C_DD1D));
     }
 
     #[test]

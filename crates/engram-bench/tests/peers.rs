@@ -38,18 +38,12 @@ const DEPTH: u32 = 6;
 fn malloc_binary_trees_count_matches_formula() {
     let m = peers::malloc_binary_trees(DEPTH);
     assert_eq!(m.value, binary_trees_node_count(DEPTH));
-    assert_eq!(
-        peers::malloc_binary_trees(8).value,
-        binary_trees_node_count(8)
-    );
+    assert_eq!(peers::malloc_binary_trees(8).value, binary_trees_node_count(8));
 }
 
 #[test]
 fn malloc_binary_trees_clamps_small_depths() {
-    assert_eq!(
-        peers::malloc_binary_trees(0).value,
-        binary_trees_node_count(6)
-    );
+    assert_eq!(peers::malloc_binary_trees(0).value, binary_trees_node_count(6));
 }
 
 #[test]
@@ -57,8 +51,7 @@ fn pmdk_binary_trees_tx_and_atomic_agree_with_formula() {
     let tx_pool = TempPool::new("bt-tx");
     let atomic_pool = TempPool::new("bt-atomic");
     let tx = peers::pmdk_binary_trees_tx(tx_pool.path(), DEPTH).expect("tx variant");
-    let atomic =
-        peers::pmdk_binary_trees_atomic(atomic_pool.path(), DEPTH).expect("atomic variant");
+    let atomic = peers::pmdk_binary_trees_atomic(atomic_pool.path(), DEPTH).expect("atomic variant");
     assert_eq!(tx.value, binary_trees_node_count(DEPTH));
     assert_eq!(atomic.value, binary_trees_node_count(DEPTH));
     assert!(tx.nanos > 0 && atomic.nanos > 0);
@@ -79,15 +72,8 @@ fn rust_nbody_matches_c_volatile_and_pmdk() {
         let rust = workloads::nbody_run(steps);
         let c = peers::volatile_nbody(steps);
         let pmdk = peers::pmdk_nbody(pool.path(), steps).expect("pmdk n-body");
-        assert!(
-            (rust - c).abs() < 1e-9,
-            "steps {steps}: rust {rust} vs C {c}"
-        );
-        assert!(
-            (rust - pmdk.value).abs() < 1e-9,
-            "steps {steps}: rust {rust} vs pmdk {}",
-            pmdk.value
-        );
+        assert!((rust - c).abs() < 1e-9, "steps {steps}: rust {rust} vs C {c}");
+        assert!((rust - pmdk.value).abs() < 1e-9, "steps {steps}: rust {rust} vs pmdk {}", pmdk.value);
     }
 }
 

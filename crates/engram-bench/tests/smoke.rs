@@ -55,12 +55,7 @@ fn quick_run_covers_every_suite_and_implementation() {
         .output()
         .expect("run engram-bench");
     let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(
-        run.status.success(),
-        "engram-bench all --quick failed ({}):\n{stdout}\n{}",
-        run.status,
-        String::from_utf8_lossy(&run.stderr)
-    );
+    assert!(run.status.success(), "engram-bench all --quick failed ({}):\n{stdout}\n{}", run.status, String::from_utf8_lossy(&run.stderr));
     assert!(stdout.contains("all implementations agree"), "{stdout}");
     assert!(stdout.contains("engram-bench configuration"), "configuration printed first");
 

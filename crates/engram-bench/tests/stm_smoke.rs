@@ -47,12 +47,7 @@ fn quick_stm_run_covers_every_structure_and_implementation() {
         .output()
         .expect("run engram-bench stm");
     let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(
-        run.status.success(),
-        "engram-bench stm --quick failed ({}):\n{stdout}\n{}",
-        run.status,
-        String::from_utf8_lossy(&run.stderr)
-    );
+    assert!(run.status.success(), "engram-bench stm --quick failed ({}):\n{stdout}\n{}", run.status, String::from_utf8_lossy(&run.stderr));
     assert!(stdout.starts_with("engram-bench stm configuration"), "configuration printed first:\n{stdout}");
     assert!(stdout.contains("agreement check: 11 of 11 implementations"), "{stdout}");
 

@@ -35,7 +35,13 @@ pub fn check(path: &Path, repair: bool, yes: bool) -> Result<(), CliError> {
             format!(" (after recovery on a private copy undid {} region(s); the file is unchanged)", report.undone_regions)
         };
         if r.bad_fields.is_empty() {
-            println!("{}: consistent: {} objects ({} bytes) reachable from {} root(s){after}", path.display(), r.stats.objects, r.stats.bytes, roots);
+            println!(
+                "{}: consistent: {} objects ({} bytes) reachable from {} root(s){after}",
+                path.display(),
+                r.stats.objects,
+                r.stats.bytes,
+                roots
+            );
             return Ok(());
         }
         println!(
@@ -70,7 +76,7 @@ fn repair_now(path: &Path) -> Result<(), CliError> {
     let cleared = result.map_err(at)?;
     println!("cleared {} field(s):", cleared.len());
     print_fields(&cleared);
-    let st = pool.check(&|_| {}).map_err(at)?;
+    let st = pool.check().map_err(at)?;
     println!("{}: consistent: {} objects ({} bytes) reachable", path.display(), st.objects, st.bytes);
     pool.close().map_err(at)
 }

@@ -115,14 +115,13 @@ pub fn run(a: &DemoArgs) -> Result<(), CliError> {
 
 /// Opens the pool (making it and its directory on the first run) and says how.
 fn open(path: &Path) -> Result<Pool, CliError> {
-    let existed = path.exists();
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|source| CliError::Io { op: "create directory", path: dir.into(), source })?;
     }
     let pool = Pool::open_or_create(path, CreateOptions::new(LAYOUT)).map_err(|e| CliError::from(e).at(path))?;
     let i = pool.info();
     let r = pool.open_report();
-    if !existed {
+    if r.created {
         println!("created a new pool (layout {:?}, durability {})", LAYOUT, i.durability.name());
     } else if r.was_clean {
         println!("opened the pool: the last run closed it cleanly");

@@ -122,7 +122,7 @@ pub fn run(path: &Path, seed: u64, durability: Option<Durability>, regions: Opti
     let roots = pool.txn(setup).map_err(at)?;
     let mut rng = StdRng::seed_from_u64(seed);
     let mut done = 0u64;
-    while regions.map_or(true, |n| done < n) {
+    while regions.is_none_or(|n| done < n) {
         pool.txn(|tx| region(tx, roots, &mut rng)).map_err(|e| at(e.into()))?;
         done += 1;
         if done % COLLECT_EVERY == 0 {

@@ -88,7 +88,7 @@ fn recover_and_check(path: &Path, d: Durability, last: &Summary) -> (engram::Ope
     let pool = Pool::open(path, OpenOptions::new(torture::LAYOUT).durability(d)).expect("reopen after kill");
     let report = pool.open_report().clone();
     let sum = torture::verify(&pool).unwrap_or_else(|e| panic!("after kill: {e}"));
-    let st = pool.check(&|_| {}).unwrap_or_else(|e| panic!("heap check after kill: {e}"));
+    let st = pool.check().unwrap_or_else(|e| panic!("heap check after kill: {e}"));
     assert!(st.objects >= sum.objects, "check walked {} objects, the torture structures hold {}", st.objects, sum.objects);
     if !report.was_clean {
         assert_eq!(pool.info().live_objects, st.objects, "recovery left unreachable objects allocated");
@@ -165,6 +165,6 @@ fn torture_runs_bounded_and_closes_clean() {
     assert_eq!(sum.regions, 600);
     assert_eq!(sum.list_len, torture::MAX_LIST);
     assert_eq!(sum.junk, torture::JUNK_SLOTS);
-    assert_eq!(pool.check(&|_| {}).unwrap().objects, sum.objects);
+    assert_eq!(pool.check().unwrap().objects, sum.objects);
     pool.close().unwrap();
 }

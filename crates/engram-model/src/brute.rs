@@ -89,22 +89,15 @@ pub fn reachable(trace: &Trace, points: &[usize]) -> BTreeMap<usize, BTreeSet<Ve
                     n.queues.entry(line).or_default().push_back(Item::Mark { strong: *kind == FlushKind::Clflush });
                     n.drop_head_marks();
                 }
-                Event::Fence { .. } => {
-                    if s.any_mark(false) {
-                        continue;
-                    }
-                }
+                // A fence waits until no flush is pending: explored only then.
+                Event::Fence { .. } if s.any_mark(false) => continue,
                 Event::Rmw { addr, data } => {
                     if s.any_mark(false) {
                         continue;
                     }
                     push_atoms(&mut n, *addr, data);
                 }
-                Event::Extend { len } => {
-                    if (n.mem.len() as u64) < *len {
-                        n.mem.resize(*len as usize, 0);
-                    }
-                }
+                Event::Extend { len } if (n.mem.len() as u64) < *len => n.mem.resize(*len as usize, 0),
                 _ => {}
             }
             todo.push(n);

@@ -21,21 +21,55 @@ pub enum FlushKind {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
     /// Bytes written at `addr` (split into 8-byte-atomic pieces by the model).
-    Store { addr: u64, data: Vec<u8> },
+    Store {
+        /// Byte address in the traced region.
+        addr: u64,
+        /// The bytes.
+        data: Vec<u8>,
+    },
     /// Write-back of the 64-byte line containing `addr`.
-    Flush { addr: u64, kind: FlushKind },
+    Flush {
+        /// Byte address in the traced region.
+        addr: u64,
+        /// Which flush instruction.
+        kind: FlushKind,
+    },
     /// SFENCE or MFENCE; `what` names the protocol step it orders.
-    Fence { what: &'static str },
+    Fence {
+        /// The protocol step this fence orders.
+        what: &'static str,
+    },
     /// A locked read-modify-write: a store that also acts as a fence.
-    Rmw { addr: u64, data: Vec<u8> },
+    Rmw {
+        /// Byte address in the traced region.
+        addr: u64,
+        /// The bytes.
+        data: Vec<u8>,
+    },
     /// The region grew to `len` bytes (new bytes are zero).
-    Extend { len: u64 },
+    Extend {
+        /// New length of the region, bytes.
+        len: u64,
+    },
     /// ARP: an acquire load of the synchronisation variable at `addr`.
-    Acquire { addr: u64, thread: u32 },
+    Acquire {
+        /// Byte address in the traced region.
+        addr: u64,
+        /// The thread (as numbered by the tracer).
+        thread: u32,
+    },
     /// ARP: a release store to the synchronisation variable at `addr`.
-    Release { addr: u64, thread: u32 },
+    Release {
+        /// Byte address in the traced region.
+        addr: u64,
+        /// The thread (as numbered by the tracer).
+        thread: u32,
+    },
     /// ARP: a sequence point (end of a persist epoch) on `thread`.
-    SeqPoint { thread: u32 },
+    SeqPoint {
+        /// The thread (as numbered by the tracer).
+        thread: u32,
+    },
 }
 
 impl Event {

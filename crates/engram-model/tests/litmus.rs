@@ -148,10 +148,15 @@ fn explorer_sees_every_image_when_small_and_reports_pruning_when_large() {
         t.push(st(l * 64, 1));
     }
     let mut seen = BTreeSet::new();
-    let r = explore(&t, &Config { max_images_per_point: 2000, ..Default::default() }, &mut |img| {
-        seen.insert(img.to_vec());
-        Ok(())
-    }, &mut |_, _| {});
+    let r = explore(
+        &t,
+        &Config { max_images_per_point: 2000, ..Default::default() },
+        &mut |img| {
+            seen.insert(img.to_vec());
+            Ok(())
+        },
+        &mut |_, _| {},
+    );
     assert_eq!(r.images_checked, 1024);
     assert_eq!(seen.len(), 1024);
     assert_eq!(r.images_skipped, 0);

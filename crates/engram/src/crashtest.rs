@@ -142,7 +142,7 @@ impl Workload {
 fn check_image(path: &Path, img: &[u8], extra: Option<&Invariant>) -> std::result::Result<(), String> {
     write_image(path, img).map_err(|e| format!("writing image: {e}"))?;
     let pool = Pool::open(path, OpenOptions::new(LAYOUT).durability(Durability::Process)).map_err(|e| format!("open failed: {e}"))?;
-    pool.check(&|_| {}).map_err(|e| format!("check failed: {e}"))?;
+    pool.check().map_err(|e| format!("check failed: {e}"))?;
     verify_ledger(&pool)?;
     if let Some(check) = extra {
         check(&pool)?;

@@ -5,6 +5,9 @@
 //! C++ front ends map to their own idiom. Library code never panics or exits
 //! on bad input: a corrupt, truncated or foreign pool, a wrong layout, a full
 //! pool and a bad pointer all arrive here.
+//!
+//! Codes are stable: a new variant takes the next free number, no code is
+//! ever reused or renumbered (docs/errors.md has the table).
 
 use std::path::PathBuf;
 
@@ -57,18 +60,26 @@ pub enum Error {
         supported: u32,
     },
     /// The pool's layout name differs from the one the program asked for.
-    #[error("pool layout is {found:?}, program expects {expected:?}")]
+    #[error("{path}: pool layout is {found:?}, program expects {expected:?}")]
     WrongLayout {
+        /// The pool file.
+        path: PathBuf,
         /// Layout the program asked for.
         expected: String,
         /// Layout recorded in the pool.
         found: String,
     },
     /// A type's layout differs from the one recorded in the pool.
-    #[error("type {type_name} does not match the pool's layout for it (size or fields changed)")]
+    #[error("{path}: type {type_name} does not match the pool's layout for it: {changed}")]
     LayoutMismatch {
+        /// The pool file.
+        path: PathBuf,
         /// The Rust (or front-end) type name.
         type_name: String,
+        /// What differs, pool's value first: `size 16 -> 24`, `align`,
+        /// `pointer offsets [0] -> [0, 8]`, or `field signature hash` when
+        /// only the fields' names or types changed.
+        changed: String,
     },
     /// The pool's metadata is inconsistent.
     #[error("corrupt pool: {what}")]
@@ -96,9 +107,10 @@ pub enum Error {
         /// The offending address.
         addr: u64,
     },
-    /// The pool is already open (in this or another process).
+    /// The pool is already open (in this or another process): its file
+    /// lock is held. Not to be confused with [`Error::LockTimeout`].
     #[error("{path}: pool is already open by another handle or process")]
-    Locked {
+    AlreadyOpen {
         /// The file that was opened.
         path: PathBuf,
     },
@@ -141,6 +153,45 @@ pub enum Error {
     /// The operation needs a writable pool.
     #[error("pool was opened read-only")]
     ReadOnly,
+    /// An STM transaction writes more than its redo record can hold.
+    #[error("transaction too large: its redo record needs {needed} bytes, a record holds at most {limit} (about {} variables)", limit / 32)]
+    TxTooLarge {
+        /// Bytes the record would need.
+        needed: u64,
+        /// Bytes a record may have.
+        limit: u64,
+    },
+    /// A transaction was started inside another on the same thread
+    /// (`atomically` within `atomically`; compose with `or_else` instead).
+    #[error("nested transaction: {what}")]
+    NestedTransaction {
+        /// What was attempted.
+        what: &'static str,
+    },
+    /// An object was freed twice in one region.
+    #[error("object {addr:#x} freed twice in one region")]
+    DoubleFree {
+        /// The object's address.
+        addr: u64,
+    },
+    /// An index or range is outside an array or collection.
+    #[error("index {index}+{count} out of bounds for length {len}")]
+    OutOfBounds {
+        /// First index asked for.
+        index: u64,
+        /// Elements asked for from there.
+        count: u64,
+        /// The length.
+        len: u64,
+    },
+    /// The requested pool size is below the smallest pool the format allows.
+    #[error("pool size {requested} bytes is too small: a pool needs at least {minimum} bytes")]
+    PoolTooSmall {
+        /// The size asked for (the maximum size, rounded down to whole spans).
+        requested: u64,
+        /// [`crate::format::MIN_POOL_SIZE`].
+        minimum: u64,
+    },
     /// A failure-atomic region was opened inside an STM transaction, whose
     /// body may run several times (its region would commit each time).
     #[error("a failure-atomic region (Pool::txn) cannot be opened inside an STM transaction (atomically): the body may run several times")]
@@ -186,7 +237,7 @@ impl Error {
             Error::PoolFull { .. } => 9,
             Error::InvalidArgument { .. } => 10,
             Error::BadPointer { .. } => 11,
-            Error::Locked { .. } => 12,
+            Error::AlreadyOpen { .. } => 12,
             Error::Exists { .. } => 13,
             Error::RootType { .. } => 14,
             Error::TableFull { .. } => 15,
@@ -194,10 +245,14 @@ impl Error {
             Error::Aborted => 17,
             Error::Busy { .. } => 18,
             Error::ReadOnly => 19,
-            // 20-29 are left to the error renames of issue 16.
-            Error::TxnInAtomically => 30,
-            Error::BadPointerField { .. } => 31,
-            Error::BadFields { .. } => 32,
+            Error::TxTooLarge { .. } => 20,
+            Error::NestedTransaction { .. } => 21,
+            Error::DoubleFree { .. } => 22,
+            Error::OutOfBounds { .. } => 23,
+            Error::PoolTooSmall { .. } => 24,
+            Error::TxnInAtomically => 25,
+            Error::BadPointerField { .. } => 26,
+            Error::BadFields { .. } => 27,
         }
     }
 
@@ -230,13 +285,13 @@ mod tests {
             Error::Truncated { path: "p".into(), expected: 1, actual: 0 },
             Error::BadChecksum { path: "p".into() },
             Error::UnsupportedVersion { path: "p".into(), found: 9, supported: 1 },
-            Error::WrongLayout { expected: "a".into(), found: "b".into() },
-            Error::LayoutMismatch { type_name: "T".into() },
+            Error::WrongLayout { path: "p".into(), expected: "a".into(), found: "b".into() },
+            Error::LayoutMismatch { path: "p".into(), type_name: "T".into(), changed: "size 1 -> 2".into() },
             Error::corrupt("c"),
             Error::PoolFull { requested: 1, max_size: 2 },
             Error::invalid("i"),
             Error::BadPointer { addr: 1 },
-            Error::Locked { path: "p".into() },
+            Error::AlreadyOpen { path: "p".into() },
             Error::Exists { path: "p".into() },
             Error::RootType { name: "r".into(), expected: "a".into(), found: "b".into() },
             Error::TableFull { table: "root", capacity: 1 },
@@ -244,6 +299,11 @@ mod tests {
             Error::Aborted,
             Error::Busy { what: "x" },
             Error::ReadOnly,
+            Error::TxTooLarge { needed: 2, limit: 1 },
+            Error::NestedTransaction { what: "x" },
+            Error::DoubleFree { addr: 1 },
+            Error::OutOfBounds { index: 1, count: 1, len: 0 },
+            Error::PoolTooSmall { requested: 1, minimum: 2 },
             Error::TxnInAtomically,
             Error::BadPointerField { type_name: "T".into(), field: 8, object: 16, value: 1, reason: "r" },
             Error::BadFields { count: 1, first: "f".into() },
@@ -252,5 +312,7 @@ mod tests {
         codes.sort();
         codes.dedup();
         assert_eq!(codes.len(), errs.len());
+        // Stable and dense: 1..=N, new codes appended.
+        assert_eq!(codes, (1..=errs.len() as i32).collect::<Vec<_>>());
     }
 }

@@ -147,7 +147,14 @@ impl Marker<'_> {
             None => crate::pointers::problem(self.space, self.types, v),
         };
         if let Some(reason) = problem {
-            self.bad.push(BadField { object: holder.object, holder: holder.name.to_string(), field: holder.field, at: off, value: v, reason });
+            self.bad.push(BadField {
+                object: holder.object,
+                holder: holder.name.to_string(),
+                field: holder.field,
+                at: off,
+                value: v,
+                reason,
+            });
         }
         Ok(())
     }

@@ -57,13 +57,13 @@
 extern crate self as engram;
 
 mod alloc;
-pub mod crashtest;
 pub mod collections;
+pub mod crashtest;
 mod error;
 pub mod failpoint;
 pub mod format;
-mod hash;
 mod gc;
+mod hash;
 mod log;
 pub mod pmem;
 mod pointers;

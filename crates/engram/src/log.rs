@@ -83,7 +83,9 @@ fn slot_gen(space: &Space, slot: u32) -> Result<u64> {
 fn is_chunk(space: &Space, addr: u64, cap: u64) -> bool {
     let Some(loc) = crate::alloc::locate(space, addr) else { return false };
     let Ok(h) = space.read::<ObjHeader>(addr - OBJ_HEADER - space.base()) else { return false };
-    h.flags & OBJ_TAG_MASK == OBJ_TAG && h.type_id == crate::types::TYPE_LOG_CHUNK && CHUNK_HDR.checked_add(cap).is_some_and(|n| n <= loc.capacity())
+    h.flags & OBJ_TAG_MASK == OBJ_TAG
+        && h.type_id == crate::types::TYPE_LOG_CHUNK
+        && CHUNK_HDR.checked_add(cap).is_some_and(|n| n <= loc.capacity())
 }
 
 impl LogWriter {
@@ -146,11 +148,8 @@ impl LogWriter {
         } else {
             (0, 0)
         };
-        let (chunk_off, cap) = if next != 0 && cap >= need + ENTRY {
-            (chunk_off, cap)
-        } else {
-            self.new_chunk(space, chunks, link_off, next, need)?
-        };
+        let (chunk_off, cap) =
+            if next != 0 && cap >= need + ENTRY { (chunk_off, cap) } else { self.new_chunk(space, chunks, link_off, next, need)? };
         // The jump entry tells the scan to continue in the linked chunk.
         let h = LogEntryHeader { gen: self.gen, off: 0, len: LOG_JUMP, crc: entry_crc(self.gen, 0, LOG_JUMP, &[]) };
         space.write_persist(self.cur.at, &h, "jump entry before entries in the next chunk")?;
@@ -243,11 +242,7 @@ pub(crate) fn undo_slot(space: &Space, slot: u32, translate: &dyn Fn(u64) -> u64
         // SAFETY: both ranges are inside the mapping (target checked above,
         // source by live_entries) and do not overlap (logs are never targets).
         unsafe {
-            std::ptr::copy_nonoverlapping(
-                (space.base() + at + ENTRY) as *const u8,
-                (space.base() + h.off) as *mut u8,
-                h.len as usize,
-            )
+            std::ptr::copy_nonoverlapping((space.base() + at + ENTRY) as *const u8, (space.base() + h.off) as *mut u8, h.len as usize)
         };
         space.flush(h.off, h.len as u64);
         crate::failpoint::hit("log.undo_entry");

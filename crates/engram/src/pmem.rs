@@ -58,9 +58,7 @@ impl Durability {
             "msync" => Ok(Durability::Msync),
             "process" => Ok(Durability::Process),
             "trace" => Ok(Durability::Trace),
-            other => Err(Error::invalid(format!(
-                "unknown durability mode {other:?} (pmem, msync, process, trace)"
-            ))),
+            other => Err(Error::invalid(format!("unknown durability mode {other:?} (pmem, msync, process, trace)"))),
         }
     }
 }
@@ -158,9 +156,13 @@ impl Persister {
     }
 
     /// [`Persister::flush`], unless a test dropped flushes named `what`.
-    pub fn flush_named(&self, addr: *const u8, len: usize, what: &'static str) {
+    ///
+    /// # Safety
+    /// As for [`Persister::flush`].
+    pub unsafe fn flush_named(&self, addr: *const u8, len: usize, what: &'static str) {
         if !crate::failpoint::flush_dropped(what) {
-            self.flush(addr, len);
+            // SAFETY: the caller's contract is flush's.
+            unsafe { self.flush(addr, len) };
         }
     }
 
@@ -176,8 +178,12 @@ impl Persister {
 
     /// Starts writing back `len` bytes at `addr`; durable after the next fence.
     ///
-    /// The range must lie inside a mapping that stays mapped until that fence.
-    pub fn flush(&self, addr: *const u8, len: usize) {
+    /// # Safety
+    /// `[addr, addr+len)` must lie inside one live mapping of this process
+    /// (the write-back instructions fault on an unmapped address, and
+    /// `msync` would act on whatever is mapped there), and in `Trace` mode
+    /// inside the traced pool.
+    pub unsafe fn flush(&self, addr: *const u8, len: usize) {
         if len == 0 {
             return;
         }
@@ -240,8 +246,12 @@ impl Persister {
     }
 
     /// Flush then fence: `len` bytes at `addr` are durable on return.
-    pub fn persist(&self, addr: *const u8, len: usize, what: &'static str) -> Result<()> {
-        self.flush(addr, len);
+    ///
+    /// # Safety
+    /// As for [`Persister::flush`].
+    pub unsafe fn persist(&self, addr: *const u8, len: usize, what: &'static str) -> Result<()> {
+        // SAFETY: the caller's contract is flush's.
+        unsafe { self.flush(addr, len) };
         self.fence(what)
     }
 }
@@ -321,7 +331,8 @@ mod tests {
         let before = counters();
         // 130 bytes starting 10 bytes into a line touches 3 lines at most.
         let start = buf.as_ptr().wrapping_add(64 - (buf.as_ptr() as usize % 64)).wrapping_add(10);
-        p.persist(start, 130, "test").unwrap();
+        // SAFETY: [start, start+130) lies inside `buf` (64 + 10 + 130 <= 256 from its start).
+        unsafe { p.persist(start, 130, "test") }.unwrap();
         let after = counters();
         assert_eq!(after.flushes - before.flushes, 3);
         assert_eq!(after.fences - before.fences, 1);
@@ -331,7 +342,9 @@ mod tests {
     fn process_mode_is_free() {
         let p = Persister::new(Durability::Process, None);
         let before = counters();
-        p.persist(&0u8, 1, "test").unwrap();
+        let x = 0u8;
+        // SAFETY: one byte of a live local.
+        unsafe { p.persist(&x, 1, "test") }.unwrap();
         assert_eq!(counters(), before);
     }
 }

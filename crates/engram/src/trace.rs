@@ -69,13 +69,26 @@ impl Tracer {
     }
 
     /// Starts recording: the pool's current content becomes the trace's base.
+    /// Before a pool is attached (or after it detached), recording starts
+    /// when the next pool is attached, as with [`Tracer::starting_on_attach`].
     pub fn start(&self) {
-        Self::begin(&mut self.st.lock());
+        let mut st = self.st.lock();
+        if st.base == 0 {
+            st.start_on_attach = true;
+        } else {
+            Self::begin(&mut st);
+        }
     }
 
+    /// Takes the attached pool's content as the trace's base.
     fn begin(st: &mut State) {
-        // SAFETY: [base, base+len) is the pool's live mapping (attach was
-        // called by the pool, which stays open while it reports to us).
+        debug_assert!(st.base != 0, "begin without an attached pool");
+        if st.base == 0 {
+            return;
+        }
+        // SAFETY: base != 0, so attach was called and detach was not since:
+        // [base, base+len) is the pool's live mapping (the pool detaches us
+        // before it unmaps).
         let now = unsafe { std::slice::from_raw_parts(st.base as *const u8, st.len as usize) }.to_vec();
         st.trace = Trace::new(now.clone());
         st.shadow = now;
@@ -172,7 +185,11 @@ impl Tracer {
         if from >= to {
             return;
         }
-        // SAFETY: [base+from, base+to) is inside the live mapping (to <= len).
+        if st.base == 0 {
+            return;
+        }
+        // SAFETY: base != 0: attached and not detached, so [base, base+len)
+        // is the live mapping, and [base+from, base+to) is inside it (to <= len).
         let mem = unsafe { std::slice::from_raw_parts((st.base + from) as *const u8, (to - from) as usize) };
         let shadow = &mut st.shadow[from as usize..to as usize];
         const PAGE: usize = 4096;
@@ -221,6 +238,22 @@ fn changed_runs(mem: &[u8], shadow: &[u8], at: u64, out: &mut Vec<Event>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn start_before_attach_waits_for_the_pool() {
+        let t = Tracer::new();
+        t.start(); // no pool yet: must not read address 0
+        assert!(t.stop().events.is_empty());
+        let t = Tracer::new();
+        t.start();
+        let mem = [7u8; 128];
+        t.attach(mem.as_ptr() as u64, mem.len() as u64);
+        t.fence("test");
+        t.detach();
+        let tr = t.stop();
+        assert_eq!(tr.base, vec![7u8; 128]);
+        assert_eq!(tr.events, vec![Event::Fence { what: "test" }]);
+    }
 
     #[test]
     fn runs_split_at_lines() {

@@ -207,7 +207,8 @@ impl TypeTable {
             if let Some(d) = d {
                 if d.name == desc.name {
                     if d.hash != desc.hash || d.size != desc.size {
-                        return Err(Error::LayoutMismatch { type_name: desc.name.clone() });
+                        let changed = layout_changes(d, desc);
+                        return Err(Error::LayoutMismatch { path: space.path.clone(), type_name: desc.name.clone(), changed });
                     }
                     return Ok(i as u32 + 1);
                 }
@@ -221,6 +222,25 @@ impl TypeTable {
         v[free] = Some(Arc::new(desc.clone()));
         Ok(free as u32 + 1)
     }
+}
+
+/// What differs between the pool's description `old` and the program's
+/// `new`, old value first (for [`Error::LayoutMismatch`]).
+fn layout_changes(old: &TypeDesc, new: &TypeDesc) -> String {
+    let mut out = Vec::new();
+    if old.size != new.size {
+        out.push(format!("size {} -> {}", old.size, new.size));
+    }
+    if old.align != new.align {
+        out.push(format!("align {} -> {}", old.align, new.align));
+    }
+    if old.ptrs != new.ptrs {
+        out.push(format!("pointer offsets {:?} -> {:?}", old.ptrs, new.ptrs));
+    }
+    if out.is_empty() {
+        out.push(format!("field signature hash {:#018x} -> {:#018x} (field names or types changed)", old.hash, new.hash));
+    }
+    out.join(", ")
 }
 
 /// Writes entry `index`: the body first, then `used = 1`, each persisted.

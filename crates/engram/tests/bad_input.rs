@@ -154,7 +154,7 @@ fn assert_sample_intact(pool: &Pool) {
     assert_eq!(walk_list(pool, 1_000).unwrap(), LIST);
     assert_eq!(walk_array(pool, "arr", 1_000).unwrap(), ARR);
     assert_eq!(walk_array(pool, "big", 20_000).unwrap(), BIG);
-    let st = pool.check(&|_| {}).unwrap();
+    let st = pool.check().unwrap();
     assert_eq!(st.objects, 202);
 }
 
@@ -284,7 +284,8 @@ fn future_version_is_unsupported() {
 fn wrong_layout_is_refused() {
     let t = sample_pool("layout");
     match Pool::open(&t.0, OpenOptions::new("someone-else").durability(Durability::Process)).err().unwrap() {
-        Error::WrongLayout { expected, found } => {
+        Error::WrongLayout { path, expected, found } => {
+            assert_eq!(path, t.0);
             assert_eq!(expected, "someone-else");
             assert_eq!(found, LAYOUT);
         }
@@ -300,9 +301,9 @@ fn second_open_is_locked() {
     let t = sample_pool("locked");
     let pool = open(&t.0).unwrap();
     let e = open(&t.0).err().unwrap();
-    assert!(matches!(e, Error::Locked { .. }), "{e:?}");
+    assert!(matches!(e, Error::AlreadyOpen { .. }), "{e:?}");
     let e = Pool::open(&t.0, OpenOptions::any().read_only()).err().unwrap();
-    assert!(matches!(e, Error::Locked { .. }), "read-only while open: {e:?}");
+    assert!(matches!(e, Error::AlreadyOpen { .. }), "read-only while open: {e:?}");
     assert_sample_intact(&pool);
     pool.close().unwrap();
     let pool = open(&t.0).unwrap();
@@ -337,7 +338,7 @@ fn overwrite_of_an_open_pool_leaves_it_alone() {
         std::mem::forget(pool);
         panic!("create(overwrite) of an open pool returned {r:?} but truncated the file from {len} to {after} bytes");
     }
-    assert!(matches!(r, Err(Error::Locked { .. })), "{r:?}");
+    assert!(matches!(r, Err(Error::AlreadyOpen { .. })), "{r:?}");
     assert_sample_intact(&pool);
 }
 
@@ -490,7 +491,7 @@ fn full_pool_is_pool_full_and_still_works() {
     assert_eq!(walk_blobs(&pool), (pushed, sum));
     assert_eq!(walk_array(&pool, "large1", 1 << 20).unwrap().0, 100 * 1024 / 8);
     assert_eq!(walk_array(&pool, "large2", 1 << 20).unwrap().0, 100 * 1024 / 8);
-    assert_eq!(pool.check(&|_| {}).unwrap().objects, pushed + 2);
+    assert_eq!(pool.check().unwrap().objects, pushed + 2);
     assert_eq!(pool.info().live_objects, pushed + 2);
     pool.close().unwrap();
     // Checked last so the behaviour above is verified even when this fails.
@@ -607,7 +608,10 @@ mod shape_v3 {
 
 fn assert_layout_mismatch<T>(r: Result<T, Error>) {
     match r.err().expect("a changed layout was accepted") {
-        Error::LayoutMismatch { type_name } => assert_eq!(type_name, "bad_input::Shape"),
+        Error::LayoutMismatch { type_name, changed, .. } => {
+            assert_eq!(type_name, "bad_input::Shape");
+            assert!(!changed.is_empty());
+        }
         other => panic!("{other:?}"),
     }
 }
@@ -661,9 +665,9 @@ fn bad_pointers_are_bad_pointer() {
         assert!(matches!(tx.free(PPtr::<Node>::from_addr(head.addr() + 8)), Err(Error::BadPointer { .. })));
         // out-of-bounds indexes
         let a = tx.alloc_array::<u64>(10)?;
-        assert!(matches!(tx.get(a, 10), Err(Error::InvalidArgument { .. })));
-        assert!(matches!(tx.get(a, u64::MAX), Err(Error::InvalidArgument { .. })));
-        assert!(matches!(tx.read_slice(a, 5, &mut [0u64; 6]), Err(Error::InvalidArgument { .. })));
+        assert!(matches!(tx.get(a, 10), Err(Error::OutOfBounds { index: 10, count: 1, len: 10 })));
+        assert!(matches!(tx.get(a, u64::MAX), Err(Error::OutOfBounds { .. })));
+        assert!(matches!(tx.read_slice(a, 5, &mut [0u64; 6]), Err(Error::OutOfBounds { .. })));
         assert!(matches!(tx.alloc_array::<u64>(u64::MAX / 4), Err(Error::InvalidArgument { .. })));
         assert!(matches!(tx.alloc_array::<u64>(u64::MAX), Err(Error::InvalidArgument { .. })));
         // more arenas than a pool may have; more than this pool's maximum size
@@ -676,7 +680,7 @@ fn bad_pointers_are_bad_pointer() {
     .unwrap();
     // nothing above changed the pool
     assert_eq!(walk_list(&pool, 10).unwrap(), (3, 3));
-    assert_eq!(pool.check(&|_| {}).unwrap().objects, 3);
+    assert_eq!(pool.check().unwrap().objects, 3);
 }
 
 /// Issue 15: reads are bounded to the object as writes are: a read that
@@ -715,11 +719,8 @@ fn write_into_arena_metadata_is_bad_pointer() {
     // The span-table entry of span 8, the first span holding objects.
     let wild = PPtr::<u64>::from_addr(base + HEAP_OFF + 8 * 4);
     let r = pool.txn(|tx| tx.write(wild, 0xdead_beef_dead_beef));
-    let check = pool.check(&|_| {});
-    assert!(
-        matches!(r, Err(Error::BadPointer { .. })),
-        "a write into the span table was accepted ({r:?}); check now says {check:?}"
-    );
+    let check = pool.check();
+    assert!(matches!(r, Err(Error::BadPointer { .. })), "a write into the span table was accepted ({r:?}); check now says {check:?}");
 }
 
 /// Indexing an array whose header claims an absurd length (a corrupt pool)
@@ -739,7 +740,7 @@ fn huge_corrupt_array_length_is_an_error() {
     write_file(&t.0, &bytes);
     let pool = open(&t.0).unwrap();
     // The root naming it is reported (and treated as null) by the walk.
-    assert!(matches!(pool.check(&|_| {}), Err(Error::BadFields { count: 1, .. })));
+    assert!(matches!(pool.check(), Err(Error::BadFields { count: 1, .. })));
     let mut wrong = Vec::new();
     for i in [4u64, 5, 1 << 40, 1 << 61, u64::MAX / 8 + 1, u64::MAX - 1] {
         let r = catch_unwind(AssertUnwindSafe(|| pool.txn(|tx| tx.get(a, i))));
@@ -765,7 +766,7 @@ fn double_free_across_regions_is_refused() {
         .txn(|tx| Ok::<_, Error>((tx.alloc(Node { value: 2, next: PPtr::null() })?, tx.alloc(Node { value: 3, next: PPtr::null() })?)))
         .unwrap();
     assert_ne!(a, b, "two live allocations share one slot after a double free (second free returned {second:?})");
-    assert!(matches!(second, Err(Error::BadPointer { .. } | Error::InvalidArgument { .. })), "second free: {second:?}");
+    assert!(matches!(second, Err(Error::BadPointer { .. } | Error::DoubleFree { .. })), "second free: {second:?}");
 }
 
 /// A type that needs 16-byte alignment.
@@ -819,7 +820,7 @@ fn kind(e: &Error) -> &'static str {
         Error::PoolFull { .. } => "PoolFull",
         Error::InvalidArgument { .. } => "InvalidArgument",
         Error::BadPointer { .. } => "BadPointer",
-        Error::Locked { .. } => "Locked",
+        Error::AlreadyOpen { .. } => "AlreadyOpen",
         Error::Exists { .. } => "Exists",
         Error::RootType { .. } => "RootType",
         Error::TableFull { .. } => "TableFull",
@@ -827,6 +828,11 @@ fn kind(e: &Error) -> &'static str {
         Error::Aborted => "Aborted",
         Error::Busy { .. } => "Busy",
         Error::ReadOnly => "ReadOnly",
+        Error::TxTooLarge { .. } => "TxTooLarge",
+        Error::NestedTransaction { .. } => "NestedTransaction",
+        Error::DoubleFree { .. } => "DoubleFree",
+        Error::OutOfBounds { .. } => "OutOfBounds",
+        Error::PoolTooSmall { .. } => "PoolTooSmall",
         Error::TxnInAtomically => "TxnInAtomically",
         Error::BadPointerField { .. } => "BadPointerField",
         Error::BadFields { .. } => "BadFields",
@@ -895,7 +901,7 @@ fn exercise(path: &Path) -> String {
     let arr = walk_array(&pool, "arr", 1_000);
     let big = walk_array(&pool, "big", 20_000);
     let intact = list.as_ref().is_ok_and(|&v| v == LIST) && arr.as_ref().is_ok_and(|&v| v == ARR) && big.as_ref().is_ok_and(|&v| v == BIG);
-    let check = pool.check(&|_| {});
+    let check = pool.check();
     let _ = pool.info();
     // A write region: push a node, drop one; then collect and close.
     let write = pool.txn(|tx| {
@@ -906,7 +912,8 @@ fn exercise(path: &Path) -> String {
     let collect = if check.is_ok() { pool.collect().map(|_| ()) } else { Ok(()) };
     let _ = pool.info();
     let close = pool.close();
-    let walk = if intact { "intact".to_string() } else { format!("{}/{}/{}", outcome("list", &list), outcome("arr", &arr), outcome("big", &big)) };
+    let walk =
+        if intact { "intact".to_string() } else { format!("{}/{}/{}", outcome("list", &list), outcome("arr", &arr), outcome("big", &big)) };
     let errors = list.is_err() || arr.is_err() || big.is_err() || check.is_err() || write.is_err() || collect.is_err() || close.is_err();
     let label = format!("{} check {}", walk, outcome("", &check).trim());
     if errors {
@@ -920,7 +927,7 @@ fn exercise(path: &Path) -> String {
             let ok = l.as_ref().is_ok_and(|&v| v == (LIST.0 + 1, LIST.1 + 1))
                 && walk_array(&p, "arr", 1_000).is_ok_and(|v| v == ARR)
                 && walk_array(&p, "big", 20_000).is_ok_and(|v| v == BIG);
-            let checked = p.check(&|_| {});
+            let checked = p.check();
             let _ = p.close();
             if checked.is_err() {
                 return format!("open:{label} reopen check {}", outcome("", &checked).trim());
@@ -1092,7 +1099,12 @@ fn checked_areas(orig: &[u8]) -> Vec<Area> {
         Area { name: "log generation word", off: LOG_OFF, len: 8, expect: "typed (generation checksum)" },
         Area { name: "log slot reserved words", off: LOG_OFF + 16, len: 48, expect: "harmless (never read)" },
         Area { name: "span table (used spans)", off: meta + ARENA_META_SPANS * 4, len: used * 4, expect: "typed (entry checksum)" },
-        Area { name: "span table (free spans)", off: meta + (ARENA_META_SPANS + used) * 4, len: (spans - ARENA_META_SPANS - used) * 4, expect: "typed (entry checksum)" },
+        Area {
+            name: "span table (free spans)",
+            off: meta + (ARENA_META_SPANS + used) * 4,
+            len: (spans - ARENA_META_SPANS - used) * 4,
+            expect: "typed (entry checksum)",
+        },
         Area {
             name: "span table (beyond the file)",
             off: meta + spans * 4,
@@ -1105,7 +1117,12 @@ fn checked_areas(orig: &[u8]) -> Vec<Area> {
             len: 2 * SPAN_BITMAP_BYTES,
             expect: "recovered (bitmaps rebuilt by marking)",
         },
-        Area { name: "bitmap checksums", off: meta + ARENA_BITMAP_CRC_OFF + ARENA_META_SPANS * 4, len: 8 * 4, expect: "recovered (bitmaps rebuilt by marking)" },
+        Area {
+            name: "bitmap checksums",
+            off: meta + ARENA_BITMAP_CRC_OFF + ARENA_META_SPANS * 4,
+            len: 8 * 4,
+            expect: "recovered (bitmaps rebuilt by marking)",
+        },
         Area { name: "root entries in use", off: ROOTS_OFF, len: roots_used * 64, expect: "typed (entry checksum)" },
         Area { name: "type entries in use", off: TYPES_OFF, len: types_used * 256, expect: "typed (entry checksum)" },
     ]
@@ -1140,7 +1157,8 @@ fn one_byte_changes_in_checked_metadata_are_never_silent() {
             }
         }
         println!("{:34} expected {:40} {}", area.name, area.expect, tally.summary());
-        let typed = tally.count("reject:") + tally.counts.iter().filter(|(k, _)| k.starts_with("open:") && !k.ends_with("intact check ok")).map(|(_, v)| v).sum::<u64>();
+        let typed = tally.count("reject:")
+            + tally.counts.iter().filter(|(k, _)| k.starts_with("open:") && !k.ends_with("intact check ok")).map(|(_, v)| v).sum::<u64>();
         let intact = tally.count("open:intact check ok");
         let ok = match area.expect.split(' ').next() {
             Some("typed") => intact == 0,

@@ -84,7 +84,10 @@ fn assert_bad_field(r: Result<(), Error>, what: &str) {
     match r {
         Err(Error::BadPointerField { type_name, field, .. }) => {
             assert!(type_name.contains("Node") || type_name.starts_with("root"), "{what}: type {type_name}");
-            assert!(field == 8 || field == 16 || field % 24 == 8 || field % 24 == 16 || type_name.starts_with("root"), "{what}: field {field}");
+            assert!(
+                field == 8 || field == 16 || field % 24 == 8 || field % 24 == 16 || type_name.starts_with("root"),
+                "{what}: field {field}"
+            );
         }
         other => panic!("{what}: expected BadPointerField, got {other:?}"),
     }
@@ -162,7 +165,7 @@ fn checked_mode_refuses_each_kind_at_alloc_write_set_commit_and_root() {
     );
     // Every refused region rolled back.
     assert_eq!(walk(&pool), (4, 6));
-    assert_eq!(pool.check(&|_| {}).unwrap().objects, 4);
+    assert_eq!(pool.check().unwrap().objects, 4);
     pool.close().unwrap();
 }
 
@@ -179,12 +182,13 @@ fn plant(pool: &Pool, nodes: &[u64], foreign: u64) -> [u64; 3] {
     })
     .unwrap();
     // 3. a spare node linked from node 30, freed while still linked.
-    let spare = pool.txn(|tx| {
-        let spare = tx.alloc(node(1000, PPtr::null()))?;
-        set_other(tx, holders[2], spare.addr())?;
-        Ok::<_, Error>(spare)
-    })
-    .unwrap();
+    let spare = pool
+        .txn(|tx| {
+            let spare = tx.alloc(node(1000, PPtr::null()))?;
+            set_other(tx, holders[2], spare.addr())?;
+            Ok::<_, Error>(spare)
+        })
+        .unwrap();
     pool.txn(|tx| tx.free(spare)).unwrap();
     holders
 }
@@ -220,7 +224,7 @@ fn planted_bad_pointers_survive_crash_collect_check_and_repair() {
     assert_eq!((st.objects, st.bad_fields), (40, 3));
     assert_eq!(walk(&pool), (40, 39 * 40 / 2));
     // check: a typed error; check_report: the list.
-    match pool.check(&|_| {}) {
+    match pool.check() {
         Err(Error::BadFields { count: 3, first }) => assert!(first.contains("Node"), "{first}"),
         other => panic!("check: {other:?}"),
     }
@@ -233,7 +237,7 @@ fn planted_bad_pointers_survive_crash_collect_check_and_repair() {
     // Repair clears the three fields; everything else is untouched.
     let cleared = pool.repair(&|_| {}).unwrap();
     assert_reported(&cleared, &holders);
-    assert_eq!(pool.check(&|_| {}).unwrap().objects, 40);
+    assert_eq!(pool.check().unwrap().objects, 40);
     pool.txn(|tx| {
         for &h in &holders {
             assert!(tx.read(PPtr::<Node>::from_addr(h))?.other.is_null());
@@ -245,7 +249,7 @@ fn planted_bad_pointers_survive_crash_collect_check_and_repair() {
     pool.close().unwrap();
     // And it stays repaired.
     let pool = open(&t, true);
-    assert_eq!(pool.check(&|_| {}).unwrap().objects, 40);
+    assert_eq!(pool.check().unwrap().objects, 40);
     pool.close().unwrap();
 }
 
@@ -272,6 +276,6 @@ fn a_crash_during_repair_leaves_the_fields_reported() {
     assert_reported(&pool.open_report().bad_fields, &holders);
     assert_eq!(walk(&pool), (40, 39 * 40 / 2));
     assert_eq!(pool.repair(&|_| {}).unwrap().len(), 3);
-    assert_eq!(pool.check(&|_| {}).unwrap().objects, 40);
+    assert_eq!(pool.check().unwrap().objects, 40);
     pool.close().unwrap();
 }

@@ -78,7 +78,7 @@ fn pvec_operations() {
         assert_eq!(v.get(tx, 42)?, Some(42));
         assert_eq!(v.get(tx, 100)?, None);
         assert_eq!(v.set(tx, 3, 333)?, 3);
-        assert!(matches!(v.set(tx, 100, 0), Err(Error::InvalidArgument { .. })));
+        assert!(matches!(v.set(tx, 100, 0), Err(Error::OutOfBounds { .. })));
         assert_eq!(v.pop(tx)?, Some(99));
         v.extend_from_slice(tx, &[1000, 1001])?;
         let mut model: Vec<u64> = (0..99).collect();
@@ -165,7 +165,7 @@ fn pvec_of_pointers_drops_vacated_slots() {
         Ok(())
     });
     // Freed boxes are no longer reachable through the buffer's spare slots.
-    pool.check(&|_| {}).unwrap();
+    pool.check().unwrap();
     assert_eq!(pool.collect().unwrap().objects, 2 + 10);
 }
 
@@ -305,13 +305,7 @@ fn build_everything(pool: &Pool) {
         m.set_root(tx, "map")?;
         let tags = PHashMap::new(tx)?;
         tags.insert(tx, 1, PBytes::new(tx, b"one")?)?;
-        let acct = Account {
-            id: 9,
-            name: PString::new(tx, "ada")?,
-            history: PVec::new(tx)?,
-            tags,
-            owner: PBox::new(tx, 77)?,
-        };
+        let acct = Account { id: 9, name: PString::new(tx, "ada")?, history: PVec::new(tx)?, tags, owner: PBox::new(tx, 77)? };
         acct.history.push(tx, 100)?;
         PBox::new(tx, acct)?.set_root(tx, "account")?;
         let nested = PVec::<PVec<u64>>::new(tx)?;
@@ -367,7 +361,7 @@ fn everything_survives_close_and_reopen() {
     let pool = open(&t);
     assert!(pool.open_report().was_clean);
     verify_everything(&pool);
-    pool.check(&|_| {}).unwrap();
+    pool.check().unwrap();
     assert_eq!(pool.collect().unwrap().objects, EVERYTHING, "GC reaches everything through the handles");
     verify_everything(&pool);
     pool.close().unwrap();
@@ -472,7 +466,7 @@ fn failed_region_leaves_collections_exactly_as_before() {
     assert!(matches!(r, Err(Error::Aborted)));
     assert_eq!(snapshot(&pool), before);
     assert!(run(&pool, |tx| PHashMap::<u64, u64>::from_root(tx, "fresh")).is_none());
-    pool.check(&|_| {}).unwrap();
+    pool.check().unwrap();
     // and the same changes commit when the region succeeds
     run(&pool, mutate_everything);
     run(&pool, |tx| {
@@ -485,7 +479,7 @@ fn failed_region_leaves_collections_exactly_as_before() {
         assert!(acct.owner.as_ptr().is_null());
         Ok(())
     });
-    pool.check(&|_| {}).unwrap();
+    pool.check().unwrap();
 }
 
 #[test]
@@ -525,7 +519,7 @@ fn crash_before_commit_restores_collections_on_reopen() {
     assert_eq!(rep.recovered.expect("recovery GC ran").objects, EVERYTHING);
     assert_eq!(snapshot(&pool), before);
     verify_everything(&pool);
-    pool.check(&|_| {}).unwrap();
+    pool.check().unwrap();
     // the recovered collections keep working
     run(&pool, mutate_everything);
     pool.close().unwrap();
@@ -687,7 +681,7 @@ fn apply_vec(tx: &Tx<'_>, v: PVec<u64>, ops: &[VecOp], model: &mut Vec<u64>) -> 
                 let i = *i as u64 % (len + 1);
                 match model.get_mut(i as usize) {
                     Some(slot) => assert_eq!(v.set(tx, i, *x)?, std::mem::replace(slot, *x)),
-                    None => assert!(matches!(v.set(tx, i, *x), Err(Error::InvalidArgument { .. }))),
+                    None => assert!(matches!(v.set(tx, i, *x), Err(Error::OutOfBounds { .. }))),
                 }
             }
             VecOp::Extend(xs) => {
@@ -771,7 +765,7 @@ proptest! {
         pool.close().unwrap();
         let pool = open(&t);
         assert_matches(&pool, &vec, &map);
-        pool.check(&|_| {}).unwrap();
+        pool.check().unwrap();
         pool.close().unwrap();
     }
 }

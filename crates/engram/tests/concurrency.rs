@@ -252,7 +252,7 @@ fn bank_transfers_keep_the_total() {
     let accts = load_accounts(&pool);
     let keys = distinct_stripe_keys(ACCOUNTS);
     assert_eq!(bank_total(&pool, &accts, &keys).unwrap(), (OPENING * ACCOUNTS as u64, expect));
-    assert_eq!(pool.check(&|_| {}).unwrap().objects, ACCOUNTS as u64 + 1);
+    assert_eq!(pool.check().unwrap().objects, ACCOUNTS as u64 + 1);
     assert_eq!(pool.info().live_objects, ACCOUNTS as u64 + 1);
 }
 
@@ -429,7 +429,7 @@ fn mixed_size_alloc_and_free_from_four_threads() {
         verify_list(&pool, anchors[i], m, &format!("thread {i} after reopen"));
     }
     assert_eq!(pool.info().live_objects, expect);
-    assert_eq!(pool.check(&|_| {}).unwrap().objects, expect);
+    assert_eq!(pool.check().unwrap().objects, expect);
 }
 
 /// `info()` (what `engram info` and monitoring call) may run while other
@@ -461,7 +461,7 @@ fn info_while_regions_allocate() {
             }
         }));
     }
-    let allocators: Vec<_> = threads.drain(..).collect();
+    let allocators: Vec<_> = std::mem::take(&mut threads);
     let stopper = {
         let done = done.clone();
         thread::spawn(move || {
@@ -485,7 +485,9 @@ fn info_while_regions_allocate() {
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pool.info().live_objects)) {
             Ok(n) if n < 1 << 40 => {}
             Ok(n) => bad.push(format!("live_objects = {n}")),
-            Err(p) => bad.push(format!("panicked: {:?}", p.downcast_ref::<&str>().copied().or(p.downcast_ref::<String>().map(|s| s.as_str())))),
+            Err(p) => {
+                bad.push(format!("panicked: {:?}", p.downcast_ref::<&str>().copied().or(p.downcast_ref::<String>().map(|s| s.as_str()))))
+            }
         }
         samples += 1;
     }
@@ -661,7 +663,7 @@ fn collect_while_regions_run() {
             let st = p2.collect().unwrap();
             assert!(st.objects >= anchors2.len() as u64);
             // Between collections the heap must also pass the checker.
-            let ck = p2.check(&|_| {}).unwrap();
+            let ck = p2.check().unwrap();
             assert!(ck.objects >= anchors2.len() as u64);
             collections.push(st.objects);
             thread::sleep(Duration::from_millis(1)); // let the regions make progress
@@ -683,7 +685,7 @@ fn collect_while_regions_run() {
     assert_eq!(pool.info().live_objects, expect);
     pool.close().unwrap();
     let pool = open(&t);
-    assert_eq!(pool.check(&|_| {}).unwrap().objects, expect);
+    assert_eq!(pool.check().unwrap().objects, expect);
     for (i, m) in mirrors.iter().enumerate() {
         verify_list(&pool, anchors[i], m, &format!("thread {i} after reopen"));
     }
@@ -741,7 +743,7 @@ fn check_inside_a_region_is_busy() {
     let t = TempPool::new("checkbusy");
     let pool = create(&t);
     let r = within(Duration::from_secs(5), "check() called inside a region", move || {
-        pool.txn(|_| Ok::<_, Error>(pool.check(&|_| {}).map(|_| ()))).map_err(|e| e.to_string())
+        pool.txn(|_| Ok::<_, Error>(pool.check().map(|_| ()))).map_err(|e| e.to_string())
     });
     assert!(matches!(r, Ok(Err(Error::Busy { .. }))), "{r:?}");
 }
@@ -803,7 +805,8 @@ fn more_threads_than_log_slots() {
         let barrier = Arc::new(Barrier::new(THREADS));
         let hs: Vec<_> = (0..THREADS)
             .map(|i| {
-                let (pool, barrier, inside, most, timeouts) = (p2.clone(), barrier.clone(), inside2.clone(), most2.clone(), timeouts2.clone());
+                let (pool, barrier, inside, most, timeouts) =
+                    (p2.clone(), barrier.clone(), inside2.clone(), most2.clone(), timeouts2.clone());
                 thread::spawn(move || {
                     barrier.wait();
                     let mut n = 0;

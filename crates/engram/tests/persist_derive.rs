@@ -60,8 +60,11 @@ fn load_account(pool: &Pool, a: AccountP) -> Account {
 #[derive(Persist, Clone, Copy, Debug, PartialEq, Default)]
 #[persist(derive(Debug, PartialEq))]
 pub struct Point {
+    /// Horizontal position.
     pub x: i64,
+    /// Vertical position.
     pub y: i64,
+    /// Whether it is shown.
     pub visible: bool,
 }
 
@@ -162,9 +165,8 @@ fn nested_values_survive_reopen() {
     let t = TempPool::new("derive-nested");
     let pool = create(&t);
     let acct: PTVar<Account> = pool.root("acct", Account::empty).unwrap();
-    let shape: PTVar<Box<Shape>> = pool
-        .root("shape", || Box::new(Shape { name: String::new(), corners: vec![], origin: None, label: None }))
-        .unwrap();
+    let shape: PTVar<Box<Shape>> =
+        pool.root("shape", || Box::new(Shape { name: String::new(), corners: vec![], origin: None, label: None })).unwrap();
     let seg: PTVar<Segment> = pool.root("seg", || Segment(Point::default(), Box::default(), String::new())).unwrap();
 
     let bob = Account { owner: "bob".into(), balance: 7, tags: vec![], next: None };
@@ -193,7 +195,7 @@ fn nested_values_survive_reopen() {
     pool.close().unwrap();
 
     let pool = reopen(&t);
-    pool.check(&|_| {}).unwrap();
+    pool.check().unwrap();
     let acct: PTVar<Account> = pool.root("acct", Account::empty).unwrap();
     let shape: PTVar<Box<Shape>> = pool.root("shape", || unreachable!()).unwrap();
     let seg: PTVar<Segment> = pool.root("seg", || unreachable!()).unwrap();
@@ -212,9 +214,7 @@ fn nested_values_survive_reopen() {
     let sp: PPtr<ShapeP> = pool.atomically(|tx| tx.read(&shape)).unwrap();
     let sh = deref(&pool, sp);
     let (name, corners) = pool
-        .atomically(|tx| {
-            Ok((string(tx, sh.name)?, sh.corners.as_slice(tx)?.iter().map(|p| load_point(*p)).collect::<Vec<_>>()))
-        })
+        .atomically(|tx| Ok((string(tx, sh.name)?, sh.corners.as_slice(tx)?.iter().map(|p| load_point(*p)).collect::<Vec<_>>())))
         .unwrap();
     let lp = deref(&pool, sh.label.get().expect("label"));
     let label_text = pool.atomically(|tx| string(tx, lp.2)).unwrap();
@@ -235,11 +235,7 @@ fn shared_rc_is_copied_once() {
     let pool = create(&t);
     let v: PTVar<Box<Shared>> = pool
         .root("shared", || {
-            Box::new(Shared {
-                left: Rc::new(Account::empty()),
-                right: Rc::new(Account::empty()),
-                both: (Arc::new(0), Arc::new(1)),
-            })
+            Box::new(Shared { left: Rc::new(Account::empty()), right: Rc::new(Account::empty()), both: (Arc::new(0), Arc::new(1)) })
         })
         .unwrap();
     let common = Rc::new(Account { owner: "shared".into(), balance: 5, tags: vec!["t".into()], next: None });
@@ -254,7 +250,7 @@ fn shared_rc_is_copied_once() {
     pool.close().unwrap();
 
     let pool = reopen(&t);
-    pool.check(&|_| {}).unwrap();
+    pool.check().unwrap();
     let v: PTVar<Box<Shared>> = pool.root("shared", || unreachable!()).unwrap();
     let w: PTVar<(Rc<Account>, Rc<Account>)> = pool.root("pair", || unreachable!()).unwrap();
     let s = deref(&pool, pool.atomically(|tx| tx.read(&v)).unwrap());
@@ -274,10 +270,8 @@ fn generic_structs() {
     let t = TempPool::new("derive-generic");
     let pool = create(&t);
     let n: PTVar<Tagged<u64>> = pool.root("n", || Tagged { tag: String::new(), value: 0, history: vec![] }).unwrap();
-    let s: PTVar<Tagged<String>> =
-        pool.root("s", || Tagged { tag: String::new(), value: String::new(), history: vec![] }).unwrap();
-    let o: PTVar<Tagged<Option<u32>>> =
-        pool.root("o", || Tagged { tag: String::new(), value: None, history: vec![] }).unwrap();
+    let s: PTVar<Tagged<String>> = pool.root("s", || Tagged { tag: String::new(), value: String::new(), history: vec![] }).unwrap();
+    let o: PTVar<Tagged<Option<u32>>> = pool.root("o", || Tagged { tag: String::new(), value: None, history: vec![] }).unwrap();
     let l: PTVar<List<i32>> = pool.root("l", || List { head: 0, tail: None }).unwrap();
     let sn: PTVar<Slot<u32>> = pool.root("sn", || Slot { current: None, pair: (0, 0) }).unwrap();
     let ss: PTVar<Slot<String>> = pool.root("ss", || Slot { current: None, pair: (String::new(), 0) }).unwrap();
@@ -287,10 +281,7 @@ fn generic_structs() {
         tx.write(&sn, Slot { current: Some(5), pair: (6, 7) })?;
         tx.write(&ss, Slot { current: Some("cur".into()), pair: ("p".into(), 8) })?;
         tx.write(&n, Tagged { tag: "nums".into(), value: 3, history: vec![1, 2] })?;
-        tx.write(
-            &s,
-            Tagged { tag: "strs".into(), value: "now".into(), history: vec!["then".into(), "before".into()] },
-        )?;
+        tx.write(&s, Tagged { tag: "strs".into(), value: "now".into(), history: vec!["then".into(), "before".into()] })?;
         tx.write(&o, Tagged { tag: "opts".into(), value: Some(9), history: vec![None, Some(8)] })?;
         let tail = Rc::new(List { head: 2, tail: Some(Rc::new(List { head: 3, tail: None })) });
         tx.write(&l, List { head: 1, tail: Some(tail) })
@@ -299,7 +290,7 @@ fn generic_structs() {
     pool.close().unwrap();
 
     let pool = reopen(&t);
-    pool.check(&|_| {}).unwrap();
+    pool.check().unwrap();
     let n: PTVar<Tagged<u64>> = pool.root("n", || unreachable!()).unwrap();
     let s: PTVar<Tagged<String>> = pool.root("s", || unreachable!()).unwrap();
     let o: PTVar<Tagged<Option<u32>>> = pool.root("o", || unreachable!()).unwrap();
@@ -310,10 +301,7 @@ fn generic_structs() {
         .atomically(|tx| {
             let a: SlotP<u32> = tx.read(&sn)?;
             let b: SlotP<String> = tx.read(&ss)?;
-            let ssb = Slot {
-                current: b.current.get().map(|s| string(tx, s)).transpose()?,
-                pair: (string(tx, b.pair.a)?, b.pair.b),
-            };
+            let ssb = Slot { current: b.current.get().map(|s| string(tx, s)).transpose()?, pair: (string(tx, b.pair.a)?, b.pair.b) };
             Ok((Slot { current: a.current.get(), pair: (a.pair.a, a.pair.b) }, ssb))
         })
         .unwrap();
@@ -400,10 +388,7 @@ fn old_copies_are_garbage() {
     for i in 0..50u64 {
         let next = Rc::new(Account { owner: format!("n{i}"), balance: i, tags: vec![], next: None });
         pool.atomically(|tx| {
-            tx.write(
-                &a,
-                Account { owner: format!("o{i}"), balance: i, tags: vec!["t".into()], next: Some(next.clone()) },
-            )
+            tx.write(&a, Account { owner: format!("o{i}"), balance: i, tags: vec!["t".into()], next: Some(next.clone()) })
         })
         .unwrap();
     }
@@ -434,14 +419,10 @@ fn rustdoc_example() -> engram::Result<()> {
     let path = &t.0;
 
     let pool = Pool::create(path, CreateOptions::new("bank").durability(Durability::Process))?;
-    let head: PTVar<Account> =
-        pool.root("head", || Account { owner: String::new(), balance: 0, tags: vec![], next: None })?;
+    let head: PTVar<Account> = pool.root("head", || Account { owner: String::new(), balance: 0, tags: vec![], next: None })?;
     let bob = Rc::new(Account { owner: "bob".into(), balance: 5, tags: vec![], next: None });
     pool.atomically(|tx| {
-        tx.write(
-            &head,
-            Account { owner: "alice".into(), balance: 10, tags: vec!["vip".into()], next: Some(bob.clone()) },
-        )
+        tx.write(&head, Account { owner: "alice".into(), balance: 10, tags: vec!["vip".into()], next: Some(bob.clone()) })
     })?;
     let (owner, balance) = pool.atomically(|tx| {
         let a: AccountP = tx.read(&head)?;
@@ -466,8 +447,7 @@ fn cycles_through_refcell() {
     }
     let t = TempPool::new("derive-cycle");
     let pool = create(&t);
-    let ring: PTVar<Rc<RefCell<Node>>> =
-        pool.root("ring", || Rc::new(RefCell::new(Node { value: 0, next: None }))).unwrap();
+    let ring: PTVar<Rc<RefCell<Node>>> = pool.root("ring", || Rc::new(RefCell::new(Node { value: 0, next: None }))).unwrap();
     let a = Rc::new(RefCell::new(Node { value: 1, next: None }));
     let b = Rc::new(RefCell::new(Node { value: 2, next: Some(a.clone()) }));
     a.borrow_mut().next = Some(b.clone());
@@ -476,7 +456,7 @@ fn cycles_through_refcell() {
     pool.close().unwrap();
 
     let pool = reopen(&t);
-    pool.check(&|_| {}).unwrap();
+    pool.check().unwrap();
     let ring: PTVar<Rc<RefCell<Node>>> = pool.root("ring", || unreachable!()).unwrap();
     let head: PPtr<NodeP> = pool.atomically(|tx| tx.read(&ring)).unwrap();
     let na = deref(&pool, head);

@@ -64,7 +64,7 @@ fn transfer(pool: &Pool, i: u64) -> Result<(), Error> {
 
 /// Checks every invariant; returns the number of committed transfers.
 fn verify(pool: &Pool) -> u64 {
-    pool.check(&|_| {}).expect("heap consistent");
+    pool.check().expect("heap consistent");
     pool.txn(|tx| {
         let bank = tx.read(tx.root::<Bank>("bank")?.expect("bank"))?;
         let mut sum = 0;

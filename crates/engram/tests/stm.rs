@@ -5,7 +5,7 @@
 mod common;
 use common::TempPool;
 use engram::failpoint;
-use engram::stm::{atomically, PStr, PSlice, PTVar, StmError, TVar};
+use engram::stm::{atomically, PSlice, PStr, PTVar, StmError, TVar};
 use engram::{CreateOptions, Durability, OpenOptions, PPtr, Pool};
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -97,7 +97,7 @@ fn ordinary_values_are_copied_with_sharing_and_cycles() {
     a.borrow_mut().next = None; // break the volatile cycle (the pool keeps its copy)
     pool.close().unwrap();
     let pool = reopen(&t);
-    pool.check(&|_| {}).unwrap();
+    pool.check().unwrap();
     let ring: PTVar<Rc<RefCell<Node>>> = pool.root("ring", || Rc::new(RefCell::new(Node { value: 0, next: None }))).unwrap();
     pool.txn(|tx| {
         let head = pool_read_root(tx, &ring)?;
@@ -265,7 +265,7 @@ fn crash_after_the_commit_fence_is_replayed_and_before_is_lost() {
         let s: PTVar<String> = pool.root("s", String::new).unwrap();
         let (x, y) = pool.atomically(|tx| Ok((tx.read(&a)?, tx.read(&s)?.as_str(tx)?.to_string()))).unwrap();
         assert_eq!(committed, x == 2 && y == "new", "{point}: a = {x}, s = {y}");
-        pool.check(&|_| {}).unwrap();
+        pool.check().unwrap();
         pool.close().unwrap();
     }
 }
@@ -378,7 +378,7 @@ fn redo_logs_of_earlier_opens_are_adopted() {
         let barrier = Arc::new(std::sync::Barrier::new(THREADS));
         std::thread::scope(|s| {
             for _ in 0..THREADS {
-                let (pool, v, barrier) = (pool.clone(), v.clone(), barrier.clone());
+                let (pool, v, barrier) = (pool.clone(), v, barrier.clone());
                 s.spawn(move || {
                     pool.atomically(|tx| {
                         let x = tx.read(&v)?;
@@ -390,7 +390,7 @@ fn redo_logs_of_earlier_opens_are_adopted() {
             }
         });
         assert_eq!(pool.atomically(|tx| tx.read(&v)).unwrap(), (cycle + 1) * THREADS as u64);
-        reachable.push(pool.check(&|_| {}).unwrap().bytes);
+        reachable.push(pool.check().unwrap().bytes);
         pool.close().unwrap();
     }
     // After the first cycles the logs exist; later cycles reuse them.

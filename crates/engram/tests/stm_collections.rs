@@ -9,8 +9,8 @@
 
 mod common;
 use common::TempPool;
-use engram::stm::collections::{HashTable, PMap, PSet, RbTree, Shape, Treap};
 use engram::failpoint;
+use engram::stm::collections::{HashTable, PMap, PSet, RbTree, Shape, Treap};
 use engram::stm::{STx, StmError, StmResult};
 use engram::{CreateOptions, Durability, Error, OpenOptions, Persistent, Pool};
 use rand::rngs::StdRng;
@@ -94,13 +94,18 @@ fn agree<C: Coll>(pool: &Pool, c: C, model: &BTreeMap<u64, u64>) -> Shape {
 fn random_ops<C: Coll>(pool: &Pool, c: C, seed: u64, txs: usize, keys: u64, model: &mut BTreeMap<u64, u64>) {
     let mut rng = StdRng::seed_from_u64(seed);
     for i in 0..txs {
-        let ops: Vec<(u8, u64, u64)> = (0..rng.gen_range(1..=6)).map(|_| (rng.gen_range(0..3), rng.gen_range(0..keys), rng.gen())).collect();
+        let ops: Vec<(u8, u64, u64)> =
+            (0..rng.gen_range(1..=6)).map(|_| (rng.gen_range(0..3), rng.gen_range(0..keys), rng.gen())).collect();
         let got = pool
-            .atomically(|tx| ops.iter().map(|&(op, k, v)| match op {
-                0 => c.insert(tx, k, v),
-                1 => c.remove(tx, k),
-                _ => c.get(tx, k),
-            }).collect::<StmResult<Vec<_>>>())
+            .atomically(|tx| {
+                ops.iter()
+                    .map(|&(op, k, v)| match op {
+                        0 => c.insert(tx, k, v),
+                        1 => c.remove(tx, k),
+                        _ => c.get(tx, k),
+                    })
+                    .collect::<StmResult<Vec<_>>>()
+            })
             .unwrap();
         for (&(op, k, v), got) in ops.iter().zip(got) {
             let want = match op {
@@ -253,7 +258,7 @@ fn values_survive_close_and_reopen() {
     pool.atomically(|tx| set.insert(tx, 42)).unwrap();
     pool.close().unwrap();
     let pool = reopen(&t);
-    pool.check(&|_| {}).unwrap();
+    pool.check().unwrap();
     agree(&pool, PMap::<u64, u64>::make(&pool, "pmap"), &m1);
     agree(&pool, RbTree::<u64, u64>::make(&pool, "rb"), &m2);
     agree(&pool, Treap::<u64, u64>::make(&pool, "treap"), &m3);
@@ -443,7 +448,7 @@ fn crash_test<C: Coll>(tag: &str) {
             }
         }
         agree(&pool, C::make(&pool, "c"), &model);
-        pool.check(&|_| {}).unwrap();
+        pool.check().unwrap();
         pool.close().unwrap();
     }
 }

@@ -142,7 +142,7 @@ fn mixed_bank(workers: u64, per_worker: u64) {
     pool.close().unwrap();
     // the persistent half survives the close, account by account
     let pool = reopen(&t);
-    pool.check(&|_| {}).unwrap();
+    pool.check().unwrap();
     let p = accounts(&pool, "p", ACCTS, 0);
     let after: Vec<u64> = pool.atomically(|tx| p.iter().map(|x| tx.read(x)).collect()).unwrap();
     assert_eq!(after, before);
@@ -447,7 +447,7 @@ fn collect_runs_between_transactions() {
         // and their table (15000 notes were written)
         let live = pool.info().live_objects;
         assert!(live <= base + 16, "{live} objects live after the final collection, {base} before the run");
-        pool.check(&|_| {}).unwrap();
+        pool.check().unwrap();
         drop(p);
         pool.close().unwrap();
         let pool = reopen(&t);

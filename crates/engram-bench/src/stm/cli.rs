@@ -97,7 +97,17 @@ impl Plan {
     }
 
     fn job(&self, structure: Structure, imp: Impl, lookup_pct: u32, threads: u32, run: RunFor) -> StmJob {
-        StmJob { structure, imp, lookup_pct, threads, run, key_range: self.key_range, prefill: self.prefill, seed: self.seed, dir: self.dir.clone() }
+        StmJob {
+            structure,
+            imp,
+            lookup_pct,
+            threads,
+            run,
+            key_range: self.key_range,
+            prefill: self.prefill,
+            seed: self.seed,
+            dir: self.dir.clone(),
+        }
     }
 
     /// One single-threaded job per structure and implementation.
@@ -185,7 +195,10 @@ fn print_config(m: &Machine, plan: &Plan, fs: &str, jobs: usize) {
     let names = |v: Vec<&str>| v.join(", ");
     println!("  structures: {}", names(plan.structures.iter().map(|s| s.name()).collect()));
     println!("  impls:      {}", names(plan.impls.iter().map(|i| i.name()).collect()));
-    println!("  profile:    {} ({} s per run, {} run(s) per point, {jobs} jobs, each in a child process)", plan.profile, plan.secs, plan.reps);
+    println!(
+        "  profile:    {} ({} s per run, {} run(s) per point, {jobs} jobs, each in a child process)",
+        plan.profile, plan.secs, plan.reps
+    );
     if fs != "tmpfs" {
         println!("  note: the pool directory is not tmpfs");
     }

@@ -73,13 +73,30 @@ pub enum StmJobError {
     BadSpec(String),
     /// The child could not be started.
     #[error("cannot run the child process {exe:?}: {source}")]
-    Spawn { exe: PathBuf, source: std::io::Error },
+    Spawn {
+        /// The executable.
+        exe: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
     /// The child failed.
     #[error("child `{args}` failed ({status}): {stderr}")]
-    Child { args: String, status: String, stderr: String },
+    Child {
+        /// The child's arguments.
+        args: String,
+        /// How it exited.
+        status: String,
+        /// What it printed on stderr.
+        stderr: String,
+    },
     /// The child printed no result line.
     #[error("child `{args}` printed no result line; stdout: {stdout:?}")]
-    NoResult { args: String, stdout: String },
+    NoResult {
+        /// The child's arguments.
+        args: String,
+        /// What it printed on stdout.
+        stdout: String,
+    },
 }
 
 /// Removes a pool file when dropped.
@@ -289,7 +306,19 @@ mod tests {
     #[test]
     fn result_line_roundtrips() {
         let o = StmOutcome {
-            tally: Tally { nanos: 5, updates: 6, reads: 7, upd_flushes: 8, upd_fences: 9, ro_flushes: 1, ro_fences: 2, conflicts: 3, retries: 4, serial: 10, cpu_nanos: 13 },
+            tally: Tally {
+                nanos: 5,
+                updates: 6,
+                reads: 7,
+                upd_flushes: 8,
+                upd_fences: 9,
+                ro_flushes: 1,
+                ro_fences: 2,
+                conflicts: 3,
+                retries: 4,
+                serial: 10,
+                cpu_nanos: 13,
+            },
             contents: Contents { len: 11, sum: u64::MAX },
             pool_bytes: Some(12),
         };

@@ -136,7 +136,10 @@ fn throughput_chart(rows: &[Row], path: &Path) -> Result<(), String> {
     let root = BitMapBackend::new(path, (w, h)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let root = root
-        .titled("STM benchmark: committed transactions per second (higher is better; 2 cores, 4 and 8 threads oversubscribed)", ("sans-serif", 24))
+        .titled(
+            "STM benchmark: committed transactions per second (higher is better; 2 cores, 4 and 8 threads oversubscribed)",
+            ("sans-serif", 24),
+        )
         .map_err(|e| e.to_string())?;
     let areas = root.split_evenly((lookups.len().max(1), structures.len().max(1)));
     let mut k = 0;
@@ -184,10 +187,8 @@ fn throughput_panel(area: &DrawingArea<BitMapBackend<'_>, Shift>, rows: &[&Row],
         .draw()
         .map_err(|e| e.to_string())?;
     for imp in Impl::ALL {
-        let pts: Vec<(f64, f64)> = threads
-            .iter()
-            .filter_map(|&t| rows.iter().find(|r| r.imp == imp && r.point.threads == t).map(|r| (x_of(t), r.txps)))
-            .collect();
+        let pts: Vec<(f64, f64)> =
+            threads.iter().filter_map(|&t| rows.iter().find(|r| r.imp == imp && r.point.threads == t).map(|r| (x_of(t), r.txps))).collect();
         if pts.is_empty() {
             continue;
         }
@@ -210,7 +211,14 @@ fn throughput_panel(area: &DrawingArea<BitMapBackend<'_>, Shift>, rows: &[&Row],
 }
 
 /// Grouped bars: one group per label, one bar per thread count.
-fn bar_chart(path: &Path, title: &str, y_desc: &str, groups: &[(String, Vec<(u32, f64)>)], threads: &[u32], refs: &[(f64, &str)]) -> Result<(), String> {
+fn bar_chart(
+    path: &Path,
+    title: &str,
+    y_desc: &str,
+    groups: &[(String, Vec<(u32, f64)>)],
+    threads: &[u32],
+    refs: &[(f64, &str)],
+) -> Result<(), String> {
     let root = BitMapBackend::new(path, (1500, 560)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let root = root.titled(title, ("sans-serif", 22)).map_err(|e| e.to_string())?;

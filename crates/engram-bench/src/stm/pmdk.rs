@@ -68,7 +68,10 @@ pub enum PmdkError {
     NoPeer(&'static str),
     /// `PMEM_IS_PMEM_FORCE=1` is missing: libpmemobj would msync on tmpfs.
     #[error("the PMDK peer needs {var}=1 in its environment (set before the first pool)")]
-    NotForced { var: &'static str },
+    NotForced {
+        /// The environment variable.
+        var: &'static str,
+    },
     /// The pool path cannot be passed to C.
     #[error("pool path {0:?} contains a NUL byte")]
     BadPath(PathBuf),
@@ -77,16 +80,40 @@ pub enum PmdkError {
     InvalidArgument,
     /// An old pool file could not be removed.
     #[error("cannot remove old pool file {path:?}: {source}")]
-    Unlink { path: PathBuf, source: io::Error },
+    Unlink {
+        /// The pool file.
+        path: PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
     /// `pmemobj_create` failed.
     #[error("pmemobj_create({path:?}, {pool_bytes} bytes) failed: {message} ({source})")]
-    Create { path: PathBuf, pool_bytes: u64, message: String, source: io::Error },
+    Create {
+        /// The pool file.
+        path: PathBuf,
+        /// The pool size, bytes.
+        pool_bytes: u64,
+        /// libpmemobj's error message.
+        message: String,
+        /// The underlying error.
+        source: io::Error,
+    },
     /// `pmemobj_root` failed.
     #[error("pmemobj_root failed: {message} ({source})")]
-    Root { message: String, source: io::Error },
+    Root {
+        /// libpmemobj's error message.
+        message: String,
+        /// The underlying error.
+        source: io::Error,
+    },
     /// A transaction aborted (a full pool, typically).
     #[error("transaction aborted: {message} ({source})")]
-    TxAborted { message: String, source: io::Error },
+    TxAborted {
+        /// libpmemobj's error message.
+        message: String,
+        /// The underlying error.
+        source: io::Error,
+    },
     /// malloc or a mutex failed in C.
     #[error("out of memory in the C peer")]
     NoMemory,

@@ -360,11 +360,15 @@ fn claims_section(rows: &[Row]) -> String {
     threads.sort_unstable();
     threads.dedup();
     for t in threads {
-        let tvar = range(rows, |p| p.threads == t, |p| {
-            let a = find(rows, p, Impl::Pstm)?;
-            let b = find(rows, p, Impl::Tvar)?;
-            (b.txps > 0.0).then(|| a.txps / b.txps)
-        });
+        let tvar = range(
+            rows,
+            |p| p.threads == t,
+            |p| {
+                let a = find(rows, p, Impl::Pstm)?;
+                let b = find(rows, p, Impl::Tvar)?;
+                (b.txps > 0.0).then(|| a.txps / b.txps)
+            },
+        );
         let _ = writeln!(
             s,
             "| {t}{} | {} | {} | {} | {} |",
@@ -399,8 +403,10 @@ fn against_paper(x: f64) -> &'static str {
 }
 
 fn verdict_paragraph(rows: &[Row]) -> String {
-    let mut s = String::from("
-");
+    let mut s = String::from(
+        "
+",
+    );
     let tx = median_over_cores(rows, |p| slowdown(rows, p));
     let cpu = median_over_cores(rows, |p| cpu_slowdown(rows, p));
     if let (Some((t, n)), Some((c, _))) = (tx, cpu) {
@@ -425,7 +431,11 @@ fn verdict_paragraph(rows: &[Row]) -> String {
         let _ = writeln!(s, "PSTM out-runs PMDK at {wins} of the {all} points where both ran.");
     }
     let smaller = cpu.is_some_and(|(c, _)| c < 1.3);
-    s.push_str(if smaller { "\nWhy the slowdown is smaller than the paper's: " } else { "\nWhat the slowdown does and does not include: " });
+    s.push_str(if smaller {
+        "\nWhy the slowdown is smaller than the paper's: "
+    } else {
+        "\nWhat the slowdown does and does not include: "
+    });
     s.push_str(
         "(1) tmpfs is DRAM, where a CLWB and an SFENCE cost \
          a few tens of cycles instead of the hundreds of an Optane write-back, and an update commit here issues \

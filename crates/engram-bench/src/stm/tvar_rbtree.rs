@@ -347,7 +347,15 @@ impl TVarRbTree {
     }
 
     /// Checks the subtree at `n`; returns its black height.
-    fn check_node(&self, tx: &STx<'_>, n: u64, parent: u64, bounds: (Option<u64>, Option<u64>), depth: u32, c: &mut Contents) -> StmResult<u64> {
+    fn check_node(
+        &self,
+        tx: &STx<'_>,
+        n: u64,
+        parent: u64,
+        bounds: (Option<u64>, Option<u64>),
+        depth: u32,
+        c: &mut Contents,
+    ) -> StmResult<u64> {
         if n == NIL {
             return Ok(1);
         }
@@ -424,7 +432,7 @@ impl TxMap for TVarRbTree {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stm::workload::{model_contents, prefill, prefill_pairs, drive, Phase, RunFor};
+    use crate::stm::workload::{drive, model_contents, prefill, prefill_pairs, Phase, RunFor};
 
     #[test]
     fn agrees_with_the_model() {

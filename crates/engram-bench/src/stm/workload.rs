@@ -404,8 +404,7 @@ pub fn drive<M: TxMap>(map: &M, phase: &Phase) -> Result<Tally, BenchError> {
     let stop = AtomicBool::new(false);
     let (start, stop) = (&start, &stop);
     std::thread::scope(|s| {
-        let handles: Vec<_> =
-            (0..phase.threads).map(|i| s.spawn(move || worker(map, phase, i, start, stop))).collect();
+        let handles: Vec<_> = (0..phase.threads).map(|i| s.spawn(move || worker(map, phase, i, start, stop))).collect();
         start.wait();
         let t0 = Instant::now();
         if let RunFor::Time(d) = phase.run {

@@ -21,11 +21,11 @@ pub mod classes;
 
 use crate::error::{Error, Result};
 use crate::format::*;
+use crate::hash::{FastMap, FastSet};
 use crate::pool::space::Space;
 use cache::CacheCell;
 use classes::{class_for, slot_size, slots_per_span, NUM_CLASSES};
 use parking_lot::Mutex;
-use crate::hash::{FastMap, FastSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -222,8 +222,7 @@ pub(crate) fn locate(space: &Space, addr: u64) -> Option<Loc> {
     if ae != 0 {
         let arenas = (ae & ARENA_HUGE_MASK) as u32;
         let fits = arena_off(a + arenas as u64) <= space.size();
-        return (ae & ARENA_HUGE_HEAD != 0 && hdr == arena_off(a) && arenas > 0 && fits)
-            .then_some(Loc::Huge { arena: a, arenas });
+        return (ae & ARENA_HUGE_HEAD != 0 && hdr == arena_off(a) && arenas > 0 && fits).then_some(Loc::Huge { arena: a, arenas });
     }
     if g % SPANS_PER_ARENA < ARENA_META_SPANS {
         return None;
@@ -235,13 +234,11 @@ pub(crate) fn locate(space: &Space, addr: u64) -> Option<Loc> {
             let class = (e - 1) as usize;
             let slot = slot_size(class);
             let index = within / slot;
-            (within % slot == 0 && index < slots_per_span(class) as u64)
-                .then_some(Loc::Small { span: g, class, index: index as u32 })
+            (within % slot == 0 && index < slots_per_span(class) as u64).then_some(Loc::Small { span: g, class, index: index as u32 })
         }
         _ if e & SPAN_LARGE_HEAD != 0 && e != SPAN_META => {
             let spans = e & SPAN_LARGE_MASK;
-            (within == 0 && spans > 0 && g + spans as u64 <= spans_in(space.size()))
-                .then_some(Loc::Large { span: g, spans })
+            (within == 0 && spans > 0 && g + spans as u64 <= spans_in(space.size())).then_some(Loc::Large { span: g, spans })
         }
         _ => None,
     }
@@ -636,18 +633,12 @@ impl Heap {
             }
             empty.clear();
         }
-        let dead: Vec<(u64, u32)> =
-            self.large.lock().iter().filter(|(g, _)| !marks.large.contains(g)).map(|(&g, &n)| (g, n)).collect();
+        let dead: Vec<(u64, u32)> = self.large.lock().iter().filter(|(g, _)| !marks.large.contains(g)).map(|(&g, &n)| (g, n)).collect();
         for (g, n) in dead {
             self.release_large(space, g, n)?;
         }
-        let dead: Vec<(u64, u32)> = self
-            .huge
-            .lock()
-            .iter()
-            .filter(|(a, _)| !marks.large.contains(&(*a * SPANS_PER_ARENA)))
-            .map(|(&a, &k)| (a, k))
-            .collect();
+        let dead: Vec<(u64, u32)> =
+            self.huge.lock().iter().filter(|(a, _)| !marks.large.contains(&(*a * SPANS_PER_ARENA))).map(|(&a, &k)| (a, k)).collect();
         for (a, k) in dead {
             self.release_huge(space, a, k)?;
         }

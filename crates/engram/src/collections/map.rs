@@ -65,7 +65,6 @@ struct Found<K, V> {
     node: Node<K, V>,
 }
 
-
 /// A hash map from `K` to `V` in a pool.
 ///
 /// A handle (one pool pointer, `Copy` and [`Persistent`]) like

@@ -150,7 +150,7 @@ fn bounds(i: u64, len: u64) -> Result<()> {
     if i < len {
         Ok(())
     } else {
-        Err(Error::invalid(format!("index {i} out of bounds for length {len}")))
+        Err(Error::OutOfBounds { index: i, count: 1, len })
     }
 }
 

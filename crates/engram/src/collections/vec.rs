@@ -118,7 +118,7 @@ impl<T: Persistent> PVec<T> {
     }
 
     /// Replaces element `i` with `v` and returns the old element.
-    /// Fails with [`crate::Error::InvalidArgument`] if `i >= len`.
+    /// Fails with [`crate::Error::OutOfBounds`] if `i >= len`.
     pub fn set(self, tx: &Tx<'_>, i: u64, v: T) -> Result<T> {
         raw::set(tx, self.0, i, v)
     }

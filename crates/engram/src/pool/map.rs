@@ -54,13 +54,7 @@ impl Mapping {
     }
 
     fn new(base: u64, reserved: u64, private: bool) -> Self {
-        Mapping {
-            base,
-            reserved,
-            mapped: AtomicU64::new(0),
-            private,
-            dax: std::sync::atomic::AtomicBool::new(false),
-        }
+        Mapping { base, reserved, mapped: AtomicU64::new(0), private, dax: std::sync::atomic::AtomicBool::new(false) }
     }
 
     /// First address of the pool.
@@ -97,9 +91,7 @@ impl Mapping {
         if !self.private && (from == 0 || self.is_dax()) {
             // SAFETY: addr..addr+len lies inside our own reservation, so
             // MAP_FIXED replaces only pages this Mapping owns.
-            got = unsafe {
-                libc::mmap(addr, len, prot, libc::MAP_SHARED_VALIDATE | libc::MAP_SYNC | libc::MAP_FIXED, fd, from as i64)
-            };
+            got = unsafe { libc::mmap(addr, len, prot, libc::MAP_SHARED_VALIDATE | libc::MAP_SYNC | libc::MAP_FIXED, fd, from as i64) };
             if got != libc::MAP_FAILED {
                 self.dax.store(true, Ordering::Relaxed);
             }
@@ -143,9 +135,7 @@ impl Drop for Mapping {
 /// system), tried on one page that is unmapped at once.
 fn probe_dax(fd: i32) -> bool {
     // SAFETY: a fresh read-only mapping anywhere; unmapped before returning.
-    let p = unsafe {
-        libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_READ, libc::MAP_SHARED_VALIDATE | libc::MAP_SYNC, fd, 0)
-    };
+    let p = unsafe { libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_READ, libc::MAP_SHARED_VALIDATE | libc::MAP_SYNC, fd, 0) };
     if p == libc::MAP_FAILED {
         return false;
     }

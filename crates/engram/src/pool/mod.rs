@@ -24,7 +24,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-
 /// Options for [`Pool::create`].
 #[derive(Clone, Debug)]
 pub struct CreateOptions {
@@ -166,8 +165,12 @@ impl OpenOptions {
 /// What happened while opening a pool.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct OpenReport {
-    /// The last close was clean (no recovery needed).
+    /// The last close was clean (no recovery needed). True for a pool this
+    /// handle just created.
     pub was_clean: bool,
+    /// This handle created the pool (`Pool::create`, or `Pool::open_or_create`
+    /// finding no file) rather than opening an existing one.
+    pub created: bool,
     /// Undo-log entries rolled back.
     pub undone_entries: u64,
     /// Regions rolled back (log slots with live entries).
@@ -324,7 +327,22 @@ impl Pool {
         open::open(path.as_ref(), &opts).map(|inner| Pool { inner: Arc::new(inner) })
     }
 
-    /// Opens the pool at `path`, or creates it with `create` if there is no file.
+    /// Opens the pool at `path`, or creates it with `create` if there is no
+    /// file. `pool.open_report().created` says which happened (a created
+    /// pool's report also says `was_clean`).
+    ///
+    /// ```
+    /// use engram::{CreateOptions, Durability, Pool};
+    /// # let path = std::env::temp_dir().join(format!("engram-ooc-doc-{}.pool", std::process::id()));
+    /// # let _ = std::fs::remove_file(&path);
+    /// let pool = Pool::open_or_create(&path, CreateOptions::new("app").durability(Durability::Process))?;
+    /// assert!(pool.open_report().created && pool.open_report().was_clean);
+    /// pool.close()?;
+    /// let pool = Pool::open_or_create(&path, CreateOptions::new("app").durability(Durability::Process))?;
+    /// assert!(!pool.open_report().created);
+    /// # pool.close()?; std::fs::remove_file(&path).unwrap();
+    /// # Ok::<(), engram::Error>(())
+    /// ```
     pub fn open_or_create(path: impl AsRef<Path>, create: CreateOptions) -> Result<Pool> {
         let path = path.as_ref();
         if path.exists() {
@@ -506,7 +524,12 @@ impl Pool {
     /// Checks the whole reachable heap: every pointer and header. Returns
     /// what the mark walk found; pointer fields that point at no live object
     /// are [`Error::BadFields`] (see [`Pool::check_report`] for the list).
-    pub fn check(&self, progress: &dyn Fn(u64)) -> Result<MarkStats> {
+    pub fn check(&self) -> Result<MarkStats> {
+        self.check_with_progress(&|_| {})
+    }
+
+    /// [`Pool::check`], calling `progress` with the objects marked so far.
+    pub fn check_with_progress(&self, progress: &dyn Fn(u64)) -> Result<MarkStats> {
         let r = self.check_report(progress)?;
         match r.bad_fields.first() {
             None => Ok(r.stats),
@@ -515,7 +538,8 @@ impl Pool {
     }
 
     /// Walks the whole reachable heap and lists every pointer field that
-    /// points at no live object (each treated as null for the walk).
+    /// points at no live object (each treated as null for the walk), calling
+    /// `progress` with the objects marked so far.
     pub fn check_report(&self, progress: &dyn Fn(u64)) -> Result<CheckReport> {
         if self.in_region() {
             return Err(Error::Busy { what: "check called inside a region" });

@@ -21,8 +21,8 @@ use crate::alloc::Heap;
 use crate::error::{Error, Result};
 use crate::format::*;
 use crate::gc::{MarkStats, Reloc};
-use crate::pointers::BadField;
 use crate::pmem::{Durability, Persister};
+use crate::pointers::BadField;
 use crate::types::TypeTable;
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::fs::File;
@@ -33,7 +33,7 @@ use std::path::Path;
 /// processes). A child process forked by another thread holds a copy of
 /// our descriptors until it execs, so a lock that was just released may
 /// still be held for a moment: a held lock is retried for up to 200 ms
-/// before the pool is reported `Locked`.
+/// before the pool is reported `AlreadyOpen`.
 fn lock_file(file: &File, path: &Path, shared: bool) -> Result<()> {
     let op = if shared { libc::LOCK_SH } else { libc::LOCK_EX } | libc::LOCK_NB;
     for attempt in 0..20 {
@@ -49,7 +49,7 @@ fn lock_file(file: &File, path: &Path, shared: bool) -> Result<()> {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
     }
-    Err(Error::Locked { path: path.to_path_buf() })
+    Err(Error::AlreadyOpen { path: path.to_path_buf() })
 }
 
 fn round_up(v: u64, to: u64) -> u64 {
@@ -62,6 +62,10 @@ pub(super) fn create(path: &Path, o: &CreateOptions) -> Result<PoolInner> {
     }
     let max = (o.max_size / SPAN_SIZE * SPAN_SIZE).min(MAX_POOL_SIZE);
     let initial = round_up(o.initial_size.max(MIN_POOL_SIZE), SPAN_SIZE);
+    let smallest = round_up(MIN_POOL_SIZE, SPAN_SIZE);
+    if max < smallest {
+        return Err(Error::PoolTooSmall { requested: o.max_size, minimum: smallest });
+    }
     if initial > max {
         return Err(Error::invalid(format!("initial size {initial} exceeds maximum size {max}")));
     }
@@ -115,12 +119,20 @@ pub(super) fn create(path: &Path, o: &CreateOptions) -> Result<PoolInner> {
     space.update_header(|_| {})?;
     let types = TypeTable::load(&space)?;
     let heap = Heap::load(&space)?;
-    let mut inner = assemble(space, heap, types, OpenReport::default(), MarkStats::default(), std::time::Duration::from_secs(2));
+    let report = OpenReport { was_clean: true, created: true, ..OpenReport::default() };
+    let mut inner = assemble(space, heap, types, report, MarkStats::default(), std::time::Duration::from_secs(2));
     inner.check_pointers = o.check_pointers;
     Ok(inner)
 }
 
-fn assemble(space: Space, heap: Heap, types: TypeTable, report: OpenReport, stats: MarkStats, lock_timeout: std::time::Duration) -> PoolInner {
+fn assemble(
+    space: Space,
+    heap: Heap,
+    types: TypeTable,
+    report: OpenReport,
+    stats: MarkStats,
+    lock_timeout: std::time::Duration,
+) -> PoolInner {
     PoolInner {
         space,
         heap,
@@ -203,16 +215,12 @@ fn validate_geometry(h: &PoolHeader) -> Result<()> {
 }
 
 pub(super) fn open(path: &Path, o: &OpenOptions) -> Result<PoolInner> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(!o.read_only)
-        .open(path)
-        .map_err(|e| Error::io("open pool file", e))?;
+    let file = std::fs::OpenOptions::new().read(true).write(!o.read_only).open(path).map_err(|e| Error::io("open pool file", e))?;
     lock_file(&file, path, o.read_only)?;
     let h = read_header(&file, path)?;
     if let Some(want) = &o.layout {
         if *want != h.layout_name() {
-            return Err(Error::WrongLayout { expected: want.clone(), found: h.layout_name() });
+            return Err(Error::WrongLayout { path: path.to_path_buf(), expected: want.clone(), found: h.layout_name() });
         }
     }
     // 2. map, recording a move before anything depends on it.
@@ -289,7 +297,13 @@ fn plan_relocation(space: &Space, h: &PoolHeader, at_pref: bool) -> Result<Optio
 
 /// Mark and sweep over the parts of a pool (caller holds it exclusively).
 /// Bad pointer fields are treated as null and returned.
-fn collect_parts(space: &Space, heap: &Heap, types: &TypeTable, reloc: Option<&Reloc>, progress: &dyn Fn(u64)) -> Result<(MarkStats, Vec<BadField>)> {
+fn collect_parts(
+    space: &Space,
+    heap: &Heap,
+    types: &TypeTable,
+    reloc: Option<&Reloc>,
+    progress: &dyn Fn(u64),
+) -> Result<(MarkStats, Vec<BadField>)> {
     heap.drain_caches(space);
     heap.prune_caches(space);
     let m = crate::gc::mark(space, types, reloc, progress)?;

@@ -114,8 +114,20 @@ impl Space {
     }
 
     /// Flushes `len` bytes at pool offset `off` (durable after the next fence).
+    /// A range reaching outside the mapping is clipped to it (an engine bug;
+    /// debug builds assert).
     pub fn flush(&self, off: u64, len: u64) {
-        self.persist.flush((self.base() + off) as *const u8, len as usize);
+        let (addr, len) = self.clip(off, len);
+        // SAFETY: `clip` keeps the range inside the live mapping, which stays
+        // mapped while `self` lives.
+        unsafe { self.persist.flush(addr as *const u8, len as usize) };
+    }
+
+    /// `[base+off, base+off+len)` intersected with the mapping.
+    fn clip(&self, off: u64, len: u64) -> (u64, u64) {
+        debug_assert!(off.checked_add(len).is_some_and(|e| e <= self.size()), "flush of {off:#x}+{len} outside the pool");
+        let off = off.min(self.size());
+        (self.base() + off, len.min(self.size() - off))
     }
 
     /// Reports stores just made through raw pointers to `[addr, addr+len)`
@@ -130,7 +142,9 @@ impl Space {
 
     /// [`Space::flush`] under a name a fault-injection test can drop.
     pub fn flush_named(&self, off: u64, len: u64, what: &'static str) {
-        self.persist.flush_named((self.base() + off) as *const u8, len as usize, what);
+        let (addr, len) = self.clip(off, len);
+        // SAFETY: as in `flush`.
+        unsafe { self.persist.flush_named(addr as *const u8, len as usize, what) };
     }
 
     /// Writes `v` at `off`, flushes it and fences.

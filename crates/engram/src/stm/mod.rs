@@ -34,7 +34,7 @@ pub(crate) mod word;
 
 pub use engine::{atomically, stats, STx, StmError, StmResult, StmStats};
 pub(crate) use engine::{in_atomically, quiesce, StmPool};
-pub use persist::{CopyCx, PPair, POption, PSlice, PStr, Persist};
 pub use engram_derive::Persist;
+pub use persist::{CopyCx, POption, PPair, PSlice, PStr, Persist};
 pub use redo::StmRecovery;
 pub use vars::{field_of, FieldRef, PTField, PTVar, TVar, Var, VarCell};

@@ -22,7 +22,7 @@
 //!    is bumped so that locks left in the pool by the crash read as free.
 
 use crate::error::{Error, Result};
-use crate::format::{ObjHeader, OBJ_ARRAY, OBJ_HEADER, OBJ_TAG, OBJ_TAG_MASK, HEAP_OFF};
+use crate::format::{ObjHeader, HEAP_OFF, OBJ_ARRAY, OBJ_HEADER, OBJ_TAG, OBJ_TAG_MASK};
 use crate::pool::space::Space;
 use crate::ptr::PArray;
 use crate::Persistent;

@@ -31,20 +31,20 @@ pub(crate) use locks::LockTable;
 
 use crate::alloc::cache::CacheCell;
 use crate::alloc::Loc;
-use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::format::*;
+use crate::hash::{FastMap, FastSet};
 use crate::log::{ChunkAlloc, LogWriter};
 use crate::pool::PoolInner;
 use crate::ptr::{PArray, PPtr};
 use crate::types::{Persistent, TYPE_LOG_CHUNK};
 use std::cell::RefCell;
-use crate::hash::{FastMap, FastSet};
 use std::marker::PhantomData;
 use std::mem::{align_of, size_of};
+use std::sync::Arc;
 
-pub use roots::RootInfo;
 pub(crate) use roots::used_entries as used_root_entries;
+pub use roots::RootInfo;
 
 /// A running failure-atomic region. Obtained from [`crate::Pool::txn`].
 ///
@@ -299,7 +299,7 @@ impl<'p> Tx<'p> {
         }
         let mut st = self.st.borrow_mut();
         if !st.sets.freed.insert(addr) {
-            return Err(Error::invalid(format!("object {addr:#x} freed twice in one region")));
+            return Err(Error::DoubleFree { addr });
         }
         st.sets.frees.push(loc);
         st.sets.freed_order.push(addr);
@@ -416,7 +416,7 @@ impl<'p> Tx<'p> {
     fn elem_addr<T: Persistent>(&self, a: PArray<T>, i: u64, n: u64) -> Result<u64> {
         let len = self.len(a)?;
         if i.checked_add(n).is_none_or(|e| e > len) {
-            return Err(Error::invalid(format!("index {i}+{n} out of bounds for array of {len}")));
+            return Err(Error::OutOfBounds { index: i, count: n, len });
         }
         // i + n <= len and len * size fits the slot (checked by `len`), so
         // these cannot overflow.

@@ -101,7 +101,8 @@ impl Tx<'_> {
                 .find(|&i| space.read::<RootEntry>(entry_off(i)).is_ok_and(|e| e.flags & ROOT_USED == 0))
                 .ok_or(Error::TableFull { table: "root", capacity: ROOTS_CAP })?,
         };
-        let mut e = RootEntry { ptr: addr, type_id, flags: ROOT_USED | flags, name_len: name.len() as u32, crc: 0, name: [0; ROOT_NAME_MAX] };
+        let mut e =
+            RootEntry { ptr: addr, type_id, flags: ROOT_USED | flags, name_len: name.len() as u32, crc: 0, name: [0; ROOT_NAME_MAX] };
         e.name[..name.len()].copy_from_slice(name.as_bytes());
         e.crc = entry_crc(space, &e);
         self.log_range(space.base() + entry_off(index), 64)?;

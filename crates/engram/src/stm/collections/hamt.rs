@@ -507,7 +507,13 @@ impl<K: Persistent + Hash + Eq, V: Persistent> PMap<K, V> {
 }
 
 /// Checks node `s` at `depth`, whose leaves' hashes start with `prefix`.
-fn check_node<K: Persistent + Eq, V: Persistent>(tx: &STx<'_>, s: &Seen<'_, K, V>, depth: u32, prefix: u64, shape: &mut Shape) -> StmResult<()> {
+fn check_node<K: Persistent + Eq, V: Persistent>(
+    tx: &STx<'_>,
+    s: &Seen<'_, K, V>,
+    depth: u32,
+    prefix: u64,
+    shape: &mut Shape,
+) -> StmResult<()> {
     let at = s.cell.addr();
     shape.objects += !s.slots.is_empty() as u64;
     shape.height = shape.height.max(depth as u64 + 1);

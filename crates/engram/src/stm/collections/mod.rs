@@ -134,7 +134,6 @@ impl Dir {
     }
 }
 
-
 /// The error `check` returns for a broken invariant.
 pub(crate) fn broken(what: String) -> StmError {
     StmError::Failed(Error::corrupt(what))

@@ -121,10 +121,14 @@ impl<K: Plain + Ord, V: Plain> RbTree<K, V> {
     /// Calls `f` on every entry in key order.
     pub fn for_each(&self, tx: &STx<'_>, mut f: impl FnMut(K, V)) -> StmResult<()> {
         let t = self.in_tx(tx);
-        in_order(t.tx.read(&t.top)?, |n, d| t.child(n, d), |n| {
-            f(t.key(n)?, t.value(n)?);
-            Ok(())
-        })
+        in_order(
+            t.tx.read(&t.top)?,
+            |n, d| t.child(n, d),
+            |n| {
+                f(t.key(n)?, t.value(n)?);
+                Ok(())
+            },
+        )
     }
 
     /// Every entry in key order.
@@ -405,7 +409,14 @@ impl<K: Plain + Ord, V: Plain> Rb<'_, '_, K, V> {
 
     /// Checks the subtree at `n` (linked from `parent`, keys strictly
     /// between `bounds`); returns its black height.
-    fn check_node(&self, n: Link<K, V>, parent: Link<K, V>, bounds: (Option<K>, Option<K>), depth: u64, shape: &mut Shape) -> StmResult<u64> {
+    fn check_node(
+        &self,
+        n: Link<K, V>,
+        parent: Link<K, V>,
+        bounds: (Option<K>, Option<K>),
+        depth: u64,
+        shape: &mut Shape,
+    ) -> StmResult<u64> {
         if n.is_null() {
             return Ok(1);
         }

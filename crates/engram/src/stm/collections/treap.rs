@@ -132,10 +132,14 @@ impl<K: Plain + Ord + Hash, V: Plain> Treap<K, V> {
     /// Calls `f` on every entry in key order.
     pub fn for_each(&self, tx: &STx<'_>, mut f: impl FnMut(K, V)) -> StmResult<()> {
         let t = self.in_tx(tx);
-        in_order(t.get(Hook::Top)?, |n, d| t.child(n, d), |n| {
-            f(t.key(n)?, t.value(n)?);
-            Ok(())
-        })
+        in_order(
+            t.get(Hook::Top)?,
+            |n, d| t.child(n, d),
+            |n| {
+                f(t.key(n)?, t.value(n)?);
+                Ok(())
+            },
+        )
     }
 
     /// Every entry in key order.

@@ -85,13 +85,15 @@ impl STx<'_> {
         let mut st = self.st.borrow_mut();
         for i in 0..st.writes.len() {
             let e = if matches!(st.writes[i].kind, Kind::P { .. }) { epoch } else { 0 };
-            let w = word_at(st.writes[i].word);
+            // SAFETY: a write-set word: a pool cell checked by write_cell, or
+            // a TVar whose Arc the write holds (`Kind::V::cell`).
+            let w = unsafe { word_at(st.writes[i].word) };
             let cur = w.load(Ordering::Acquire);
-            let ok = !word::is_locked(cur, e)
-                && w.compare_exchange(cur, word::locked(cur, e), Ordering::AcqRel, Ordering::Acquire).is_ok();
+            let ok = !word::is_locked(cur, e) && w.compare_exchange(cur, word::locked(cur, e), Ordering::AcqRel, Ordering::Acquire).is_ok();
             if !ok {
                 for prev in &st.writes[..i] {
-                    word_at(prev.word).store(prev.old, Ordering::Release);
+                    // SAFETY: a write-set word (as above).
+                    unsafe { word_at(prev.word) }.store(prev.old, Ordering::Release);
                 }
                 return Err(StmError::Conflict);
             }
@@ -102,7 +104,8 @@ impl STx<'_> {
 
     pub(super) fn unlock_writes(&self) {
         for w in &self.st.borrow().writes {
-            word_at(w.word).store(w.old, Ordering::Release);
+            // SAFETY: a write-set word: a checked pool cell or a TVar held by the write.
+            unsafe { word_at(w.word) }.store(w.old, Ordering::Release);
         }
     }
 
@@ -122,7 +125,7 @@ impl STx<'_> {
             return Ok(());
         }
         if redo::record_len(&entries) > HALF {
-            return Err(Error::invalid(format!("a transaction may write at most about {} variables", HALF / 32)));
+            return Err(Error::TxTooLarge { needed: redo::record_len(&entries), limit: HALF });
         }
         reserve_clock(ctx, wv)?;
         let space = &ctx.inner.space;
@@ -147,8 +150,9 @@ impl STx<'_> {
             .flat_map(|m| [(m.off, m.len), m.loc.meta_range()])
             .map(|(off, len)| redo::object_crc(space, off, len).map(|c| (off, len, c)))
             .collect::<Result<_>>()?;
-        if redo::record_len(&entries) + checks.len() as u64 * (redo::ENT_HDR + 8) > HALF {
-            return Err(Error::invalid(format!("a transaction may write at most about {} variables", HALF / 32)));
+        let needed = redo::record_len(&entries) + checks.len() as u64 * (redo::ENT_HDR + 8);
+        if needed > HALF {
+            return Err(Error::TxTooLarge { needed, limit: HALF });
         }
         let mut log = ctx.log.lock();
         let log = &mut *log;
@@ -182,12 +186,15 @@ impl STx<'_> {
                     // SAFETY: b.buf holds words()*8 <= MAX_VALUE initialised bytes.
                     unsafe { std::ptr::copy_nonoverlapping(b.buf.as_ptr(), words.as_mut_ptr() as *mut u8, b.words() * 8) };
                     for (i, x) in words.iter().enumerate().take(b.words()) {
-                        word_at(w.word + 8 + 8 * i).store(*x, Ordering::Relaxed);
+                        // SAFETY: value words of a pool cell write_cell
+                        // checked to hold 8 + 8 * words() bytes in the mapping.
+                        unsafe { word_at(w.word + 8 + 8 * i) }.store(*x, Ordering::Relaxed);
                     }
                     // The value before its version (same line, so they
                     // persist in this order; a tracer is told the order).
                     space.inspect(|s| s.traced(w.word as u64 + 8, b.words() as u64 * 8));
-                    word_at(w.word).store(new_word, Ordering::Release);
+                    // SAFETY: the cell's lock word (checked by write_cell).
+                    unsafe { word_at(w.word) }.store(new_word, Ordering::Release);
                     space.inspect(|s| s.traced(w.word as u64, 8));
                     lines.push((*off, 8 + b.words() as u64 * 8));
                 }
@@ -195,7 +202,8 @@ impl STx<'_> {
                     cell.install(value.as_ref());
                     cell.word().store(new_word, Ordering::Release);
                 }
-                Kind::P { .. } => word_at(w.word).store(w.old, Ordering::Release),
+                // SAFETY: the cell's lock word (checked by write_cell).
+                Kind::P { .. } => unsafe { word_at(w.word) }.store(w.old, Ordering::Release),
             }
         }
         if let Some(ctx) = self.ctx.as_ref() {

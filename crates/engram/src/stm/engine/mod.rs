@@ -82,10 +82,16 @@ impl std::error::Error for StmError {}
 /// Result of transactional operations.
 pub type StmResult<T> = std::result::Result<T, StmError>;
 
-pub(super) fn word_at(addr: usize) -> &'static AtomicU64 {
-    // SAFETY: callers pass the address of a lock word that outlives the
-    // transaction: a cell in a pool the transaction borrows (validated to be
-    // inside the mapping and 8-aligned), or a TVar kept alive by an Arc held
-    // in the read or write set.
+/// The 8-byte word at `addr`, as an atomic.
+///
+/// # Safety
+/// `addr` must be 8-aligned and the word must stay allocated (and only ever
+/// accessed atomically) for `'a`: a lock word or value word of a cell in a
+/// pool the transaction borrows (checked by `check_cell` to be inside the
+/// mapping and 8-aligned; the GC cannot free it while a transaction holds
+/// the gate), or a TVar's word kept alive by an `Arc` in the read or write
+/// set.
+pub(super) unsafe fn word_at<'a>(addr: usize) -> &'a AtomicU64 {
+    // SAFETY: the caller's contract above.
     unsafe { &*(addr as *const AtomicU64) }
 }

@@ -66,7 +66,7 @@ pub fn atomically<R>(f: impl FnMut(&STx<'_>) -> StmResult<R>) -> Result<R> {
 }
 
 fn nested_error() -> Error {
-    Error::invalid("atomically called inside a transaction (compose with or_else instead)")
+    Error::NestedTransaction { what: "atomically called inside a transaction (compose with or_else instead)" }
 }
 
 fn run<'p, R>(mut ctx: impl FnMut() -> Result<Option<PoolCtx<'p>>>, mut f: impl FnMut(&STx<'p>) -> StmResult<R>) -> Result<R> {
@@ -107,13 +107,19 @@ fn run<'p, R>(mut ctx: impl FnMut() -> Result<Option<PoolCtx<'p>>>, mut f: impl 
             Err(StmError::Retry) => {
                 tx.discard();
                 count_stat(|s| s.retries += 1);
-                let (bloom, reads) = tx.read_bloom();
+                // `_keep` holds the TVars read, so their words outlive the wait.
+                let (bloom, reads, _keep) = tx.read_bloom();
                 drop(tx);
                 drop(_gate);
                 drop(_excl);
                 wait::sleep(bloom, || {
                     reads.iter().any(|&(w, v, e)| {
-                        let x = word_at(w).load(Ordering::Acquire);
+                        // SAFETY: a read-set word: a TVar held by `_keep`, or a
+                        // cell of the pool this call borrows (its mapping
+                        // stays until the pool closes, which the borrow
+                        // prevents; a word the GC freed meanwhile reads as
+                        // changed, which only wakes us early).
+                        let x = unsafe { word_at(w) }.load(Ordering::Acquire);
                         word::version(x) != v || word::is_locked(x, e)
                     })
                 });

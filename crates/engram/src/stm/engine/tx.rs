@@ -5,14 +5,14 @@
 
 use super::pool_state::PoolCtx;
 use super::{word_at, StmError, StmResult, CLOCK, MAX_VALUE};
-use crate::stm::persist::{CopyCx, Made, Persist};
-use crate::stm::vars::{TVarInner, VarCell};
-use crate::stm::wait::Bloom;
-use crate::stm::word;
 use crate::error::{Error, Result};
 use crate::format::{ObjHeader, OBJ_ARRAY, OBJ_HEADER, OBJ_TAG, OBJ_TAG_MASK};
 use crate::hash::FastMap;
 use crate::ptr::{PArray, PPtr};
+use crate::stm::persist::{CopyCx, Made, Persist};
+use crate::stm::vars::{TVarInner, VarCell};
+use crate::stm::wait::Bloom;
+use crate::stm::word;
 use crate::Persistent;
 use std::any::Any;
 use std::cell::RefCell;
@@ -226,7 +226,9 @@ impl<'p> STx<'p> {
         let mut words = [0u64; MAX_VALUE / 8];
         self.read_versioned(addr as usize, epoch, None, || {
             for (i, w) in words.iter_mut().enumerate().take(n) {
-                *w = word_at(addr as usize + 8 + 8 * i).load(Ordering::Relaxed);
+                // SAFETY: check_cell proved [addr, addr+8+8n) is inside the
+                // mapping and addr 8-aligned; the pool is borrowed for 'p.
+                *w = unsafe { word_at(addr as usize + 8 + 8 * i) }.load(Ordering::Relaxed);
             }
         })?;
         // SAFETY: `words` holds at least size_of::<P>() bytes of a consistent
@@ -264,7 +266,9 @@ impl<'p> STx<'p> {
         keep: Option<Arc<dyn Any + Send + Sync>>,
         mut load: impl FnMut(),
     ) -> StmResult<()> {
-        let w = word_at(word);
+        // SAFETY: callers pass a checked pool cell's word (check_cell) or a
+        // TVar's word kept alive by `keep` and by the caller's Arc.
+        let w = unsafe { word_at(word) };
         let mut spins = 0u32;
         loop {
             let w1 = w.load(Ordering::Acquire);
@@ -305,7 +309,9 @@ impl<'p> STx<'p> {
     pub(super) fn reads_valid(&self, locked_own: bool) -> bool {
         let st = self.st.borrow();
         st.reads.iter().all(|r| {
-            let w = word_at(r.word).load(Ordering::Acquire);
+            // SAFETY: a read-set word: a checked pool cell, or a TVar whose
+            // Arc the read holds (`_keep`).
+            let w = unsafe { word_at(r.word) }.load(Ordering::Acquire);
             let mine = locked_own && self.find(&st, r.word).is_some();
             word::version(w) == r.version && (!word::is_locked(w, r.epoch) || mine)
         })
@@ -447,7 +453,6 @@ impl<'p> STx<'p> {
         Ok(unsafe { std::slice::from_raw_parts(a.addr() as *const T, h.count as usize) })
     }
 
-
     /// Frees what this attempt allocated (it was never linked).
     pub(super) fn discard(&self) {
         let mut st = self.st.borrow_mut();
@@ -458,13 +463,18 @@ impl<'p> STx<'p> {
         }
     }
 
-    pub(super) fn read_bloom(&self) -> (Bloom, Vec<(usize, u64, u16)>) {
+    /// What a retry waits on: a Bloom filter of the words read, each word
+    /// with the version and epoch seen, and the volatile TVars read (kept
+    /// alive so their words stay valid while the thread waits).
+    #[allow(clippy::type_complexity)]
+    pub(super) fn read_bloom(&self) -> (Bloom, Vec<(usize, u64, u16)>, Vec<Arc<dyn Any + Send + Sync>>) {
         let st = self.st.borrow();
         let mut b = Bloom::default();
         for r in &st.reads {
             b.add(r.word);
         }
-        (b, st.reads.iter().map(|r| (r.word, r.version, r.epoch)).collect())
+        let keep = st.reads.iter().filter_map(|r| r._keep.clone()).collect();
+        (b, st.reads.iter().map(|r| (r.word, r.version, r.epoch)).collect(), keep)
     }
 }
 
