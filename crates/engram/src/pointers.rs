@@ -75,8 +75,10 @@ pub(crate) fn object_problem(space: &Space, types: &TypeTable, v: u64, loc: crat
     let Ok(h) = space.read::<ObjHeader>(v - OBJ_HEADER - space.base()) else {
         return Some("unreadable object header");
     };
-    if h.flags & OBJ_TAG_MASK != OBJ_TAG {
-        return Some("a freed object, or a slot that holds none (a dangling pointer)");
+    match h.flags & OBJ_TAG_MASK {
+        OBJ_TAG => {}
+        0 => return Some("a freed object, or a slot that holds none (a dangling pointer)"),
+        _ => return Some("an object whose header is damaged (bad tag)"),
     }
     let Some(ty) = types.get(h.type_id) else {
         return Some("an object of an unknown type");
