@@ -394,6 +394,7 @@ fn redo_logs_of_earlier_opens_are_adopted() {
         pool.close().unwrap();
     }
     // After the first cycles the logs exist; later cycles reuse them.
+    println!("reachable bytes after each cycle: {reachable:?}");
     assert_eq!(reachable[1], reachable[5], "reachable bytes per cycle: {reachable:?}");
 }
 
