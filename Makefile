@@ -42,6 +42,8 @@ run:
 lint: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	@# the engine as users build it: without the `testing` feature
+	$(CARGO) clippy -p engram --lib -- -D warnings
 
 test: deps lint
 	$(CARGO) build --workspace --all-targets

@@ -426,7 +426,7 @@ fn w_recovery(h: &Harness) -> Result<Trace> {
     let (pool, _) = h.ledger_pool()?;
     pool.txn(|tx| ledger_step(tx, 0, 64, 3))?;
     // crash in the middle of a region (process crash: memory kept)
-    failpoint::arm("tx.before_commit", 0);
+    failpoint::arm(failpoint::Failpoint::TxBeforeCommit, 0);
     let r = std::panic::catch_unwind(|| pool.txn(|tx| ledger_step(tx, 1, 64, 3)));
     failpoint::disarm_all();
     if r.is_ok() {

@@ -1,60 +1,91 @@
 //! Named failpoints on protocol steps, for crash tests.
 //!
-//! A test arms a failpoint on its own thread (`arm("tx.after_log_append", 3)`
-//! fires on the fourth hit). When it fires, the engine unwinds with a
-//! [`SimulatedCrash`] payload; `Pool::txn` recognises it and, instead of
-//! rolling back, abandons the pool as a crashed process would: nothing more
-//! is written, the next open must recover. Failpoints are per thread, cost
-//! one thread-local read when nothing is armed, and never fire in programs
-//! that do not arm them.
+//! A test arms a failpoint on its own thread
+//! (`arm(Failpoint::LogAfterAppend, 3)` fires on the fourth hit). When it
+//! fires, the engine unwinds with a [`SimulatedCrash`] payload; `Pool::txn`
+//! recognises it and, instead of rolling back, abandons the pool as a
+//! crashed process would: nothing more is written, the next open must
+//! recover. Points are the variants of [`Failpoint`], so a misspelt point is
+//! a compile error rather than a failpoint that silently never fires.
+//!
+//! Arming (and the fault switches [`drop_fence`] and [`drop_flush`]) exists
+//! only with the `testing` cargo feature. Without it, [`Failpoint::hit`] and
+//! the fault-switch checks are empty `#[inline(always)]` functions: the
+//! engine's protocol steps compile to no code at all. With it, a hit costs
+//! one thread-local read when nothing is armed.
+//!
+//! ```
+//! # #[cfg(feature = "testing")] {
+//! use engram::failpoint::{arm, disarm_all, is_crash, Failpoint};
+//! use engram::{CreateOptions, Durability, Pool};
+//! # let path = std::env::temp_dir().join(format!("engram-fp-doc-{}.pool", std::process::id()));
+//! # let _ = std::fs::remove_file(&path);
+//! let pool = Pool::create(&path, CreateOptions::new("fp").durability(Durability::Process)).unwrap();
+//! arm(Failpoint::TxBeforeCommit, 0);
+//! let r = std::panic::catch_unwind(|| pool.txn(|tx| tx.set_root("r", tx.alloc(1u64)?)));
+//! disarm_all();
+//! assert!(is_crash(&*r.unwrap_err()));
+//! // the pool was abandoned, not closed: the next open recovers
+//! drop(pool);
+//! let pool = Pool::open(&path, engram::OpenOptions::new("fp").durability(Durability::Process)).unwrap();
+//! assert!(!pool.open_report().was_clean);
+//! # drop(pool); std::fs::remove_file(&path).unwrap();
+//! # }
+//! ```
 
-use std::cell::RefCell;
-
-/// The panic payload of a fired failpoint.
+/// The panic payload of a fired failpoint (the point's [`Failpoint::name`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SimulatedCrash(pub &'static str);
 
-thread_local! {
-    static ARMED: RefCell<Vec<(String, u64)>> = const { RefCell::new(Vec::new()) };
-    static DROPPED: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+macro_rules! failpoints {
+    ($($(#[$doc:meta])* $v:ident = $name:literal,)*) => {
+        /// A protocol step a crash test can stop at.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum Failpoint {
+            $($(#[$doc])* $v,)*
+        }
+
+        impl Failpoint {
+            /// Every failpoint.
+            pub const ALL: &'static [Failpoint] = &[$(Failpoint::$v),*];
+
+            /// The dotted name (`"tx.before_commit"`), as in [`SimulatedCrash`].
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(Failpoint::$v => $name,)*
+                }
+            }
+        }
+    };
 }
 
-/// Fault switch: fences named `what` (see `Persister::fence`) do nothing on
-/// this thread until [`disarm_all`]. The crash explorer must then find a
-/// violation; a test that it does proves the explorer can fail.
-pub fn drop_fence(what: &str) {
-    DROPPED.with(|d| d.borrow_mut().push(format!("fence:{what}")));
+failpoints! {
+    /// An undo-log entry was appended and persisted (`log.rs`).
+    LogAfterAppend = "log.after_append",
+    /// Recovery is about to roll back one undo entry (`log.rs`).
+    LogUndoEntry = "log.undo_entry",
+    /// A region wrote an object in place (`tx/mod.rs`).
+    TxAfterWrite = "tx.after_write",
+    /// A region is about to commit (its data not yet flushed).
+    TxBeforeCommit = "tx.before_commit",
+    /// A region committed (its log invalidated).
+    TxAfterCommit = "tx.after_commit",
+    /// A new span was taken for the allocator (`alloc/mod.rs`).
+    AllocNewSpan = "alloc.new_span",
+    /// A header copy is about to be rewritten (`pool/space.rs`).
+    HeaderBeforeWrite = "header.before_write",
+    /// Relocation rewrote a pointer (`gc.rs`).
+    GcSwizzle = "gc.swizzle",
+    /// An STM commit's fence made its redo record durable (`stm/engine/commit.rs`).
+    StmAfterFence = "stm.after_fence",
+    /// An STM commit stored its new values in place.
+    StmAfterApply = "stm.after_apply",
 }
 
-/// Fault switch: flushes named `what` (see `Persister::flush_named`) do nothing.
-pub fn drop_flush(what: &str) {
-    DROPPED.with(|d| d.borrow_mut().push(format!("flush:{what}")));
-}
-
-fn dropped(kind: &str, what: &str) -> bool {
-    DROPPED.with(|d| {
-        let d = d.borrow();
-        !d.is_empty() && d.iter().any(|x| x.strip_prefix(kind).and_then(|r| r.strip_prefix(':')) == Some(what))
-    })
-}
-
-pub(crate) fn fence_dropped(what: &str) -> bool {
-    dropped("fence", what)
-}
-
-pub(crate) fn flush_dropped(what: &str) -> bool {
-    dropped("flush", what)
-}
-
-/// Arms failpoint `name` on this thread: it fires after `skip` more hits.
-pub fn arm(name: &str, skip: u64) {
-    ARMED.with(|a| a.borrow_mut().push((name.to_string(), skip)));
-}
-
-/// Disarms every failpoint and fault switch of this thread.
-pub fn disarm_all() {
-    ARMED.with(|a| a.borrow_mut().clear());
-    DROPPED.with(|d| d.borrow_mut().clear());
+impl std::fmt::Display for Failpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// Whether a panic payload is a simulated crash.
@@ -62,24 +93,128 @@ pub fn is_crash(payload: &(dyn std::any::Any + Send)) -> bool {
     payload.downcast_ref::<SimulatedCrash>().is_some()
 }
 
-/// Marks a protocol step; unwinds with [`SimulatedCrash`] if armed here.
-#[inline]
-pub(crate) fn hit(name: &'static str) {
-    let fire = ARMED.with(|a| {
-        let mut a = a.borrow_mut();
-        if a.is_empty() {
-            return false;
+#[cfg(feature = "testing")]
+mod armed {
+    use super::{Failpoint, SimulatedCrash};
+    use std::cell::RefCell;
+
+    thread_local! {
+        static ARMED: RefCell<Vec<(Failpoint, u64)>> = const { RefCell::new(Vec::new()) };
+        static DROPPED: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// Fault switch: fences named `what` (see `Persister::fence`) do nothing on
+    /// this thread until [`disarm_all`]. The crash explorer must then find a
+    /// violation; a test that it does proves the explorer can fail.
+    pub fn drop_fence(what: &str) {
+        DROPPED.with(|d| d.borrow_mut().push(format!("fence:{what}")));
+    }
+
+    /// Fault switch: flushes named `what` (see `Persister::flush_named`) do nothing.
+    pub fn drop_flush(what: &str) {
+        DROPPED.with(|d| d.borrow_mut().push(format!("flush:{what}")));
+    }
+
+    fn dropped(kind: &str, what: &str) -> bool {
+        DROPPED.with(|d| {
+            let d = d.borrow();
+            !d.is_empty() && d.iter().any(|x| x.strip_prefix(kind).and_then(|r| r.strip_prefix(':')) == Some(what))
+        })
+    }
+
+    pub(crate) fn fence_dropped(what: &str) -> bool {
+        dropped("fence", what)
+    }
+
+    pub(crate) fn flush_dropped(what: &str) -> bool {
+        dropped("flush", what)
+    }
+
+    /// Arms failpoint `point` on this thread: it fires after `skip` more hits.
+    pub fn arm(point: Failpoint, skip: u64) {
+        ARMED.with(|a| a.borrow_mut().push((point, skip)));
+    }
+
+    /// Disarms every failpoint and fault switch of this thread.
+    pub fn disarm_all() {
+        ARMED.with(|a| a.borrow_mut().clear());
+        DROPPED.with(|d| d.borrow_mut().clear());
+    }
+
+    impl Failpoint {
+        /// Marks this protocol step; unwinds with [`SimulatedCrash`] if armed here.
+        #[inline]
+        pub(crate) fn hit(self) {
+            let fire = ARMED.with(|a| {
+                let mut a = a.borrow_mut();
+                if a.is_empty() {
+                    return false;
+                }
+                let Some(i) = a.iter().position(|(p, _)| *p == self) else { return false };
+                if a[i].1 == 0 {
+                    a.remove(i);
+                    true
+                } else {
+                    a[i].1 -= 1;
+                    false
+                }
+            });
+            if fire {
+                std::panic::panic_any(SimulatedCrash(self.name()));
+            }
         }
-        let Some(i) = a.iter().position(|(n, _)| n == name) else { return false };
-        if a[i].1 == 0 {
-            a.remove(i);
-            true
-        } else {
-            a[i].1 -= 1;
-            false
-        }
-    });
-    if fire {
-        std::panic::panic_any(SimulatedCrash(name));
+    }
+}
+
+#[cfg(feature = "testing")]
+pub use armed::{arm, disarm_all, drop_fence, drop_flush};
+#[cfg(feature = "testing")]
+pub(crate) use armed::{fence_dropped, flush_dropped};
+
+#[cfg(not(feature = "testing"))]
+impl Failpoint {
+    /// Marks this protocol step: nothing, without the `testing` feature.
+    #[inline(always)]
+    pub(crate) fn hit(self) {}
+}
+
+/// Without the `testing` feature no fence is ever dropped.
+#[cfg(not(feature = "testing"))]
+#[inline(always)]
+pub(crate) fn fence_dropped(_what: &str) -> bool {
+    false
+}
+
+/// Without the `testing` feature no flush is ever dropped.
+#[cfg(not(feature = "testing"))]
+#[inline(always)]
+pub(crate) fn flush_dropped(_what: &str) -> bool {
+    false
+}
+
+#[cfg(all(test, feature = "testing"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_distinct_and_dotted() {
+        let mut names: Vec<&str> = Failpoint::ALL.iter().map(|p| p.name()).collect();
+        assert!(names.iter().all(|n| n.contains('.')));
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), Failpoint::ALL.len());
+    }
+
+    #[test]
+    fn fires_after_skip_hits_then_disarms() {
+        arm(Failpoint::GcSwizzle, 2);
+        Failpoint::TxAfterWrite.hit(); // another point: not counted
+        Failpoint::GcSwizzle.hit();
+        Failpoint::GcSwizzle.hit();
+        let r = std::panic::catch_unwind(|| Failpoint::GcSwizzle.hit());
+        let p = r.unwrap_err();
+        assert_eq!(p.downcast_ref::<SimulatedCrash>(), Some(&SimulatedCrash("gc.swizzle")));
+        Failpoint::GcSwizzle.hit(); // fired once, then gone
+        disarm_all();
     }
 }

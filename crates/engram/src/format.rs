@@ -30,7 +30,7 @@
 //! absolute addresses inside `[base, base + max_size)`; they are rewritten
 //! (swizzled) if the pool is mapped elsewhere.
 
-use std::mem::size_of;
+use std::mem::{offset_of, size_of};
 
 /// First eight bytes of every pool file.
 pub const MAGIC: [u8; 8] = *b"ENGRAMP\x01";
@@ -186,6 +186,8 @@ pub struct ObjHeader {
 
 /// Bytes of [`ObjHeader`]; object payloads start this far into a slot.
 pub const OBJ_HEADER: u64 = 16;
+/// Offset of `flags` in [`ObjHeader`] (a freed object's tag is cleared there).
+pub const OBJ_FLAGS_OFF: u64 = offset_of!(ObjHeader, flags) as u64;
 /// Tag in the high bits of `ObjHeader::flags`, checked by `engram check`.
 pub const OBJ_TAG: u32 = 0xE9A0_0000;
 /// Mask of the tag.
@@ -216,6 +218,8 @@ pub struct RootEntry {
 
 /// Longest root name, in bytes.
 pub const ROOT_NAME_MAX: usize = 40;
+/// Bytes of one [`RootEntry`] (the root table's stride).
+pub const ROOT_ENTRY_SIZE: u64 = size_of::<RootEntry>() as u64;
 /// The root entry is in use.
 pub const ROOT_USED: u32 = 1;
 /// The root points to an array.
@@ -256,6 +260,8 @@ pub struct TypeEntry {
 pub const TYPE_NAME_MAX: usize = 96;
 /// Most pointer fields in one type.
 pub const TYPE_PTRS_MAX: usize = 28;
+/// Bytes of one [`TypeEntry`] (the type table's stride).
+pub const TYPE_ENTRY_SIZE: u64 = size_of::<TypeEntry>() as u64;
 
 /// Start of each log slot.
 #[repr(C)]
@@ -270,6 +276,12 @@ pub struct LogSlotHeader {
     /// Zero.
     pub reserved: [u64; 6],
 }
+
+/// Bytes of [`LogSlotHeader`]: a slot's entries start this far into it.
+pub const LOG_SLOT_HEADER: u64 = size_of::<LogSlotHeader>() as u64;
+/// Offset of `chunk` in [`LogSlotHeader`]: the link to the first overflow
+/// chunk (a GC root, and where a writer links a new chunk).
+pub const LOG_SLOT_CHUNK_OFF: u64 = offset_of!(LogSlotHeader, chunk) as u64;
 
 /// Header of one undo-log entry; `len` bytes of old data follow, padded to 8.
 #[repr(C)]
@@ -298,6 +310,64 @@ pub struct LogChunkHeader {
     pub cap: u64,
 }
 
+/// Header of an STM redo record, at the start of a redo-log half
+/// (`stm/redo.rs`). `n` entries follow, each a [`RedoEntryHeader`] and its
+/// data padded to 8 bytes; `len` is the bytes after this header. The CRC32C
+/// covers everything from `wv` to the end of the last entry. All fields are
+/// little-endian.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RedoRecordHeader {
+    /// [`REDO_MAGIC`]; 0 in a cleared half.
+    pub magic: u32,
+    /// CRC32C of the record from `wv` on.
+    pub crc: u32,
+    /// The commit's timestamp (replay order).
+    pub wv: u64,
+    /// Entries that follow.
+    pub n: u32,
+    /// Bytes of entries that follow.
+    pub len: u32,
+}
+
+/// `RedoRecordHeader::magic` of a record ("REDO").
+pub const REDO_MAGIC: u32 = 0x5245_444F;
+/// Offset of the first byte the record CRC covers.
+pub const REDO_CRC_FROM: usize = offset_of!(RedoRecordHeader, wv);
+
+/// Header of one redo entry. A value entry: `vlen` bytes of the variable's
+/// new value follow (padded to 8), stored at pool offset `off` + 8 (after
+/// the cell's lock word). A check entry (`vlen` has [`REDO_CHECK_FLAG`]):
+/// the low bits are the length of the copy at pool offset `off`, and 8
+/// bytes follow: its CRC32C, then zero.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RedoEntryHeader {
+    /// Pool offset of the cell (value entry) or the copy (check entry).
+    pub off: u64,
+    /// Value length, or [`REDO_CHECK_FLAG`] | copy length.
+    pub vlen: u32,
+    /// Zero.
+    pub pad: u32,
+}
+
+/// `RedoEntryHeader::vlen` flag of a check entry.
+pub const REDO_CHECK_FLAG: u32 = 0x8000_0000;
+
+const _: () = assert!(size_of::<RedoRecordHeader>() == 24);
+const _: () = assert!(offset_of!(RedoRecordHeader, crc) == 4);
+const _: () = assert!(offset_of!(RedoRecordHeader, wv) == 8);
+const _: () = assert!(offset_of!(RedoRecordHeader, n) == 16);
+const _: () = assert!(offset_of!(RedoRecordHeader, len) == 20);
+const _: () = assert!(size_of::<RedoEntryHeader>() == 16);
+const _: () = assert!(offset_of!(RedoEntryHeader, vlen) == 8);
+const _: () = assert!(OBJ_FLAGS_OFF == 4);
+const _: () = assert!(LOG_SLOT_HEADER == 64);
+const _: () = assert!(LOG_SLOT_CHUNK_OFF == 8);
+const _: () = assert!(offset_of!(LogEntryHeader, len) == 16);
+const _: () = assert!(offset_of!(RootEntry, name) == 24);
+const _: () = assert!(offset_of!(TypeEntry, name) == 40);
+const _: () = assert!(offset_of!(TypeEntry, ptrs) == 136);
 const _: () = assert!(size_of::<PoolHeader>() == 512);
 const _: () = assert!(std::mem::offset_of!(PoolHeader, crc) == HEADER_CRC_LEN);
 const _: () = assert!(size_of::<ObjHeader>() as u64 == OBJ_HEADER);
@@ -307,8 +377,8 @@ const _: () = assert!(size_of::<LogSlotHeader>() == 64);
 const _: () = assert!(size_of::<LogEntryHeader>() == 24);
 const _: () = assert!(size_of::<LogChunkHeader>() == 16);
 const _: () = assert!(ARENA_TABLE_OFF + MAX_ARENAS * 8 <= ROOTS_OFF);
-const _: () = assert!(ROOTS_OFF + ROOTS_CAP as u64 * 64 <= TYPES_OFF);
-const _: () = assert!(TYPES_OFF + TYPES_CAP as u64 * 256 <= LOG_OFF);
+const _: () = assert!(ROOTS_OFF + ROOTS_CAP as u64 * ROOT_ENTRY_SIZE <= TYPES_OFF);
+const _: () = assert!(TYPES_OFF + TYPES_CAP as u64 * TYPE_ENTRY_SIZE <= LOG_OFF);
 const _: () = assert!(LOG_OFF + LOG_SLOTS as u64 * LOG_SLOT_SIZE as u64 <= HEAP_OFF);
 const _: () = assert!(ARENA_BITMAP_CRC_OFF + SPANS_PER_ARENA * 4 <= ARENA_META_SPANS * SPAN_SIZE);
 const _: () = assert!(std::mem::offset_of!(RootEntry, crc) == 20);

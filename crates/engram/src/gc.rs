@@ -92,7 +92,7 @@ pub(crate) fn mark(space: &Space, types: &TypeTable, reloc: Option<&Reloc>, prog
     let mut m = Marker { space, types, reloc, marks: Marks::default(), stack: Vec::new(), stats: MarkStats::default(), bad: Vec::new() };
     for (i, _, name) in crate::tx::used_root_entries(space)? {
         let holder = format!("root {name:?}");
-        m.field(ROOTS_OFF + i as u64 * 64, Holder { object: 0, name: &holder, field: 0 })?;
+        m.field(ROOTS_OFF + i as u64 * crate::format::ROOT_ENTRY_SIZE, Holder { object: 0, name: &holder, field: 0 })?;
     }
     for slot in 0..LOG_SLOTS {
         let holder = format!("log slot {slot}");
@@ -124,7 +124,7 @@ impl Marker<'_> {
                 self.space.flush(off, 8);
                 self.stats.swizzled += 1;
                 v = t;
-                crate::failpoint::hit("gc.swizzle");
+                crate::failpoint::Failpoint::GcSwizzle.hit();
             }
         }
         if v == 0 {

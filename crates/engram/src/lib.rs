@@ -58,6 +58,7 @@ extern crate self as engram;
 
 mod alloc;
 pub mod collections;
+#[cfg(feature = "testing")]
 pub mod crashtest;
 mod error;
 pub mod failpoint;
@@ -70,9 +71,18 @@ mod pointers;
 mod pool;
 mod ptr;
 pub mod stm;
+#[cfg(feature = "testing")]
+pub mod trace;
+#[cfg(not(feature = "testing"))]
+#[path = "trace_off.rs"]
 pub mod trace;
 mod tx;
 mod types;
+
+/// The subsystems layered on the pool with durable state of their own: the
+/// pool calls their recovery on open and quiesces them before GC and close
+/// (`pool/layer.rs`).
+pub(crate) const LAYERS: &[pool::layer::Layer] = &[stm::LAYER];
 
 pub use alloc::HeapStats;
 pub use engram_derive::Persistent;

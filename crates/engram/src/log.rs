@@ -92,7 +92,7 @@ impl LogWriter {
     /// A writer at the start of slot `slot`, for the slot's current generation.
     pub fn open(space: &Space, slot: u32) -> Result<Self> {
         let gen = slot_gen(space, slot)?;
-        let start = slot_off(slot) + 64;
+        let start = slot_off(slot) + LOG_SLOT_HEADER;
         Ok(LogWriter { slot, gen, cur: Cursor { chunk: None, at: start, end: slot_off(slot) + LOG_SLOT_SIZE as u64 }, entries: 0 })
     }
 
@@ -125,14 +125,14 @@ impl LogWriter {
         space.persist.fence("undo entry before the logged range is modified")?;
         self.cur.at += size;
         self.entries += 1;
-        crate::failpoint::hit("log.after_append");
+        crate::failpoint::Failpoint::LogAfterAppend.hit();
         Ok(())
     }
 
     /// Moves to the next chunk, allocating and linking it if needed.
     fn jump(&mut self, space: &Space, chunks: &dyn ChunkAlloc, need: u64) -> Result<()> {
         let link_off = match self.cur.chunk {
-            None => slot_off(self.slot) + 8,
+            None => slot_off(self.slot) + LOG_SLOT_CHUNK_OFF,
             Some(c) => c,
         };
         let next: u64 = space.read(link_off)?;
@@ -179,7 +179,7 @@ impl LogWriter {
 /// `translate` maps a stored chunk address to the current mapping (relocation).
 pub(crate) fn live_entries(space: &Space, slot: u32, translate: &dyn Fn(u64) -> u64) -> Result<Vec<u64>> {
     let gen = slot_gen(space, slot)?;
-    let mut cur = Cursor { chunk: None, at: slot_off(slot) + 64, end: slot_off(slot) + LOG_SLOT_SIZE as u64 };
+    let mut cur = Cursor { chunk: None, at: slot_off(slot) + LOG_SLOT_HEADER, end: slot_off(slot) + LOG_SLOT_SIZE as u64 };
     let mut out = Vec::new();
     let mut hops = 0u64;
     while cur.at + ENTRY <= cur.end {
@@ -191,7 +191,7 @@ pub(crate) fn live_entries(space: &Space, slot: u32, translate: &dyn Fn(u64) -> 
             if h.crc != entry_crc(h.gen, h.off, h.len, &[]) {
                 break;
             }
-            let link_off = cur.chunk.unwrap_or(slot_off(slot) + 8);
+            let link_off = cur.chunk.unwrap_or(slot_off(slot) + LOG_SLOT_CHUNK_OFF);
             let next = translate(space.read::<u64>(link_off)?);
             hops += 1;
             if next == 0 || hops > space.size() / MIN_CHUNK + 1 || !space.contains(next, CHUNK_HDR) {
@@ -245,7 +245,7 @@ pub(crate) fn undo_slot(space: &Space, slot: u32, translate: &dyn Fn(u64) -> u64
             std::ptr::copy_nonoverlapping((space.base() + at + ENTRY) as *const u8, (space.base() + h.off) as *mut u8, h.len as usize)
         };
         space.flush(h.off, h.len as u64);
-        crate::failpoint::hit("log.undo_entry");
+        crate::failpoint::Failpoint::LogUndoEntry.hit();
     }
     if !entries.is_empty() {
         space.persist.fence("restored bytes before the log is invalidated")?;
@@ -262,5 +262,104 @@ pub(crate) fn invalidate(space: &Space, slot: u32) -> Result<()> {
 
 /// The first chunk address of each slot (GC roots).
 pub(crate) fn chunk_links(slot: u32) -> u64 {
-    slot_off(slot) + 8
+    slot_off(slot) + LOG_SLOT_CHUNK_OFF
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{CreateOptions, Durability, Pool};
+
+    /// A pool on tmpfs, removed when dropped.
+    struct Temp(Pool, std::path::PathBuf);
+
+    impl Drop for Temp {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.1);
+        }
+    }
+
+    fn pool(tag: &str) -> Temp {
+        let dir = if std::path::Path::new("/dev/shm").is_dir() { "/dev/shm".into() } else { std::env::temp_dir() };
+        let path = dir.join(format!("engram-unit-log-{tag}-{}.pool", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        Temp(Pool::create(&path, CreateOptions::new("log").durability(Durability::Process)).unwrap(), path)
+    }
+
+    struct Chunks<'a>(&'a Pool);
+
+    impl ChunkAlloc for Chunks<'_> {
+        fn alloc_chunk(&self, bytes: u64) -> Result<u64> {
+            let inner = self.0.inner();
+            let cell = inner.heap.cache();
+            inner.heap.alloc(&inner.space, &cell, bytes, crate::types::TYPE_LOG_CHUNK, 0, 1).map(|(a, _)| a)
+        }
+    }
+
+    /// A heap range to log: an object of `len` bytes.
+    fn target(p: &Pool, len: u64) -> u64 {
+        let a = p.txn(|tx| tx.alloc_array::<u8>(len)).unwrap();
+        a.addr() - p.inner().space.base()
+    }
+
+    #[test]
+    fn entries_are_read_back_in_order_across_chunks() {
+        let t = pool("chunks");
+        let (p, space) = (&t.0, &t.0.inner().space);
+        let off = target(p, 4096);
+        let mut w = LogWriter::open(space, 7).unwrap();
+        // 1000 entries of 40 + 24 bytes: the 32 KiB slot, then a chunk.
+        let lens: Vec<u32> = (0..1000).map(|i| 1 + (i * 7) % 40).collect();
+        for &len in &lens {
+            w.append(space, &Chunks(p), off, len).unwrap();
+        }
+        assert_eq!(w.entries(), 1000);
+        let live = live_entries(space, 7, &|v| v).unwrap();
+        assert_eq!(live.len(), 1000);
+        let slot = slot_off(7);
+        let (in_slot, in_chunks) = live.iter().partition::<Vec<u64>, _>(|&&at| at >= slot && at < slot + LOG_SLOT_SIZE as u64);
+        assert!(!in_slot.is_empty() && !in_chunks.is_empty(), "the log overflowed into a chunk");
+        assert_eq!(in_slot[0], slot + LOG_SLOT_HEADER, "first entry right after the slot header");
+        for (at, &len) in live.iter().zip(&lens) {
+            let h: LogEntryHeader = space.read(*at).unwrap();
+            assert_eq!((h.off, h.len), (off, len));
+        }
+        // entries in one region are packed: each starts where the last ended
+        for pair in in_slot.windows(2) {
+            let h: LogEntryHeader = space.read(pair[0]).unwrap();
+            assert_eq!(pair[1], pair[0] + ENTRY + (h.len as u64).div_ceil(8) * 8);
+        }
+        // the generation bump retires them all
+        invalidate(space, 7).unwrap();
+        assert!(live_entries(space, 7, &|v| v).unwrap().is_empty());
+        // a new writer reuses the slot (and the linked chunk) from the start
+        let mut w = LogWriter::open(space, 7).unwrap();
+        w.append(space, &Chunks(p), off, 8).unwrap();
+        assert_eq!(live_entries(space, 7, &|v| v).unwrap(), vec![slot + LOG_SLOT_HEADER]);
+    }
+
+    #[test]
+    fn a_torn_entry_ends_the_log() {
+        let t = pool("torn");
+        let (p, space) = (&t.0, &t.0.inner().space);
+        let off = target(p, 256);
+        let mut w = LogWriter::open(space, 3).unwrap();
+        for _ in 0..10 {
+            w.append(space, &Chunks(p), off, 16).unwrap();
+        }
+        let live = live_entries(space, 3, &|v| v).unwrap();
+        assert_eq!(live.len(), 10);
+        // flip a data byte of entry 6: its CRC fails, so 6.. are not live
+        space.write(live[6] + ENTRY + 3, &0xA5u8).unwrap();
+        assert_eq!(live_entries(space, 3, &|v| v).unwrap(), live[..6].to_vec());
+    }
+
+    #[test]
+    fn an_entry_outside_the_pool_is_refused() {
+        let t = pool("outside");
+        let (p, space) = (&t.0, &t.0.inner().space);
+        let mut w = LogWriter::open(space, 1).unwrap();
+        assert!(w.append(space, &Chunks(p), space.size() - 4, 8).is_err());
+        assert!(live_entries(space, 1, &|v| v).unwrap().is_empty());
+    }
 }

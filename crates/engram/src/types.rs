@@ -14,7 +14,7 @@
 //! `Corrupt` (a flipped size or pointer offset would misguide every walk).
 
 use crate::error::{Error, Result};
-use crate::format::{TypeEntry, TYPES_CAP, TYPES_OFF, TYPE_NAME_MAX, TYPE_PTRS_MAX};
+use crate::format::{TypeEntry, TYPES_CAP, TYPES_OFF, TYPE_ENTRY_SIZE, TYPE_NAME_MAX, TYPE_PTRS_MAX};
 use crate::pool::space::Space;
 use parking_lot::RwLock;
 use std::any::TypeId;
@@ -145,7 +145,7 @@ impl TypeTable {
     pub fn load(space: &Space) -> Result<Self> {
         let mut by_id = vec![None; TYPES_CAP as usize];
         for i in 0..TYPES_CAP {
-            let e: TypeEntry = space.read(TYPES_OFF + i as u64 * 256)?;
+            let e: TypeEntry = space.read(TYPES_OFF + i as u64 * TYPE_ENTRY_SIZE)?;
             if e.used == 0 {
                 continue;
             }
@@ -263,7 +263,7 @@ fn write_entry(space: &Space, index: u32, d: &TypeDesc) -> Result<()> {
     e.ptrs[..d.ptrs.len()].copy_from_slice(&d.ptrs);
     // The checksum of the entry as it will read once `used` is set.
     e.crc = e.compute_crc();
-    let off = TYPES_OFF + index as u64 * 256;
+    let off = TYPES_OFF + index as u64 * TYPE_ENTRY_SIZE;
     // 1. the body, durable before it can count; a crash here leaves used = 0.
     space.write_persist(off, &e, "type entry body before its used flag")?;
     // 2. the used flag (8-byte atomic store).

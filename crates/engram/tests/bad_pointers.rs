@@ -267,7 +267,7 @@ fn a_crash_during_repair_leaves_the_fields_reported() {
     let pool = open(&t, false);
     // Crash after the second field's undo entry: the first field is cleared
     // in place, the region is not committed.
-    engram::failpoint::arm("log.after_append", 1);
+    engram::failpoint::arm(engram::failpoint::Failpoint::LogAfterAppend, 1);
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pool.repair(&|_| {})));
     engram::failpoint::disarm_all();
     assert!(r.as_ref().is_err_and(|p| engram::failpoint::is_crash(&**p)), "the failpoint fired");

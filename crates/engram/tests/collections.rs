@@ -7,7 +7,7 @@
 mod common;
 use common::TempPool;
 use engram::collections::{PBox, PBytes, PHashMap, PString, PVec};
-use engram::failpoint::{arm, disarm_all, is_crash};
+use engram::failpoint::{arm, disarm_all, is_crash, Failpoint};
 use engram::{CreateOptions, Durability, Error, OpenOptions, PPtr, Persistent, Pool, Tx};
 use proptest::prelude::*;
 use std::collections::HashMap;
@@ -507,7 +507,7 @@ fn crash_before_commit_restores_collections_on_reopen() {
     let pool = create(&t);
     build_everything(&pool);
     let before = snapshot(&pool);
-    arm("tx.before_commit", 0);
+    arm(Failpoint::TxBeforeCommit, 0);
     let r = std::panic::catch_unwind(|| pool.txn(mutate_everything));
     disarm_all();
     assert!(is_crash(&*r.expect_err("the failpoint fired")));

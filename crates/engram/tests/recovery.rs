@@ -7,7 +7,7 @@
 
 mod common;
 use common::TempPool;
-use engram::failpoint::{arm, disarm_all, SimulatedCrash};
+use engram::failpoint::{arm, disarm_all, Failpoint, SimulatedCrash};
 use engram::{CreateOptions, Durability, Error, OpenOptions, PArray, PPtr, Persistent, Pool};
 
 #[derive(Clone, Copy, Debug, PartialEq, Persistent)]
@@ -85,24 +85,24 @@ fn verify(pool: &Pool) -> u64 {
     .unwrap()
 }
 
-fn crash_at(pool: &Pool, point: &str, skip: u64, i: u64) {
+fn crash_at(pool: &Pool, point: Failpoint, skip: u64, i: u64) {
     arm(point, skip);
     let r = std::panic::catch_unwind(|| transfer(pool, i));
     disarm_all();
-    let payload = r.expect_err(point);
+    let payload = r.expect_err(point.name());
     assert!(payload.downcast_ref::<SimulatedCrash>().is_some());
 }
 
 #[test]
 fn crash_at_every_step_is_all_or_nothing() {
     let points = [
-        ("log.after_append", 0),
-        ("log.after_append", 1),
-        ("log.after_append", 2),
-        ("tx.after_write", 0),
-        ("tx.after_write", 2),
-        ("tx.before_commit", 0),
-        ("tx.after_commit", 0),
+        (Failpoint::LogAfterAppend, 0),
+        (Failpoint::LogAfterAppend, 1),
+        (Failpoint::LogAfterAppend, 2),
+        (Failpoint::TxAfterWrite, 0),
+        (Failpoint::TxAfterWrite, 2),
+        (Failpoint::TxBeforeCommit, 0),
+        (Failpoint::TxAfterCommit, 0),
     ];
     for (point, skip) in points {
         let t = TempPool::new("steps");
@@ -116,7 +116,7 @@ fn crash_at_every_step_is_all_or_nothing() {
         let rep = pool.open_report().clone();
         assert!(!rep.was_clean);
         let n = verify(&pool);
-        if point == "tx.after_commit" {
+        if point == Failpoint::TxAfterCommit {
             assert_eq!(n, 21, "{point}: committed region survives");
             assert_eq!(rep.undone_regions, 0);
         } else {
@@ -140,10 +140,10 @@ fn crash_during_recovery_recovers_again() {
     for i in 0..5 {
         transfer(&pool, i).unwrap();
     }
-    crash_at(&pool, "tx.before_commit", 0, 5);
+    crash_at(&pool, Failpoint::TxBeforeCommit, 0, 5);
     drop(pool);
     // crash while undoing the second entry
-    arm("log.undo_entry", 1);
+    arm(Failpoint::LogUndoEntry, 1);
     let r = std::panic::catch_unwind(|| Pool::open(&t.0, opts()));
     disarm_all();
     assert!(r.is_err(), "the failpoint fired during recovery");
@@ -184,7 +184,7 @@ fn big_region_spills_into_log_chunks_and_rolls_back() {
         .unwrap();
     assert!(ok);
     // and after a crash in the middle of such a region
-    arm("log.after_append", 150_000);
+    arm(Failpoint::LogAfterAppend, 150_000);
     let r = std::panic::catch_unwind(|| {
         pool.txn(|tx| {
             for i in 0..200_000 {
@@ -247,7 +247,7 @@ fn interrupted_relocation_resumes() {
     for round in 0..3 {
         let mut o = opts();
         o.force_relocate = true;
-        arm("gc.swizzle", 50 + round * 20);
+        arm(Failpoint::GcSwizzle, 50 + round * 20);
         let r = std::panic::catch_unwind(|| Pool::open(&t.0, o));
         disarm_all();
         assert!(r.is_err(), "crash in the middle of swizzling");

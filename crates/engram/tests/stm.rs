@@ -4,7 +4,7 @@
 
 mod common;
 use common::TempPool;
-use engram::failpoint;
+use engram::failpoint::{self, Failpoint};
 use engram::stm::{atomically, PSlice, PStr, PTVar, StmError, TVar};
 use engram::{CreateOptions, Durability, OpenOptions, PPtr, Pool};
 use std::cell::RefCell;
@@ -243,7 +243,7 @@ fn volatile_and_persistent_change_together() {
 
 #[test]
 fn crash_after_the_commit_fence_is_replayed_and_before_is_lost() {
-    for (point, committed) in [("stm.after_fence", true), ("stm.after_apply", true)] {
+    for (point, committed) in [(Failpoint::StmAfterFence, true), (Failpoint::StmAfterApply, true)] {
         let t = TempPool::new("stm-crash");
         let pool = create(&t, Durability::Process);
         let a: PTVar<u64> = pool.root("a", || 1).unwrap();

@@ -9,7 +9,7 @@
 
 mod common;
 use common::TempPool;
-use engram::failpoint;
+use engram::failpoint::{self, Failpoint};
 use engram::stm::collections::{HashTable, PMap, PSet, RbTree, Shape, Treap};
 use engram::stm::{STx, StmError, StmResult};
 use engram::{CreateOptions, Durability, Error, OpenOptions, Persistent, Pool};
@@ -416,13 +416,13 @@ fn hashtable_under_threads() {
 /// whole on reopen; one that failed before committing leaves nothing. The
 /// structure checks out either way.
 fn crash_test<C: Coll>(tag: &str) {
-    for (point, committed) in [("stm.after_fence", true), ("stm.after_apply", true), ("", false)] {
+    for (point, committed) in [(Some(Failpoint::StmAfterFence), true), (Some(Failpoint::StmAfterApply), true), (None, false)] {
         let t = TempPool::new(tag);
         let pool = create(&t);
         let c = C::make(&pool, "c");
         let mut model = BTreeMap::new();
         random_ops(&pool, c, 5, 100, 200, &mut model);
-        if !point.is_empty() {
+        if let Some(point) = point {
             failpoint::arm(point, 0);
         }
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -432,13 +432,13 @@ fn crash_test<C: Coll>(tag: &str) {
                     c.remove(tx, k * 3)?;
                 }
                 match point {
-                    "" => Err(StmError::Failed(Error::InvalidArgument { what: "the caller gives up".into() })),
+                    None => Err(StmError::Failed(Error::InvalidArgument { what: "the caller gives up".into() })),
                     _ => Ok(()),
                 }
             })
         }));
         failpoint::disarm_all();
-        assert!(r.is_err() || r.is_ok_and(|r| r.is_err()), "{point}: the transaction did not commit normally");
+        assert!(r.is_err() || r.is_ok_and(|r| r.is_err()), "{point:?}: the transaction did not commit normally");
         pool.simulate_crash();
         let pool = reopen(&t);
         if committed {

@@ -429,7 +429,7 @@ impl Heap {
                         Err(e) => return Err(e),
                     };
                     set_entry(space, g, c as u32 + 1)?;
-                    crate::failpoint::hit("alloc.new_span");
+                    crate::failpoint::Failpoint::AllocNewSpan.hit();
                     cls.spans.insert(g, SpanBits::empty());
                     cls.partial.push(g);
                     g
@@ -850,4 +850,78 @@ fn incorporate(ss: &mut SpanSpace, limit: u64) {
         }
     }
     ss.mapped_spans = ss.mapped_spans.max(limit);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn span_offsets_and_table_entries() {
+        assert_eq!(span_off(0), HEAP_OFF);
+        assert_eq!(span_off(ARENA_META_SPANS), HEAP_OFF + ARENA_META_SPANS * SPAN_SIZE);
+        // the span table sits at the start of each arena, one u32 per span
+        assert_eq!(entry_off(0), arena_off(0));
+        assert_eq!(entry_off(5), arena_off(0) + 20);
+        assert_eq!(entry_off(SPANS_PER_ARENA), arena_off(1));
+        assert_eq!(entry_off(SPANS_PER_ARENA + 3), arena_off(1) + 12);
+        // ... inside the arena's metadata spans, before the bitmaps
+        assert!(entry_off(SPANS_PER_ARENA - 1) + 4 <= arena_off(0) + ARENA_BITMAP_OFF);
+        assert_eq!(bitmap_off(0), arena_off(0) + ARENA_BITMAP_OFF);
+        assert_eq!(bitmap_off(SPANS_PER_ARENA + 2), arena_off(1) + ARENA_BITMAP_OFF + 2 * SPAN_BITMAP_BYTES);
+        assert!(bitmap_off(SPANS_PER_ARENA - 1) + SPAN_BITMAP_BYTES <= span_off(ARENA_META_SPANS));
+        assert_eq!(arena_entry_off(0), ARENA_TABLE_OFF);
+        assert_eq!(arena_entry_off(MAX_ARENAS - 1) + 8, ARENA_TABLE_OFF + MAX_ARENAS * 8);
+    }
+
+    #[test]
+    fn spans_covered_by_a_pool_size() {
+        assert_eq!(spans_in(0), 0);
+        assert_eq!(spans_in(HEAP_OFF), 0);
+        assert_eq!(spans_in(HEAP_OFF + SPAN_SIZE - 1), 0);
+        assert_eq!(spans_in(HEAP_OFF + 3 * SPAN_SIZE), 3);
+        assert_eq!(spans_in(MIN_POOL_SIZE), ARENA_META_SPANS + 4);
+    }
+
+    #[test]
+    fn locations_give_capacity_and_metadata() {
+        let small = Loc::Small { span: 9, class: 0, index: 3 };
+        assert_eq!(small.capacity(), classes::slot_size(0) - OBJ_HEADER);
+        assert_eq!(small.meta_range(), (entry_off(9), 4));
+        let large = Loc::Large { span: SPANS_PER_ARENA + 8, spans: 3 };
+        assert_eq!(large.capacity(), 3 * SPAN_SIZE - OBJ_HEADER);
+        assert_eq!(large.meta_range(), (arena_off(1) + 32, 12));
+        let huge = Loc::Huge { arena: 2, arenas: 2 };
+        assert_eq!(huge.capacity(), 2 * ARENA_SIZE - OBJ_HEADER);
+        assert_eq!(huge.meta_range(), (ARENA_TABLE_OFF + 16, 16));
+    }
+
+    #[test]
+    fn free_runs_skip_metadata_and_stay_in_one_arena() {
+        let mut ss = SpanSpace::default();
+        // two arenas mapped
+        incorporate(&mut ss, 2 * SPANS_PER_ARENA);
+        assert_eq!(ss.mapped_spans, 2 * SPANS_PER_ARENA);
+        for g in 0..ARENA_META_SPANS {
+            assert!(!is_free(&ss, g) && !is_free(&ss, SPANS_PER_ARENA + g), "metadata span {g} is never free");
+        }
+        assert_eq!(find_run(&ss, 1), Some(ARENA_META_SPANS));
+        assert_eq!(find_run(&ss, SPANS_PER_ARENA - ARENA_META_SPANS), Some(ARENA_META_SPANS));
+        // a run as long as an arena's usable spans, plus one, fits nowhere
+        assert_eq!(find_run(&ss, SPANS_PER_ARENA - ARENA_META_SPANS + 1), None);
+        // take all but the last three spans of arena 0: a run of 4 moves to arena 1
+        for g in ARENA_META_SPANS..SPANS_PER_ARENA - 3 {
+            set_free(&mut ss, g, false);
+        }
+        assert_eq!(find_run(&ss, 3), Some(SPANS_PER_ARENA - 3));
+        assert_eq!(find_run(&ss, 4), Some(SPANS_PER_ARENA + ARENA_META_SPANS));
+        // a hole of one in the middle of arena 1 splits its run
+        set_free(&mut ss, SPANS_PER_ARENA + 100, false);
+        assert_eq!(find_run(&ss, 200), Some(SPANS_PER_ARENA + 101));
+        // incorporating again does not undo allocations
+        incorporate(&mut ss, 2 * SPANS_PER_ARENA);
+        assert!(!is_free(&ss, SPANS_PER_ARENA + 100));
+        // spans beyond the table read as not free
+        assert!(!is_free(&ss, 5 * SPANS_PER_ARENA));
+    }
 }

@@ -395,7 +395,7 @@ pub(super) fn w_gc(h: &Harness) -> Result<Trace> {
 /// replays it (at a new base if `relocate`), and one more transfer.
 fn crashed_after_fence(h: &Harness, relocate: bool) -> Result<Trace> {
     let (pool, _, bank, mut model) = bank_pool(h, 3)?;
-    failpoint::arm("stm.after_fence", 0);
+    failpoint::arm(failpoint::Failpoint::StmAfterFence, 0);
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pool.atomically(|tx| bank.transfer(tx, 3))));
     failpoint::disarm_all();
     if r.is_ok() {

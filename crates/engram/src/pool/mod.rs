@@ -7,6 +7,7 @@
 //! the header marked clean so the next open costs O(metadata). A pool that
 //! was not closed cleanly is recovered on open (`open.rs`).
 
+pub(crate) mod layer;
 mod map;
 mod open;
 pub(crate) mod space;
@@ -251,8 +252,9 @@ pub(crate) struct PoolInner {
     closed: std::sync::atomic::AtomicBool,
     /// Set by a simulated crash: the pool is abandoned, not closed.
     crashed: std::sync::atomic::AtomicBool,
-    /// STM state, created on the first `atomically`.
-    pub stm: Mutex<Option<Arc<crate::stm::StmPool>>>,
+    /// Volatile per-pool state of the layer built on this pool (the STM's,
+    /// created on the first `atomically`); see `layer.rs`.
+    pub layer_state: Mutex<Option<Arc<dyn std::any::Any + Send + Sync>>>,
     /// Checked mode: regions validate the pointer fields they store.
     pub check_pointers: bool,
 }

@@ -146,7 +146,7 @@ fn assemble(
         stats: Mutex::new(stats),
         closed: std::sync::atomic::AtomicBool::new(false),
         crashed: std::sync::atomic::AtomicBool::new(false),
-        stm: Mutex::new(None),
+        layer_state: Mutex::new(None),
         check_pointers: false,
     }
 }
@@ -245,9 +245,10 @@ pub(super) fn open(path: &Path, o: &OpenOptions) -> Result<PoolInner> {
         report.undone_entries += n;
         report.undone_regions += (n > 0) as u64;
     }
-    // 3b. replay durable STM commits whose in-place values may be missing
-    //     (before the GC: the records reference the committed copies).
-    report.stm = crate::stm::redo::recover(&space, &translate)?;
+    // 3b. layers replay their durable records (the STM: commits whose
+    //     in-place values may be missing), before the GC: the records
+    //     reference objects nothing else links yet.
+    super::layer::recover_all(&space, &translate, &mut report)?;
     // 4. heap state: the saved bitmaps after a clean close, unless one
     //    fails its checksum; then (as after a crash) marking rebuilds them.
     let clean_heap = if report.was_clean && report.undone_entries == 0 { Heap::load_clean(&space)? } else { None };
@@ -316,7 +317,7 @@ pub(super) fn collect(inner: &PoolInner, reloc: Option<&Reloc>, progress: &dyn F
     if inner.space.read_only {
         return Err(Error::ReadOnly);
     }
-    crate::stm::quiesce(inner)?;
+    super::layer::quiesce_all(inner)?;
     let (stats, _) = collect_parts(&inner.space, &inner.heap, &inner.types, reloc, progress)?;
     *inner.stats.lock() = stats;
     Ok(stats)
@@ -338,7 +339,7 @@ pub(super) fn shutdown(inner: &PoolInner) -> Result<()> {
     }
     let _excl = inner.gate.write();
     let space = &inner.space;
-    crate::stm::quiesce(inner)?;
+    super::layer::quiesce_all(inner)?;
     inner.heap.drain_caches(space);
     // 1. bitmaps durable before the flag that says they are valid.
     inner.heap.save_bitmaps(space)?;

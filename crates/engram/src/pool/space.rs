@@ -170,7 +170,7 @@ impl Space {
         //    while it is being written leaves a bad CRC there and the current
         //    copy intact.
         let slot = (next.seq % 2) * HEADER_SLOT;
-        crate::failpoint::hit("header.before_write");
+        crate::failpoint::Failpoint::HeaderBeforeWrite.hit();
         self.write_persist(slot, &next, "header copy written before it is relied on")?;
         *h = next;
         Ok(())

@@ -32,9 +32,18 @@ mod vars;
 mod wait;
 pub(crate) mod word;
 
+pub(crate) use engine::in_atomically;
 pub use engine::{atomically, stats, STx, StmError, StmResult, StmStats};
-pub(crate) use engine::{in_atomically, quiesce, StmPool};
+/// The STM as a layer of the pool: redo-record replay on open, quiesce
+/// before GC and close.
+pub(crate) const LAYER: crate::pool::layer::Layer = crate::pool::layer::Layer {
+    recover: |space, translate, report| {
+        report.stm = redo::recover(space, translate)?;
+        Ok(())
+    },
+    quiesce: engine::quiesce,
+};
 pub use engram_derive::Persist;
 pub use persist::{CopyCx, POption, PPair, PSlice, PStr, Persist};
 pub use redo::StmRecovery;
-pub use vars::{field_of, FieldRef, PTField, PTVar, TVar, Var, VarCell};
+pub use vars::{field_of, FieldRef, PTField, PTVar, TVar, Var, VarCell, PTVAR_MAX_VALUE};

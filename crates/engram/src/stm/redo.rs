@@ -4,7 +4,7 @@
 //! halves, linked from the pool's STM metadata (root `engram::stm`). Commit
 //! N writes its record into half N % 2.
 //!
-//! Crash cases, step by step (see `stm/tx.rs` for the commit pipeline):
+//! Crash cases, step by step (see `stm/engine/commit.rs` for the commit pipeline):
 //! 1. The record (timestamp `wv`, and for every written variable its pool
 //!    offset and new bytes, CRC32C over all of it) and every object copied
 //!    into the pool for this commit are flushed, then ONE fence: a crash
@@ -22,22 +22,32 @@
 //!    is bumped so that locks left in the pool by the crash read as free.
 
 use crate::error::{Error, Result};
-use crate::format::{ObjHeader, HEAP_OFF, OBJ_ARRAY, OBJ_HEADER, OBJ_TAG, OBJ_TAG_MASK};
+use crate::format::{ObjHeader, RedoEntryHeader, RedoRecordHeader, HEAP_OFF, OBJ_ARRAY, OBJ_HEADER, OBJ_TAG, OBJ_TAG_MASK};
+use crate::format::{REDO_CHECK_FLAG as CHECK_FLAG, REDO_CRC_FROM, REDO_MAGIC as MAGIC};
 use crate::pool::space::Space;
 use crate::ptr::PArray;
 use crate::Persistent;
+use std::mem::{offset_of, size_of};
 
 /// Name of the root holding the STM metadata.
 pub(crate) const META_ROOT: &str = "engram::stm";
 /// Bytes per log half (a record must fit).
 pub(crate) const HALF: u64 = 32 * 1024;
-const MAGIC: u32 = 0x5245_444F;
-/// Bytes of a record header: magic, crc, wv, n, len.
-pub(crate) const REC_HDR: u64 = 24;
-/// Bytes of an entry header: off, vlen, pad.
-pub(crate) const ENT_HDR: u64 = 16;
+/// Bytes of a record header ([`RedoRecordHeader`]: magic, crc, wv, n, len).
+pub(crate) const REC_HDR: u64 = size_of::<RedoRecordHeader>() as u64;
+/// Bytes of an entry header ([`RedoEntryHeader`]: off, vlen, pad).
+pub(crate) const ENT_HDR: u64 = size_of::<RedoEntryHeader>() as u64;
+// Field offsets of the two headers (format.rs asserts them).
+const R_CRC: usize = offset_of!(RedoRecordHeader, crc);
+const R_WV: usize = offset_of!(RedoRecordHeader, wv);
+const R_N: usize = offset_of!(RedoRecordHeader, n);
+const R_LEN: usize = offset_of!(RedoRecordHeader, len);
+const E_VLEN: usize = offset_of!(RedoEntryHeader, vlen);
+/// Offset of a cell's value (after its lock word; see `VarCell`).
+const CELL_VALUE: u64 = offset_of!(super::VarCell<u64>, value) as u64;
 
 /// The STM metadata object.
+#[repr(C)]
 #[derive(Clone, Copy, Debug, Persistent)]
 #[engram(name = "engram::stm::Meta")]
 pub(crate) struct StmMeta {
@@ -53,10 +63,6 @@ pub(crate) struct StmMeta {
 pub(crate) fn record_len(entries: &[(u64, &[u8])]) -> u64 {
     REC_HDR + entries.iter().map(|(_, v)| ENT_HDR + (v.len() as u64).div_ceil(8) * 8).sum::<u64>()
 }
-
-/// Entry flag: not a value but the checksum of a copied object
-/// (`vlen` low bits = its length; 8 data bytes: CRC32C, zero).
-const CHECK_FLAG: u32 = 0x8000_0000;
 
 /// CRC32C of `len` bytes at pool offset `off`.
 pub(crate) fn object_crc(space: &Space, off: u64, len: u64) -> Result<u32> {
@@ -93,11 +99,11 @@ pub(crate) fn encode(buf: &mut Vec<u8>, wv: u64, entries: &[(u64, &[u8])], check
         buf.extend_from_slice(&0u32.to_le_bytes());
     }
     let n = (entries.len() + checks.len()) as u32;
-    buf[16..20].copy_from_slice(&n.to_le_bytes());
+    buf[R_N..R_N + 4].copy_from_slice(&n.to_le_bytes());
     let len = (buf.len() as u64 - REC_HDR) as u32;
-    buf[20..24].copy_from_slice(&len.to_le_bytes());
-    let crc = crc32c::crc32c(&buf[8..]);
-    buf[4..8].copy_from_slice(&crc.to_le_bytes());
+    buf[R_LEN..R_LEN + 4].copy_from_slice(&len.to_le_bytes());
+    let crc = crc32c::crc32c(&buf[REDO_CRC_FROM..]);
+    buf[R_CRC..R_CRC + 4].copy_from_slice(&crc.to_le_bytes());
 }
 
 /// A decoded record: its timestamp, (cell offset, value) entries, and the
@@ -115,11 +121,11 @@ fn decode(half: &[u8]) -> Option<Record> {
     if half.len() < REC_HDR as usize || u32_at(0) != MAGIC {
         return None;
     }
-    let len = u32_at(20) as usize;
-    if REC_HDR as usize + len > half.len() || crc32c::crc32c(&half[8..REC_HDR as usize + len]) != u32_at(4) {
+    let len = u32_at(R_LEN) as usize;
+    if REC_HDR as usize + len > half.len() || crc32c::crc32c(&half[REDO_CRC_FROM..REC_HDR as usize + len]) != u32_at(R_CRC) {
         return None;
     }
-    let (wv, n) = (u64_at(8), u32_at(16) as usize);
+    let (wv, n) = (u64_at(R_WV), u32_at(R_N) as usize);
     let mut entries = Vec::with_capacity(n.min(4096));
     let mut checks = Vec::new();
     let mut at = REC_HDR as usize;
@@ -128,7 +134,7 @@ fn decode(half: &[u8]) -> Option<Record> {
         if at + ENT_HDR as usize > end {
             return None;
         }
-        let (off, raw) = (u64_at(at), u32_at(at + 8));
+        let (off, raw) = (u64_at(at), u32_at(at + E_VLEN));
         if raw & CHECK_FLAG != 0 {
             if at + ENT_HDR as usize + 8 > end {
                 return None;
@@ -218,8 +224,9 @@ pub(crate) fn recover(space: &Space, translate: &dyn Fn(u64) -> u64) -> Result<O
         space.flush(off, 4);
     }
     // A new epoch: locks a crash left in the pool read as free from now on.
-    space.write(meta_off + 8, &(meta.epoch + 1))?;
-    space.flush(meta_off + 8, 8);
+    let epoch_off = meta_off + offset_of!(StmMeta, epoch) as u64;
+    space.write(epoch_off, &(meta.epoch + 1))?;
+    space.flush(epoch_off, 8);
     space.persist.fence("STM records cleared and epoch bumped")?;
     Ok(Some(rep))
 }
@@ -240,16 +247,16 @@ fn logs_ptrs(space: &Space, addr: u64) -> Result<Vec<u64>> {
 /// Writes `v` into the cell at `off` if its persisted version is older than
 /// `wv`; returns whether it did.
 fn replay(space: &Space, off: u64, v: &[u8], wv: u64) -> Result<bool> {
-    if off < HEAP_OFF || v.len() > 56 || !space.contains(space.base() + off, 8 + v.len() as u64) {
+    if off < HEAP_OFF || v.len() > 56 || !space.contains(space.base() + off, CELL_VALUE + v.len() as u64) {
         return Err(Error::corrupt(format!("STM record targets {off:#x}+{}, outside the heap", v.len())));
     }
     let word: u64 = space.read(off)?;
     if super::word::version(word) >= wv {
         return Ok(false);
     }
-    space.write_bytes(off + 8, v)?;
+    space.write_bytes(off + CELL_VALUE, v)?;
     space.write(off, &super::word::unlocked(wv))?;
-    space.flush(off, 8 + v.len() as u64);
+    space.flush(off, CELL_VALUE + v.len() as u64);
     Ok(true)
 }
 
@@ -272,5 +279,25 @@ mod tests {
         assert_eq!(r.checks, vec![(12288, 48, 0xabcd)]);
         half[30] ^= 1;
         assert!(decode(&half).is_none());
+    }
+
+    /// The bytes `encode` writes are the `#[repr(C)]` headers of format.rs.
+    #[test]
+    fn encoding_matches_the_format_structs() {
+        let mut buf = Vec::new();
+        encode(&mut buf, 5, &[(4096, &[7u8; 8])], &[(8192, 64, 0x1234)]);
+        // SAFETY: buf holds a whole record (> 24 + 2 * 16 bytes); both headers
+        // are plain integers, read unaligned.
+        let (h, e0, e1) = unsafe {
+            (
+                std::ptr::read_unaligned(buf.as_ptr() as *const RedoRecordHeader),
+                std::ptr::read_unaligned(buf.as_ptr().add(REC_HDR as usize) as *const RedoEntryHeader),
+                std::ptr::read_unaligned(buf.as_ptr().add((REC_HDR + ENT_HDR + 8) as usize) as *const RedoEntryHeader),
+            )
+        };
+        assert_eq!((h.magic, h.wv, h.n, h.len as usize), (MAGIC, 5, 2, buf.len() - REC_HDR as usize));
+        assert_eq!(h.crc, crc32c::crc32c(&buf[REDO_CRC_FROM..]));
+        assert_eq!(e0, RedoEntryHeader { off: 4096, vlen: 8, pad: 0 });
+        assert_eq!(e1, RedoEntryHeader { off: 8192, vlen: CHECK_FLAG | 64, pad: 0 });
     }
 }

@@ -90,16 +90,49 @@ unsafe impl<T: Persist> Persistent for PTVar<T> {
     }
 }
 
+/// Largest value a [`PTVar`] holds, bytes (its cell is a lock word and the
+/// value in one 48-byte payload; bigger values go behind a pointer: `Box<T>`).
+/// Checked when the program compiles:
+///
+/// ```compile_fail
+/// use engram::stm::{PTVar, STx, StmResult};
+/// type Six = (u64, (u64, (u64, (u64, (u64, u64))))); // 48 bytes
+/// fn make(tx: &STx<'_>) -> StmResult<PTVar<Six>> {
+///     PTVar::new(tx, (0, (0, (0, (0, (0, 0)))))) // does not compile
+/// }
+/// let _used: fn(&STx<'_>) -> StmResult<PTVar<Six>> = make;
+/// ```
+///
+/// ```
+/// use engram::stm::{PTVar, STx, StmResult};
+/// type Five = (u64, (u64, (u64, (u64, u64)))); // 40 bytes
+/// type Six = (u64, (u64, (u64, (u64, (u64, u64)))));
+/// fn make(tx: &STx<'_>) -> StmResult<(PTVar<Five>, PTVar<Box<Six>>)> {
+///     // at the limit, and behind a pointer: fine
+///     Ok((PTVar::new(tx, (0, (0, (0, (0, 0)))))?, PTVar::new(tx, Box::new((0, (0, (0, (0, (0, 0)))))))?))
+/// }
+/// ```
+pub const PTVAR_MAX_VALUE: usize = 40;
+
 impl<T: Persist> PTVar<T> {
+    /// Fails to compile (when a `PTVar<T>` is created, opened or used) if
+    /// `T`'s pool form does not fit a cell.
+    const FITS: () = assert!(
+        std::mem::size_of::<T::P>() <= PTVAR_MAX_VALUE && std::mem::align_of::<T::P>() <= 8,
+        "a PTVar value is at most 40 bytes, 8-aligned: box it"
+    );
+
     /// Creates a variable holding `init` (copied into the pool). The new
     /// variable is private to `tx` until it commits.
     pub fn new(tx: &STx<'_>, init: T) -> StmResult<Self> {
+        let () = Self::FITS;
         let addr = tx.new_cell::<T>(&init)?;
         Ok(PTVar { cell: PPtr::from_addr(addr), _t: PhantomData })
     }
 
     /// The handle of the cell object at `cell` (from a root or a field).
     pub fn from_cell(cell: PPtr<VarCell<T::P>>) -> Self {
+        let () = Self::FITS;
         PTVar { cell, _t: PhantomData }
     }
 
@@ -113,10 +146,10 @@ impl<T: Persist> Var for PTVar<T> {
     type In = T;
     type Out = T::P;
     fn read_in(&self, tx: &STx<'_>) -> StmResult<T::P> {
-        tx.read_cell::<T::P>(self.cell.addr(), 40)
+        tx.read_cell::<T::P>(self.cell.addr(), PTVAR_MAX_VALUE)
     }
     fn write_in(&self, tx: &STx<'_>, v: T) -> StmResult<()> {
-        tx.write_cell::<T>(self.cell.addr(), 40, v)
+        tx.write_cell::<T>(self.cell.addr(), PTVAR_MAX_VALUE, v)
     }
 }
 
@@ -143,6 +176,7 @@ unsafe impl<T: Persistent> Persistent for PTField<T> {
 
 impl<T: Persistent> PTField<T> {
     /// A field holding `v` (for initialising a struct before it is shared).
+    /// Fails to compile if `T` is over 8 bytes or 8-aligned.
     pub fn new(v: T) -> Self {
         const { assert!(std::mem::size_of::<T>() <= 8 && std::mem::align_of::<T>() <= 8) };
         PTField { word: 0, value: v }

@@ -342,7 +342,7 @@ impl<'p> Tx<'p> {
         self.log_range(p.addr(), size_of::<T>() as u64)?;
         // SAFETY: inside the mapped heap (checked); the old bytes are logged.
         unsafe { std::ptr::write(p.addr() as *mut T, value) };
-        crate::failpoint::hit("tx.after_write");
+        crate::failpoint::Failpoint::TxAfterWrite.hit();
         Ok(())
     }
 
@@ -390,7 +390,7 @@ impl<'p> Tx<'p> {
         self.log_range(addr, size_of::<T>() as u64)?;
         // SAFETY: in bounds (checked); old bytes logged.
         unsafe { std::ptr::write(addr as *mut T, value) };
-        crate::failpoint::hit("tx.after_write");
+        crate::failpoint::Failpoint::TxAfterWrite.hit();
         Ok(())
     }
 
@@ -409,7 +409,7 @@ impl<'p> Tx<'p> {
         self.log_range(addr, std::mem::size_of_val(src) as u64)?;
         // SAFETY: in bounds (checked); old bytes logged; `src` is volatile memory.
         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), addr as *mut T, src.len()) };
-        crate::failpoint::hit("tx.after_write");
+        crate::failpoint::Failpoint::TxAfterWrite.hit();
         Ok(())
     }
 
@@ -442,7 +442,7 @@ impl<'p> Tx<'p> {
         } else {
             None
         };
-        let in_roots = off >= ROOTS_OFF && off.saturating_add(len) <= ROOTS_OFF + ROOTS_CAP as u64 * 64;
+        let in_roots = off >= ROOTS_OFF && off.saturating_add(len) <= ROOTS_OFF + ROOTS_CAP as u64 * crate::format::ROOT_ENTRY_SIZE;
         if !(object.is_some() || in_roots) || len > u32::MAX as u64 {
             return Err(Error::BadPointer { addr });
         }
@@ -500,20 +500,20 @@ impl<'p> Tx<'p> {
                 // 2. the new data is durable before the log stops protecting it.
                 space.persist.fence("region data before the log is invalidated")?;
             }
-            crate::failpoint::hit("tx.before_commit");
+            crate::failpoint::Failpoint::TxBeforeCommit.hit();
             if st.log.entries() > 0 {
                 // 3. one generation bump commits the region.
                 crate::log::invalidate(space, st.slot)?;
             }
         }
-        crate::failpoint::hit("tx.after_commit");
+        crate::failpoint::Failpoint::TxAfterCommit.hit();
         // 4. deferred frees, then release.
         let st = self.st.borrow();
         for (&loc, &addr) in st.sets.frees.iter().zip(&st.sets.freed_order) {
             // A freed object loses its tag, so a second free or a dangling
             // pointer is caught (`free`, `check`). Not logged: the region
             // that unlinked it is committed.
-            space.write(addr - OBJ_HEADER - space.base() + 4, &0u32)?;
+            space.write(addr - OBJ_HEADER - space.base() + crate::format::OBJ_FLAGS_OFF, &0u32)?;
             self.pool.heap.free(space, &st.cache, loc)?;
         }
         Ok(())

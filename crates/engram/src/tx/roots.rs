@@ -30,7 +30,7 @@ pub struct RootInfo {
 }
 
 fn entry_off(i: u32) -> u64 {
-    ROOTS_OFF + i as u64 * 64
+    ROOTS_OFF + i as u64 * ROOT_ENTRY_SIZE
 }
 
 /// The checksum root entry `e` must carry: its pointer counts as an offset
@@ -105,7 +105,7 @@ impl Tx<'_> {
             RootEntry { ptr: addr, type_id, flags: ROOT_USED | flags, name_len: name.len() as u32, crc: 0, name: [0; ROOT_NAME_MAX] };
         e.name[..name.len()].copy_from_slice(name.as_bytes());
         e.crc = entry_crc(space, &e);
-        self.log_range(space.base() + entry_off(index), 64)?;
+        self.log_range(space.base() + entry_off(index), ROOT_ENTRY_SIZE)?;
         space.write(entry_off(index), &e)
     }
 
@@ -139,9 +139,9 @@ impl Tx<'_> {
         self.lock(ROOTS_LOCK)?;
         let space = &self.pool.space;
         let Some((i, _)) = find(space, name)? else { return Ok(false) };
-        self.log_range(space.base() + entry_off(i), 64)?;
+        self.log_range(space.base() + entry_off(i), ROOT_ENTRY_SIZE)?;
         // All zero: a flipped used bit cannot bring the old root back.
-        space.write(entry_off(i), &[0u8; 64])?;
+        space.write(entry_off(i), &[0u8; ROOT_ENTRY_SIZE as usize])?;
         Ok(true)
     }
 }

@@ -168,7 +168,7 @@ impl STx<'_> {
         space.persist.fence("STM redo record and copies before the new values are visible")?;
         log.unfenced.clear();
         log.commits += 1;
-        crate::failpoint::hit("stm.after_fence");
+        crate::failpoint::Failpoint::StmAfterFence.hit();
         Ok(())
     }
 
@@ -214,7 +214,7 @@ impl STx<'_> {
             ctx.log.lock().unfenced.extend(lines);
         }
         wait::wake(&bloom);
-        crate::failpoint::hit("stm.after_apply");
+        crate::failpoint::Failpoint::StmAfterApply.hit();
     }
 }
 

@@ -36,7 +36,7 @@ mod pool_state;
 mod run;
 mod tx;
 
-pub(crate) use pool_state::{quiesce, StmPool};
+pub(crate) use pool_state::quiesce;
 pub(crate) use run::in_atomically;
 pub use run::{atomically, stats, StmStats};
 pub use tx::STx;
@@ -48,7 +48,7 @@ use std::sync::atomic::AtomicU64;
 /// raised past every pool's reservation when the pool is first used).
 pub(super) static CLOCK: AtomicU64 = AtomicU64::new(1);
 /// Largest persistent value in a cell, bytes.
-const MAX_VALUE: usize = 40;
+const MAX_VALUE: usize = crate::stm::PTVAR_MAX_VALUE;
 
 /// Why a transaction body stopped.
 #[derive(Debug)]

@@ -49,11 +49,16 @@ pub(super) struct PoolCtx<'p> {
     pub(super) cache: Arc<CacheCell>,
 }
 
+/// The pool's STM state, if a transaction has run on it.
+fn state(inner: &PoolInner) -> Option<Arc<StmPool>> {
+    inner.layer_state.lock().clone().and_then(|a| a.downcast::<StmPool>().ok())
+}
+
 /// The pool's STM state, created (with its metadata root) on first use.
 pub(super) fn stm_pool(pool: &Pool) -> Result<Arc<StmPool>> {
     let inner = pool.inner();
-    if let Some(s) = inner.stm.lock().as_ref() {
-        return Ok(s.clone());
+    if let Some(s) = state(inner) {
+        return Ok(s);
     }
     let meta = pool.txn(|tx| match tx.root::<StmMeta>(META_ROOT)? {
         Some(m) => Ok(m),
@@ -65,9 +70,9 @@ pub(super) fn stm_pool(pool: &Pool) -> Result<Arc<StmPool>> {
     })?;
     let m: StmMeta = pool.txn(|tx| tx.read(meta))?;
     let earlier = earlier_logs(pool, m.logs)?;
-    let mut slot = inner.stm.lock();
-    if let Some(s) = slot.as_ref() {
-        return Ok(s.clone());
+    let mut slot = inner.layer_state.lock();
+    if let Some(s) = slot.clone().and_then(|a| a.downcast::<StmPool>().ok()) {
+        return Ok(s);
     }
     CLOCK.fetch_max(m.clock_reserved + 1, Ordering::AcqRel);
     let s = Arc::new(StmPool {
@@ -167,7 +172,7 @@ pub(super) fn thread_log(pool: &Pool, stm: &Arc<StmPool>) -> Result<Arc<Mutex<Th
 /// durable and clears all redo records (no STM transaction may run; the
 /// caller holds the GC gate exclusively).
 pub(crate) fn quiesce(inner: &PoolInner) -> Result<()> {
-    let Some(stm) = inner.stm.lock().clone() else { return Ok(()) };
+    let Some(stm) = state(inner) else { return Ok(()) };
     let space = &inner.space;
     let logs = stm.logs.lock();
     for l in logs.iter() {
