@@ -57,6 +57,10 @@ pub struct Tx<'p> {
     id: u64,
     /// The last array whose header was validated: (address, element size, count).
     last_array: std::cell::Cell<(u64, u64, u64)>,
+    /// The payload range `[start, end)` of the last object a read was
+    /// checked against (objects are freed only when the region ends, so a
+    /// range checked once stays an object for the rest of the region).
+    last_object: std::cell::Cell<(u64, u64)>,
     st: RefCell<TxState>,
     _gate: parking_lot::RwLockReadGuard<'p, ()>,
     _not_send: PhantomData<*const ()>,
@@ -157,6 +161,7 @@ impl<'p> Tx<'p> {
             pool,
             id: NEXT_TX_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             last_array: std::cell::Cell::new((0, 0, 0)),
+            last_object: std::cell::Cell::new((0, 0)),
             st: RefCell::new(TxState {
                 slot,
                 cache: pool.heap.cache(),
@@ -320,8 +325,15 @@ impl<'p> Tx<'p> {
     /// slot (as writes must): never its header, never a neighbour's.
     fn check_in_object(&self, addr: u64, len: u64, align: usize) -> Result<()> {
         self.check(addr, len, align)?;
+        let (start, end) = self.last_object.get();
+        if addr >= start && addr + len <= end {
+            return Ok(());
+        }
         match crate::alloc::locate_containing(&self.pool.space, addr) {
-            Some((p, loc)) if addr >= p && addr + len <= p + loc.capacity() => Ok(()),
+            Some((p, loc)) if addr >= p && addr + len <= p + loc.capacity() => {
+                self.last_object.set((p, p + loc.capacity()));
+                Ok(())
+            }
             _ => Err(Error::BadPointer { addr }),
         }
     }
