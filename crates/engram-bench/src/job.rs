@@ -21,19 +21,19 @@
 use std::fmt;
 use std::num::NonZeroU64;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Instant;
 
 use clap::ValueEnum;
 use engram::Durability;
 
+use crate::child::{self, ChildError, PoolFile};
 use crate::{engram_impl, peers, workloads};
 
 /// First word of the line a child prints with its result.
 pub const RESULT_TAG: &str = "ENGRAM-BENCH-RESULT";
 
 /// The environment variable libpmemobj reads to treat any mapping as pmem.
-pub const PMEM_FORCE_VAR: &str = "PMEM_IS_PMEM_FORCE";
+pub use crate::child::PMEM_FORCE_VAR;
 
 /// The seed of every sps run (any nonzero value; fixed for comparability).
 pub const SPS_SEED: NonZeroU64 = match NonZeroU64::new(0x5EED_5EED) {
@@ -241,41 +241,9 @@ pub enum JobError {
     /// A PMDK peer failed.
     #[error("pmdk: {0}")]
     Peer(#[from] peers::PeerError),
-    /// The child process could not be started or waited for.
-    #[error("cannot run the child process {exe:?}: {source}")]
-    Spawn {
-        /// The executable.
-        exe: PathBuf,
-        /// The underlying error.
-        source: std::io::Error,
-    },
-    /// The child process failed.
-    #[error("child `{args}` failed ({status}): {stderr}")]
-    Child {
-        /// The child's arguments.
-        args: String,
-        /// How it exited.
-        status: String,
-        /// What it printed on stderr.
-        stderr: String,
-    },
-    /// The child's output had no readable result line.
-    #[error("child `{args}` printed no result line; stdout: {stdout:?}")]
-    NoResult {
-        /// The child's arguments.
-        args: String,
-        /// What it printed on stdout.
-        stdout: String,
-    },
-}
-
-/// Removes a pool file when dropped.
-struct PoolFile(PathBuf);
-
-impl Drop for PoolFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
+    /// The child process gave no result.
+    #[error("{0}")]
+    Child(#[from] ChildError),
 }
 
 impl Job {
@@ -430,51 +398,18 @@ pub fn result_line(outcome: &Outcome) -> String {
 
 /// Parses a line printed by [`result_line`].
 pub fn parse_result_line(line: &str) -> Option<Outcome> {
-    let mut words = line.split_whitespace();
-    if words.next()? != RESULT_TAG {
-        return None;
-    }
-    let (mut check, mut nanos) = (None, None);
-    let (mut flushes, mut fences, mut regions) = (None, None, None);
-    for word in words {
-        let (key, value) = word.split_once('=')?;
-        match key {
-            "check" => check = Check::decode(value),
-            "nanos" => nanos = value.parse().ok(),
-            "flushes" => flushes = value.parse().ok(),
-            "fences" => fences = value.parse().ok(),
-            "regions" => regions = value.parse().ok(),
-            _ => {}
-        }
-    }
-    let counts = match (flushes, fences, regions) {
+    let f = child::fields(line, RESULT_TAG)?;
+    let num = |k: &str| f.get(k).and_then(|v| v.parse().ok());
+    let counts = match (num("flushes"), num("fences"), num("regions")) {
         (Some(flushes), Some(fences), Some(regions)) => Some(PersistCounts { flushes, fences, regions }),
         _ => None,
     };
-    Some(Outcome { check: check?, nanos: nanos?, counts })
+    Some(Outcome { check: Check::decode(f.get("check")?)?, nanos: num("nanos")?, counts })
 }
 
 /// Runs `job` in a child process of the binary `exe` (`engram-bench`).
 pub fn spawn(exe: &Path, job: &Job) -> Result<Outcome, JobError> {
-    let args = job.args();
-    let mut cmd = Command::new(exe);
-    cmd.args(&args);
-    if job.needs_pmem_force() {
-        cmd.env(PMEM_FORCE_VAR, "1");
-    } else {
-        cmd.env_remove(PMEM_FORCE_VAR);
-    }
-    let out = cmd.output().map_err(|source| JobError::Spawn { exe: exe.to_path_buf(), source })?;
-    let joined = args.join(" ");
-    if !out.status.success() {
-        return Err(JobError::Child {
-            args: joined,
-            status: out.status.to_string(),
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        });
-    }
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    stdout.lines().find_map(parse_result_line).ok_or_else(|| JobError::NoResult { args: joined, stdout: stdout.into_owned() })
+    Ok(child::run(exe, &job.args(), job.needs_pmem_force(), parse_result_line)?)
 }
 
 #[cfg(test)]

@@ -4,12 +4,17 @@
 //! implementations ([`engram_impl`]), and the runner behind the
 //! `engram-bench` binary: [`plan`] (what to measure), [`job`] (one
 //! measurement in a child process), [`results`] (medians, speedups, checks),
-//! [`report`] (CSV and README) and [`plot`] (PNG charts).
+//! [`report`] (CSV and README) and [`plot`] (PNG charts). [`stm`] is the STM
+//! benchmark stack; both stacks share [`child`] (the child-process runner,
+//! its errors, the result-line format) and [`chart`] (font, colours, axis
+//! labels, plot errors).
 //!
 //! Keeps true: every implementation of a workload computes the same result
 //! (node count, energy, checksum) for the same parameters, so a benchmark
 //! run can check them against each other before it reports any ratio.
 
+pub mod chart;
+pub mod child;
 pub mod engram_impl;
 pub mod job;
 pub mod peers;

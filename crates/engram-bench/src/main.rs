@@ -136,17 +136,7 @@ fn run_one(a: RunOneArgs) -> ExitCode {
 }
 
 /// Why a run stopped.
-#[derive(Debug, thiserror::Error)]
-enum RunError {
-    #[error("pool directory {dir:?}: {source}")]
-    Dir { dir: PathBuf, source: std::io::Error },
-    #[error("cannot find this program to run its jobs: {0}")]
-    Exe(std::io::Error),
-    #[error("{0}")]
-    Job(#[from] job::JobError),
-    #[error("writing {path:?}: {source}")]
-    Write { path: PathBuf, source: std::io::Error },
-}
+type RunError = engram_bench::child::RunError<job::JobError>;
 
 fn profile(args: &RunArgs) -> Profile {
     match (args.quick, args.full) {

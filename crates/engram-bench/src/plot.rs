@@ -14,68 +14,22 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
+use crate::chart::{colour, draw_err, fmt_tick, power_of_ten, register_font};
 use crate::job::{Impl, Suite};
 use crate::plan::Setup;
 use crate::report::impl_label;
 use crate::results::Row;
 
-/// Fonts tried in order, as `sans-serif`.
-const FONT_PATHS: [&str; 5] = [
-    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
-    "/usr/share/fonts/TTF/DejaVuSans.ttf",
-    "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
-    "/usr/share/fonts/truetype/freefont/FreeSans.ttf",
-];
-
-/// Why plots could not be drawn.
-#[derive(Debug, thiserror::Error)]
-pub enum PlotError {
-    /// No usable TrueType font was found.
-    #[error("no TrueType font found (tried {tried}); install fonts-dejavu-core")]
-    NoFont {
-        /// The font files tried.
-        tried: String,
-    },
-    /// Drawing or encoding the PNG failed.
-    #[error("drawing {file}: {message}")]
-    Draw {
-        /// The PNG file.
-        file: String,
-        /// libpmemobj's error message.
-        message: String,
-    },
-}
-
-/// Registers the first font found as `sans-serif`. Idempotent.
-fn register_font() -> Result<(), PlotError> {
-    static DONE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let ok = *DONE.get_or_init(|| {
-        FONT_PATHS.iter().any(|p| match std::fs::read(p) {
-            // The font table keeps a 'static reference: leak the bytes once.
-            Ok(bytes) => plotters::style::register_font("sans-serif", FontStyle::Normal, Box::leak(bytes.into_boxed_slice())).is_ok(),
-            Err(_) => false,
-        })
-    });
-    if ok {
-        Ok(())
-    } else {
-        Err(PlotError::NoFont { tried: FONT_PATHS.join(", ") })
-    }
-}
+pub use crate::chart::PlotError;
 
 fn color(imp: Impl) -> RGBColor {
     match imp {
-        Impl::Engram => RGBColor(0x1f, 0x77, 0xb4),
-        Impl::EngramProcess => RGBColor(0x17, 0xbe, 0xcf),
-        Impl::PmdkTx => RGBColor(0xd6, 0x27, 0x28),
-        Impl::PmdkAtomic => RGBColor(0xff, 0x7f, 0x0e),
-        Impl::Malloc | Impl::Volatile => RGBColor(0x2c, 0xa0, 0x2c),
+        Impl::Engram => colour::ENGRAM,
+        Impl::EngramProcess => colour::ENGRAM_PROCESS,
+        Impl::PmdkTx => colour::PMDK,
+        Impl::PmdkAtomic => colour::PMDK_ATOMIC,
+        Impl::Malloc | Impl::Volatile => colour::VOLATILE,
     }
-}
-
-fn draw_err(file: &str) -> impl Fn(String) -> PlotError + '_ {
-    move |message| PlotError::Draw { file: file.to_string(), message }
 }
 
 /// Draws every chart into `dir`; returns the file names written.
@@ -186,33 +140,6 @@ fn time_panel(area: &DrawingArea<BitMapBackend<'_>, Shift>, rows: &[&Row], suite
         finish!(chart, &|v: &f64| power_of_ten(*v));
     }
     Ok(())
-}
-
-/// `10^k` at exact powers of ten (k >= 1), nothing elsewhere: log-axis labels.
-fn power_of_ten(v: f64) -> String {
-    let k = v.log10();
-    if v > 0.0 && (k - k.round()).abs() < 1e-6 {
-        match k.round() as i32 {
-            0 => "1".into(),
-            k => format!("10^{k}"),
-        }
-    } else {
-        String::new()
-    }
-}
-
-/// A y-axis tick: at most 3 significant digits, no trailing zeros.
-fn fmt_tick(v: f64) -> String {
-    if v == 0.0 {
-        return "0".into();
-    }
-    let digits = (2 - v.abs().log10().floor() as i32).max(0) as usize;
-    let s = format!("{v:.digits$}");
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        s
-    }
 }
 
 /// Short category label of a row for the speedup chart.

@@ -8,8 +8,8 @@
 //! recover. Points are the variants of [`Failpoint`], so a misspelt point is
 //! a compile error rather than a failpoint that silently never fires.
 //!
-//! Arming (and the fault switches [`drop_fence`] and [`drop_flush`]) exists
-//! only with the `testing` cargo feature. Without it, [`Failpoint::hit`] and
+//! Arming (and the fault switches `drop_fence` and `drop_flush`) exists
+//! only with the `testing` cargo feature. Without it, `Failpoint::hit` and
 //! the fault-switch checks are empty `#[inline(always)]` functions: the
 //! engine's protocol steps compile to no code at all. With it, a hit costs
 //! one thread-local read when nothing is armed.

@@ -142,17 +142,7 @@ impl Plan {
 }
 
 /// Why a run stopped.
-#[derive(Debug, thiserror::Error)]
-enum RunError {
-    #[error("pool directory {dir:?}: {source}")]
-    Dir { dir: PathBuf, source: std::io::Error },
-    #[error("cannot find this program to run its jobs: {0}")]
-    Exe(std::io::Error),
-    #[error("{0}")]
-    Job(#[from] StmJobError),
-    #[error("writing {path:?}: {source}")]
-    Write { path: PathBuf, source: std::io::Error },
-}
+type RunError = crate::child::RunError<StmJobError>;
 
 /// Runs `engram-bench stm`.
 pub fn main(args: StmArgs) -> ExitCode {

@@ -14,7 +14,6 @@
 //! [`parse_result_line`]).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use engram::Durability;
@@ -23,7 +22,7 @@ use super::maps;
 use super::pmdk::PmdkMap;
 use super::tvar_rbtree::TVarRbTree;
 use super::workload::{self, BenchError, Contents, Impl, Phase, RunFor, Structure, Tally, TxMap};
-use crate::job::PMEM_FORCE_VAR;
+use crate::child::{self, ChildError, PoolFile};
 
 /// First word of the line a child prints with its result.
 pub const RESULT_TAG: &str = "ENGRAM-STM-RESULT";
@@ -71,41 +70,9 @@ pub enum StmJobError {
     /// A spec could not be parsed.
     #[error("bad job spec {0:?}")]
     BadSpec(String),
-    /// The child could not be started.
-    #[error("cannot run the child process {exe:?}: {source}")]
-    Spawn {
-        /// The executable.
-        exe: PathBuf,
-        /// The underlying error.
-        source: std::io::Error,
-    },
-    /// The child failed.
-    #[error("child `{args}` failed ({status}): {stderr}")]
-    Child {
-        /// The child's arguments.
-        args: String,
-        /// How it exited.
-        status: String,
-        /// What it printed on stderr.
-        stderr: String,
-    },
-    /// The child printed no result line.
-    #[error("child `{args}` printed no result line; stdout: {stdout:?}")]
-    NoResult {
-        /// The child's arguments.
-        args: String,
-        /// What it printed on stdout.
-        stdout: String,
-    },
-}
-
-/// Removes a pool file when dropped.
-struct PoolFile(PathBuf);
-
-impl Drop for PoolFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
+    /// The child process gave no result.
+    #[error("{0}")]
+    Child(#[from] ChildError),
 }
 
 impl StmJob {
@@ -231,16 +198,8 @@ pub fn result_line(o: &StmOutcome) -> String {
 
 /// Parses a line printed by [`result_line`].
 pub fn parse_result_line(line: &str) -> Option<StmOutcome> {
-    let mut words = line.split_whitespace();
-    if words.next()? != RESULT_TAG {
-        return None;
-    }
-    let mut kv = std::collections::HashMap::new();
-    for w in words {
-        let (k, v) = w.split_once('=')?;
-        kv.insert(k, v.parse::<u64>().ok()?);
-    }
-    let g = |k: &str| kv.get(k).copied();
+    let f = child::fields(line, RESULT_TAG)?;
+    let g = |k: &str| f.get(k).and_then(|v| v.parse::<u64>().ok());
     let tally = Tally {
         nanos: g("nanos")?,
         updates: g("updates")?,
@@ -259,25 +218,7 @@ pub fn parse_result_line(line: &str) -> Option<StmOutcome> {
 
 /// Runs `job` in a child process of the binary `exe`.
 pub fn spawn(exe: &Path, job: &StmJob) -> Result<StmOutcome, StmJobError> {
-    let args = job.args();
-    let mut cmd = Command::new(exe);
-    cmd.args(&args);
-    if job.imp == Impl::Pmdk {
-        cmd.env(PMEM_FORCE_VAR, "1");
-    } else {
-        cmd.env_remove(PMEM_FORCE_VAR);
-    }
-    let out = cmd.output().map_err(|source| StmJobError::Spawn { exe: exe.to_path_buf(), source })?;
-    let joined = args.join(" ");
-    if !out.status.success() {
-        return Err(StmJobError::Child {
-            args: joined,
-            status: out.status.to_string(),
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        });
-    }
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    stdout.lines().find_map(parse_result_line).ok_or_else(|| StmJobError::NoResult { args: joined, stdout: stdout.into_owned() })
+    Ok(child::run(exe, &job.args(), job.imp == Impl::Pmdk, parse_result_line)?)
 }
 
 #[cfg(test)]

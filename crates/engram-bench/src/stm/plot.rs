@@ -19,39 +19,14 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::report::{fmt_txps, over_pmdk, slowdown, Point, Row};
 use super::workload::{Impl, Structure};
-use crate::plot::PlotError;
-
-/// Fonts tried in order, as `sans-serif` (the list of `plot.rs`).
-const FONT_PATHS: [&str; 5] = [
-    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
-    "/usr/share/fonts/TTF/DejaVuSans.ttf",
-    "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
-    "/usr/share/fonts/truetype/freefont/FreeSans.ttf",
-];
-
-fn register_font() -> Result<(), PlotError> {
-    static DONE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let ok = *DONE.get_or_init(|| {
-        FONT_PATHS.iter().any(|p| match std::fs::read(p) {
-            // The font table keeps a 'static reference: leak the bytes once.
-            Ok(bytes) => plotters::style::register_font("sans-serif", FontStyle::Normal, Box::leak(bytes.into_boxed_slice())).is_ok(),
-            Err(_) => false,
-        })
-    });
-    if ok {
-        Ok(())
-    } else {
-        Err(PlotError::NoFont { tried: FONT_PATHS.join(", ") })
-    }
-}
+use crate::chart::{colour, draw_err, register_font, sorted, PlotError};
 
 fn color(imp: Impl) -> RGBColor {
     match imp {
-        Impl::Pstm => RGBColor(0x1f, 0x77, 0xb4),
-        Impl::PstmProcess => RGBColor(0x17, 0xbe, 0xcf),
-        Impl::Tvar => RGBColor(0x2c, 0xa0, 0x2c),
-        Impl::Pmdk => RGBColor(0xd6, 0x27, 0x28),
+        Impl::Pstm => colour::ENGRAM,
+        Impl::PstmProcess => colour::ENGRAM_PROCESS,
+        Impl::Tvar => colour::VOLATILE,
+        Impl::Pmdk => colour::PMDK,
     }
 }
 
@@ -68,24 +43,13 @@ fn thread_color(i: usize) -> RGBColor {
     C[i.min(C.len() - 1)]
 }
 
-fn err(file: &str) -> impl Fn(String) -> PlotError + '_ {
-    move |message| PlotError::Draw { file: file.to_string(), message }
-}
-
-fn sorted<T: Ord + Copy>(it: impl Iterator<Item = T>) -> Vec<T> {
-    let mut v: Vec<T> = it.collect();
-    v.sort();
-    v.dedup();
-    v
-}
-
 /// Draws every chart into `dir`; returns the file names written.
 pub fn draw_all(rows: &[Row], dir: &Path) -> Result<Vec<String>, PlotError> {
     register_font()?;
     let mut written = Vec::new();
     if !rows.is_empty() {
         let file = "stm-throughput.png";
-        throughput_chart(rows, &dir.join(file)).map_err(err(file))?;
+        throughput_chart(rows, &dir.join(file)).map_err(draw_err(file))?;
         written.push(file.to_string());
     }
     let threads = sorted(rows.iter().map(|r| r.point.threads));
@@ -107,14 +71,14 @@ pub fn draw_all(rows: &[Row], dir: &Path) -> Result<Vec<String>, PlotError> {
         let file = "stm-slowdown.png";
         let title = "PSTM slowdown from persistence: no-flush tx/s ÷ PSTM tx/s (paper: 1.3×–2.8× vs volatile STM)";
         let refs = [(1.3, "paper's range vs volatile STM: 1.3×"), (2.8, "2.8×")];
-        bar_chart(&dir.join(file), title, "slowdown (×)", &slow, &threads, &refs).map_err(err(file))?;
+        bar_chart(&dir.join(file), title, "slowdown (×)", &slow, &threads, &refs).map_err(draw_err(file))?;
         written.push(file.to_string());
     }
     let pmdk = groups(&|p| over_pmdk(rows, p));
     if !pmdk.is_empty() {
         let file = "stm-vs-pmdk.png";
         let title = "PSTM tx/s ÷ PMDK tx/s (above 1: PSTM faster; PMDK serialises on a global lock)";
-        bar_chart(&dir.join(file), title, "PSTM ÷ PMDK (×)", &pmdk, &threads, &[]).map_err(err(file))?;
+        bar_chart(&dir.join(file), title, "PSTM ÷ PMDK (×)", &pmdk, &threads, &[]).map_err(draw_err(file))?;
         written.push(file.to_string());
     }
     Ok(written)

@@ -10,7 +10,7 @@
 //!   share that node. Any `Persistent` key and value (keys also `Hash + Eq`).
 //! - [`RbTree`], [`Treap`] and [`HashTable`]: "transactional fields embedded
 //!   in objects": every node is one pool object whose mutable parts (value,
-//!   links, colour) are [`PTField`]s, so a transaction reads
+//!   links, colour) are [`PTField`](crate::stm::PTField)s, so a transaction reads
 //!   and writes exactly the words the algorithm touches, with no
 //!   indirection per variable. Keys and values are plain values of at most
 //!   8 bytes (`u64` in the benchmarks). The key is a `PTField` too, written
@@ -81,7 +81,7 @@ pub struct Shape {
     pub height: u64,
 }
 
-/// A plain value a [`PTField`] can hold: `Persistent`,
+/// A plain value a [`PTField`](crate::stm::PTField) can hold: `Persistent`,
 /// written as itself (`Persist<P = Self>`), and at most 8 bytes (checked at
 /// compile time when a node is made). Implemented for every such type.
 pub trait Plain: crate::Persistent + Persist<P = Self> {}

@@ -99,7 +99,7 @@ pub(super) struct State {
 }
 
 /// A running STM transaction. Obtained in [`crate::Pool::atomically`] or
-/// [`atomically`]; the closure may run several times (on conflicts), so it
+/// [`atomically`](crate::stm::atomically); the closure may run several times (on conflicts), so it
 /// must have no effects outside the transaction.
 pub struct STx<'p> {
     pub(super) ctx: Option<PoolCtx<'p>>,
