@@ -36,6 +36,14 @@ var (
 	ErrAborted            = errors.New("engram: region aborted")
 	ErrBusy               = errors.New("engram: pool is busy")
 	ErrReadOnly           = errors.New("engram: pool is read-only")
+	ErrTxTooLarge         = errors.New("engram: region needs more undo log than a region may hold")
+	ErrNestedTransaction  = errors.New("engram: call not allowed inside a region")
+	ErrDoubleFree         = errors.New("engram: object freed twice")
+	ErrOutOfBounds        = errors.New("engram: index or range out of bounds")
+	ErrPoolTooSmall       = errors.New("engram: pool size below the minimum")
+	ErrTxnInAtomically    = errors.New("engram: region opened inside an STM transaction")
+	ErrBadPointerField    = errors.New("engram: pointer field names no live pool object")
+	ErrBadFields          = errors.New("engram: pool holds pointer fields naming no live object")
 	// ErrClosed: the pool was closed.
 	ErrClosed = errors.New("engram: pool is closed")
 	// ErrTxEnded: a Tx was used after its region ended (or on another goroutine).
@@ -72,6 +80,14 @@ var byCode = map[C.engram_status]error{
 	C.ENGRAM_ERR_ABORTED:             ErrAborted,
 	C.ENGRAM_ERR_BUSY:                ErrBusy,
 	C.ENGRAM_ERR_READ_ONLY:           ErrReadOnly,
+	C.ENGRAM_ERR_TX_TOO_LARGE:        ErrTxTooLarge,
+	C.ENGRAM_ERR_NESTED_TRANSACTION:  ErrNestedTransaction,
+	C.ENGRAM_ERR_DOUBLE_FREE:         ErrDoubleFree,
+	C.ENGRAM_ERR_OUT_OF_BOUNDS:       ErrOutOfBounds,
+	C.ENGRAM_ERR_POOL_TOO_SMALL:      ErrPoolTooSmall,
+	C.ENGRAM_ERR_TXN_IN_ATOMICALLY:   ErrTxnInAtomically,
+	C.ENGRAM_ERR_BAD_POINTER_FIELD:   ErrBadPointerField,
+	C.ENGRAM_ERR_BAD_FIELDS:          ErrBadFields,
 	C.ENGRAM_ERR_CLOSED:              ErrClosed,
 	C.ENGRAM_ERR_REGION_ENDED:        ErrTxEnded,
 	C.ENGRAM_ERR_INTERNAL:            ErrInternal,

@@ -53,4 +53,3 @@ func (pool *Pool) PersistRange(addr unsafe.Pointer, n uintptr) error {
 	}
 	return call(func() C.engram_status { return C.engram_persist(pool.h, C.uint64_t(uintptr(addr)), C.uint64_t(n)) })
 }
-

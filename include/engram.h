@@ -129,6 +129,18 @@ typedef enum engram_code {
    */
   ENGRAM_ERR_POOL_TOO_SMALL = 24,
   /**
+   * A failure-atomic region was opened inside an STM transaction.
+   */
+  ENGRAM_ERR_TXN_IN_ATOMICALLY = 25,
+  /**
+   * Checked mode refused a pointer field naming no live object of the pool (the message names type and field).
+   */
+  ENGRAM_ERR_BAD_POINTER_FIELD = 26,
+  /**
+   * `check` found pointer fields naming no live object (treated as null; repair clears them).
+   */
+  ENGRAM_ERR_BAD_FIELDS = 27,
+  /**
    * The pool (or tracer) handle is closed or was never valid.
    */
   ENGRAM_ERR_CLOSED = 100,

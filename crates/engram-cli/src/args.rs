@@ -24,8 +24,9 @@ pub enum Command {
     Create(CreateArgs),
     /// Describe a pool: format, layout, size, durability, objects, roots, last close.
     Info(InfoArgs),
-    /// Verify every reachable object and pointer (read-only; the file is not changed).
-    Check(PathArg),
+    /// Verify every reachable object and pointer (read-only; the file is not
+    /// changed), or with --repair clear pointer fields that point at no object.
+    Check(CheckArgs),
     /// Collect garbage: free every object that no root reaches.
     Gc(PathArg),
     /// Show failure-atomic regions at work: a bank ledger that survives crashes.
@@ -114,6 +115,23 @@ pub struct InfoArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `engram check`.
+#[derive(Debug, Args)]
+#[command(after_help = "Pointer fields that point at no live object (a pointer from another pool,\n\
+    a stray value, a pointer left dangling by a free) are listed with the object,\n\
+    its type and the field; exit status 1. --repair clears them (sets them to\n\
+    null) in one crash-safe region after asking, then collects garbage.")]
+pub struct CheckArgs {
+    /// The pool file.
+    pub path: PathBuf,
+    /// Clear the bad pointer fields found (opens the pool read-write).
+    #[arg(long)]
+    pub repair: bool,
+    /// With --repair: do not ask for confirmation.
+    #[arg(long, requires = "repair")]
+    pub yes: bool,
 }
 
 /// A command that takes only a pool path.

@@ -1,4 +1,5 @@
-//! `engram create`, `info`, `check` and `gc`: thin wrappers over the engine.
+//! `engram create`, `info` and `gc`: thin wrappers over the engine
+//! (`check` is in `check.rs`).
 //!
 //! `info` and `check` open the pool with `OpenOptions::read_only`: the file
 //! is mapped privately, so the recovery a crashed pool needs runs on a
@@ -103,6 +104,13 @@ fn recovery_text(i: &PoolInfo) -> String {
     if o.relocated {
         s.push_str("; the preferred base is taken in this process, so pointers would be rewritten");
     }
+    if !o.bad_fields.is_empty() {
+        let _ = write!(
+            s,
+            "; {} pointer field(s) point at no live object and are treated as null (`engram check` lists them, `--repair` clears them)",
+            o.bad_fields.len()
+        );
+    }
     s
 }
 
@@ -193,29 +201,11 @@ fn render_json(f: &Facts) -> String {
     );
     let _ = write!(
         s,
-        "\"last_close_clean\":{},\"recovery\":{{\"undone_regions\":{},\"undone_entries\":{},\"recovered_objects\":{},\"recovered_bytes\":{},\"relocated\":{}}}}}",
-        o.was_clean, o.undone_regions, o.undone_entries, r.objects, r.bytes, o.relocated
+        "\"last_close_clean\":{},\"recovery\":{{\"undone_regions\":{},\"undone_entries\":{},\"recovered_objects\":{},\"recovered_bytes\":{},\"relocated\":{},\"bad_fields\":{}}}}}",
+        o.was_clean, o.undone_regions, o.undone_entries, r.objects, r.bytes, o.relocated, o.bad_fields.len()
     );
     s.push('\n');
     s
-}
-
-/// `engram check`: walks every reachable object on a private view.
-pub fn check(path: &Path) -> Result<(), CliError> {
-    let pool = open_read_only(path)?;
-    let roots = pool.info().roots;
-    let report = pool.open_report().clone();
-    let pb = progress::objects("checking");
-    let result = pool.check_with_progress(&|n| pb.set_position(n));
-    pb.finish_and_clear();
-    let st = result.map_err(|e| CliError::from(e).at(path))?;
-    let after = if report.was_clean {
-        String::new()
-    } else {
-        format!(" (after recovery on a private copy undid {} region(s); the file is unchanged)", report.undone_regions)
-    };
-    println!("{}: consistent: {} objects ({} bytes) reachable from {} root(s){after}", path.display(), st.objects, st.bytes, roots);
-    Ok(())
 }
 
 /// `engram gc`: collects and reports live figures before and after.
@@ -241,6 +231,13 @@ pub fn gc(path: &Path) -> Result<(), CliError> {
         st.objects
     );
     println!("free:   {}", show(after.heap.free_bytes));
+    if st.bad_fields > 0 {
+        println!(
+            "warning: {} pointer field(s) point at no live object and were treated as null; `engram check --repair {}` clears them",
+            st.bad_fields,
+            path.display()
+        );
+    }
     pool.close().map_err(at)
 }
 

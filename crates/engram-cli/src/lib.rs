@@ -5,7 +5,7 @@
 //! the CLI never parses pool bytes itself. Commands that only look at a pool
 //! (`info`, `check`) open it read-only, so recovery of a crashed pool runs on
 //! a private copy-on-write mapping and the file is left exactly as it was;
-//! commands that change it (`create`, `gc`, `demo`, `torture`) open it
+//! commands that change it (`create`, `gc`, `check --repair`, `demo`, `torture`) open it
 //! read-write and close it cleanly when they finish.
 //!
 //! Errors are one [`CliError`] value per failure, printed by `main` as one
@@ -14,6 +14,7 @@
 //! arrives as an [`engram::Error`].
 
 pub mod args;
+pub mod check;
 pub mod crashtest;
 pub mod demo;
 mod error;
@@ -30,7 +31,7 @@ pub fn run(cli: args::Cli) -> Result<(), CliError> {
     match cli.command {
         Command::Create(a) => inspect::create(&a),
         Command::Info(a) => inspect::info(&a.path, a.json),
-        Command::Check(a) => inspect::check(&a.path),
+        Command::Check(a) => check::check(&a.path, a.repair, a.yes),
         Command::Gc(a) => inspect::gc(&a.path),
         Command::Demo(a) => demo::run(&a),
         Command::Crashtest(a) => crashtest::run(&a),

@@ -103,6 +103,12 @@ pub enum engram_code {
     ENGRAM_ERR_OUT_OF_BOUNDS = 23,
     /// The requested pool size is below the minimum (the message states it).
     ENGRAM_ERR_POOL_TOO_SMALL = 24,
+    /// A failure-atomic region was opened inside an STM transaction.
+    ENGRAM_ERR_TXN_IN_ATOMICALLY = 25,
+    /// Checked mode refused a pointer field naming no live object of the pool (the message names type and field).
+    ENGRAM_ERR_BAD_POINTER_FIELD = 26,
+    /// `check` found pointer fields naming no live object (treated as null; repair clears them).
+    ENGRAM_ERR_BAD_FIELDS = 27,
     /// The pool (or tracer) handle is closed or was never valid.
     ENGRAM_ERR_CLOSED = 100,
     /// The region handle has ended, or belongs to another thread.
@@ -208,6 +214,9 @@ pub extern "C" fn engram_code_name(code: engram_status) -> *const c_char {
         22 => b"ENGRAM_ERR_DOUBLE_FREE\0",
         23 => b"ENGRAM_ERR_OUT_OF_BOUNDS\0",
         24 => b"ENGRAM_ERR_POOL_TOO_SMALL\0",
+        25 => b"ENGRAM_ERR_TXN_IN_ATOMICALLY\0",
+        26 => b"ENGRAM_ERR_BAD_POINTER_FIELD\0",
+        27 => b"ENGRAM_ERR_BAD_FIELDS\0",
         100 => b"ENGRAM_ERR_CLOSED\0",
         101 => b"ENGRAM_ERR_REGION_ENDED\0",
         102 => b"ENGRAM_ERR_INTERNAL\0",
@@ -258,6 +267,9 @@ mod tests {
             (Error::DoubleFree { addr: 1 }, ENGRAM_ERR_DOUBLE_FREE),
             (Error::OutOfBounds { index: 1, count: 1, len: 1 }, ENGRAM_ERR_OUT_OF_BOUNDS),
             (Error::PoolTooSmall { requested: 1, minimum: 2 }, ENGRAM_ERR_POOL_TOO_SMALL),
+            (Error::TxnInAtomically, ENGRAM_ERR_TXN_IN_ATOMICALLY),
+            (Error::BadPointerField { type_name: "T".into(), field: 8, object: 16, value: 1, reason: "r" }, ENGRAM_ERR_BAD_POINTER_FIELD),
+            (Error::BadFields { count: 1, first: "f".into() }, ENGRAM_ERR_BAD_FIELDS),
         ];
         for (e, c) in pairs {
             assert_eq!(e.code(), c as i32, "{e}");

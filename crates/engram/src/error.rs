@@ -192,6 +192,34 @@ pub enum Error {
         /// [`crate::format::MIN_POOL_SIZE`].
         minimum: u64,
     },
+    /// A failure-atomic region was opened inside an STM transaction, whose
+    /// body may run several times (its region would commit each time).
+    #[error("a failure-atomic region (Pool::txn) cannot be opened inside an STM transaction (atomically): the body may run several times")]
+    TxnInAtomically,
+    /// A pointer field holds a value that is not null and not a live object
+    /// of this pool (checked mode: refused at alloc, write or commit).
+    #[error("{type_name} field at +{field} of object {object:#x} holds {value:#x}: {reason}")]
+    BadPointerField {
+        /// Type of the object holding the field.
+        type_name: String,
+        /// Byte offset of the field in the object's payload.
+        field: u64,
+        /// Payload address of the object holding the field (0: not yet allocated).
+        object: u64,
+        /// The offending pointer value.
+        value: u64,
+        /// Why it is refused.
+        reason: &'static str,
+    },
+    /// `check` found pointer fields that do not point at live objects (the
+    /// walk treated them as null); `engram check --repair` clears them.
+    #[error("{count} pointer field(s) do not point at live objects; first: {first}")]
+    BadFields {
+        /// How many.
+        count: u64,
+        /// The first one, described.
+        first: String,
+    },
 }
 
 impl Error {
@@ -222,6 +250,9 @@ impl Error {
             Error::DoubleFree { .. } => 22,
             Error::OutOfBounds { .. } => 23,
             Error::PoolTooSmall { .. } => 24,
+            Error::TxnInAtomically => 25,
+            Error::BadPointerField { .. } => 26,
+            Error::BadFields { .. } => 27,
         }
     }
 
@@ -273,6 +304,9 @@ mod tests {
             Error::DoubleFree { addr: 1 },
             Error::OutOfBounds { index: 1, count: 1, len: 0 },
             Error::PoolTooSmall { requested: 1, minimum: 2 },
+            Error::TxnInAtomically,
+            Error::BadPointerField { type_name: "T".into(), field: 8, object: 16, value: 1, reason: "r" },
+            Error::BadFields { count: 1, first: "f".into() },
         ];
         let mut codes: Vec<i32> = errs.iter().map(Error::code).collect();
         codes.sort();

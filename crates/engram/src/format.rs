@@ -16,6 +16,14 @@
 //! (one u32 per span: free, size class, or large-object head/tail) and, written
 //! only on a clean close, the allocation bitmap of every small-object span.
 //!
+//! Checksums (version 2): besides the header copies and the undo entries,
+//! every piece of metadata whose flipped bit could otherwise open "fine"
+//! with wrong data carries a check: the log generation word (a CRC-16 in its
+//! top 16 bits, so it stays one atomic 8-byte store), each span-table entry
+//! (a CRC-16 in its top 16 bits, one atomic 4-byte store; 0 = free), each
+//! slot bitmap (a CRC32C per span, written with the bitmaps at a clean
+//! close), each root entry and each type entry (a CRC32C in the entry).
+//!
 //! Invariants: the header copy with the larger sequence number and a good
 //! CRC32C is current; the other copy is the previous version. All integers are
 //! little-endian (the engine runs on x86-64). Pointers stored in the heap are
@@ -26,8 +34,10 @@ use std::mem::{offset_of, size_of};
 
 /// First eight bytes of every pool file.
 pub const MAGIC: [u8; 8] = *b"ENGRAMP\x01";
-/// The format version this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The format version this build writes and reads. Version 2 added the
+/// checksums of the log generation words, span tables, slot bitmaps, root
+/// entries and type entries.
+pub const FORMAT_VERSION: u32 = 2;
 
 /// Each header copy sits in its own 4 KiB slot.
 pub const HEADER_SLOT: u64 = 4096;
@@ -68,12 +78,19 @@ pub const ARENA_META_SPANS: u64 = 8;
 pub const ARENA_BITMAP_OFF: u64 = 4096;
 /// Bytes of allocation bitmap per span (2048 slots of the smallest class).
 pub const SPAN_BITMAP_BYTES: u64 = 256;
+/// Offset in an arena of the bitmaps' checksums: one u32 per span, CRC32C of
+/// (span index, class, bitmap); see [`bitmap_crc`].
+pub const ARENA_BITMAP_CRC_OFF: u64 = ARENA_BITMAP_OFF + SPANS_PER_ARENA * SPAN_BITMAP_BYTES;
 /// Smallest pool file.
 pub const MIN_POOL_SIZE: u64 = HEAP_OFF + ARENA_META_SPANS * SPAN_SIZE + 4 * SPAN_SIZE;
 /// Largest pool file.
 pub const MAX_POOL_SIZE: u64 = HEAP_OFF + MAX_ARENAS * ARENA_SIZE;
 
-/// Span-table value of a free span.
+// Span-table values below are the *logical* values the allocator works
+// with; the word stored in the table is [`span_entry_encode`] of them (a
+// 16-bit form plus its CRC-16), read back with [`span_entry_decode`].
+
+/// Span-table value of a free span (stored as 0).
 pub const SPAN_FREE: u32 = 0;
 /// Span-table value of an arena's metadata spans.
 pub const SPAN_META: u32 = 0xFFFF_FFFF;
@@ -190,8 +207,11 @@ pub struct RootEntry {
     pub flags: u32,
     /// Bytes of `name` in use.
     pub name_len: u32,
-    /// Zero.
-    pub pad: u32,
+    /// CRC32C of the entry with this field zero and `ptr` replaced by its
+    /// offset from the pool's base ([`RootEntry::compute_crc`]), so that
+    /// relocation, which rewrites `ptr`, leaves it valid. Checked for used
+    /// entries. A removed root's entry is all zero.
+    pub crc: u32,
     /// UTF-8 name.
     pub name: [u8; ROOT_NAME_MAX],
 }
@@ -229,8 +249,11 @@ pub struct TypeEntry {
     pub name: [u8; TYPE_NAME_MAX],
     /// Byte offsets of pointer fields within the type.
     pub ptrs: [u32; TYPE_PTRS_MAX],
+    /// CRC32C of the entry as it reads once used (`used` = 1, this field
+    /// zero): [`TypeEntry::compute_crc`], checked for used entries.
+    pub crc: u32,
     /// Zero.
-    pub reserved: [u8; 8],
+    pub reserved: u32,
 }
 
 /// Longest type name, in bytes.
@@ -244,7 +267,9 @@ pub const TYPE_ENTRY_SIZE: u64 = size_of::<TypeEntry>() as u64;
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct LogSlotHeader {
-    /// Current generation: only entries stamped with it are live.
+    /// Current generation word ([`log_gen_word`]): the generation in the low
+    /// 48 bits, its CRC-16 in the high 16. Only entries stamped with the
+    /// generation are live.
     pub gen: u64,
     /// Address of the first overflow chunk's payload, or 0.
     pub chunk: u64,
@@ -355,7 +380,9 @@ const _: () = assert!(ARENA_TABLE_OFF + MAX_ARENAS * 8 <= ROOTS_OFF);
 const _: () = assert!(ROOTS_OFF + ROOTS_CAP as u64 * ROOT_ENTRY_SIZE <= TYPES_OFF);
 const _: () = assert!(TYPES_OFF + TYPES_CAP as u64 * TYPE_ENTRY_SIZE <= LOG_OFF);
 const _: () = assert!(LOG_OFF + LOG_SLOTS as u64 * LOG_SLOT_SIZE as u64 <= HEAP_OFF);
-const _: () = assert!(ARENA_BITMAP_OFF + SPANS_PER_ARENA * SPAN_BITMAP_BYTES <= ARENA_META_SPANS * SPAN_SIZE);
+const _: () = assert!(ARENA_BITMAP_CRC_OFF + SPANS_PER_ARENA * 4 <= ARENA_META_SPANS * SPAN_SIZE);
+const _: () = assert!(std::mem::offset_of!(RootEntry, crc) == 20);
+const _: () = assert!(std::mem::offset_of!(TypeEntry, crc) == 248);
 
 impl PoolHeader {
     /// The header as bytes.
@@ -390,6 +417,152 @@ impl PoolHeader {
     }
 }
 
+/// CRC-16/CCITT-FALSE lookup table (polynomial 0x1021), built at compile time.
+const CRC16_TABLE: [u16; 256] = {
+    let mut t = [0u16; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut crc = (i as u16) << 8;
+        let mut b = 0;
+        while b < 8 {
+            crc = if crc & 0x8000 != 0 { (crc << 1) ^ 0x1021 } else { crc << 1 };
+            b += 1;
+        }
+        t[i] = crc;
+        i += 1;
+    }
+    t
+};
+
+/// CRC-16/CCITT-FALSE (polynomial 0x1021, initial value 0xFFFF) of `data`.
+/// It detects every error burst of up to 16 bits, so any change confined to
+/// one byte of the checked value is seen.
+pub const fn crc16(data: &[u8]) -> u16 {
+    let mut crc: u16 = 0xFFFF;
+    let mut i = 0;
+    while i < data.len() {
+        crc = (crc << 8) ^ CRC16_TABLE[((crc >> 8) as u8 ^ data[i]) as usize];
+        i += 1;
+    }
+    crc
+}
+
+/// Bits of a log generation word that hold the generation.
+pub const LOG_GEN_MASK: u64 = (1 << 48) - 1;
+
+/// The stored word of log generation `gen` (taken modulo 2^48): `gen` low,
+/// its CRC-16 high. One 8-byte store writes it atomically.
+pub const fn log_gen_word(gen: u64) -> u64 {
+    let g = gen & LOG_GEN_MASK;
+    let b = g.to_le_bytes();
+    g | (crc16(&[b[0], b[1], b[2], b[3], b[4], b[5]]) as u64) << 48
+}
+
+/// The generation in a stored word, or None if its check fails.
+pub const fn log_gen_decode(word: u64) -> Option<u64> {
+    let g = word & LOG_GEN_MASK;
+    if log_gen_word(g) == word {
+        Some(g)
+    } else {
+        None
+    }
+}
+
+/// The 16-bit form of a logical span-table value, or None if it has none.
+const fn span_entry_short(v: u32) -> Option<u16> {
+    if v == SPAN_META {
+        Some(0xFFFF)
+    } else if v & SPAN_LARGE_HEAD != 0 && v & !SPAN_LARGE_HEAD <= 0x3FFF {
+        Some(0x8000 | (v & 0x3FFF) as u16)
+    } else if v & SPAN_LARGE_TAIL != 0 && v & !SPAN_LARGE_TAIL <= 0x3FFF {
+        Some(0x4000 | (v & 0x3FFF) as u16)
+    } else if v <= 0x3FFF {
+        Some(v as u16)
+    } else {
+        None
+    }
+}
+
+/// The stored span-table word of logical value `v`: 0 for a free span,
+/// otherwise a 16-bit form (kind in bits 14-15: 0 small class, 1 large tail,
+/// 2 large head, 3 metadata) with its CRC-16 in the high 16 bits. Values
+/// with no 16-bit form are stored as 0xFFFF_FFFF, which never decodes.
+pub const fn span_entry_encode(v: u32) -> u32 {
+    match span_entry_short(v) {
+        Some(0) => 0,
+        Some(l) => {
+            let b = l.to_le_bytes();
+            l as u32 | (crc16(&b) as u32) << 16
+        }
+        None => u32::MAX,
+    }
+}
+
+/// The logical value of a stored span-table word, or None if its check fails.
+pub const fn span_entry_decode(word: u32) -> Option<u32> {
+    if word == 0 {
+        return Some(SPAN_FREE);
+    }
+    let l = (word & 0xFFFF) as u16;
+    let b = l.to_le_bytes();
+    if l == 0 || crc16(&b) as u32 != word >> 16 {
+        return None;
+    }
+    Some(match l >> 14 {
+        3 if l == 0xFFFF => SPAN_META,
+        2 => SPAN_LARGE_HEAD | (l & 0x3FFF) as u32,
+        1 => SPAN_LARGE_TAIL | (l & 0x3FFF) as u32,
+        0 => l as u32,
+        _ => return None,
+    })
+}
+
+/// Checksum of span `g`'s saved slot bitmap, bound to the span and its class
+/// so a bitmap left from an earlier use of the span never passes.
+pub fn bitmap_crc(g: u64, class: u32, bits: &[u64; 32]) -> u32 {
+    let mut c = crc32c::crc32c(&g.to_le_bytes());
+    c = crc32c::crc32c_append(c, &class.to_le_bytes());
+    for w in bits {
+        c = crc32c::crc32c_append(c, &w.to_le_bytes());
+    }
+    c
+}
+
+impl RootEntry {
+    /// The entry as bytes.
+    pub fn as_bytes(&self) -> &[u8; 64] {
+        // SAFETY: RootEntry is repr(C), 64 bytes (checked above) with no
+        // padding (u64, 4 x u32, then bytes), and any u8 pattern is valid.
+        unsafe { &*(self as *const Self as *const [u8; 64]) }
+    }
+
+    /// CRC32C of the entry with `crc` zero and `ptr` replaced by `ptr_off`,
+    /// the pointer's offset from the base of the range it points into.
+    pub fn compute_crc(&self, ptr_off: u64) -> u32 {
+        let mut e = *self;
+        e.crc = 0;
+        e.ptr = ptr_off;
+        crc32c::crc32c(e.as_bytes())
+    }
+}
+
+impl TypeEntry {
+    /// The entry as bytes.
+    pub fn as_bytes(&self) -> &[u8; 256] {
+        // SAFETY: TypeEntry is repr(C), 256 bytes (checked above) with no
+        // padding (every field naturally aligned, sizes add up).
+        unsafe { &*(self as *const Self as *const [u8; 256]) }
+    }
+
+    /// CRC32C of the entry as it reads once used: `used` = 1, `crc` zero.
+    pub fn compute_crc(&self) -> u32 {
+        let mut e = *self;
+        e.used = 1;
+        e.crc = 0;
+        crc32c::crc32c(e.as_bytes())
+    }
+}
+
 /// Bytes a slot of `size` payload bytes needs, header included.
 pub const fn slot_bytes(payload: u64) -> u64 {
     payload + OBJ_HEADER
@@ -418,5 +591,47 @@ mod tests {
         bytes[20] ^= 1;
         let torn = PoolHeader::from_bytes(&bytes);
         assert_ne!(torn.compute_crc(), torn.crc);
+    }
+
+    /// The check value of CRC-16/CCITT-FALSE.
+    #[test]
+    fn crc16_check_value() {
+        assert_eq!(crc16(b"123456789"), 0x29B1);
+    }
+
+    /// Every change confined to one byte of a generation word is seen.
+    #[test]
+    fn log_gen_word_detects_any_one_byte_change() {
+        for gen in [1u64, 2, 3, 255, 256, 0xFFFF, 1 << 40, LOG_GEN_MASK] {
+            let w = log_gen_word(gen);
+            assert_eq!(log_gen_decode(w), Some(gen));
+            for byte in 0..8 {
+                for x in 1..=255u64 {
+                    assert_eq!(log_gen_decode(w ^ (x << (8 * byte))), None, "gen {gen} byte {byte} ^ {x:#x}");
+                }
+            }
+        }
+        assert_eq!(log_gen_decode(0), None, "a zeroed slot has no generation");
+    }
+
+    /// Every logical span-table value round-trips, and every change confined
+    /// to one byte of its stored word fails to decode.
+    #[test]
+    fn span_entries_detect_any_one_byte_change() {
+        let mut values: Vec<u32> = (0..=39).collect();
+        for n in 1..SPANS_PER_ARENA as u32 {
+            values.push(SPAN_LARGE_HEAD | n);
+            values.push(SPAN_LARGE_TAIL | n);
+        }
+        values.push(SPAN_META);
+        for v in values {
+            let w = span_entry_encode(v);
+            assert_eq!(span_entry_decode(w), Some(v), "{v:#x}");
+            for byte in 0..4 {
+                for x in 1..=255u32 {
+                    assert_eq!(span_entry_decode(w ^ (x << (8 * byte))), None, "{v:#x} byte {byte} ^ {x:#x}");
+                }
+            }
+        }
     }
 }

@@ -5,6 +5,11 @@
 //! table, so no program is needed. Each pointer is validated on the way (it
 //! must be null or the payload address of an object whose header carries the
 //! tag and a known type), which makes the same walk serve `engram check`.
+//! A field that fails (a pointer from another pool, a stray value, a dangling
+//! pointer) does not stop the walk: it is reported as a [`BadField`] and
+//! treated as null, so one bad word never makes a pool unopenable. A slot a
+//! bad field names (a freed object's) is quarantined: marked, not scanned,
+//! so it is not handed out again while the field still names it.
 //!
 //! Swizzle: when the pool is mapped at a new base, the mark walk also rewrites
 //! every pointer found in an old base's range to the new range, flushing each
@@ -17,8 +22,9 @@
 //! only while no region is active (the pool's GC gate).
 
 use crate::alloc::{locate, Marks};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::format::*;
+use crate::pointers::{object_problem, BadField};
 use crate::pool::space::Space;
 use crate::types::TypeTable;
 
@@ -50,6 +56,23 @@ pub struct MarkStats {
     pub bytes: u64,
     /// Pointers rewritten by relocation.
     pub swizzled: u64,
+    /// Pointer fields that point at no live object (treated as null).
+    pub bad_fields: u64,
+}
+
+/// What a mark phase found, with every bad field.
+pub(crate) struct MarkResult {
+    pub marks: Marks,
+    pub stats: MarkStats,
+    pub bad: Vec<BadField>,
+}
+
+/// Who holds a pointer field: for reports.
+#[derive(Clone, Copy)]
+struct Holder<'a> {
+    object: u64,
+    name: &'a str,
+    field: u64,
 }
 
 /// The mark walk's state.
@@ -60,19 +83,20 @@ struct Marker<'a> {
     marks: Marks,
     stack: Vec<u64>,
     stats: MarkStats,
+    bad: Vec<BadField>,
 }
 
 /// Marks from the roots and logs. `progress` is called with the number of
 /// objects marked so far, every 4096 objects.
-pub(crate) fn mark(space: &Space, types: &TypeTable, reloc: Option<&Reloc>, progress: &dyn Fn(u64)) -> Result<(Marks, MarkStats)> {
-    let mut m = Marker { space, types, reloc, marks: Marks::default(), stack: Vec::new(), stats: MarkStats::default() };
-    for (i, e, name) in crate::tx::used_root_entries(space)? {
-        let at = ROOTS_OFF + i as u64 * crate::format::ROOT_ENTRY_SIZE;
-        m.field(at, &format!("root {name:?}"))?;
-        let _ = e;
+pub(crate) fn mark(space: &Space, types: &TypeTable, reloc: Option<&Reloc>, progress: &dyn Fn(u64)) -> Result<MarkResult> {
+    let mut m = Marker { space, types, reloc, marks: Marks::default(), stack: Vec::new(), stats: MarkStats::default(), bad: Vec::new() };
+    for (i, _, name) in crate::tx::used_root_entries(space)? {
+        let holder = format!("root {name:?}");
+        m.field(ROOTS_OFF + i as u64 * crate::format::ROOT_ENTRY_SIZE, Holder { object: 0, name: &holder, field: 0 })?;
     }
     for slot in 0..LOG_SLOTS {
-        m.field(crate::log::chunk_links(slot), &format!("log slot {slot}"))?;
+        let holder = format!("log slot {slot}");
+        m.field(crate::log::chunk_links(slot), Holder { object: 0, name: &holder, field: 0 })?;
     }
     while let Some(addr) = m.stack.pop() {
         m.scan(addr)?;
@@ -84,12 +108,14 @@ pub(crate) fn mark(space: &Space, types: &TypeTable, reloc: Option<&Reloc>, prog
         space.persist.fence("swizzled pointers before the relocation is finished")?;
     }
     progress(m.stats.objects);
-    Ok((m.marks, m.stats))
+    m.stats.bad_fields = m.bad.len() as u64;
+    Ok(MarkResult { marks: m.marks, stats: m.stats, bad: m.bad })
 }
 
 impl Marker<'_> {
-    /// Handles the pointer stored at pool offset `off`.
-    fn field(&mut self, off: u64, what: &dyn std::fmt::Display) -> Result<()> {
+    /// Handles the pointer stored at pool offset `off`: marks its target,
+    /// or reports it and treats it as null.
+    fn field(&mut self, off: u64, holder: Holder<'_>) -> Result<()> {
         let mut v: u64 = self.space.read(off)?;
         if let Some(r) = self.reloc {
             let t = r.translate(v);
@@ -104,39 +130,53 @@ impl Marker<'_> {
         if v == 0 {
             return Ok(());
         }
-        let loc =
-            locate(self.space, v).ok_or_else(|| Error::corrupt(format!("{what} points to {v:#x}, which is not an object in this pool")))?;
-        if self.marks.mark(loc) {
-            self.stack.push(v);
+        let problem = match locate(self.space, v) {
+            Some(loc) if self.marks.is_marked(loc) => None,
+            Some(loc) => {
+                // A slot that holds no live object (a dangling pointer's
+                // target) is marked but not scanned: kept out of allocation
+                // until the field is repaired, so the bad field never comes
+                // to alias a new object.
+                self.marks.mark(loc);
+                let p = object_problem(self.space, self.types, v, loc);
+                if p.is_none() {
+                    self.stack.push(v);
+                }
+                p
+            }
+            None => crate::pointers::problem(self.space, self.types, v),
+        };
+        if let Some(reason) = problem {
+            self.bad.push(BadField {
+                object: holder.object,
+                holder: holder.name.to_string(),
+                field: holder.field,
+                at: off,
+                value: v,
+                reason,
+            });
         }
         Ok(())
     }
 
-    /// Validates the object at `addr` and visits its pointer fields.
+    /// Counts the (validated, marked) object at `addr` and visits its pointer fields.
     fn scan(&mut self, addr: u64) -> Result<()> {
         let space = self.space;
-        let loc = locate(space, addr).ok_or(Error::BadPointer { addr })?;
-        let hoff = addr - OBJ_HEADER - space.base();
-        let h: ObjHeader = space.read(hoff)?;
-        if h.flags & OBJ_TAG_MASK != OBJ_TAG {
-            return Err(Error::corrupt(format!("object at {addr:#x} has a bad header tag {:#x}", h.flags)));
-        }
-        let ty =
-            self.types.get(h.type_id).ok_or_else(|| Error::corrupt(format!("object at {addr:#x} has unknown type id {}", h.type_id)))?;
+        let Some(loc) = locate(space, addr) else { return Ok(()) };
+        let h: ObjHeader = space.read(addr - OBJ_HEADER - space.base())?;
+        let Some(ty) = self.types.get(h.type_id) else { return Ok(()) };
         let count = if h.flags & OBJ_ARRAY != 0 { h.count } else { 1 };
-        let bytes = count.checked_mul(ty.size).filter(|&b| b <= loc.capacity()).ok_or_else(|| {
-            Error::corrupt(format!("object at {addr:#x} ({} x {}) overruns its {}-byte slot", count, ty.name, loc.capacity()))
-        })?;
+        let bytes = count.saturating_mul(ty.size).min(loc.capacity());
         self.stats.objects += 1;
         self.stats.bytes += bytes;
-        if ty.ptrs.is_empty() {
+        if ty.ptrs.is_empty() || count.checked_mul(ty.size).is_none_or(|b| b > loc.capacity()) {
             return Ok(());
         }
         let base_off = addr - space.base();
         for i in 0..count {
             for &p in &ty.ptrs {
-                let off = base_off + i * ty.size + p as u64;
-                self.field(off, &format_args!("field +{} of {} at {addr:#x}", i * ty.size + p as u64, ty.name))?;
+                let field = i * ty.size + p as u64;
+                self.field(base_off + field, Holder { object: addr, name: &ty.name, field })?;
             }
         }
         Ok(())

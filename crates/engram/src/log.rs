@@ -18,6 +18,13 @@
 //!    entry matches the generation, so nothing is undone.
 //! 4. Recovery itself ends by bumping `gen`; a crash during recovery simply
 //!    replays again (undo is idempotent).
+//!
+//! The `gen` word carries a CRC-16 of the generation in its top 16 bits
+//! (`format::log_gen_word`), so it is still written by one atomic 8-byte
+//! store, and a flipped bit, which could make an old generation's entries
+//! live again, is `Corrupt` instead of a silent rollback of committed data.
+//! Overflow chunks are checked before the writer or the scan follows a link:
+//! the link must name a live `engram::log_chunk` object.
 
 use crate::error::{Error, Result};
 use crate::format::*;
@@ -66,12 +73,27 @@ pub(crate) trait ChunkAlloc {
     fn alloc_chunk(&self, bytes: u64) -> Result<u64>;
 }
 
+/// Slot `slot`'s current generation, or `Corrupt` if its word fails the check.
+fn slot_gen(space: &Space, slot: u32) -> Result<u64> {
+    let h: LogSlotHeader = space.read(slot_off(slot))?;
+    log_gen_decode(h.gen).ok_or_else(|| Error::corrupt(format!("log slot {slot}: generation word {:#x} fails its checksum", h.gen)))
+}
+
+/// Whether `addr` is the payload of a live log chunk of at least `CHUNK_HDR + cap` bytes.
+fn is_chunk(space: &Space, addr: u64, cap: u64) -> bool {
+    let Some(loc) = crate::alloc::locate(space, addr) else { return false };
+    let Ok(h) = space.read::<ObjHeader>(addr - OBJ_HEADER - space.base()) else { return false };
+    h.flags & OBJ_TAG_MASK == OBJ_TAG
+        && h.type_id == crate::types::TYPE_LOG_CHUNK
+        && CHUNK_HDR.checked_add(cap).is_some_and(|n| n <= loc.capacity())
+}
+
 impl LogWriter {
     /// A writer at the start of slot `slot`, for the slot's current generation.
     pub fn open(space: &Space, slot: u32) -> Result<Self> {
-        let h: LogSlotHeader = space.read(slot_off(slot))?;
+        let gen = slot_gen(space, slot)?;
         let start = slot_off(slot) + LOG_SLOT_HEADER;
-        Ok(LogWriter { slot, gen: h.gen, cur: Cursor { chunk: None, at: start, end: slot_off(slot) + LOG_SLOT_SIZE as u64 }, entries: 0 })
+        Ok(LogWriter { slot, gen, cur: Cursor { chunk: None, at: start, end: slot_off(slot) + LOG_SLOT_SIZE as u64 }, entries: 0 })
     }
 
     /// Entries written since the last reset.
@@ -115,7 +137,13 @@ impl LogWriter {
         };
         let next: u64 = space.read(link_off)?;
         let (chunk_off, cap) = if next != 0 {
+            if !space.contains(next, CHUNK_HDR) {
+                return Err(Error::corrupt(format!("log slot {}: chunk link {next:#x} is outside the pool", self.slot)));
+            }
             let h: LogChunkHeader = space.read(next - space.base())?;
+            if !is_chunk(space, next, h.cap) {
+                return Err(Error::corrupt(format!("log slot {}: chunk link {next:#x} is not a log chunk", self.slot)));
+            }
             (next - space.base(), h.cap)
         } else {
             (0, 0)
@@ -150,13 +178,13 @@ impl LogWriter {
 /// Pool offsets of the live entries of slot `slot`, oldest first.
 /// `translate` maps a stored chunk address to the current mapping (relocation).
 pub(crate) fn live_entries(space: &Space, slot: u32, translate: &dyn Fn(u64) -> u64) -> Result<Vec<u64>> {
-    let sh: LogSlotHeader = space.read(slot_off(slot))?;
+    let gen = slot_gen(space, slot)?;
     let mut cur = Cursor { chunk: None, at: slot_off(slot) + LOG_SLOT_HEADER, end: slot_off(slot) + LOG_SLOT_SIZE as u64 };
     let mut out = Vec::new();
     let mut hops = 0u64;
     while cur.at + ENTRY <= cur.end {
         let h: LogEntryHeader = space.read(cur.at)?;
-        if h.gen != sh.gen {
+        if h.gen != gen {
             break;
         }
         if h.len == LOG_JUMP {
@@ -171,7 +199,7 @@ pub(crate) fn live_entries(space: &Space, slot: u32, translate: &dyn Fn(u64) -> 
             }
             let c: LogChunkHeader = space.read(next - space.base())?;
             let off = next - space.base();
-            if !space.contains(next, CHUNK_HDR + c.cap) {
+            if !is_chunk(space, next, c.cap) {
                 return Err(Error::corrupt(format!("log slot {slot}: chunk at {off:#x} overruns the pool")));
             }
             cur = Cursor { chunk: Some(off), at: off + CHUNK_HDR, end: off + CHUNK_HDR + c.cap };
@@ -228,9 +256,8 @@ pub(crate) fn undo_slot(space: &Space, slot: u32, translate: &dyn Fn(u64) -> u64
 
 /// Bumps the slot's generation: every entry written so far stops counting.
 pub(crate) fn invalidate(space: &Space, slot: u32) -> Result<()> {
-    let off = slot_off(slot);
-    let gen: u64 = space.read(off)?;
-    space.write_persist(off, &(gen + 1), "log generation bump: the region is committed")
+    let gen = slot_gen(space, slot)?;
+    space.write_persist(slot_off(slot), &log_gen_word(gen + 1), "log generation bump: the region is committed")
 }
 
 /// The first chunk address of each slot (GC roots).

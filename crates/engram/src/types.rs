@@ -9,7 +9,9 @@
 //! in a [`TypeEntry`] whose `used` word is persisted only after the rest of
 //! the entry, so a crash never leaves a half-written entry that counts. A
 //! type whose name is in the table with a different layout hash is refused
-//! with [`Error::LayoutMismatch`] naming the type.
+//! with [`Error::LayoutMismatch`] naming the type. Each entry carries a
+//! CRC32C of itself as it reads once used; a used entry failing it is
+//! `Corrupt` (a flipped size or pointer offset would misguide every walk).
 
 use crate::error::{Error, Result};
 use crate::format::{TypeEntry, TYPES_CAP, TYPES_OFF, TYPE_ENTRY_SIZE, TYPE_NAME_MAX, TYPE_PTRS_MAX};
@@ -147,8 +149,8 @@ impl TypeTable {
             if e.used == 0 {
                 continue;
             }
-            if e.used != 1 || e.nptr as usize > TYPE_PTRS_MAX || e.name_len as usize > TYPE_NAME_MAX {
-                return Err(Error::corrupt(format!("type table entry {} is malformed", i + 1)));
+            if e.used != 1 || e.crc != e.compute_crc() || e.nptr as usize > TYPE_PTRS_MAX || e.name_len as usize > TYPE_NAME_MAX {
+                return Err(Error::corrupt(format!("type table entry {} is malformed or fails its checksum", i + 1)));
             }
             let name = String::from_utf8_lossy(&e.name[..e.name_len as usize]).into_owned();
             let ptrs = e.ptrs[..e.nptr as usize].to_vec();
@@ -254,10 +256,13 @@ fn write_entry(space: &Space, index: u32, d: &TypeDesc) -> Result<()> {
         pad: 0,
         name: [0; TYPE_NAME_MAX],
         ptrs: [0; TYPE_PTRS_MAX],
-        reserved: [0; 8],
+        crc: 0,
+        reserved: 0,
     };
     e.name[..d.name.len()].copy_from_slice(d.name.as_bytes());
     e.ptrs[..d.ptrs.len()].copy_from_slice(&d.ptrs);
+    // The checksum of the entry as it will read once `used` is set.
+    e.crc = e.compute_crc();
     let off = TYPES_OFF + index as u64 * TYPE_ENTRY_SIZE;
     // 1. the body, durable before it can count; a crash here leaves used = 0.
     space.write_persist(off, &e, "type entry body before its used flag")?;

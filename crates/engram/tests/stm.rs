@@ -360,3 +360,61 @@ fn allocation_only_transactions_persist_what_they_allocate() {
     assert_eq!(after.fences - before.fences, 10, "one fence per allocating commit");
     assert!(after.flushes - before.flushes >= 10);
 }
+
+/// Issue 15: every open/close in which threads ran transactions used to
+/// leave each thread's 64 KiB redo log linked for ever, so a pool reopened
+/// daily grew without bound. Logs recorded by earlier opens are adopted.
+#[test]
+fn redo_logs_of_earlier_opens_are_adopted() {
+    const THREADS: usize = 4;
+    let t = TempPool::new("stm-log-leak");
+    let pool = create(&t, Durability::Process);
+    pool.close().unwrap();
+    let mut reachable = Vec::new();
+    for cycle in 0..6u64 {
+        let pool = reopen(&t);
+        let v: PTVar<u64> = pool.root("n", || 0).unwrap();
+        // All threads alive at once, so each needs a log of its own.
+        let barrier = Arc::new(std::sync::Barrier::new(THREADS));
+        std::thread::scope(|s| {
+            for _ in 0..THREADS {
+                let (pool, v, barrier) = (pool.clone(), v, barrier.clone());
+                s.spawn(move || {
+                    pool.atomically(|tx| {
+                        let x = tx.read(&v)?;
+                        tx.write(&v, x + 1)
+                    })
+                    .unwrap();
+                    barrier.wait();
+                });
+            }
+        });
+        assert_eq!(pool.atomically(|tx| tx.read(&v)).unwrap(), (cycle + 1) * THREADS as u64);
+        reachable.push(pool.check().unwrap().bytes);
+        pool.close().unwrap();
+    }
+    // After the first cycles the logs exist; later cycles reuse them.
+    println!("reachable bytes after each cycle: {reachable:?}");
+    assert_eq!(reachable[1], reachable[5], "reachable bytes per cycle: {reachable:?}");
+}
+
+/// Issue 15: a failure-atomic region inside an STM body (which may run
+/// several times) is refused with a typed error, and the body sees it.
+#[test]
+fn region_inside_atomically_is_refused() {
+    let t = TempPool::new("stm-txn-inside");
+    let pool = create(&t, Durability::Process);
+    let v: PTVar<u64> = pool.root("n", || 7).unwrap();
+    let r = pool.atomically(|tx| {
+        let x = tx.read(&v)?;
+        let inner = pool.txn(|ptx| ptx.alloc(1u64).map(|_| ()));
+        assert!(matches!(inner, Err(engram::Error::TxnInAtomically)), "{inner:?}");
+        tx.write(&v, x + 1)?;
+        inner.map_err(StmError::from)
+    });
+    assert!(matches!(r, Err(engram::Error::TxnInAtomically)), "{r:?}");
+    // Nothing of the body committed; regions outside work as before.
+    assert_eq!(pool.atomically(|tx| tx.read(&v)).unwrap(), 7);
+    pool.txn(|tx| tx.alloc(2u64).map(|_| ())).unwrap();
+    pool.close().unwrap();
+}

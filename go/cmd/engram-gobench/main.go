@@ -59,7 +59,10 @@ func main() {
 			func() (time.Duration, error) { d, _, err := runGo(s.workload, s.n, engram.Pmem, *dir); return d, err },
 			func() (time.Duration, error) { return runRust(*rust, s, "engram", "pmem", *dir) },
 			func() (time.Duration, error) { return runRust(*rust, s, "pmdk-tx", "pmem", *dir) },
-			func() (time.Duration, error) { d, _, err := runGo(s.workload, s.n, engram.Process, *dir); return d, err },
+			func() (time.Duration, error) {
+				d, _, err := runGo(s.workload, s.n, engram.Process, *dir)
+				return d, err
+			},
 			func() (time.Duration, error) { return runRust(*rust, s, "engram-process", "process", *dir) },
 		}
 		m := interleaved(*reps, runs)

@@ -101,6 +101,15 @@ pub(crate) struct Marks {
 }
 
 impl Marks {
+    /// Whether `loc` is marked.
+    pub fn is_marked(&self, loc: Loc) -> bool {
+        match loc {
+            Loc::Small { span, index, .. } => self.small.get(&span).is_some_and(|w| w[(index / 64) as usize] & (1u64 << (index % 64)) != 0),
+            Loc::Large { span, .. } => self.large.contains(&span),
+            Loc::Huge { arena, .. } => self.large.contains(&(arena * SPANS_PER_ARENA)),
+        }
+    }
+
     /// Marks `loc`; returns false if it was already marked.
     pub fn mark(&mut self, loc: Loc) -> bool {
         match loc {
@@ -159,6 +168,11 @@ fn bitmap_off(g: u64) -> u64 {
     arena_off(g / SPANS_PER_ARENA) + ARENA_BITMAP_OFF + (g % SPANS_PER_ARENA) * SPAN_BITMAP_BYTES
 }
 
+/// Pool offset of the checksum of span `g`'s saved allocation bitmap.
+fn bitmap_crc_off(g: u64) -> u64 {
+    arena_off(g / SPANS_PER_ARENA) + ARENA_BITMAP_CRC_OFF + (g % SPANS_PER_ARENA) * 4
+}
+
 /// Global span count covered by `size` bytes of pool.
 fn spans_in(size: u64) -> u64 {
     size.saturating_sub(HEAP_OFF) / SPAN_SIZE
@@ -175,8 +189,19 @@ fn set_arena_entry(space: &Space, a: u64, v: u64) -> Result<()> {
     Ok(())
 }
 
+/// Span `g`'s logical span-table value, or None if the stored word fails its check.
+fn entry(space: &Space, g: u64) -> Option<u32> {
+    space.read::<u32>(entry_off(g)).ok().and_then(span_entry_decode)
+}
+
+/// [`entry`], with a failed check as `Corrupt`.
+fn entry_checked(space: &Space, g: u64) -> Result<u32> {
+    let w: u32 = space.read(entry_off(g))?;
+    span_entry_decode(w).ok_or_else(|| Error::corrupt(format!("span {g}: span-table entry {w:#x} fails its checksum")))
+}
+
 fn set_entry(space: &Space, g: u64, v: u32) -> Result<()> {
-    space.write(entry_off(g), &v)?;
+    space.write(entry_off(g), &span_entry_encode(v))?;
     space.flush_named(entry_off(g), 4, "span-table entry");
     Ok(())
 }
@@ -202,7 +227,7 @@ pub(crate) fn locate(space: &Space, addr: u64) -> Option<Loc> {
     if g % SPANS_PER_ARENA < ARENA_META_SPANS {
         return None;
     }
-    let e: u32 = space.read(entry_off(g)).ok()?;
+    let e = entry(space, g)?;
     let within = hdr - span_off(g);
     match e {
         1..=39 => {
@@ -240,7 +265,7 @@ pub(crate) fn locate_containing(space: &Space, addr: u64) -> Option<(u64, Loc)> 
     if g % SPANS_PER_ARENA < ARENA_META_SPANS {
         return None;
     }
-    let e: u32 = space.read(entry_off(g)).ok()?;
+    let e = entry(space, g)?;
     let head = match e {
         1..=39 => {
             let slot = slot_size((e - 1) as usize);
@@ -267,10 +292,21 @@ impl Heap {
         }
     }
 
-    /// Builds the allocator from the persistent span tables. With `clean`,
-    /// slot bitmaps come from the arena metadata; otherwise every small span
-    /// starts empty and the caller must run a collection before allocating.
-    pub fn load(space: &Space, clean: bool) -> Result<Self> {
+    /// Builds the allocator from the persistent span tables, with every
+    /// small span empty: the caller must run a collection before allocating.
+    pub fn load(space: &Space) -> Result<Self> {
+        // An unclean load reads no bitmaps, so it always yields a heap.
+        Self::load_with(space, false)?.ok_or_else(|| Error::corrupt("heap load without bitmaps failed"))
+    }
+
+    /// Builds the allocator after a clean close: slot bitmaps come from the
+    /// arena metadata. None if a bitmap fails its checksum; the caller then
+    /// rebuilds them by marking ([`Heap::load`] and a collection).
+    pub fn load_clean(space: &Space) -> Result<Option<Self>> {
+        Self::load_with(space, true)
+    }
+
+    fn load_with(space: &Space, clean: bool) -> Result<Option<Self>> {
         let heap = Heap::empty();
         let limit = spans_in(space.size());
         let mut ss = heap.spans.lock();
@@ -285,16 +321,23 @@ impl Heap {
                     continue;
                 }
             }
-            let e: u32 = space.read(entry_off(g))?;
             if s < ARENA_META_SPANS {
                 g += 1;
                 continue;
             }
+            let e = entry_checked(space, g)?;
             match e {
                 SPAN_FREE => set_free(&mut ss, g, true),
                 1..=39 => {
                     let c = (e - 1) as usize;
-                    let bits = if clean { read_bitmap(space, g, c)? } else { SpanBits::empty() };
+                    let bits = if clean {
+                        match read_bitmap(space, g, c)? {
+                            Some(b) => b,
+                            None => return Ok(None),
+                        }
+                    } else {
+                        SpanBits::empty()
+                    };
                     heap.classes[c].lock().spans.insert(g, bits);
                 }
                 _ if e & SPAN_LARGE_HEAD != 0 && e != SPAN_META => {
@@ -302,6 +345,7 @@ impl Heap {
                     if n == 0 || s + n > SPANS_PER_ARENA || g + n > limit {
                         return Err(Error::corrupt(format!("span {g}: large object of {n} spans overruns its arena")));
                     }
+                    check_tails(space, g, n, clean)?;
                     large.insert(g, n as u32);
                     g += n;
                     continue;
@@ -320,7 +364,7 @@ impl Heap {
         ss.mapped_spans = limit;
         drop((ss, large));
         heap.rebuild_partials();
-        Ok(heap)
+        Ok(Some(heap))
     }
 
     fn rebuild_partials(&self) {
@@ -478,6 +522,7 @@ impl Heap {
             return Err(Error::PoolFull { requested: k * ARENA_SIZE, max_size: space.header().max_size });
         }
         space.grow(arena_off(a + k))?;
+        clear_new_entries(space, ss.mapped_spans)?;
         incorporate(&mut ss, spans_in(space.size()));
         for g in a * SPANS_PER_ARENA..(a + k) * SPANS_PER_ARENA {
             set_free(&mut ss, g, false);
@@ -548,6 +593,7 @@ impl Heap {
                 return Ok(g);
             }
             space.grow(space.size() + (n + ARENA_META_SPANS) * SPAN_SIZE)?;
+            clear_new_entries(space, ss.mapped_spans)?;
             incorporate(&mut ss, spans_in(space.size()));
         }
     }
@@ -602,11 +648,13 @@ impl Heap {
 
     /// Writes every small span's bitmap into its arena metadata (clean close).
     pub fn save_bitmaps(&self, space: &Space) -> Result<()> {
-        for cls in self.classes.iter() {
+        for (c, cls) in self.classes.iter().enumerate() {
             let cls = cls.lock();
             for (&g, sb) in cls.spans.iter() {
                 space.write(bitmap_off(g), &sb.bits)?;
                 space.flush(bitmap_off(g), SPAN_BITMAP_BYTES);
+                space.write(bitmap_crc_off(g), &bitmap_crc(g, c as u32, &sb.bits))?;
+                space.flush(bitmap_crc_off(g), 4);
             }
         }
         space.persist.fence("slot bitmaps before the clean flag")
@@ -689,6 +737,21 @@ impl Heap {
     }
 }
 
+/// Checks the tail entries of the large object at span `g` (`n` spans). A
+/// crash while one was being set up (head first) leaves free tails: after
+/// a crash (`!clean`) they are completed; anything else is `Corrupt`.
+fn check_tails(space: &Space, g: u64, n: u64, clean: bool) -> Result<()> {
+    for k in 1..n {
+        let want = SPAN_LARGE_TAIL | k as u32;
+        match entry_checked(space, g + k)? {
+            e if e == want => {}
+            SPAN_FREE if !clean => set_entry(space, g + k, want)?,
+            e => return Err(Error::corrupt(format!("span {}: entry {e:#x} where large tail {k} of span {g} belongs", g + k))),
+        }
+    }
+    Ok(())
+}
+
 /// The arena count of a huge object whose head is arena `a`, if any.
 fn huge_at(space: &Space, a: u64) -> Result<Option<u32>> {
     let ae: u64 = space.read(arena_entry_off(a))?;
@@ -708,8 +771,13 @@ fn huge_at(space: &Space, a: u64) -> Result<Option<u32>> {
     Ok(Some(k as u32))
 }
 
-fn read_bitmap(space: &Space, g: u64, c: usize) -> Result<SpanBits> {
+/// Span `g`'s saved bitmap, or None if it fails its checksum.
+fn read_bitmap(space: &Space, g: u64, c: usize) -> Result<Option<SpanBits>> {
     let bits: [u64; 32] = space.read(bitmap_off(g))?;
+    let crc: u32 = space.read(bitmap_crc_off(g))?;
+    if crc != bitmap_crc(g, c as u32, &bits) {
+        return Ok(None);
+    }
     let per = slots_per_span(c);
     for i in per..2048 {
         if bits[(i / 64) as usize] & (1 << (i % 64)) != 0 {
@@ -717,7 +785,7 @@ fn read_bitmap(space: &Space, g: u64, c: usize) -> Result<SpanBits> {
         }
     }
     let live = bits.iter().map(|w| w.count_ones()).sum();
-    Ok(SpanBits { bits, live })
+    Ok(Some(SpanBits { bits, live }))
 }
 
 fn set_free(ss: &mut SpanSpace, g: u64, free: bool) {
@@ -761,7 +829,20 @@ fn find_run(ss: &SpanSpace, n: u64) -> Option<u64> {
     None
 }
 
-/// Adds freshly mapped spans (all zero, so free) up to global index `limit`.
+/// Spans from `from` up to the pool's new size were never in the heap, so
+/// they are free: a span-table word there that is not 0 (damage to bytes no
+/// one read until now) is cleared, so no later open trips over it.
+fn clear_new_entries(space: &Space, from: u64) -> Result<()> {
+    for g in from..spans_in(space.size()) {
+        let a = g / SPANS_PER_ARENA;
+        if g % SPANS_PER_ARENA >= ARENA_META_SPANS && space.read::<u64>(arena_entry_off(a))? == 0 && space.read::<u32>(entry_off(g))? != 0 {
+            set_entry(space, g, SPAN_FREE)?;
+        }
+    }
+    Ok(())
+}
+
+/// Adds freshly mapped spans (free) up to global index `limit`.
 fn incorporate(ss: &mut SpanSpace, limit: u64) {
     for g in ss.mapped_spans..limit {
         if g % SPANS_PER_ARENA >= ARENA_META_SPANS {

@@ -44,6 +44,9 @@ pub struct CreateOptions {
     pub exclusive: bool,
     /// Receives stores, flushes and fences in `Trace` mode.
     pub tracer: Option<std::sync::Arc<crate::trace::Tracer>>,
+    /// Checked mode: validate pointer fields at alloc, write and commit
+    /// (`Error::BadPointerField`). On by default in debug builds.
+    pub check_pointers: bool,
 }
 
 impl CreateOptions {
@@ -56,6 +59,7 @@ impl CreateOptions {
             durability: None,
             exclusive: true,
             tracer: None,
+            check_pointers: cfg!(debug_assertions),
         }
     }
 
@@ -83,6 +87,12 @@ impl CreateOptions {
         self
     }
 
+    /// Turns checked mode (pointer-field validation) on or off.
+    pub fn check_pointers(mut self, on: bool) -> Self {
+        self.check_pointers = on;
+        self
+    }
+
     /// Records this pool's persistent-memory events (`Trace` mode).
     pub fn trace(mut self, tracer: std::sync::Arc<crate::trace::Tracer>) -> Self {
         self.durability = Some(Durability::Trace);
@@ -107,6 +117,9 @@ pub struct OpenOptions {
     pub force_relocate: bool,
     /// Receives stores, flushes and fences in `Trace` mode.
     pub tracer: Option<std::sync::Arc<crate::trace::Tracer>>,
+    /// Checked mode: validate pointer fields at alloc, write and commit
+    /// (`Error::BadPointerField`). On by default in debug builds.
+    pub check_pointers: bool,
 }
 
 impl OpenOptions {
@@ -124,6 +137,7 @@ impl OpenOptions {
             lock_timeout: Duration::from_secs(2),
             force_relocate: false,
             tracer: None,
+            check_pointers: cfg!(debug_assertions),
         }
     }
 
@@ -136,6 +150,12 @@ impl OpenOptions {
     /// Opens privately; nothing is written to the file.
     pub fn read_only(mut self) -> Self {
         self.read_only = true;
+        self
+    }
+
+    /// Turns checked mode (pointer-field validation) on or off.
+    pub fn check_pointers(mut self, on: bool) -> Self {
+        self.check_pointers = on;
         self
     }
 
@@ -166,6 +186,21 @@ pub struct OpenReport {
     pub recovered: Option<MarkStats>,
     /// What STM recovery replayed (None if the pool has no STM variables).
     pub stm: Option<crate::stm::StmRecovery>,
+    /// The pool was closed cleanly but a saved slot bitmap failed its
+    /// checksum, so the bitmaps were rebuilt by marking (`recovered` is set).
+    pub bitmaps_rebuilt: bool,
+    /// Pointer fields the recovery GC found pointing at no live object and
+    /// treated as null (`Pool::repair` clears them).
+    pub bad_fields: Vec<crate::BadField>,
+}
+
+/// What [`Pool::check_report`] found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CheckReport {
+    /// Reachable objects and bytes (bad fields treated as null).
+    pub stats: MarkStats,
+    /// Pointer fields that point at no live object.
+    pub bad_fields: Vec<crate::BadField>,
 }
 
 /// Figures about an open pool (`engram info`).
@@ -224,6 +259,8 @@ pub(crate) struct PoolInner {
     /// Volatile per-pool state of the layer built on this pool (the STM's,
     /// created on the first `atomically`); see `layer.rs`.
     pub layer_state: Mutex<Option<Arc<dyn std::any::Any + Send + Sync>>>,
+    /// Checked mode: regions validate the pointer fields they store.
+    pub check_pointers: bool,
 }
 
 impl PoolInner {
@@ -317,6 +354,7 @@ impl Pool {
         if path.exists() {
             let mut o = OpenOptions::new(&create.layout);
             o.durability = create.durability;
+            o.check_pointers = create.check_pointers;
             Pool::open(path, o)
         } else {
             Pool::create(path, create)
@@ -330,7 +368,13 @@ impl Pool {
     /// (and the panic continues). A region started inside another region on
     /// the same thread joins it (nesting is flattened): an `Err` from the
     /// inner one makes the outer one roll back with [`Error::Aborted`].
+    ///
+    /// Inside an STM transaction body ([`Pool::atomically`]), which may run
+    /// several times, a region is refused with [`Error::TxnInAtomically`].
     pub fn txn<R, E: From<Error>>(&self, f: impl FnOnce(&Tx<'_>) -> std::result::Result<R, E>) -> std::result::Result<R, E> {
+        if crate::stm::in_atomically() {
+            return Err(Error::TxnInAtomically.into());
+        }
         let id = self.inner.heap.id;
         if let Some(outer) = ACTIVE.with(|a| a.borrow().iter().find(|(h, _)| *h == id).map(|&(_, t)| t)) {
             // SAFETY: the pointer was registered by the outermost `txn` call
@@ -351,10 +395,16 @@ impl Pool {
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&tx)));
         ACTIVE.with(|a| a.borrow_mut().retain(|(h, _)| *h != id));
         match result {
-            Ok(Ok(v)) if !tx.is_doomed() => {
-                self.crash_guard(|| tx.commit())?;
-                Ok(v)
-            }
+            Ok(Ok(v)) if !tx.is_doomed() => match tx.check_pointers_at_commit() {
+                Ok(()) => {
+                    self.crash_guard(|| tx.commit())?;
+                    Ok(v)
+                }
+                Err(e) => {
+                    self.crash_guard(|| tx.rollback())?;
+                    Err(e.into())
+                }
+            },
             Ok(Ok(_)) => {
                 self.crash_guard(|| tx.rollback())?;
                 Err(Error::Aborted.into())
@@ -479,18 +529,54 @@ impl Pool {
     }
 
     /// Checks the whole reachable heap: every pointer and header. Returns
-    /// what the mark walk found, or the first inconsistency as an error.
+    /// what the mark walk found; pointer fields that point at no live object
+    /// are [`Error::BadFields`] (see [`Pool::check_report`] for the list).
     pub fn check(&self) -> Result<MarkStats> {
         self.check_with_progress(&|_| {})
     }
 
     /// [`Pool::check`], calling `progress` with the objects marked so far.
     pub fn check_with_progress(&self, progress: &dyn Fn(u64)) -> Result<MarkStats> {
+        let r = self.check_report(progress)?;
+        match r.bad_fields.first() {
+            None => Ok(r.stats),
+            Some(first) => Err(Error::BadFields { count: r.bad_fields.len() as u64, first: first.to_string() }),
+        }
+    }
+
+    /// Walks the whole reachable heap and lists every pointer field that
+    /// points at no live object (each treated as null for the walk), calling
+    /// `progress` with the objects marked so far.
+    pub fn check_report(&self, progress: &dyn Fn(u64)) -> Result<CheckReport> {
         if self.in_region() {
             return Err(Error::Busy { what: "check called inside a region" });
         }
         let _excl = self.inner.gate.write();
-        crate::gc::mark(&self.inner.space, &self.inner.types, None, progress).map(|(_, s)| s)
+        let m = crate::gc::mark(&self.inner.space, &self.inner.types, None, progress)?;
+        Ok(CheckReport { stats: m.stats, bad_fields: m.bad })
+    }
+
+    /// Clears every pointer field that points at no live object (sets it to
+    /// null) in one failure-atomic region, so a crash mid-repair changes
+    /// nothing; then collects. Returns the fields it cleared.
+    pub fn repair(&self, progress: &dyn Fn(u64)) -> Result<Vec<crate::BadField>> {
+        let bad = self.check_report(progress)?.bad_fields;
+        if bad.is_empty() {
+            return Ok(bad);
+        }
+        let base = self.inner.space.base();
+        self.txn(|tx| {
+            for b in &bad {
+                // Only if it still holds what the walk saw.
+                if self.inner.space.read::<u64>(b.at)? == b.value {
+                    tx.log_range(base + b.at, 8)?;
+                    self.inner.space.write(b.at, &0u64)?;
+                }
+            }
+            Ok::<_, Error>(())
+        })?;
+        self.collect_with_progress(progress)?;
+        Ok(bad)
     }
 }
 

@@ -22,6 +22,7 @@ use crate::error::{Error, Result};
 use crate::format::*;
 use crate::gc::{MarkStats, Reloc};
 use crate::pmem::{Durability, Persister};
+use crate::pointers::BadField;
 use crate::types::TypeTable;
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::fs::File;
@@ -110,22 +111,18 @@ pub(super) fn create(path: &Path, o: &CreateOptions) -> Result<PoolInner> {
     TypeTable::init_builtins(&space)?;
     // Log generations start at 1, so a zeroed entry never matches one.
     for slot in 0..LOG_SLOTS {
-        space.write(crate::log::slot_off(slot), &1u64)?;
+        space.write(crate::log::slot_off(slot), &log_gen_word(1))?;
         space.flush(crate::log::slot_off(slot), 8);
     }
     // Both copies get the header (seq 1 and 2); before this the file is not a pool.
     space.update_header(|_| {})?;
     space.update_header(|_| {})?;
     let types = TypeTable::load(&space)?;
-    let heap = Heap::load(&space, false)?;
-    Ok(assemble(
-        space,
-        heap,
-        types,
-        OpenReport { was_clean: true, created: true, ..OpenReport::default() },
-        MarkStats::default(),
-        std::time::Duration::from_secs(2),
-    ))
+    let heap = Heap::load(&space)?;
+    let report = OpenReport { was_clean: true, created: true, ..OpenReport::default() };
+    let mut inner = assemble(space, heap, types, report, MarkStats::default(), std::time::Duration::from_secs(2));
+    inner.check_pointers = o.check_pointers;
+    Ok(inner)
 }
 
 fn assemble(
@@ -150,6 +147,7 @@ fn assemble(
         closed: std::sync::atomic::AtomicBool::new(false),
         crashed: std::sync::atomic::AtomicBool::new(false),
         layer_state: Mutex::new(None),
+        check_pointers: false,
     }
 }
 
@@ -251,14 +249,18 @@ pub(super) fn open(path: &Path, o: &OpenOptions) -> Result<PoolInner> {
     //     in-place values may be missing), before the GC: the records
     //     reference objects nothing else links yet.
     super::layer::recover_all(&space, &translate, &mut report)?;
-    // 4. heap state.
-    let (heap, stats) = if report.was_clean && report.undone_entries == 0 {
-        let stats = MarkStats { objects: h.stat_objects, bytes: h.stat_bytes, swizzled: 0 };
-        (Heap::load(&space, true)?, stats)
+    // 4. heap state: the saved bitmaps after a clean close, unless one
+    //    fails its checksum; then (as after a crash) marking rebuilds them.
+    let clean_heap = if report.was_clean && report.undone_entries == 0 { Heap::load_clean(&space)? } else { None };
+    report.bitmaps_rebuilt = report.was_clean && clean_heap.is_none();
+    let (heap, stats) = if let Some(heap) = clean_heap {
+        let stats = MarkStats { objects: h.stat_objects, bytes: h.stat_bytes, ..Default::default() };
+        (heap, stats)
     } else {
-        let heap = Heap::load(&space, false)?;
-        let stats = collect_parts(&space, &heap, &types, reloc.as_ref(), &|_| {})?;
+        let heap = Heap::load(&space)?;
+        let (stats, bad) = collect_parts(&space, &heap, &types, reloc.as_ref(), &|_| {})?;
         report.recovered = Some(stats);
+        report.bad_fields = bad;
         (heap, stats)
     };
     // 5. relocation done; the pool is open.
@@ -267,7 +269,9 @@ pub(super) fn open(path: &Path, o: &OpenOptions) -> Result<PoolInner> {
         h.reloc_from = [0; 4];
         h.clean = 0;
     })?;
-    Ok(assemble(space, heap, types, report, stats, o.lock_timeout))
+    let mut inner = assemble(space, heap, types, report, stats, o.lock_timeout);
+    inner.check_pointers = o.check_pointers;
+    Ok(inner)
 }
 
 /// Decides whether pointers must be rewritten, and records the move in the
@@ -293,12 +297,19 @@ fn plan_relocation(space: &Space, h: &PoolHeader, at_pref: bool) -> Result<Optio
 }
 
 /// Mark and sweep over the parts of a pool (caller holds it exclusively).
-fn collect_parts(space: &Space, heap: &Heap, types: &TypeTable, reloc: Option<&Reloc>, progress: &dyn Fn(u64)) -> Result<MarkStats> {
+/// Bad pointer fields are treated as null and returned.
+fn collect_parts(
+    space: &Space,
+    heap: &Heap,
+    types: &TypeTable,
+    reloc: Option<&Reloc>,
+    progress: &dyn Fn(u64),
+) -> Result<(MarkStats, Vec<BadField>)> {
     heap.drain_caches(space);
     heap.prune_caches(space);
-    let (marks, stats) = crate::gc::mark(space, types, reloc, progress)?;
-    heap.sweep(space, &marks)?;
-    Ok(stats)
+    let m = crate::gc::mark(space, types, reloc, progress)?;
+    heap.sweep(space, &m.marks)?;
+    Ok((m.stats, m.bad))
 }
 
 /// Online collection (caller holds the GC gate exclusively).
@@ -307,7 +318,7 @@ pub(super) fn collect(inner: &PoolInner, reloc: Option<&Reloc>, progress: &dyn F
         return Err(Error::ReadOnly);
     }
     super::layer::quiesce_all(inner)?;
-    let stats = collect_parts(&inner.space, &inner.heap, &inner.types, reloc, progress)?;
+    let (stats, _) = collect_parts(&inner.space, &inner.heap, &inner.types, reloc, progress)?;
     *inner.stats.lock() = stats;
     Ok(stats)
 }

@@ -32,6 +32,7 @@ mod vars;
 mod wait;
 pub(crate) mod word;
 
+pub(crate) use engine::in_atomically;
 pub use engine::{atomically, stats, STx, StmError, StmResult, StmStats};
 /// The STM as a layer of the pool: redo-record replay on open, quiesce
 /// before GC and close.

@@ -16,6 +16,13 @@
 //! Locks taken with [`Tx::lock`] are held until the region ends (two-phase
 //! locking); a lock that cannot be had within the pool's lock timeout rolls
 //! the region back with [`Error::LockTimeout`] instead of deadlocking.
+//!
+//! In checked mode (`OpenOptions::check_pointers`, on by default in debug
+//! builds) the pointer fields of every value stored through `alloc`,
+//! `write`, `set` and `write_slice` are validated before the store, and at
+//! commit those of every object the region allocated or logged (front ends
+//! store through raw pointers); a bad one is [`Error::BadPointerField`] and
+//! the region rolls back (see `pointers.rs`).
 
 mod locks;
 mod raw;
@@ -52,6 +59,10 @@ pub struct Tx<'p> {
     id: u64,
     /// The last array whose header was validated: (address, element size, count).
     last_array: std::cell::Cell<(u64, u64, u64)>,
+    /// The payload range `[start, end)` of the last object a read was
+    /// checked against (objects are freed only when the region ends, so a
+    /// range checked once stays an object for the rest of the region).
+    last_object: std::cell::Cell<(u64, u64)>,
     st: RefCell<TxState>,
     _gate: parking_lot::RwLockReadGuard<'p, ()>,
     _not_send: PhantomData<*const ()>,
@@ -152,6 +163,7 @@ impl<'p> Tx<'p> {
             pool,
             id: NEXT_TX_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             last_array: std::cell::Cell::new((0, 0, 0)),
+            last_object: std::cell::Cell::new((0, 0)),
             st: RefCell::new(TxState {
                 slot,
                 cache: pool.heap.cache(),
@@ -189,9 +201,65 @@ impl<'p> Tx<'p> {
         Ok(id)
     }
 
+    /// In checked mode, validates the pointer fields of `vals`, to be stored
+    /// as elements `first..` of the object at `object` (0: not yet allocated).
+    fn check_values<T: Persistent>(&self, object: u64, first: u64, vals: &[T]) -> Result<()> {
+        if !self.pool.check_pointers {
+            return Ok(());
+        }
+        let mut ptrs = Vec::new();
+        T::pointer_offsets(&mut ptrs, 0);
+        if ptrs.is_empty() {
+            return Ok(());
+        }
+        let st = self.st.borrow();
+        let freed = |v: u64| st.sets.freed.contains(&v);
+        let c = crate::pointers::FieldCheck { space: &self.pool.space, types: &self.pool.types, freed: &freed };
+        c.values(&T::type_name, object, first, vals, &ptrs)
+    }
+
+    /// In checked mode, validates the object a root is about to name.
+    pub(crate) fn check_root_target(&self, name: &str, addr: u64) -> Result<()> {
+        if !self.pool.check_pointers {
+            return Ok(());
+        }
+        let st = self.st.borrow();
+        let freed = |v: u64| st.sets.freed.contains(&v);
+        let c = crate::pointers::FieldCheck { space: &self.pool.space, types: &self.pool.types, freed: &freed };
+        c.value(&|| format!("root {name:?}"), 0, 0, addr)
+    }
+
+    /// Checked mode, at commit: the pointer fields of every object this
+    /// region allocated or logged (what raw-pointer stores may have changed),
+    /// except objects it frees.
+    pub(crate) fn check_pointers_at_commit(&self) -> Result<()> {
+        if !self.pool.check_pointers {
+            return Ok(());
+        }
+        let space = &self.pool.space;
+        let st = self.st.borrow();
+        let freed = |v: u64| st.sets.freed.contains(&v);
+        let c = crate::pointers::FieldCheck { space, types: &self.pool.types, freed: &freed };
+        for &p in &st.sets.fresh {
+            if !st.sets.freed.contains(&p) {
+                c.object(p, 0, u64::MAX)?;
+            }
+        }
+        for (&off, &len) in &st.sets.logged {
+            let addr = space.base().wrapping_add(off);
+            if let Some((p, _)) = crate::alloc::locate_containing(space, addr) {
+                if !st.sets.freed.contains(&p) && addr >= p {
+                    c.object(p, addr - p, len as u64)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Allocates a `T` holding `value`. Freed again if the region rolls back;
     /// garbage after a crash unless linked from a root by a committed region.
     pub fn alloc<T: Persistent>(&self, value: T) -> Result<PPtr<T>> {
+        self.check_values(0, 0, std::slice::from_ref(&value))?;
         let id = self.type_id::<T>()?;
         let addr = self.alloc_raw(size_of::<T>() as u64, id, 0, 1)?;
         // SAFETY: alloc_raw returned a fresh slot of at least size_of::<T>()
@@ -258,17 +326,36 @@ impl<'p> Tx<'p> {
         Ok(())
     }
 
-    /// Reads the object `p` points to.
+    /// Checks that `[addr, addr+len)` lies inside one allocated object's
+    /// slot (as writes must): never its header, never a neighbour's.
+    fn check_in_object(&self, addr: u64, len: u64, align: usize) -> Result<()> {
+        self.check(addr, len, align)?;
+        let (start, end) = self.last_object.get();
+        if addr >= start && addr + len <= end {
+            return Ok(());
+        }
+        match crate::alloc::locate_containing(&self.pool.space, addr) {
+            Some((p, loc)) if addr >= p && addr + len <= p + loc.capacity() => {
+                self.last_object.set((p, p + loc.capacity()));
+                Ok(())
+            }
+            _ => Err(Error::BadPointer { addr }),
+        }
+    }
+
+    /// Reads the object `p` points to. The read must lie inside the object
+    /// `p` points into, or it is [`Error::BadPointer`].
     pub fn read<T: Persistent>(&self, p: PPtr<T>) -> Result<T> {
-        self.check(p.addr(), size_of::<T>() as u64, align_of::<T>())?;
-        // SAFETY: the range is inside the mapped heap (checked); every bit
-        // pattern is a valid T (Persistent's contract).
+        self.check_in_object(p.addr(), size_of::<T>() as u64, align_of::<T>())?;
+        // SAFETY: the range is inside one object of the mapped heap
+        // (checked); every bit pattern is a valid T (Persistent's contract).
         Ok(unsafe { std::ptr::read(p.addr() as *const T) })
     }
 
     /// Overwrites the object `p` points to with `value`.
     pub fn write<T: Persistent>(&self, p: PPtr<T>, value: T) -> Result<()> {
         self.check(p.addr(), size_of::<T>() as u64, align_of::<T>())?;
+        self.check_values(p.addr(), 0, std::slice::from_ref(&value))?;
         self.log_range(p.addr(), size_of::<T>() as u64)?;
         // SAFETY: inside the mapped heap (checked); the old bytes are logged.
         unsafe { std::ptr::write(p.addr() as *mut T, value) };
@@ -316,6 +403,7 @@ impl<'p> Tx<'p> {
     /// Sets element `i` of array `a`.
     pub fn set<T: Persistent>(&self, a: PArray<T>, i: u64, value: T) -> Result<()> {
         let addr = self.elem_addr(a, i, 1)?;
+        self.check_values(a.addr(), i, std::slice::from_ref(&value))?;
         self.log_range(addr, size_of::<T>() as u64)?;
         // SAFETY: in bounds (checked); old bytes logged.
         unsafe { std::ptr::write(addr as *mut T, value) };
@@ -334,6 +422,7 @@ impl<'p> Tx<'p> {
     /// Copies `src` into elements `start..start+src.len()` of `a`.
     pub fn write_slice<T: Persistent>(&self, a: PArray<T>, start: u64, src: &[T]) -> Result<()> {
         let addr = self.elem_addr(a, start, src.len() as u64)?;
+        self.check_values(a.addr(), start, src)?;
         self.log_range(addr, std::mem::size_of_val(src) as u64)?;
         // SAFETY: in bounds (checked); old bytes logged; `src` is volatile memory.
         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), addr as *mut T, src.len()) };

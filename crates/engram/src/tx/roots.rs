@@ -35,6 +35,21 @@ fn entry_off(i: u32) -> u64 {
     ROOTS_OFF + i as u64 * ROOT_ENTRY_SIZE
 }
 
+/// The checksum root entry `e` must carry: its pointer counts as an offset
+/// from the base of whichever range it points into (the current base or,
+/// while a relocation is in progress, an old one), so swizzling a root's
+/// pointer never invalidates its checksum (a crash may leave either value).
+fn entry_crc(space: &Space, e: &RootEntry) -> u32 {
+    let h = space.header();
+    let in_range = |b: u64| e.ptr >= b && e.ptr - b < h.max_size;
+    let ranges = std::iter::once(h.base).chain(h.reloc_from[..(h.reloc_count as usize).min(4)].iter().copied());
+    let off = match ranges.into_iter().find(|&b| e.ptr != 0 && in_range(b)) {
+        Some(b) => e.ptr - b,
+        None => e.ptr,
+    };
+    e.compute_crc(off)
+}
+
 /// Reads every used root entry: (index, entry, name).
 pub(crate) fn used_entries(space: &Space) -> Result<Vec<(u32, RootEntry, String)>> {
     let mut out = Vec::new();
@@ -42,6 +57,9 @@ pub(crate) fn used_entries(space: &Space) -> Result<Vec<(u32, RootEntry, String)
         let e: RootEntry = space.read(entry_off(i))?;
         if e.flags & ROOT_USED == 0 {
             continue;
+        }
+        if e.crc != entry_crc(space, &e) {
+            return Err(Error::corrupt(format!("root entry {i} fails its checksum")));
         }
         if e.name_len as usize > ROOT_NAME_MAX {
             return Err(Error::corrupt(format!("root entry {i} has a name of {} bytes", e.name_len)));
@@ -76,6 +94,7 @@ impl Tx<'_> {
         if addr != 0 && crate::alloc::locate(&self.pool.space, addr).is_none() {
             return Err(Error::BadPointer { addr });
         }
+        self.check_root_target(name, addr)?;
         self.lock(ROOTS_LOCK)?;
         let space = &self.pool.space;
         let index = match find(space, name)? {
@@ -85,8 +104,9 @@ impl Tx<'_> {
                 .ok_or(Error::TableFull { table: "root", capacity: ROOTS_CAP })?,
         };
         let mut e =
-            RootEntry { ptr: addr, type_id, flags: ROOT_USED | flags, name_len: name.len() as u32, pad: 0, name: [0; ROOT_NAME_MAX] };
+            RootEntry { ptr: addr, type_id, flags: ROOT_USED | flags, name_len: name.len() as u32, crc: 0, name: [0; ROOT_NAME_MAX] };
         e.name[..name.len()].copy_from_slice(name.as_bytes());
+        e.crc = entry_crc(space, &e);
         self.log_range(space.base() + entry_off(index), ROOT_ENTRY_SIZE)?;
         space.write(entry_off(index), &e)
     }
@@ -120,11 +140,10 @@ impl Tx<'_> {
     pub fn remove_root(&self, name: &str) -> Result<bool> {
         self.lock(ROOTS_LOCK)?;
         let space = &self.pool.space;
-        let Some((i, mut e)) = find(space, name)? else { return Ok(false) };
+        let Some((i, _)) = find(space, name)? else { return Ok(false) };
         self.log_range(space.base() + entry_off(i), ROOT_ENTRY_SIZE)?;
-        e.flags = 0;
-        e.ptr = 0;
-        space.write(entry_off(i), &e)?;
+        // All zero: a flipped used bit cannot bring the old root back.
+        space.write(entry_off(i), &[0u8; ROOT_ENTRY_SIZE as usize])?;
         Ok(true)
     }
 }

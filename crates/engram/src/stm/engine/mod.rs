@@ -37,6 +37,7 @@ mod run;
 mod tx;
 
 pub(crate) use pool_state::quiesce;
+pub(crate) use run::in_atomically;
 pub use run::{atomically, stats, StmStats};
 pub use tx::STx;
 

@@ -69,6 +69,7 @@ pub(super) fn stm_pool(pool: &Pool) -> Result<Arc<StmPool>> {
         }
     })?;
     let m: StmMeta = pool.txn(|tx| tx.read(meta))?;
+    let earlier = earlier_logs(pool, m.logs)?;
     let mut slot = inner.layer_state.lock();
     if let Some(s) = slot.clone().and_then(|a| a.downcast::<StmPool>().ok()) {
         return Ok(s);
@@ -79,10 +80,35 @@ pub(super) fn stm_pool(pool: &Pool) -> Result<Arc<StmPool>> {
         epoch: (m.epoch & 0x7FFF) as u16,
         reserved: Mutex::new(m.clock_reserved),
         reserved_fast: AtomicU64::new(m.clock_reserved),
-        logs: Mutex::new(Vec::new()),
+        logs: Mutex::new(earlier),
     });
     *slot = Some(s.clone());
     Ok(s)
+}
+
+/// The redo logs linked by earlier opens, ready to be adopted by this open's
+/// threads (held by no thread yet). Their records were replayed and cleared
+/// by the open (`redo::recover`), so a log can be reused from its first
+/// half; without this every open would link new logs and leak the old ones.
+fn earlier_logs(pool: &Pool, logs: PArray<PArray<u8>>) -> Result<Vec<Arc<Mutex<ThreadLog>>>> {
+    let base = pool.inner().space.base();
+    if logs.is_null() {
+        return Ok(Vec::new());
+    }
+    let found = pool.txn(|tx| {
+        let mut out = Vec::new();
+        for i in 0..tx.len(logs)? {
+            let log = tx.get(logs, i)?;
+            if !log.is_null() && tx.len(log)? >= 2 * HALF {
+                out.push(log.addr() - base);
+            }
+        }
+        Ok::<_, Error>(out)
+    })?;
+    Ok(found
+        .into_iter()
+        .map(|log_off| Arc::new(Mutex::new(ThreadLog { log_off, commits: 0, unfenced: Vec::new(), buf: Vec::new() })))
+        .collect())
 }
 
 /// This thread's redo log in the pool, allocated and linked on first use.

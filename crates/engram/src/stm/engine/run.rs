@@ -53,14 +53,25 @@ fn count_stat(f: impl FnOnce(&mut StmStats)) {
     });
 }
 
+/// Whether this thread is running an STM transaction body. A failure-atomic
+/// region must not start there: the body may run several times, and each
+/// run's region would commit (`Error::TxnInAtomically`).
+pub(crate) fn in_atomically() -> bool {
+    IN_TX.with(Cell::get)
+}
+
 /// Runs `f` as a transaction over volatile [`crate::stm::TVar`]s only.
 pub fn atomically<R>(f: impl FnMut(&STx<'_>) -> StmResult<R>) -> Result<R> {
     run(|| Ok(None), f)
 }
 
+fn nested_error() -> Error {
+    Error::NestedTransaction { what: "atomically called inside a transaction (compose with or_else instead)" }
+}
+
 fn run<'p, R>(mut ctx: impl FnMut() -> Result<Option<PoolCtx<'p>>>, mut f: impl FnMut(&STx<'p>) -> StmResult<R>) -> Result<R> {
     if IN_TX.with(Cell::get) {
-        return Err(Error::NestedTransaction { what: "atomically called inside a transaction (compose with or_else instead)" });
+        return Err(nested_error());
     }
     IN_TX.with(|t| t.set(true));
     struct Reset;
@@ -152,6 +163,9 @@ impl Pool {
     /// # Ok::<(), engram::Error>(())
     /// ```
     pub fn atomically<R>(&self, f: impl FnMut(&STx<'_>) -> StmResult<R>) -> Result<R> {
+        if in_atomically() {
+            return Err(nested_error());
+        }
         let inner = self.inner();
         let stm = stm_pool(self)?;
         let log = thread_log(self, &stm)?;
