@@ -141,6 +141,13 @@ pub enum Error {
     /// The operation needs a writable pool.
     #[error("pool was opened read-only")]
     ReadOnly,
+    /// A thunk in the pool names a function this program did not register
+    /// (`engram::lazy::register`).
+    #[error("lazy function {name:?} is not registered by this program")]
+    UnknownFunction {
+        /// The stable name the pool records.
+        name: String,
+    },
 }
 
 impl Error {
@@ -166,6 +173,7 @@ impl Error {
             Error::Aborted => 17,
             Error::Busy { .. } => 18,
             Error::ReadOnly => 19,
+            Error::UnknownFunction { .. } => 32,
         }
     }
 
@@ -212,6 +220,7 @@ mod tests {
             Error::Aborted,
             Error::Busy { what: "x" },
             Error::ReadOnly,
+            Error::UnknownFunction { name: "f".into() },
         ];
         let mut codes: Vec<i32> = errs.iter().map(Error::code).collect();
         codes.sort();

@@ -64,6 +64,7 @@ pub mod failpoint;
 pub mod format;
 mod hash;
 mod gc;
+pub mod lazy;
 mod log;
 pub mod pmem;
 mod pool;
