@@ -12,6 +12,7 @@
 
 pub mod engram_impl;
 pub mod job;
+pub mod lazy;
 pub mod peers;
 pub mod plan;
 pub mod plot;
