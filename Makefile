@@ -43,6 +43,7 @@ test: deps
 bench: bench-deps
 	$(CARGO) run --release -p engram-bench -- all --out docs/bench
 	$(CARGO) run --release -p engram-bench -- stm --out docs/bench
+	$(CARGO) run --release -p engram-bench -- lazy --out docs/bench
 	$(CARGO) run --release -q -p engram-cli -- crashtest --deep
 
 clean:

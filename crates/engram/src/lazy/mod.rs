@@ -58,7 +58,7 @@ mod thunk;
 
 pub use bigint::PBigUint;
 pub use memo::{HashMemo, Memo, TrieMemo, TrieNode, TrieRoot, VolatileMemo};
-pub use publish::{stats, LazyStats, FENCE_RESULT};
+pub use publish::{stats, sync, LazyStats, FENCE_RESULT};
 pub use reader::{Cx, Load};
 pub use registry::{register, registered};
 pub use stream::{PCell, PStream, StreamCell, StreamIter};

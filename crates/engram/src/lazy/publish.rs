@@ -30,6 +30,13 @@ use std::sync::Arc;
 /// The fence of step 2 (named, so a crash test can drop it).
 pub const FENCE_RESULT: &str = "lazy result copy before the indirection that publishes it";
 
+/// Makes the calling thread's last links durable now (one fence), instead
+/// of at its next update, collection or the clean close. Call it on the
+/// thread that forced: a fence orders that thread's flushes.
+pub fn sync(pool: &crate::Pool) -> Result<()> {
+    pool.inner().space.persist.fence("lazy links of this thread made durable (lazy::sync)")
+}
+
 /// Counts kept by the calling thread since it started (take deltas).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LazyStats {
