@@ -301,3 +301,39 @@ fn kill_9_during_a_memoized_computation_then_restart_reuses_it() {
     drop(memo);
     pool.close().unwrap();
 }
+
+#[test]
+fn thunks_streams_and_memos_survive_relocation() {
+    lazy::register("test.reloc-vec", |_cx: &Cx<'_>, n: u64| Ok(vec![n; 100])).unwrap();
+    PStream::<String, u64>::register("test.reloc-stream", |_cx, n| Ok((n < 10).then(|| (format!("cell {n}"), n + 1)))).unwrap();
+    let t = TempPool::new("lazy-reloc");
+    let pool = create(&t);
+    PLazy::<Vec<u64>>::root(&pool, "v", "test.reloc-vec", 7).unwrap().force(&pool).unwrap();
+    let s = PStream::<String, u64>::root(&pool, "s", "test.reloc-stream", 0).unwrap();
+    assert_eq!(s.iter(&pool).take(5).count(), 5);
+    let trie = TrieMemo::<BigUint>::root(&pool, "trie").unwrap();
+    let want = big_stack({
+        let trie = TrieMemo::<BigUint>::root(&pool, "trie").unwrap();
+        move || fib(&trie, 300).unwrap()
+    });
+    drop(trie);
+    let old_base = pool.info().base;
+    pool.close().unwrap();
+
+    let mut o = OpenOptions::new("lazy").durability(Durability::Process);
+    o.force_relocate = true;
+    let pool = Pool::open(&t.0, o).unwrap();
+    assert!(pool.open_report().relocated && pool.info().base != old_base);
+    let before = lazy::stats().updates;
+    assert_eq!(PLazy::<Vec<u64>>::root(&pool, "v", "test.reloc-vec", 0).unwrap().force(&pool).unwrap(), vec![7; 100]);
+    let s = PStream::<String, u64>::root(&pool, "s", "test.reloc-stream", 0).unwrap();
+    assert_eq!(s.evaluated(&pool).unwrap(), (5, false));
+    let cells: Vec<String> = s.iter(&pool).collect::<Result<_>>().unwrap();
+    assert_eq!(cells.len(), 10);
+    assert_eq!(cells[3], "cell 3");
+    let trie = TrieMemo::<BigUint>::root(&pool, "trie").unwrap();
+    assert_eq!(trie.get(300).unwrap(), Some(want));
+    assert_eq!(lazy::stats().updates - before, 6, "only the 5 new cells and the end were evaluated");
+    drop(trie);
+    pool.close().unwrap();
+}

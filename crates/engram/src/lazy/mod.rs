@@ -21,7 +21,7 @@
 //!    durable;
 //! 4. one 8-byte store (a compare-and-swap from 0) of the copy's address
 //!    into the indirection word, flushed; it becomes durable at the thread's
-//!    next fence (the next update's step 3, a close or a collection).
+//!    next fence (the next update's step 3, [`sync`], or the clean close).
 //!
 //! A crash before 4 reaches the media leaves the indirection word 0: the
 //! thunk is unevaluated, its half-made copy garbage for recovery's GC. The

@@ -31,7 +31,7 @@ use std::sync::Arc;
 pub const FENCE_RESULT: &str = "lazy result copy before the indirection that publishes it";
 
 /// Makes the calling thread's last links durable now (one fence), instead
-/// of at its next update, collection or the clean close. Call it on the
+/// of at its next update or the clean close. Call it on the
 /// thread that forced: a fence orders that thread's flushes.
 pub fn sync(pool: &crate::Pool) -> Result<()> {
     pool.inner().space.persist.fence("lazy links of this thread made durable (lazy::sync)")
