@@ -76,3 +76,17 @@ impl Drop for Hole {
         self.w.cv.notify_all();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reentering_is_a_loop_and_dropping_frees_the_key() {
+        let key = (u64::MAX, 1, 2);
+        let Entered::Owner(h) = enter(key).unwrap() else { panic!("fresh key was held") };
+        assert!(enter(key).is_err());
+        drop(h);
+        assert!(matches!(enter(key).unwrap(), Entered::Owner(_)));
+    }
+}

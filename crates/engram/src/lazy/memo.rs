@@ -329,3 +329,21 @@ impl<T: Clone> Memo<T> for VolatileMemo<T> {
         Ok(self.table.read().get(&n).map(|v| (**v).clone()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_map_to_one_tree_per_digit_count() {
+        assert_eq!(top_level(0), 0);
+        assert_eq!(top_level(63), 0);
+        assert_eq!(top_level(64), 1);
+        assert_eq!(top_level(4095), 1);
+        assert_eq!(top_level(4096), 2);
+        assert_eq!(top_level(u64::MAX), LEVELS - 1);
+        let n = 0x0123_4567_89ab_cdefu64;
+        let back = (0..=top_level(n)).fold(0u64, |acc, l| acc | (digit(n, l) as u64) << (BITS as usize * l));
+        assert_eq!(back, n);
+    }
+}

@@ -224,3 +224,19 @@ impl<T: Load, A: Persistent> PLazy<T, A> {
         Ok(v)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_recorded_with_their_id() {
+        let t = ThunkObj::new("fib", 7u64).unwrap();
+        assert_eq!(t.name().unwrap(), "fib");
+        assert_eq!(t.func, registry::id_of("fib"));
+        assert_eq!(t.result, 0);
+        assert!(ThunkObj::new("", 0u64).is_err());
+        assert!(ThunkObj::new(&"x".repeat(NAME_MAX + 1), 0u64).is_err());
+        assert_eq!(ThunkObj::new(&"x".repeat(NAME_MAX), 0u64).unwrap().name().unwrap().len(), NAME_MAX);
+    }
+}
