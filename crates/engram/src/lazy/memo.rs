@@ -145,6 +145,9 @@ enum Walk {
     Missing { word: u64, level: Option<usize> },
 }
 
+/// The default persistent memo table (the trie).
+pub type PMemo<T> = TrieMemo<T>;
+
 /// A persistent memo table over a radix trie (MemoTrie's design).
 pub struct TrieMemo<T> {
     pool: Pool,

@@ -57,7 +57,7 @@ mod stream;
 mod thunk;
 
 pub use bigint::PBigUint;
-pub use memo::{HashMemo, Memo, TrieMemo, TrieNode, TrieRoot, VolatileMemo};
+pub use memo::{HashMemo, Memo, PMemo, TrieMemo, TrieNode, TrieRoot, VolatileMemo};
 pub use publish::{stats, sync, LazyStats, FENCE_RESULT};
 pub use reader::{Cx, Load};
 pub use registry::{register, registered};
