@@ -111,17 +111,18 @@ impl<'p> Staged<'p> {
         make_durable(self.inner, &self.made)
     }
 
-    /// 3. Links `target` into the indirection word at `word`. `Err(current)`
-    /// if the word was no longer 0 (the staging is then kept for a retry;
-    /// call [`Staged::discard`] to drop it).
-    pub(crate) fn link(&self, word: u64, target: u64) -> std::result::Result<(), u64> {
-        link(self.inner, word, target)?;
+    /// 3. Links `target` into the indirection word at `word`: `Ok(Err(current))`
+    /// if the word was no longer 0 (nothing linked).
+    fn link(&self, word: u64, target: u64) -> Result<std::result::Result<(), u64>> {
+        if let Err(cur) = link(self.inner, word, target)? {
+            return Ok(Err(cur));
+        }
         let bytes = self.bytes();
         count(|s| {
             s.updates += 1;
             s.bytes_copied += bytes;
         });
-        Ok(())
+        Ok(Ok(()))
     }
 
     /// Steps 2 and 3: makes the staging durable and links `target` into
@@ -133,14 +134,14 @@ impl<'p> Staged<'p> {
             return Err(e);
         }
         match self.link(word, target) {
-            Ok(()) => Ok(None),
-            Err(u64::MAX) => {
-                self.discard();
-                Err(crate::Error::BadPointer { addr: word })
-            }
-            Err(cur) => {
+            Ok(Ok(())) => Ok(None),
+            Ok(Err(cur)) => {
                 self.lost();
                 Ok(Some(cur))
+            }
+            Err(e) => {
+                self.discard();
+                Err(e)
             }
         }
     }
@@ -203,15 +204,18 @@ pub(crate) fn load(inner: &PoolInner, word: u64) -> Result<u64> {
     Ok(word_at(inner, word)?.load(Ordering::Acquire))
 }
 
-/// 3. CAS 0 → `target` at `word`, traced and flushed.
-fn link(inner: &PoolInner, word: u64, target: u64) -> std::result::Result<(), u64> {
-    let w = word_at(inner, word).map_err(|_| u64::MAX)?;
+/// 3. CAS 0 → `target` at `word`, traced and flushed; `Ok(Err(current))`
+/// when the word was not 0.
+fn link(inner: &PoolInner, word: u64, target: u64) -> Result<std::result::Result<(), u64>> {
+    let w = word_at(inner, word)?;
     let space = &inner.space;
     if let Some(t) = space.persist.tracer() {
         t.before_store(word, 8);
     }
-    w.compare_exchange(0, target, Ordering::AcqRel, Ordering::Acquire)?;
+    if let Err(cur) = w.compare_exchange(0, target, Ordering::AcqRel, Ordering::Acquire) {
+        return Ok(Err(cur));
+    }
     space.traced(word, 8);
     space.flush(word - space.base(), 8);
-    Ok(())
+    Ok(Ok(()))
 }
