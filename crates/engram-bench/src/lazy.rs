@@ -80,6 +80,18 @@ fn deep<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> Result<R, 
         .map_err(|_| "the deep thread panicked".to_string())
 }
 
+/// CPU seconds used by this process so far (user + system, all threads):
+/// steadier than wall time on a machine shared with other jobs.
+fn cpu_secs() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec into the valid `ts`.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    if r != 0 {
+        return f64::NAN;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
 /// One phase's result: `key=value` pairs.
 type Line = Vec<(String, String)>;
 
@@ -128,25 +140,25 @@ fn phase(p: &str, a: &LazyArgs) -> Result<(), String> {
 fn volatile(n: u64) -> Result<(), String> {
     let (secs, fp) = deep(move || {
         let memo = VolatileMemo::default();
-        let t = Instant::now();
+        let (t, c) = (Instant::now(), cpu_secs());
         let v = fib(&memo, n);
-        let secs = t.elapsed().as_secs_f64();
+        let secs = (t.elapsed().as_secs_f64(), cpu_secs() - c);
         v.map(|v| (secs, fingerprint(&v)))
     })?
     .map_err(|e| e.to_string())?;
-    print_line(&[("secs", format!("{secs:.4}")), ("fp", fp)]);
+    print_line(&[("secs", format!("{:.4}", secs.0)), ("cpu", format!("{:.4}", secs.1)), ("fp", fp)]);
     Ok(())
 }
 
 /// Runs fib(n) through the chosen persistent memo on `pool`; returns
-/// (seconds, fingerprint, lazy stats delta, fences, flushes).
-fn timed_fib(pool: &Pool, n: u64, trie: bool) -> Result<(f64, String, lazy::LazyStats, u64, u64), String> {
+/// ((wall, CPU) seconds, fingerprint, lazy stats delta, fences, flushes).
+fn timed_fib(pool: &Pool, n: u64, trie: bool) -> Result<((f64, f64), String, lazy::LazyStats, u64, u64), String> {
     let pool = pool.clone();
     deep(move || {
         let (s0, c0) = (lazy::stats(), engram::pmem::counters());
-        let t = Instant::now();
+        let (t, c) = (Instant::now(), cpu_secs());
         let v = if trie { fib(&TrieMemo::<BigUint>::root(&pool, "fib")?, n)? } else { fib(&HashMemo::<BigUint>::root(&pool, "fib")?, n)? };
-        let secs = t.elapsed().as_secs_f64();
+        let secs = (t.elapsed().as_secs_f64(), cpu_secs() - c);
         let (s1, c1) = (lazy::stats(), engram::pmem::counters());
         let d = lazy::LazyStats { updates: s1.updates - s0.updates, bytes_copied: s1.bytes_copied - s0.bytes_copied, lost_races: 0 };
         Ok::<_, engram::Error>((secs, fingerprint(&v), d, c1.fences - c0.fences, c1.flushes - c0.flushes))
@@ -164,7 +176,8 @@ fn first(path: &Path, n: u64, trie: bool, d: Durability) -> Result<(), String> {
     let size = pool.info().size;
     pool.close().map_err(|e| e.to_string())?;
     print_line(&[
-        ("secs", format!("{secs:.4}")),
+        ("secs", format!("{:.4}", secs.0)),
+        ("cpu", format!("{:.4}", secs.1)),
         ("fp", fp),
         ("updates", d.updates.to_string()),
         ("bytes", d.bytes_copied.to_string()),
@@ -184,7 +197,8 @@ fn second(path: &Path, n: u64, trie: bool) -> Result<(), String> {
     let (secs, fp, d, fences, _) = timed_fib(&pool, n, trie)?;
     pool.close().map_err(|e| e.to_string())?;
     print_line(&[
-        ("secs", format!("{secs:.6}")),
+        ("secs", format!("{:.6}", secs.0)),
+        ("cpu", format!("{:.6}", secs.1)),
         ("open_secs", format!("{open_secs:.4}")),
         ("fp", fp),
         ("updates", d.updates.to_string()),
@@ -298,6 +312,9 @@ fn run(a: &LazyArgs) -> Result<(), String> {
         return Err(format!("trie without flushes: result {} differs from the volatile memo's {fp}", kvs(l, "fp")));
     }
     for (name, d) in &designs {
+        if let Some(l) = d.second.iter().find(|l| kv(l, "updates") != 0.0) {
+            return Err(format!("{name}: the second run recomputed {} entries", kvs(l, "updates")));
+        }
         for l in d.first.iter().chain(&d.second) {
             if kvs(l, "fp") != fp {
                 return Err(format!("{name}: result {} differs from the volatile memo's {fp}", kvs(l, "fp")));
@@ -368,6 +385,8 @@ fn stream_restart(len: u64, pool: &Path) -> Result<Restart, String> {
 #[allow(clippy::too_many_arguments)]
 fn report(n: u64, reps: usize, (m, load): (&Machine, (Option<f64>, Option<f64>)), fs: &str, vol: &[Line], noflush: &[Line], designs: &[(&str, Persistent)], r: &Restart) -> String {
     let vt = median(vol.iter().map(|l| kv(l, "secs")).collect());
+    let cpu = |ls: &[Line]| median(ls.iter().map(|l| kv(l, "cpu")).collect());
+    let vc = cpu(vol);
     let mut s = String::new();
     s.push_str("# Persistent laziness and memoization: fib(n) and restartable streams\n\n");
     s.push_str(&format!(
@@ -375,8 +394,9 @@ fn report(n: u64, reps: usize, (m, load): (&Machine, (Option<f64>, Option<f64>))
 flush instruction {}; pools in a {fs} directory in `Durability::Pmem` (flush + SFENCE: DRAM \
 standing in for persistent memory, as the paper's DRAM figures). Median of {reps} run(s), each \
 in its own process, the designs interleaved; the range column gives the fastest and slowest run \
-as a ratio to the median volatile time. Load average before / after: {} / {} (other jobs shared \
-the machine).\n\n",
+as a ratio to the median volatile time. Load average before / after: {} / {}: other jobs shared \
+the two cores, so wall times vary from run to run; the CPU columns (user + system time of the \
+process during the computation, page faults included) are the steadier comparison.\n\n",
         m.date,
         m.cpu,
         m.cores,
@@ -391,10 +411,10 @@ the machine).\n\n",
 pool as 32-bit limbs. Volatile: the same memoization in a hash map. First run: a fresh pool. \
 Second run: a new process reopens the pool and asks for fib({n}) again.\n\n"
     ));
-    s.push_str("| memo | first run (s) | vs volatile | range | second run (s) | first / second | thunk updates | bytes copied / update | fences / update | GC (s) | pool (MiB) |\n");
-    s.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    s.push_str("| memo | first run (s) | vs volatile | range | CPU (s) | CPU vs volatile | second run (s) | first / second | thunk updates | bytes copied / update | fences / update | GC (s) | pool (MiB) |\n");
+    s.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     let rel = |ls: &[Line]| range(&ls.iter().map(|l| kv(l, "secs") / vt).collect::<Vec<_>>());
-    s.push_str(&format!("| volatile (hash map) | {vt:.3} | 1.00x | {} | – | – | – | – | – | – | – |\n", rel(vol)));
+    s.push_str(&format!("| volatile (hash map) | {vt:.3} | 1.00x | {} | {vc:.3} | 1.00x | – | – | – | – | – | – | – |\n", rel(vol)));
     for (name, d) in designs {
         let ft = median(d.first.iter().map(|l| kv(l, "secs")).collect());
         let st = median(d.second.iter().map(|l| kv(l, "secs")).collect());
@@ -402,9 +422,11 @@ Second run: a new process reopens the pool and asks for fib({n}) again.\n\n"
         let upd = kv(f0, "updates");
         let label = if *name == "trie" { "persistent trie (`TrieMemo`)" } else { "persistent HAMT (`HashMemo`)" };
         s.push_str(&format!(
-            "| {label} | {ft:.3} | {:.2}x | {} | {st:.6} | {:.0}x | {upd:.0} | {:.0} | {:.2} | {:.3} | {:.0} |\n",
+            "| {label} | {ft:.3} | {:.2}x | {} | {:.3} | {:.2}x | {st:.6} | {:.0}x | {upd:.0} | {:.0} | {:.2} | {:.3} | {:.0} |\n",
             ft / vt,
             rel(&d.first),
+            cpu(&d.first),
+            cpu(&d.first) / vc,
             ft / st,
             kv(f0, "bytes") / upd,
             kv(f0, "fences") / upd,
@@ -414,9 +436,11 @@ Second run: a new process reopens the pool and asks for fib({n}) again.\n\n"
     }
     let nt = median(noflush.iter().map(|l| kv(l, "secs")).collect());
     s.push_str(&format!(
-        "| trie, no flush or fence (`Durability::Process`) | {nt:.3} | {:.2}x | {} | – | – | {:.0} | {:.0} | 0 | {:.3} | {:.0} |\n",
+        "| trie, no flush or fence (`Durability::Process`) | {nt:.3} | {:.2}x | {} | {:.3} | {:.2}x | – | – | {:.0} | {:.0} | 0 | {:.3} | {:.0} |\n",
         nt / vt,
         rel(noflush),
+        cpu(noflush),
+        cpu(noflush) / vc,
         kv(&noflush[0], "updates"),
         kv(&noflush[0], "bytes") / kv(&noflush[0], "updates"),
         median(noflush.iter().map(|l| kv(l, "gc_secs")).collect()),
@@ -428,12 +452,58 @@ took **2.9x–3.5x** the volatile time (MemoTrie, MemoCombinators), with **~385k
 and **~1–2.6 KB** copied per update; later runs reuse the results. Targets here: first run at most \
 2x the volatile time, second run at least 100x faster than the first.\n\n",
     );
+    s.push_str(&verdict(n, (vt, vc), (nt, cpu(noflush)), designs));
     s.push_str(&format!(
         "## Restartable stream\n\nA stream of {} cells (each costs 20,000 xorshift rounds), iterated by a child \
 process that is killed with SIGKILL after {} cells had been printed; the restart in a new process:\n\n\
 | cells reused (evaluated prefix) | cells evaluated by the restart | restart (s) | from scratch (s) |\n|---:|---:|---:|---:|\n\
 | {} | {} | {:.3} | {:.3} |\n\n",
         r.len, r.killed_after, r.reused, r.evaluated, r.restart_secs, r.scratch_secs
+    ));
+    s
+}
+
+/// Whether the targets were met, and why the figures differ from the paper's.
+fn verdict(n: u64, (vt, vc): (f64, f64), (nt, nc): (f64, f64), designs: &[(&str, Persistent)]) -> String {
+    let mut s = String::from("### Reading the figures\n\n");
+    for (name, d) in designs {
+        let ft = median(d.first.iter().map(|l| kv(l, "secs")).collect());
+        let st = median(d.second.iter().map(|l| kv(l, "secs")).collect());
+        let fc = median(d.first.iter().map(|l| kv(l, "cpu")).collect());
+        let (r1, c1, r2) = (ft / vt, fc / vc, ft / st);
+        let label = if *name == "trie" { "Trie" } else { "HAMT" };
+        let met = |r: f64| if r <= 2.0 { "met" } else { "**missed**" };
+        s.push_str(&format!(
+            "- **{label}**: first run {r1:.2}x the volatile wall time and {c1:.2}x its CPU time (target of at most 2x: {} by wall time, {} by CPU time), second run {r2:.0}x faster than the first ({}).\n",
+            met(r1),
+            met(c1),
+            if r2 >= 100.0 { "target of at least 100x met" } else { "target of at least 100x **missed**" },
+        ));
+    }
+    s.push_str(&format!(
+        "- **Where the persistent time goes.** The no-flush row runs the same trie code with the \
+persistence seam turned off: {:.2}x the volatile wall time ({:.2}x its CPU time), so flushing and fencing are not the main cost \
+on this machine; the rest is what any pool-resident value pays — the pool file's tmpfs pages faulted \
+in and zeroed as the pool grows (a gigabyte of limbs), the copy of every new number into the pool, \
+and the conversion of the pool's limbs back into a `BigUint` on every hit (the volatile memo clones \
+instead). Medians on a shared machine vary from run to run by the range shown.\n",
+        nt / vt,
+        nc / vc
+    ));
+    s.push_str(&format!(
+        "- **Thunk updates.** One per memo entry: {} for fib({n}). The paper counts every \
+thunk its Haskell runtime updates in the persistent heap — the lazy trie's nodes and the suspended \
+additions as well as the entries — hence ~385k–900k for fib(150,000).\n\
+- **Bytes per update.** Each update copies one whole number (fib(k) has 0.69 k bits: at n = 150,000, \
+6.5 KB on average and 13 KB at the end) plus its trie node when one is new; the paper's ~1–2.6 KB is \
+averaged over its larger number of smaller updates. The total copied is the same order (~1 GB at \
+n = 150,000).\n\
+- **Fences per update.** The trie: exactly one (the copy before its 8-byte link). The HAMT: the \
+copy's fence, the STM commit's fence, and one more when the commit creates HAMT cells.\n\
+- **Second run.** A new process opens the pool and finds fib({n}) with one trie walk (or one HAMT \
+lookup) and one load of its limbs: nothing is recomputed (0 updates, checked), so the second run \
+costs microseconds however long the first took. The paper reports the same amortisation.\n\n",
+        n + 1
     ));
     s
 }
