@@ -150,9 +150,12 @@ fn volatile(n: u64) -> Result<(), String> {
     Ok(())
 }
 
-/// Runs fib(n) through the chosen persistent memo on `pool`; returns
-/// ((wall, CPU) seconds, fingerprint, lazy stats delta, fences, flushes).
-fn timed_fib(pool: &Pool, n: u64, trie: bool) -> Result<((f64, f64), String, lazy::LazyStats, u64, u64), String> {
+/// What [`timed_fib`] measured: ((wall, CPU) seconds, fingerprint, lazy
+/// stats delta, fences, flushes).
+type Timed = ((f64, f64), String, lazy::LazyStats, u64, u64);
+
+/// Runs fib(n) through the chosen persistent memo on `pool`.
+fn timed_fib(pool: &Pool, n: u64, trie: bool) -> Result<Timed, String> {
     let pool = pool.clone();
     deep(move || {
         let (s0, c0) = (lazy::stats(), engram::pmem::counters());

@@ -73,8 +73,8 @@ pub(crate) struct Staged<'p> {
     made: Vec<crate::stm::persist::Made>,
 }
 
-/// 1. Copies `v` into the pool, boxed: returns the staging and the address
-/// of the boxed `T::P`.
+/// Step 1: copies `v` into the pool, boxed; returns the staging and the
+/// address of the boxed `T::P`.
 pub(crate) fn stage<'p, T: Persist>(inner: &'p PoolInner, v: &T) -> Result<(Staged<'p>, u64)> {
     let mut s = Staged { inner, cache: inner.heap.cache(), made: Vec::new() };
     let r = s.with_cx(|cx| {
@@ -111,8 +111,8 @@ impl<'p> Staged<'p> {
         make_durable(self.inner, &self.made)
     }
 
-    /// 3. Links `target` into the indirection word at `word`: `Ok(Err(current))`
-    /// if the word was no longer 0 (nothing linked).
+    /// Step 3: links `target` into the indirection word at `word`;
+    /// `Ok(Err(current))` if the word was no longer 0 (nothing linked).
     fn link(&self, word: u64, target: u64) -> Result<std::result::Result<(), u64>> {
         if let Err(cur) = link(self.inner, word, target)? {
             return Ok(Err(cur));
@@ -204,8 +204,8 @@ pub(crate) fn load(inner: &PoolInner, word: u64) -> Result<u64> {
     Ok(word_at(inner, word)?.load(Ordering::Acquire))
 }
 
-/// 3. CAS 0 → `target` at `word`, traced and flushed; `Ok(Err(current))`
-/// when the word was not 0.
+/// Step 3: CAS 0 → `target` at `word`, traced and flushed;
+/// `Ok(Err(current))` when the word was not 0.
 fn link(inner: &PoolInner, word: u64, target: u64) -> Result<std::result::Result<(), u64>> {
     let w = word_at(inner, word)?;
     let space = &inner.space;
