@@ -52,6 +52,7 @@ test: deps lint test-c test-go test-govet test-java
 bench: bench-deps
 	$(CARGO) run --release -p engram-bench -- all --out docs/bench
 	$(CARGO) run --release -p engram-bench -- stm --out docs/bench
+	$(CARGO) run --release -p engram-bench -- lazy --out docs/bench
 	$(CARGO) run --release -q -p engram-cli -- crashtest --deep
 	$(MAKE) --no-print-directory bench-go
 	$(MAKE) --no-print-directory bench-java

@@ -141,6 +141,10 @@ typedef enum engram_code {
    */
   ENGRAM_ERR_BAD_FIELDS = 27,
   /**
+   * A lazy thunk names a function this program did not register.
+   */
+  ENGRAM_ERR_UNKNOWN_FUNCTION = 28,
+  /**
    * The pool (or tracer) handle is closed or was never valid.
    */
   ENGRAM_ERR_CLOSED = 100,

@@ -17,6 +17,7 @@ pub mod chart;
 pub mod child;
 pub mod engram_impl;
 pub mod job;
+pub mod lazy;
 pub mod peers;
 pub mod plan;
 pub mod plot;

@@ -53,6 +53,8 @@ enum Command {
     Sps(RunArgs),
     /// The persistent-STM benchmarks (src/stm/): PSTM vs no-flush vs PMDK; stm.md with --out.
     Stm(engram_bench::stm::cli::StmArgs),
+    /// Persistent memoization (fib 150,000) and restartable streams; laziness.md with --out.
+    Lazy(engram_bench::lazy::LazyArgs),
     /// Runs one measurement and prints its result line (used by the runner).
     #[command(hide = true)]
     RunOne(RunOneArgs),
@@ -104,6 +106,7 @@ fn main() -> ExitCode {
     let (suites, mut args, default_out): (&[Suite], RunArgs, Option<&str>) = match cli.command {
         Command::RunOne(a) => return run_one(a),
         Command::Stm(a) => return engram_bench::stm::cli::main(a),
+        Command::Lazy(a) => return engram_bench::lazy::main(a),
         Command::All(a) => (&Suite::ALL, a, Some("docs/bench")),
         Command::BinaryTrees(a) => (&[Suite::BinaryTrees], a, None),
         Command::Nbody(a) => (&[Suite::Nbody], a, None),

@@ -109,6 +109,8 @@ pub enum engram_code {
     ENGRAM_ERR_BAD_POINTER_FIELD = 26,
     /// `check` found pointer fields naming no live object (treated as null; repair clears them).
     ENGRAM_ERR_BAD_FIELDS = 27,
+    /// A lazy thunk names a function this program did not register.
+    ENGRAM_ERR_UNKNOWN_FUNCTION = 28,
     /// The pool (or tracer) handle is closed or was never valid.
     ENGRAM_ERR_CLOSED = 100,
     /// The region handle has ended, or belongs to another thread.
@@ -217,6 +219,7 @@ pub extern "C" fn engram_code_name(code: engram_status) -> *const c_char {
         25 => b"ENGRAM_ERR_TXN_IN_ATOMICALLY\0",
         26 => b"ENGRAM_ERR_BAD_POINTER_FIELD\0",
         27 => b"ENGRAM_ERR_BAD_FIELDS\0",
+        28 => b"ENGRAM_ERR_UNKNOWN_FUNCTION\0",
         100 => b"ENGRAM_ERR_CLOSED\0",
         101 => b"ENGRAM_ERR_REGION_ENDED\0",
         102 => b"ENGRAM_ERR_INTERNAL\0",
@@ -270,6 +273,7 @@ mod tests {
             (Error::TxnInAtomically, ENGRAM_ERR_TXN_IN_ATOMICALLY),
             (Error::BadPointerField { type_name: "T".into(), field: 8, object: 16, value: 1, reason: "r" }, ENGRAM_ERR_BAD_POINTER_FIELD),
             (Error::BadFields { count: 1, first: "f".into() }, ENGRAM_ERR_BAD_FIELDS),
+            (Error::UnknownFunction { name: "f".into() }, ENGRAM_ERR_UNKNOWN_FUNCTION),
         ];
         for (e, c) in pairs {
             assert_eq!(e.code(), c as i32, "{e}");

@@ -11,6 +11,7 @@
 //! check every image against a model of the states the traced run passed
 //! through.
 
+mod lazy;
 mod stm;
 
 use crate::error::{Error, Result};
@@ -74,6 +75,10 @@ pub fn workloads() -> &'static [Workload] {
         Workload { name: "stm-gc", about: "online GC (STM quiesce) between STM commits", run: stm::w_gc },
         Workload { name: "stm-recovery", about: "STM redo replay after a crash past the fence, crashed", run: stm::w_recovery },
         Workload { name: "stm-relocation", about: "STM redo replay at a new base (pointers in values)", run: stm::w_relocation },
+        Workload { name: "lazy-force", about: "forcing persistent thunks (one fence, one 8-byte link)", run: lazy::w_force },
+        Workload { name: "lazy-stream", about: "a persistent lazy stream: cells and their tail thunks", run: lazy::w_stream },
+        Workload { name: "lazy-memo", about: "trie memo inserts on every trie level, big integers", run: lazy::w_memo },
+        Workload { name: "lazy-hashmemo", about: "HAMT memo inserts: fenced copy, then an STM commit", run: lazy::w_hashmemo },
     ]
 }
 

@@ -220,6 +220,13 @@ pub enum Error {
         /// The first one, described.
         first: String,
     },
+    /// A thunk in the pool names a function this program did not register
+    /// (`engram::lazy::register`).
+    #[error("lazy function {name:?} is not registered by this program")]
+    UnknownFunction {
+        /// The stable name the pool records.
+        name: String,
+    },
 }
 
 impl Error {
@@ -253,6 +260,7 @@ impl Error {
             Error::TxnInAtomically => 25,
             Error::BadPointerField { .. } => 26,
             Error::BadFields { .. } => 27,
+            Error::UnknownFunction { .. } => 28,
         }
     }
 
@@ -307,6 +315,7 @@ mod tests {
             Error::TxnInAtomically,
             Error::BadPointerField { type_name: "T".into(), field: 8, object: 16, value: 1, reason: "r" },
             Error::BadFields { count: 1, first: "f".into() },
+            Error::UnknownFunction { name: "f".into() },
         ];
         let mut codes: Vec<i32> = errs.iter().map(Error::code).collect();
         codes.sort();

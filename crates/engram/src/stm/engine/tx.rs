@@ -133,6 +133,11 @@ impl<'p> STx<'p> {
         self.ctx.as_ref().map_or(0, |c| c.stm.epoch)
     }
 
+    /// The pool this transaction runs on (hook for `crate::lazy`).
+    pub(crate) fn pool_inner(&self) -> Option<&'p crate::pool::PoolInner> {
+        self.ctx.as_ref().map(|c| c.inner)
+    }
+
     pub(super) fn ctx(&self) -> StmResult<&PoolCtx<'p>> {
         self.ctx.as_ref().ok_or_else(|| StmError::Failed(Error::invalid("persistent variables need Pool::atomically")))
     }

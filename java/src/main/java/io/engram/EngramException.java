@@ -14,7 +14,7 @@ public class EngramException extends RuntimeException {
         BAD_POINTER(11), ALREADY_OPEN(12), EXISTS(13), ROOT_TYPE(14), TABLE_FULL(15),
         LOCK_TIMEOUT(16), ABORTED(17), BUSY(18), READ_ONLY(19),
         TX_TOO_LARGE(20), NESTED_TRANSACTION(21), DOUBLE_FREE(22), OUT_OF_BOUNDS(23), POOL_TOO_SMALL(24),
-        TXN_IN_ATOMICALLY(25), BAD_POINTER_FIELD(26), BAD_FIELDS(27),
+        TXN_IN_ATOMICALLY(25), BAD_POINTER_FIELD(26), BAD_FIELDS(27), UNKNOWN_FUNCTION(28),
         CLOSED(100), REGION_ENDED(101), INTERNAL(102),
         /** An object of a class that cannot be made persistent became reachable from a root. */
         NOT_PERSISTABLE(200),
