@@ -127,6 +127,7 @@ impl Workload {
         let pool_path = settings.dir.join(format!("{tag}.pool"));
         let h = Harness { settings: settings.clone(), pool_path, check: Default::default() };
         let image_path = settings.dir.join(format!("{tag}.image"));
+        let _quiet = QuietUnwinds::install();
         let result = (self.run)(&h).map(|trace| {
             let extra = h.check.borrow();
             let extra = extra.as_deref();
@@ -135,6 +136,57 @@ impl Workload {
         let _ = std::fs::remove_file(&h.pool_path);
         let _ = std::fs::remove_file(&image_path);
         result
+    }
+}
+
+/// The payload of the `panic` workload's intended panics.
+#[derive(Debug, Clone, Copy)]
+pub struct WorkloadPanic;
+
+/// While alive, the panic hook stays silent for the explorer's intended
+/// unwinds (a fired failpoint's [`failpoint::SimulatedCrash`], a
+/// [`WorkloadPanic`]) and hands every other panic to the hook that was
+/// installed before. Nested and concurrent sweeps share one filter: the
+/// first guard installs it, the last one dropped restores the old hook.
+struct QuietUnwinds;
+
+type Hook = Box<dyn Fn(&std::panic::PanicHookInfo<'_>) + Sync + Send + 'static>;
+
+static QUIET: std::sync::Mutex<(usize, Option<std::sync::Arc<Hook>>)> = std::sync::Mutex::new((0, None));
+
+impl QuietUnwinds {
+    fn install() -> Self {
+        let mut q = QUIET.lock().unwrap_or_else(|e| e.into_inner());
+        if q.0 == 0 {
+            let previous: std::sync::Arc<Hook> = std::sync::Arc::new(std::panic::take_hook());
+            q.1 = Some(previous.clone());
+            std::panic::set_hook(Box::new(move |info| {
+                let p = info.payload();
+                if !failpoint::is_crash(p) && p.downcast_ref::<WorkloadPanic>().is_none() {
+                    previous(info);
+                }
+            }));
+        }
+        q.0 += 1;
+        QuietUnwinds
+    }
+}
+
+impl Drop for QuietUnwinds {
+    fn drop(&mut self) {
+        let mut q = QUIET.lock().unwrap_or_else(|e| e.into_inner());
+        q.0 -= 1;
+        if q.0 == 0 {
+            if let Some(previous) = q.1.take() {
+                // Our filter holds the other reference; dropping it first
+                // leaves `previous` the only owner.
+                drop(std::panic::take_hook());
+                match std::sync::Arc::try_unwrap(previous) {
+                    Ok(hook) => std::panic::set_hook(hook),
+                    Err(shared) => std::panic::set_hook(Box::new(move |info| shared(info))),
+                }
+            }
+        }
     }
 }
 
@@ -354,7 +406,7 @@ fn w_panic(h: &Harness) -> Result<Trace> {
                 pool.txn(|tx| {
                     ledger_step(tx, i, 16, 3)?;
                     if i % 2 == 0 {
-                        std::panic::panic_any("workload panic");
+                        std::panic::panic_any(WorkloadPanic);
                     }
                     Ok::<_, Error>(())
                 })
@@ -440,4 +492,47 @@ fn w_recovery(h: &Harness) -> Result<Trace> {
     let trace = tracer.stop();
     pool.simulate_crash();
     Ok(trace)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    static SEEN: AtomicUsize = AtomicUsize::new(0);
+
+    fn panic_with(payload: impl std::any::Any + Send) {
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| std::panic::panic_any(payload)));
+    }
+
+    /// Intended unwinds are silent while a sweep runs; other panics still
+    /// reach the previous hook, which is back in place afterwards.
+    #[test]
+    fn quiet_unwinds_filter_only_the_explorers_payloads() {
+        let counting = |info: &std::panic::PanicHookInfo<'_>| {
+            let p = info.payload();
+            if p.downcast_ref::<SimulatedCrashProbe>().is_some()
+                || failpoint::is_crash(p)
+                || p.downcast_ref::<WorkloadPanic>().is_some()
+            {
+                SEEN.fetch_add(1, Ordering::SeqCst);
+            }
+        };
+        let old = std::panic::take_hook();
+        std::panic::set_hook(Box::new(counting));
+        {
+            let _q = QuietUnwinds::install();
+            panic_with(failpoint::SimulatedCrash("probe"));
+            panic_with(WorkloadPanic);
+            assert_eq!(SEEN.load(Ordering::SeqCst), 0, "an intended unwind reached the hook");
+            panic_with(SimulatedCrashProbe);
+            assert_eq!(SEEN.load(Ordering::SeqCst), 1, "a real panic was silenced");
+        }
+        panic_with(failpoint::SimulatedCrash("probe"));
+        assert_eq!(SEEN.load(Ordering::SeqCst), 2, "the previous hook was not restored");
+        std::panic::set_hook(old);
+    }
+
+    /// A payload the filter does not know: a "real" panic.
+    struct SimulatedCrashProbe;
 }
