@@ -13,7 +13,7 @@
 //!   extreme (the Jaaru-style per-line intervals), then seeded random choices,
 //!   and counts the rest as skipped (`images_skipped`).
 
-use crate::px86::{next_prefix, CrashState, Px86};
+use crate::px86::{next_prefix, Atom, CrashState, Px86};
 use crate::trace::{Event, Trace};
 use std::collections::HashSet;
 
@@ -108,6 +108,7 @@ pub fn explore(
     let (stores, flushes, fences) = trace.counts();
     let points = trace.ordering_points();
     let mut r = Report { stores, flushes, fences, points: points.len(), ..Default::default() };
+    let epochs = epochs(trace);
     let mut model = Px86::new(trace.base.clone());
     let mut rng = cfg.seed | 1;
     let mut stores_seen = 0usize;
@@ -115,8 +116,10 @@ pub fn explore(
     let mut done = 0;
     for i in 0..=trace.events.len() {
         let e = trace.events.get(i);
-        if e.is_none_or(Event::is_ordering_point) {
+        if trace.is_point(i) {
             done += 1;
+            // Without a store since the last explored point, atoms were at
+            // most folded: every image here was possible there too.
             if last_explored == Some(stores_seen) {
                 r.points_equivalent += 1;
             } else {
@@ -124,9 +127,12 @@ pub fn explore(
                 let fence = match e {
                     Some(Event::Fence { what }) => Some(*what),
                     Some(Event::Rmw { .. }) => Some("locked read-modify-write"),
+                    _ if i > 0 && trace.events[i - 1].is_clflush() => Some("a CLFLUSH completing"),
                     _ => None,
                 };
-                explore_point(&model.crash_state(), cfg, &mut rng, &mut r, &mut |img, desc| {
+                let st = model.crash_state();
+                let chosen = choose(&st, &epochs, cfg.max_images_per_point, &mut rng);
+                explore_point(&st, chosen, cfg, &mut r, &mut |img, desc| {
                     check(img).map_err(|message| Violation { event_index: i, fence, message, image: desc() })
                 });
             }
@@ -147,9 +153,8 @@ pub fn explore(
 
 type PointCheck<'a> = dyn FnMut(&[u8], &dyn Fn() -> String) -> Result<(), Violation> + 'a;
 
-fn explore_point(st: &CrashState<'_>, cfg: &Config, rng: &mut u64, r: &mut Report, check: &mut PointCheck<'_>) {
+fn explore_point(st: &CrashState<'_>, choices: Vec<Vec<usize>>, cfg: &Config, r: &mut Report, check: &mut PointCheck<'_>) {
     let total = st.count();
-    let choices = choose(st, cfg.max_images_per_point, rng);
     r.images_skipped = r.images_skipped.saturating_add(total.saturating_sub(choices.len() as u128));
     for prefix in choices {
         r.images_checked += 1;
@@ -163,10 +168,25 @@ fn explore_point(st: &CrashState<'_>, cfg: &Config, rng: &mut u64, r: &mut Repor
     }
 }
 
-/// The prefix vectors to check at one point.
-fn choose(st: &CrashState<'_>, max: usize, rng: &mut u64) -> Vec<Vec<usize>> {
+/// `epochs[i]`: how many fences and locked RMWs precede event `i` (the
+/// persist epoch a store at `i` belongs to).
+fn epochs(trace: &Trace) -> Vec<u32> {
+    let mut n = 0;
+    let mut out = Vec::with_capacity(trace.events.len() + 1);
+    for e in &trace.events {
+        out.push(n);
+        if e.is_ordering_point() {
+            n += 1;
+        }
+    }
+    out.push(n);
+    out
+}
+
+/// The prefix vectors to check at one point, best first (see the module
+/// documentation for the order).
+fn choose(st: &CrashState<'_>, epochs: &[u32], max: usize, rng: &mut u64) -> Vec<Vec<usize>> {
     let n = st.lines.len();
-    let full: Vec<usize> = st.lines.iter().map(|(_, t)| t.len()).collect();
     if st.count() <= max as u128 {
         let mut out = Vec::new();
         let mut p = vec![0; n];
@@ -177,32 +197,94 @@ fn choose(st: &CrashState<'_>, max: usize, rng: &mut u64) -> Vec<Vec<usize>> {
             }
         }
     }
-    let mut seen = HashSet::new();
-    let mut out = Vec::new();
-    let mut add = |p: Vec<usize>, out: &mut Vec<Vec<usize>>| {
-        if out.len() < max && seen.insert(p.clone()) {
-            out.push(p);
+    let full: Vec<usize> = st.lines.iter().map(|(_, t)| t.len()).collect();
+    let epoch = |a: &Atom| epochs.get(a.event).copied().unwrap_or(0);
+    let mut c = Chooser { seen: HashSet::new(), out: Vec::new(), max };
+    c.add(vec![0; n]);
+    c.add(full.clone());
+    // Epoch cuts: only what was stored since one of the last fences
+    // persisted (a fence missing there shows at once); lines holding atoms
+    // from both sides of the cut kept whole, or lost whole.
+    let mut present: Vec<u32> = st.lines.iter().flat_map(|(_, t)| t.iter().map(epoch)).collect();
+    present.sort_unstable_by(|a, b| b.cmp(a));
+    present.dedup();
+    for &b in present.iter().take(3) {
+        for mixed_kept in [true, false] {
+            c.add(st.lines.iter().map(|(_, t)| cut(t, b, epoch, mixed_kept)).collect());
         }
-    };
-    add(vec![0; n], &mut out);
-    add(full.clone(), &mut out);
-    for j in 0..n {
-        for k in 0..=full[j] {
-            let mut lo = vec![0; n];
-            lo[j] = k;
-            add(lo, &mut out);
-            let mut hi = full.clone();
-            hi[j] = k;
-            add(hi, &mut out);
+    }
+    // Per-line variations, the most recently written lines first.
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&j| std::cmp::Reverse(st.lines[j].1.last().map_or(0, |a| a.event)));
+    let newest = present.first().copied().unwrap_or(0);
+    for &j in &order {
+        if c.is_full() {
+            return c.out;
+        }
+        let tail = st.lines[j].1;
+        // everything but this line / only this line
+        c.add(with(&full, j, 0));
+        c.add(with(&vec![0; n], j, full[j]));
+        // this line without (only with) its atoms of the newest epoch
+        let old = tail.iter().take_while(|a| epoch(a) < newest).count();
+        if old > 0 && old < full[j] {
+            c.add(with(&full, j, old));
+            c.add(with(&vec![0; n], j, old));
+        }
+    }
+    for &j in &order {
+        if c.is_full() {
+            return c.out;
+        }
+        for k in 1..full[j] {
+            c.add(with(&vec![0; n], j, k));
+            c.add(with(&full, j, k));
         }
     }
     let mut tries = 0;
-    while out.len() < max && tries < max * 4 {
+    while c.out.len() < max && tries < max * 4 {
         tries += 1;
         let p: Vec<usize> = full.iter().map(|&f| (xorshift(rng) % (f as u64 + 1)) as usize).collect();
-        add(p, &mut out);
+        c.add(p);
     }
-    out
+    c.out
+}
+
+/// Collects distinct choices up to the budget.
+struct Chooser {
+    seen: HashSet<Vec<usize>>,
+    out: Vec<Vec<usize>>,
+    max: usize,
+}
+
+impl Chooser {
+    fn is_full(&self) -> bool {
+        self.out.len() >= self.max
+    }
+
+    fn add(&mut self, p: Vec<usize>) {
+        if self.out.len() < self.max && self.seen.insert(p.clone()) {
+            self.out.push(p);
+        }
+    }
+}
+
+/// `base` with line `j` at prefix `k`.
+fn with(base: &[usize], j: usize, k: usize) -> Vec<usize> {
+    let mut p = base.to_vec();
+    p[j] = k;
+    p
+}
+
+/// The prefix of one line in the epoch cut at `b`: whole if its atoms are
+/// all from epoch `b` on, none if all older, else `mixed_kept` decides.
+fn cut(tail: &[Atom], b: u32, epoch: impl Fn(&Atom) -> u32, mixed_kept: bool) -> usize {
+    let new = tail.iter().filter(|a| epoch(a) >= b).count();
+    if new == tail.len() || (new > 0 && mixed_kept) {
+        tail.len()
+    } else {
+        0
+    }
 }
 
 fn xorshift(x: &mut u64) -> u64 {
@@ -213,19 +295,27 @@ fn xorshift(x: &mut u64) -> u64 {
 }
 
 /// "line 0x40: kept 1 of 3 stores; lost 8 bytes at 0x48, ..." for the lines
-/// where the image lost something.
+/// where the image lost something (the first 6 such lines, then a count).
 fn describe(st: &CrashState<'_>, prefix: &[usize]) -> String {
+    const SHOWN: usize = 6;
     let mut parts = Vec::new();
+    let mut more_lines = 0;
     for ((line, tail), &p) in st.lines.iter().zip(prefix) {
         if p < tail.len() {
+            if parts.len() == SHOWN {
+                more_lines += 1;
+                continue;
+            }
             let lost: Vec<String> = tail[p..].iter().take(4).map(|a| format!("{}B at {:#x}", a.data.len(), a.addr)).collect();
             let more = if tail.len() - p > 4 { ", ..." } else { "" };
             parts.push(format!("line {line:#x}: kept {p} of {} unflushed stores, lost {}{more}", tail.len(), lost.join(", ")));
         }
     }
     if parts.is_empty() {
-        "every store persisted".to_string()
-    } else {
-        parts.join("; ")
+        return "every store persisted".to_string();
     }
+    if more_lines > 0 {
+        parts.push(format!("and {more_lines} more lines lost stores"));
+    }
+    parts.join("; ")
 }

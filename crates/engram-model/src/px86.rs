@@ -32,6 +32,8 @@ pub struct Atom {
     pub addr: u64,
     /// 1 to 8 bytes.
     pub data: Vec<u8>,
+    /// Index in the trace of the event that stored it (0 from [`atoms`]).
+    pub event: usize,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -51,6 +53,8 @@ pub struct Px86 {
     pending: Vec<(u64, usize)>,
     /// CLFLUSHes in flight: persisted before the next event executes.
     strong: Vec<(u64, usize)>,
+    /// Events applied so far (the index of the next one).
+    applied: usize,
 }
 
 /// What a crash at one point may leave: `durable` plus, for each listed
@@ -71,7 +75,7 @@ pub fn atoms(addr: u64, data: &[u8]) -> Vec<Atom> {
         let a = addr + at as u64;
         let room = (8 - (a % 8)) as usize;
         let n = room.min(data.len() - at);
-        out.push(Atom { addr: a, data: data[at..at + n].to_vec() });
+        out.push(Atom { addr: a, data: data[at..at + n].to_vec(), event: 0 });
         at += n;
     }
     out
@@ -88,7 +92,7 @@ fn write(img: &mut Vec<u8>, a: &Atom) {
 impl Px86 {
     /// A model whose memory starts as `base`, all of it persisted.
     pub fn new(base: Vec<u8>) -> Self {
-        Px86 { durable: base, lines: BTreeMap::new(), pending: Vec::new(), strong: Vec::new() }
+        Px86 { durable: base, lines: BTreeMap::new(), pending: Vec::new(), strong: Vec::new(), applied: 0 }
     }
 
     /// Applies one event.
@@ -123,12 +127,19 @@ impl Px86 {
             }
             Event::Acquire { .. } | Event::Release { .. } | Event::SeqPoint { .. } => {}
         }
+        self.applied += 1;
     }
 
     fn store(&mut self, addr: u64, data: &[u8]) {
-        for a in atoms(addr, data) {
+        for mut a in atoms(addr, data) {
+            a.event = self.applied;
             self.lines.entry(a.addr / LINE * LINE).or_default().tail.push(a);
         }
+    }
+
+    /// Whether a CLFLUSH is in flight: the next event makes its line durable.
+    pub fn clflush_in_flight(&self) -> bool {
+        !self.strong.is_empty()
     }
 
     fn fence(&mut self) {
@@ -217,7 +228,7 @@ mod tests {
     fn atoms_split_at_words() {
         let a = atoms(6, &[1, 2, 3, 4, 5]);
         assert_eq!(a.len(), 2);
-        assert_eq!(a[0], Atom { addr: 6, data: vec![1, 2] });
-        assert_eq!(a[1], Atom { addr: 8, data: vec![3, 4, 5] });
+        assert_eq!(a[0], Atom { addr: 6, data: vec![1, 2], event: 0 });
+        assert_eq!(a[1], Atom { addr: 8, data: vec![3, 4, 5], event: 0 });
     }
 }

@@ -39,9 +39,16 @@ pub enum Event {
 }
 
 impl Event {
-    /// Whether a crash is explored just before this event.
+    /// Whether this event orders earlier flushes (a fence or locked RMW):
+    /// flushed lines become durable when it executes.
     pub fn is_ordering_point(&self) -> bool {
         matches!(self, Event::Fence { .. } | Event::Rmw { .. })
+    }
+
+    /// Whether this is a CLFLUSH (its line becomes durable before the next
+    /// event executes, fence or not).
+    pub fn is_clflush(&self) -> bool {
+        matches!(self, Event::Flush { kind: FlushKind::Clflush, .. })
     }
 }
 
@@ -65,11 +72,22 @@ impl Trace {
         self.events.push(e);
     }
 
-    /// Indices of the ordering points: before every fence, and the end.
+    /// Whether a crash is explored just before event `i` (`i ==
+    /// events.len()`: at the end). These are exactly the places where the
+    /// set of possible crash images can *shrink* (atoms become certainly
+    /// durable): before a fence or locked RMW, and right after a CLFLUSH
+    /// (before the next event, which cannot execute until the line is
+    /// written back). Between two such points images only accumulate, so a
+    /// crash anywhere leaves an image possible at the next point.
+    pub fn is_point(&self, i: usize) -> bool {
+        i >= self.events.len()
+            || self.events[i].is_ordering_point()
+            || (i > 0 && self.events[i - 1].is_clflush())
+    }
+
+    /// Indices of the ordering points (see [`Trace::is_point`]), the end last.
     pub fn ordering_points(&self) -> Vec<usize> {
-        let mut v: Vec<usize> = self.events.iter().enumerate().filter(|(_, e)| e.is_ordering_point()).map(|(i, _)| i).collect();
-        v.push(self.events.len());
-        v
+        (0..=self.events.len()).filter(|&i| self.is_point(i)).collect()
     }
 
     /// Counts of (stores, flushes, fences).

@@ -18,7 +18,7 @@ use crate::failpoint;
 use crate::pmem::Durability;
 use crate::trace::Tracer;
 use crate::{CreateOptions, OpenOptions, PArray, PPtr, Persistent, Pool};
-use engram_model::{explore, Config, Report, Trace};
+use engram_model::{explore, Config, FlushKind, Report, Trace};
 use std::path::{Path, PathBuf};
 
 const LAYOUT: &str = "crashtest";
@@ -91,17 +91,20 @@ pub struct Settings {
     pub regions: u64,
     /// Explorer settings.
     pub explorer: Config,
+    /// Trace every flush as this instruction (`None`: the one this CPU's
+    /// `Pmem` mode uses). CLFLUSH adds crash points after every flush.
+    pub flush_kind: Option<FlushKind>,
 }
 
 impl Settings {
     /// The moderate sweep of `make test`.
     pub fn moderate(dir: &Path) -> Self {
-        Settings { dir: dir.to_path_buf(), regions: 3, explorer: Config { max_images_per_point: 12, ..Config::default() } }
+        Settings { dir: dir.to_path_buf(), regions: 3, explorer: Config { max_images_per_point: 12, ..Config::default() }, flush_kind: None }
     }
 
     /// The deep sweep of `make bench` / `engram crashtest --deep`.
     pub fn deep(dir: &Path) -> Self {
-        Settings { dir: dir.to_path_buf(), regions: 12, explorer: Config { max_images_per_point: 256, ..Config::default() } }
+        Settings { dir: dir.to_path_buf(), regions: 12, explorer: Config { max_images_per_point: 256, ..Config::default() }, flush_kind: None }
     }
 }
 
@@ -244,9 +247,27 @@ fn verify_ledger(pool: &Pool) -> std::result::Result<(), String> {
 impl Harness {
     fn create(&self, initial: u64) -> Result<(Pool, std::sync::Arc<Tracer>)> {
         let _ = std::fs::remove_file(&self.pool_path);
-        let tracer = Tracer::new();
+        let tracer = self.tracer();
         let opts = CreateOptions::new(LAYOUT).initial_size(initial).max_size(1 << 30).trace(tracer.clone());
         Ok((Pool::create(&self.pool_path, opts)?, tracer))
+    }
+
+    /// A tracer (not recording yet) with the settings' flush kind.
+    fn tracer(&self) -> std::sync::Arc<Tracer> {
+        let t = Tracer::new();
+        if let Some(k) = self.settings.flush_kind {
+            t.force_flush_kind(k);
+        }
+        t
+    }
+
+    /// A tracer recording from the moment a pool is mapped.
+    fn tracer_on_attach(&self) -> std::sync::Arc<Tracer> {
+        let t = Tracer::starting_on_attach();
+        if let Some(k) = self.settings.flush_kind {
+            t.force_flush_kind(k);
+        }
+        t
     }
 
     /// A pool with a ledger, tracing from now on.
@@ -436,7 +457,7 @@ fn w_relocation(h: &Harness) -> Result<Trace> {
         pool.txn(|tx| ledger_step(tx, i, 8, 100))?;
     }
     pool.close()?;
-    let tracer = Tracer::starting_on_attach();
+    let tracer = h.tracer_on_attach();
     let mut o = OpenOptions::new(LAYOUT).trace(tracer.clone());
     o.force_relocate = true;
     let pool = Pool::open(&h.pool_path, o)?;
@@ -486,7 +507,7 @@ fn w_recovery(h: &Harness) -> Result<Trace> {
     }
     drop(pool);
     // trace the recovery itself, and a region after it
-    let tracer = Tracer::starting_on_attach();
+    let tracer = h.tracer_on_attach();
     let pool = Pool::open(&h.pool_path, OpenOptions::new(LAYOUT).trace(tracer.clone()))?;
     pool.txn(|tx| ledger_step(tx, 2, 64, 3))?;
     let trace = tracer.stop();

@@ -34,6 +34,9 @@ struct State {
     len: u64,
     recording: bool,
     start_on_attach: bool,
+    /// Records every flush as this instruction instead of the one the
+    /// persister would use (tests of each kind on any CPU).
+    force_kind: Option<FlushKind>,
     /// What the trace so far says memory holds.
     shadow: Vec<u8>,
     trace: Trace,
@@ -55,6 +58,13 @@ impl Tracer {
         let t = Tracer::default();
         t.st.lock().start_on_attach = true;
         Arc::new(t)
+    }
+
+    /// Records every flush as `kind`, whatever this CPU offers: the
+    /// explorer can then be run for CLWB, CLFLUSHOPT and CLFLUSH machines
+    /// alike. Call before the traced pool is created or opened.
+    pub fn force_flush_kind(&self, kind: FlushKind) {
+        self.st.lock().force_kind = Some(kind);
     }
 
     /// Called when the pool is mapped at `base` with `len` bytes.
@@ -126,17 +136,19 @@ impl Tracer {
         }
     }
 
-    /// A flush of `[addr, addr+len)`: one event per line, after its stores.
-    pub(crate) fn flush(&self, addr: u64, len: u64) {
+    /// A flush of `[addr, addr+len)` with instruction `kind` (unless one
+    /// was forced): one event per line, after its stores.
+    pub(crate) fn flush(&self, addr: u64, len: u64, kind: FlushKind) {
         let mut st = self.st.lock();
         if !st.recording {
             return;
         }
+        let kind = st.force_kind.unwrap_or(kind);
         let (from, to) = lines(&st, addr, len);
         Self::diff(&mut st, from, to);
         let mut line = from;
         while line < to {
-            st.trace.push(Event::Flush { addr: line, kind: FlushKind::Clwb });
+            st.trace.push(Event::Flush { addr: line, kind });
             line += LINE;
         }
     }

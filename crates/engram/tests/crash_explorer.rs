@@ -44,8 +44,9 @@ fn sweep(which: impl Fn(&str) -> bool) {
     let settings = Settings::moderate(&dir.0);
     let mut total = 0;
     for w in workloads().iter().filter(|w| which(w.name)) {
+        let t0 = std::time::Instant::now();
         let r = w.run(&settings, &mut |_, _| {}).unwrap_or_else(|e| panic!("{}: {e}", w.name));
-        println!("{:<14} {r}", w.name);
+        println!("{:<14} {r} ({:.1?})", w.name, t0.elapsed());
         for v in &r.violations {
             println!("  violation before event {} ({:?}): {} [{}]", v.event_index, v.fence, v.message, v.image);
         }
@@ -104,4 +105,69 @@ fn explorer_catches_a_dropped_stm_record_fence() {
     let fence = "STM redo record and copies before the new values are visible";
     let n = violations_in(settings, || failpoint::drop_fence(fence), "stm-bank");
     assert!(n > 0, "dropping the STM record fence went unnoticed");
+}
+
+/// The explorer for each flush instruction the engine may use (CLWB,
+/// CLFLUSHOPT, CLFLUSH on machines without the others): the tracer records
+/// the forced kind, CLFLUSH adds a crash point after every flush, and every
+/// image is still consistent.
+#[test]
+fn every_flush_kind_is_crash_consistent() {
+    use engram_model::FlushKind;
+    let dir = Scratch::new();
+    let runs = [
+        (FlushKind::Clwb, "commit"),
+        (FlushKind::Clflushopt, "commit"),
+        (FlushKind::Clflush, "commit"),
+        (FlushKind::Clflush, "stm-bank"),
+    ];
+    for (kind, name) in runs {
+        let mut settings = Settings::moderate(&dir.0);
+        settings.flush_kind = Some(kind);
+        settings.regions = if name == "commit" { 2 } else { 1 };
+        let r = workload(name).unwrap().run(&settings, &mut |_, _| {}).unwrap();
+        println!("{kind:?} {name:<10} {r}");
+        for v in &r.violations {
+            println!("  violation before event {} ({:?}): {} [{}]", v.event_index, v.fence, v.message, v.image);
+        }
+        assert!(r.violations.is_empty(), "{kind:?} {name}");
+        if kind == FlushKind::Clflush {
+            assert!(r.points > r.fences + 1, "{name}: no crash point after a CLFLUSH ({r})");
+        } else {
+            assert_eq!(r.points, r.fences + 1, "{name}: {r}");
+        }
+    }
+}
+
+/// The tracer records the flush instruction the persister really uses on
+/// this CPU, or the one a test forces.
+#[test]
+fn tracer_records_the_flush_instruction() {
+    use engram::pmem::FlushInstr;
+    use engram::trace::Tracer;
+    use engram::{CreateOptions, Pool};
+    use engram_model::{Event, FlushKind};
+    let dir = Scratch::new();
+    std::fs::create_dir_all(&dir.0).unwrap();
+    for forced in [None, Some(FlushKind::Clwb), Some(FlushKind::Clflushopt), Some(FlushKind::Clflush)] {
+        let tracer = Tracer::new();
+        if let Some(k) = forced {
+            tracer.force_flush_kind(k);
+        }
+        let path = dir.0.join("kinds.pool");
+        let _ = std::fs::remove_file(&path);
+        let pool = Pool::create(&path, CreateOptions::new("kinds").trace(tracer.clone())).unwrap();
+        tracer.start();
+        pool.txn(|tx| {
+            let p = tx.alloc(7u64)?;
+            tx.set_root("x", p)
+        })
+        .unwrap();
+        let trace = tracer.stop();
+        pool.close().unwrap();
+        let want = forced.unwrap_or(FlushInstr::detect().kind());
+        let kinds: Vec<FlushKind> = trace.events.iter().filter_map(|e| if let Event::Flush { kind, .. } = e { Some(*kind) } else { None }).collect();
+        assert!(!kinds.is_empty());
+        assert!(kinds.iter().all(|&k| k == want), "{forced:?}: {kinds:?}");
+    }
 }

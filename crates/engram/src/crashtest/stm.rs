@@ -407,7 +407,7 @@ fn crashed_after_fence(h: &Harness, relocate: bool) -> Result<Trace> {
     model.push(next);
     // the record is durable: no image may lose transfer 3
     let min = model.len() - 1;
-    let tracer = Tracer::starting_on_attach();
+    let tracer = h.tracer_on_attach();
     let mut o = OpenOptions::new(LAYOUT).trace(tracer.clone());
     o.force_relocate = relocate;
     let pool = Pool::open(&h.pool_path, o)?;
