@@ -105,6 +105,19 @@ pub fn explore(
     check: &mut dyn FnMut(&[u8]) -> Result<(), String>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Report {
+    explore_indexed(trace, cfg, &mut |_, img| check(img), progress)
+}
+
+/// [`explore`], with the crash point (the index of the event the crash
+/// happened before) passed to `check` too: a check can then demand what
+/// the traced program had been promised by then (a commit that returned
+/// before that event must survive).
+pub fn explore_indexed(
+    trace: &Trace,
+    cfg: &Config,
+    check: &mut dyn FnMut(usize, &[u8]) -> Result<(), String>,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Report {
     let (stores, flushes, fences) = trace.counts();
     let points = trace.ordering_points();
     let mut r = Report { stores, flushes, fences, points: points.len(), ..Default::default() };
@@ -133,7 +146,7 @@ pub fn explore(
                 let st = model.crash_state();
                 let chosen = choose(&st, &epochs, cfg.max_images_per_point, &mut rng);
                 explore_point(&st, chosen, cfg, &mut r, &mut |img, desc| {
-                    check(img).map_err(|message| Violation { event_index: i, fence, message, image: desc() })
+                    check(i, img).map_err(|message| Violation { event_index: i, fence, message, image: desc() })
                 });
             }
             progress(done, points.len());

@@ -18,7 +18,7 @@ use crate::failpoint;
 use crate::pmem::Durability;
 use crate::trace::Tracer;
 use crate::{CreateOptions, OpenOptions, PArray, PPtr, Persistent, Pool};
-use engram_model::{explore, Config, FlushKind, Report, Trace};
+use engram_model::{explore_indexed, Config, FlushKind, Report, Trace};
 use std::path::{Path, PathBuf};
 
 const LAYOUT: &str = "crashtest";
@@ -108,8 +108,34 @@ impl Settings {
     }
 }
 
-/// A workload's own invariant, run on every image after `Pool::check`.
-type Invariant = dyn Fn(&Pool) -> std::result::Result<(), String>;
+/// A workload's own invariant, run on every image after `Pool::check`,
+/// with the number of commits that had returned before the crash point
+/// (see [`note_returned`]; 0 if the workload records none).
+type Invariant = dyn Fn(&Pool, u64) -> std::result::Result<(), String>;
+
+thread_local! {
+    /// The tracer of the workload running on this thread, and the commits
+    /// it saw return: (trace position, commits returned by then).
+    static RETURNED: std::cell::RefCell<(Option<std::sync::Arc<Tracer>>, Vec<(usize, u64)>)> =
+        const { std::cell::RefCell::new((None, Vec::new())) };
+}
+
+/// Durability bookkeeping: the workload's `n`-th commit (counted by its own
+/// model: the ledger's count, the STM model's length) has returned. Every
+/// crash from here on must keep at least `n` commits. Called before tracing
+/// starts, it says the base image holds `n` commits.
+fn note_returned(n: u64) {
+    RETURNED.with(|r| {
+        let mut r = r.borrow_mut();
+        let at = r.0.as_ref().map_or(0, |t| t.position());
+        r.1.push((at, n));
+    });
+}
+
+/// The commits that had returned before the event at `point`.
+fn returned_before(notes: &[(usize, u64)], point: usize) -> u64 {
+    notes.iter().filter(|(at, _)| *at <= point).map(|&(_, n)| n).max().unwrap_or(0)
+}
 
 /// Context a workload runs in.
 pub struct Harness {
@@ -131,11 +157,15 @@ impl Workload {
         let h = Harness { settings: settings.clone(), pool_path, check: Default::default() };
         let image_path = settings.dir.join(format!("{tag}.image"));
         let _quiet = QuietUnwinds::install();
+        RETURNED.with(|r| *r.borrow_mut() = (None, Vec::new()));
         let result = (self.run)(&h).map(|trace| {
+            let notes = RETURNED.with(|r| std::mem::take(&mut *r.borrow_mut())).1;
             let extra = h.check.borrow();
             let extra = extra.as_deref();
-            explore(&trace, &settings.explorer, &mut |img| check_image(&image_path, img, extra), progress)
+            let mut check = |point: usize, img: &[u8]| check_image(&image_path, img, returned_before(&notes, point), extra);
+            explore_indexed(&trace, &settings.explorer, &mut check, progress)
         });
+        RETURNED.with(|r| *r.borrow_mut() = (None, Vec::new()));
         let _ = std::fs::remove_file(&h.pool_path);
         let _ = std::fs::remove_file(&image_path);
         result
@@ -193,14 +223,22 @@ impl Drop for QuietUnwinds {
     }
 }
 
-/// Opens an image with the real recovery code and checks it.
-fn check_image(path: &Path, img: &[u8], extra: Option<&Invariant>) -> std::result::Result<(), String> {
+/// Opens an image with the real recovery code and checks it: the heap, the
+/// ledger (with at least `returned` entries when the workload keeps one),
+/// the workload's own invariant; then new work on the recovered pool (a
+/// ledger region that allocates, links and frees) and the heap again.
+fn check_image(path: &Path, img: &[u8], returned: u64, extra: Option<&Invariant>) -> std::result::Result<(), String> {
     write_image(path, img).map_err(|e| format!("writing image: {e}"))?;
     let pool = Pool::open(path, OpenOptions::new(LAYOUT).durability(Durability::Process)).map_err(|e| format!("open failed: {e}"))?;
     pool.check(&|_| {}).map_err(|e| format!("check failed: {e}"))?;
-    verify_ledger(&pool)?;
+    let ledger = verify_ledger(&pool, if extra.is_some() { 0 } else { returned })?;
     if let Some(check) = extra {
-        check(&pool)?;
+        check(&pool, returned)?;
+    }
+    if ledger {
+        pool.txn(|tx| ledger_step(tx, 7, 200, 2)).map_err(|e| format!("a region after recovery: {e}"))?;
+        verify_ledger(&pool, 0).map_err(|e| format!("after a region on the recovered pool: {e}"))?;
+        pool.check(&|_| {}).map_err(|e| format!("check after a region on the recovered pool: {e}"))?;
     }
     pool.close().map_err(|e| format!("close failed: {e}"))
 }
@@ -214,11 +252,15 @@ fn write_image(path: &Path, img: &[u8]) -> std::io::Result<()> {
     f.set_len(img.len() as u64)
 }
 
-/// The ledger invariant, if the pool has a ledger yet.
-fn verify_ledger(pool: &Pool) -> std::result::Result<(), String> {
-    let r: Result<std::result::Result<(), String>> = pool.txn(|tx| {
-        let Some(l) = tx.root::<Ledger>("ledger")? else { return Ok(Ok(())) };
+/// The ledger invariant, if the pool has a ledger yet (then `Ok(true)`):
+/// money conserved, a well-formed log, and at least `returned` regions.
+fn verify_ledger(pool: &Pool, returned: u64) -> std::result::Result<bool, String> {
+    let r: Result<std::result::Result<bool, String>> = pool.txn(|tx| {
+        let Some(l) = tx.root::<Ledger>("ledger")? else { return Ok(Ok(false)) };
         let l = tx.read(l)?;
+        if l.count < returned {
+            return Ok(Err(format!("durable regions lost: {} in the ledger, {returned} had returned", l.count)));
+        }
         let mut sum = 0;
         for i in 0..tx.len(l.accounts)? {
             sum += tx.get(l.accounts, i)?;
@@ -239,7 +281,7 @@ fn verify_ledger(pool: &Pool) -> std::result::Result<(), String> {
             expect -= 1;
             p = e.next;
         }
-        Ok(Ok(()))
+        Ok(Ok(true))
     });
     r.map_err(|e| format!("reading the ledger: {e}"))?
 }
@@ -252,21 +294,22 @@ impl Harness {
         Ok((Pool::create(&self.pool_path, opts)?, tracer))
     }
 
-    /// A tracer (not recording yet) with the settings' flush kind.
+    /// A tracer (not recording yet) with the settings' flush kind; the
+    /// workload's commits are noted against its positions.
     fn tracer(&self) -> std::sync::Arc<Tracer> {
-        let t = Tracer::new();
-        if let Some(k) = self.settings.flush_kind {
-            t.force_flush_kind(k);
-        }
-        t
+        self.adopt(Tracer::new())
     }
 
     /// A tracer recording from the moment a pool is mapped.
     fn tracer_on_attach(&self) -> std::sync::Arc<Tracer> {
-        let t = Tracer::starting_on_attach();
+        self.adopt(Tracer::starting_on_attach())
+    }
+
+    fn adopt(&self, t: std::sync::Arc<Tracer>) -> std::sync::Arc<Tracer> {
         if let Some(k) = self.settings.flush_kind {
             t.force_flush_kind(k);
         }
+        RETURNED.with(|r| r.borrow_mut().0 = Some(t.clone()));
         t
     }
 
@@ -285,18 +328,30 @@ impl Harness {
     }
 
     /// Sets the workload's own invariant.
-    fn expect(&self, check: impl Fn(&Pool) -> std::result::Result<(), String> + 'static) {
+    fn expect(&self, check: impl Fn(&Pool, u64) -> std::result::Result<(), String> + 'static) {
         *self.check.borrow_mut() = Some(Box::new(check));
     }
 
     /// Traces `f` on `pool`, then abandons the pool as a crash would.
     fn traced(&self, pool: Pool, tracer: &Tracer, f: impl FnOnce(&Pool) -> Result<()>) -> Result<Trace> {
+        returned(&pool)?;
         tracer.start();
         let r = f(&pool);
         let trace = tracer.stop();
         pool.simulate_crash();
         r.map(|_| trace)
     }
+}
+
+/// Notes the ledger's count as returned (see [`note_returned`]). The read
+/// is a region that only reads: nothing reaches the trace.
+fn returned(pool: &Pool) -> Result<()> {
+    let count = pool.txn(|tx| match tx.root::<Ledger>("ledger")? {
+        Some(l) => Ok::<_, Error>(tx.read(l)?.count),
+        None => Ok(0),
+    })?;
+    note_returned(count);
+    Ok(())
 }
 
 /// One ledger region: move money, append an entry with a payload of
@@ -341,6 +396,7 @@ fn w_alloc(h: &Harness) -> Result<Trace> {
         let sizes = [0u64, 40, 3000, 100_000];
         for i in 0..h.settings.regions.max(4) {
             pool.txn(|tx| ledger_step(tx, i, sizes[i as usize % sizes.len()], 2))?;
+            returned(pool)?;
         }
         Ok(())
     })
@@ -358,6 +414,7 @@ fn w_roots(h: &Harness) -> Result<Trace> {
                 }
                 ledger_step(tx, i, 8, 4)
             })?;
+            returned(pool)?;
         }
         Ok(())
     })
@@ -368,6 +425,7 @@ fn w_commit(h: &Harness) -> Result<Trace> {
     h.traced(pool, &tracer, |pool| {
         for i in 0..h.settings.regions {
             pool.txn(|tx| ledger_step(tx, i, 24, 3))?;
+            returned(pool)?;
         }
         Ok(())
     })
@@ -385,7 +443,7 @@ fn w_abort(h: &Harness) -> Result<Trace> {
                 Ok(())
             });
             match r {
-                Ok(()) | Err(Error::Aborted) => {}
+                Ok(()) | Err(Error::Aborted) => returned(pool)?,
                 Err(e) => return Err(e),
             }
         }
@@ -411,7 +469,7 @@ fn w_nested(h: &Harness) -> Result<Trace> {
                 Ok(())
             });
             match r {
-                Ok(()) | Err(Error::Aborted) => {}
+                Ok(()) | Err(Error::Aborted) => returned(pool)?,
                 Err(e) => return Err(e),
             }
         }
@@ -435,6 +493,7 @@ fn w_panic(h: &Harness) -> Result<Trace> {
             if let Ok(r) = r {
                 r?;
             }
+            returned(pool)?;
         }
         Ok(())
     })
@@ -446,6 +505,7 @@ fn w_growth(h: &Harness) -> Result<Trace> {
         // 3 MiB payloads outgrow the 4.75 MiB pool at once.
         for i in 0..h.settings.regions.min(4) {
             pool.txn(|tx| ledger_step(tx, i, 3 << 20, 3))?;
+            returned(pool)?;
         }
         Ok(())
     })
@@ -456,12 +516,14 @@ fn w_relocation(h: &Harness) -> Result<Trace> {
     for i in 0..h.settings.regions + 4 {
         pool.txn(|tx| ledger_step(tx, i, 8, 100))?;
     }
+    returned(&pool)?;
     pool.close()?;
     let tracer = h.tracer_on_attach();
     let mut o = OpenOptions::new(LAYOUT).trace(tracer.clone());
     o.force_relocate = true;
     let pool = Pool::open(&h.pool_path, o)?;
     pool.txn(|tx| ledger_step(tx, 1000, 8, 100))?;
+    returned(&pool)?;
     let trace = tracer.stop();
     pool.simulate_crash();
     Ok(trace)
@@ -481,7 +543,8 @@ fn w_gc(h: &Harness) -> Result<Trace> {
     pool.txn(|tx| tx.remove_root("garbage").map(|_| ()))?;
     h.traced(pool, &tracer, |pool| {
         pool.collect()?;
-        pool.txn(|tx| ledger_step(tx, 0, 100, 3))
+        pool.txn(|tx| ledger_step(tx, 0, 100, 3))?;
+        returned(pool)
     })
 }
 
@@ -490,6 +553,7 @@ fn w_close(h: &Harness) -> Result<Trace> {
     for i in 0..h.settings.regions {
         pool.txn(|tx| ledger_step(tx, i, 300, 100))?;
     }
+    returned(&pool)?;
     tracer.start();
     pool.close()?;
     Ok(tracer.stop())
@@ -498,6 +562,7 @@ fn w_close(h: &Harness) -> Result<Trace> {
 fn w_recovery(h: &Harness) -> Result<Trace> {
     let (pool, _) = h.ledger_pool()?;
     pool.txn(|tx| ledger_step(tx, 0, 64, 3))?;
+    returned(&pool)?;
     // crash in the middle of a region (process crash: memory kept)
     failpoint::arm("tx.before_commit", 0);
     let r = std::panic::catch_unwind(|| pool.txn(|tx| ledger_step(tx, 1, 64, 3)));
@@ -510,6 +575,7 @@ fn w_recovery(h: &Harness) -> Result<Trace> {
     let tracer = h.tracer_on_attach();
     let pool = Pool::open(&h.pool_path, OpenOptions::new(LAYOUT).trace(tracer.clone()))?;
     pool.txn(|tx| ledger_step(tx, 2, 64, 3))?;
+    returned(&pool)?;
     let trace = tracer.stop();
     pool.simulate_crash();
     Ok(trace)

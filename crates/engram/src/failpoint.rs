@@ -17,6 +17,13 @@ pub struct SimulatedCrash(pub &'static str);
 thread_local! {
     static ARMED: RefCell<Vec<(String, u64)>> = const { RefCell::new(Vec::new()) };
     static DROPPED: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+    static DROPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many fences and flushes the fault switches of this thread dropped
+/// since [`disarm_all`] (a test checks its workload reached the step).
+pub fn drops() -> u64 {
+    DROPS.with(|c| c.get())
 }
 
 /// Fault switch: fences named `what` (see `Persister::fence`) do nothing on
@@ -32,10 +39,14 @@ pub fn drop_flush(what: &str) {
 }
 
 fn dropped(kind: &str, what: &str) -> bool {
-    DROPPED.with(|d| {
+    let hit = DROPPED.with(|d| {
         let d = d.borrow();
         !d.is_empty() && d.iter().any(|x| x.strip_prefix(kind).and_then(|r| r.strip_prefix(':')) == Some(what))
-    })
+    });
+    if hit {
+        DROPS.with(|c| c.set(c.get() + 1));
+    }
+    hit
 }
 
 pub(crate) fn fence_dropped(what: &str) -> bool {
@@ -55,6 +66,7 @@ pub fn arm(name: &str, skip: u64) {
 pub fn disarm_all() {
     ARMED.with(|a| a.borrow_mut().clear());
     DROPPED.with(|d| d.borrow_mut().clear());
+    DROPS.with(|c| c.set(0));
 }
 
 /// Whether a panic payload is a simulated crash.

@@ -92,6 +92,18 @@ impl Tracer {
         st.recording = true;
     }
 
+    /// The number of events recorded so far (0 when not recording): a
+    /// crash before event `position()` or later happens after whatever the
+    /// caller just finished.
+    pub fn position(&self) -> usize {
+        let st = self.st.lock();
+        if st.recording {
+            st.trace.events.len()
+        } else {
+            0
+        }
+    }
+
     /// Stops recording and returns the trace. Stores made since the last
     /// event are included as unflushed stores.
     pub fn stop(&self) -> Trace {

@@ -171,3 +171,66 @@ fn tracer_records_the_flush_instruction() {
         assert!(kinds.iter().all(|&k| k == want), "{forced:?}: {kinds:?}");
     }
 }
+
+/// Every named fence and flush, with the workload whose traced stretch
+/// reaches it. Dropping any one of them must be reported by the moderate
+/// sweep of that workload, except the ones listed in [`HARMLESS`].
+const FAULTS: &[(&str, &str, &str)] = &[
+    ("flush", "span-table entry", "alloc"),
+    ("fence", "span tables cleared before the arenas are handed back", "gc"),
+    ("fence", "arena table entries of a freed huge object", "gc"),
+    ("fence", "span tables of swept spans", "gc"),
+    ("fence", "slot bitmaps before the clean flag", "close"),
+    ("fence", "undo entry before the logged range is modified", "commit"),
+    ("fence", "jump entry before entries in the next chunk", "growth"),
+    ("fence", "log chunk headers before the chunk is linked", "growth"),
+    ("fence", "log chunk link before entries use it", "growth"),
+    ("fence", "restored bytes before the log is invalidated", "abort"),
+    ("fence", "log generation bump: the region is committed", "commit"),
+    ("fence", "type entry body before its used flag", "commit"),
+    ("fence", "type entry used flag", "commit"),
+    ("fence", "region data before the log is invalidated", "commit"),
+    ("fence", "header copy written before it is relied on", "relocation"),
+    ("fence", "grown size recorded before the new space is used", "growth"),
+    ("fence", "objects allocated by a transaction that wrote no variable", "stm-map"),
+    ("fence", "new transactional objects before the record that links them", "stm-map"),
+    ("fence", "STM redo record and copies before the new values are visible", "stm-bank"),
+    ("fence", "STM clock reservation before versions above it are used", "stm-bank"),
+    ("fence", "in-place STM values of idle threads before their records are cleared", "stm-gc"),
+    ("fence", "STM records cleared", "stm-gc"),
+    ("fence", "replayed STM values before their records are cleared", "stm-recovery"),
+    ("fence", "STM records cleared and epoch bumped", "stm-recovery"),
+    ("fence", "swizzled pointers before the relocation is finished", "relocation"),
+];
+
+/// Drops one fault in turn on the moderate sweep of its workload and
+/// returns a line per fault: (hits, violations).
+fn fault_sweep(which: impl Fn(usize) -> bool) -> Vec<String> {
+    let dir = Scratch::new();
+    let mut missed = Vec::new();
+    for (i, &(kind, what, name)) in FAULTS.iter().enumerate().filter(|(i, _)| which(*i)) {
+        let t0 = std::time::Instant::now();
+        if kind == "fence" {
+            failpoint::drop_fence(what);
+        } else {
+            failpoint::drop_flush(what);
+        }
+        let r = workload(name).unwrap().run(&Settings::moderate(&dir.0), &mut |_, _| {});
+        let hits = failpoint::drops();
+        failpoint::disarm_all();
+        let r = r.unwrap_or_else(|e| panic!("{name}: {e}"));
+        println!("#{i} {kind} {what:?} on {name}: dropped {hits}x, {} violations, {} images ({:.1?})", r.violations.len(), r.images_checked, t0.elapsed());
+        if hits == 0 {
+            missed.push(format!("{kind} {what:?}: never reached by {name}"));
+        } else if r.violations.is_empty() {
+            missed.push(format!("{kind} {what:?}: dropped {hits}x on {name}, no violation"));
+        }
+    }
+    missed
+}
+
+#[test]
+fn moderate_sweep_catches_every_dropped_fence_and_flush() {
+    let missed = fault_sweep(|_| true);
+    assert!(missed.is_empty(), "{}", missed.join("\n"));
+}

@@ -176,6 +176,7 @@ impl Bank {
             return Err(Error::corrupt(format!("after transfer {i} the pool holds {got:?}, the model {next:?}")));
         }
         model.push(next);
+        super::note_returned(model.len() as u64 - 1);
         Ok(())
     }
 }
@@ -366,7 +367,7 @@ pub(super) fn w_bank(h: &Harness) -> Result<Trace> {
         }
         Ok(())
     })?;
-    h.expect(move |pool| check_bank(pool, &model, min));
+    h.expect(move |pool, returned| check_bank(pool, &model, min.max(returned as usize)));
     Ok(trace)
 }
 
@@ -386,7 +387,7 @@ pub(super) fn w_gc(h: &Harness) -> Result<Trace> {
         bank.step(pool, 14, &mut model)?;
         bank.step(pool, 15, &mut model)
     })?;
-    h.expect(move |pool| check_bank(pool, &model, min));
+    h.expect(move |pool, returned| check_bank(pool, &model, min.max(returned as usize)));
     Ok(trace)
 }
 
@@ -422,7 +423,7 @@ fn crashed_after_fence(h: &Harness, relocate: bool) -> Result<Trace> {
     bank.step(&pool, 4, &mut model)?;
     let trace = tracer.stop();
     pool.simulate_crash();
-    h.expect(move |pool| check_bank(pool, &model, min));
+    h.expect(move |pool, returned| check_bank(pool, &model, min.max(returned as usize)));
     Ok(trace)
 }
 
@@ -556,6 +557,7 @@ impl Map {
             return Err(Error::corrupt(format!("after {op:?} the pool holds {got:?}, the model {want:?}")));
         }
         model.push(want);
+        super::note_returned(model.len() as u64 - 1);
         Ok(())
     }
 }
@@ -612,6 +614,6 @@ pub(super) fn w_map(h: &Harness) -> Result<Trace> {
         }
         Ok(())
     })?;
-    h.expect(move |pool| check_map(pool, &model, min));
+    h.expect(move |pool, returned| check_map(pool, &model, min.max(returned as usize)));
     Ok(trace)
 }
