@@ -121,7 +121,7 @@ pub fn explore_indexed(
     let (stores, flushes, fences) = trace.counts();
     let points = trace.ordering_points();
     let mut r = Report { stores, flushes, fences, points: points.len(), ..Default::default() };
-    let epochs = epochs(trace);
+    let steps = steps(trace);
     let mut model = Px86::new(trace.base.clone());
     let mut rng = cfg.seed | 1;
     let mut stores_seen = 0usize;
@@ -144,7 +144,7 @@ pub fn explore_indexed(
                     _ => None,
                 };
                 let st = model.crash_state();
-                let chosen = choose(&st, &epochs, cfg.max_images_per_point, &mut rng);
+                let chosen = choose(&st, &steps, cfg.max_images_per_point, &mut rng);
                 explore_point(&st, chosen, cfg, &mut r, &mut |img, desc| {
                     check(i, img).map_err(|message| Violation { event_index: i, fence, message, image: desc() })
                 });
@@ -181,24 +181,35 @@ fn explore_point(st: &CrashState<'_>, choices: Vec<Vec<usize>>, cfg: &Config, r:
     }
 }
 
-/// `epochs[i]`: how many fences and locked RMWs precede event `i` (the
-/// persist epoch a store at `i` belongs to).
-fn epochs(trace: &Trace) -> Vec<u32> {
+/// `steps[i]`: the protocol step event `i` belongs to. A step ends where a
+/// run of flushes ends (the place a fence goes) and at every fence or
+/// locked RMW; so when a fence is missing, the stores before and after the
+/// place it belonged still fall into different steps.
+fn steps(trace: &Trace) -> Vec<u32> {
     let mut n = 0;
     let mut out = Vec::with_capacity(trace.events.len() + 1);
+    let mut prev_flush = false;
     for e in &trace.events {
+        let flush = matches!(e, Event::Flush { .. });
+        if prev_flush && !flush {
+            n += 1;
+        }
         out.push(n);
         if e.is_ordering_point() {
             n += 1;
         }
+        prev_flush = flush;
     }
     out.push(n);
     out
 }
 
+/// How many of the newest steps get single-line images first.
+const RECENT_STEPS: usize = 4;
+
 /// The prefix vectors to check at one point, best first (see the module
 /// documentation for the order).
-fn choose(st: &CrashState<'_>, epochs: &[u32], max: usize, rng: &mut u64) -> Vec<Vec<usize>> {
+fn choose(st: &CrashState<'_>, steps: &[u32], max: usize, rng: &mut u64) -> Vec<Vec<usize>> {
     let n = st.lines.len();
     if st.count() <= max as u128 {
         let mut out = Vec::new();
@@ -211,47 +222,47 @@ fn choose(st: &CrashState<'_>, epochs: &[u32], max: usize, rng: &mut u64) -> Vec
         }
     }
     let full: Vec<usize> = st.lines.iter().map(|(_, t)| t.len()).collect();
-    let epoch = |a: &Atom| epochs.get(a.event).copied().unwrap_or(0);
+    let zero = vec![0; n];
+    let step = |a: &Atom| steps.get(a.event).copied().unwrap_or(0);
     let mut c = Chooser { seen: HashSet::new(), out: Vec::new(), max };
-    c.add(vec![0; n]);
+    c.add(zero.clone());
     c.add(full.clone());
-    // Epoch cuts: only what was stored since one of the last fences
-    // persisted (a fence missing there shows at once); lines holding atoms
-    // from both sides of the cut kept whole, or lost whole.
-    let mut present: Vec<u32> = st.lines.iter().flat_map(|(_, t)| t.iter().map(epoch)).collect();
-    present.sort_unstable_by(|a, b| b.cmp(a));
-    present.dedup();
-    for &b in present.iter().take(3) {
-        for mixed_kept in [true, false] {
-            c.add(st.lines.iter().map(|(_, t)| cut(t, b, epoch, mixed_kept)).collect());
-        }
-    }
-    // Per-line variations, the most recently written lines first.
+    // The newest steps, newest first, each with the lines it wrote, most
+    // recently written first.
+    let mut recent: Vec<u32> = st.lines.iter().flat_map(|(_, t)| t.iter().map(step)).collect();
+    recent.sort_unstable_by(|a, b| b.cmp(a));
+    recent.dedup();
+    recent.truncate(RECENT_STEPS);
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by_key(|&j| std::cmp::Reverse(st.lines[j].1.last().map_or(0, |a| a.event)));
-    let newest = present.first().copied().unwrap_or(0);
-    for &j in &order {
-        if c.is_full() {
-            return c.out;
-        }
-        let tail = st.lines[j].1;
-        // everything but this line / only this line
-        c.add(with(&full, j, 0));
-        c.add(with(&vec![0; n], j, full[j]));
-        // this line without (only with) its atoms of the newest epoch
-        let old = tail.iter().take_while(|a| epoch(a) < newest).count();
-        if old > 0 && old < full[j] {
-            c.add(with(&full, j, old));
-            c.add(with(&vec![0; n], j, old));
+    let written: Vec<Vec<usize>> =
+        recent.iter().map(|&s| order.iter().copied().filter(|&j| st.lines[j].1.iter().any(|a| step(a) == s)).collect()).collect();
+    // Round robin over those steps: everything persisted but line `j`,
+    // which lost what it got in step `s` and after (a flushed line missing
+    // while later stores made it); and nothing persisted but line `j` up to
+    // step `s` (a later store made it while earlier ones did not).
+    let longest = written.iter().map(Vec::len).max().unwrap_or(0);
+    for r in 0..longest {
+        for (k, &s) in recent.iter().enumerate() {
+            let Some(&j) = written[k].get(r) else { continue };
+            if c.is_full() {
+                return c.out;
+            }
+            let tail = st.lines[j].1;
+            let before = tail.iter().take_while(|a| step(a) < s).count();
+            let upto = tail.iter().take_while(|a| step(a) <= s).count();
+            c.add(with(&full, j, before));
+            c.add(with(&zero, j, upto));
         }
     }
+    // Then every prefix of every line against either extreme.
     for &j in &order {
         if c.is_full() {
             return c.out;
         }
-        for k in 1..full[j] {
-            c.add(with(&vec![0; n], j, k));
-            c.add(with(&full, j, k));
+        for k in 1..=full[j] {
+            c.add(with(&zero, j, k));
+            c.add(with(&full, j, k - 1));
         }
     }
     let mut tries = 0;
@@ -287,17 +298,6 @@ fn with(base: &[usize], j: usize, k: usize) -> Vec<usize> {
     let mut p = base.to_vec();
     p[j] = k;
     p
-}
-
-/// The prefix of one line in the epoch cut at `b`: whole if its atoms are
-/// all from epoch `b` on, none if all older, else `mixed_kept` decides.
-fn cut(tail: &[Atom], b: u32, epoch: impl Fn(&Atom) -> u32, mixed_kept: bool) -> usize {
-    let new = tail.iter().filter(|a| epoch(a) >= b).count();
-    if new == tail.len() || (new > 0 && mixed_kept) {
-        tail.len()
-    } else {
-        0
-    }
 }
 
 fn xorshift(x: &mut u64) -> u64 {

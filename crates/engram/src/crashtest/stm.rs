@@ -257,14 +257,22 @@ impl Dir {
 /// nothing when it only reads, so it leaves no trace), and refuses a lock
 /// word still locked in the pool's current STM epoch: no transaction could
 /// ever take that variable again.
+///
+/// It also refuses a version (other than 0, the version of a variable no
+/// commit wrote) at or above the pool's durable clock
+/// reservation: a fresh process starts its clock there, so such a version
+/// would be handed out again (the checking process shares the traced one's
+/// clock, which hides this unless the pool is checked directly).
 struct Raw<'t, 'p> {
     tx: &'t Tx<'p>,
     epoch: u16,
+    reserved: u64,
 }
 
 impl<'t, 'p> Raw<'t, 'p> {
     fn new(tx: &'t Tx<'p>, meta: PPtr<StmMeta>) -> Result<Self> {
-        Ok(Raw { tx, epoch: (tx.read(meta)?.epoch & 0x7FFF) as u16 })
+        let m = tx.read(meta)?;
+        Ok(Raw { tx, epoch: (m.epoch & 0x7FFF) as u16, reserved: m.clock_reserved })
     }
 
     fn var<T: Persist>(&self, v: &PTVar<T>) -> Result<T::P> {
@@ -275,6 +283,14 @@ impl<'t, 'p> Raw<'t, 'p> {
         let v = self.tx.read(c)?;
         if word::is_locked(v.word, self.epoch) {
             return Err(Error::corrupt(format!("{what} at {:#x} is still locked in epoch {}", c.addr(), self.epoch)));
+        }
+        if word::version(v.word) > 0 && word::version(v.word) >= self.reserved {
+            return Err(Error::corrupt(format!(
+                "{what} at {:#x} has version {}, not below the durable clock reservation {}",
+                c.addr(),
+                word::version(v.word),
+                self.reserved
+            )));
         }
         Ok(v.value)
     }
@@ -355,6 +371,20 @@ fn bank_pool(h: &Harness, warm: u64) -> Result<(Pool, std::sync::Arc<Tracer>, Ba
     Ok((pool, tracer, bank, model))
 }
 
+/// `stm-first`: the pool's first STM commits, traced: the thread's redo log
+/// is created and linked, and the first clock reservation is persisted.
+pub(super) fn w_first(h: &Harness) -> Result<Trace> {
+    let (pool, tracer, bank, mut model) = bank_pool(h, 0)?;
+    let trace = h.traced(pool, &tracer, |pool| {
+        for i in 0..2 {
+            bank.step(pool, i, &mut model)?;
+        }
+        Ok(())
+    })?;
+    h.expect(move |pool, returned| check_bank(pool, &model, returned as usize));
+    Ok(trace)
+}
+
 /// `stm-bank`: transfers, each one commit with copies; or_else on every third.
 pub(super) fn w_bank(h: &Harness) -> Result<Trace> {
     // warm-up: the thread's redo log and the clock reservation exist
@@ -398,7 +428,7 @@ fn crashed_after_fence(h: &Harness, relocate: bool) -> Result<Trace> {
     let (pool, _, bank, mut model) = bank_pool(h, 3)?;
     failpoint::arm("stm.after_fence", 0);
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pool.atomically(|tx| bank.transfer(tx, 3))));
-    failpoint::disarm_all();
+    failpoint::disarm_failpoints();
     if r.is_ok() {
         return Err(Error::corrupt("failpoint stm.after_fence did not fire"));
     }
