@@ -144,7 +144,8 @@ pub fn explore_indexed(
                     _ => None,
                 };
                 let st = model.crash_state();
-                let chosen = choose(&st, &steps, cfg.max_images_per_point, &mut rng);
+                let pending = model.pending_flushes();
+                let chosen = choose(&st, &steps, &pending, cfg.max_images_per_point, &mut rng);
                 explore_point(&st, chosen, cfg, &mut r, &mut |img, desc| {
                     check(i, img).map_err(|message| Violation { event_index: i, fence, message, image: desc() })
                 });
@@ -209,7 +210,7 @@ const RECENT_STEPS: usize = 4;
 
 /// The prefix vectors to check at one point, best first (see the module
 /// documentation for the order).
-fn choose(st: &CrashState<'_>, steps: &[u32], max: usize, rng: &mut u64) -> Vec<Vec<usize>> {
+fn choose(st: &CrashState<'_>, steps: &[u32], pending: &[(u64, usize)], max: usize, rng: &mut u64) -> Vec<Vec<usize>> {
     let n = st.lines.len();
     if st.count() <= max as u128 {
         let mut out = Vec::new();
@@ -227,6 +228,18 @@ fn choose(st: &CrashState<'_>, steps: &[u32], max: usize, rng: &mut u64) -> Vec<
     let mut c = Chooser { seen: HashSet::new(), out: Vec::new(), max };
     c.add(zero.clone());
     c.add(full.clone());
+    // The lines flushed longest ago without a fence since, for a third of
+    // the budget: everything persisted but what that line got in the step
+    // its flush was for, and that line alone persisted up to its flush (a
+    // fence missing after the flush shows at once).
+    for &(line, covered) in pending.iter().take((max / 6).max(1)) {
+        if let Ok(j) = st.lines.binary_search_by_key(&line, |(l, _)| *l) {
+            let tail = st.lines[j].1;
+            let s = step(&tail[covered - 1]);
+            c.add(with(&full, j, tail.iter().take_while(|a| step(a) < s).count()));
+            c.add(with(&zero, j, covered));
+        }
+    }
     // The newest steps, newest first, each with the lines it wrote, most
     // recently written first.
     let mut recent: Vec<u32> = st.lines.iter().flat_map(|(_, t)| t.iter().map(step)).collect();

@@ -137,6 +137,29 @@ impl Px86 {
         }
     }
 
+    /// Lines flushed (CLWB/CLFLUSHOPT) since the last fence, oldest flush
+    /// first, each once, that still hold atoms the flush covers. In a
+    /// correct protocol they are what the next fence orders; when a fence
+    /// is missing, the oldest of them belong to the step before it.
+    ///
+    /// Each comes with how many atoms of the line's tail its latest flush
+    /// covers.
+    pub fn pending_flushes(&self) -> Vec<(u64, usize)> {
+        let mut out: Vec<(u64, usize)> = Vec::new();
+        for &(line, upto) in &self.pending {
+            let Some(l) = self.lines.get(&line) else { continue };
+            let covered = upto.saturating_sub(l.folded).min(l.tail.len());
+            if covered == 0 {
+                continue;
+            }
+            match out.iter_mut().find(|(x, _)| *x == line) {
+                Some(e) => e.1 = e.1.max(covered),
+                None => out.push((line, covered)),
+            }
+        }
+        out
+    }
+
     /// Whether a CLFLUSH is in flight: the next event makes its line durable.
     pub fn clflush_in_flight(&self) -> bool {
         !self.strong.is_empty()

@@ -70,7 +70,7 @@ pub fn workloads() -> &'static [Workload] {
         Workload { name: "close", about: "the clean close and its allocator fast path", run: w_close },
         Workload { name: "spill", about: "a region whose undo log outgrows its slot: log chunks, jump entries", run: w_spill },
         Workload { name: "recovery", about: "recovery of an interrupted region, itself crashed", run: w_recovery },
-        Workload { name: "stm-first", about: "a pool's first STM commits: redo log created, first clock reservation", run: stm::w_first },
+        Workload { name: "stm-first", about: "a pool's first STM transactions: the thread's redo log created", run: stm::w_first },
         Workload { name: "stm-bank", about: "STM transfers: copies (large ones too), or_else, retry", run: stm::w_bank },
         Workload { name: "stm-map", about: "STM sorted list and snapshot map against a model", run: stm::w_map },
         Workload { name: "stm-gc", about: "online GC (STM quiesce) between STM commits", run: stm::w_gc },

@@ -38,6 +38,23 @@ pub fn drop_flush(what: &str) {
     DROPPED.with(|d| d.borrow_mut().push(format!("flush:{what}")));
 }
 
+/// A planted bug: a named deviation from a protocol that a test switches on
+/// (on this thread, until [`disarm_all`]) to prove a check catches that
+/// class of bug. The names are listed in [`BUGS`].
+pub fn plant(bug: &str) {
+    DROPPED.with(|d| d.borrow_mut().push(format!("bug:{bug}")));
+}
+
+/// The bugs [`plant`] knows: (name, what the engine then does wrong).
+pub const BUGS: &[(&str, &str)] = &[(
+    "stm.reservation_not_persisted",
+    "the STM clock reservation is raised in memory but never written to the pool",
+)];
+
+pub(crate) fn planted(bug: &str) -> bool {
+    dropped("bug", bug)
+}
+
 fn dropped(kind: &str, what: &str) -> bool {
     let hit = DROPPED.with(|d| {
         let d = d.borrow();

@@ -371,8 +371,8 @@ fn bank_pool(h: &Harness, warm: u64) -> Result<(Pool, std::sync::Arc<Tracer>, Ba
     Ok((pool, tracer, bank, model))
 }
 
-/// `stm-first`: the pool's first STM commits, traced: the thread's redo log
-/// is created and linked, and the first clock reservation is persisted.
+/// `stm-first`: the pool's first STM transactions, traced (the variables
+/// exist already): the thread's redo log is created and linked.
 pub(super) fn w_first(h: &Harness) -> Result<Trace> {
     let (pool, tracer, bank, mut model) = bank_pool(h, 0)?;
     let trace = h.traced(pool, &tracer, |pool| {
