@@ -58,6 +58,8 @@ pub struct Report {
     pub fences: usize,
     /// Ordering points in the trace.
     pub points: usize,
+    /// Threads whose events the trace merges (1 for a single-threaded one).
+    pub threads: usize,
     /// Points skipped because their state equals the previous point's.
     pub points_equivalent: usize,
     /// Images built and checked.
@@ -83,7 +85,8 @@ impl std::fmt::Display for Report {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} stores, {} flushes, {} fences; {} ordering points ({} equivalent); {} images checked, {} skipped; {} violations",
+            "{}{} stores, {} flushes, {} fences; {} ordering points ({} equivalent); {} images checked, {} skipped; {} violations",
+            if self.threads > 1 { format!("{} threads: ", self.threads) } else { String::new() },
             self.stores,
             self.flushes,
             self.fences,
@@ -120,7 +123,8 @@ pub fn explore_indexed(
 ) -> Report {
     let (stores, flushes, fences) = trace.counts();
     let points = trace.ordering_points();
-    let mut r = Report { stores, flushes, fences, points: points.len(), ..Default::default() };
+    let threads = 1 + trace.events.iter().filter_map(|e| if let Event::Thread { id } = e { Some(*id as usize) } else { None }).max().unwrap_or(0);
+    let mut r = Report { stores, flushes, fences, points: points.len(), threads, ..Default::default() };
     let steps = steps(trace);
     let mut model = Px86::new(trace.base.clone());
     let mut rng = cfg.seed | 1;
@@ -191,6 +195,10 @@ fn steps(trace: &Trace) -> Vec<u32> {
     let mut out = Vec::with_capacity(trace.events.len() + 1);
     let mut prev_flush = false;
     for e in &trace.events {
+        if matches!(e, Event::Thread { .. }) {
+            out.push(n);
+            continue;
+        }
         let flush = matches!(e, Event::Flush { .. });
         if prev_flush && !flush {
             n += 1;

@@ -13,6 +13,12 @@
 //! - CLFLUSH is ordered with all stores: the line's atoms before it are
 //!   persisted before the next event executes (a crash right after it may
 //!   still find it in flight).
+//! - Several threads (a merged trace, `Event::Thread`): stores and flushes
+//!   act on lines whatever thread issued them (a flush covers the line's
+//!   stores visible before it, from any thread), but a fence completes only
+//!   the flushes of its own thread. A CLFLUSH completes before the next
+//!   event of the merged trace, whichever thread issued it (slightly
+//!   stronger than the hardware, which lets other threads run meanwhile).
 //!
 //! What it keeps true: `durable` is the image every crash from now on
 //! includes (the base plus every atom known persisted); each line's `tail`
@@ -49,8 +55,11 @@ struct Line {
 pub struct Px86 {
     durable: Vec<u8>,
     lines: BTreeMap<u64, Line>,
-    /// (line, absolute history length at the flush) awaiting a fence.
-    pending: Vec<(u64, usize)>,
+    /// (thread, line, absolute history length at the flush) awaiting a
+    /// fence of that thread.
+    pending: Vec<(u32, u64, usize)>,
+    /// The thread issuing the current events.
+    thread: u32,
     /// CLFLUSHes in flight: persisted before the next event executes.
     strong: Vec<(u64, usize)>,
     /// Events applied so far (the index of the next one).
@@ -92,7 +101,7 @@ fn write(img: &mut Vec<u8>, a: &Atom) {
 impl Px86 {
     /// A model whose memory starts as `base`, all of it persisted.
     pub fn new(base: Vec<u8>) -> Self {
-        Px86 { durable: base, lines: BTreeMap::new(), pending: Vec::new(), strong: Vec::new(), applied: 0 }
+        Px86 { durable: base, lines: BTreeMap::new(), pending: Vec::new(), thread: 0, strong: Vec::new(), applied: 0 }
     }
 
     /// Applies one event.
@@ -110,7 +119,7 @@ impl Px86 {
                 if *kind == FlushKind::Clflush {
                     self.strong.push((line, upto));
                 } else {
-                    self.pending.push((line, upto));
+                    self.pending.push((self.thread, line, upto));
                 }
             }
             Event::Fence { .. } => self.fence(),
@@ -125,6 +134,7 @@ impl Px86 {
                     self.durable.resize(*len as usize, 0);
                 }
             }
+            Event::Thread { id } => self.thread = *id,
             Event::Acquire { .. } | Event::Release { .. } | Event::SeqPoint { .. } => {}
         }
         self.applied += 1;
@@ -146,7 +156,7 @@ impl Px86 {
     /// covers.
     pub fn pending_flushes(&self) -> Vec<(u64, usize)> {
         let mut out: Vec<(u64, usize)> = Vec::new();
-        for &(line, upto) in &self.pending {
+        for &(_, line, upto) in &self.pending {
             let Some(l) = self.lines.get(&line) else { continue };
             let covered = upto.saturating_sub(l.folded).min(l.tail.len());
             if covered == 0 {
@@ -165,8 +175,12 @@ impl Px86 {
         !self.strong.is_empty()
     }
 
+    /// Completes the current thread's flushes (another thread's SFENCE
+    /// does not order this one's CLWBs).
     fn fence(&mut self) {
-        for (line, upto) in std::mem::take(&mut self.pending) {
+        let (mine, others): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending).into_iter().partition(|p| p.0 == self.thread);
+        self.pending = others;
+        for (_, line, upto) in mine {
             self.fold(line, upto);
         }
     }

@@ -36,6 +36,11 @@ pub enum Event {
     Release { addr: u64, thread: u32 },
     /// ARP: a sequence point (end of a persist epoch) on `thread`.
     SeqPoint { thread: u32 },
+    /// The events that follow, up to the next `Thread`, were issued by
+    /// thread `id` (a merged multi-threaded trace; a trace without any is
+    /// one thread, id 0). Only fences care: a fence completes the flushes
+    /// of its own thread.
+    Thread { id: u32 },
 }
 
 impl Event {
@@ -57,7 +62,8 @@ impl Event {
 pub struct Trace {
     /// The region's content when recording started.
     pub base: Vec<u8>,
-    /// What happened, in program order (one thread, or a serialised order).
+    /// What happened, in program order (one thread), or in the order the
+    /// threads' events became visible (a merged trace with `Thread` events).
     pub events: Vec<Event>,
 }
 

@@ -224,3 +224,20 @@ fn explorer_finds_a_missing_fence() {
     assert!(v.image.contains("line 0x0"), "{}", v.image);
     assert_eq!(v.message, "flag without data");
 }
+
+/// Two threads in one merged trace: a fence completes only the flushes of
+/// the thread that issued it.
+#[test]
+fn a_fence_completes_only_its_own_threads_flushes() {
+    let th = |id| Event::Thread { id };
+    // A flushes x; B fences: x may still be lost. Then A fences: x is durable.
+    assert_eq!(finals(vec![th(1), st(0, 1), fl(0), th(2), fence()], 0, 64), set(&[(0, 0), (1, 0)]));
+    assert_eq!(finals(vec![th(1), st(0, 1), fl(0), th(2), fence(), th(1), fence()], 0, 64), set(&[(1, 0)]));
+    // B's flush of a line A stored covers A's store (flushes act on lines).
+    assert_eq!(finals(vec![th(1), st(0, 1), th(2), fl(0), fence()], 0, 64), set(&[(1, 0)]));
+    // The cross-thread bug: A writes an object and flushes it without a
+    // fence; B links it and makes the link durable with B's own fence.
+    let linked_without_object =
+        finals(vec![th(1), st(0, 7), fl(0), th(2), st(64, 1), fl(64), fence()], 0, 64);
+    assert!(linked_without_object.contains(&(0, 1)), "{linked_without_object:?}");
+}

@@ -70,6 +70,8 @@ pub fn workloads() -> &'static [Workload] {
         Workload { name: "close", about: "the clean close and its allocator fast path", run: w_close },
         Workload { name: "spill", about: "a region whose undo log outgrows its slot: log chunks, jump entries", run: w_spill },
         Workload { name: "recovery", about: "recovery of an interrupted region, itself crashed", run: w_recovery },
+        Workload { name: "mt-regions", about: "two threads' regions interleaved, 2PL on one ledger (merged trace)", run: w_threads },
+        Workload { name: "mt-stm", about: "two threads' STM transfers interleaved on one bank (merged trace)", run: stm::w_threads },
         Workload { name: "stm-first", about: "a pool's first STM transactions: the thread's redo log created", run: stm::w_first },
         Workload { name: "stm-bank", about: "STM transfers: copies (large ones too), or_else, retry", run: stm::w_bank },
         Workload { name: "stm-map", about: "STM sorted list and snapshot map against a model", run: stm::w_map },
@@ -132,6 +134,27 @@ fn note_returned(n: u64) {
         let at = r.0.as_ref().map_or(0, |t| t.position());
         r.1.push((at, n));
     });
+}
+
+/// [`note_returned`] for a commit made on another thread: `at` is the
+/// trace position it saw when its commit had returned.
+fn note_returned_at(at: usize, n: u64) {
+    RETURNED.with(|r| r.borrow_mut().1.push((at, n)));
+}
+
+/// Runs `work(t)` on `threads` threads at once; each returns its notes
+/// (trace position, commits returned), which become this thread's.
+fn on_threads(threads: u32, work: impl Fn(u32) -> Result<Vec<(usize, u64)>> + Sync) -> Result<()> {
+    let notes: Vec<Result<Vec<(usize, u64)>>> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..threads).map(|t| { let work = &work; s.spawn(move || work(t)) }).collect();
+        hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(Error::corrupt("a workload thread panicked")))).collect()
+    });
+    for n in notes {
+        for (at, c) in n? {
+            note_returned_at(at, c);
+        }
+    }
+    Ok(())
 }
 
 /// The commits that had returned before the event at `point`.
@@ -529,6 +552,36 @@ fn w_relocation(h: &Harness) -> Result<Trace> {
     let trace = tracer.stop();
     pool.simulate_crash();
     Ok(trace)
+}
+
+/// `mt-regions`: two threads each run regions on the shared ledger (two-
+/// phase locking serialises them on the ledger object; their logs,
+/// allocations and fences interleave), retrying on a lock timeout.
+fn w_threads(h: &Harness) -> Result<Trace> {
+    let (pool, tracer) = h.ledger_pool()?;
+    h.traced(pool, &tracer, |pool| {
+        let regions = h.settings.regions.min(2);
+        on_threads(2, |t| {
+            let mut notes = Vec::new();
+            for k in 0..regions {
+                let i = 10 * (t as u64 + 1) + k;
+                loop {
+                    match pool.txn(|tx| ledger_step(tx, i, 40 + 8 * t as u64, 3)) {
+                        Ok(()) => break,
+                        Err(Error::LockTimeout) => continue,
+                        Err(e) => return Err(e),
+                    }
+                }
+                let at = tracer.position();
+                let count = pool.txn(|tx| match tx.root::<Ledger>("ledger")? {
+                    Some(l) => Ok::<_, Error>(tx.read(l)?.count),
+                    None => Ok(0),
+                })?;
+                notes.push((at, count));
+            }
+            Ok(notes)
+        })
+    })
 }
 
 /// Words of the `spill` workload's array: its undo entry (48 KiB) does not

@@ -11,6 +11,14 @@
 //! several raw stores to one line between two events is approximated
 //! (address order).
 //!
+//! Several threads may report to one tracer: their events are merged in the
+//! order they reach it (under its lock, so the order of a flush or fence
+//! against the stores it covers is the order they became visible), with an
+//! `Event::Thread` wherever the reporting thread changes, because a fence
+//! completes only its own thread's flushes. Stores found by comparison are
+//! recorded where they are found, whichever thread made them: for the
+//! model only their order within a line matters.
+//!
 //! Recording is for tests and `engram crashtest`: it costs a comparison of
 //! the mapped pool per fence, so keep traced pools small.
 
@@ -40,6 +48,11 @@ struct State {
     /// What the trace so far says memory holds.
     shadow: Vec<u8>,
     trace: Trace,
+    /// Threads seen while recording (index = id in `Event::Thread`); the
+    /// first is 0, the model's default.
+    threads: Vec<std::thread::ThreadId>,
+    /// The thread whose events are being recorded now.
+    current: u32,
 }
 
 // Every method leaves the state consistent before it can unwind.
@@ -90,6 +103,25 @@ impl Tracer {
         st.trace = Trace::new(now.clone());
         st.shadow = now;
         st.recording = true;
+        st.threads = vec![std::thread::current().id()];
+        st.current = 0;
+    }
+
+    /// Records a `Thread` event if the calling thread is not the one whose
+    /// events were recorded last (the merged trace of several threads).
+    fn switch(st: &mut State) {
+        let me = std::thread::current().id();
+        let id = match st.threads.iter().position(|&t| t == me) {
+            Some(i) => i as u32,
+            None => {
+                st.threads.push(me);
+                st.threads.len() as u32 - 1
+            }
+        };
+        if id != st.current {
+            st.current = id;
+            st.trace.push(Event::Thread { id });
+        }
     }
 
     /// The number of events recorded so far (0 when not recording): a
@@ -156,6 +188,7 @@ impl Tracer {
             return;
         }
         let kind = st.force_kind.unwrap_or(kind);
+        Self::switch(&mut st);
         let (from, to) = lines(&st, addr, len);
         Self::diff(&mut st, from, to);
         let mut line = from;
@@ -173,6 +206,7 @@ impl Tracer {
         }
         let len = st.len;
         Self::diff(&mut st, 0, len);
+        Self::switch(&mut st);
         st.trace.push(Event::Fence { what });
     }
 

@@ -385,6 +385,47 @@ pub(super) fn w_first(h: &Harness) -> Result<Trace> {
     Ok(trace)
 }
 
+/// `mt-stm`: two threads' transfers on one bank at once. Which states the
+/// pool passes through depends on the interleaving, so an image is checked
+/// for what every state keeps: money conserved, two ops per transfer, no
+/// variable locked or versioned above the durable reservation, at least the
+/// transfers that had returned, and a new transfer.
+pub(super) fn w_threads(h: &Harness) -> Result<Trace> {
+    let (pool, tracer, bank, _) = bank_pool(h, 1)?;
+    let trace = h.traced(pool, &tracer, |pool| {
+        let regions = h.settings.regions.min(2);
+        super::on_threads(2, |t| {
+            let mut notes = Vec::new();
+            for k in 0..regions {
+                let i = 3 * (10 * (t as u64 + 1) + k); // i % 3 == 0: plain transfers
+                pool.atomically(|tx| bank.transfer(tx, i))?;
+                let at = tracer.position();
+                notes.push((at, bank.read(pool)?.count));
+            }
+            Ok(notes)
+        })
+    })?;
+    h.expect(move |pool, returned| check_bank_any(pool, returned));
+    Ok(trace)
+}
+
+/// The bank invariants that hold whatever the order of the transfers.
+fn check_bank_any(pool: &Pool, returned: u64) -> Check<()> {
+    let bank = Bank::find(pool).map_err(|e| e.to_string())?;
+    let s = bank.read(pool).map_err(|e| format!("reading the bank: {e}"))?;
+    let money: u64 = s.accts.iter().sum();
+    if money != TOTAL {
+        return Err(format!("money not conserved: {money} != {TOTAL} ({s:?})"));
+    }
+    if s.ops.iter().sum::<u64>() != 2 * s.count {
+        return Err(format!("partial commit: ops {:?} for {} transfers", s.ops, s.count));
+    }
+    if s.count < returned {
+        return Err(format!("durable commits lost: {} transfers visible, {returned} had returned", s.count));
+    }
+    pool.atomically(|tx| bank.transfer(tx, 999)).map_err(|e| format!("a transfer after recovery: {e}"))
+}
+
 /// `stm-bank`: transfers, each one commit with copies; or_else on every third.
 pub(super) fn w_bank(h: &Harness) -> Result<Trace> {
     // warm-up: the thread's redo log and the clock reservation exist
