@@ -1,17 +1,26 @@
 //! The crash-state explorer.
 //!
-//! It replays a trace through the [`Px86`] model and, at every ordering point
-//! (before each fence, and at the end), builds the images a crash there may
-//! leave and hands each to the caller's check (recover, then an invariant).
+//! It replays a trace through the [`Px86`] model and, at every crash point
+//! ([`Trace::is_point`]: before each fence and locked RMW, right after each
+//! CLFLUSH, and at the end: wherever the set of possible images can
+//! shrink), builds the images a crash there may leave and hands each to the
+//! caller's check (recover, then an invariant).
 //!
 //! Pruning, always reported:
-//! - a point whose state equals the previous point's (no store since) is not
-//!   explored again (`points_equivalent`);
+//! - a point with no store since the last explored one is not explored
+//!   again (`points_equivalent`): its images were all possible there;
 //! - when a point has more images than `max_images_per_point`, the explorer
-//!   takes the two extremes (nothing unflushed persisted / everything
-//!   persisted), then every prefix of each line with the others at either
-//!   extreme (the Jaaru-style per-line intervals), then seeded random choices,
-//!   and counts the rest as skipped (`images_skipped`).
+//!   takes, in order: the two extremes (nothing unflushed persisted /
+//!   everything persisted); for the lines flushed longest ago without a
+//!   fence since (a third of the budget), everything but what the line got
+//!   in the step its flush was for, and that line alone up to its flush;
+//!   round robin over the newest protocol steps (a step ends where a run of
+//!   flushes ends, or at a fence, so a missing fence still separates two
+//!   steps) and the lines each wrote, most recent first, everything but what
+//!   the line got from that step on, and that line alone up to that step;
+//!   every prefix of each line against either extreme (Jaaru-style per-line
+//!   intervals); then seeded random choices. The rest are counted as
+//!   skipped (`images_skipped`).
 
 use crate::px86::{next_prefix, Atom, CrashState, Px86};
 use crate::trace::{Event, Trace};
