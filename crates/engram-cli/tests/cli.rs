@@ -232,6 +232,8 @@ fn crashtest_reports_points_images_and_violations() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success() && !err.contains("panicked") && !err.contains("backtrace"), "{w}: {err}");
     }
+    let out = engram(&["crashtest", "commit", "--images", "2", "--regions", "1", "--flush-kind", "clflush"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let bad = engram(&["crashtest", "no-such-workload"]);
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown workload"));

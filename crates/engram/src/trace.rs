@@ -22,7 +22,8 @@
 //! Recording is for tests and `engram crashtest`: it costs a comparison of
 //! the mapped pool per fence, so keep traced pools small.
 
-use engram_model::{Event, FlushKind, Trace};
+pub use engram_model::FlushKind;
+use engram_model::{Event, Trace};
 use parking_lot::Mutex;
 use std::sync::Arc;
 
