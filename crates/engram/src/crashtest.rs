@@ -6,7 +6,13 @@
 //! and then lets [`engram_model::explore`] crash that stretch at every
 //! ordering point. Every image is written to a scratch file, opened with the
 //! real recovery code, and checked: the pool must open, `Pool::check` must
-//! pass, and the workload's invariant must hold (each region all or nothing).
+//! pass, the workload's invariant must hold (each region all or nothing),
+//! every commit that had returned before the crash point must be there
+//! (workloads note them against trace positions: `note_returned`), and new
+//! work on the recovered pool (a ledger region, or an STM transfer) must
+//! succeed and leave a heap that checks. `mt-*` workloads run two threads
+//! into one merged trace. The sweep's panic hook keeps the intended unwinds
+//! (simulated crashes, the `panic` workload's panics) silent.
 //! The persistent STM's workloads (`stm-*`) are in `crashtest/stm.rs`; they
 //! check every image against a model of the states the traced run passed
 //! through.
