@@ -36,26 +36,33 @@ fn every_workload_is_crash_consistent() {
     sweep(|name| !name.starts_with("stm-") && !name.starts_with("mt-"));
 }
 
-/// Two threads' regions (2PL) interleaved in one merged trace; a fence
-/// completes only its own thread's flushes.
+/// Two threads' regions (2PL) and STM commits interleaved in one merged
+/// trace; a fence completes only its own thread's flushes.
 #[test]
-fn two_threads_regions_are_crash_consistent() {
-    sweep(|name| name == "mt-regions");
+fn two_threads_are_crash_consistent() {
+    sweep(|name| name.starts_with("mt-"));
     let dir = Scratch::new();
     let r = workload("mt-regions").unwrap().run(&Settings::moderate(&dir.0), &mut |_, _| {}).unwrap();
     assert_eq!(r.threads, 3, "the tracing thread and two workers: {r}");
     // and the merged trace's checks can fail
     first_violation(|| failpoint::drop_fence("region data before the log is invalidated"), "mt-regions");
+    first_violation(|| failpoint::drop_fence("STM redo record and copies before the new values are visible"), "mt-stm");
 }
 
-/// Two threads' STM transfers on one bank. OPEN FINDING: the moderate
-/// sweep reports images where one transfer is half applied (money not
-/// conserved) although no fault is switched on; see
+/// Two threads' first STM transfers, which create their redo logs, on one
+/// bank. OPEN FINDING: the moderate sweep reports images where a transfer
+/// that had returned is lost or half applied although no fault is switched
+/// on (with the logs created before tracing, `mt-stm`, there is none); see
 /// docs/crash-consistency.md. Run with `--ignored` until it is resolved.
 #[test]
 #[ignore]
-fn two_threads_stm_commits_are_crash_consistent() {
-    sweep(|name| name == "mt-stm");
+fn two_threads_first_stm_commits_are_crash_consistent() {
+    let dir = Scratch::new();
+    let r = workload("mt-stm-first").unwrap().run(&Settings::moderate(&dir.0), &mut |_, _| {}).unwrap();
+    for v in &r.violations {
+        println!("  violation before event {} ({:?}): {} [{}]", v.event_index, v.fence, v.message, v.image);
+    }
+    assert!(r.violations.is_empty(), "{r}");
 }
 
 #[test]
