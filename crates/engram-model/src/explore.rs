@@ -12,7 +12,7 @@
 //! - when a point has more images than `max_images_per_point`, the explorer
 //!   takes, in order: the two extremes (nothing unflushed persisted /
 //!   everything persisted); for the lines flushed longest ago without a
-//!   fence since (a third of the budget), everything but what the line got
+//!   fence since (one line per 12 images of budget), everything but what the line got
 //!   in the step its flush was for, and that line alone up to its flush;
 //!   round robin over the newest protocol steps (a step ends where a run of
 //!   flushes ends, or at a fence, so a missing fence still separates two
@@ -245,11 +245,11 @@ fn choose(st: &CrashState<'_>, steps: &[u32], pending: &[(u64, usize)], max: usi
     let mut c = Chooser { seen: HashSet::new(), out: Vec::new(), max };
     c.add(zero.clone());
     c.add(full.clone());
-    // The lines flushed longest ago without a fence since, for a third of
-    // the budget: everything persisted but what that line got in the step
+    // The lines flushed longest ago without a fence since, for one image
+    // pair per 12 of the budget: everything persisted but what that line got in the step
     // its flush was for, and that line alone persisted up to its flush (a
     // fence missing after the flush shows at once).
-    for &(line, covered) in pending.iter().take((max / 6).max(1)) {
+    for &(line, covered) in pending.iter().take((max / 12).max(1)) {
         if let Ok(j) = st.lines.binary_search_by_key(&line, |(l, _)| *l) {
             let tail = st.lines[j].1;
             let s = step(&tail[covered - 1]);

@@ -45,7 +45,7 @@ fn two_threads_are_crash_consistent() {
     let r = workload("mt-regions").unwrap().run(&Settings::moderate(&dir.0), &mut |_, _| {}).unwrap();
     assert_eq!(r.threads, 3, "the tracing thread and two workers: {r}");
     // and the merged trace's checks can fail
-    first_violation(|| failpoint::drop_fence("region data before the log is invalidated"), "mt-regions");
+    first_violation(|| failpoint::drop_fence("undo entry before the logged range is modified"), "mt-regions");
     first_violation(|| failpoint::drop_fence("STM redo record and copies before the new values are visible"), "mt-stm");
 }
 
