@@ -161,8 +161,17 @@ fn note_returned_at(at: usize, n: u64) {
 /// Runs `work(t)` on `threads` threads at once; each returns its notes
 /// (trace position, commits returned), which become this thread's.
 fn on_threads(threads: u32, work: impl Fn(u32) -> Result<Vec<(usize, u64)>> + Sync) -> Result<()> {
+    let switches = failpoint::switches();
     let notes: Vec<Result<Vec<(usize, u64)>>> = std::thread::scope(|s| {
-        let hs: Vec<_> = (0..threads).map(|t| { let work = &work; s.spawn(move || work(t)) }).collect();
+        let hs: Vec<_> = (0..threads)
+            .map(|t| {
+                let (work, switches) = (&work, &switches);
+                s.spawn(move || {
+                    failpoint::adopt_switches(switches);
+                    work(t)
+                })
+            })
+            .collect();
         hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(Error::corrupt("a workload thread panicked")))).collect()
     });
     for n in notes {

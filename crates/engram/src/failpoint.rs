@@ -74,6 +74,17 @@ pub(crate) fn flush_dropped(what: &str) -> bool {
     dropped("flush", what)
 }
 
+/// This thread's fault switches and planted bugs, to hand to a helper
+/// thread with [`adopt_switches`] (a workload that runs several threads).
+pub fn switches() -> Vec<String> {
+    DROPPED.with(|d| d.borrow().clone())
+}
+
+/// Turns on, on this thread, the switches [`switches`] returned.
+pub fn adopt_switches(s: &[String]) {
+    DROPPED.with(|d| d.borrow_mut().extend(s.iter().cloned()));
+}
+
 /// Arms failpoint `name` on this thread: it fires after `skip` more hits.
 pub fn arm(name: &str, skip: u64) {
     ARMED.with(|a| a.borrow_mut().push((name.to_string(), skip)));

@@ -408,11 +408,13 @@ fn threads(h: &Harness, warm: bool) -> Result<Trace> {
     let (pool, tracer, bank, _) = bank_pool(h, 1)?;
     let regions = h.settings.regions.min(2);
     let (ready, go) = (std::sync::Barrier::new(3), std::sync::Barrier::new(3));
+    let switches = failpoint::switches();
     let notes: Vec<Result<Vec<(usize, u64)>>> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..2u64)
             .map(|t| {
-                let (pool, bank, tracer, ready, go) = (&pool, &bank, &tracer, &ready, &go);
+                let (pool, bank, tracer, ready, go, switches) = (&pool, &bank, &tracer, &ready, &go, &switches);
                 s.spawn(move || {
+                    failpoint::adopt_switches(switches);
                     let w = if warm { pool.atomically(|tx| bank.transfer(tx, 3 * (100 + t))).map(|_| ()) } else { Ok(()) };
                     ready.wait();
                     go.wait();
