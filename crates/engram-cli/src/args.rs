@@ -66,6 +66,21 @@ pub struct CrashtestArgs {
     /// Seed for the explorer's random choices.
     #[arg(long, default_value_t = 0x5eed)]
     pub seed: u64,
+    /// Trace every flush as this instruction (default: the one this CPU's
+    /// pmem mode uses; CLFLUSH adds a crash point after every flush).
+    #[arg(long, value_name = "KIND")]
+    pub flush_kind: Option<FlushKindArg>,
+}
+
+/// A cache-line write-back instruction, as named on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum FlushKindArg {
+    /// CLWB: write back, keep the line.
+    Clwb,
+    /// CLFLUSHOPT: write back and evict, weakly ordered.
+    Clflushopt,
+    /// CLFLUSH: write back and evict, ordered with all stores.
+    Clflush,
 }
 
 /// A durability mode, as named on the command line.

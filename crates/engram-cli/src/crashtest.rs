@@ -3,9 +3,11 @@
 //! Runs the engine's crash-consistency workloads (`engram::crashtest`) with
 //! a progress bar over ordering points, prints for each workload its
 //! ordering points, images checked, images skipped by pruning and
-//! violations, and fails (exit 1) if there is any violation.
+//! violations, and fails (exit 1) if there is any violation. The simulated
+//! crashes unwind through the engine; the sweep's panic hook keeps them
+//! silent (real panics are still printed).
 
-use crate::args::CrashtestArgs;
+use crate::args::{CrashtestArgs, FlushKindArg};
 use crate::error::CliError;
 use crate::progress;
 use engram::crashtest::{workload, workloads, Settings, Workload};
@@ -34,6 +36,11 @@ pub fn run(a: &CrashtestArgs) -> Result<(), CliError> {
         s.regions = n.max(1);
     }
     s.explorer.seed = a.seed;
+    s.flush_kind = a.flush_kind.map(|k| match k {
+        FlushKindArg::Clwb => engram::trace::FlushKind::Clwb,
+        FlushKindArg::Clflushopt => engram::trace::FlushKind::Clflushopt,
+        FlushKindArg::Clflush => engram::trace::FlushKind::Clflush,
+    });
     println!(
         "crash explorer: x86 persistency model, {} sweep, up to {} images per ordering point, {} regions per workload",
         if a.deep { "deep" } else { "moderate" },

@@ -227,6 +227,14 @@ fn crashtest_reports_points_images_and_violations() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(text.contains("ordering points") && text.contains("images checked") && text.contains("0 violations"), "{text}");
+    // simulated crashes and the panic workload's panics are intended: silent
+    for w in ["recovery", "panic", "stm-recovery"] {
+        let out = Command::new(BIN).args(["crashtest", w, "--images", "2", "--regions", "2"]).env("RUST_BACKTRACE", "1").output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() && !err.contains("panicked") && !err.contains("backtrace"), "{w}: {err}");
+    }
+    let out = engram(&["crashtest", "commit", "--images", "2", "--regions", "1", "--flush-kind", "clflush"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let bad = engram(&["crashtest", "no-such-workload"]);
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown workload"));

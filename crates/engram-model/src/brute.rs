@@ -64,7 +64,7 @@ pub fn reachable(trace: &Trace, points: &[usize]) -> BTreeMap<usize, BTreeSet<Ve
         for (&line, q) in &s.queues {
             if let Some(Item::Atom(addr, data)) = q.front() {
                 let mut n = s.clone();
-                let a = Atom { addr: *addr, data: data.clone() };
+                let a = Atom { addr: *addr, data: data.clone(), event: 0 };
                 let end = a.addr as usize + a.data.len();
                 if n.mem.len() < end {
                     n.mem.resize(end, 0);

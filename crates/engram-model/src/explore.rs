@@ -1,19 +1,28 @@
 //! The crash-state explorer.
 //!
-//! It replays a trace through the [`Px86`] model and, at every ordering point
-//! (before each fence, and at the end), builds the images a crash there may
-//! leave and hands each to the caller's check (recover, then an invariant).
+//! It replays a trace through the [`Px86`] model and, at every crash point
+//! ([`Trace::is_point`]: before each fence and locked RMW, right after each
+//! CLFLUSH, and at the end: wherever the set of possible images can
+//! shrink), builds the images a crash there may leave and hands each to the
+//! caller's check (recover, then an invariant).
 //!
 //! Pruning, always reported:
-//! - a point whose state equals the previous point's (no store since) is not
-//!   explored again (`points_equivalent`);
+//! - a point with no store since the last explored one is not explored
+//!   again (`points_equivalent`): its images were all possible there;
 //! - when a point has more images than `max_images_per_point`, the explorer
-//!   takes the two extremes (nothing unflushed persisted / everything
-//!   persisted), then every prefix of each line with the others at either
-//!   extreme (the Jaaru-style per-line intervals), then seeded random choices,
-//!   and counts the rest as skipped (`images_skipped`).
+//!   takes, in order: the two extremes (nothing unflushed persisted /
+//!   everything persisted); for the lines flushed longest ago without a
+//!   fence since (one line per 12 images of budget), everything but what the line got
+//!   in the step its flush was for, and that line alone up to its flush;
+//!   round robin over the newest protocol steps (a step ends where a run of
+//!   flushes ends, or at a fence, so a missing fence still separates two
+//!   steps) and the lines each wrote, most recent first, everything but what
+//!   the line got from that step on, and that line alone up to that step;
+//!   every prefix of each line against either extreme (Jaaru-style per-line
+//!   intervals); then seeded random choices. The rest are counted as
+//!   skipped (`images_skipped`).
 
-use crate::px86::{next_prefix, CrashState, Px86};
+use crate::px86::{next_prefix, Atom, CrashState, Px86};
 use crate::trace::{Event, Trace};
 use std::collections::HashSet;
 
@@ -58,6 +67,8 @@ pub struct Report {
     pub fences: usize,
     /// Ordering points in the trace.
     pub points: usize,
+    /// Threads whose events the trace merges (1 for a single-threaded one).
+    pub threads: usize,
     /// Points skipped because their state equals the previous point's.
     pub points_equivalent: usize,
     /// Images built and checked.
@@ -83,7 +94,8 @@ impl std::fmt::Display for Report {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} stores, {} flushes, {} fences; {} ordering points ({} equivalent); {} images checked, {} skipped; {} violations",
+            "{}{} stores, {} flushes, {} fences; {} ordering points ({} equivalent); {} images checked, {} skipped; {} violations",
+            if self.threads > 1 { format!("{} threads: ", self.threads) } else { String::new() },
             self.stores,
             self.flushes,
             self.fences,
@@ -105,9 +117,25 @@ pub fn explore(
     check: &mut dyn FnMut(&[u8]) -> Result<(), String>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Report {
+    explore_indexed(trace, cfg, &mut |_, img| check(img), progress)
+}
+
+/// [`explore`], with the crash point (the index of the event the crash
+/// happened before) passed to `check` too: a check can then demand what
+/// the traced program had been promised by then (a commit that returned
+/// before that event must survive).
+pub fn explore_indexed(
+    trace: &Trace,
+    cfg: &Config,
+    check: &mut dyn FnMut(usize, &[u8]) -> Result<(), String>,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Report {
     let (stores, flushes, fences) = trace.counts();
     let points = trace.ordering_points();
-    let mut r = Report { stores, flushes, fences, points: points.len(), ..Default::default() };
+    let threads =
+        1 + trace.events.iter().filter_map(|e| if let Event::Thread { id } = e { Some(*id as usize) } else { None }).max().unwrap_or(0);
+    let mut r = Report { stores, flushes, fences, points: points.len(), threads, ..Default::default() };
+    let steps = steps(trace);
     let mut model = Px86::new(trace.base.clone());
     let mut rng = cfg.seed | 1;
     let mut stores_seen = 0usize;
@@ -115,8 +143,10 @@ pub fn explore(
     let mut done = 0;
     for i in 0..=trace.events.len() {
         let e = trace.events.get(i);
-        if e.is_none_or(Event::is_ordering_point) {
+        if trace.is_point(i) {
             done += 1;
+            // Without a store since the last explored point, atoms were at
+            // most folded: every image here was possible there too.
             if last_explored == Some(stores_seen) {
                 r.points_equivalent += 1;
             } else {
@@ -124,10 +154,14 @@ pub fn explore(
                 let fence = match e {
                     Some(Event::Fence { what }) => Some(*what),
                     Some(Event::Rmw { .. }) => Some("locked read-modify-write"),
+                    _ if i > 0 && trace.events[i - 1].is_clflush() => Some("a CLFLUSH completing"),
                     _ => None,
                 };
-                explore_point(&model.crash_state(), cfg, &mut rng, &mut r, &mut |img, desc| {
-                    check(img).map_err(|message| Violation { event_index: i, fence, message, image: desc() })
+                let st = model.crash_state();
+                let pending = model.pending_flushes();
+                let chosen = choose(&st, &steps, &pending, cfg.max_images_per_point, &mut rng);
+                explore_point(&st, chosen, cfg, &mut r, &mut |img, desc| {
+                    check(i, img).map_err(|message| Violation { event_index: i, fence, message, image: desc() })
                 });
             }
             progress(done, points.len());
@@ -147,9 +181,8 @@ pub fn explore(
 
 type PointCheck<'a> = dyn FnMut(&[u8], &dyn Fn() -> String) -> Result<(), Violation> + 'a;
 
-fn explore_point(st: &CrashState<'_>, cfg: &Config, rng: &mut u64, r: &mut Report, check: &mut PointCheck<'_>) {
+fn explore_point(st: &CrashState<'_>, choices: Vec<Vec<usize>>, cfg: &Config, r: &mut Report, check: &mut PointCheck<'_>) {
     let total = st.count();
-    let choices = choose(st, cfg.max_images_per_point, rng);
     r.images_skipped = r.images_skipped.saturating_add(total.saturating_sub(choices.len() as u128));
     for prefix in choices {
         r.images_checked += 1;
@@ -163,10 +196,40 @@ fn explore_point(st: &CrashState<'_>, cfg: &Config, rng: &mut u64, r: &mut Repor
     }
 }
 
-/// The prefix vectors to check at one point.
-fn choose(st: &CrashState<'_>, max: usize, rng: &mut u64) -> Vec<Vec<usize>> {
+/// `steps[i]`: the protocol step event `i` belongs to. A step ends where a
+/// run of flushes ends (the place a fence goes) and at every fence or
+/// locked RMW; so when a fence is missing, the stores before and after the
+/// place it belonged still fall into different steps.
+fn steps(trace: &Trace) -> Vec<u32> {
+    let mut n = 0;
+    let mut out = Vec::with_capacity(trace.events.len() + 1);
+    let mut prev_flush = false;
+    for e in &trace.events {
+        if matches!(e, Event::Thread { .. }) {
+            out.push(n);
+            continue;
+        }
+        let flush = matches!(e, Event::Flush { .. });
+        if prev_flush && !flush {
+            n += 1;
+        }
+        out.push(n);
+        if e.is_ordering_point() {
+            n += 1;
+        }
+        prev_flush = flush;
+    }
+    out.push(n);
+    out
+}
+
+/// How many of the newest steps get single-line images first.
+const RECENT_STEPS: usize = 4;
+
+/// The prefix vectors to check at one point, best first (see the module
+/// documentation for the order).
+fn choose(st: &CrashState<'_>, steps: &[u32], pending: &[(u64, usize)], max: usize, rng: &mut u64) -> Vec<Vec<usize>> {
     let n = st.lines.len();
-    let full: Vec<usize> = st.lines.iter().map(|(_, t)| t.len()).collect();
     if st.count() <= max as u128 {
         let mut out = Vec::new();
         let mut p = vec![0; n];
@@ -177,32 +240,95 @@ fn choose(st: &CrashState<'_>, max: usize, rng: &mut u64) -> Vec<Vec<usize>> {
             }
         }
     }
-    let mut seen = HashSet::new();
-    let mut out = Vec::new();
-    let mut add = |p: Vec<usize>, out: &mut Vec<Vec<usize>>| {
-        if out.len() < max && seen.insert(p.clone()) {
-            out.push(p);
+    let full: Vec<usize> = st.lines.iter().map(|(_, t)| t.len()).collect();
+    let zero = vec![0; n];
+    let step = |a: &Atom| steps.get(a.event).copied().unwrap_or(0);
+    let mut c = Chooser { seen: HashSet::new(), out: Vec::new(), max };
+    c.add(zero.clone());
+    c.add(full.clone());
+    // The lines flushed longest ago without a fence since, for one image
+    // pair per 12 of the budget: everything persisted but what that line got in the step
+    // its flush was for, and that line alone persisted up to its flush (a
+    // fence missing after the flush shows at once).
+    for &(line, covered) in pending.iter().take((max / 12).max(1)) {
+        if let Ok(j) = st.lines.binary_search_by_key(&line, |(l, _)| *l) {
+            let tail = st.lines[j].1;
+            let s = step(&tail[covered - 1]);
+            c.add(with(&full, j, tail.iter().take_while(|a| step(a) < s).count()));
+            c.add(with(&zero, j, covered));
         }
-    };
-    add(vec![0; n], &mut out);
-    add(full.clone(), &mut out);
-    for j in 0..n {
-        for k in 0..=full[j] {
-            let mut lo = vec![0; n];
-            lo[j] = k;
-            add(lo, &mut out);
-            let mut hi = full.clone();
-            hi[j] = k;
-            add(hi, &mut out);
+    }
+    // The newest steps, newest first, each with the lines it wrote, most
+    // recently written first.
+    let mut recent: Vec<u32> = st.lines.iter().flat_map(|(_, t)| t.iter().map(step)).collect();
+    recent.sort_unstable_by(|a, b| b.cmp(a));
+    recent.dedup();
+    recent.truncate(RECENT_STEPS);
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&j| std::cmp::Reverse(st.lines[j].1.last().map_or(0, |a| a.event)));
+    let written: Vec<Vec<usize>> =
+        recent.iter().map(|&s| order.iter().copied().filter(|&j| st.lines[j].1.iter().any(|a| step(a) == s)).collect()).collect();
+    // Round robin over those steps: everything persisted but line `j`,
+    // which lost what it got in step `s` and after (a flushed line missing
+    // while later stores made it); and nothing persisted but line `j` up to
+    // step `s` (a later store made it while earlier ones did not).
+    let longest = written.iter().map(Vec::len).max().unwrap_or(0);
+    for r in 0..longest {
+        for (k, &s) in recent.iter().enumerate() {
+            let Some(&j) = written[k].get(r) else { continue };
+            if c.is_full() {
+                return c.out;
+            }
+            let tail = st.lines[j].1;
+            let before = tail.iter().take_while(|a| step(a) < s).count();
+            let upto = tail.iter().take_while(|a| step(a) <= s).count();
+            c.add(with(&full, j, before));
+            c.add(with(&zero, j, upto));
+        }
+    }
+    // Then every prefix of every line against either extreme.
+    for &j in &order {
+        if c.is_full() {
+            return c.out;
+        }
+        for k in 1..=full[j] {
+            c.add(with(&zero, j, k));
+            c.add(with(&full, j, k - 1));
         }
     }
     let mut tries = 0;
-    while out.len() < max && tries < max * 4 {
+    while c.out.len() < max && tries < max * 4 {
         tries += 1;
         let p: Vec<usize> = full.iter().map(|&f| (xorshift(rng) % (f as u64 + 1)) as usize).collect();
-        add(p, &mut out);
+        c.add(p);
     }
-    out
+    c.out
+}
+
+/// Collects distinct choices up to the budget.
+struct Chooser {
+    seen: HashSet<Vec<usize>>,
+    out: Vec<Vec<usize>>,
+    max: usize,
+}
+
+impl Chooser {
+    fn is_full(&self) -> bool {
+        self.out.len() >= self.max
+    }
+
+    fn add(&mut self, p: Vec<usize>) {
+        if self.out.len() < self.max && self.seen.insert(p.clone()) {
+            self.out.push(p);
+        }
+    }
+}
+
+/// `base` with line `j` at prefix `k`.
+fn with(base: &[usize], j: usize, k: usize) -> Vec<usize> {
+    let mut p = base.to_vec();
+    p[j] = k;
+    p
 }
 
 fn xorshift(x: &mut u64) -> u64 {
@@ -213,19 +339,27 @@ fn xorshift(x: &mut u64) -> u64 {
 }
 
 /// "line 0x40: kept 1 of 3 stores; lost 8 bytes at 0x48, ..." for the lines
-/// where the image lost something.
+/// where the image lost something (the first 6 such lines, then a count).
 fn describe(st: &CrashState<'_>, prefix: &[usize]) -> String {
+    const SHOWN: usize = 6;
     let mut parts = Vec::new();
+    let mut more_lines = 0;
     for ((line, tail), &p) in st.lines.iter().zip(prefix) {
         if p < tail.len() {
+            if parts.len() == SHOWN {
+                more_lines += 1;
+                continue;
+            }
             let lost: Vec<String> = tail[p..].iter().take(4).map(|a| format!("{}B at {:#x}", a.data.len(), a.addr)).collect();
             let more = if tail.len() - p > 4 { ", ..." } else { "" };
             parts.push(format!("line {line:#x}: kept {p} of {} unflushed stores, lost {}{more}", tail.len(), lost.join(", ")));
         }
     }
     if parts.is_empty() {
-        "every store persisted".to_string()
-    } else {
-        parts.join("; ")
+        return "every store persisted".to_string();
     }
+    if more_lines > 0 {
+        parts.push(format!("and {more_lines} more lines lost stores"));
+    }
+    parts.join("; ")
 }

@@ -17,6 +17,6 @@ pub mod explore;
 pub mod px86;
 pub mod trace;
 
-pub use explore::{explore, Config, Report, Violation};
+pub use explore::{explore, explore_indexed, Config, Report, Violation};
 pub use px86::{CrashState, Px86};
 pub use trace::{Event, FlushKind, Trace};

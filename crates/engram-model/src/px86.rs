@@ -13,6 +13,12 @@
 //! - CLFLUSH is ordered with all stores: the line's atoms before it are
 //!   persisted before the next event executes (a crash right after it may
 //!   still find it in flight).
+//! - Several threads (a merged trace, `Event::Thread`): stores and flushes
+//!   act on lines whatever thread issued them (a flush covers the line's
+//!   stores visible before it, from any thread), but a fence completes only
+//!   the flushes of its own thread. A CLFLUSH completes before the next
+//!   event of the merged trace, whichever thread issued it (slightly
+//!   stronger than the hardware, which lets other threads run meanwhile).
 //!
 //! What it keeps true: `durable` is the image every crash from now on
 //! includes (the base plus every atom known persisted); each line's `tail`
@@ -32,6 +38,8 @@ pub struct Atom {
     pub addr: u64,
     /// 1 to 8 bytes.
     pub data: Vec<u8>,
+    /// Index in the trace of the event that stored it (0 from [`atoms`]).
+    pub event: usize,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -47,10 +55,15 @@ struct Line {
 pub struct Px86 {
     durable: Vec<u8>,
     lines: BTreeMap<u64, Line>,
-    /// (line, absolute history length at the flush) awaiting a fence.
-    pending: Vec<(u64, usize)>,
+    /// (thread, line, absolute history length at the flush) awaiting a
+    /// fence of that thread.
+    pending: Vec<(u32, u64, usize)>,
+    /// The thread issuing the current events.
+    thread: u32,
     /// CLFLUSHes in flight: persisted before the next event executes.
     strong: Vec<(u64, usize)>,
+    /// Events applied so far (the index of the next one).
+    applied: usize,
 }
 
 /// What a crash at one point may leave: `durable` plus, for each listed
@@ -71,7 +84,7 @@ pub fn atoms(addr: u64, data: &[u8]) -> Vec<Atom> {
         let a = addr + at as u64;
         let room = (8 - (a % 8)) as usize;
         let n = room.min(data.len() - at);
-        out.push(Atom { addr: a, data: data[at..at + n].to_vec() });
+        out.push(Atom { addr: a, data: data[at..at + n].to_vec(), event: 0 });
         at += n;
     }
     out
@@ -88,7 +101,7 @@ fn write(img: &mut Vec<u8>, a: &Atom) {
 impl Px86 {
     /// A model whose memory starts as `base`, all of it persisted.
     pub fn new(base: Vec<u8>) -> Self {
-        Px86 { durable: base, lines: BTreeMap::new(), pending: Vec::new(), strong: Vec::new() }
+        Px86 { durable: base, lines: BTreeMap::new(), pending: Vec::new(), thread: 0, strong: Vec::new(), applied: 0 }
     }
 
     /// Applies one event.
@@ -106,7 +119,7 @@ impl Px86 {
                 if *kind == FlushKind::Clflush {
                     self.strong.push((line, upto));
                 } else {
-                    self.pending.push((line, upto));
+                    self.pending.push((self.thread, line, upto));
                 }
             }
             Event::Fence { .. } => self.fence(),
@@ -121,18 +134,53 @@ impl Px86 {
                     self.durable.resize(*len as usize, 0);
                 }
             }
+            Event::Thread { id } => self.thread = *id,
             Event::Acquire { .. } | Event::Release { .. } | Event::SeqPoint { .. } => {}
         }
+        self.applied += 1;
     }
 
     fn store(&mut self, addr: u64, data: &[u8]) {
-        for a in atoms(addr, data) {
+        for mut a in atoms(addr, data) {
+            a.event = self.applied;
             self.lines.entry(a.addr / LINE * LINE).or_default().tail.push(a);
         }
     }
 
+    /// Lines flushed (CLWB/CLFLUSHOPT) since the last fence, oldest flush
+    /// first, each once, that still hold atoms the flush covers. In a
+    /// correct protocol they are what the next fence orders; when a fence
+    /// is missing, the oldest of them belong to the step before it.
+    ///
+    /// Each comes with how many atoms of the line's tail its latest flush
+    /// covers.
+    pub fn pending_flushes(&self) -> Vec<(u64, usize)> {
+        let mut out: Vec<(u64, usize)> = Vec::new();
+        for &(_, line, upto) in &self.pending {
+            let Some(l) = self.lines.get(&line) else { continue };
+            let covered = upto.saturating_sub(l.folded).min(l.tail.len());
+            if covered == 0 {
+                continue;
+            }
+            match out.iter_mut().find(|(x, _)| *x == line) {
+                Some(e) => e.1 = e.1.max(covered),
+                None => out.push((line, covered)),
+            }
+        }
+        out
+    }
+
+    /// Whether a CLFLUSH is in flight: the next event makes its line durable.
+    pub fn clflush_in_flight(&self) -> bool {
+        !self.strong.is_empty()
+    }
+
+    /// Completes the current thread's flushes (another thread's SFENCE
+    /// does not order this one's CLWBs).
     fn fence(&mut self) {
-        for (line, upto) in std::mem::take(&mut self.pending) {
+        let (mine, others): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending).into_iter().partition(|p| p.0 == self.thread);
+        self.pending = others;
+        for (_, line, upto) in mine {
             self.fold(line, upto);
         }
     }
@@ -217,7 +265,7 @@ mod tests {
     fn atoms_split_at_words() {
         let a = atoms(6, &[1, 2, 3, 4, 5]);
         assert_eq!(a.len(), 2);
-        assert_eq!(a[0], Atom { addr: 6, data: vec![1, 2] });
-        assert_eq!(a[1], Atom { addr: 8, data: vec![3, 4, 5] });
+        assert_eq!(a[0], Atom { addr: 6, data: vec![1, 2], event: 0 });
+        assert_eq!(a[1], Atom { addr: 8, data: vec![3, 4, 5], event: 0 });
     }
 }

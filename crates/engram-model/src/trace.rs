@@ -70,12 +70,27 @@ pub enum Event {
         /// The thread (as numbered by the tracer).
         thread: u32,
     },
+    /// The events that follow, up to the next `Thread`, were issued by
+    /// thread `id` (a merged multi-threaded trace; a trace without any is
+    /// one thread, id 0). Only fences care: a fence completes the flushes
+    /// of its own thread.
+    Thread {
+        /// The thread (as numbered by the tracer).
+        id: u32,
+    },
 }
 
 impl Event {
-    /// Whether a crash is explored just before this event.
+    /// Whether this event orders earlier flushes (a fence or locked RMW):
+    /// flushed lines become durable when it executes.
     pub fn is_ordering_point(&self) -> bool {
         matches!(self, Event::Fence { .. } | Event::Rmw { .. })
+    }
+
+    /// Whether this is a CLFLUSH (its line becomes durable before the next
+    /// event executes, fence or not).
+    pub fn is_clflush(&self) -> bool {
+        matches!(self, Event::Flush { kind: FlushKind::Clflush, .. })
     }
 }
 
@@ -84,7 +99,8 @@ impl Event {
 pub struct Trace {
     /// The region's content when recording started.
     pub base: Vec<u8>,
-    /// What happened, in program order (one thread, or a serialised order).
+    /// What happened, in program order (one thread), or in the order the
+    /// threads' events became visible (a merged trace with `Thread` events).
     pub events: Vec<Event>,
 }
 
@@ -99,11 +115,20 @@ impl Trace {
         self.events.push(e);
     }
 
-    /// Indices of the ordering points: before every fence, and the end.
+    /// Whether a crash is explored just before event `i` (`i ==
+    /// events.len()`: at the end). These are exactly the places where the
+    /// set of possible crash images can *shrink* (atoms become certainly
+    /// durable): before a fence or locked RMW, and right after a CLFLUSH
+    /// (before the next event, which cannot execute until the line is
+    /// written back). Between two such points images only accumulate, so a
+    /// crash anywhere leaves an image possible at the next point.
+    pub fn is_point(&self, i: usize) -> bool {
+        i >= self.events.len() || self.events[i].is_ordering_point() || (i > 0 && self.events[i - 1].is_clflush())
+    }
+
+    /// Indices of the ordering points (see [`Trace::is_point`]), the end last.
     pub fn ordering_points(&self) -> Vec<usize> {
-        let mut v: Vec<usize> = self.events.iter().enumerate().filter(|(_, e)| e.is_ordering_point()).map(|(i, _)| i).collect();
-        v.push(self.events.len());
-        v
+        (0..=self.events.len()).filter(|&i| self.is_point(i)).collect()
     }
 
     /// Counts of (stores, flushes, fences).

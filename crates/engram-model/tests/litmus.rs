@@ -111,7 +111,7 @@ fn random_trace(seed: u64) -> Trace {
         let addr = [0u64, 8, 64, 72][(next() % 4) as usize];
         let e = match r {
             0..=4 => Event::Store { addr, data: vec![(i + 1) as u8] },
-            5..=6 => Event::Flush { addr, kind: if next() % 4 == 0 { FlushKind::Clflush } else { FlushKind::Clwb } },
+            5..=6 => Event::Flush { addr, kind: [FlushKind::Clflush, FlushKind::Clwb, FlushKind::Clflushopt][(next() % 3) as usize] },
             7..=8 => Event::Fence { what: "t" },
             _ => Event::Rmw { addr, data: vec![(i + 100) as u8] },
         };
@@ -138,6 +138,51 @@ fn model_matches_brute_force_on_tiny_traces() {
         }
     }
     assert!(checked > 1000);
+}
+
+/// Every image the explorer checks (unbounded budget).
+fn explored(t: &Trace) -> BTreeSet<Vec<u8>> {
+    let mut seen = BTreeSet::new();
+    let cfg = Config { max_images_per_point: 1 << 20, ..Default::default() };
+    explore(
+        t,
+        &cfg,
+        &mut |img| {
+            seen.insert(img.to_vec());
+            Ok(())
+        },
+        &mut |_, _| {},
+    );
+    seen
+}
+
+/// A CLFLUSH persists its line without a fence: the durable state grows
+/// between fences, and the images from before that growth must be checked.
+#[test]
+fn explorer_offers_images_from_before_a_clflush_completes() {
+    let cl = |addr| Event::Flush { addr, kind: FlushKind::Clflush };
+    let mut t = Trace::new(vec![0; 192]);
+    for e in [st(0, 1), cl(0), st(64, 1), cl(64), st(128, 1), fence()] {
+        t.push(e);
+    }
+    let seen: BTreeSet<(u8, u8, u8)> = explored(&t).iter().map(|i| (i[0], i[64], i[128])).collect();
+    assert!(seen.contains(&(1, 0, 0)), "x=1,y=0,z=0 never offered: {seen:?}");
+    assert!(seen.contains(&(1, 1, 0)), "x=1,y=1,z=0 never offered: {seen:?}");
+    // and never y without x
+    assert!(!seen.iter().any(|&(x, y, _)| y == 1 && x == 0), "{seen:?}");
+}
+
+/// With an unbounded budget, the explorer checks exactly the images a crash
+/// *anywhere* in the trace may leave (the union over every point of the
+/// brute-force semantics): no missing crash point, no impossible image.
+#[test]
+fn explorer_checks_every_reachable_image_of_tiny_traces() {
+    for seed in 1..400u64 {
+        let t = random_trace(seed);
+        let points: Vec<usize> = (0..=t.events.len()).collect();
+        let reference: BTreeSet<Vec<u8>> = brute::reachable(&t, &points).into_values().flatten().collect();
+        assert_eq!(explored(&t), reference, "seed {seed}, trace {:?}", t.events);
+    }
 }
 
 #[test]
@@ -188,4 +233,20 @@ fn explorer_finds_a_missing_fence() {
     let v = &bad.violations[0];
     assert!(v.image.contains("line 0x0"), "{}", v.image);
     assert_eq!(v.message, "flag without data");
+}
+
+/// Two threads in one merged trace: a fence completes only the flushes of
+/// the thread that issued it.
+#[test]
+fn a_fence_completes_only_its_own_threads_flushes() {
+    let th = |id| Event::Thread { id };
+    // A flushes x; B fences: x may still be lost. Then A fences: x is durable.
+    assert_eq!(finals(vec![th(1), st(0, 1), fl(0), th(2), fence()], 0, 64), set(&[(0, 0), (1, 0)]));
+    assert_eq!(finals(vec![th(1), st(0, 1), fl(0), th(2), fence(), th(1), fence()], 0, 64), set(&[(1, 0)]));
+    // B's flush of a line A stored covers A's store (flushes act on lines).
+    assert_eq!(finals(vec![th(1), st(0, 1), th(2), fl(0), fence()], 0, 64), set(&[(1, 0)]));
+    // The cross-thread bug: A writes an object and flushes it without a
+    // fence; B links it and makes the link durable with B's own fence.
+    let linked_without_object = finals(vec![th(1), st(0, 7), fl(0), th(2), st(64, 1), fl(64), fence()], 0, 64);
+    assert!(linked_without_object.contains(&(0, 1)), "{linked_without_object:?}");
 }

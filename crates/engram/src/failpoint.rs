@@ -101,6 +101,13 @@ mod armed {
     thread_local! {
         static ARMED: RefCell<Vec<(Failpoint, u64)>> = const { RefCell::new(Vec::new()) };
         static DROPPED: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+        static DROPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    }
+
+    /// How many fences and flushes the fault switches of this thread dropped
+    /// since [`disarm_all`] (a test checks its workload reached the step).
+    pub fn drops() -> u64 {
+        DROPS.with(|c| c.get())
     }
 
     /// Fault switch: fences named `what` (see `Persister::fence`) do nothing on
@@ -115,11 +122,41 @@ mod armed {
         DROPPED.with(|d| d.borrow_mut().push(format!("flush:{what}")));
     }
 
+    /// A planted bug: a named deviation from a protocol that a test switches on
+    /// (on this thread, until [`disarm_all`]) to prove a check catches that
+    /// class of bug. The names are listed in [`BUGS`].
+    pub fn plant(bug: &str) {
+        DROPPED.with(|d| d.borrow_mut().push(format!("bug:{bug}")));
+    }
+
+    /// The bugs [`plant`] knows: (name, what the engine then does wrong).
+    pub const BUGS: &[(&str, &str)] =
+        &[("stm.reservation_not_persisted", "the STM clock reservation is raised in memory but never written to the pool")];
+
+    pub(crate) fn planted(bug: &str) -> bool {
+        dropped("bug", bug)
+    }
+
     fn dropped(kind: &str, what: &str) -> bool {
-        DROPPED.with(|d| {
+        let hit = DROPPED.with(|d| {
             let d = d.borrow();
             !d.is_empty() && d.iter().any(|x| x.strip_prefix(kind).and_then(|r| r.strip_prefix(':')) == Some(what))
-        })
+        });
+        if hit {
+            DROPS.with(|c| c.set(c.get() + 1));
+        }
+        hit
+    }
+
+    /// This thread's fault switches and planted bugs, to hand to a helper
+    /// thread with [`adopt_switches`] (a workload that runs several threads).
+    pub fn switches() -> Vec<String> {
+        DROPPED.with(|d| d.borrow().clone())
+    }
+
+    /// Turns on, on this thread, the switches [`switches`] returned.
+    pub fn adopt_switches(s: &[String]) {
+        DROPPED.with(|d| d.borrow_mut().extend(s.iter().cloned()));
     }
 
     pub(crate) fn fence_dropped(what: &str) -> bool {
@@ -135,10 +172,17 @@ mod armed {
         ARMED.with(|a| a.borrow_mut().push((point, skip)));
     }
 
+    /// Disarms every failpoint of this thread, leaving its fault switches on
+    /// (a workload that crashes itself on purpose keeps a test's dropped fence).
+    pub fn disarm_failpoints() {
+        ARMED.with(|a| a.borrow_mut().clear());
+    }
+
     /// Disarms every failpoint and fault switch of this thread.
     pub fn disarm_all() {
         ARMED.with(|a| a.borrow_mut().clear());
         DROPPED.with(|d| d.borrow_mut().clear());
+        DROPS.with(|c| c.set(0));
     }
 
     impl Failpoint {
@@ -167,9 +211,9 @@ mod armed {
 }
 
 #[cfg(feature = "testing")]
-pub use armed::{arm, disarm_all, drop_fence, drop_flush};
+pub use armed::{adopt_switches, arm, disarm_all, disarm_failpoints, drop_fence, drop_flush, drops, plant, switches, BUGS};
 #[cfg(feature = "testing")]
-pub(crate) use armed::{fence_dropped, flush_dropped};
+pub(crate) use armed::{fence_dropped, flush_dropped, planted};
 
 #[cfg(not(feature = "testing"))]
 impl Failpoint {
@@ -182,6 +226,13 @@ impl Failpoint {
 #[cfg(not(feature = "testing"))]
 #[inline(always)]
 pub(crate) fn fence_dropped(_what: &str) -> bool {
+    false
+}
+
+/// Without the `testing` feature no bug is ever planted.
+#[cfg(not(feature = "testing"))]
+#[inline(always)]
+pub(crate) fn planted(_bug: &str) -> bool {
     false
 }
 

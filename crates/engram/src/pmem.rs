@@ -15,7 +15,9 @@
 //! - `Process`: nothing is flushed; the data survives a process crash (the page
 //!   cache keeps it) but not a power failure.
 //! - `Trace`: nothing is flushed for real; every store, flush and fence is
-//!   reported to a [`crate::trace::Tracer`] for the crash explorer.
+//!   reported to a [`crate::trace::Tracer`] for the crash explorer, each
+//!   flush with the instruction `Pmem` mode would use on this CPU (or the
+//!   one the tracer forces, `Tracer::force_flush_kind`).
 //!
 //! Every fence names what it orders (`what`), so that a tracer (the crash
 //! explorer) can attribute each ordering point to a protocol step. Counters of
@@ -90,6 +92,15 @@ impl FlushInstr {
             }
         }
         FlushInstr::Clflush
+    }
+
+    /// The same instruction for the persistency model.
+    pub fn kind(self) -> engram_model::FlushKind {
+        match self {
+            FlushInstr::Clwb => engram_model::FlushKind::Clwb,
+            FlushInstr::Clflushopt => engram_model::FlushKind::Clflushopt,
+            FlushInstr::Clflush => engram_model::FlushKind::Clflush,
+        }
     }
 
     /// The instruction's mnemonic.
@@ -197,7 +208,7 @@ impl Persister {
             }
             Durability::Trace => {
                 if let Some(t) = &self.tracer {
-                    t.flush(addr as u64, len as u64);
+                    t.flush(addr as u64, len as u64, self.instr.kind());
                 }
             }
             Durability::Process => {}

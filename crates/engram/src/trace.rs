@@ -11,10 +11,19 @@
 //! several raw stores to one line between two events is approximated
 //! (address order).
 //!
+//! Several threads may report to one tracer: their events are merged in the
+//! order they reach it (under its lock, so the order of a flush or fence
+//! against the stores it covers is the order they became visible), with an
+//! `Event::Thread` wherever the reporting thread changes, because a fence
+//! completes only its own thread's flushes. Stores found by comparison are
+//! recorded where they are found, whichever thread made them: for the
+//! model only their order within a line matters.
+//!
 //! Recording is for tests and `engram crashtest`: it costs a comparison of
 //! the mapped pool per fence, so keep traced pools small.
 
-use engram_model::{Event, FlushKind, Trace};
+pub use engram_model::FlushKind;
+use engram_model::{Event, Trace};
 use parking_lot::Mutex;
 use std::sync::Arc;
 
@@ -34,9 +43,17 @@ struct State {
     len: u64,
     recording: bool,
     start_on_attach: bool,
+    /// Records every flush as this instruction instead of the one the
+    /// persister would use (tests of each kind on any CPU).
+    force_kind: Option<FlushKind>,
     /// What the trace so far says memory holds.
     shadow: Vec<u8>,
     trace: Trace,
+    /// Threads seen while recording (index = id in `Event::Thread`); the
+    /// first is 0, the model's default.
+    threads: Vec<std::thread::ThreadId>,
+    /// The thread whose events are being recorded now.
+    current: u32,
 }
 
 // Every method leaves the state consistent before it can unwind.
@@ -55,6 +72,13 @@ impl Tracer {
         let t = Tracer::default();
         t.st.lock().start_on_attach = true;
         Arc::new(t)
+    }
+
+    /// Records every flush as `kind`, whatever this CPU offers: the
+    /// explorer can then be run for CLWB, CLFLUSHOPT and CLFLUSH machines
+    /// alike. Call before the traced pool is created or opened.
+    pub fn force_flush_kind(&self, kind: FlushKind) {
+        self.st.lock().force_kind = Some(kind);
     }
 
     /// Called when the pool is mapped at `base` with `len` bytes.
@@ -93,6 +117,37 @@ impl Tracer {
         st.trace = Trace::new(now.clone());
         st.shadow = now;
         st.recording = true;
+        st.threads = vec![std::thread::current().id()];
+        st.current = 0;
+    }
+
+    /// Records a `Thread` event if the calling thread is not the one whose
+    /// events were recorded last (the merged trace of several threads).
+    fn switch(st: &mut State) {
+        let me = std::thread::current().id();
+        let id = match st.threads.iter().position(|&t| t == me) {
+            Some(i) => i as u32,
+            None => {
+                st.threads.push(me);
+                st.threads.len() as u32 - 1
+            }
+        };
+        if id != st.current {
+            st.current = id;
+            st.trace.push(Event::Thread { id });
+        }
+    }
+
+    /// The number of events recorded so far (0 when not recording): a
+    /// crash before event `position()` or later happens after whatever the
+    /// caller just finished.
+    pub fn position(&self) -> usize {
+        let st = self.st.lock();
+        if st.recording {
+            st.trace.events.len()
+        } else {
+            0
+        }
     }
 
     /// Stops recording and returns the trace. Stores made since the last
@@ -139,17 +194,20 @@ impl Tracer {
         }
     }
 
-    /// A flush of `[addr, addr+len)`: one event per line, after its stores.
-    pub(crate) fn flush(&self, addr: u64, len: u64) {
+    /// A flush of `[addr, addr+len)` with instruction `kind` (unless one
+    /// was forced): one event per line, after its stores.
+    pub(crate) fn flush(&self, addr: u64, len: u64, kind: FlushKind) {
         let mut st = self.st.lock();
         if !st.recording {
             return;
         }
+        let kind = st.force_kind.unwrap_or(kind);
+        Self::switch(&mut st);
         let (from, to) = lines(&st, addr, len);
         Self::diff(&mut st, from, to);
         let mut line = from;
         while line < to {
-            st.trace.push(Event::Flush { addr: line, kind: FlushKind::Clwb });
+            st.trace.push(Event::Flush { addr: line, kind });
             line += LINE;
         }
     }
@@ -162,6 +220,7 @@ impl Tracer {
         }
         let len = st.len;
         Self::diff(&mut st, 0, len);
+        Self::switch(&mut st);
         st.trace.push(Event::Fence { what });
     }
 

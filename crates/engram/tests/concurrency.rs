@@ -366,17 +366,31 @@ fn make_anchors(pool: &Pool, n: usize) -> Vec<PPtr<Anchor>> {
 /// Runs `threads` churn threads of `regions` regions each; `during` runs on
 /// the calling thread meanwhile, until they finish. Returns the mirrors.
 fn churn(pool: &Pool, anchors: &[PPtr<Anchor>], regions: u64, max_words: u64, during: impl FnOnce(&AtomicBool)) -> Vec<Mirror> {
+    churn_paced(pool, anchors, regions, max_words, |_| {}, during)
+}
+
+/// [`churn`], with `gate(r)` called by each worker before its region `r`.
+fn churn_paced(
+    pool: &Pool,
+    anchors: &[PPtr<Anchor>],
+    regions: u64,
+    max_words: u64,
+    gate: impl Fn(u64) + Clone + Send + 'static,
+    during: impl FnOnce(&AtomicBool),
+) -> Vec<Mirror> {
     let done = Arc::new(AtomicBool::new(false));
     let workers: Vec<_> = anchors
         .iter()
         .enumerate()
         .map(|(i, &anchor)| {
             let pool = pool.clone();
+            let gate = gate.clone();
             thread::spawn(move || {
                 let mut rng = StdRng::seed_from_u64(100 + i as u64);
                 let mut mirror = Mirror::new();
                 let mut next_tag = (i as u64) << 40;
-                for _ in 0..regions {
+                for r in 0..regions {
+                    gate(r);
                     churn_region(&pool, anchor, &mut rng, &mut mirror, &mut next_tag, max_words);
                 }
                 mirror
@@ -651,6 +665,13 @@ fn consistent_key_order_never_times_out() {
 
 #[test]
 fn collect_while_regions_run() {
+    // Progress, not time: each worker waits before every `PACE`-th region
+    // until the collector has finished that many collections, and the
+    // collector runs until the workers are done *and* it has done at least
+    // `REGIONS / PACE` collections. So collections interleave with regions
+    // however busy the machine is, and the count never depends on timing.
+    const REGIONS: u64 = 3000;
+    const PACE: u64 = 300;
     let t = TempPool::new("gc");
     let pool = create(&t);
     let anchors = make_anchors(&pool, 3);
@@ -658,15 +679,26 @@ fn collect_while_regions_run() {
     let anchors2 = anchors.clone();
     let mut collections = Vec::new();
     let started = Instant::now();
-    let mirrors = churn(&pool, &anchors, 3000, 512, |done| {
-        while !done.load(Ordering::Acquire) {
+    let done_collections = Arc::new(AtomicU64::new(0));
+    let gate = {
+        let d = done_collections.clone();
+        move |region: u64| {
+            if region > 0 && region % PACE == 0 {
+                while d.load(Ordering::Acquire) < region / PACE {
+                    thread::yield_now();
+                }
+            }
+        }
+    };
+    let mirrors = churn_paced(&pool, &anchors, REGIONS, 512, gate, |done| {
+        while !done.load(Ordering::Acquire) || (collections.len() as u64) < REGIONS / PACE {
             let st = p2.collect().unwrap();
             assert!(st.objects >= anchors2.len() as u64);
             // Between collections the heap must also pass the checker.
             let ck = p2.check().unwrap();
             assert!(ck.objects >= anchors2.len() as u64);
             collections.push(st.objects);
-            thread::sleep(Duration::from_millis(1)); // let the regions make progress
+            done_collections.fetch_add(1, Ordering::Release);
         }
     });
     drop(p2);
@@ -676,7 +708,7 @@ fn collect_while_regions_run() {
         started.elapsed(),
         &collections[..collections.len().min(8)]
     );
-    assert!(collections.len() >= 3, "only {} collections ran", collections.len());
+    assert!(collections.len() as u64 >= REGIONS / PACE, "only {} collections ran", collections.len());
     for (i, m) in mirrors.iter().enumerate() {
         verify_list(&pool, anchors[i], m, &format!("thread {i}"));
     }

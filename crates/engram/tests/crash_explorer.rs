@@ -1,9 +1,11 @@
 //! Simulated power failure: every engine path, explored at every ordering
 //! point under the x86 persistency model (the moderate sweep; the deep one
-//! is `engram crashtest --deep` under `make bench`). Also proves the
-//! explorer can fail: dropping one fence of the undo log, the STM's record
-//! fence, or the flush of a span-table entry, must be reported as a
-//! violation.
+//! is `engram crashtest --deep` under `make bench`), for each flush
+//! instruction, and two threads' commits in one merged trace. Also proves
+//! the explorer can fail: dropping any named fence or flush (except the
+//! ones listed as provably harmless, with the reason, or as open gaps) must
+//! be reported by the moderate sweep, and each check made after recovery
+//! catches a planted bug of its class.
 
 use engram::crashtest::{workload, workloads, Settings};
 use engram::failpoint;
@@ -31,7 +33,36 @@ impl Drop for Scratch {
 /// (the two run in parallel).
 #[test]
 fn every_workload_is_crash_consistent() {
-    sweep(|name| !name.starts_with("stm-") && !name.starts_with("lazy-"));
+    sweep(|name| !name.starts_with("stm-") && !name.starts_with("mt-") && !name.starts_with("lazy-"));
+}
+
+/// Two threads' regions (2PL) and STM commits interleaved in one merged
+/// trace; a fence completes only its own thread's flushes.
+#[test]
+fn two_threads_are_crash_consistent() {
+    sweep(|name| name.starts_with("mt-"));
+    let dir = Scratch::new();
+    let r = workload("mt-regions").unwrap().run(&Settings::moderate(&dir.0), &mut |_, _| {}).unwrap();
+    assert_eq!(r.threads, 3, "the tracing thread and two workers: {r}");
+    // and the merged trace's checks can fail
+    first_violation(|| failpoint::drop_fence("undo entry before the logged range is modified"), "mt-regions");
+    first_violation(|| failpoint::drop_fence("STM redo record and copies before the new values are visible"), "mt-stm");
+}
+
+/// Two threads' first STM transfers, which create their redo logs, on one
+/// bank. OPEN FINDING: the moderate sweep reports images where a transfer
+/// that had returned is lost or half applied although no fault is switched
+/// on (with the logs created before tracing, `mt-stm`, there is none); see
+/// docs/crash-consistency.md. Run with `--ignored` until it is resolved.
+#[test]
+#[ignore]
+fn two_threads_first_stm_commits_are_crash_consistent() {
+    let dir = Scratch::new();
+    let r = workload("mt-stm-first").unwrap().run(&Settings::moderate(&dir.0), &mut |_, _| {}).unwrap();
+    for v in &r.violations {
+        println!("  violation before event {} ({:?}): {} [{}]", v.event_index, v.fence, v.message, v.image);
+    }
+    assert!(r.violations.is_empty(), "{r}");
 }
 
 #[test]
@@ -44,8 +75,9 @@ fn sweep(which: impl Fn(&str) -> bool) {
     let settings = Settings::moderate(&dir.0);
     let mut total = 0;
     for w in workloads().iter().filter(|w| which(w.name)) {
+        let t0 = std::time::Instant::now();
         let r = w.run(&settings, &mut |_, _| {}).unwrap_or_else(|e| panic!("{}: {e}", w.name));
-        println!("{:<14} {r}", w.name);
+        println!("{:<14} {r} ({:.1?})", w.name, t0.elapsed());
         for v in &r.violations {
             println!("  violation before event {} ({:?}): {} [{}]", v.event_index, v.fence, v.message, v.image);
         }
@@ -56,54 +88,335 @@ fn sweep(which: impl Fn(&str) -> bool) {
     println!("{total} images checked");
 }
 
-fn violations_with(fault: impl Fn(), name: &str) -> usize {
+/// The explorer for each flush instruction the engine may use (CLWB,
+/// CLFLUSHOPT, CLFLUSH on machines without the others): the tracer records
+/// the forced kind, CLFLUSH adds a crash point after every flush, and every
+/// image is still consistent.
+#[test]
+fn every_flush_kind_is_crash_consistent() {
+    use engram_model::FlushKind;
     let dir = Scratch::new();
-    violations_in(Settings::moderate(&dir.0), fault, name)
+    let runs =
+        [(FlushKind::Clwb, "commit"), (FlushKind::Clflushopt, "commit"), (FlushKind::Clflush, "commit"), (FlushKind::Clflush, "stm-first")];
+    for (kind, name) in runs {
+        let mut settings = Settings::moderate(&dir.0);
+        settings.flush_kind = Some(kind);
+        settings.regions = 2;
+        let r = workload(name).unwrap().run(&settings, &mut |_, _| {}).unwrap();
+        println!("{kind:?} {name:<10} {r}");
+        for v in &r.violations {
+            println!("  violation before event {} ({:?}): {} [{}]", v.event_index, v.fence, v.message, v.image);
+        }
+        assert!(r.violations.is_empty(), "{kind:?} {name}");
+        if kind == FlushKind::Clflush {
+            assert!(r.points > r.fences + 1, "{name}: no crash point after a CLFLUSH ({r})");
+        } else {
+            assert_eq!(r.points, r.fences + 1, "{name}: {r}");
+        }
+    }
 }
 
-fn violations_in(settings: Settings, fault: impl Fn(), name: &str) -> usize {
+/// The tracer records the flush instruction the persister really uses on
+/// this CPU, or the one a test forces.
+#[test]
+fn tracer_records_the_flush_instruction() {
+    use engram::pmem::FlushInstr;
+    use engram::trace::Tracer;
+    use engram::{CreateOptions, Pool};
+    use engram_model::{Event, FlushKind};
+    let dir = Scratch::new();
+    std::fs::create_dir_all(&dir.0).unwrap();
+    for forced in [None, Some(FlushKind::Clwb), Some(FlushKind::Clflushopt), Some(FlushKind::Clflush)] {
+        let tracer = Tracer::new();
+        if let Some(k) = forced {
+            tracer.force_flush_kind(k);
+        }
+        let path = dir.0.join("kinds.pool");
+        let _ = std::fs::remove_file(&path);
+        let pool = Pool::create(&path, CreateOptions::new("kinds").trace(tracer.clone())).unwrap();
+        tracer.start();
+        pool.txn(|tx| {
+            let p = tx.alloc(7u64)?;
+            tx.set_root("x", p)
+        })
+        .unwrap();
+        let trace = tracer.stop();
+        pool.close().unwrap();
+        let want = forced.unwrap_or(FlushInstr::detect().kind());
+        let kinds: Vec<FlushKind> =
+            trace.events.iter().filter_map(|e| if let Event::Flush { kind, .. } = e { Some(*kind) } else { None }).collect();
+        assert!(!kinds.is_empty());
+        assert!(kinds.iter().all(|&k| k == want), "{forced:?}: {kinds:?}");
+    }
+}
+
+/// Named fences and flushes whose loss the moderate sweep of the given
+/// workload must report (each test below takes every third).
+const FAULTS: &[(&str, &str, &str)] = &[
+    ("flush", "span-table entry", "alloc"),
+    ("fence", "slot bitmaps before the clean flag", "close"),
+    ("fence", "undo entry before the logged range is modified", "commit"),
+    ("fence", "log chunk headers before the chunk is linked", "spill"),
+    ("fence", "log chunk link before entries use it", "spill"),
+    ("fence", "restored bytes before the log is invalidated", "abort"),
+    ("fence", "log generation bump: the region is committed", "commit"),
+    ("fence", "type entry body before its used flag", "commit"),
+    ("fence", "region data before the log is invalidated", "commit"),
+    ("fence", "header copy written before it is relied on", "relocation"),
+    ("fence", "grown size recorded before the new space is used", "growth"),
+    ("fence", "new transactional objects before the record that links them", "stm-map"),
+    ("fence", "STM redo record and copies before the new values are visible", "stm-bank"),
+    ("fence", "in-place STM values of idle threads before their records are cleared", "stm-gc"),
+    ("fence", "replayed STM values before their records are cleared", "stm-recovery"),
+];
+
+/// Provably harmless to drop, with the reason: (kind, name, workload that
+/// reaches it, why). `ENGRAM_FAULTS_ALL=1` also runs these and requires
+/// only that the workload reaches them.
+const HARMLESS: &[(&str, &str, &str, &str)] = &[
+    (
+        "fence",
+        "span tables of swept spans",
+        "gc",
+        "a lost free leaves an unreachable span allocated: every open that is not clean frees it again \
+      (recovery GC), the clean close fences before its flag, and reuse rewrites the entry with its own flush and fence",
+    ),
+    (
+        "fence",
+        "jump entry before entries in the next chunk",
+        "spill",
+        "the next entry's own fence (undo entry before the logged range is modified) completes the jump's flush \
+      before any range it protects is modified; until then recovery needs nothing past the jump",
+    ),
+    (
+        "fence",
+        "type entry used flag",
+        "commit",
+        "an object of the new type becomes reachable only through undo-logged stores, whose entry fence \
+      completes the flag's flush first",
+    ),
+    (
+        "fence",
+        "STM records cleared",
+        "stm-gc",
+        "the cleared records' values are durable in place (fenced just before); replaying them again is \
+      idempotent, and the thread's next record fence completes the clearing before any newer value is in place",
+    ),
+    (
+        "fence",
+        "swizzled pointers before the relocation is finished",
+        "relocation",
+        "the sweep that follows the mark in the same open ends with an unconditional fence (span tables of \
+      swept spans) before the header records the relocation finished",
+    ),
+];
+
+/// Not caught by the moderate sweep, and not provably harmless: the open
+/// gaps, documented in docs/crash-consistency.md. (kind, name, why).
+const GAPS: &[(&str, &str, &str)] = &[
+    (
+        "fence",
+        "span tables cleared before the arenas are handed back",
+        "no workload frees a huge object: a huge object needs a 64 MiB arena, too large to trace and image",
+    ),
+    ("fence", "arena table entries of a freed huge object", "as above"),
+    (
+        "fence",
+        "objects allocated by a transaction that wrote no variable",
+        "harmful only across threads (another thread's commit links the objects; its fence does not complete \
+      this thread's flushes); traces are single-threaded",
+    ),
+    (
+        "fence",
+        "STM clock reservation before versions above it are used",
+        "the reservation is traced only when a commit outgrows it; the image that shows it (record and copies \
+      all evicted, the reservation's line not) is not among the moderate choices",
+    ),
+    (
+        "fence",
+        "STM records cleared and epoch bumped",
+        "a lock word taken after recovery and evicted before the commit's record fence, with the epoch bump lost, \
+      reads as locked after the next open; the image is not among the moderate choices",
+    ),
+];
+
+/// Every fence and named flush in the engine's source is in exactly one of
+/// the lists above.
+#[test]
+fn every_named_fence_and_flush_is_classified() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut names = Vec::new();
+    collect_names(&src, &mut names);
+    let listed: Vec<(&str, &str)> = FAULTS
+        .iter()
+        .map(|&(k, w, _)| (k, w))
+        .chain(HARMLESS.iter().map(|&(k, w, _, _)| (k, w)))
+        .chain(GAPS.iter().map(|&(k, w, _)| (k, w)))
+        .collect();
+    for (kind, what) in &names {
+        let n = listed.iter().filter(|(k, w)| k == kind && w == what).count();
+        assert_eq!(n, 1, "{kind} {what:?} is listed {n} times");
+    }
+    for (kind, what) in &listed {
+        assert!(names.iter().any(|(k, w)| k == kind && w == what), "{kind} {what:?} is not in the source");
+    }
+    assert!(names.len() >= 25, "{names:?}");
+}
+
+/// (kind, name) of every `fence("...")`, `write_persist(.., "...")` and
+/// `flush_named(.., "...")` under `dir` (test code excluded).
+fn collect_names(dir: &std::path::Path, out: &mut Vec<(String, String)>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            collect_names(&p, out);
+            continue;
+        }
+        if p.extension().is_none_or(|x| x != "rs") || p.ends_with("pmem.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&p).unwrap();
+        let text = text.split("#[cfg(test)]").next().unwrap_or("");
+        for line in text.lines().filter(|l| !l.trim_start().starts_with("//")) {
+            for (pat, kind) in [("fence(\"", "fence"), ("write_persist(", "fence"), ("flush_named(", "flush")] {
+                let Some(at) = line.find(pat) else { continue };
+                let rest = &line[at + pat.len()..];
+                let rest = if pat.ends_with('"') { rest } else { rest.split_once('"').map_or("", |(_, r)| r) };
+                if let Some((name, _)) = rest.split_once('"') {
+                    if !name.is_empty() && !out.iter().any(|(k, w)| k == kind && w == name) {
+                        out.push((kind.to_string(), name.to_string()));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Drops one fault in turn on the moderate sweep of its workload and
+/// returns a line per fault: (hits, violations).
+fn fault_sweep(which: impl Fn(usize) -> bool) -> Vec<String> {
+    let mut missed = run_faults(FAULTS, &which, true);
+    if std::env::var_os("ENGRAM_FAULTS_ALL").is_some() {
+        let harmless: Vec<(&str, &str, &str)> = HARMLESS.iter().map(|&(k, w, n, _)| (k, w, n)).collect();
+        missed.extend(run_faults(&harmless, &|i| which(i + FAULTS.len()), false));
+    }
+    missed
+}
+
+/// Runs each chosen fault; with `must_fail`, a fault without a violation is
+/// reported; without, only one the workload never reached.
+fn run_faults(faults: &[(&str, &str, &str)], which: &dyn Fn(usize) -> bool, must_fail: bool) -> Vec<String> {
+    let dir = Scratch::new();
+    let mut missed = Vec::new();
+    // ENGRAM_FAULTS=3,19 runs only those entries (for investigating one).
+    let only: Option<Vec<usize>> =
+        std::env::var("ENGRAM_FAULTS").ok().map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect());
+    let chosen = |i: usize| only.as_ref().map_or(which(i), |o| o.contains(&i) && which(i));
+    for (i, &(kind, what, name)) in faults.iter().enumerate().filter(|(i, _)| chosen(*i)) {
+        let t0 = std::time::Instant::now();
+        if kind == "fence" {
+            failpoint::drop_fence(what);
+        } else {
+            failpoint::drop_flush(what);
+        }
+        let mut settings = Settings::moderate(&dir.0);
+        settings.explorer.max_violations = 1; // one is proof enough
+        let r = workload(name).unwrap().run(&settings, &mut |_, _| {});
+        let hits = failpoint::drops();
+        failpoint::disarm_all();
+        let r = r.unwrap_or_else(|e| panic!("{name}: {e}"));
+        println!(
+            "#{i} {kind} {what:?} on {name}: dropped {hits}x, {} violations, {} images ({:.1?})",
+            r.violations.len(),
+            r.images_checked,
+            t0.elapsed()
+        );
+        if hits == 0 {
+            missed.push(format!("{kind} {what:?}: never reached by {name}"));
+        } else if must_fail && r.violations.is_empty() {
+            missed.push(format!("{kind} {what:?}: dropped {hits}x on {name}, no violation"));
+        }
+    }
+    missed
+}
+
+// Three tests, so that the test harness runs the faults in parallel.
+
+#[test]
+fn moderate_sweep_catches_every_dropped_fence_and_flush_1() {
+    let missed = fault_sweep(|i| i % 3 == 0);
+    assert!(missed.is_empty(), "{}", missed.join("\n"));
+}
+
+#[test]
+fn moderate_sweep_catches_every_dropped_fence_and_flush_2() {
+    let missed = fault_sweep(|i| i % 3 == 1);
+    assert!(missed.is_empty(), "{}", missed.join("\n"));
+}
+
+#[test]
+fn moderate_sweep_catches_every_dropped_fence_and_flush_3() {
+    let missed = fault_sweep(|i| i % 3 == 2);
+    assert!(missed.is_empty(), "{}", missed.join("\n"));
+}
+
+// ----- the checks after recovery, each proved by a planted bug of its class
+
+/// The first violation's message when `fault` is on during `name`'s
+/// moderate sweep.
+fn first_violation(fault: impl Fn(), name: &str) -> String {
+    let dir = Scratch::new();
+    let mut settings = Settings::moderate(&dir.0);
+    settings.explorer.max_violations = 1;
     fault();
     let r = workload(name).unwrap().run(&settings, &mut |_, _| {});
     failpoint::disarm_all();
-    let r = r.unwrap();
-    for v in r.violations.iter().take(2) {
-        println!("{name}: violation before event {} ({:?}): {} [{}]", v.event_index, v.fence, v.message, v.image);
-    }
-    r.violations.len()
+    // the traced run's own reads (through the same checks) may see it first
+    let r = match r {
+        Ok(r) => r,
+        Err(e) => return format!("the traced run failed: {e}"),
+    };
+    let v = r.violations.first().unwrap_or_else(|| panic!("{name}: the planted bug went unnoticed ({r})"));
+    println!("{name}: violation before event {} ({:?}): {} [{}]", v.event_index, v.fence, v.message, v.image);
+    v.message.clone()
 }
 
+/// (a) New work on the recovered pool: without the bitmaps fence the clean
+/// flag can reach the media before the slot bitmaps; the pool opens and
+/// reads fine, and only an allocation on it (which reuses a live slot)
+/// shows the damage.
 #[test]
-fn explorer_catches_a_dropped_undo_log_fence() {
-    let n = violations_with(|| failpoint::drop_fence("undo entry before the logged range is modified"), "commit");
-    assert!(n > 0, "dropping the undo-entry fence went unnoticed");
+fn check_runs_new_work_on_the_recovered_pool() {
+    let m = first_violation(|| failpoint::drop_fence("slot bitmaps before the clean flag"), "close");
+    assert!(m.contains("after recovery") || m.contains("recovered pool"), "{m}");
 }
 
+/// (c) Durability: without the generation bump's fence a region can return
+/// and still be undone by a crash after it; every image stays consistent,
+/// only the count of regions that had returned shows the loss.
 #[test]
-fn explorer_catches_a_dropped_commit_fence() {
-    let n = violations_with(|| failpoint::drop_fence("region data before the log is invalidated"), "commit");
-    assert!(n > 0, "dropping the commit data fence went unnoticed");
+fn check_requires_returned_regions_to_survive() {
+    let m = first_violation(|| failpoint::drop_fence("log generation bump: the region is committed"), "commit");
+    assert!(m.contains("durable regions lost"), "{m}");
 }
 
+/// (d) Paths the workloads used to miss: a region whose undo log spills
+/// into a log chunk (the `spill` workload) and the pool's first STM
+/// transactions (`stm-first`) are traced now.
 #[test]
-fn explorer_catches_a_dropped_span_table_flush() {
-    let n = violations_with(|| failpoint::drop_flush("span-table entry"), "alloc");
-    assert!(n > 0, "dropping the span-table flush went unnoticed");
+fn workloads_reach_log_chunks_and_the_first_stm_commit() {
+    first_violation(|| failpoint::drop_fence("log chunk headers before the chunk is linked"), "spill");
+    first_violation(|| failpoint::drop_fence("STM redo record and copies before the new values are visible"), "stm-first");
 }
 
-/// Without the record fence, a commit's in-place values can reach the media
-/// before its record. The images that show it keep some in-place lines and
-/// not the record's: one transfer per region, and enough images per point
-/// that the per-line choices reach the in-place lines (the record and the
-/// copies have lower addresses and are tried first).
+/// (e) State a fresh process would see: the checking process shares the
+/// traced one's STM clock, which hides a reservation that never reached
+/// the pool. The images are now checked against the pool's own durable
+/// reservation.
 #[test]
-fn explorer_catches_a_dropped_stm_record_fence() {
-    let dir = Scratch::new();
-    let mut settings = Settings::moderate(&dir.0);
-    settings.regions = 1;
-    settings.explorer.max_images_per_point = 128;
-    let fence = "STM redo record and copies before the new values are visible";
-    let n = violations_in(settings, || failpoint::drop_fence(fence), "stm-bank");
-    assert!(n > 0, "dropping the STM record fence went unnoticed");
+fn check_compares_stm_versions_with_the_durable_reservation() {
+    let m = first_violation(|| failpoint::plant("stm.reservation_not_persisted"), "stm-first");
+    assert!(m.contains("durable clock reservation"), "{m}");
 }
 
 /// The persistent-laziness workloads (`lazy-*`), in parallel with the others.
@@ -117,6 +430,7 @@ fn every_lazy_workload_is_crash_consistent() {
 /// is not there (or not whole).
 #[test]
 fn explorer_catches_a_dropped_lazy_result_fence() {
-    let n = violations_with(|| failpoint::drop_fence(engram::lazy::FENCE_RESULT), "lazy-force");
-    assert!(n > 0, "dropping the lazy result fence went unnoticed");
+    // first_violation panics if the dropped fence goes unnoticed
+    let m = first_violation(|| failpoint::drop_fence(engram::lazy::FENCE_RESULT), "lazy-force");
+    assert!(!m.is_empty());
 }

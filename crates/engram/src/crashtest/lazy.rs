@@ -85,7 +85,7 @@ pub(super) fn w_force(h: &Harness) -> Result<Trace> {
         }
         Ok(())
     })?;
-    h.expect(move |pool| check_force(pool, k));
+    h.expect(move |pool, _returned| check_force(pool, k));
     Ok(trace)
 }
 
@@ -124,7 +124,7 @@ pub(super) fn w_stream(h: &Harness) -> Result<Trace> {
         }
         Ok(())
     })?;
-    h.expect(move |pool| check_stream(pool, cells as u64));
+    h.expect(move |pool, _returned| check_stream(pool, cells as u64));
     Ok(trace)
 }
 
@@ -158,7 +158,7 @@ fn memo_workload<M: Memo<BigUint> + 'static>(h: &Harness, open: fn(&Pool) -> Res
         }
         Ok(())
     })?;
-    h.expect(move |pool| check_memo(pool, open, n));
+    h.expect(move |pool, _returned| check_memo(pool, open, n));
     Ok(trace)
 }
 

@@ -176,6 +176,7 @@ impl Bank {
             return Err(Error::corrupt(format!("after transfer {i} the pool holds {got:?}, the model {next:?}")));
         }
         model.push(next);
+        super::note_returned(model.len() as u64 - 1);
         Ok(())
     }
 }
@@ -256,14 +257,22 @@ impl Dir {
 /// nothing when it only reads, so it leaves no trace), and refuses a lock
 /// word still locked in the pool's current STM epoch: no transaction could
 /// ever take that variable again.
+///
+/// It also refuses a version (other than 0, the version of a variable no
+/// commit wrote) at or above the pool's durable clock
+/// reservation: a fresh process starts its clock there, so such a version
+/// would be handed out again (the checking process shares the traced one's
+/// clock, which hides this unless the pool is checked directly).
 struct Raw<'t, 'p> {
     tx: &'t Tx<'p>,
     epoch: u16,
+    reserved: u64,
 }
 
 impl<'t, 'p> Raw<'t, 'p> {
     fn new(tx: &'t Tx<'p>, meta: PPtr<StmMeta>) -> Result<Self> {
-        Ok(Raw { tx, epoch: (tx.read(meta)?.epoch & 0x7FFF) as u16 })
+        let m = tx.read(meta)?;
+        Ok(Raw { tx, epoch: (m.epoch & 0x7FFF) as u16, reserved: m.clock_reserved })
     }
 
     fn var<T: Persist>(&self, v: &PTVar<T>) -> Result<T::P> {
@@ -274,6 +283,14 @@ impl<'t, 'p> Raw<'t, 'p> {
         let v = self.tx.read(c)?;
         if word::is_locked(v.word, self.epoch) {
             return Err(Error::corrupt(format!("{what} at {:#x} is still locked in epoch {}", c.addr(), self.epoch)));
+        }
+        if word::version(v.word) > 0 && word::version(v.word) >= self.reserved {
+            return Err(Error::corrupt(format!(
+                "{what} at {:#x} has version {}, not below the durable clock reservation {}",
+                c.addr(),
+                word::version(v.word),
+                self.reserved
+            )));
         }
         Ok(v.value)
     }
@@ -354,6 +371,101 @@ fn bank_pool(h: &Harness, warm: u64) -> Result<(Pool, std::sync::Arc<Tracer>, Ba
     Ok((pool, tracer, bank, model))
 }
 
+/// `stm-first`: the pool's first STM transactions, traced (the variables
+/// exist already): the thread's redo log is created and linked.
+pub(super) fn w_first(h: &Harness) -> Result<Trace> {
+    let (pool, tracer, bank, mut model) = bank_pool(h, 0)?;
+    let trace = h.traced(pool, &tracer, |pool| {
+        for i in 0..2 {
+            bank.step(pool, i, &mut model)?;
+        }
+        Ok(())
+    })?;
+    h.expect(move |pool, returned| check_bank(pool, &model, returned as usize));
+    Ok(trace)
+}
+
+/// `mt-stm`: two threads' transfers on one bank at once (each thread's redo
+/// log exists before tracing starts). Which states the
+/// pool passes through depends on the interleaving, so an image is checked
+/// for what every state keeps: money conserved, two ops per transfer, no
+/// variable locked or versioned above the durable reservation, at least the
+/// transfers that had returned, and a new transfer.
+pub(super) fn w_threads(h: &Harness) -> Result<Trace> {
+    threads(h, true)
+}
+
+/// `mt-stm-first`: as `mt-stm`, but the workers' first commits (which
+/// create their redo logs) are traced too. Open finding: see
+/// docs/crash-consistency.md.
+pub(super) fn w_threads_first(h: &Harness) -> Result<Trace> {
+    threads(h, false)
+}
+
+/// Two workers' transfers, traced; with `warm`, each commits once before
+/// tracing starts (its redo log then exists).
+fn threads(h: &Harness, warm: bool) -> Result<Trace> {
+    let (pool, tracer, bank, _) = bank_pool(h, 1)?;
+    let regions = h.settings.regions.min(2);
+    let (ready, go) = (std::sync::Barrier::new(3), std::sync::Barrier::new(3));
+    let switches = failpoint::switches();
+    let notes: Vec<Result<Vec<(usize, u64)>>> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..2u64)
+            .map(|t| {
+                let (pool, bank, tracer, ready, go, switches) = (&pool, &bank, &tracer, &ready, &go, &switches);
+                s.spawn(move || {
+                    failpoint::adopt_switches(switches);
+                    let w = if warm { pool.atomically(|tx| bank.transfer(tx, 3 * (100 + t))).map(|_| ()) } else { Ok(()) };
+                    ready.wait();
+                    go.wait();
+                    w?;
+                    let mut notes = Vec::new();
+                    for k in 0..regions {
+                        let i = 3 * (10 * (t + 1) + k); // i % 3 == 0: plain transfers
+                        pool.atomically(|tx| bank.transfer(tx, i))?;
+                        let at = tracer.position();
+                        notes.push((at, bank.read(pool)?.count));
+                    }
+                    Ok(notes)
+                })
+            })
+            .collect();
+        ready.wait();
+        let before = bank.read(&pool).map(|b| b.count);
+        tracer.start();
+        go.wait();
+        let mut out: Vec<Result<Vec<(usize, u64)>>> = vec![before.map(|c| vec![(0, c)])];
+        out.extend(hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(Error::corrupt("a workload thread panicked")))));
+        out
+    });
+    let trace = tracer.stop();
+    pool.simulate_crash();
+    for n in notes {
+        for (at, c) in n? {
+            super::note_returned_at(at, c);
+        }
+    }
+    h.expect(move |pool, returned| check_bank_any(pool, returned));
+    Ok(trace)
+}
+
+/// The bank invariants that hold whatever the order of the transfers.
+fn check_bank_any(pool: &Pool, returned: u64) -> Check<()> {
+    let bank = Bank::find(pool).map_err(|e| e.to_string())?;
+    let s = bank.read(pool).map_err(|e| format!("reading the bank: {e}"))?;
+    let money: u64 = s.accts.iter().sum();
+    if money != TOTAL {
+        return Err(format!("money not conserved: {money} != {TOTAL} ({s:?})"));
+    }
+    if s.ops.iter().sum::<u64>() != 2 * s.count {
+        return Err(format!("partial commit: ops {:?} for {} transfers", s.ops, s.count));
+    }
+    if s.count < returned {
+        return Err(format!("durable commits lost: {} transfers visible, {returned} had returned", s.count));
+    }
+    pool.atomically(|tx| bank.transfer(tx, 999)).map_err(|e| format!("a transfer after recovery: {e}"))
+}
+
 /// `stm-bank`: transfers, each one commit with copies; or_else on every third.
 pub(super) fn w_bank(h: &Harness) -> Result<Trace> {
     // warm-up: the thread's redo log and the clock reservation exist
@@ -366,7 +478,7 @@ pub(super) fn w_bank(h: &Harness) -> Result<Trace> {
         }
         Ok(())
     })?;
-    h.expect(move |pool| check_bank(pool, &model, min));
+    h.expect(move |pool, returned| check_bank(pool, &model, min.max(returned as usize)));
     Ok(trace)
 }
 
@@ -386,7 +498,7 @@ pub(super) fn w_gc(h: &Harness) -> Result<Trace> {
         bank.step(pool, 14, &mut model)?;
         bank.step(pool, 15, &mut model)
     })?;
-    h.expect(move |pool| check_bank(pool, &model, min));
+    h.expect(move |pool, returned| check_bank(pool, &model, min.max(returned as usize)));
     Ok(trace)
 }
 
@@ -397,7 +509,7 @@ fn crashed_after_fence(h: &Harness, relocate: bool) -> Result<Trace> {
     let (pool, _, bank, mut model) = bank_pool(h, 3)?;
     failpoint::arm(failpoint::Failpoint::StmAfterFence, 0);
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pool.atomically(|tx| bank.transfer(tx, 3))));
-    failpoint::disarm_all();
+    failpoint::disarm_failpoints();
     if r.is_ok() {
         return Err(Error::corrupt("failpoint stm.after_fence did not fire"));
     }
@@ -407,7 +519,7 @@ fn crashed_after_fence(h: &Harness, relocate: bool) -> Result<Trace> {
     model.push(next);
     // the record is durable: no image may lose transfer 3
     let min = model.len() - 1;
-    let tracer = Tracer::starting_on_attach();
+    let tracer = h.tracer_on_attach();
     let mut o = OpenOptions::new(LAYOUT).trace(tracer.clone());
     o.force_relocate = relocate;
     let pool = Pool::open(&h.pool_path, o)?;
@@ -422,7 +534,7 @@ fn crashed_after_fence(h: &Harness, relocate: bool) -> Result<Trace> {
     bank.step(&pool, 4, &mut model)?;
     let trace = tracer.stop();
     pool.simulate_crash();
-    h.expect(move |pool| check_bank(pool, &model, min));
+    h.expect(move |pool, returned| check_bank(pool, &model, min.max(returned as usize)));
     Ok(trace)
 }
 
@@ -556,6 +668,7 @@ impl Map {
             return Err(Error::corrupt(format!("after {op:?} the pool holds {got:?}, the model {want:?}")));
         }
         model.push(want);
+        super::note_returned(model.len() as u64 - 1);
         Ok(())
     }
 }
@@ -612,6 +725,6 @@ pub(super) fn w_map(h: &Harness) -> Result<Trace> {
         }
         Ok(())
     })?;
-    h.expect(move |pool| check_map(pool, &model, min));
+    h.expect(move |pool, returned| check_map(pool, &model, min.max(returned as usize)));
     Ok(trace)
 }

@@ -226,7 +226,9 @@ fn reserve_clock(ctx: &PoolCtx<'_>, wv: u64) -> Result<()> {
     let mut r = ctx.stm.reserved.lock();
     if wv >= *r {
         let new = wv + RESERVE;
-        ctx.inner.space.write_persist(ctx.stm.meta_off, &new, "STM clock reservation before versions above it are used")?;
+        if !crate::failpoint::planted("stm.reservation_not_persisted") {
+            ctx.inner.space.write_persist(ctx.stm.meta_off, &new, "STM clock reservation before versions above it are used")?;
+        }
         *r = new;
         ctx.stm.reserved_fast.store(new, Ordering::Release);
     }
