@@ -71,6 +71,7 @@ pub mod bits;
 pub mod brute;
 pub mod check;
 pub mod order;
+pub mod sim;
 pub mod trace;
 
 pub use check::{check, CheckConfig, CheckReport, IdealCount};
