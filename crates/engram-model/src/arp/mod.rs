@@ -73,6 +73,7 @@ pub mod check;
 pub mod order;
 pub mod sim;
 pub mod trace;
+pub mod workloads;
 
 pub use check::{check, CheckConfig, CheckReport, IdealCount};
 pub use order::{pmo, Model, Pmo};
