@@ -70,6 +70,7 @@
 pub mod bits;
 pub mod brute;
 pub mod check;
+pub mod eval;
 pub mod order;
 pub mod sim;
 pub mod trace;

@@ -34,8 +34,9 @@
 //! - The controller has one write queue of `queue` entries (64). A persist
 //!   arriving at a full queue stalls its thread until an entry frees; the
 //!   thread's later events shift by the stall.
-//! - `banks` banks (8), rows of `row_bytes` (2 KiB) interleaved across banks
-//!   (`bank = (addr / row_bytes) % banks`); each bank keeps one open row. A
+//! - `banks` banks (8); 64-byte lines are interleaved across banks, and each
+//!   bank's rows hold `row_bytes` (2 KiB) of its lines ([`Timing::place`]);
+//!   each bank keeps one open row. A
 //!   write takes `hit_ns` (row-buffer hit) or `miss_ns` (miss: the row is
 //!   written back and the new one opened) — the stated PM write latency is
 //!   `miss_ns` = 300 ns, a row hit 60 ns. A queue entry frees when its write
@@ -230,9 +231,19 @@ pub struct Timing {
     pub miss_ns: u64,
 }
 
+impl Timing {
+    /// (bank, row) of `addr`: 64-byte lines interleaved across banks; each
+    /// bank's row holds `row_bytes` of its lines.
+    pub fn place(&self, addr: u64) -> (usize, u64) {
+        let line = addr / 64;
+        let banks = self.banks.max(1) as u64;
+        ((line % banks) as usize, line / banks / (self.row_bytes / 64).max(1))
+    }
+}
+
 impl Default for Timing {
     fn default() -> Self {
-        Timing { cpu_ns: 5, queue: 64, banks: 8, row_bytes: 2048, hit_ns: 60, miss_ns: 300 }
+        Timing { cpu_ns: 2, queue: 64, banks: 8, row_bytes: 2048, hit_ns: 60, miss_ns: 300 }
     }
 }
 
@@ -375,8 +386,8 @@ impl<'a> Controller<'a> {
                     break;
                 }
                 *s = now - t;
-                let row = addr / self.t.row_bytes;
-                self.queue.push(Write { epoch, row, bank: (row % self.t.banks as u64) as usize, seq: next });
+                let (bank, row) = self.t.place(addr);
+                self.queue.push(Write { epoch, row, bank, seq: next });
                 next += 1;
             }
             misses += self.issue(now);

@@ -78,14 +78,18 @@ pub fn op(bench: Bench, w: &mut Worker<'_>, p: &Params, i: usize) {
 fn sps(w: &mut Worker<'_>) {
     let i = w.rand(SPS_N);
     let j = (i + 1 + w.rand(SPS_N - 1)) % SPS_N;
-    let (s1, s2) = ((i / 16).min(j / 16), (i / 16).max(j / 16));
+    let (ai, aj) = (DATA + 8 * i, DATA + 8 * j);
+    let (lo, hi) = if i < j { (ai, aj) } else { (aj, ai) };
+    let (s1, s2) = (i.min(j) / 16, i.max(j) / 16);
+    w.begin();
     w.lock(100 + s1, false);
+    w.log(lo);
     if s2 != s1 {
         w.lock(100 + s2, false);
     }
-    let (ai, aj) = (DATA + 8 * i, DATA + 8 * j);
+    w.log(hi);
     let (vi, vj) = (w.load(ai), w.load(aj));
-    w.tx(&[(ai, vj), (aj, vi)]);
+    w.commit(&[(ai, vj), (aj, vi)]);
     if s2 != s1 {
         w.unlock(100 + s2, false);
     }
@@ -158,27 +162,33 @@ fn tpcc(w: &mut Worker<'_>, p: &Params) {
         }
     }
     items.sort_unstable();
+    w.begin();
     w.lock(500 + d, false);
-    for &it in &items {
+    let o = w.load(tpcc_district(d));
+    let room = o + 1 < tpcc_orders(p);
+    let rec = tpcc_order(p, d, o.min(tpcc_orders(p) - 1));
+    let mut writes = vec![(tpcc_district(d), o + 1), (rec, o + 1), (rec + 8, n)];
+    if room {
+        writes.iter().for_each(|&(a, _)| w.log(a));
+        w.log(rec + 16);
+    }
+    let mut delta = 0u64;
+    for (k, &it) in items.iter().enumerate() {
         w.volatile_section(5);
         w.lock(600 + it, false);
-    }
-    let o = w.load(tpcc_district(d));
-    if o + 1 < tpcc_orders(p) {
-        let rec = tpcc_order(p, d, o);
-        let mut writes = vec![(tpcc_district(d), o + 1), (rec, o + 1), (rec + 8, n)];
-        let mut delta = 0u64;
-        for (k, &it) in items.iter().enumerate() {
-            let q = 1 + w.rand(5);
-            let s = w.load(tpcc_stock(it));
-            let new = if s < q + 10 { s - q + 91 } else { s - q };
-            delta = delta.wrapping_add(s.wrapping_sub(new));
-            writes.push((tpcc_stock(it), new));
-            writes.push((rec + 32 + 16 * k as u64, it + 1));
-            writes.push((rec + 40 + 16 * k as u64, q));
+        let q = 1 + w.rand(5);
+        let s = w.load(tpcc_stock(it));
+        let new = if s < q + 10 { s - q + 91 } else { s - q };
+        delta = delta.wrapping_add(s.wrapping_sub(new));
+        let line = [(tpcc_stock(it), new), (rec + 32 + 16 * k as u64, it + 1), (rec + 40 + 16 * k as u64, q)];
+        if room {
+            line.iter().for_each(|&(a, _)| w.log(a));
         }
-        writes.push((rec + 16, delta));
-        w.tx(&writes);
+        writes.extend(line);
+    }
+    writes.push((rec + 16, delta));
+    if room {
+        w.commit(&writes);
     }
     for &it in items.iter().rev() {
         w.unlock(600 + it, false);

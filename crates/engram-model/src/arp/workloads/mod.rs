@@ -8,11 +8,12 @@
 //!
 //! ## How every workload persists (and why it is correct under ARP)
 //!
-//! Updates are undo-logged critical sections ([`Worker::tx`]), under locks
-//! held until the end (two-phase locking). Each thread has two log areas and
-//! alternates between them:
+//! Updates are undo-logged critical sections, under locks held until the
+//! end (two-phase locking). Each thread has two log areas and alternates
+//! between them:
 //!
-//! 1. append `(addr, old value)` entries to the area; `sequence_point()`;
+//! 1. as each lock is taken, append `(addr, old value)` entries for the data
+//!    it guards to the area (no ordering among them); `sequence_point()`;
 //! 2. set the area's entry count; `sequence_point()`;
 //! 3. write the new values in place; `sequence_point()`;
 //! 4. set the count to 0 (commit), then release the locks.
@@ -110,11 +111,12 @@ pub struct Worker<'a> {
     ctx: Ctx<'a>,
     rng: u64,
     area: u64,
+    entries: u64,
 }
 
 impl<'a> Worker<'a> {
     fn new(rec: &'a Recorder, thread: u32, seed: u64) -> Self {
-        Worker { ctx: Ctx::new(rec, thread), rng: (seed ^ (thread as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1, area: 0 }
+        Worker { ctx: Ctx::new(rec, thread), rng: (seed ^ (thread as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1, area: 0, entries: 0 }
     }
 
     fn rand(&mut self, n: u64) -> u64 {
@@ -143,20 +145,34 @@ impl<'a> Worker<'a> {
         self.unlock(id, true);
     }
 
-    /// The undo-logged update of the module docs.
-    fn tx(&mut self, writes: &[(u64, u64)]) {
-        let log = self.ctx.thread as u64 * 2 * LOG_AREA + self.area * LOG_AREA;
-        self.area ^= 1;
-        let writes = &writes[..writes.len().min(MAX_ENTRIES as usize)];
-        // 1. the old values
-        for (k, &(addr, _)) in writes.iter().enumerate() {
-            let e = log + 8 + 16 * k as u64;
-            self.ctx.store(e, addr);
-            self.ctx.store(e + 8, self.load(addr));
+    /// Starts an undo-logged transaction (the module docs' protocol).
+    fn begin(&mut self) {
+        self.entries = 0;
+    }
+
+    /// Step 1, as soon as the lock guarding `addr` is held: log its old value.
+    fn log(&mut self, addr: u64) {
+        if self.entries >= MAX_ENTRIES {
+            return;
         }
+        let e = self.log_area() + 8 + 16 * self.entries;
+        self.ctx.store(e, addr);
+        self.ctx.store(e + 8, self.load(addr));
+        self.entries += 1;
+    }
+
+    fn log_area(&self) -> u64 {
+        self.ctx.thread as u64 * 2 * LOG_AREA + self.area * LOG_AREA
+    }
+
+    /// Steps 2-4: validate the log, write the new values (each logged
+    /// before), commit. Flips to the other log area for the next transaction.
+    fn commit(&mut self, writes: &[(u64, u64)]) {
+        let log = self.log_area();
+        self.area ^= 1;
         self.ctx.sequence_point();
-        // 2. the count makes them valid
-        self.ctx.store(log, writes.len() as u64);
+        // 2. the count makes the entries valid
+        self.ctx.store(log, self.entries);
         self.ctx.sequence_point();
         // 3. the new values
         for &(addr, v) in writes {
@@ -165,6 +181,15 @@ impl<'a> Worker<'a> {
         self.ctx.sequence_point();
         // 4. commit
         self.ctx.store(log, 0);
+    }
+
+    /// A transaction whose locks are all taken already: log everything, commit.
+    fn tx(&mut self, writes: &[(u64, u64)]) {
+        self.begin();
+        for &(addr, _) in writes {
+            self.log(addr);
+        }
+        self.commit(writes);
     }
 }
 
