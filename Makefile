@@ -13,8 +13,11 @@ APT_PACKAGES := libpmemobj-dev pkg-config
 # The benchmark plots are drawn with a TrueType font read at run time.
 BENCH_APT_PACKAGES := fonts-dejavu-core
 CARGO ?= cargo
+# The C++ ARP library (cpp/): CMake, GoogleTest, a C++17 compiler.
+CPP_APT_PACKAGES := cmake g++ libgtest-dev
+CPP_BUILD := target/cpp
 
-.PHONY: run test bench deps bench-deps apt build clean
+.PHONY: run test bench deps bench-deps apt build clean test-cpp bench-arp
 
 deps:
 	@$(MAKE) --no-print-directory apt PKGS="$(APT_PACKAGES)"
@@ -36,13 +39,32 @@ run:
 	@mkdir -p data
 	$(CARGO) run --release -q -p engram-cli -- demo data/demo.pool
 
-test: deps
+test: deps test-cpp
 	$(CARGO) build --workspace --all-targets
 	$(CARGO) test --workspace
+
+# Builds cpp/, runs its GoogleTest suite, and checks the sps trace the suite
+# wrote (C++ trace mode) with the Rust ARP checker and sps's recovery.
+test-cpp:
+	@$(MAKE) --no-print-directory apt PKGS="$(CPP_APT_PACKAGES)"
+	cmake -S cpp -B $(CPP_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(CPP_BUILD) -j2
+	cd $(CPP_BUILD) && ENGRAM_ARP_TRACE_OUT=$(abspath $(CPP_BUILD))/sps.trace ctest --output-on-failure
+	$(CARGO) run -q -p engram-model --bin engram-arp -- check $(CPP_BUILD)/sps.trace sps --model ARP
+
+# Acquire-release persistency: x86 timings of each mapping (C++, tmpfs), then
+# Table 5 / Table 2 / Figures 4-5 and the checker into docs/bench/arp.md.
+bench-arp: bench-deps
+	@$(MAKE) --no-print-directory apt PKGS="$(CPP_APT_PACKAGES)"
+	cmake -S cpp -B $(CPP_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(CPP_BUILD) -j2
+	$(CPP_BUILD)/arp_bench time --dir /dev/shm --ops 20000 --reps 5 > docs/bench/arp-x86.csv
+	$(CARGO) run --release -p engram-bench -- arp --out docs/bench --x86 docs/bench/arp-x86.csv
 
 bench: bench-deps
 	$(CARGO) run --release -p engram-bench -- all --out docs/bench
 	$(CARGO) run --release -p engram-bench -- stm --out docs/bench
+	$(MAKE) --no-print-directory bench-arp
 	$(CARGO) run --release -q -p engram-cli -- crashtest --deep
 
 clean:
