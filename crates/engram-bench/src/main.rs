@@ -53,6 +53,8 @@ enum Command {
     Sps(RunArgs),
     /// The persistent-STM benchmarks (src/stm/): PSTM vs no-flush vs PMDK; stm.md with --out.
     Stm(engram_bench::stm::cli::StmArgs),
+    /// Acquire-release persistency (engram-model arp): Table 5, Table 2, Figures 4/5, x86 mappings; arp.md with --out.
+    Arp(engram_bench::arp::ArpArgs),
     /// Runs one measurement and prints its result line (used by the runner).
     #[command(hide = true)]
     RunOne(RunOneArgs),
@@ -104,6 +106,7 @@ fn main() -> ExitCode {
     let (suites, mut args, default_out): (&[Suite], RunArgs, Option<&str>) = match cli.command {
         Command::RunOne(a) => return run_one(a),
         Command::Stm(a) => return engram_bench::stm::cli::main(a),
+        Command::Arp(a) => return engram_bench::arp::main(a),
         Command::All(a) => (&Suite::ALL, a, Some("docs/bench")),
         Command::BinaryTrees(a) => (&[Suite::BinaryTrees], a, None),
         Command::Nbody(a) => (&[Suite::Nbody], a, None),

@@ -40,7 +40,7 @@ pub enum PlotError {
 }
 
 /// Registers the first font found as `sans-serif`. Idempotent.
-fn register_font() -> Result<(), PlotError> {
+pub(crate) fn register_font() -> Result<(), PlotError> {
     static DONE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let ok = *DONE.get_or_init(|| {
         FONT_PATHS.iter().any(|p| match std::fs::read(p) {
