@@ -115,3 +115,33 @@ fn fewer_epochs_never_take_longer_on_a_single_thread() {
     let ideal = simulate(&t, SimModel::Ideal, &timing);
     assert!(arp.time_ns <= scp.time_ns && ideal.time_ns <= arp.time_ns, "{scp:?} {arp:?} {ideal:?}");
 }
+
+/// Every image Px86 allows at any point of a one-thread trace mapped to
+/// x86 is one the language-level model allows: the mapping table is sound.
+fn px86_images(t: &engram_model::Trace) -> std::collections::HashSet<Vec<u8>> {
+    let mut m = engram_model::px86::Px86::new(t.base.clone());
+    let mut out: std::collections::HashSet<Vec<u8>> = m.crash_state().all_images().into_iter().collect();
+    for e in &t.events {
+        m.apply(e);
+        out.extend(m.crash_state().all_images());
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    #[test]
+    fn x86_mapping_is_sound_under_px86(steps in program()) {
+        let one: Vec<_> = steps.iter().map(|&(_, k, o, f)| (0, k, o, f)).collect();
+        let t = build(&one, true);
+        for m in [Model::Scp, Model::Epoch, Model::Rcbsp, Model::Arp, Model::ArpVa] {
+            let mapped = engram_model::arp::x86::map(&t, m);
+            let x86 = px86_images(&engram_model::arp::x86::to_px86(&mapped));
+            let allowed = engram_model::arp::check::all_images(&t, m);
+            for img in &x86 {
+                prop_assert!(allowed.contains(img), "{:?}: Px86 allows an image the model forbids\n{}", m, mapped.to_text());
+            }
+        }
+    }
+}

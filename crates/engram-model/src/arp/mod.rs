@@ -75,6 +75,7 @@ pub mod order;
 pub mod sim;
 pub mod trace;
 pub mod workloads;
+pub mod x86;
 
 pub use check::{check, CheckConfig, CheckReport, IdealCount};
 pub use order::{pmo, Model, Pmo};
