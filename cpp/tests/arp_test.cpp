@@ -6,11 +6,12 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 
 #include "engram/arp.hpp"
-#include "sps.hpp"
+#include "workloads.hpp"
 
 using namespace engram;
 
@@ -139,21 +140,50 @@ TEST(Trace, WritesTheTextFormatWithReadsFrom) {
   ::unlink(path.c_str());
 }
 
-TEST(Workload, SpsKeepsAPermutationAndWritesATrace) {
-  auto path = tmp_path("sps");
-  Pool p = Pool::create(path, workloads::kPoolSize);
-  workloads::sps_init(p);
+/// Runs a workload in trace mode; the trace goes to $ENGRAM_ARP_TRACE_DIR for
+/// the Rust checker (make test-cpp).
+static void traced(workloads::Bench b, const std::function<void(const Pool&, workloads::Locks&)>& check) {
+  auto path = tmp_path(workloads::bench_name(b));
+  Pool p = Pool::create(path, workloads::pool_size(b));
+  workloads::init(p, b);
   Reset reset;
   Tracer t(p);
   Runtime::init(Model::arp, &p, &t);
-  workloads::SpsLocks locks;
-  workloads::sps_run(p, locks, 8, 5, 3);
-  EXPECT_EQ(locks.swaps, 40u);
-  std::vector<std::uint64_t> v;
-  for (std::uint64_t i = 0; i < workloads::kN; ++i) v.push_back(*p.at<std::uint64_t>(workloads::kData + 8 * i));
-  std::sort(v.begin(), v.end());
-  for (std::uint64_t i = 0; i < workloads::kN; ++i) EXPECT_EQ(v[i], i + 1);
-  // keep the trace for the Rust checker (make test-cpp)
-  if (const char* out = std::getenv("ENGRAM_ARP_TRACE_OUT")) t.write(out);
+  workloads::Locks locks;
+  workloads::run(p, b, locks, 8, 6, 3);
+  check(p, locks);
+  if (const char* dir = std::getenv("ENGRAM_ARP_TRACE_DIR")) t.write(std::string(dir) + "/" + workloads::bench_name(b) + ".trace");
   ::unlink(path.c_str());
 }
+
+TEST(Workload, SpsKeepsAPermutation) {
+  traced(workloads::Bench::sps, [](const Pool& p, workloads::Locks& locks) {
+    EXPECT_EQ(locks.swaps, 48u);
+    std::vector<std::uint64_t> v;
+    for (std::uint64_t i = 0; i < workloads::kSpsN; ++i) v.push_back(*p.at<std::uint64_t>(workloads::kData + 8 * i));
+    std::sort(v.begin(), v.end());
+    for (std::uint64_t i = 0; i < workloads::kSpsN; ++i) EXPECT_EQ(v[i], i + 1);
+  });
+}
+
+TEST(Workload, TatpChecksumsMatch) {
+  traced(workloads::Bench::tatp, [](const Pool& p, workloads::Locks&) {
+    for (std::uint64_t s = 0; s < workloads::kTatpSubs; ++s) {
+      auto loc = *p.at<std::uint64_t>(workloads::kData + 16 * s);
+      EXPECT_EQ(*p.at<std::uint64_t>(workloads::kData + 16 * s + 8), workloads::mix(s, loc));
+    }
+  });
+}
+
+TEST(Workload, YcsbRecordsAreWhole) {
+  traced(workloads::Bench::ycsb_a, [](const Pool& p, workloads::Locks&) {
+    for (std::uint64_t r = 0; r < workloads::kYcsbRecords; ++r) {
+      auto rec = workloads::kData + 64 * r;
+      auto v = *p.at<std::uint64_t>(rec);
+      for (std::uint64_t f = 0; f < 4; ++f)
+        EXPECT_EQ(*p.at<std::uint64_t>(rec + 8 + 8 * f), v == 0 ? workloads::mix(r, f) : workloads::mix(r, v * 8 + f));
+    }
+  });
+}
+
+TEST(Workload, UnknownNameIsATypedError) { EXPECT_THROW(workloads::parse_bench("tpcc-ish"), Error); }

@@ -144,10 +144,10 @@ mutant is caught depends on the recorded run containing two transactions on the 
 different threads, and on the sampled images containing the bad one: \"not caught\" means not \
 found in this run's sample, not proved correct.\n";
 
-const X86_NOTES: &str = "What this measures: sps (8 threads swapping, 2 volatile antagonists) \
-compiled against `engram/arp.hpp` with each model's x86 mapping, on a tmpfs file, best of the \
+const X86_NOTES: &str = "What this measures: sps, TATP and YCSB-A (8 threads, 2 volatile \
+antagonists) compiled against `engram/arp.hpp` (`cpp/bench/workloads.hpp`) with each model's x86 mapping, on a tmpfs file, best of the \
 repetitions. On x86 every persist is a store plus CLWB in every model; the models differ only \
-in how many SFENCEs they issue (the column per swap): SCP one per persist, RCBSP one per \
+in how many SFENCEs they issue (the column per operation): SCP one per persist, RCBSP one per \
 acquire and release, ARP one per release (TSO orders acquires for free), ARP+VA none for \
 annotated releases, epoch only at sequence points. On tmpfs CLWB writes back to DRAM, so an \
 SFENCE costs roughly a store-buffer drain, not a media write: the differences are small and \
@@ -156,14 +156,16 @@ says so. Real persistent memory (or eADR, where SFENCE orders nothing durable) c
 picture; this machine has neither.\n";
 
 fn x86_table(csv: &str) -> String {
-    let mut s = String::from("| model | seconds | swaps/s | SFENCE per swap | CLWB per swap |\n|---|---|---|---|---|\n");
-    for line in csv.lines().skip(1) {
-        let f: Vec<&str> = line.split(',').collect();
-        if f.len() == 6 {
-            let _ = writeln!(s, "| {} | {} | {} | {} | {} |", f[0], f[1], f[3], f[4], f[5]);
-        }
+    let mut s = String::from("| workload | model | seconds | operations/s | SFENCE per op | CLWB per op |\n|---|---|---|---|---|---|\n");
+    for f in x86_rows(csv) {
+        let _ = writeln!(s, "| {} | {} | {} | {} | {} | {} |", f[0], f[1], f[2], f[4], f[5], f[6]);
     }
     s
+}
+
+/// The CSV's data rows (workload, model, seconds, ops, ops/s, sfence/op, clwb/op).
+fn x86_rows(csv: &str) -> Vec<Vec<String>> {
+    csv.lines().skip(1).map(|l| l.split(',').map(str::to_string).collect::<Vec<_>>()).filter(|f| f.len() == 7).collect()
 }
 
 fn plots(rows: &[BenchEval], x86: Option<&str>, dir: &Path) -> Result<(), String> {
@@ -177,12 +179,20 @@ fn plots(rows: &[BenchEval], x86: Option<&str>, dir: &Path) -> Result<(), String
     let f4 = series(&SimModel::ALL, &|r, m| r.sim(m).time_ns as f64 / r.sim(SimModel::Scp).time_ns.max(1) as f64);
     bars(&dir.join("arp-figure4.png"), "Simulated time, normalised to SCP (Figure 4)", &names, &f4)?;
     if let Some(csv) = x86 {
-        let pts: Vec<(String, f64)> = csv.lines().skip(1).filter_map(|l| {
-            let f: Vec<&str> = l.split(',').collect();
-            Some((f.first()?.to_string(), f.get(3)?.parse().ok()?))
-        }).collect();
-        let series: Vec<(String, Vec<f64>)> = pts.iter().map(|(n, v)| (n.clone(), vec![*v / 1000.0])).collect();
-        bars(&dir.join("arp-x86.png"), "sps on x86/tmpfs: thousand swaps per second", &["sps".to_string()], &series)?;
+        let rows = x86_rows(csv);
+        let mut groups: Vec<String> = rows.iter().map(|f| f[0].clone()).collect();
+        groups.dedup();
+        let mut models: Vec<String> = rows.iter().map(|f| f[1].clone()).collect();
+        models.sort();
+        models.dedup();
+        let series: Vec<(String, Vec<f64>)> = models
+            .iter()
+            .map(|m| {
+                let v = groups.iter().map(|g| rows.iter().find(|f| &f[0] == g && &f[1] == m).and_then(|f| f[4].parse::<f64>().ok()).unwrap_or(0.0) / 1000.0);
+                (m.clone(), v.collect())
+            })
+            .collect();
+        bars(&dir.join("arp-x86.png"), "x86 on tmpfs: thousand operations per second", &groups, &series)?;
     }
     Ok(())
 }
