@@ -182,9 +182,12 @@ fn plots(rows: &[BenchEval], x86: Option<&str>, dir: &Path) -> Result<(), String
         let rows = x86_rows(csv);
         let mut groups: Vec<String> = rows.iter().map(|f| f[0].clone()).collect();
         groups.dedup();
-        let mut models: Vec<String> = rows.iter().map(|f| f[1].clone()).collect();
-        models.sort();
-        models.dedup();
+        let mut models: Vec<String> = Vec::new();
+        for f in &rows {
+            if !models.contains(&f[1]) {
+                models.push(f[1].clone());
+            }
+        }
         let series: Vec<(String, Vec<f64>)> = models
             .iter()
             .map(|m| {
