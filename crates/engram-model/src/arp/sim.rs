@@ -144,10 +144,7 @@ pub fn epochs(trace: &ArpTrace, model: SimModel) -> Epochs {
     let mut threads: HashMap<u32, ThreadEpoch> = HashMap::new();
     let mut release_epoch: HashMap<usize, usize> = HashMap::new();
     for (i, e) in trace.events.iter().enumerate() {
-        if !threads.contains_key(&e.thread) {
-            threads.insert(e.thread, ThreadEpoch { cur: new_epoch(&mut ep, None), wait_for_acq: false });
-        }
-        let Some(th) = threads.get_mut(&e.thread) else { continue };
+        let th = threads.entry(e.thread).or_insert_with(|| ThreadEpoch { cur: new_epoch(&mut ep, None), wait_for_acq: false });
         let seen = |x: &ArpEvent| !(model.honours_va() && x.va);
         let acq = e.is_acquire() && seen(e);
         let rel = e.is_release() && seen(e);
