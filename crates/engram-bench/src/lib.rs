@@ -13,6 +13,7 @@
 //! (node count, energy, checksum) for the same parameters, so a benchmark
 //! run can check them against each other before it reports any ratio.
 
+pub mod arp;
 pub mod chart;
 pub mod child;
 pub mod engram_impl;

@@ -55,6 +55,8 @@ enum Command {
     Stm(engram_bench::stm::cli::StmArgs),
     /// Persistent memoization (fib 150,000) and restartable streams; laziness.md with --out.
     Lazy(engram_bench::lazy::LazyArgs),
+    /// Acquire-release persistency (engram-model arp): Table 5, Table 2, Figures 4/5, x86 mappings; arp.md with --out.
+    Arp(engram_bench::arp::ArpArgs),
     /// Runs one measurement and prints its result line (used by the runner).
     #[command(hide = true)]
     RunOne(RunOneArgs),
@@ -107,6 +109,7 @@ fn main() -> ExitCode {
         Command::RunOne(a) => return run_one(a),
         Command::Stm(a) => return engram_bench::stm::cli::main(a),
         Command::Lazy(a) => return engram_bench::lazy::main(a),
+        Command::Arp(a) => return engram_bench::arp::main(a),
         Command::All(a) => (&Suite::ALL, a, Some("docs/bench")),
         Command::BinaryTrees(a) => (&[Suite::BinaryTrees], a, None),
         Command::Nbody(a) => (&[Suite::Nbody], a, None),

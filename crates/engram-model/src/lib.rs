@@ -12,6 +12,7 @@
 //! produce a trace can use it. [`brute`] is an independent, exhaustive
 //! reference semantics for tiny traces, used to cross-check the explorer.
 
+pub mod arp;
 pub mod brute;
 pub mod explore;
 pub mod px86;

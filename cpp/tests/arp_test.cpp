@@ -1,0 +1,189 @@
+// GoogleTest suite of the C++ ARP library: the pool seam, persistent<T>
+// semantics, the x86 mapping of each model (which fences it issues), and
+// trace mode (the text format engram-model reads; checked by the Rust
+// checker in `make test-cpp`).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+
+#include "engram/arp.hpp"
+#include "workloads.hpp"
+
+using namespace engram;
+
+namespace {
+std::string tmp_path(const char* name) { return std::string(::testing::TempDir()) + name + std::to_string(::getpid()); }
+
+struct Reset {
+  ~Reset() { Runtime::init(Model::arp, nullptr, nullptr); }
+};
+}  // namespace
+
+TEST(Pool, CreateOpenOffsets) {
+  auto path = tmp_path("pool");
+  {
+    Pool p = Pool::create(path, 4096);
+    EXPECT_EQ(p.size(), 4096u);
+    auto* w = p.at<std::uint64_t>(64);
+    *w = 42;
+    EXPECT_TRUE(p.contains(w));
+    EXPECT_EQ(p.offset_of(w), 64u);
+    int local = 0;
+    EXPECT_FALSE(p.contains(&local));
+  }
+  Pool q = Pool::open(path);
+  EXPECT_EQ(*q.at<std::uint64_t>(64), 42u);
+  ::unlink(path.c_str());
+}
+
+TEST(Pool, BadInputIsATypedError) {
+  try {
+    Pool::open("/nonexistent/dir/pool");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::io);
+  }
+  auto path = tmp_path("pool2");
+  Pool p = Pool::create(path, 128);
+  EXPECT_THROW(p.at<std::uint64_t>(128), Error);
+  EXPECT_THROW(p.at<std::uint64_t>(3), Error);
+  int local = 0;
+  EXPECT_THROW(p.offset_of(&local), Error);
+  EXPECT_THROW(Pool::create(path, 0), Error);
+  EXPECT_THROW(parse_model("tso"), Error);
+  EXPECT_EQ(parse_model("arp_va"), Model::arp_va);
+  ::unlink(path.c_str());
+}
+
+TEST(Persistent, AtomicOperations) {
+  persistent<std::uint64_t> v{5};
+  EXPECT_FALSE(v.is_persistent());
+  v.store(7, std::memory_order_release);
+  EXPECT_EQ(v.load(std::memory_order_acquire), 7u);
+  EXPECT_EQ(v.exchange(9), 7u);
+  std::uint64_t expected = 1;
+  EXPECT_FALSE(v.compare_exchange_strong(expected, 3));
+  EXPECT_EQ(expected, 9u);
+  EXPECT_TRUE(v.compare_exchange_strong(expected, 3, std::memory_order_acq_rel, volatile_sync));
+  EXPECT_EQ(v.fetch_add(2), 3u);
+  EXPECT_EQ(v.load(), 5u);
+}
+
+/// Per model: persist x, release a lock, acquire it, persist y, sequence
+/// point. Returns the SFENCEs issued.
+static std::uint64_t fences_for(Model m, Annotation a) {
+  auto path = tmp_path("map");
+  Pool p = Pool::create(path, 4096);
+  Reset reset;
+  Runtime::init(m, &p);
+  Runtime::stats() = MappingStats{};
+  auto& x = *p.at<persistent<std::uint64_t>>(0);
+  auto& y = *p.at<persistent<std::uint64_t>>(64);
+  persistent<std::uint64_t> lock{0};
+  EXPECT_TRUE(x.is_persistent());
+  x.store(1, std::memory_order_relaxed);
+  lock.store(1, std::memory_order_release, a);
+  lock.load(std::memory_order_acquire, a);
+  y.store(1, std::memory_order_relaxed);
+  sequence_point();
+  EXPECT_EQ(Runtime::stats().persists, 2u);
+  EXPECT_EQ(Runtime::stats().clwb, 2u);
+  ::unlink(path.c_str());
+  return Runtime::stats().sfence;
+}
+
+TEST(Mapping, WhereEachModelFences) {
+  // sequence point: 1 SFENCE in every model
+  EXPECT_EQ(fences_for(Model::scp, Annotation::none), 2u + 1);    // one per persist
+  EXPECT_EQ(fences_for(Model::epoch, Annotation::none), 1u);      // only the sequence point
+  EXPECT_EQ(fences_for(Model::rcbsp, Annotation::none), 2u + 1);  // release and acquire
+  EXPECT_EQ(fences_for(Model::arp, Annotation::none), 1u + 1);    // release only: TSO orders the acquire
+  EXPECT_EQ(fences_for(Model::arp_va, Annotation::none), 1u + 1);
+  EXPECT_EQ(fences_for(Model::arp_va, volatile_sync), 1u);        // annotated release: free
+  EXPECT_EQ(fences_for(Model::arp, volatile_sync), 1u + 1);       // ARP ignores annotations
+}
+
+TEST(Trace, WritesTheTextFormatWithReadsFrom) {
+  auto path = tmp_path("trace");
+  Pool p = Pool::create(path, 256);
+  p.at<std::uint64_t>(128)[0] = 0x0102;
+  Reset reset;
+  Tracer t(p);
+  Runtime::init(Model::arp, &p, &t);
+  auto& x = *p.at<persistent<std::uint64_t>>(0);
+  persistent<std::uint64_t> flag{0};
+  x.store(1, std::memory_order_relaxed);
+  flag.store(1, std::memory_order_release);
+  std::thread([&] {
+    EXPECT_EQ(flag.load(std::memory_order_acquire), 1u);
+    sequence_point();
+  }).join();
+  std::string s = t.text();
+  std::istringstream in(s);
+  std::string line;
+  std::vector<std::string> lines;
+  while (std::getline(in, line)) lines.push_back(line);
+  ASSERT_GE(lines.size(), 6u) << s;
+  EXPECT_EQ(lines[0], "arp-trace 1 base=256");
+  EXPECT_EQ(lines[1].rfind("init 0x80 0201", 0), 0u) << s;
+  EXPECT_EQ(lines[2], "0 st p rlx 0x0 0100000000000000");
+  EXPECT_EQ(lines[3], "0 clwb 0x0");
+  EXPECT_EQ(lines[4], "0 sfence");  // ARP: before the release
+  EXPECT_NE(lines[5].find("0 st v rel "), std::string::npos) << lines[5];
+  EXPECT_NE(lines[6].find("1 ld v acq "), std::string::npos) << lines[6];
+  EXPECT_NE(lines[6].find(" 8 rf=3"), std::string::npos) << lines[6];
+  EXPECT_EQ(lines[7], "1 sp");
+  ::unlink(path.c_str());
+}
+
+/// Runs a workload in trace mode; the trace goes to $ENGRAM_ARP_TRACE_DIR for
+/// the Rust checker (make test-cpp).
+static void traced(workloads::Bench b, const std::function<void(const Pool&, workloads::Locks&)>& check) {
+  auto path = tmp_path(workloads::bench_name(b));
+  Pool p = Pool::create(path, workloads::pool_size(b));
+  workloads::init(p, b);
+  Reset reset;
+  Tracer t(p);
+  Runtime::init(Model::arp, &p, &t);
+  workloads::Locks locks;
+  workloads::run(p, b, locks, 8, 6, 3);
+  check(p, locks);
+  if (const char* dir = std::getenv("ENGRAM_ARP_TRACE_DIR")) t.write(std::string(dir) + "/" + workloads::bench_name(b) + ".trace");
+  ::unlink(path.c_str());
+}
+
+TEST(Workload, SpsKeepsAPermutation) {
+  traced(workloads::Bench::sps, [](const Pool& p, workloads::Locks& locks) {
+    EXPECT_EQ(locks.swaps, 48u);
+    std::vector<std::uint64_t> v;
+    for (std::uint64_t i = 0; i < workloads::kSpsN; ++i) v.push_back(*p.at<std::uint64_t>(workloads::kData + 8 * i));
+    std::sort(v.begin(), v.end());
+    for (std::uint64_t i = 0; i < workloads::kSpsN; ++i) EXPECT_EQ(v[i], i + 1);
+  });
+}
+
+TEST(Workload, TatpChecksumsMatch) {
+  traced(workloads::Bench::tatp, [](const Pool& p, workloads::Locks&) {
+    for (std::uint64_t s = 0; s < workloads::kTatpSubs; ++s) {
+      auto loc = *p.at<std::uint64_t>(workloads::kData + 16 * s);
+      EXPECT_EQ(*p.at<std::uint64_t>(workloads::kData + 16 * s + 8), workloads::mix(s, loc));
+    }
+  });
+}
+
+TEST(Workload, YcsbRecordsAreWhole) {
+  traced(workloads::Bench::ycsb_a, [](const Pool& p, workloads::Locks&) {
+    for (std::uint64_t r = 0; r < workloads::kYcsbRecords; ++r) {
+      auto rec = workloads::kData + 64 * r;
+      auto v = *p.at<std::uint64_t>(rec);
+      for (std::uint64_t f = 0; f < 4; ++f)
+        EXPECT_EQ(*p.at<std::uint64_t>(rec + 8 + 8 * f), v == 0 ? workloads::mix(r, f) : workloads::mix(r, v * 8 + f));
+    }
+  });
+}
+
+TEST(Workload, UnknownNameIsATypedError) { EXPECT_THROW(workloads::parse_bench("tpcc-ish"), Error); }
