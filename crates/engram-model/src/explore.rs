@@ -124,6 +124,7 @@ pub fn explore(
 /// happened before) passed to `check` too: a check can then demand what
 /// the traced program had been promised by then (a commit that returned
 /// before that event must survive).
+#[allow(clippy::type_complexity)] // one callback signature, spelled out once
 pub fn explore_indexed(
     trace: &Trace,
     cfg: &Config,

@@ -148,10 +148,13 @@ impl Settings {
 /// (see [`note_returned`]; 0 if the workload records none).
 type Invariant = dyn Fn(&Pool, u64) -> std::result::Result<(), String>;
 
+/// The tracer of a running workload, and the commits it saw return:
+/// (trace position, commits returned by then).
+type Returned = (Option<std::sync::Arc<Tracer>>, Vec<(usize, u64)>);
+
 thread_local! {
-    /// The tracer of the workload running on this thread, and the commits
-    /// it saw return: (trace position, commits returned by then).
-    static RETURNED: std::cell::RefCell<(Option<std::sync::Arc<Tracer>>, Vec<(usize, u64)>)> =
+    /// This thread's workload's [`Returned`].
+    static RETURNED: std::cell::RefCell<Returned> =
         const { std::cell::RefCell::new((None, Vec::new())) };
 }
 

@@ -95,11 +95,11 @@ impl FlushInstr {
     }
 
     /// The same instruction for the persistency model.
-    pub fn kind(self) -> engram_model::FlushKind {
+    pub fn kind(self) -> crate::trace::FlushKind {
         match self {
-            FlushInstr::Clwb => engram_model::FlushKind::Clwb,
-            FlushInstr::Clflushopt => engram_model::FlushKind::Clflushopt,
-            FlushInstr::Clflush => engram_model::FlushKind::Clflush,
+            FlushInstr::Clwb => crate::trace::FlushKind::Clwb,
+            FlushInstr::Clflushopt => crate::trace::FlushKind::Clflushopt,
+            FlushInstr::Clflush => crate::trace::FlushKind::Clflush,
         }
     }
 

@@ -5,6 +5,18 @@
 //! then behaves as `Process`. Build with `--features testing` (as
 //! `engram crashtest` and the engine's tests do) for the real recorder.
 
+/// The flush instruction a trace records (the persistency model's own type
+/// with the `testing` feature).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlushKind {
+    /// CLWB: write back, keep the line.
+    Clwb,
+    /// CLFLUSHOPT: write back and invalidate, weakly ordered.
+    Clflushopt,
+    /// CLFLUSH: write back and invalidate, ordered with stores.
+    Clflush,
+}
+
 /// No tracer exists without the `testing` feature.
 #[derive(Debug)]
 pub enum Tracer {}
@@ -22,7 +34,7 @@ impl Tracer {
     pub(crate) fn store(&self, _addr: u64, _len: u64) {
         match *self {}
     }
-    pub(crate) fn flush(&self, _addr: u64, _len: u64) {
+    pub(crate) fn flush(&self, _addr: u64, _len: u64, _kind: FlushKind) {
         match *self {}
     }
     pub(crate) fn fence(&self, _what: &'static str) {

@@ -56,6 +56,7 @@ fn same_word(t: &ArpTrace, a: usize, b: usize) -> bool {
 /// Epoch persistency: `a ≤p b` iff `a ≤hb s ≤hb b` for a sequence point or
 /// full fence `s` (hb = sequenced-before ∪ synchronizes-with, transitively),
 /// plus same-word coherence, closed transitively.
+#[allow(clippy::needless_range_loop)] // relation matrices read best with indices
 fn epoch_edges(t: &ArpTrace) -> Vec<Vec<bool>> {
     let n = t.events.len();
     let sw = t.synchronizes_with();
@@ -84,6 +85,7 @@ fn epoch_edges(t: &ArpTrace) -> Vec<Vec<bool>> {
     r
 }
 
+#[allow(clippy::needless_range_loop)] // Warshall over a matrix
 fn close(r: &mut [Vec<bool>]) {
     let n = r.len();
     for k in 0..n {

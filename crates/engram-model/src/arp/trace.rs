@@ -88,17 +88,51 @@ impl MemOrder {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Op {
     /// A store of `data` at `addr`.
-    Store { addr: u64, data: Vec<u8>, space: Space, order: MemOrder },
+    Store {
+        /// Byte address.
+        addr: u64,
+        /// The bytes written.
+        data: Vec<u8>,
+        /// Persistent or volatile memory.
+        space: Space,
+        /// The C++ memory order.
+        order: MemOrder,
+    },
     /// A load of `len` bytes; `rf` is the event it read from (None: the initial value).
-    Load { addr: u64, len: u8, space: Space, order: MemOrder, rf: Option<usize> },
+    Load {
+        /// Byte address.
+        addr: u64,
+        /// Bytes read.
+        len: u8,
+        /// Persistent or volatile memory.
+        space: Space,
+        /// The C++ memory order.
+        order: MemOrder,
+        /// The event it read from (None: the initial value).
+        rf: Option<usize>,
+    },
     /// A read-modify-write that read from `rf` and wrote `data`.
-    Rmw { addr: u64, data: Vec<u8>, space: Space, order: MemOrder, rf: Option<usize> },
+    Rmw {
+        /// Byte address.
+        addr: u64,
+        /// The bytes written.
+        data: Vec<u8>,
+        /// Persistent or volatile memory.
+        space: Space,
+        /// The C++ memory order.
+        order: MemOrder,
+        /// The event it read from (None: the initial value).
+        rf: Option<usize>,
+    },
     /// `atomic_thread_fence(memory_order_seq_cst)`: a full (two-sided) fence.
     Fence,
     /// `engram::sequence_point()`: ends the thread's current persist epoch.
     SeqPoint,
     /// x86 mapping: CLWB of the line holding `addr` (ignored by the language models).
-    Clwb { addr: u64 },
+    Clwb {
+        /// Byte address.
+        addr: u64,
+    },
     /// x86 mapping: SFENCE (ignored by the language models).
     Sfence,
 }
@@ -161,9 +195,17 @@ impl ArpEvent {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TraceError {
     /// A line of the text format could not be read.
-    Syntax { line: usize, what: String },
+    Syntax {
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong with it.
+        what: String,
+    },
     /// `rf` of event `event` does not name an earlier write to the same location.
-    BadReadsFrom { event: usize },
+    BadReadsFrom {
+        /// Index of the offending event.
+        event: usize,
+    },
 }
 
 impl std::fmt::Display for TraceError {
@@ -309,7 +351,7 @@ fn hex(d: &[u8]) -> String {
 }
 
 fn unhex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 || s.is_empty() {
+    if s.len() & 1 == 1 || s.is_empty() {
         return None;
     }
     (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()

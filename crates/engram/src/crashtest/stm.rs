@@ -445,7 +445,7 @@ fn threads(h: &Harness, warm: bool) -> Result<Trace> {
             super::note_returned_at(at, c);
         }
     }
-    h.expect(move |pool, returned| check_bank_any(pool, returned));
+    h.expect(check_bank_any);
     Ok(trace)
 }
 
