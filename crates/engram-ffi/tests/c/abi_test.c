@@ -274,7 +274,7 @@ static void test_regions(void) {
     EXPECT(engram_free(r, 12345), ENGRAM_ERR_BAD_POINTER);
     EXPECT(engram_free(r, (uint64_t)(uintptr_t)head + 8), ENGRAM_ERR_BAD_POINTER); /* interior */
     OK(engram_free(r, (uint64_t)(uintptr_t)head->next->next));
-    EXPECT(engram_free(r, (uint64_t)(uintptr_t)head->next->next), ENGRAM_ERR_INVALID_ARGUMENT); /* twice */
+    EXPECT(engram_free(r, (uint64_t)(uintptr_t)head->next->next), ENGRAM_ERR_DOUBLE_FREE); /* twice */
     EXPECT(engram_root_set(r, "x", 12345, id, 0), ENGRAM_ERR_BAD_POINTER);
     EXPECT(engram_root_set(r, "", 0, id, 0), ENGRAM_ERR_INVALID_ARGUMENT);
     EXPECT(engram_root_set(r, NULL, 0, id, 0), ENGRAM_ERR_INVALID_ARGUMENT);
