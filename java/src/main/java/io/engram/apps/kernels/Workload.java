@@ -16,9 +16,15 @@ public final class Workload {
 
     /** Runs {@code ops} operations; returns a checksum of every value read. */
     public static long run(Seq s, long seed, int ops) {
+        return run(s, seed, ops, k -> { });
+    }
+
+    /** As {@link #run(Seq, long, int)}, calling {@code before} with each operation's index before it. */
+    public static long run(Seq s, long seed, int ops, java.util.function.IntConsumer before) {
         SplittableRandom r = new SplittableRandom(seed);
         long sum = 0;
         for (int k = 0; k < ops; k++) {
+            before.accept(k);
             int c = r.nextInt(10);
             int n = s.size();
             if (s.structural() && c == 0) {
