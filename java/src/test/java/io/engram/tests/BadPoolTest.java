@@ -124,6 +124,13 @@ class BadPoolTest {
         assertEquals("small", Roots.head.label);
     }
 
+    @Test
+    void openingWithoutTheAgentIsAClearError() throws Exception {
+        Process p = Pools.start(false, "noagent", Pools.fresh("bad-noagent").toString());
+        assertTrue(p.waitFor(120, java.util.concurrent.TimeUnit.SECONDS));
+        assertEquals(4, p.exitValue(), "NO_POOL naming -javaagent");
+    }
+
     /** Defines gen.Shape with field a (and b in the changed version). */
     static final class GenLoader extends ClassLoader {
         private final boolean changed;

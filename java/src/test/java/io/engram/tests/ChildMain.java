@@ -10,6 +10,7 @@ import java.nio.file.Path;
  * <li>{@code graph POOL}: writes the identity/sharing/cycle graph, then halts without closing</li>
  * <li>{@code bank POOL SEED OPS HALT_AT}: the Bank workload, halting at a step (-1: none, close)</li>
  * <li>{@code bank-forever POOL SEED}: the Bank workload until killed (prints "ready" once open)</li>
+ * <li>{@code noagent POOL}: exits 4 if opening without the agent is the clear NO_POOL error</li>
  * <li>{@code concurrent POOL THREADS OPS HALT_AFTER}: the concurrent workload, halting after
  *     HALT_AFTER appends in total (-1: close normally)</li>
  * </ul>
@@ -52,6 +53,15 @@ public final class ChildMain {
                 Engram e = Pools.open(pool);
                 Concurrent.run(Integer.parseInt(args[2]), Integer.parseInt(args[3]), Long.parseLong(args[4]));
                 e.close();
+            }
+            case "noagent" -> {
+                try {
+                    Pools.open(pool);
+                    System.exit(1);
+                } catch (io.engram.EngramException e) {
+                    System.exit(e.code() == io.engram.EngramException.Code.NO_POOL
+                            && e.getMessage().contains("-javaagent") ? 4 : 2);
+                }
             }
             default -> throw new IllegalArgumentException(args[0]);
         }

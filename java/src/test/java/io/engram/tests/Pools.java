@@ -42,9 +42,16 @@ public final class Pools {
     }
 
     public static Process start(String... args) throws IOException {
+        return start(true, args);
+    }
+
+    /** Starts a child JVM, with or without the agent. */
+    public static Process start(boolean agent, String... args) throws IOException {
         List<String> cmd = new ArrayList<>();
         cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-        cmd.add("-javaagent:" + System.getProperty("engram.agent.jar"));
+        if (agent) {
+            cmd.add("-javaagent:" + System.getProperty("engram.agent.jar"));
+        }
         cmd.add("--enable-native-access=ALL-UNNAMED");
         cmd.add("-Xshare:auto");
         cmd.add("-XX:TieredStopAtLevel=1");
