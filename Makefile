@@ -116,7 +116,7 @@ bench-java: java-deps
 # memcached-protocol server with Engram off, H2 MVStore and Engram.
 # JAVA_APPS_BENCH = RECORDS OPS THREADS STORES ENGRAM-DURABILITY; the issue's
 # full scale is "100000 1000000 1,2 off,h2,engram msync".
-JAVA_APPS_BENCH ?= 2000 5000 1,2 off,h2,engram msync
+JAVA_APPS_BENCH ?= 1000 2000 1,2 off,h2,engram msync
 bench-java-apps: java-deps
 	@if [ -z "$(JAVA25_HOME)" ]; then echo "bench-java-apps: SKIPPED: no JDK 25"; exit 0; fi
 	$(CARGO) build -p engram-ffi --release
