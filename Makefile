@@ -20,7 +20,7 @@ CARGO ?= cargo
 CPP_APT_PACKAGES := cmake g++ libgtest-dev
 CPP_BUILD := target/cpp
 
-.PHONY: run test lint bench deps bench-deps apt build clean test-c test-go go-deps ffi-lib bench-go test-java java-deps bench-java test-cpp bench-arp
+.PHONY: run test lint bench deps bench-deps apt build clean test-c test-go go-deps ffi-lib bench-go test-java java-deps bench-java test-cpp bench-arp bench-java-apps
 
 deps:
 	@$(MAKE) --no-print-directory apt PKGS="$(APT_PACKAGES)"
@@ -81,6 +81,7 @@ bench: bench-deps
 	$(CARGO) run --release -q -p engram-cli -- crashtest --deep
 	$(MAKE) --no-print-directory bench-go
 	$(MAKE) --no-print-directory bench-java
+	$(MAKE) --no-print-directory bench-java-apps
 
 clean:
 	$(CARGO) clean
@@ -170,3 +171,20 @@ bench-java: java-deps
 	  agent=target/engram-java-0.1.0-agent.jar; \
 	  echo "uninstrumented:"; $$run -javaagent:$$agent=exclude=io.engram.tests.StoreCost io.engram.tests.StoreCost target/pools baseline; \
 	  echo "instrumented:"; $$run -javaagent:$$agent io.engram.tests.StoreCost target/pools
+
+# The Java apps (java/src/main/java/io/engram/apps, docs/java-apps.md): the
+# kernels' marking counts, and YCSB (site.ycsb:core) against the
+# memcached-protocol server with Engram off, H2 MVStore and Engram.
+# JAVA_APPS_BENCH = RECORDS OPS THREADS STORES ENGRAM-DURABILITY; the issue's
+# full scale is "100000 1000000 1,2 off,h2,engram msync".
+JAVA_APPS_BENCH ?= 1000 2000 1,2 off,h2,engram msync
+bench-java-apps: java-deps
+	@if [ -z "$(JAVA25_HOME)" ]; then echo "bench-java-apps: SKIPPED: no JDK 25"; exit 0; fi
+	$(CARGO) build -p engram-ffi --release
+	cd java && JAVA_HOME=$(JAVA25_HOME) MAVEN_OPTS="--sun-misc-unsafe-memory-access=allow" $(MVN) -q -B -ntp \
+	  -DskipTests package dependency:build-classpath -Dmdep.outputFile=target/cp.txt
+	cd java && $(JAVA25_HOME)/bin/java -cp target/classes io.engram.apps.kernels.Markings src/main/java
+	cd java && $(JAVA25_HOME)/bin/java -Dengram.agent.jar=target/engram-java-0.1.0-agent.jar \
+	  -Dengram.lib=$(CURDIR)/target/release/libengram_ffi.so \
+	  -cp "target/test-classes:target/classes:$$(cat target/cp.txt)" io.engram.apps.bench.YcsbBench \
+	  ../docs/bench/java-ycsb $(JAVA_APPS_BENCH)
