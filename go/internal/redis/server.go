@@ -217,7 +217,7 @@ func (s *Server) readLoop(c *client) {
 				}
 				return
 			}
-			if args != nil {
+			if len(args) > 0 {
 				cmds = append(cmds, args)
 			}
 			if r.Buffered() == 0 || len(cmds) >= maxBatch {
@@ -387,7 +387,14 @@ func (c *client) restore(st clientState) {
 
 // runRequest executes a request's commands into r.out. An engram error
 // (pool full) aborts the transaction.
-func (s *Server) runRequest(tx *engram.Tx, r *request) error {
+func (s *Server) runRequest(tx *engram.Tx, r *request) (err error) {
+	defer func() {
+		// A bug in a command must not take the server down: the region
+		// is rolled back and the request answered with an error.
+		if p := recover(); p != nil {
+			err = fmt.Errorf("internal error in command: %v", p)
+		}
+	}()
 	r.out = W{b: r.out.b[:0], proto: r.c.proto}
 	for i, args := range r.cmds {
 		if _, blocked := s.blocked[r.c]; blocked {
