@@ -812,6 +812,12 @@ func cmdSRandMember(x *ctx) error {
 }
 
 func cmdSMove(x *ctx) error {
+	if e, err := x.lookup(x.args[1]); err != nil || e == nil {
+		if err == nil {
+			x.w.Int(0)
+		}
+		return err
+	}
 	src, se, ok, err := x.set(x.args[1])
 	if err != nil || !ok {
 		return err

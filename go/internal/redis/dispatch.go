@@ -30,10 +30,10 @@ type ctx struct {
 type cmdFunc func(x *ctx) error
 
 type command struct {
-	name  string
-	arity int // >0 exact, <0 at least -arity
-	fn    cmdFunc
-	flags string // "w" write, "r" read, "a" admin/no-auth, "m" allowed in MULTI as-is, "p" pubsub ok
+	name              string
+	arity             int // >0 exact, <0 at least -arity
+	fn                cmdFunc
+	flags             string // "w" write, "r" read, "a" admin/no-auth, "m" allowed in MULTI as-is, "p" pubsub ok
 	first, last, step int
 }
 

@@ -44,28 +44,28 @@ type Config struct {
 
 // Server is one engram-redis instance.
 type Server struct {
-	cfg      Config
-	pool     *engram.Pool
-	root     *pRoot
-	ln       net.Listener
-	reqs     chan *request
-	nextID   atomic.Int64
-	clients  map[int64]*client // executor-owned
-	mu       sync.Mutex        // guards conns for Close
-	conns    map[int64]*client
-	start    time.Time
-	recovery string
-	lastSave int64
-	watch    map[string]int64 // db/key -> version (executor-owned)
-	watchGen int64
-	pubsub   pubsubState
-	blocked  map[*client]*blockState
-	ready    map[string]bool // db/key of lists pushed in this batch
-	closed   chan struct{}
-	stats    struct{ cmds, conns, batches, keyspaceHits, keyspaceMiss int64 }
-	done     sync.WaitGroup
-	shutdown atomic.Bool
-	closeOnce atomic.Bool
+	cfg          Config
+	pool         *engram.Pool
+	root         *pRoot
+	ln           net.Listener
+	reqs         chan *request
+	nextID       atomic.Int64
+	clients      map[int64]*client // executor-owned
+	mu           sync.Mutex        // guards conns for Close
+	conns        map[int64]*client
+	start        time.Time
+	recovery     string
+	lastSave     int64
+	watch        map[string]int64 // db/key -> version (executor-owned)
+	watchGen     int64
+	pubsub       pubsubState
+	blocked      map[*client]*blockState
+	ready        map[string]bool // db/key of lists pushed in this batch
+	closed       chan struct{}
+	stats        struct{ cmds, conns, batches, keyspaceHits, keyspaceMiss int64 }
+	done         sync.WaitGroup
+	shutdown     atomic.Bool
+	closeOnce    atomic.Bool
 	needCollect  bool
 	shutdownReq  bool
 	expireCursor [numDBs]uint64

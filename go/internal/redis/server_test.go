@@ -223,7 +223,7 @@ func TestBadInput(t *testing.T) {
 	s, c := start(t, filepath.Join(tmpDir(t), "r.pool"), 0)
 	m(c.Set(ctx, "keep", "1", 0).Result())
 	for _, in := range []string{
-		"*1\r\n$1099511627776\r\n",  // bulk length 2^40
+		"*1\r\n$1099511627776\r\n",   // bulk length 2^40
 		"*2\r\n$3\r\nGET\r\n:12\r\n", // not a bulk
 		"*x\r\n",
 		"*3\r\n$3\r\nSET\r\n$1\r\na", // unterminated, then close
