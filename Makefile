@@ -14,7 +14,7 @@ APT_PACKAGES := libpmemobj-dev pkg-config
 BENCH_APT_PACKAGES := fonts-dejavu-core
 CARGO ?= cargo
 
-.PHONY: run test bench deps bench-deps apt build clean test-c test-go go-deps ffi-lib bench-go
+.PHONY: run test bench deps bench-deps apt build clean test-c test-go go-deps ffi-lib bench-go redis test-redis redis-deps
 
 deps:
 	@$(MAKE) --no-print-directory apt PKGS="$(APT_PACKAGES)"
@@ -36,7 +36,7 @@ run:
 	@mkdir -p data
 	$(CARGO) run --release -q -p engram-cli -- demo data/demo.pool
 
-test: deps test-c test-go
+test: deps test-c test-go test-redis
 	$(CARGO) build --workspace --all-targets
 	$(CARGO) test --workspace
 
@@ -86,3 +86,34 @@ bench-go: bench-deps go-deps
 	$(MAKE) --no-print-directory ffi-lib FFI_PROFILE=release
 	$(CARGO) build --release -p engram-bench
 	cd go && $(GO_ENV) $(GO) run ./cmd/engram-gobench -rust $(CURDIR)/target/release/engram-bench -dir /dev/shm -out $(CURDIR)/docs/bench/go.md
+
+# ----- engram-redis (go/cmd/engram-redis, go/internal/redis; docs/redis.md)
+# Debian's redis-server and redis-tools: the differential test's reference
+# server and the redis-cli / redis-benchmark smoke run.
+REDIS_APT_PACKAGES := redis-server redis-tools
+REDIS_BIN := target/go-bin/engram-redis
+# GO_ENV with the library's absolute path (the recipes cd into go/).
+REDIS_GO_ENV = CGO_CFLAGS="-O2 -g -DENGRAM_FFI_STAMP=$$(sha1sum $(CURDIR)/$(GO_LIB_DIR)/libengram_ffi.a | cut -c1-16)"
+
+redis-deps:
+	@$(MAKE) --no-print-directory apt PKGS="$(REDIS_APT_PACKAGES)"
+
+$(REDIS_BIN): ffi-lib
+	@mkdir -p $(dir $(REDIS_BIN))
+	cd go && $(REDIS_GO_ENV) $(GO) build -o $(CURDIR)/$(REDIS_BIN) ./cmd/engram-redis
+
+# The server's tests: go-redis end to end, the differential test against
+# redis-server, bad input, 100 kill -9s (ENGRAM_REDIS_KILLS=1000 for the
+# soak), then redis-cli and redis-benchmark against the built binary.
+test-redis: go-deps redis-deps $(REDIS_BIN)
+	cd go && $(REDIS_GO_ENV) $(GO) vet ./internal/redis ./cmd/engram-redis && $(REDIS_GO_ENV) $(GO) test -count=1 ./internal/redis
+	go/cmd/engram-redis/smoke.sh $(REDIS_BIN)
+
+# Starts engram-redis on ./data/redis.pool at port 6379 (FFI_PROFILE=release
+# for speed).
+redis: go-deps
+	@$(MAKE) --no-print-directory ffi-lib FFI_PROFILE=release
+	@$(MAKE) --no-print-directory $(REDIS_BIN) FFI_PROFILE=release
+	@mkdir -p data
+	@echo "engram-redis on 127.0.0.1:6379, pool ./data/redis.pool; connect with: redis-cli -p 6379"
+	$(REDIS_BIN) --port 6379 --pool data/redis.pool

@@ -197,7 +197,8 @@ func (s *Server) handle(conn net.Conn) {
 func (s *Server) readLoop(c *client) {
 	r := bufio.NewReaderSize(c.conn, 16<<10)
 	defer func() {
-		c.conn.Close()
+		// The executor closes the connection after the replies to what
+		// was read before (the close request queues behind them).
 		s.mu.Lock()
 		delete(s.conns, c.id)
 		s.mu.Unlock()
@@ -285,11 +286,17 @@ func (s *Server) executor() {
 // runBatch runs the batch's requests in one transaction and replies after
 // the commit; on failure, each request alone.
 func (s *Server) runBatch(batch []*request) {
-	var live []*request
+	var live, closes []*request
+	defer func() {
+		// Closes come after the replies to what the client sent before.
+		for _, r := range closes {
+			s.dropClient(r.c)
+		}
+	}()
 	for _, r := range batch {
 		switch r.kind {
 		case reqClose:
-			s.dropClient(r.c)
+			closes = append(closes, r)
 		default:
 			if _, ok := s.blocked[r.c]; ok && r.kind == reqCommands {
 				r.c.pending = append(r.c.pending, r)
@@ -410,6 +417,7 @@ func (s *Server) runRequest(tx *engram.Tx, r *request) (err error) {
 }
 
 func (s *Server) dropClient(c *client) {
+	c.conn.Close()
 	delete(s.clients, c.id)
 	delete(s.blocked, c)
 	s.pubsub.drop(c)
