@@ -14,7 +14,7 @@ APT_PACKAGES := libpmemobj-dev pkg-config
 BENCH_APT_PACKAGES := fonts-dejavu-core
 CARGO ?= cargo
 
-.PHONY: run test bench deps bench-deps apt build clean test-c test-go go-deps ffi-lib bench-go redis test-redis redis-deps
+.PHONY: run test bench deps bench-deps apt build clean test-c test-go go-deps ffi-lib bench-go redis test-redis redis-deps test-redis-suite
 
 deps:
 	@$(MAKE) --no-print-directory apt PKGS="$(APT_PACKAGES)"
@@ -108,6 +108,13 @@ $(REDIS_BIN): ffi-lib
 test-redis: go-deps redis-deps $(REDIS_BIN)
 	cd go && $(REDIS_GO_ENV) $(GO) vet ./internal/redis ./cmd/engram-redis && $(REDIS_GO_ENV) $(GO) test -count=1 ./internal/redis
 	go/cmd/engram-redis/smoke.sh $(REDIS_BIN)
+
+# Redis 7.0.15's own test suite (Debian source package, cached under
+# target/redis-suite) over unit/type/{incr,hash,list,set,zset,string},
+# unit/keyspace, unit/expire, unit/multi: passed/failed per unit for
+# engram-redis beside redis-server (a few minutes; not part of make test).
+test-redis-suite: go-deps redis-deps $(REDIS_BIN)
+	go/cmd/engram-redis/suite.sh $(REDIS_BIN)
 
 # Starts engram-redis on ./data/redis.pool at port 6379 (FFI_PROFILE=release
 # for speed).

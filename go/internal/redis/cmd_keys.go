@@ -332,7 +332,11 @@ func cmdCopy(x *ctx) error {
 			replace = true
 		case eq(x.args[i], "db") && i+1 < len(x.args):
 			n, ok := parseInt(x.args[i+1])
-			if !ok || n < 0 || n >= numDBs {
+			if !ok {
+				x.w.Err(errNotInt)
+				return nil
+			}
+			if n < 0 || n >= numDBs {
 				x.w.Err("ERR DB index is out of range")
 				return nil
 			}
@@ -453,10 +457,24 @@ func cmdObject(x *ctx) error {
 	return nil
 }
 
+// encodingOf names the encoding Redis 7.0 would use for the value (its
+// default thresholds), so tools and tests that look at OBJECT ENCODING see
+// familiar names; engram-redis has one compact encoding per type.
 func encodingOf(e *pEntry) string {
+	small := func(items [][]byte, n int) bool {
+		if n > 128 {
+			return false
+		}
+		for _, it := range items {
+			if len(it) > 64 {
+				return false
+			}
+		}
+		return true
+	}
 	switch e.Type {
 	case tString:
-		if _, ok := parseInt(e.Val); ok {
+		if _, ok := parseInt(e.Val); ok && len(e.Val) <= 20 {
 			return "int"
 		}
 		if len(e.Val) <= 44 {
@@ -465,12 +483,38 @@ func encodingOf(e *pEntry) string {
 		return "raw"
 	case tList:
 		return "quicklist"
-	case tHash:
-		return "listpack"
 	case tSet:
+		items := decodeList(e.Val)
+		ints := len(items) <= 512
+		for _, it := range items {
+			if _, ok := parseInt(it); !ok {
+				ints = false
+				break
+			}
+		}
+		if ints {
+			return "intset"
+		}
+		if small(items, len(items)) {
+			return "listpack"
+		}
+		return "hashtable"
+	case tHash:
+		items := decodeList(e.Val)
+		if small(items, len(items)/2) {
+			return "listpack"
+		}
+		return "hashtable"
+	}
+	z := decodeZSet(e.Val)
+	items := make([][]byte, len(z.els))
+	for i, el := range z.els {
+		items[i] = []byte(el.member)
+	}
+	if small(items, len(items)) {
 		return "listpack"
 	}
-	return "listpack"
+	return "skiplist"
 }
 
 // globMatch is Redis's stringmatchlen: * ? [...] [^...] and \ escapes.

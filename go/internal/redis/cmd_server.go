@@ -55,6 +55,8 @@ func init() {
 	reg("unsubscribe", -1, "ap", k0, func(x *ctx) error { x.s.pubsub.unsub(x, false); return nil })
 	reg("punsubscribe", -1, "ap", k0, func(x *ctx) error { x.s.pubsub.unsub(x, true); return nil })
 	reg("publish", 3, "a", k0, func(x *ctx) error { x.w.Int(x.s.pubsub.publish(x.args[1], x.args[2])); return nil })
+	reg("function", -2, "a", k0, func(x *ctx) error { x.w.OK(); return nil })
+	reg("script", -2, "a", k0, func(x *ctx) error { x.w.OK(); return nil })
 	reg("debug", -2, "a", k0, func(x *ctx) error { x.w.Err("ERR DEBUG is not supported by engram-redis"); return nil })
 }
 
@@ -303,8 +305,8 @@ func cmdConfig(x *ctx) error {
 			case "maxmemory", "save", "appendonly", "appendfsync", "maxmemory-policy", "hz", "lazyfree-lazy-user-del", "lazyfree-lazy-user-flush":
 				// maxmemory is the pool's size, fixed at open; the rest do not apply.
 			default:
-				x.w.Err("ERR Unknown option or number of arguments for CONFIG SET - '" + k + "'")
-				return nil
+				// Accepted and ignored: settings of Redis's encodings,
+				// persistence and memory that do not apply here.
 			}
 		}
 		x.w.OK()
