@@ -55,6 +55,7 @@ func init() {
 	reg("unsubscribe", -1, "ap", k0, func(x *ctx) error { x.s.pubsub.unsub(x, false); return nil })
 	reg("punsubscribe", -1, "ap", k0, func(x *ctx) error { x.s.pubsub.unsub(x, true); return nil })
 	reg("publish", 3, "a", k0, func(x *ctx) error { x.w.Int(x.s.pubsub.publish(x.args[1], x.args[2])); return nil })
+	reg("memory", -2, "r", k0, cmdMemory)
 	reg("function", -2, "a", k0, func(x *ctx) error { x.w.OK(); return nil })
 	reg("script", -2, "a", k0, func(x *ctx) error { x.w.OK(); return nil })
 	reg("debug", -2, "a", k0, func(x *ctx) error { x.w.Err("ERR DEBUG is not supported by engram-redis"); return nil })
@@ -565,4 +566,23 @@ func (s *Server) activeExpire() {
 		}
 		return nil
 	})
+}
+
+// cmdMemory answers MEMORY USAGE with the key's pool bytes (key, value and
+// entry); other subcommands answer like an idle Redis.
+func cmdMemory(x *ctx) error {
+	if !eq(x.args[1], "usage") || len(x.args) < 3 {
+		x.w.Err("ERR unknown subcommand '" + string(x.args[1]) + "'. Try MEMORY HELP.")
+		return nil
+	}
+	e, err := x.lookup(x.args[2])
+	if err != nil {
+		return err
+	}
+	if e == nil {
+		x.w.Null()
+	} else {
+		x.w.Int(int64(len(e.Key) + cap(e.Val) + 48))
+	}
+	return nil
 }
