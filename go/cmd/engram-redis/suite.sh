@@ -26,7 +26,7 @@ run() { # name start-command...
   else redis-server --port "$p" --bind 127.0.0.1 --save '' --appendonly no --dir "$dir" >"$dir/log" 2>&1 & pid=$!; fi
   for _ in $(seq 200); do redis-cli -p "$p" ping >/dev/null 2>&1 && break; sleep 0.05; done
   (cd "$src" && timeout 600 ./runtest --host 127.0.0.1 --port "$p" --tags -needs:debug --single "$2" --clients 1 2>&1) >"$dir/out"
-  local ok err exc; ok=$(grep -c '\[.*ok.*\]:' "$dir/out"); err=$(grep -c '\[.*err.*\]:' "$dir/out"); exc=$(grep -c 'exception' "$dir/out")
+  local ok err exc; ok=$(grep -c '^\[.*ok.*\]:' "$dir/out"); err=$(grep -c '^\[.*err.*\]:' "$dir/out"); exc=$(grep -c 'exception' "$dir/out")
   cp "$dir/out" "$root/$1-$(echo "$2" | tr / _).log"
   kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -rf "$dir"
   echo "$ok $err $exc"

@@ -261,6 +261,10 @@ func cmdHRandField(x *ctx) error {
 		if !ok {
 			return
 		}
+		if n < -math.MaxInt64/2 {
+			x.w.Err("ERR value is out of range")
+			return
+		}
 		withv := len(x.args) > 3 && eq(x.args[3], "withvalues")
 		picks := randomPicks(h.keys, n)
 		if withv && x.w.proto == 3 {
@@ -284,7 +288,7 @@ func cmdHRandField(x *ctx) error {
 
 // randomPicks: n >= 0 distinct (at most all), n < 0 |n| with repeats.
 func randomPicks(keys []string, n int64) []string {
-	if len(keys) == 0 {
+	if len(keys) == 0 || n < -math.MaxInt64/2 {
 		return nil
 	}
 	if n < 0 {
@@ -801,6 +805,10 @@ func cmdSRandMember(x *ctx) error {
 		}
 		n, ok := x.intArg(2)
 		if !ok {
+			return
+		}
+		if n < -math.MaxInt64/2 {
+			x.w.Err("ERR value is out of range")
 			return
 		}
 		picks := randomPicks(s.keys, n)

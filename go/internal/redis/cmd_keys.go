@@ -5,6 +5,7 @@
 package redis
 
 import (
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -104,19 +105,20 @@ func expireGeneric(x *ctx, unit int64, abs bool) error {
 		x.w.Err("ERR GT and LT options at the same time are not compatible")
 		return nil
 	}
-	const lim = int64(1) << 62
-	if n > lim/unit || n < -lim/unit {
+	// Redis's checks: seconds must fit in ms, then base + when in int64.
+	if unit == 1000 && (n > math.MaxInt64/1000 || n < math.MinInt64/1000) {
 		x.w.Err("ERR invalid expire time in '" + x.name + "' command")
 		return nil
 	}
-	at := n * unit
+	at, base := n*unit, int64(0)
 	if !abs {
-		if at > lim-nowMs() {
-			x.w.Err("ERR invalid expire time in '" + x.name + "' command")
-			return nil
-		}
-		at += nowMs()
+		base = nowMs()
 	}
+	if at > math.MaxInt64-base {
+		x.w.Err("ERR invalid expire time in '" + x.name + "' command")
+		return nil
+	}
+	at += base
 	e, err := x.lookup(x.args[1])
 	if err != nil {
 		return err
@@ -495,10 +497,7 @@ func encodingOf(e *pEntry) string {
 		if ints {
 			return "intset"
 		}
-		if small(items, len(items)) {
-			return "listpack"
-		}
-		return "hashtable"
+		return "hashtable" // Redis 7.0 has no listpack sets
 	case tHash:
 		items := decodeList(e.Val)
 		if small(items, len(items)/2) {

@@ -18,6 +18,9 @@ func init() {
 	reg("zrevrangebylex", -4, "r", k1, func(x *ctx) error { return zrangeLex(x, true) })
 	reg("zunionstore", -4, "w", k0, func(x *ctx) error { return zstore(x, 'u') })
 	reg("zinterstore", -4, "w", k0, func(x *ctx) error { return zstore(x, 'i') })
+	reg("zremrangebyscore", 4, "w", k1, func(x *ctx) error { return zremRange(x, 's') })
+	reg("zremrangebyrank", 4, "w", k1, func(x *ctx) error { return zremRange(x, 'r') })
+	reg("zremrangebylex", 4, "w", k1, func(x *ctx) error { return zremRange(x, 'l') })
 	reg("zrangestore", -5, "w", [3]int{1, 2, 1}, cmdZRangeStore)
 }
 
@@ -379,4 +382,62 @@ func parseZReply(b []byte) ([]zel, bool) {
 		els = append(els, zel{s, items[i]})
 	}
 	return els, true
+}
+
+// zremRange removes by score, rank or lex range.
+func zremRange(x *ctx, by byte) error {
+	var match func(i int, el zel) bool
+	switch by {
+	case 's':
+		lo, lox, ok1 := scoreBound(x.args[2])
+		hi, hix, ok2 := scoreBound(x.args[3])
+		if !ok1 || !ok2 {
+			x.w.Err("ERR min or max is not a float")
+			return nil
+		}
+		match = func(_ int, el zel) bool { return inRange(el.score, lo, hi, lox, hix) }
+	case 'l':
+		lo, hi := parseLex(x.args[2]), parseLex(x.args[3])
+		if !lo.good || !hi.good {
+			x.w.Err("ERR min or max not valid string range item")
+			return nil
+		}
+		match = func(_ int, el zel) bool { return lo.below(el.member) && hi.above(el.member) }
+	default:
+		start, ok1 := parseInt(x.args[2])
+		stop, ok2 := parseInt(x.args[3])
+		if !ok1 || !ok2 {
+			x.w.Err(errNotInt)
+			return nil
+		}
+		z, e, ok, err := x.zset(x.args[1])
+		if err != nil || !ok {
+			return err
+		}
+		lo, hi := span(start, stop, int64(len(z.els)))
+		match = func(i int, _ zel) bool { return int64(i) >= lo && int64(i) <= hi }
+		return zremWith(x, z, e, match)
+	}
+	z, e, ok, err := x.zset(x.args[1])
+	if err != nil || !ok {
+		return err
+	}
+	return zremWith(x, z, e, match)
+}
+
+func zremWith(x *ctx, z *zsetv, e *pEntry, match func(int, zel) bool) error {
+	var gone []string
+	for i, el := range z.els {
+		if match(i, el) {
+			gone = append(gone, el.member)
+		}
+	}
+	for _, m := range gone {
+		z.rem(m)
+	}
+	x.w.Int(int64(len(gone)))
+	if len(gone) == 0 {
+		return nil
+	}
+	return x.store(x.args[1], tZSet, e, z.encode(), len(z.els) == 0)
 }
