@@ -125,7 +125,7 @@ func randomCommand(r *rand.Rand) []string {
 		{"ZINCRBY", key(), score(), val()}, {"ZRANGEBYSCORE", key(), "(" + score(), "+inf"}, {"ZCOUNT", key(), score(), score()},
 		{"ZPOPMIN", key()}, {"ZREVRANGE", key(), "0", "-1"},
 		{"EXPIRE", key(), "100"}, {"TTL", key()}, {"PERSIST", key()}, {"RENAME", key(), key()},
-		{"LPOS", key(), val()}, {"LPOS", key(), val(), "RANK", "-1", "COUNT", "0"},
+		{"LMPOP", "2", key(), key(), "RIGHT", "COUNT", "2"}, {"LPOS", key(), val()}, {"LPOS", key(), val(), "RANK", "-1", "COUNT", "0"},
 		// (ZRANGEBYLEX/ZLEXCOUNT are left out: with different scores Redis
 		// leaves the result unspecified.)
 		{"ZUNIONSTORE", key(), "2", key(), key()}, {"ZINTERSTORE", key(), "2", key(), key(), "AGGREGATE", "MAX"},
