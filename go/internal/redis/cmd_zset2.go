@@ -18,6 +18,10 @@ func init() {
 	reg("zrevrangebylex", -4, "r", k1, func(x *ctx) error { return zrangeLex(x, true) })
 	reg("zunionstore", -4, "w", k0, func(x *ctx) error { return zstore(x, 'u') })
 	reg("zinterstore", -4, "w", k0, func(x *ctx) error { return zstore(x, 'i') })
+	reg("zdiffstore", -4, "w", k0, func(x *ctx) error { return zstore(x, 'd') })
+	reg("zunion", -3, "r", k0, func(x *ctx) error { return zstore(x, 'u') })
+	reg("zinter", -3, "r", k0, func(x *ctx) error { return zstore(x, 'i') })
+	reg("zdiff", -3, "r", k0, func(x *ctx) error { return zstore(x, 'd') })
 	reg("zremrangebyscore", 4, "w", k1, func(x *ctx) error { return zremRange(x, 's') })
 	reg("zremrangebyrank", 4, "w", k1, func(x *ctx) error { return zremRange(x, 'r') })
 	reg("zremrangebylex", 4, "w", k1, func(x *ctx) error { return zremRange(x, 'l') })
@@ -226,8 +230,15 @@ func (x *ctx) readZOrSet(k []byte) (*zsetv, bool, error) {
 	return nil, false, nil
 }
 
+// zstore is Z{UNION,INTER,DIFF}[STORE]: the STORE forms have a
+// destination before numkeys; the others may end in WITHSCORES.
 func zstore(x *ctx, op byte) error {
-	n, ok := parseInt(x.args[2])
+	store := strings.HasSuffix(x.name, "store")
+	ni := 2
+	if !store {
+		ni = 1
+	}
+	n, ok := parseInt(x.args[ni])
 	if !ok {
 		x.w.Err(errNotInt)
 		return nil
@@ -236,19 +247,22 @@ func zstore(x *ctx, op byte) error {
 		x.w.Err("ERR at least 1 input key is needed for '" + x.name + "' command")
 		return nil
 	}
-	if int64(len(x.args)-3) < n {
-		x.w.Err(errSyntax)
+	if int64(len(x.args)-ni-1) < n {
+		x.w.Err("ERR Number of keys can't be greater than number of args")
 		return nil
 	}
-	keys := x.args[3 : 3+n]
+	keys := x.args[ni+1 : ni+1+int(n)]
+	withScores := false
 	weights := make([]float64, n)
 	for i := range weights {
 		weights[i] = 1
 	}
 	agg := "sum"
-	for i := 3 + int(n); i < len(x.args); i++ {
+	for i := ni + 1 + int(n); i < len(x.args); i++ {
 		switch {
-		case eq(x.args[i], "weights") && i+int(n) < len(x.args):
+		case !store && eq(x.args[i], "withscores"):
+			withScores = true
+		case op != 'd' && eq(x.args[i], "weights") && i+int(n) < len(x.args):
 			for j := range weights {
 				w, ok := parseFloat(x.args[i+1+j])
 				if !ok {
@@ -258,7 +272,7 @@ func zstore(x *ctx, op byte) error {
 				weights[j] = w
 			}
 			i += int(n)
-		case eq(x.args[i], "aggregate") && i+1 < len(x.args):
+		case op != 'd' && eq(x.args[i], "aggregate") && i+1 < len(x.args):
 			agg = strings.ToLower(string(x.args[i+1]))
 			if agg != "sum" && agg != "min" && agg != "max" {
 				x.w.Err(errSyntax)
@@ -272,12 +286,23 @@ func zstore(x *ctx, op byte) error {
 	}
 	acc := map[string]float64{}
 	seen := map[string]int{}
+	inFirst := map[string]bool{}
 	for i, k := range keys {
 		z, ok, err := x.readZOrSet(k)
 		if err != nil || !ok {
 			return err
 		}
 		for _, el := range z.els {
+			if i == 0 {
+				inFirst[el.member] = true
+			}
+			if op == 'd' {
+				if i == 0 {
+					acc[el.member] = el.score
+				}
+				seen[el.member]++
+				continue
+			}
 			s := el.score * weights[i]
 			if math.IsNaN(s) {
 				s = 0
@@ -302,13 +327,17 @@ func zstore(x *ctx, op byte) error {
 	out := &zsetv{scores: map[string]float64{}}
 	members := make([]string, 0, len(acc))
 	for m := range acc {
-		if op == 'u' || seen[m] == len(keys) {
+		if op == 'u' || (op == 'i' && seen[m] == len(keys)) || (op == 'd' && seen[m] == 1 && inFirst[m]) {
 			members = append(members, m)
 		}
 	}
 	sort.Strings(members)
 	for _, m := range members {
 		out.add(m, acc[m])
+	}
+	if !store {
+		writeZ(x, out.els, withScores)
+		return nil
 	}
 	return storeZ(x, x.args[1], out)
 }

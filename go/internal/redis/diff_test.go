@@ -129,6 +129,7 @@ func randomCommand(r *rand.Rand) []string {
 		// (ZRANGEBYLEX/ZLEXCOUNT are left out: with different scores Redis
 		// leaves the result unspecified.)
 		{"ZUNIONSTORE", key(), "2", key(), key()}, {"ZINTERSTORE", key(), "2", key(), key(), "AGGREGATE", "MAX"},
+		{"ZUNION", "2", key(), key(), "WITHSCORES"}, {"ZDIFF", "2", key(), key()}, {"ZDIFFSTORE", key(), "2", key(), key()},
 		{"ZRANGESTORE", key(), key(), "0", "-1"},
 		{"DBSIZE"}, {"KEYS", "*"}, {"EXISTS", key()}, {"NOSUCHCMD", key()}, {"GET"},
 	}
