@@ -8,6 +8,8 @@
 package redis
 
 import (
+	"strconv"
+	"strings"
 	"time"
 
 	engram "github.com/engram-pm/engram-go"
@@ -152,7 +154,9 @@ func (s *Server) serveBlocked() {
 	for c, b := range s.blocked {
 		hit := false
 		for _, k := range b.keys {
-			hit = hit || ready[k]
+			// Only a key that now holds a list wakes the client (a key
+			// pushed to and then replaced by a string does not).
+			hit = hit || (ready[k] && s.holdsList(k))
 		}
 		if hit {
 			s.retryBlocked(c, b, false)
@@ -195,4 +199,12 @@ func (s *Server) expireBlocked() {
 			s.retryBlocked(c, b, true)
 		}
 	}
+}
+
+func (s *Server) holdsList(wk string) bool {
+	i := strings.IndexByte(wk, 0)
+	db, _ := strconv.Atoi(wk[:i])
+	k := []byte(wk[i+1:])
+	_, e := s.root.DBs[db].find(k, hashKey(k))
+	return e != nil && e.Type == tList && (e.Expire == 0 || e.Expire > nowMs())
 }
