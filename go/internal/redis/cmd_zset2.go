@@ -21,6 +21,7 @@ func init() {
 	reg("zdiffstore", -4, "w", k0, func(x *ctx) error { return zstore(x, 'd') })
 	reg("zunion", -3, "r", k0, func(x *ctx) error { return zstore(x, 'u') })
 	reg("zinter", -3, "r", k0, func(x *ctx) error { return zstore(x, 'i') })
+	reg("zintercard", -3, "r", k0, cmdZInterCard)
 	reg("zdiff", -3, "r", k0, func(x *ctx) error { return zstore(x, 'd') })
 	reg("zremrangebyscore", 4, "w", k1, func(x *ctx) error { return zremRange(x, 's') })
 	reg("zremrangebyrank", 4, "w", k1, func(x *ctx) error { return zremRange(x, 'r') })
@@ -469,4 +470,50 @@ func zremWith(x *ctx, z *zsetv, e *pEntry, match func(int, zel) bool) error {
 		return nil
 	}
 	return x.store(x.args[1], tZSet, e, z.encode(), len(z.els) == 0)
+}
+
+func cmdZInterCard(x *ctx) error {
+	n, ok := parseInt(x.args[1])
+	if !ok || n <= 0 {
+		x.w.Err("ERR numkeys should be greater than 0")
+		return nil
+	}
+	if int64(len(x.args)-2) < n {
+		x.w.Err("ERR Number of keys can't be greater than number of args")
+		return nil
+	}
+	limit := int64(0)
+	rest := x.args[2+n:]
+	if len(rest) == 2 && eq(rest[0], "limit") {
+		l, ok := parseInt(rest[1])
+		if !ok || l < 0 {
+			x.w.Err("ERR LIMIT can't be negative")
+			return nil
+		}
+		limit = l
+	} else if len(rest) != 0 {
+		x.w.Err(errSyntax)
+		return nil
+	}
+	count := map[string]int{}
+	for _, k := range x.args[2 : 2+n] {
+		z, ok, err := x.readZOrSet(k)
+		if err != nil || !ok {
+			return err
+		}
+		for _, el := range z.els {
+			count[el.member]++
+		}
+	}
+	c := int64(0)
+	for _, v := range count {
+		if v == int(n) {
+			c++
+		}
+	}
+	if limit > 0 {
+		c = min(c, limit)
+	}
+	x.w.Int(c)
+	return nil
 }
