@@ -149,6 +149,14 @@ func (x *ctx) block(keys [][]byte, timeout float64) {
 
 // serveBlocked retries parked commands whose keys were pushed to.
 func (s *Server) serveBlocked() {
+	// Serving one client can push to another's key (BLMOVE into a list a
+	// BLPOP waits on): repeat while that made keys ready.
+	for round := 0; round < 64 && len(s.ready) > 0; round++ {
+		s.serveReady()
+	}
+}
+
+func (s *Server) serveReady() {
 	ready := s.ready
 	s.ready = map[string]bool{}
 	for c, b := range s.blocked {
