@@ -8,6 +8,7 @@
 package redis
 
 import (
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -133,11 +134,13 @@ type blockState struct {
 	args     [][]byte
 	keys     []string
 	deadline time.Time // zero: forever
+	seq      int64     // clients are served in the order they blocked
 }
 
 // block parks the client: the command is retried when a key gets data.
 func (x *ctx) block(keys [][]byte, timeout float64) {
-	b := &blockState{db: x.c.db, args: x.args}
+	x.s.blockSeq++
+	b := &blockState{db: x.c.db, args: x.args, seq: x.s.blockSeq}
 	for _, k := range keys {
 		b.keys = append(b.keys, wkey(x.c.db, k))
 	}
@@ -159,7 +162,16 @@ func (s *Server) serveBlocked() {
 func (s *Server) serveReady() {
 	ready := s.ready
 	s.ready = map[string]bool{}
-	for c, b := range s.blocked {
+	waiting := make([]*client, 0, len(s.blocked))
+	for c := range s.blocked {
+		waiting = append(waiting, c)
+	}
+	sort.Slice(waiting, func(i, j int) bool { return s.blocked[waiting[i]].seq < s.blocked[waiting[j]].seq })
+	for _, c := range waiting {
+		b, still := s.blocked[c]
+		if !still {
+			continue
+		}
 		hit := false
 		for _, k := range b.keys {
 			// Only a key that now holds a list wakes the client (a key

@@ -67,6 +67,7 @@ type Server struct {
 	shutdown     atomic.Bool
 	closeOnce    atomic.Bool
 	needCollect  bool
+	blockSeq     int64
 	shutdownReq  bool
 	expireCursor [numDBs]uint64
 }
