@@ -198,6 +198,18 @@ func (x *ctx) flush(from, to int) error {
 		x.w.Err(errSyntax)
 		return nil
 	}
+	// WATCHed keys that exist in the flushed databases are touched (as in
+	// Redis; a watched key that does not exist is not).
+	for k := range x.s.watch {
+		i := strings.IndexByte(k, 0)
+		db, _ := strconv.Atoi(k[:i])
+		key := []byte(k[i+1:])
+		if db >= from && db < to {
+			if _, e := x.s.root.DBs[db].find(key, hashKey(key)); e != nil {
+				x.s.touchKey(db, key)
+			}
+		}
+	}
 	for db := from; db < to; db++ {
 		d, err := newDict(x.tx)
 		if err != nil {
@@ -208,10 +220,6 @@ func (x *ctx) flush(from, to int) error {
 		}
 		x.s.root.DBs[db] = d
 	}
-	for k := range x.s.watch {
-		x.s.watch[k] = x.s.watchGen + 1
-	}
-	x.s.watchGen++
 	x.s.needCollect = true
 	x.w.OK()
 	return nil
