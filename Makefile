@@ -20,7 +20,7 @@ CARGO ?= cargo
 CPP_APT_PACKAGES := cmake g++ libgtest-dev
 CPP_BUILD := target/cpp
 
-.PHONY: run test lint bench deps bench-deps apt build clean test-c test-go go-deps ffi-lib bench-go test-java java-deps bench-java test-cpp bench-arp bench-java-apps
+.PHONY: run test lint bench deps bench-deps apt build clean test-c test-go go-deps ffi-lib bench-go test-java java-deps bench-java test-cpp bench-arp bench-java-apps redis test-redis redis-deps test-redis-suite
 
 deps:
 	@$(MAKE) --no-print-directory apt PKGS="$(APT_PACKAGES)"
@@ -48,7 +48,7 @@ lint: deps
 	@# the engine as users build it: without the `testing` feature
 	$(CARGO) clippy -p engram --lib -- -D warnings
 
-test: deps lint test-c test-go test-govet test-java test-cpp
+test: deps lint test-c test-go test-govet test-redis test-java test-cpp
 	$(CARGO) build --workspace --all-targets
 	$(CARGO) test --workspace
 
@@ -188,3 +188,39 @@ bench-java-apps: java-deps
 	  -Dengram.lib=$(CURDIR)/target/release/libengram_ffi.so \
 	  -cp "target/test-classes:target/classes:$$(cat target/cp.txt)" io.engram.apps.bench.YcsbBench \
 	  ../docs/bench/java-ycsb $(JAVA_APPS_BENCH)
+
+# ----- engram-redis (go/cmd/engram-redis, go/internal/redis; docs/redis.md)
+# Debian's redis-server and redis-tools: the differential test's reference
+# server and the redis-cli / redis-benchmark smoke run.
+REDIS_APT_PACKAGES := redis-server redis-tools
+REDIS_BIN := target/go-bin/engram-redis
+
+redis-deps:
+	@$(MAKE) --no-print-directory apt PKGS="$(REDIS_APT_PACKAGES)"
+
+$(REDIS_BIN): ffi-lib
+	@mkdir -p $(dir $(REDIS_BIN))
+	cd go && $(GO_ENV) $(GO) build -o $(CURDIR)/$(REDIS_BIN) ./cmd/engram-redis
+
+# The server's tests: go-redis end to end, the differential test against
+# redis-server, bad input, 100 kill -9s (ENGRAM_REDIS_KILLS=1000 for the
+# soak), then redis-cli and redis-benchmark against the built binary.
+test-redis: go-deps redis-deps $(REDIS_BIN)
+	cd go && $(GO_ENV) $(GO) vet ./internal/redis ./cmd/engram-redis && $(GO_ENV) $(GO) test -count=1 ./internal/redis
+	go/cmd/engram-redis/smoke.sh $(REDIS_BIN)
+
+# Redis 7.0.15's own test suite (Debian source package, cached under
+# target/redis-suite) over unit/type/{incr,hash,list,set,zset,string},
+# unit/keyspace, unit/expire, unit/multi: passed/failed per unit for
+# engram-redis beside redis-server (a few minutes; not part of make test).
+test-redis-suite: go-deps redis-deps $(REDIS_BIN)
+	go/cmd/engram-redis/suite.sh $(REDIS_BIN)
+
+# Starts engram-redis on ./data/redis.pool at port 6379 (FFI_PROFILE=release
+# for speed).
+redis: go-deps
+	@$(MAKE) --no-print-directory ffi-lib FFI_PROFILE=release
+	@$(MAKE) --no-print-directory $(REDIS_BIN) FFI_PROFILE=release
+	@mkdir -p data
+	@echo "engram-redis on 127.0.0.1:6379, pool ./data/redis.pool; connect with: redis-cli -p 6379"
+	$(REDIS_BIN) --port 6379 --pool data/redis.pool

@@ -1,0 +1,63 @@
+// Command engram-redis is a Redis-compatible server whose data lives in an
+// Engram pool: every acknowledged write is durable, restart needs no AOF or
+// RDB load (docs/redis.md).
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	engram "github.com/engram-pm/engram-go"
+	"github.com/engram-pm/engram-go/internal/redis"
+)
+
+func main() {
+	port := flag.Int("port", 6379, "TCP port")
+	bind := flag.String("bind", "127.0.0.1", "address to listen on")
+	dir := flag.String("dir", ".", "directory of the pool file")
+	pool := flag.String("pool", "", "pool file (default <dir>/redis.pool)")
+	maxmem := flag.String("maxmemory", "0", "the pool's maximum size (bytes, or 100mb / 2gb); 0: engine default")
+	pass := flag.String("requirepass", "", "password clients must AUTH with")
+	dur := flag.String("durability", "auto", "auto | pmem | msync | process")
+	flag.Parse()
+	p := *pool
+	if p == "" {
+		p = filepath.Join(*dir, "redis.pool")
+	}
+	mm, err := parseSize(*maxmem)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "engram-redis: --maxmemory:", err)
+		os.Exit(2)
+	}
+	d := map[string]engram.Durability{"auto": engram.Auto, "pmem": engram.Pmem, "msync": engram.Msync, "process": engram.Process}
+	mode, ok := d[*dur]
+	if !ok {
+		fmt.Fprintln(os.Stderr, "engram-redis: --durability must be auto, pmem, msync or process")
+		os.Exit(2)
+	}
+	cfg := redis.Config{Addr: *bind + ":" + strconv.Itoa(*port), Pool: p, MaxMemory: mm, RequirePass: *pass, Durability: mode}
+	if err := redis.Run(cfg, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "engram-redis:", err)
+		os.Exit(1)
+	}
+}
+
+func parseSize(s string) (uint64, error) {
+	s = strings.ToLower(strings.TrimSpace(s))
+	mult := uint64(1)
+	for _, u := range []struct {
+		suf string
+		m   uint64
+	}{{"gb", 1 << 30}, {"mb", 1 << 20}, {"kb", 1 << 10}, {"g", 1 << 30}, {"m", 1 << 20}, {"k", 1 << 10}} {
+		if strings.HasSuffix(s, u.suf) {
+			s, mult = strings.TrimSuffix(s, u.suf), u.m
+			break
+		}
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	return n * mult, err
+}

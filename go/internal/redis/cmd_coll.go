@@ -1,0 +1,987 @@
+// cmd_coll.go: hash, list and set commands over the compact encodings of
+// codec.go (decode, change, write back in the command's region).
+//
+// Crash behaviour: a collection is replaced as a whole inside the region,
+// so it is never seen half-changed.
+package redis
+
+import (
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+)
+
+func init() {
+	reg("hset", -4, "w", k1, func(x *ctx) error { return cmdHSet(x, true) })
+	reg("hmset", -4, "w", k1, func(x *ctx) error { return cmdHSet(x, false) })
+	reg("hsetnx", 4, "w", k1, cmdHSetNX)
+	reg("hget", 3, "r", k1, cmdHGet)
+	reg("hmget", -3, "r", k1, cmdHMGet)
+	reg("hdel", -3, "w", k1, cmdHDel)
+	reg("hexists", 3, "r", k1, func(x *ctx) error { return hread(x, func(h *hashv) { x.w.Int(b2i(h.has(string(x.args[2])))) }) })
+	reg("hlen", 2, "r", k1, func(x *ctx) error { return hread(x, func(h *hashv) { x.w.Int(int64(h.n())) }) })
+	reg("hstrlen", 3, "r", k1, func(x *ctx) error {
+		return hread(x, func(h *hashv) { x.w.Int(int64(len(h.vals[string(x.args[2])]))) })
+	})
+	reg("hkeys", 2, "r", k1, func(x *ctx) error { return hall(x, true, false) })
+	reg("hvals", 2, "r", k1, func(x *ctx) error { return hall(x, false, true) })
+	reg("hgetall", 2, "r", k1, func(x *ctx) error { return hall(x, true, true) })
+	reg("hincrby", 4, "w", k1, cmdHIncrBy)
+	reg("hincrbyfloat", 4, "w", k1, cmdHIncrByFloat)
+	reg("hrandfield", -2, "r", k1, cmdHRandField)
+
+	reg("lpush", -3, "w", k1, func(x *ctx) error { return push(x, true, false) })
+	reg("rpush", -3, "w", k1, func(x *ctx) error { return push(x, false, false) })
+	reg("lpushx", -3, "w", k1, func(x *ctx) error { return push(x, true, true) })
+	reg("rpushx", -3, "w", k1, func(x *ctx) error { return push(x, false, true) })
+	reg("lpop", -2, "w", k1, func(x *ctx) error { return pop(x, true) })
+	reg("rpop", -2, "w", k1, func(x *ctx) error { return pop(x, false) })
+	reg("llen", 2, "r", k1, cmdLLen)
+	reg("lrange", 4, "r", k1, cmdLRange)
+	reg("lindex", 3, "r", k1, cmdLIndex)
+	reg("lset", 4, "w", k1, cmdLSet)
+	reg("lrem", 4, "w", k1, cmdLRem)
+	reg("ltrim", 4, "w", k1, cmdLTrim)
+	reg("linsert", 5, "w", k1, cmdLInsert)
+	reg("lmove", 5, "w", [3]int{1, 2, 1}, cmdLMove)
+	reg("rpoplpush", 3, "w", [3]int{1, 2, 1}, cmdLMove)
+	reg("blpop", -3, "w", [3]int{1, -2, 1}, func(x *ctx) error { return bpop(x, true) })
+	reg("brpop", -3, "w", [3]int{1, -2, 1}, func(x *ctx) error { return bpop(x, false) })
+	reg("blmove", 6, "w", [3]int{1, 2, 1}, cmdBLMove)
+	reg("brpoplpush", 4, "w", [3]int{1, 2, 1}, cmdBLMove)
+
+	reg("sadd", -3, "w", k1, cmdSAdd)
+	reg("srem", -3, "w", k1, cmdSRem)
+	reg("sismember", 3, "r", k1, func(x *ctx) error { return sread(x, func(s *hashv) { x.w.Int(b2i(s.has(string(x.args[2])))) }) })
+	reg("smismember", -3, "r", k1, func(x *ctx) error {
+		return sread(x, func(s *hashv) {
+			x.w.Array(len(x.args) - 2)
+			for _, m := range x.args[2:] {
+				x.w.Int(b2i(s.has(string(m))))
+			}
+		})
+	})
+	reg("scard", 2, "r", k1, func(x *ctx) error { return sread(x, func(s *hashv) { x.w.Int(int64(s.n())) }) })
+	reg("smembers", 2, "r", k1, func(x *ctx) error { return sread(x, func(s *hashv) { replySet(x, s.keys) }) })
+	reg("spop", -2, "w", k1, cmdSPop)
+	reg("srandmember", -2, "r", k1, cmdSRandMember)
+	reg("smove", 4, "w", [3]int{1, 2, 1}, cmdSMove)
+	reg("sinter", -2, "r", kAll, func(x *ctx) error { return setop(x, 'i', false) })
+	reg("sunion", -2, "r", kAll, func(x *ctx) error { return setop(x, 'u', false) })
+	reg("sdiff", -2, "r", kAll, func(x *ctx) error { return setop(x, 'd', false) })
+	reg("sinterstore", -3, "w", kAll, func(x *ctx) error { return setop(x, 'i', true) })
+	reg("sunionstore", -3, "w", kAll, func(x *ctx) error { return setop(x, 'u', true) })
+	reg("sdiffstore", -3, "w", kAll, func(x *ctx) error { return setop(x, 'd', true) })
+	reg("sintercard", -3, "r", k0, cmdSInterCard)
+	reg("sscan", -3, "r", k1, func(x *ctx) error { return collScan(x, tSet) })
+	reg("hscan", -3, "r", k1, func(x *ctx) error { return collScan(x, tHash) })
+}
+
+// ---- hashes
+
+func (x *ctx) hash(k []byte) (*hashv, *pEntry, bool, error) {
+	e, wrong, err := x.typed(k, tHash)
+	if err != nil || wrong {
+		return nil, nil, false, err
+	}
+	if e == nil {
+		return newHash(), nil, true, nil
+	}
+	return decodeHash(e.Val), e, true, nil
+}
+
+func hread(x *ctx, fn func(h *hashv)) error {
+	h, _, ok, err := x.hash(x.args[1])
+	if err == nil && ok {
+		fn(h)
+	}
+	return err
+}
+
+func cmdHSet(x *ctx, count bool) error {
+	if len(x.args)%2 != 0 {
+		x.w.Err("ERR wrong number of arguments for '" + x.name + "' command")
+		return nil
+	}
+	h, e, ok, err := x.hash(x.args[1])
+	if err != nil || !ok {
+		return err
+	}
+	n := int64(0)
+	for i := 2; i < len(x.args); i += 2 {
+		n += b2i(h.set(string(x.args[i]), x.args[i+1]))
+	}
+	if err := x.store(x.args[1], tHash, e, h.encode(), false); err != nil {
+		return err
+	}
+	if count {
+		x.w.Int(n)
+	} else {
+		x.w.OK()
+	}
+	return nil
+}
+
+func cmdHSetNX(x *ctx) error {
+	h, e, ok, err := x.hash(x.args[1])
+	if err != nil || !ok {
+		return err
+	}
+	if h.has(string(x.args[2])) {
+		x.w.Int(0)
+		return nil
+	}
+	h.set(string(x.args[2]), x.args[3])
+	x.w.Int(1)
+	return x.store(x.args[1], tHash, e, h.encode(), false)
+}
+
+func cmdHGet(x *ctx) error {
+	return hread(x, func(h *hashv) {
+		if v, ok := h.vals[string(x.args[2])]; ok {
+			x.w.Bulk(v)
+		} else {
+			x.w.Null()
+		}
+	})
+}
+
+func cmdHMGet(x *ctx) error {
+	return hread(x, func(h *hashv) {
+		x.w.Array(len(x.args) - 2)
+		for _, f := range x.args[2:] {
+			if v, ok := h.vals[string(f)]; ok {
+				x.w.Bulk(v)
+			} else {
+				x.w.Null()
+			}
+		}
+	})
+}
+
+func cmdHDel(x *ctx) error {
+	h, e, ok, err := x.hash(x.args[1])
+	if err != nil || !ok {
+		return err
+	}
+	n := int64(0)
+	for _, f := range x.args[2:] {
+		n += b2i(h.del(string(f)))
+	}
+	x.w.Int(n)
+	if n == 0 {
+		return nil
+	}
+	return x.store(x.args[1], tHash, e, h.encode(), h.n() == 0)
+}
+
+func hall(x *ctx, keys, vals bool) error {
+	return hread(x, func(h *hashv) {
+		if keys && vals {
+			x.w.Map(h.n())
+		} else {
+			x.w.Array(h.n())
+		}
+		for _, k := range h.keys {
+			if keys {
+				x.w.BulkS(k)
+			}
+			if vals {
+				x.w.Bulk(h.vals[k])
+			}
+		}
+	})
+}
+
+func cmdHIncrBy(x *ctx) error {
+	by, ok := x.intArg(3)
+	if !ok {
+		return nil
+	}
+	h, e, ok, err := x.hash(x.args[1])
+	if err != nil || !ok {
+		return err
+	}
+	var cur int64
+	if v, had := h.vals[string(x.args[2])]; had {
+		if cur, ok = parseInt(v); !ok {
+			x.w.Err("ERR hash value is not an integer")
+			return nil
+		}
+	}
+	if (by > 0 && cur > math.MaxInt64-by) || (by < 0 && cur < math.MinInt64-by) {
+		x.w.Err(errOverflow)
+		return nil
+	}
+	cur += by
+	h.set(string(x.args[2]), strconv.AppendInt(nil, cur, 10))
+	x.w.Int(cur)
+	return x.store(x.args[1], tHash, e, h.encode(), false)
+}
+
+func cmdHIncrByFloat(x *ctx) error {
+	by, ok := x.floatArg(3)
+	if !ok {
+		return nil
+	}
+	h, e, ok, err := x.hash(x.args[1])
+	if err != nil || !ok {
+		return err
+	}
+	var cur float64
+	if v, had := h.vals[string(x.args[2])]; had {
+		if cur, ok = parseFloat(v); !ok {
+			x.w.Err("ERR hash value is not a float")
+			return nil
+		}
+	}
+	cur += by
+	if math.IsInf(cur, 0) || math.IsNaN(cur) {
+		x.w.Err("ERR increment would produce NaN or Infinity")
+		return nil
+	}
+	nv := []byte(strconv.FormatFloat(cur, 'f', -1, 64))
+	h.set(string(x.args[2]), nv)
+	x.w.Bulk(nv)
+	return x.store(x.args[1], tHash, e, h.encode(), false)
+}
+
+func cmdHRandField(x *ctx) error {
+	return hread(x, func(h *hashv) {
+		if len(x.args) == 2 {
+			if h.n() == 0 {
+				x.w.Null()
+			} else {
+				x.w.BulkS(h.keys[rand.IntN(h.n())])
+			}
+			return
+		}
+		n, ok := x.intArg(2)
+		if !ok {
+			return
+		}
+		if n < -math.MaxInt64/2 {
+			x.w.Err("ERR value is out of range")
+			return
+		}
+		withv := len(x.args) > 3 && eq(x.args[3], "withvalues")
+		picks := randomPicks(h.keys, n)
+		if withv && x.w.proto == 3 {
+			x.w.Array(len(picks))
+		} else if withv {
+			x.w.Array(2 * len(picks))
+		} else {
+			x.w.Array(len(picks))
+		}
+		for _, k := range picks {
+			if withv && x.w.proto == 3 {
+				x.w.Array(2)
+			}
+			x.w.BulkS(k)
+			if withv {
+				x.w.Bulk(h.vals[k])
+			}
+		}
+	})
+}
+
+// randomPicks: n >= 0 distinct (at most all), n < 0 |n| with repeats.
+func randomPicks(keys []string, n int64) []string {
+	if len(keys) == 0 || n < -math.MaxInt64/2 {
+		return nil
+	}
+	if n < 0 {
+		out := make([]string, -n)
+		for i := range out {
+			out[i] = keys[rand.IntN(len(keys))]
+		}
+		return out
+	}
+	perm := rand.Perm(len(keys))
+	out := make([]string, 0, min(int(n), len(keys)))
+	for _, i := range perm[:min(int(n), len(keys))] {
+		out = append(out, keys[i])
+	}
+	return out
+}
+
+// ---- lists
+
+func (x *ctx) list(k []byte) ([][]byte, *pEntry, bool, error) {
+	e, wrong, err := x.typed(k, tList)
+	if err != nil || wrong {
+		return nil, nil, false, err
+	}
+	if e == nil {
+		return nil, nil, true, nil
+	}
+	return decodeList(e.Val), e, true, nil
+}
+
+func push(x *ctx, left, onlyIfExists bool) error {
+	l, e, ok, err := x.list(x.args[1])
+	if err != nil || !ok {
+		return err
+	}
+	if onlyIfExists && e == nil {
+		x.w.Int(0)
+		return nil
+	}
+	for _, v := range x.args[2:] {
+		if left {
+			l = append([][]byte{v}, l...)
+		} else {
+			l = append(l, v)
+		}
+	}
+	x.w.Int(int64(len(l)))
+	return x.store(x.args[1], tList, e, encodeList(l), false)
+}
+
+func pop(x *ctx, left bool) error {
+	count, hasCount := int64(1), len(x.args) > 2
+	if len(x.args) > 3 {
+		x.w.Err("ERR wrong number of arguments for '" + x.name + "' command")
+		return nil
+	}
+	if hasCount {
+		n, ok := parseInt(x.args[2])
+		if !ok || n < 0 {
+			x.w.Err("ERR value is out of range, must be positive")
+			return nil
+		}
+		count = n
+	}
+	l, e, ok, err := x.list(x.args[1])
+	if err != nil || !ok {
+		return err
+	}
+	if e == nil {
+		if hasCount {
+			x.w.NullArray()
+		} else {
+			x.w.Null()
+		}
+		return nil
+	}
+	n := min(int(count), len(l))
+	var got [][]byte
+	if left {
+		got, l = l[:n], l[n:]
+	} else {
+		got = make([][]byte, n)
+		for i := 0; i < n; i++ {
+			got[i] = l[len(l)-1-i]
+		}
+		l = l[:len(l)-n]
+	}
+	if hasCount {
+		x.w.Array(len(got))
+	}
+	for _, v := range got {
+		x.w.Bulk(v)
+	}
+	if n == 0 {
+		return nil
+	}
+	return x.store(x.args[1], tList, e, encodeList(l), len(l) == 0)
+}
+
+func cmdLLen(x *ctx) error {
+	e, wrong, err := x.typed(x.args[1], tList)
+	if err != nil || wrong {
+		return err
+	}
+	if e == nil {
+		x.w.Int(0)
+	} else {
+		x.w.Int(listLen(e.Val))
+	}
+	return nil
+}
+
+// span normalises a Redis [start, stop] over n elements; empty if lo > hi.
+func span(start, stop, n int64) (int64, int64) {
+	if start < 0 {
+		start = max(n+start, 0)
+	}
+	if stop < 0 {
+		stop += n
+	}
+	return start, min(stop, n-1)
+}
+
+func cmdLRange(x *ctx) error {
+	start, ok1 := parseInt(x.args[2])
+	stop, ok2 := parseInt(x.args[3])
+	if !ok1 || !ok2 {
+		x.w.Err(errNotInt)
+		return nil
+	}
+	l, _, ok, err := x.list(x.args[1])
+	if err != nil || !ok {
+		return err
+	}
+	lo, hi := span(start, stop, int64(len(l)))
+	if lo > hi {
+		x.w.Array(0)
+		return nil
+	}
+	x.w.Array(int(hi - lo + 1))
+	for _, v := range l[lo : hi+1] {
+		x.w.Bulk(v)
+	}
+	return nil
+}
+
+func cmdLIndex(x *ctx) error {
+	i, ok := x.intArg(2)
+	if !ok {
+		return nil
+	}
+	l, _, ok, err := x.list(x.args[1])
+	if err != nil || !ok {
+		return err
+	}
+	if i < 0 {
+		i += int64(len(l))
+	}
+	if i < 0 || i >= int64(len(l)) {
+		x.w.Null()
+	} else {
+		x.w.Bulk(l[i])
+	}
+	return nil
+}
+
+func cmdLSet(x *ctx) error {
+	i, ok := x.intArg(2)
+	if !ok {
+		return nil
+	}
+	l, e, ok, err := x.list(x.args[1])
+	if err != nil || !ok {
+		return err
+	}
+	if e == nil {
+		x.w.Err(errNoKey)
+		return nil
+	}
+	if i < 0 {
+		i += int64(len(l))
+	}
+	if i < 0 || i >= int64(len(l)) {
+		x.w.Err("ERR index out of range")
+		return nil
+	}
+	l[i] = x.args[3]
+	x.w.OK()
+	return x.store(x.args[1], tList, e, encodeList(l), false)
+}
+
+func cmdLRem(x *ctx) error {
+	count, ok := x.intArg(2)
+	if !ok {
+		return nil
+	}
+	l, e, ok, err := x.list(x.args[1])
+	if err != nil || !ok {
+		return err
+	}
+	v := string(x.args[3])
+	removed := int64(0)
+	out := make([][]byte, 0, len(l))
+	if count >= 0 {
+		for _, it := range l {
+			if string(it) == v && (count == 0 || removed < count) {
+				removed++
+				continue
+			}
+			out = append(out, it)
+		}
+	} else {
+		for i := len(l) - 1; i >= 0; i-- {
+			if string(l[i]) == v && removed < -count {
+				removed++
+				continue
+			}
+			out = append([][]byte{l[i]}, out...)
+		}
+	}
+	x.w.Int(removed)
+	if removed == 0 {
+		return nil
+	}
+	return x.store(x.args[1], tList, e, encodeList(out), len(out) == 0)
+}
+
+func cmdLTrim(x *ctx) error {
+	start, ok1 := parseInt(x.args[2])
+	stop, ok2 := parseInt(x.args[3])
+	if !ok1 || !ok2 {
+		x.w.Err(errNotInt)
+		return nil
+	}
+	l, e, ok, err := x.list(x.args[1])
+	if err != nil || !ok {
+		return err
+	}
+	x.w.OK()
+	if e == nil {
+		return nil
+	}
+	lo, hi := span(start, stop, int64(len(l)))
+	if lo > hi {
+		return x.store(x.args[1], tList, e, nil, true)
+	}
+	return x.store(x.args[1], tList, e, encodeList(l[lo:hi+1]), false)
+}
+
+func cmdLInsert(x *ctx) error {
+	before := eq(x.args[2], "before")
+	if !before && !eq(x.args[2], "after") {
+		x.w.Err(errSyntax)
+		return nil
+	}
+	l, e, ok, err := x.list(x.args[1])
+	if err != nil || !ok {
+		return err
+	}
+	if e == nil {
+		x.w.Int(0)
+		return nil
+	}
+	for i, it := range l {
+		if string(it) == string(x.args[3]) {
+			if !before {
+				i++
+			}
+			l = append(l[:i], append([][]byte{x.args[4]}, l[i:]...)...)
+			x.w.Int(int64(len(l)))
+			return x.store(x.args[1], tList, e, encodeList(l), false)
+		}
+	}
+	x.w.Int(-1)
+	return nil
+}
+
+// moveOne pops from src (left or right) and pushes to dst; nil if empty.
+func moveOne(x *ctx, src, dst []byte, fromLeft, toLeft bool) ([]byte, bool, error) {
+	l, e, ok, err := x.list(src)
+	if err != nil || !ok || e == nil {
+		return nil, ok, err
+	}
+	if de, wrong, err := x.typed(dst, tList); err != nil || wrong {
+		_ = de
+		return nil, false, err
+	}
+	var v []byte
+	if fromLeft {
+		v, l = l[0], l[1:]
+	} else {
+		v, l = l[len(l)-1], l[:len(l)-1]
+	}
+	if err := x.store(src, tList, e, encodeList(l), len(l) == 0); err != nil {
+		return nil, false, err
+	}
+	dl, de, _, err := x.list(dst)
+	if err != nil {
+		return nil, false, err
+	}
+	if toLeft {
+		dl = append([][]byte{v}, dl...)
+	} else {
+		dl = append(dl, v)
+	}
+	return v, true, x.store(dst, tList, de, encodeList(dl), false)
+}
+
+func sides(x *ctx, i int) (bool, bool, bool) {
+	if x.name == "rpoplpush" || x.name == "brpoplpush" {
+		return false, true, true
+	}
+	from, to := strings.ToLower(string(x.args[i])), strings.ToLower(string(x.args[i+1]))
+	if (from != "left" && from != "right") || (to != "left" && to != "right") {
+		x.w.Err(errSyntax)
+		return false, false, false
+	}
+	return from == "left", to == "left", true
+}
+
+func cmdLMove(x *ctx) error {
+	fl, tl, ok := sides(x, 3)
+	if !ok {
+		return nil
+	}
+	v, ok, err := moveOne(x, x.args[1], x.args[2], fl, tl)
+	if err != nil || !ok {
+		return err
+	}
+	if v == nil {
+		x.w.Null()
+	} else {
+		x.w.Bulk(v)
+	}
+	return nil
+}
+
+func timeoutArg(x *ctx, i int) (float64, bool) {
+	t, ok := parseFloat(x.args[i])
+	if !ok || math.IsInf(t, 0) {
+		x.w.Err("ERR timeout is not a float or out of range")
+		return 0, false
+	}
+	if t < 0 {
+		x.w.Err("ERR timeout is negative")
+		return 0, false
+	}
+	return t, true
+}
+
+func bpop(x *ctx, left bool) error {
+	t, ok := timeoutArg(x, len(x.args)-1)
+	if !ok {
+		return nil
+	}
+	keys := x.args[1 : len(x.args)-1]
+	for _, k := range keys {
+		l, e, ok, err := x.list(k)
+		if err != nil || !ok {
+			return err
+		}
+		if e == nil {
+			continue
+		}
+		var v []byte
+		if left {
+			v, l = l[0], l[1:]
+		} else {
+			v, l = l[len(l)-1], l[:len(l)-1]
+		}
+		x.w.Array(2)
+		x.w.Bulk(k)
+		x.w.Bulk(v)
+		return x.store(k, tList, e, encodeList(l), len(l) == 0)
+	}
+	if x.c.multiInExec() {
+		x.w.NullArray()
+		return nil
+	}
+	x.block(keys, t)
+	return nil
+}
+
+func cmdBLMove(x *ctx) error {
+	ti, fl, tl, ok := 5, false, true, true
+	if x.name == "brpoplpush" {
+		ti = 3
+	} else if fl, tl, ok = sides(x, 3); !ok {
+		return nil
+	}
+	t, ok := timeoutArg(x, ti)
+	if !ok {
+		return nil
+	}
+	v, ok, err := moveOne(x, x.args[1], x.args[2], fl, tl)
+	if err != nil || !ok {
+		return err
+	}
+	if v != nil {
+		x.w.Bulk(v)
+		return nil
+	}
+	if x.c.multiInExec() {
+		x.w.Null()
+		return nil
+	}
+	x.block(x.args[1:2], t)
+	return nil
+}
+
+// ---- sets
+
+func (x *ctx) set(k []byte) (*hashv, *pEntry, bool, error) {
+	e, wrong, err := x.typed(k, tSet)
+	if err != nil || wrong {
+		return nil, nil, false, err
+	}
+	if e == nil {
+		return newHash(), nil, true, nil
+	}
+	return decodeSet(e.Val), e, true, nil
+}
+
+func sread(x *ctx, fn func(s *hashv)) error {
+	s, _, ok, err := x.set(x.args[1])
+	if err == nil && ok {
+		fn(s)
+	}
+	return err
+}
+
+func replySet(x *ctx, keys []string) {
+	x.w.Set(len(keys))
+	for _, k := range keys {
+		x.w.BulkS(k)
+	}
+}
+
+func cmdSAdd(x *ctx) error {
+	s, e, ok, err := x.set(x.args[1])
+	if err != nil || !ok {
+		return err
+	}
+	n := int64(0)
+	for _, m := range x.args[2:] {
+		n += b2i(s.set(string(m), nil))
+	}
+	x.w.Int(n)
+	if n == 0 {
+		return nil
+	}
+	return x.store(x.args[1], tSet, e, s.encodeSet(), false)
+}
+
+func cmdSRem(x *ctx) error {
+	s, e, ok, err := x.set(x.args[1])
+	if err != nil || !ok {
+		return err
+	}
+	n := int64(0)
+	for _, m := range x.args[2:] {
+		n += b2i(s.del(string(m)))
+	}
+	x.w.Int(n)
+	if n == 0 {
+		return nil
+	}
+	return x.store(x.args[1], tSet, e, s.encodeSet(), s.n() == 0)
+}
+
+func cmdSPop(x *ctx) error {
+	s, e, ok, err := x.set(x.args[1])
+	if err != nil || !ok {
+		return err
+	}
+	count := int64(1)
+	if len(x.args) == 3 {
+		n, ok := parseInt(x.args[2])
+		if !ok || n < 0 {
+			x.w.Err("ERR value is out of range, must be positive")
+			return nil
+		}
+		count = n
+	} else if len(x.args) > 3 {
+		x.w.Err(errSyntax)
+		return nil
+	}
+	picks := randomPicks(s.keys, count)
+	for _, p := range picks {
+		s.del(p)
+	}
+	if len(x.args) == 3 {
+		replySet(x, picks)
+	} else if len(picks) == 0 {
+		x.w.Null()
+	} else {
+		x.w.BulkS(picks[0])
+	}
+	if len(picks) == 0 {
+		return nil
+	}
+	return x.store(x.args[1], tSet, e, s.encodeSet(), s.n() == 0)
+}
+
+func cmdSRandMember(x *ctx) error {
+	return sread(x, func(s *hashv) {
+		if len(x.args) == 2 {
+			if s.n() == 0 {
+				x.w.Null()
+			} else {
+				x.w.BulkS(s.keys[rand.IntN(s.n())])
+			}
+			return
+		}
+		n, ok := x.intArg(2)
+		if !ok {
+			return
+		}
+		if n < -math.MaxInt64/2 {
+			x.w.Err("ERR value is out of range")
+			return
+		}
+		picks := randomPicks(s.keys, n)
+		x.w.Array(len(picks))
+		for _, p := range picks {
+			x.w.BulkS(p)
+		}
+	})
+}
+
+func cmdSMove(x *ctx) error {
+	if e, err := x.lookup(x.args[1]); err != nil || e == nil {
+		if err == nil {
+			x.w.Int(0)
+		}
+		return err
+	}
+	src, se, ok, err := x.set(x.args[1])
+	if err != nil || !ok {
+		return err
+	}
+	dst, de, ok, err := x.set(x.args[2])
+	if err != nil || !ok {
+		return err
+	}
+	m := string(x.args[3])
+	if !src.has(m) {
+		x.w.Int(0)
+		return nil
+	}
+	x.w.Int(1)
+	if string(x.args[1]) == string(x.args[2]) {
+		return nil
+	}
+	src.del(m)
+	if err := x.store(x.args[1], tSet, se, src.encodeSet(), src.n() == 0); err != nil {
+		return err
+	}
+	if dst.set(m, nil) {
+		return x.store(x.args[2], tSet, de, dst.encodeSet(), false)
+	}
+	return nil
+}
+
+func (x *ctx) combine(keys [][]byte, op byte) (*hashv, bool, error) {
+	var out *hashv
+	for i, k := range keys {
+		s, _, ok, err := x.set(k)
+		if err != nil || !ok {
+			return nil, false, err
+		}
+		switch {
+		case i == 0:
+			out = s
+		case op == 'u':
+			for _, m := range s.keys {
+				out.set(m, nil)
+			}
+		case op == 'd':
+			for _, m := range s.keys {
+				out.del(m)
+			}
+		case op == 'i':
+			for _, m := range append([]string(nil), out.keys...) {
+				if !s.has(m) {
+					out.del(m)
+				}
+			}
+		}
+	}
+	return out, true, nil
+}
+
+func setop(x *ctx, op byte, store bool) error {
+	keys := x.args[1:]
+	if store {
+		keys = x.args[2:]
+	}
+	out, ok, err := x.combine(keys, op)
+	if err != nil || !ok {
+		return err
+	}
+	if !store {
+		replySet(x, out.keys)
+		return nil
+	}
+	x.w.Int(int64(out.n()))
+	if out.n() == 0 {
+		_, err := x.del(x.args[1])
+		return err
+	}
+	_, err = x.put(x.args[1], tSet, out.encodeSet(), false)
+	return err
+}
+
+func cmdSInterCard(x *ctx) error {
+	n, ok := parseInt(x.args[1])
+	if !ok || n <= 0 {
+		x.w.Err("ERR numkeys should be greater than 0")
+		return nil
+	}
+	if int64(len(x.args)-2) < n {
+		x.w.Err("ERR Number of keys can't be greater than number of args")
+		return nil
+	}
+	limit := int64(0)
+	rest := x.args[2+n:]
+	if len(rest) == 2 && eq(rest[0], "limit") {
+		l, ok := parseInt(rest[1])
+		if !ok || l < 0 {
+			x.w.Err("ERR LIMIT can't be negative")
+			return nil
+		}
+		limit = l
+	} else if len(rest) != 0 {
+		x.w.Err(errSyntax)
+		return nil
+	}
+	out, ok, err := x.combine(x.args[2:2+n], 'i')
+	if err != nil || !ok {
+		return err
+	}
+	c := int64(out.n())
+	if limit > 0 {
+		c = min(c, limit)
+	}
+	x.w.Int(c)
+	return nil
+}
+
+// collScan answers SSCAN/HSCAN/ZSCAN in one call (cursor 0 back).
+func collScan(x *ctx, t int64) error {
+	if _, err := strconv.ParseUint(string(x.args[2]), 10, 64); err != nil {
+		x.w.Err("ERR invalid cursor")
+		return nil
+	}
+	match, _, _, ok := scanOpts(x, 3)
+	if !ok {
+		return nil
+	}
+	e, wrong, err := x.typed(x.args[1], t)
+	if err != nil || wrong {
+		return err
+	}
+	var items []string
+	if e != nil {
+		switch t {
+		case tSet:
+			for _, k := range decodeSet(e.Val).keys {
+				if match == nil || globMatch(match, []byte(k), false) {
+					items = append(items, k)
+				}
+			}
+		case tHash:
+			h := decodeHash(e.Val)
+			for _, k := range h.keys {
+				if match == nil || globMatch(match, []byte(k), false) {
+					items = append(items, k, string(h.vals[k]))
+				}
+			}
+		case tZSet:
+			for _, el := range decodeZSet(e.Val).els {
+				if match == nil || globMatch(match, []byte(el.member), false) {
+					items = append(items, el.member, fmtFloat(el.score))
+				}
+			}
+		}
+	}
+	x.w.Array(2)
+	x.w.BulkS("0")
+	x.w.Array(len(items))
+	for _, it := range items {
+		x.w.BulkS(it)
+	}
+	return nil
+}

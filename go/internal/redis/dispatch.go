@@ -1,0 +1,252 @@
+// dispatch.go: the command table, arity and auth checks, MULTI queueing,
+// and the keyspace helpers every command uses (lookup with lazy expiry,
+// write with WATCH versioning).
+//
+// Invariants: every key change goes through ctx.touch, which bumps the
+// key's WATCH version; a pool error from a command is returned (it aborts
+// the transaction), a Redis error is a reply.
+//
+// Crash behaviour: lazy expiry deletes inside the command's transaction.
+package redis
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	engram "github.com/engram-pm/engram-go"
+)
+
+type ctx struct {
+	s    *Server
+	tx   *engram.Tx
+	c    *client
+	w    *W
+	args [][]byte
+	name string
+}
+
+type cmdFunc func(x *ctx) error
+
+type command struct {
+	name              string
+	arity             int // >0 exact, <0 at least -arity
+	fn                cmdFunc
+	flags             string // "w" write, "r" read, "a" admin/no-auth, "m" allowed in MULTI as-is, "p" pubsub ok
+	first, last, step int
+}
+
+var commands = map[string]*command{}
+
+func reg(name string, arity int, flags string, keys [3]int, fn cmdFunc) {
+	commands[name] = &command{name: name, arity: arity, fn: fn, flags: flags, first: keys[0], last: keys[1], step: keys[2]}
+}
+
+var k1 = [3]int{1, 1, 1}
+var kAll = [3]int{1, -1, 1}
+var k0 = [3]int{0, 0, 0}
+
+// errWrongType etc. are Redis 7's error strings.
+const (
+	errWrongType = "WRONGTYPE Operation against a key holding the wrong kind of value"
+	errNotInt    = "ERR value is not an integer or out of range"
+	errNotFloat  = "ERR value is not a valid float"
+	errSyntax    = "ERR syntax error"
+	errOverflow  = "ERR increment or decrement would overflow"
+	errNoKey     = "ERR no such key"
+)
+
+func (s *Server) dispatch(tx *engram.Tx, c *client, args [][]byte, w *W) error {
+	name := strings.ToLower(string(args[0]))
+	s.stats.cmds++
+	c.lastCmd = name
+	cmd := commands[name]
+	if cmd == nil {
+		if c.multi {
+			c.multiErr = true
+		}
+		w.Err(unknownCmd(name, args[1:]))
+		return nil
+	}
+	if (cmd.arity > 0 && len(args) != cmd.arity) || (cmd.arity < 0 && len(args) < -cmd.arity) {
+		if c.multi {
+			c.multiErr = true
+		}
+		w.Err("ERR wrong number of arguments for '" + name + "' command")
+		return nil
+	}
+	if !c.authed && name != "auth" && name != "hello" && name != "quit" {
+		w.Err("NOAUTH Authentication required.")
+		return nil
+	}
+	if len(c.subs)+len(c.psubs) > 0 && c.proto == 2 && !strings.Contains(cmd.flags, "p") {
+		w.Err("ERR Can't execute '" + name + "': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context")
+		return nil
+	}
+	if c.multi && name != "exec" && name != "discard" && name != "multi" && name != "watch" && name != "quit" && name != "reset" {
+		c.queue = append(c.queue, args)
+		w.Simple("QUEUED")
+		return nil
+	}
+	x := &ctx{s: s, tx: tx, c: c, w: w, args: args, name: name}
+	return cmd.fn(x)
+}
+
+func unknownCmd(name string, rest [][]byte) string {
+	var b strings.Builder
+	b.WriteString("ERR unknown command '" + name + "', with args beginning with: ")
+	for _, a := range rest {
+		b.WriteString("'" + string(a) + "' ")
+	}
+	return b.String()
+}
+
+func nowMs() int64 { return time.Now().UnixMilli() }
+
+func (x *ctx) dict() *pDict { return x.s.root.DBs[x.c.db] }
+
+func wkey(db int, k []byte) string { return strconv.Itoa(db) + "\x00" + string(k) }
+
+// lookup finds a live key (deleting it if expired).
+func (x *ctx) lookup(k []byte) (*pEntry, error) {
+	return x.s.lookupDB(x.tx, x.c.db, k)
+}
+
+func (s *Server) lookupDB(tx *engram.Tx, db int, k []byte) (*pEntry, error) {
+	d := s.root.DBs[db]
+	_, e := d.find(k, hashKey(k))
+	if e == nil {
+		return nil, nil
+	}
+	if e.Expire != 0 && e.Expire <= nowMs() {
+		s.touchKey(db, k)
+		_, err := d.remove(tx, k)
+		return nil, err
+	}
+	return e, nil
+}
+
+// typed finds a key of type t; wrong is true (and the error replied) if
+// it holds another type.
+func (x *ctx) typed(k []byte, t int64) (e *pEntry, wrong bool, err error) {
+	e, err = x.lookup(k)
+	if err != nil || e == nil {
+		return nil, false, err
+	}
+	if e.Type != t {
+		x.w.Err(errWrongType)
+		return nil, true, nil
+	}
+	return e, false, nil
+}
+
+func (s *Server) touchKey(db int, k []byte) {
+	s.watchGen++
+	key := wkey(db, k)
+	if _, ok := s.watch[key]; ok {
+		s.watch[key] = s.watchGen
+	}
+}
+
+func (x *ctx) touch(k []byte) { x.s.touchKey(x.c.db, k) }
+
+// put stores a value under k (replacing any value; keepTTL keeps expiry).
+func (x *ctx) put(k []byte, t int64, val []byte, keepTTL bool) (*pEntry, error) {
+	return x.s.putDB(x.tx, x.c.db, k, t, val, keepTTL)
+}
+
+func (s *Server) putDB(tx *engram.Tx, db int, k []byte, t int64, val []byte, keepTTL bool) (*pEntry, error) {
+	s.touchKey(db, k)
+	e, err := s.lookupDB(tx, db, k)
+	if err != nil {
+		return nil, err
+	}
+	if e == nil {
+		return s.root.DBs[db].add(tx, k, t, val)
+	}
+	if err := setVal(tx, e, t, val); err != nil {
+		return nil, err
+	}
+	if !keepTTL {
+		err = setExpire(tx, e, 0)
+	}
+	return e, err
+}
+
+// store writes a collection value, deleting the key if it became empty.
+func (x *ctx) store(k []byte, t int64, e *pEntry, val []byte, empty bool) error {
+	if empty {
+		x.touch(k)
+		_, err := x.dict().remove(x.tx, k)
+		return err
+	}
+	if e == nil {
+		_, err := x.put(k, t, val, false)
+		if t == tList {
+			x.s.ready[wkey(x.c.db, k)] = true
+		}
+		return err
+	}
+	x.touch(k)
+	if t == tList {
+		x.s.ready[wkey(x.c.db, k)] = true
+	}
+	return setVal(x.tx, e, t, val)
+}
+
+func (x *ctx) del(k []byte) (bool, error) {
+	e, err := x.lookup(k)
+	if err != nil || e == nil {
+		return false, err
+	}
+	x.touch(k)
+	return x.dict().remove(x.tx, k)
+}
+
+func parseInt(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 20 || (len(b) > 1 && b[0] == '0') || (len(b) > 1 && b[0] == '-' && b[1] == '0') {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	return n, err == nil
+}
+
+func (x *ctx) intArg(i int) (int64, bool) {
+	n, ok := parseInt(x.args[i])
+	if !ok {
+		x.w.Err(errNotInt)
+	}
+	return n, ok
+}
+
+func parseFloat(b []byte) (float64, bool) {
+	s := string(b)
+	switch strings.ToLower(s) {
+	case "inf", "+inf":
+		return posInf, true
+	case "-inf":
+		return negInf, true
+	}
+	if len(s) == 0 || s[0] == ' ' || s[len(s)-1] == ' ' {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return 0, false
+	}
+	if f != f {
+		return 0, false
+	}
+	return f, err == nil
+}
+
+func (x *ctx) floatArg(i int) (float64, bool) {
+	f, ok := parseFloat(x.args[i])
+	if !ok {
+		x.w.Err(errNotFloat)
+	}
+	return f, ok
+}
+
+func eq(a []byte, s string) bool { return strings.EqualFold(string(a), s) }

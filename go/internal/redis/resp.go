@@ -1,0 +1,303 @@
+// Package redis is engram-redis: a Redis-compatible server whose data lives
+// in an Engram pool (see docs/redis.md).
+//
+// This file: the RESP protocol. readCommand parses one command (a RESP
+// array of bulk strings, or an inline command line) with hard limits, so
+// malformed input, huge lengths (a bulk length of 2^40) and unterminated
+// arrays give a protocol error and never an allocation of that size or a
+// panic. The reply writer speaks RESP2 and RESP3 (after HELLO 3).
+//
+// Crash behaviour: none; this file touches no pool memory.
+package redis
+
+import (
+	"bufio"
+	"errors"
+	"math"
+	"strconv"
+	"strings"
+)
+
+const (
+	maxBulk      = 512 << 20 // Redis's proto-max-bulk-len
+	maxArgs      = 1 << 20   // arguments per command
+	maxInline    = 64 << 10  // an inline command line
+	protoErrHead = "ERR Protocol error: "
+)
+
+// protoError is a protocol violation: the server replies and closes.
+type protoError string
+
+func (e protoError) Error() string { return protoErrHead + string(e) }
+
+// readLine reads a CRLF (or LF) terminated line of at most max bytes.
+func readLine(r *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		line = append(line, chunk...)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return nil, err
+		}
+		if len(line) > max {
+			return nil, protoError("too big inline request")
+		}
+	}
+	if len(line) > max {
+		return nil, protoError("too big inline request")
+	}
+	line = line[:len(line)-1]
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
+	}
+	return line, nil
+}
+
+// readCommand reads one command; nil args (and nil error) for an empty
+// inline line.
+func readCommand(r *bufio.Reader) ([][]byte, error) {
+	b, err := r.Peek(1)
+	if err != nil {
+		return nil, err
+	}
+	if b[0] != '*' {
+		return readInline(r)
+	}
+	line, err := readLine(r, maxInline)
+	if err != nil {
+		return nil, err
+	}
+	n, err := strconv.ParseInt(string(line[1:]), 10, 64)
+	if err != nil || n > maxArgs {
+		return nil, protoError("invalid multibulk length")
+	}
+	if n <= 0 {
+		return nil, nil
+	}
+	args := make([][]byte, 0, min(n, 1024))
+	for i := int64(0); i < n; i++ {
+		a, err := readBulk(r)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, a)
+	}
+	return args, nil
+}
+
+func readBulk(r *bufio.Reader) ([]byte, error) {
+	line, err := readLine(r, maxInline)
+	if err != nil {
+		return nil, err
+	}
+	if len(line) == 0 || line[0] != '$' {
+		got := "?"
+		if len(line) > 0 {
+			got = string(line[0])
+		}
+		return nil, protoError("expected '$', got '" + got + "'")
+	}
+	n, err := strconv.ParseInt(string(line[1:]), 10, 64)
+	if err != nil || n < 0 || n > maxBulk {
+		return nil, protoError("invalid bulk length")
+	}
+	// Read in chunks so a lying length cannot make us allocate it up front.
+	buf := make([]byte, 0, min(n+2, 64<<10))
+	for int64(len(buf)) < n+2 {
+		want := min(n+2-int64(len(buf)), 64<<10)
+		chunk := make([]byte, want)
+		if _, err := ioReadFull(r, chunk); err != nil {
+			return nil, err
+		}
+		buf = append(buf, chunk...)
+	}
+	if buf[n] != '\r' || buf[n+1] != '\n' {
+		return nil, protoError("invalid bulk terminator")
+	}
+	return buf[:n], nil
+}
+
+func ioReadFull(r *bufio.Reader, b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		m, err := r.Read(b[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// readInline splits an inline command line on spaces, honouring quotes.
+func readInline(r *bufio.Reader) ([][]byte, error) {
+	line, err := readLine(r, maxInline)
+	if err != nil {
+		return nil, err
+	}
+	fields, ok := splitArgs(string(line))
+	if !ok {
+		return nil, protoError("unbalanced quotes in request")
+	}
+	args := make([][]byte, len(fields))
+	for i, f := range fields {
+		args[i] = []byte(f)
+	}
+	return args, nil
+}
+
+// splitArgs is a small version of Redis's sdssplitargs: spaces separate,
+// "double quotes" allow \n \t \" escapes, 'single quotes' are literal.
+func splitArgs(s string) ([]string, bool) {
+	var out []string
+	i := 0
+	for {
+		for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+			i++
+		}
+		if i >= len(s) {
+			return out, true
+		}
+		var cur strings.Builder
+		switch s[i] {
+		case '"', '\'':
+			q := s[i]
+			i++
+			closed := false
+			for i < len(s) {
+				c := s[i]
+				if q == '"' && c == '\\' && i+1 < len(s) {
+					i++
+					switch s[i] {
+					case 'n':
+						cur.WriteByte('\n')
+					case 't':
+						cur.WriteByte('\t')
+					case 'r':
+						cur.WriteByte('\r')
+					default:
+						cur.WriteByte(s[i])
+					}
+				} else if c == q {
+					closed = true
+					i++
+					break
+				} else {
+					cur.WriteByte(c)
+				}
+				i++
+			}
+			if !closed || (i < len(s) && s[i] != ' ' && s[i] != '\t') {
+				return nil, false
+			}
+		default:
+			for i < len(s) && s[i] != ' ' && s[i] != '\t' {
+				cur.WriteByte(s[i])
+				i++
+			}
+		}
+		out = append(out, cur.String())
+	}
+}
+
+// W builds replies in RESP2 or RESP3.
+type W struct {
+	b     []byte
+	proto int
+}
+
+func (w *W) Simple(s string) { w.b = append(append(append(w.b, '+'), s...), "\r\n"...) }
+func (w *W) OK()             { w.Simple("OK") }
+func (w *W) Err(s string)    { w.b = append(append(append(w.b, '-'), s...), "\r\n"...) }
+func (w *W) Int(n int64) {
+	w.b = append(strconv.AppendInt(append(w.b, ':'), n, 10), "\r\n"...)
+}
+func (w *W) Bulk(s []byte) {
+	w.b = append(strconv.AppendInt(append(w.b, '$'), int64(len(s)), 10), "\r\n"...)
+	w.b = append(append(w.b, s...), "\r\n"...)
+}
+func (w *W) BulkS(s string) { w.Bulk([]byte(s)) }
+
+// Null is a nil bulk string ($-1 in RESP2).
+func (w *W) Null() {
+	if w.proto == 3 {
+		w.b = append(w.b, "_\r\n"...)
+	} else {
+		w.b = append(w.b, "$-1\r\n"...)
+	}
+}
+
+// NullArray is a nil array (*-1 in RESP2).
+func (w *W) NullArray() {
+	if w.proto == 3 {
+		w.b = append(w.b, "_\r\n"...)
+	} else {
+		w.b = append(w.b, "*-1\r\n"...)
+	}
+}
+
+func (w *W) head(c byte, n int) {
+	w.b = append(strconv.AppendInt(append(w.b, c), int64(n), 10), "\r\n"...)
+}
+func (w *W) Array(n int) { w.head('*', n) }
+
+// Map opens a map of n pairs (a flat array of 2n in RESP2).
+func (w *W) Map(n int) {
+	if w.proto == 3 {
+		w.head('%', n)
+	} else {
+		w.head('*', 2*n)
+	}
+}
+
+// Set opens a set reply (an array in RESP2).
+func (w *W) Set(n int) {
+	if w.proto == 3 {
+		w.head('~', n)
+	} else {
+		w.head('*', n)
+	}
+}
+
+// Push opens an out-of-band push (pub/sub messages; an array in RESP2).
+func (w *W) Push(n int) {
+	if w.proto == 3 {
+		w.head('>', n)
+	} else {
+		w.head('*', n)
+	}
+}
+
+// Double writes a float: a RESP3 double, a bulk string in RESP2.
+func (w *W) Double(f float64) {
+	if w.proto == 3 {
+		w.b = append(append(append(w.b, ','), fmtFloat(f)...), "\r\n"...)
+	} else {
+		w.BulkS(fmtFloat(f))
+	}
+}
+
+// fmtFloat formats as Redis does for scores and INCRBYFLOAT (%.17g trimmed).
+func fmtFloat(f float64) string {
+	switch {
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	}
+	return strconv.FormatFloat(f, 'g', 17, 64)
+}
+
+// fmtScore formats a score the way Redis 7 replies (shortest round trip).
+func fmtScore(f float64) string {
+	switch {
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64)
+}

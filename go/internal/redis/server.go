@@ -1,0 +1,447 @@
+// server.go: connections and the executor. Each connection has a reader
+// goroutine that parses every command already buffered (pipelining) and
+// hands them to the single executor goroutine as one request. The executor
+// takes every request waiting (from many connections, up to maxBatch
+// commands) and runs them all in ONE pool transaction — group commit: one
+// region, one commit (one msync in msync mode) for the whole batch — and
+// only after that commit writes the replies. If the batch's transaction
+// fails (the pool is full), it is rolled back and each request is run
+// again in a transaction of its own, so only the request that does not fit
+// gets the -OOM error.
+//
+// Durability contract: a reply to a write is sent only after the region
+// holding it committed, i.e. is durable.
+//
+// Crash behaviour: a kill at any point loses at most the batch being
+// committed, none of whose replies has been sent.
+package redis
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	engram "github.com/engram-pm/engram-go"
+)
+
+const maxBatch = 256
+
+// Config is the server's settings (flags and CONFIG GET/SET).
+type Config struct {
+	Addr        string // host:port
+	Pool        string // pool file
+	MaxMemory   uint64 // the pool's maximum size (0: engine default)
+	RequirePass string
+	Durability  engram.Durability
+}
+
+// Server is one engram-redis instance.
+type Server struct {
+	cfg          Config
+	pool         *engram.Pool
+	root         *pRoot
+	ln           net.Listener
+	reqs         chan *request
+	nextID       atomic.Int64
+	clients      map[int64]*client // executor-owned
+	mu           sync.Mutex        // guards conns for Close
+	conns        map[int64]*client
+	start        time.Time
+	recovery     string
+	lastSave     int64
+	watch        map[string]int64 // db/key -> version (executor-owned)
+	watchGen     int64
+	pubsub       pubsubState
+	blocked      map[*client]*blockState
+	ready        map[string]bool // db/key of lists pushed in this batch
+	closed       chan struct{}
+	stats        struct{ cmds, conns, batches, keyspaceHits, keyspaceMiss int64 }
+	done         sync.WaitGroup
+	shutdown     atomic.Bool
+	closeOnce    atomic.Bool
+	needCollect  bool
+	blockSeq     int64
+	shutdownReq  bool
+	expireCursor [numDBs]uint64
+}
+
+type client struct {
+	id       int64
+	conn     net.Conn
+	wmu      sync.Mutex
+	w        *bufio.Writer
+	proto    int
+	db       int
+	name     string
+	authed   bool
+	multi    bool
+	queue    [][][]byte
+	multiErr bool
+	watched  map[string]int64
+	dirty    bool // a watched key changed
+	subs     map[string]bool
+	psubs    map[string]bool
+	pending  []*request // requests held while blocked
+	closing  bool
+	inExec   bool
+	addr     string
+	created  time.Time
+	lastCmd  string
+}
+
+type request struct {
+	c    *client
+	cmds [][][]byte
+	kind int // reqCommands, reqClose, reqWake
+	out  W
+}
+
+const (
+	reqCommands = iota
+	reqClose
+	reqWake
+)
+
+// New opens (or creates) the pool and builds the server.
+func New(cfg Config) (*Server, error) {
+	opts := &engram.Options{Layout: "engram-redis", MaxSize: cfg.MaxMemory, Durability: cfg.Durability}
+	t0 := time.Now()
+	pool, first, err := engram.Open(cfg.Pool, opts)
+	if err != nil {
+		return nil, fmt.Errorf("open pool %s: %w", cfg.Pool, err)
+	}
+	s := &Server{cfg: cfg, pool: pool, reqs: make(chan *request, 1024), clients: map[int64]*client{},
+		conns: map[int64]*client{}, start: time.Now(), watch: map[string]int64{},
+		blocked: map[*client]*blockState{}, ready: map[string]bool{}, closed: make(chan struct{})}
+	s.pubsub.init()
+	err = pool.Txn(func(tx *engram.Tx) error {
+		s.root, err = openRoot(tx, pool)
+		return err
+	})
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("pool root: %w", err)
+	}
+	s.recovery = fmt.Sprintf("opened in %s (new pool: %v)", time.Since(t0).Round(time.Microsecond), first)
+	s.lastSave = time.Now().Unix()
+	return s, nil
+}
+
+// Listen binds the address; Serve then accepts until Close.
+func (s *Server) Listen() error {
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return err
+	}
+	s.ln = ln
+	return nil
+}
+
+// Addr is the bound address.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Serve runs the executor and accepts connections until Close.
+func (s *Server) Serve() error {
+	s.done.Add(1)
+	go s.executor()
+	for {
+		conn, err := s.ln.Accept()
+		if err != nil {
+			if s.shutdown.Load() {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return err
+		}
+		s.handle(conn)
+	}
+}
+
+// Close stops the server and closes the pool cleanly.
+func (s *Server) Close() error {
+	if s.closeOnce.Swap(true) {
+		return nil
+	}
+	s.shutdown.Store(true)
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	close(s.closed)
+	s.done.Wait()
+	s.mu.Lock()
+	for _, c := range s.conns {
+		c.conn.Close()
+	}
+	s.mu.Unlock()
+	return s.pool.Close()
+}
+
+func (s *Server) handle(conn net.Conn) {
+	c := &client{id: s.nextID.Add(1), conn: conn, w: bufio.NewWriterSize(conn, 16<<10), proto: 2,
+		authed: s.cfg.RequirePass == "", addr: conn.RemoteAddr().String(), created: time.Now()}
+	s.mu.Lock()
+	s.conns[c.id] = c
+	s.mu.Unlock()
+	go s.readLoop(c)
+}
+
+func (s *Server) readLoop(c *client) {
+	r := bufio.NewReaderSize(c.conn, 16<<10)
+	defer func() {
+		// The executor closes the connection after the replies to what
+		// was read before (the close request queues behind them).
+		s.mu.Lock()
+		delete(s.conns, c.id)
+		s.mu.Unlock()
+		s.submit(&request{c: c, kind: reqClose})
+	}()
+	for {
+		var cmds [][][]byte
+		for {
+			args, err := readCommand(r)
+			if err != nil {
+				var pe protoError
+				if errors.As(err, &pe) {
+					if len(cmds) > 0 {
+						s.submit(&request{c: c, cmds: cmds})
+					}
+					c.write([]byte("-" + pe.Error() + "\r\n"))
+				}
+				return
+			}
+			if len(args) > 0 {
+				cmds = append(cmds, args)
+			}
+			if r.Buffered() == 0 || len(cmds) >= maxBatch {
+				break
+			}
+		}
+		if len(cmds) > 0 && !s.submit(&request{c: c, cmds: cmds}) {
+			return
+		}
+	}
+}
+
+func (s *Server) submit(r *request) bool {
+	select {
+	case s.reqs <- r:
+		return true
+	case <-s.closed:
+		return false
+	}
+}
+
+// write sends bytes to the client now (replies and pushes).
+func (c *client) write(b []byte) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.w.Write(b); err == nil {
+		if err := c.w.Flush(); err != nil {
+			c.conn.Close()
+		}
+	} else {
+		c.conn.Close()
+	}
+}
+
+func (s *Server) executor() {
+	defer s.done.Done()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.closed:
+			return
+		case <-tick.C:
+			s.activeExpire()
+			s.expireBlocked()
+		case r := <-s.reqs:
+			batch := []*request{r}
+			n := len(r.cmds)
+		drain:
+			for n < maxBatch {
+				select {
+				case r := <-s.reqs:
+					batch = append(batch, r)
+					n += len(r.cmds)
+				default:
+					break drain
+				}
+			}
+			s.runBatch(batch)
+		}
+	}
+}
+
+// runBatch runs the batch's requests in one transaction and replies after
+// the commit; on failure, each request alone.
+func (s *Server) runBatch(batch []*request) {
+	var live, closes []*request
+	defer func() {
+		// Closes come after the replies to what the client sent before.
+		for _, r := range closes {
+			s.dropClient(r.c)
+		}
+	}()
+	for _, r := range batch {
+		switch r.kind {
+		case reqClose:
+			closes = append(closes, r)
+		default:
+			if _, ok := s.blocked[r.c]; ok && r.kind == reqCommands {
+				r.c.pending = append(r.c.pending, r)
+				continue
+			}
+			if s.clients[r.c.id] == nil {
+				s.clients[r.c.id] = r.c
+			}
+			live = append(live, r)
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	s.stats.batches++
+	saved := make([]clientState, len(live))
+	for i, r := range live {
+		saved[i] = r.c.save()
+	}
+	err := s.pool.Txn(func(tx *engram.Tx) error {
+		for _, r := range live {
+			if err := s.runRequest(tx, r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		for i, r := range live {
+			r.c.restore(saved[i])
+			r.out.b = r.out.b[:0]
+		}
+		for _, r := range live {
+			s.runAlone(r)
+		}
+	}
+	s.afterCommit(live)
+}
+
+func (s *Server) runAlone(r *request) {
+	st := r.c.save()
+	err := s.pool.Txn(func(tx *engram.Tx) error { return s.runRequest(tx, r) })
+	if err != nil {
+		r.c.restore(st)
+		r.out = W{proto: r.c.proto}
+		for range r.cmds {
+			r.out.Err(errReply(err))
+		}
+	}
+}
+
+func errReply(err error) string {
+	if errors.Is(err, engram.ErrPoolFull) {
+		return "OOM command not allowed when used memory > 'maxmemory'."
+	}
+	return "ERR engram: " + strings.ReplaceAll(err.Error(), "\n", " ")
+}
+
+// afterCommit sends replies, then serves blocked clients whose keys got data.
+func (s *Server) afterCommit(live []*request) {
+	for _, r := range live {
+		if len(r.out.b) > 0 {
+			r.c.write(r.out.b)
+		}
+		if r.c.closing {
+			r.c.conn.Close()
+		}
+	}
+	if len(s.ready) > 0 {
+		s.serveBlocked()
+	}
+	if s.shutdownReq && !s.shutdown.Swap(true) {
+		s.ln.Close()
+	}
+}
+
+func (c *client) multiInExec() bool { return c.inExec }
+
+func pid() int { return os.Getpid() }
+
+type clientState struct {
+	db, proto   int
+	multi, dirt bool
+	queue       [][][]byte
+	multiErr    bool
+}
+
+func (c *client) save() clientState {
+	return clientState{c.db, c.proto, c.multi, c.dirty, c.queue, c.multiErr}
+}
+
+func (c *client) restore(st clientState) {
+	c.db, c.proto, c.multi, c.dirty, c.queue, c.multiErr = st.db, st.proto, st.multi, st.dirt, st.queue, st.multiErr
+}
+
+// runRequest executes a request's commands into r.out. An engram error
+// (pool full) aborts the transaction.
+func (s *Server) runRequest(tx *engram.Tx, r *request) (err error) {
+	defer func() {
+		// A bug in a command must not take the server down: the region
+		// is rolled back and the request answered with an error.
+		if p := recover(); p != nil {
+			err = fmt.Errorf("internal error in command: %v", p)
+		}
+	}()
+	r.out = W{b: r.out.b[:0], proto: r.c.proto}
+	for i, args := range r.cmds {
+		if _, blocked := s.blocked[r.c]; blocked {
+			// The rest waits until the blocking command is served.
+			r.c.pending = append(r.c.pending, &request{c: r.c, cmds: r.cmds[i:]})
+			return nil
+		}
+		if err := s.dispatch(tx, r.c, args, &r.out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Server) dropClient(c *client) {
+	c.conn.Close()
+	delete(s.clients, c.id)
+	delete(s.blocked, c)
+	s.pubsub.drop(c)
+	c.watched = nil
+}
+
+// Run is the command-line entry: serve until SHUTDOWN or a signal.
+func Run(cfg Config, logw io.Writer) error {
+	s, err := New(cfg)
+	if err != nil {
+		return err
+	}
+	if err := s.Listen(); err != nil {
+		s.pool.Close()
+		return err
+	}
+	fmt.Fprintf(logw, "engram-redis: pool %s, %s, listening on %s\n", cfg.Pool, s.recovery, s.Addr())
+	err = s.Serve()
+	if cerr := s.Close(); err == nil && cerr != nil && !errors.Is(cerr, engram.ErrClosed) {
+		err = cerr
+	}
+	return err
+}
+
+// exit is swapped in tests.
+var exit = os.Exit

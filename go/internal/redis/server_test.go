@@ -1,0 +1,369 @@
+// server_test.go: end-to-end tests with the go-redis client against a
+// server on a free 127.0.0.1 port with a pool in a temp dir: commands and
+// reply types, restart keeps data, MULTI/EXEC/WATCH, blocking pops,
+// pub/sub, a full pool (-OOM, reads and deletes still work), bad input,
+// and kill -9 torture of the built binary (acknowledged writes survive).
+package redis
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+func start(t *testing.T, pool string, maxmem uint64) (*Server, *goredis.Client) {
+	t.Helper()
+	s, err := New(Config{Addr: "127.0.0.1:0", Pool: pool, MaxMemory: maxmem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve()
+	c := goredis.NewClient(&goredis.Options{Addr: s.Addr(), MaxRetries: -1, ReadTimeout: time.Minute})
+	t.Cleanup(func() { c.Close(); s.Close() })
+	return s, c
+}
+
+// m unwraps a result; an error panics (failing the test).
+func m[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func TestCommandsAndRestart(t *testing.T) {
+	ctx := context.Background()
+	pool := filepath.Join(tmpDir(t), "r.pool")
+	s, c := start(t, pool, 0)
+	m(c.Set(ctx, "k", "v", 0).Result())
+	if v := m(c.Get(ctx, "k").Result()); v != "v" {
+		t.Fatalf("get %q", v)
+	}
+	if n := m(c.Incr(ctx, "n").Result()); n != 1 {
+		t.Fatal(n)
+	}
+	m(c.RPush(ctx, "l", "a", "b", "c").Result())
+	m(c.HSet(ctx, "h", "f", "1", "g", "2").Result())
+	m(c.SAdd(ctx, "s", "x", "y").Result())
+	m(c.ZAdd(ctx, "z", goredis.Z{Score: 2, Member: "b"}, goredis.Z{Score: 1, Member: "a"}).Result())
+	if r := m(c.ZRangeWithScores(ctx, "z", 0, -1).Result()); len(r) != 2 || r[0].Member != "a" || r[1].Score != 2 {
+		t.Fatal(r)
+	}
+	if _, err := c.LPush(ctx, "k", "x").Result(); err == nil || !strings.HasPrefix(err.Error(), "WRONGTYPE") {
+		t.Fatal(err)
+	}
+	if _, err := c.Do(ctx, "nosuch", "a").Result(); err == nil || !strings.Contains(err.Error(), "unknown command 'nosuch'") {
+		t.Fatal(err)
+	}
+	if _, err := c.Do(ctx, "get").Result(); err == nil || !strings.Contains(err.Error(), "wrong number of arguments for 'get'") {
+		t.Fatal(err)
+	}
+	// Many keys: the table grows through incremental rehash.
+	pipe := c.Pipeline()
+	for i := 0; i < 3000; i++ {
+		pipe.Set(ctx, "key:"+strconv.Itoa(i), i, 0)
+	}
+	m(pipe.Exec(ctx))
+	m(c.Set(ctx, "gone", "x", 50*time.Millisecond).Result())
+	c.Close()
+	s.Close()
+	_, c = start(t, pool, 0)
+	for i := 0; i < 3000; i += 97 {
+		if v := m(c.Get(ctx, "key:"+strconv.Itoa(i)).Result()); v != strconv.Itoa(i) {
+			t.Fatalf("after restart key:%d = %q", i, v)
+		}
+	}
+	if r := m(c.LRange(ctx, "l", 0, -1).Result()); strings.Join(r, ",") != "a,b,c" {
+		t.Fatal(r)
+	}
+	if v := m(c.HGet(ctx, "h", "g").Result()); v != "2" {
+		t.Fatal(v)
+	}
+	time.Sleep(60 * time.Millisecond)
+	if n := m(c.Exists(ctx, "gone").Result()); n != 0 {
+		t.Fatal("expired key still there")
+	}
+	if n := m(c.DBSize(ctx).Result()); n != 3006 {
+		t.Fatalf("dbsize %d", n)
+	}
+	keys := map[string]bool{}
+	var cur uint64
+	for {
+		ks, next := must2(t, c.Scan(ctx, cur, "key:*", 100))
+		for _, k := range ks {
+			keys[k] = true
+		}
+		if cur = next; cur == 0 {
+			break
+		}
+	}
+	if len(keys) != 3000 {
+		t.Fatalf("scan found %d", len(keys))
+	}
+}
+
+func must2(t *testing.T, c *goredis.ScanCmd) ([]string, uint64) {
+	t.Helper()
+	k, n, err := c.Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k, n
+}
+
+func TestMultiWatchBlockPubSub(t *testing.T) {
+	ctx := context.Background()
+	s, c := start(t, filepath.Join(tmpDir(t), "r.pool"), 0)
+	cmds := m(c.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+		p.Set(ctx, "a", "1", 0)
+		p.Incr(ctx, "a")
+		return nil
+	}))
+	if len(cmds) != 2 || m(c.Get(ctx, "a").Result()) != "2" {
+		t.Fatal(cmds)
+	}
+	c2 := goredis.NewClient(&goredis.Options{Addr: s.Addr()})
+	defer c2.Close()
+	err := c.Watch(ctx, func(tx *goredis.Tx) error {
+		c2.Set(ctx, "a", "changed", 0)
+		_, err := tx.TxPipelined(ctx, func(p goredis.Pipeliner) error { p.Set(ctx, "a", "mine", 0); return nil })
+		return err
+	}, "a")
+	if err != goredis.TxFailedErr || m(c.Get(ctx, "a").Result()) != "changed" {
+		t.Fatal("WATCH did not abort", err)
+	}
+	got := make(chan []string, 1)
+	go func() {
+		r, _ := c2.BLPop(ctx, 0, "q").Result()
+		got <- r
+	}()
+	time.Sleep(50 * time.Millisecond)
+	m(c.RPush(ctx, "q", "item").Result())
+	if r := <-got; len(r) != 2 || r[1] != "item" {
+		t.Fatal(r)
+	}
+	if _, err := c.BLPop(ctx, 150*time.Millisecond, "empty").Result(); err != goredis.Nil {
+		t.Fatal("timeout", err)
+	}
+	sub := c2.Subscribe(ctx, "ch")
+	defer sub.Close()
+	m(sub.Receive(ctx))
+	if n := m(c.Publish(ctx, "ch", "hello").Result()); n != 1 {
+		t.Fatal(n)
+	}
+	msg := m(sub.ReceiveMessage(ctx))
+	if msg.Payload != "hello" {
+		t.Fatal(msg)
+	}
+	c3 := goredis.NewClient(&goredis.Options{Addr: s.Addr(), Protocol: 3})
+	defer c3.Close()
+	m(c3.HSet(ctx, "h3", "f", "v").Result())
+	if h := m(c3.HGetAll(ctx, "h3").Result()); h["f"] != "v" {
+		t.Fatal(h)
+	}
+}
+
+func TestPoolFull(t *testing.T) {
+	ctx := context.Background()
+	_, c := start(t, filepath.Join(tmpDir(t), "r.pool"), 8<<20)
+	big := strings.Repeat("x", 64<<10)
+	var oom error
+	n := 0
+	for i := 0; i < 1000 && oom == nil; i++ {
+		_, oom = c.Set(ctx, "big"+strconv.Itoa(i), big, 0).Result()
+		if oom == nil {
+			n++
+		}
+	}
+	if oom == nil || !strings.HasPrefix(oom.Error(), "OOM ") {
+		t.Fatalf("no OOM after %d sets: %v", n, oom)
+	}
+	for i := 0; i < n; i++ {
+		if v := m(c.Get(ctx, "big"+strconv.Itoa(i)).Result()); len(v) != len(big) {
+			t.Fatalf("big%d lost", i)
+		}
+	}
+	for i := 0; i < n; i++ {
+		m(c.Del(ctx, "big"+strconv.Itoa(i)).Result())
+	}
+	m(c.Set(ctx, "after", "ok", 0).Result())
+}
+
+func rawReply(t *testing.T, addr, send string) string {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	conn.Write([]byte(send))
+	conn.(*net.TCPConn).CloseWrite()
+	r := bufio.NewReader(conn)
+	line, _ := r.ReadString('\n')
+	return line
+}
+
+func TestBadInput(t *testing.T) {
+	ctx := context.Background()
+	s, c := start(t, filepath.Join(tmpDir(t), "r.pool"), 0)
+	m(c.Set(ctx, "keep", "1", 0).Result())
+	for _, in := range []string{
+		"*1\r\n$1099511627776\r\n",   // bulk length 2^40
+		"*2\r\n$3\r\nGET\r\n:12\r\n", // not a bulk
+		"*x\r\n",
+		"*3\r\n$3\r\nSET\r\n$1\r\na", // unterminated, then close
+		"SET \"a\r\n",                // unbalanced quotes
+	} {
+		rep := rawReply(t, s.Addr(), in)
+		if rep != "" && !strings.HasPrefix(rep, "-ERR Protocol error") {
+			t.Fatalf("%q -> %q", in, rep)
+		}
+	}
+	if rep := rawReply(t, s.Addr(), "PING\r\n"); rep != "+PONG\r\n" {
+		t.Fatal("inline", rep)
+	}
+	// Disconnect mid-pipeline.
+	conn, _ := net.Dial("tcp", s.Addr())
+	conn.Write([]byte("*3\r\n$3\r\nSET\r\n$2\r\nmp\r\n$1\r\n1\r\n*3\r\n$3\r\nSET\r\n$2\r\nmq\r\n$5\r\nab"))
+	conn.Close()
+	// Many idle connections.
+	var idle []net.Conn
+	for i := 0; i < 500; i++ {
+		cn, err := net.Dial("tcp", s.Addr())
+		if err != nil {
+			break
+		}
+		idle = append(idle, cn)
+	}
+	if v := m(c.Get(ctx, "keep").Result()); v != "1" {
+		t.Fatal(v)
+	}
+	for _, cn := range idle {
+		cn.Close()
+	}
+}
+
+// TestKill9 builds the binary and kills it at random moments while
+// clients write; every acknowledged write must be there after restart.
+// ENGRAM_REDIS_KILLS sets the number of kills (default 100).
+func TestKill9(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	kills := 100
+	if v, err := strconv.Atoi(os.Getenv("ENGRAM_REDIS_KILLS")); err == nil {
+		kills = v
+	}
+	dir := tmpDir(t)
+	bin := filepath.Join(dir, "engram-redis")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/engram-pm/engram-go/cmd/engram-redis").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	ctx := context.Background()
+	acked := map[string]int{} // key -> last acknowledged value
+	port := freePort(t)
+	for k := 0; k < kills; k++ {
+		cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--pool", filepath.Join(dir, "t.pool"))
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port), MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Minute})
+		waitUp(t, c)
+		for key, v := range acked {
+			got, err := c.Get(ctx, key).Result()
+			if err != nil || got != strconv.Itoa(v) && got != strconv.Itoa(v+1) {
+				t.Fatalf("kill %d: %s = %q (%v), acknowledged %d", k, key, got, err, v)
+			}
+			if got == strconv.Itoa(v+1) {
+				acked[key] = v + 1 // written, killed before the ack
+			}
+		}
+		if k > 0 {
+			if n, _ := c.Get(ctx, "m1").Int(); n != 0 {
+				if m2, _ := c.Get(ctx, "m2").Int(); m2 != n {
+					t.Fatalf("kill %d: partial MULTI m1=%d m2=%d", k, n, m2)
+				}
+			}
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for i := 0; ; i++ {
+				key := "w" + strconv.Itoa(rand.IntN(20))
+				v := acked[key] + 1
+				if _, err := c.Set(ctx, key, v, 0).Result(); err != nil {
+					return
+				}
+				acked[key] = v
+				_, err := c.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+					p.Incr(ctx, "m1")
+					p.Incr(ctx, "m2")
+					return nil
+				})
+				if err != nil {
+					return
+				}
+			}
+		}()
+		time.Sleep(time.Duration(rand.IntN(30)) * time.Millisecond)
+		cmd.Process.Kill()
+		cmd.Wait()
+		<-done
+		c.Close()
+	}
+	total := 0
+	for _, v := range acked {
+		total += v
+	}
+	if total == 0 {
+		t.Fatal("no write was acknowledged in any run")
+	}
+	t.Logf("%d kills, %d acknowledged SETs checked", kills, total)
+}
+
+// tmpDir is under /dev/shm when there is one: pools on tmpfs run in pmem
+// mode; msync on a busy shared disk would make the tests slow.
+func tmpDir(t *testing.T) string {
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		d, err := os.MkdirTemp("/dev/shm", "engram-redis-test-")
+		if err == nil {
+			t.Cleanup(func() { os.RemoveAll(d) })
+			return d
+		}
+	}
+	return t.TempDir()
+}
+
+func freePort(t *testing.T) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func waitUp(t *testing.T, c *goredis.Client) {
+	for i := 0; i < 500; i++ {
+		if c.Ping(context.Background()).Err() == nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal(fmt.Sprint("server did not come up"))
+}

@@ -1,0 +1,368 @@
+// store.go: the keyspace in the pool. One root ("engram-redis") holds 16
+// databases; each is a chained hash table with incremental rehash (as
+// Redis's dict: two tables while growing, one bucket moved per write).
+// An entry holds its key, its type, its expiry and its value as one pool
+// byte array (strings raw, collections in the compact encoding of
+// codec.go).
+//
+// Invariants: every store into pool memory happens inside the executor's
+// current transaction and is preceded by tx.Log of what it overwrites
+// (fresh objects from New/Make/Bytes need no log); a key is in exactly one
+// of the two tables; Used counts the entries of both.
+//
+// Crash behaviour: each transaction is one failure-atomic region, so a
+// crash leaves every table either before or after a whole command batch.
+package redis
+
+import (
+	engram "github.com/engram-pm/engram-go"
+)
+
+const numDBs = 16
+
+// Value types.
+const (
+	tString int64 = iota
+	tList
+	tHash
+	tSet
+	tZSet
+)
+
+var typeNames = [...]string{"string", "list", "hash", "set", "zset"}
+
+type pRoot struct {
+	DBs [numDBs]*pDict
+}
+
+type pDict struct {
+	T0, T1    []*pEntry
+	Used      int64
+	RehashIdx int64 // -1: not rehashing
+}
+
+type pEntry struct {
+	Next   *pEntry
+	Key    []byte
+	Val    []byte
+	Type   int64
+	Expire int64 // unix ms; 0: none
+	Hash   uint64
+}
+
+// hashKey is FNV-1a (fixed, so bucket positions survive restarts).
+func hashKey(k []byte) uint64 {
+	h := uint64(14695981039346656037)
+	for _, c := range k {
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	return h ^ (h >> 29)
+}
+
+const initialBuckets = 16
+
+func newDict(tx *engram.Tx) (*pDict, error) {
+	d, err := engram.New[pDict](tx)
+	if err != nil {
+		return nil, err
+	}
+	if d.T0, err = engram.Make[*pEntry](tx, initialBuckets, initialBuckets); err != nil {
+		return nil, err
+	}
+	d.RehashIdx = -1
+	return d, nil
+}
+
+func openRoot(tx *engram.Tx, pool *engram.Pool) (*pRoot, error) {
+	r, err := engram.Root[pRoot](pool, rootName)
+	if err == nil && r != nil {
+		return r, nil
+	}
+	r, err = engram.New[pRoot](tx)
+	if err != nil {
+		return nil, err
+	}
+	for i := range r.DBs {
+		if r.DBs[i], err = newDict(tx); err != nil {
+			return nil, err
+		}
+	}
+	return r, engram.SetRoot(tx, rootName, r)
+}
+
+const rootName = "engram-redis"
+
+// slotFor returns the bucket slot of key in the table that holds it now.
+func (d *pDict) find(k []byte, h uint64) (slot **pEntry, e *pEntry) {
+	for t := 0; t < 2; t++ {
+		tab := d.T0
+		if t == 1 {
+			if d.RehashIdx < 0 {
+				break
+			}
+			tab = d.T1
+		}
+		i := h & uint64(len(tab)-1)
+		if t == 0 && d.RehashIdx >= 0 && int64(i) < d.RehashIdx {
+			continue // already moved to T1
+		}
+		slot = &tab[i]
+		for e = *slot; e != nil; e = e.Next {
+			if e.Hash == h && string(e.Key) == string(k) {
+				return slot, e
+			}
+			slot = &e.Next
+		}
+	}
+	return nil, nil
+}
+
+// insertSlot is where a new key goes: T1 while rehashing, else T0.
+func (d *pDict) insertSlot(h uint64) **pEntry {
+	tab := d.T0
+	if d.RehashIdx >= 0 {
+		tab = d.T1
+	}
+	return &tab[h&uint64(len(tab)-1)]
+}
+
+// rehashStep moves one bucket (and skips up to 10 empty ones).
+func (d *pDict) rehashStep(tx *engram.Tx) error {
+	if d.RehashIdx < 0 {
+		return nil
+	}
+	for empty := 0; empty < 10 && d.RehashIdx < int64(len(d.T0)); empty++ {
+		if d.T0[d.RehashIdx] != nil {
+			break
+		}
+		if err := tx.Log(&d.RehashIdx); err != nil {
+			return err
+		}
+		d.RehashIdx++
+	}
+	if d.RehashIdx < int64(len(d.T0)) {
+		if err := d.moveBucket(tx, d.RehashIdx); err != nil {
+			return err
+		}
+		if err := tx.Log(&d.RehashIdx); err != nil {
+			return err
+		}
+		d.RehashIdx++
+	}
+	if d.RehashIdx >= int64(len(d.T0)) {
+		return d.finishRehash(tx)
+	}
+	return nil
+}
+
+func (d *pDict) moveBucket(tx *engram.Tx, i int64) error {
+	src := &d.T0[i]
+	for e := *src; e != nil; {
+		next := e.Next
+		dst := &d.T1[e.Hash&uint64(len(d.T1)-1)]
+		if err := tx.Log(&e.Next); err != nil {
+			return err
+		}
+		if err := tx.Log(dst); err != nil {
+			return err
+		}
+		e.Next = *dst
+		*dst = e
+		e = next
+	}
+	if err := tx.Log(src); err != nil {
+		return err
+	}
+	*src = nil
+	return nil
+}
+
+func (d *pDict) finishRehash(tx *engram.Tx) error {
+	if err := tx.Log(d); err != nil {
+		return err
+	}
+	old := d.T0
+	d.T0, d.T1, d.RehashIdx = d.T1, nil, -1
+	return tx.Free(old)
+}
+
+// maybeGrow starts a rehash into a table twice the size at load 1.
+func (d *pDict) maybeGrow(tx *engram.Tx) error {
+	if d.RehashIdx >= 0 || d.Used < int64(len(d.T0)) {
+		return nil
+	}
+	n := len(d.T0) * 2
+	t1, err := engram.Make[*pEntry](tx, n, n)
+	if err != nil {
+		return err
+	}
+	if err := tx.Log(d); err != nil {
+		return err
+	}
+	d.T1, d.RehashIdx = t1, 0
+	return nil
+}
+
+// add links a new entry (the key must be absent).
+func (d *pDict) add(tx *engram.Tx, k []byte, typ int64, val []byte) (*pEntry, error) {
+	if err := d.maybeGrow(tx); err != nil {
+		return nil, err
+	}
+	if err := d.rehashStep(tx); err != nil {
+		return nil, err
+	}
+	h := hashKey(k)
+	e, err := engram.New[pEntry](tx)
+	if err != nil {
+		return nil, err
+	}
+	if e.Key, err = engram.Bytes(tx, k); err != nil {
+		return nil, err
+	}
+	if e.Val, err = engram.Bytes(tx, val); err != nil {
+		return nil, err
+	}
+	e.Type, e.Hash = typ, h
+	slot := d.insertSlot(h)
+	if err := tx.Log(slot); err != nil {
+		return nil, err
+	}
+	e.Next = *slot
+	*slot = e
+	if err := tx.Log(&d.Used); err != nil {
+		return nil, err
+	}
+	d.Used++
+	return e, nil
+}
+
+// remove unlinks and frees key's entry; false if absent.
+func (d *pDict) remove(tx *engram.Tx, k []byte) (bool, error) {
+	if err := d.rehashStep(tx); err != nil {
+		return false, err
+	}
+	slot, e := d.find(k, hashKey(k))
+	if e == nil {
+		return false, nil
+	}
+	if err := tx.Log(slot); err != nil {
+		return false, err
+	}
+	*slot = e.Next
+	if err := tx.Log(&d.Used); err != nil {
+		return false, err
+	}
+	d.Used--
+	return true, freeEntry(tx, e)
+}
+
+func freeEntry(tx *engram.Tx, e *pEntry) error {
+	for _, b := range [][]byte{e.Key, e.Val} {
+		if cap(b) > 0 {
+			if err := tx.Free(b); err != nil {
+				return err
+			}
+		}
+	}
+	return tx.Free(e)
+}
+
+// setVal replaces an entry's value (the old array is freed at commit).
+func setVal(tx *engram.Tx, e *pEntry, typ int64, val []byte) error {
+	nv, err := engram.Bytes(tx, val)
+	if err != nil {
+		return err
+	}
+	if err := tx.Log(&e.Val); err != nil {
+		return err
+	}
+	if err := tx.Log(&e.Type); err != nil {
+		return err
+	}
+	old := e.Val
+	e.Val, e.Type = nv, typ
+	if cap(old) > 0 {
+		return tx.Free(old)
+	}
+	return nil
+}
+
+func setExpire(tx *engram.Tx, e *pEntry, at int64) error {
+	if e.Expire == at {
+		return nil
+	}
+	if err := tx.Log(&e.Expire); err != nil {
+		return err
+	}
+	e.Expire = at
+	return nil
+}
+
+// each calls fn for every entry, in table order; fn returns false to stop.
+func (d *pDict) each(fn func(e *pEntry) bool) {
+	tabs := [][]*pEntry{d.T0}
+	if d.RehashIdx >= 0 {
+		tabs = append(tabs, d.T1)
+	}
+	for _, tab := range tabs {
+		for _, b := range tab {
+			for e := b; e != nil; {
+				next := e.Next
+				if !fn(e) {
+					return
+				}
+				e = next
+			}
+		}
+	}
+}
+
+// bucketCount is the scan cursor space: the larger table's size.
+func (d *pDict) scanBucket(cursor uint64, fn func(e *pEntry)) uint64 {
+	// Scan T0 bucket (cursor mod len) and, while rehashing, the T1 buckets
+	// it expands to; reverse-binary cursor as Redis so a resize mid-scan
+	// neither loses nor (much) repeats keys.
+	t0 := d.T0
+	small, large := t0, []*pEntry(nil)
+	if d.RehashIdx >= 0 {
+		large = d.T1
+		if len(large) < len(small) {
+			small, large = large, small
+		}
+	}
+	visit := func(tab []*pEntry, i uint64) {
+		for e := tab[i]; e != nil; e = e.Next {
+			fn(e)
+		}
+	}
+	m0 := uint64(len(small) - 1)
+	visit(small, cursor&m0)
+	if large != nil {
+		m1 := uint64(len(large) - 1)
+		for {
+			visit(large, cursor&m1)
+			cursor |= ^m1
+			cursor = rev(cursor)
+			cursor++
+			cursor = rev(cursor)
+			if cursor&(m0^m1) == 0 {
+				break
+			}
+		}
+		return cursor
+	}
+	cursor |= ^m0
+	cursor = rev(cursor)
+	cursor++
+	return rev(cursor)
+}
+
+func rev(v uint64) uint64 {
+	var r uint64
+	for i := 0; i < 64; i++ {
+		r = (r << 1) | (v & 1)
+		v >>= 1
+	}
+	return r
+}
