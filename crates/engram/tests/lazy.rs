@@ -69,7 +69,7 @@ fn an_unregistered_function_is_a_typed_error() {
     let th: PLazy<u64> = PLazy::root(&pool, "x", "test.nobody-registered-this", 1).unwrap();
     match th.force(&pool) {
         Err(e @ Error::UnknownFunction { .. }) => {
-            assert_eq!(e.code(), 32);
+            assert_eq!(e.code(), 28);
             assert!(e.to_string().contains("test.nobody-registered-this"), "{e}");
         }
         other => panic!("expected UnknownFunction, got {other:?}"),

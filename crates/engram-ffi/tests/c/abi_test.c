@@ -473,7 +473,7 @@ static void test_bad_files(void) {
     path = path_of("version.pool");
     p = create(path, "abi", ENGRAM_DURABILITY_PROCESS, 0);
     OK(engram_pool_close(p));
-    forge_version(path, 1); /* the real version, forged: still opens */
+    forge_version(path, 2); /* the real version (format 2), forged: still opens */
     OK(engram_pool_open(path, NULL, &p));
     OK(engram_pool_close(p));
     forge_version(path, 999);
