@@ -21,7 +21,7 @@
 //
 // Invariants: a persistent<T> is lock-free and at most 8 bytes, naturally
 // aligned (8-byte failure atomicity); it is "persistent" iff its address is
-// inside the runtime's pool. Crash behaviour: what survives is exactly what
+// inside the runtime pool's ARP data region. Crash behaviour: what survives is exactly what
 // the model's persist memory order allows (engram-model's arp checker decides
 // it from a trace written in trace mode).
 //
