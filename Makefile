@@ -52,23 +52,26 @@ test: deps lint test-c test-go test-govet test-redis test-java test-cpp
 	$(CARGO) build --workspace --all-targets
 	$(CARGO) test --workspace
 
-# Builds cpp/, runs its GoogleTest suite, and checks the traces the suite
-# wrote (C++ trace mode: sps, TATP, YCSB_A) with the Rust ARP checker and
+# Builds the FFI (the C++ pool is the engine's, through the C ABI) and cpp/,
+# runs its GoogleTest suite, and checks the traces the suite wrote (C++ trace
+# mode: all six workloads, 8 workers x 6 ops) with the Rust ARP checker and
 # each workload's recovery and invariant.
 test-cpp:
 	@$(MAKE) --no-print-directory apt PKGS="$(CPP_APT_PACKAGES)"
-	cmake -S cpp -B $(CPP_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	$(CARGO) build -p engram-ffi
+	cmake -S cpp -B $(CPP_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DENGRAM_FFI_LIB=$(CURDIR)/target/debug/libengram_ffi.a
 	cmake --build $(CPP_BUILD) -j2
 	cd $(CPP_BUILD) && ENGRAM_ARP_TRACE_DIR=$(abspath $(CPP_BUILD)) ctest --output-on-failure
-	for w in sps TATP YCSB_A; do \
-	  $(CARGO) run -q -p engram-model --bin engram-arp -- check $(CPP_BUILD)/$$w.trace $$w --model ARP || exit 1; \
+	for w in cq pc sps TATP TPCC YCSB_A; do \
+	  $(CARGO) run -q -p engram-model --bin engram-arp -- check $(CPP_BUILD)/$$w.trace $$w --model ARP --ops 6 || exit 1; \
 	done
 
 # Acquire-release persistency: x86 timings of each mapping (C++, tmpfs), then
 # Table 5 / Table 2 / Figures 4-5 and the checker into docs/bench/arp.md.
 bench-arp: bench-deps
 	@$(MAKE) --no-print-directory apt PKGS="$(CPP_APT_PACKAGES)"
-	cmake -S cpp -B $(CPP_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	$(CARGO) build -p engram-ffi
+	cmake -S cpp -B $(CPP_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DENGRAM_FFI_LIB=$(CURDIR)/target/debug/libengram_ffi.a
 	cmake --build $(CPP_BUILD) -j2
 	$(CPP_BUILD)/arp_bench time --dir /dev/shm --ops 10000 --reps 3 > docs/bench/arp-x86.csv
 	$(CARGO) run --release -p engram-bench -- arp --out docs/bench --x86 docs/bench/arp-x86.csv

@@ -1,5 +1,5 @@
 // arp_bench: real x86 timings of each model's mapping (CLWB + SFENCE) on a
-// pool file (tmpfs by default), with sps, TATP and YCSB-A (8 threads + 2
+// pool file (tmpfs by default), with cq, pc, sps, TATP, TPCC and YCSB-A (8 threads + 2
 // volatile antagonists each), and the trace writer.
 //
 //   arp_bench time [--dir /dev/shm] [--ops N] [--reps R]   CSV on stdout:
@@ -37,7 +37,7 @@ double run_once(workloads::Bench b, Model m, const std::string& dir, unsigned op
     ts.emplace_back([&, t] {
       Runtime::stats() = MappingStats{};
       workloads::Worker w(pool, locks, t, t + 1);
-      for (unsigned i = 0; i < ops; ++i) w.op(b);
+      for (unsigned i = 0; i < ops; ++i) w.op(b, i);
       std::lock_guard<std::mutex> g(mu);
       total.sfence += Runtime::stats().sfence;
       total.clwb += Runtime::stats().clwb;
@@ -64,7 +64,7 @@ int main(int argc, char** argv) try {
     std::string dir = arg(argc, argv, "--dir", "/dev/shm");
     unsigned reps = static_cast<unsigned>(std::stoul(arg(argc, argv, "--reps", "3")));
     std::printf("workload,model,seconds,ops,ops_per_sec,sfence_per_op,clwb_per_op\n");
-    for (auto b : {workloads::Bench::sps, workloads::Bench::tatp, workloads::Bench::ycsb_a}) {
+    for (auto b : workloads::kAll) {
       for (Model m : {Model::scp, Model::epoch, Model::rcbsp, Model::arp, Model::arp_va}) {
         double best = 1e30;
         MappingStats st;

@@ -1,10 +1,17 @@
-// workloads.hpp: sps, TATP and YCSB-A written against engram/arp.hpp, with
+// workloads.hpp: cq, pc, sps, TATP, TPCC and YCSB-A written against engram/arp.hpp, with
 // the same pool layout, protocol, recovery and invariants as engram-model's
 // Rust workloads (crates/engram-model/src/arp/workloads), so a trace of any
 // of them is checked by `engram-arp check <trace> <name>`:
 //   thread t's log area a at t*1024 + a*512: count word, (addr, old) pairs;
 //   data from offset 16384 (sps: 256 words 1..256; TATP: 128 subscribers of
-//   (location, checksum); YCSB-A: 128 records of (version, 4 fields) every 64 B).
+//   (location, checksum); YCSB-A: 128 records of (version, 4 fields) every 64 B;
+//   cq: a 64-slot ring, head at +512, tail at +576; pc: 32 buckets of 128 B,
+//   4 slots of (key, version, value) each; TPCC: 4 districts' next-order
+//   counters every 64 B, 64 stock words, then kTpccOrders orders of 128 B per
+//   district: marker, line count, stock delta, (item+1, quantity) lines from +32).
+// TPCC's order table holds kTpccOrders = 8 workers * 6 ops + 1 orders per
+// district, the checker's layout for `engram-arp check <trace> TPCC --ops 6`;
+// a longer run (the benchmark) stops committing orders once a district is full.
 // Every update is an undo-logged transaction under its locks: log each old
 // value as its lock is taken; sequence point; count; sequence point; new
 // values; sequence point; count = 0; release. Locks guarding only volatile
@@ -22,18 +29,44 @@
 
 namespace engram::workloads {
 
-enum class Bench { sps, tatp, ycsb_a };
-constexpr std::uint64_t kData = 16384, kLogArea = 512;
+enum class Bench { cq, pc, sps, tatp, tpcc, ycsb_a };
+constexpr Bench kAll[] = {Bench::cq, Bench::pc, Bench::sps, Bench::tatp, Bench::tpcc, Bench::ycsb_a};
+constexpr std::uint64_t kData = 16384, kLogArea = 512, kMaxEntries = 31;
 constexpr std::uint64_t kSpsN = 256, kTatpSubs = 128, kYcsbRecords = 128;
+constexpr std::uint64_t kCqCap = 64, kPcBuckets = 32, kTpccDistricts = 4, kTpccItems = 64, kTpccOrders = 8 * 6 + 1;
 
-inline const char* bench_name(Bench b) { return b == Bench::sps ? "sps" : b == Bench::tatp ? "TATP" : "YCSB_A"; }
+constexpr std::uint64_t cq_head() { return kData + 8 * kCqCap; }
+constexpr std::uint64_t cq_tail() { return cq_head() + 64; }
+constexpr std::uint64_t tpcc_district(std::uint64_t d) { return kData + 64 * d; }
+constexpr std::uint64_t tpcc_stock(std::uint64_t i) { return kData + 64 * kTpccDistricts + 8 * i; }
+constexpr std::uint64_t tpcc_order(std::uint64_t d, std::uint64_t o) { return tpcc_stock(kTpccItems) + 128 * (d * kTpccOrders + o); }
+
+inline const char* bench_name(Bench b) {
+  switch (b) {
+    case Bench::cq: return "cq";
+    case Bench::pc: return "pc";
+    case Bench::sps: return "sps";
+    case Bench::tatp: return "TATP";
+    case Bench::tpcc: return "TPCC";
+    case Bench::ycsb_a: return "YCSB_A";
+  }
+  return "?";
+}
 inline Bench parse_bench(const std::string& s) {
-  for (Bench b : {Bench::sps, Bench::tatp, Bench::ycsb_a})
+  for (Bench b : kAll)
     if (s == bench_name(b)) return b;
-  throw Error(ErrorCode::invalid_argument, "unknown workload: " + s + " (sps, TATP, YCSB_A)");
+  throw Error(ErrorCode::invalid_argument, "unknown workload: " + s + " (cq, pc, sps, TATP, TPCC, YCSB_A)");
 }
 inline std::size_t pool_size(Bench b) {
-  return kData + (b == Bench::sps ? 8 * kSpsN : b == Bench::tatp ? 16 * kTatpSubs : 64 * kYcsbRecords);
+  switch (b) {
+    case Bench::cq: return kData + 8 * kCqCap + 128;
+    case Bench::pc: return kData + 128 * kPcBuckets;
+    case Bench::sps: return kData + 8 * kSpsN;
+    case Bench::tatp: return kData + 16 * kTatpSubs;
+    case Bench::tpcc: return tpcc_order(kTpccDistricts, 0);
+    case Bench::ycsb_a: return kData + 64 * kYcsbRecords;
+  }
+  return kData;
 }
 
 /// The Rust workloads' `mix` (checksums and field values).
@@ -45,8 +78,9 @@ inline std::uint64_t mix(std::uint64_t a, std::uint64_t b) {
 
 /// Volatile locks (in DRAM).
 struct Locks {
-  persistent<std::uint64_t> guard[256];  // persistent-data locks (stripes, subscribers, records)
-  persistent<std::uint64_t> stats, index, antagonist;
+  persistent<std::uint64_t> guard[256];  // persistent-data locks (stripes, subscribers, records, buckets, districts)
+  persistent<std::uint64_t> items[kTpccItems];  // TPCC's stock locks
+  persistent<std::uint64_t> stats, index, antagonist, ticket, lru;
   std::uint64_t swaps = 0;  // guarded by `stats`
 };
 
@@ -69,6 +103,8 @@ inline void init(const Pool& pool, Bench b) {
   if (b == Bench::ycsb_a)
     for (std::uint64_t r = 0; r < kYcsbRecords; ++r)
       for (std::uint64_t f = 0; f < 4; ++f) set(kData + 64 * r + 8 + 8 * f, mix(r, f));
+  if (b == Bench::tpcc)
+    for (std::uint64_t i = 0; i < kTpccItems; ++i) set(tpcc_stock(i), 100);
 }
 
 class Worker {
@@ -76,13 +112,107 @@ class Worker {
   Worker(const Pool& pool, Locks& locks, std::uint32_t log_slot, std::uint64_t seed)
       : pool_(pool), locks_(locks), log_slot_(log_slot), rng_(seed | 1) {}
 
-  void op(Bench b) {
-    if (b == Bench::sps) sps();
-    if (b == Bench::tatp) tatp();
-    if (b == Bench::ycsb_a) ycsb();
+  /// Operation number `i` of this worker.
+  void op(Bench b, unsigned i = 0) {
+    switch (b) {
+      case Bench::cq: cq(i); break;
+      case Bench::pc: pc(); break;
+      case Bench::sps: sps(); break;
+      case Bench::tatp: tatp(); break;
+      case Bench::tpcc: tpcc(); break;
+      case Bench::ycsb_a: ycsb(); break;
+    }
   }
 
  private:
+  using Writes = std::vector<std::pair<std::uint64_t, std::uint64_t>>;
+
+  // Alternate enqueues (a volatile ticket lock hands out the value) and
+  // dequeues of a persistent ring under one lock.
+  void cq(unsigned i) {
+    bool enqueue = ((rand(2) + i) & 1) == 0;
+    if (enqueue) {
+      lock(locks_.ticket, volatile_sync);
+      unlock(locks_.ticket, volatile_sync);
+    }
+    auto& l = locks_.guard[255];
+    lock(l, Annotation::none);
+    std::uint64_t h = get(cq_head()), t = get(cq_tail());
+    if (enqueue && t - h < kCqCap)
+      tx({{kData + 8 * (t % kCqCap), mix(rand(~0ull), t)}, {cq_tail(), t + 1}});
+    else if (!enqueue && h < t)
+      tx({{kData + 8 * (h % kCqCap), 0}, {cq_head(), h + 1}});
+    unlock(l, Annotation::none);
+  }
+
+  // Get or put a random key in its bucket (the bucket's lock); the LRU list
+  // is volatile.
+  void pc() {
+    std::uint64_t key = 1 + rand(256), b = key % kPcBuckets, bucket = kData + 128 * b;
+    lock(locks_.guard[b], Annotation::none);
+    if (rand(2) == 1) {
+      std::uint64_t s = 0;
+      for (std::uint64_t k = 0; k < 4 && s == 0; ++k)
+        if (get(bucket + 32 * k) == key) s = bucket + 32 * k;
+      for (std::uint64_t k = 0; k < 4 && s == 0; ++k)
+        if (get(bucket + 32 * k) == 0) s = bucket + 32 * k;
+      if (s == 0) s = bucket + 32 * ((key / kPcBuckets) % 4);
+      std::uint64_t ver = get(s) == key ? get(s + 8) + 1 : 1;
+      tx({{s, key}, {s + 8, ver}, {s + 16, mix(key, ver)}});
+    }
+    unlock(locks_.guard[b], Annotation::none);
+    lock(locks_.lru, volatile_sync);
+    unlock(locks_.lru, volatile_sync);
+  }
+
+  // New order: the district's counter, the order and its lines, the stock of
+  // 3-6 distinct items (each looked up in a volatile item index); locks held
+  // to the end (two-phase), items in ascending order.
+  void tpcc() {
+    std::uint64_t d = rand(kTpccDistricts), n = 3 + rand(4);
+    std::vector<std::uint64_t> items;
+    while (items.size() < n) {
+      std::uint64_t it = rand(kTpccItems);
+      if (std::find(items.begin(), items.end(), it) == items.end()) items.push_back(it);
+    }
+    std::sort(items.begin(), items.end());
+    entries_ = 0;
+    lock(locks_.guard[d], Annotation::none);
+    std::uint64_t o = get(tpcc_district(d));
+    bool room = o + 1 < kTpccOrders;
+    std::uint64_t rec = tpcc_order(d, std::min(o, kTpccOrders - 1));
+    Writes writes{{tpcc_district(d), o + 1}, {rec, o + 1}, {rec + 8, n}};
+    if (room) {
+      for (auto& w : writes) log(w.first);
+      log(rec + 16);
+    }
+    std::uint64_t delta = 0;
+    for (std::size_t k = 0; k < items.size(); ++k) {
+      std::uint64_t it = items[k];
+      lock(locks_.index, volatile_sync);
+      unlock(locks_.index, volatile_sync);
+      lock(locks_.items[it], Annotation::none);
+      std::uint64_t q = 1 + rand(5), s = get(tpcc_stock(it));
+      std::uint64_t now = s < q + 10 ? s - q + 91 : s - q;
+      delta += s - now;
+      Writes line{{tpcc_stock(it), now}, {rec + 32 + 16 * k, it + 1}, {rec + 40 + 16 * k, q}};
+      if (room)
+        for (auto& w : line) log(w.first);
+      writes.insert(writes.end(), line.begin(), line.end());
+    }
+    writes.push_back({rec + 16, delta});
+    if (room) commit(writes);
+    for (auto it = items.rbegin(); it != items.rend(); ++it) unlock(locks_.items[*it], Annotation::none);
+    unlock(locks_.guard[d], Annotation::none);
+  }
+
+  // A transaction whose locks are all held already: log everything, commit.
+  void tx(const Writes& writes) {
+    entries_ = 0;
+    for (auto& w : writes) log(w.first);
+    commit(writes);
+  }
+
   // Swap two elements under their stripes' locks, then count it (volatile).
   void sps() {
     std::uint64_t i = rand(kSpsN), j = (i + 1 + rand(kSpsN - 1)) % kSpsN;
@@ -143,12 +273,13 @@ class Worker {
   }
   // 1. log the old value as soon as its lock is held
   void log(std::uint64_t addr) {
+    if (entries_ >= kMaxEntries) return;
     std::uint64_t e = area() + 8 + 16 * entries_++;
     word(e).store(addr, std::memory_order_relaxed);
     word(e + 8).store(get(addr), std::memory_order_relaxed);
   }
   // 2. validate the log, 3. write in place, 4. commit; then flip areas
-  void commit(std::initializer_list<std::pair<std::uint64_t, std::uint64_t>> writes) {
+  void commit(const Writes& writes) {
     std::uint64_t log = area();
     area_ ^= 1;
     sequence_point();
@@ -173,7 +304,7 @@ inline void run(const Pool& pool, Bench b, Locks& locks, unsigned workers, unsig
   for (unsigned t = 0; t < workers; ++t)
     ts.emplace_back([&, t] {
       Worker w(pool, locks, t, seed * 7919 + t + 1);
-      for (unsigned i = 0; i < ops; ++i) w.op(b);
+      for (unsigned i = 0; i < ops; ++i) w.op(b, i);
     });
   for (int a = 0; a < 2; ++a)
     ts.emplace_back([&] {

@@ -1,16 +1,15 @@
-// arp.cpp: the pool seam (file-backed mmap), the x86 mapping of each
-// persistency model, and trace mode. See include/engram/arp.hpp.
+// arp.cpp: the pool (an RAII handle over the engine's C ABI pool, its ARP
+// data region a byte-array root), the x86 mapping of each persistency
+// model, and trace mode. See include/engram/arp.hpp.
 #include "engram/arp.hpp"
 
-#include <cpuid.h>
-#include <fcntl.h>
-#include <immintrin.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include "engram.h"
 
-#include <cerrno>
+#include <cpuid.h>
+#include <immintrin.h>
+
 #include <fstream>
+#include <utility>
 
 namespace engram {
 
@@ -19,8 +18,6 @@ Model g_model = Model::arp;
 const Pool* g_pool = nullptr;
 Tracer* g_tracer = nullptr;
 thread_local MappingStats t_stats;
-
-std::string sys_error(const std::string& what) { return what + ": " + std::strerror(errno); }
 
 enum class FlushInsn { clwb, clflushopt, clflush };
 
@@ -59,56 +56,120 @@ const char* model_name(Model m) noexcept {
   return "?";
 }
 
-// ---- the pool seam -------------------------------------------------------
+// ---- the pool: an RAII handle over the engine's C ABI pool ---------------
+
+namespace {
+constexpr const char* kLayout = "engram.arp";
+constexpr const char* kRoot = "arp";
+constexpr std::uint32_t kByteType = 1;  // the engine's built-in byte type
+constexpr std::uint64_t kAlign = 64;    // the data region starts on a cache line
+
+/// Throws the engine's error for a failed ABI call.
+void check(engram_status st, const char* what) {
+  if (st == ENGRAM_OK) return;
+  throw Error(static_cast<ErrorCode>(st), std::string(what) + ": " + engram_code_name(st) + ": " + engram_last_error());
+}
+
+/// Runs `body(region)` in one engine region: committed if it returns,
+/// aborted if it throws.
+template <class F>
+void in_region(engram_pool pool, F&& body) {
+  engram_region r = 0;
+  check(engram_region_begin(pool, &r), "engram_region_begin");
+  try {
+    body(r);
+  } catch (...) {
+    (void)engram_region_abort(r);
+    throw;
+  }
+  check(engram_region_commit(r), "engram_region_commit");
+}
+}  // namespace
 
 Pool Pool::create(const std::string& path, std::size_t size) {
   if (size == 0) throw Error(ErrorCode::invalid_argument, "pool size must be positive");
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) throw Error(ErrorCode::io, sys_error("open " + path));
-  if (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
-    ::close(fd);
-    throw Error(ErrorCode::io, sys_error("ftruncate " + path));
-  }
-  void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  ::close(fd);
-  if (base == MAP_FAILED) throw Error(ErrorCode::io, sys_error("mmap " + path));
-  return Pool(base, size);
+  engram_create_options o{};
+  check(engram_create_options_init(&o), "engram_create_options_init");
+  o.layout = kLayout;
+  o.overwrite = 1;
+  if (o.initial_size < 2 * size) o.initial_size = 2 * size;
+  engram_pool h = 0;
+  check(engram_pool_create(path.c_str(), &o, &h), "engram_pool_create");
+  Pool p(h);  // closes the handle if anything below throws
+  in_region(h, [&](engram_region r) {
+    std::uint64_t addr = 0;
+    check(engram_alloc_array(r, kByteType, size + kAlign, &addr), "engram_alloc_array");
+    check(engram_root_set(r, kRoot, addr, kByteType, 1), "engram_root_set");
+  });
+  p.locate();
+  return p;
 }
 
 Pool Pool::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDWR);
-  if (fd < 0) throw Error(ErrorCode::io, sys_error("open " + path));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || st.st_size <= 0) {
-    ::close(fd);
-    throw Error(ErrorCode::invalid_argument, "not a pool (empty or unreadable): " + path);
-  }
-  auto size = static_cast<std::size_t>(st.st_size);
-  void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  ::close(fd);
-  if (base == MAP_FAILED) throw Error(ErrorCode::io, sys_error("mmap " + path));
-  return Pool(base, size);
+  engram_open_options o{};
+  check(engram_open_options_init(&o), "engram_open_options_init");
+  o.layout = kLayout;
+  engram_pool h = 0;
+  check(engram_pool_open(path.c_str(), &o, &h), "engram_pool_open");
+  Pool p(h);
+  p.locate();
+  return p;
 }
 
-Pool::Pool(Pool&& o) noexcept : base_(o.base_), size_(o.size_) {
-  o.base_ = nullptr;
-  o.size_ = 0;
+void Pool::locate() {
+  engram_info info{};
+  check(engram_pool_info(handle_, &info), "engram_pool_info");
+  pool_base_ = reinterpret_cast<void*>(static_cast<std::uintptr_t>(info.base));
+  pool_size_ = static_cast<std::size_t>(info.size);
+  engram_root root{};
+  in_region(handle_, [&](engram_region r) { check(engram_root_get(r, kRoot, &root), "engram_root_get"); });
+  if (root.found == 0 || root.array == 0 || root.type_id != kByteType || root.addr == 0)
+    throw Error(ErrorCode::root_type, "pool has no ARP data region (root \"arp\": a byte array)");
+  std::uint32_t type = 0, array = 0;
+  std::uint64_t count = 0;
+  check(engram_object_info(handle_, root.addr, &type, &count, &array), "engram_object_info");
+  std::uint64_t start = (root.addr + kAlign - 1) / kAlign * kAlign;
+  if (count < kAlign || start + (count - kAlign) > info.base + info.size)
+    throw Error(ErrorCode::root_type, "ARP data region does not fit the pool");
+  base_ = reinterpret_cast<void*>(static_cast<std::uintptr_t>(start));
+  size_ = static_cast<std::size_t>(count - kAlign);
+}
+
+void Pool::release() noexcept {
+  if (handle_ != 0) (void)engram_pool_close(handle_);
+  handle_ = 0;
+  base_ = pool_base_ = nullptr;
+  size_ = pool_size_ = 0;
+}
+
+void Pool::close() {
+  if (handle_ == 0) return;
+  check(engram_pool_close(handle_), "engram_pool_close");
+  handle_ = 0;
+  base_ = pool_base_ = nullptr;
+  size_ = pool_size_ = 0;
+}
+
+Pool::Pool(Pool&& o) noexcept
+    : handle_(o.handle_), base_(o.base_), size_(o.size_), pool_base_(o.pool_base_), pool_size_(o.pool_size_) {
+  o.handle_ = 0;
+  o.base_ = o.pool_base_ = nullptr;
+  o.size_ = o.pool_size_ = 0;
 }
 
 Pool& Pool::operator=(Pool&& o) noexcept {
   if (this != &o) {
-    if (base_ != nullptr) ::munmap(base_, size_);
-    base_ = o.base_;
-    size_ = o.size_;
-    o.base_ = nullptr;
-    o.size_ = 0;
+    release();
+    std::swap(handle_, o.handle_);
+    std::swap(base_, o.base_);
+    std::swap(size_, o.size_);
+    std::swap(pool_base_, o.pool_base_);
+    std::swap(pool_size_, o.pool_size_);
   }
   return *this;
 }
 
-Pool::~Pool() {
-  if (base_ != nullptr) ::munmap(base_, size_);
-}
+Pool::~Pool() { release(); }
 
 std::uint64_t Pool::offset_of(const void* p) const {
   if (!contains(p)) throw Error(ErrorCode::invalid_argument, "address outside the pool");

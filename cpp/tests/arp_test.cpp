@@ -1,4 +1,5 @@
-// GoogleTest suite of the C++ ARP library: the pool seam, persistent<T>
+// GoogleTest suite of the C++ ARP library: the pool (over the engine's C
+// ABI), persistent<T>
 // semantics, the x86 mapping of each model (which fences it issues), and
 // trace mode (the text format engram-model reads; checked by the Rust
 // checker in `make test-cpp`).
@@ -36,7 +37,44 @@ TEST(Pool, CreateOpenOffsets) {
     EXPECT_FALSE(p.contains(&local));
   }
   Pool q = Pool::open(path);
+  EXPECT_EQ(q.size(), 4096u);
   EXPECT_EQ(*q.at<std::uint64_t>(64), 42u);
+  // the data region is a 64-byte-aligned part of the engine's mapping
+  auto b = reinterpret_cast<std::uintptr_t>(q.base()), pb = reinterpret_cast<std::uintptr_t>(q.pool_base());
+  EXPECT_EQ(b % 64, 0u);
+  EXPECT_GT(b, pb);
+  EXPECT_LE(b + q.size(), pb + q.pool_size());
+  EXPECT_NE(q.handle(), 0u);
+  q.close();
+  EXPECT_EQ(q.handle(), 0u);
+  EXPECT_EQ(q.base(), nullptr);
+  ::unlink(path.c_str());
+}
+
+TEST(Pool, MovesOwnTheHandle) {
+  auto path = tmp_path("pool-move");
+  Pool p = Pool::create(path, 256);
+  auto h = p.handle();
+  Pool q = std::move(p);
+  EXPECT_EQ(p.handle(), 0u);  // NOLINT: checking the moved-from state
+  EXPECT_EQ(q.handle(), h);
+  Pool r = Pool::create(path + "b", 256);
+  r = std::move(q);  // closes r's own pool first
+  EXPECT_EQ(r.handle(), h);
+  ::unlink(path.c_str());
+  ::unlink((path + "b").c_str());
+}
+
+TEST(Pool, EngineErrorsCarryTheAbiCodes) {
+  auto path = tmp_path("notapool");
+  { std::ofstream(path) << std::string(8192, 'x'); }
+  try {
+    Pool::open(path);
+    FAIL() << "opened a non-pool";
+  } catch (const Error& e) {
+    EXPECT_NE(e.status(), 0);
+    EXPECT_NE(std::string(e.what()).find("ENGRAM_ERR_"), std::string::npos) << e.what();
+  }
   ::unlink(path.c_str());
 }
 
@@ -53,7 +91,12 @@ TEST(Pool, BadInputIsATypedError) {
   EXPECT_THROW(p.at<std::uint64_t>(3), Error);
   int local = 0;
   EXPECT_THROW(p.offset_of(&local), Error);
-  EXPECT_THROW(Pool::create(path, 0), Error);
+  try {
+    Pool::create(path, 0);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+  }
   EXPECT_THROW(parse_model("tso"), Error);
   EXPECT_EQ(parse_model("arp_va"), Model::arp_va);
   ::unlink(path.c_str());
@@ -183,6 +226,55 @@ TEST(Workload, YcsbRecordsAreWhole) {
       for (std::uint64_t f = 0; f < 4; ++f)
         EXPECT_EQ(*p.at<std::uint64_t>(rec + 8 + 8 * f), v == 0 ? workloads::mix(r, f) : workloads::mix(r, v * 8 + f));
     }
+  });
+}
+
+TEST(Workload, CqHeadTailAndLiveSlotsAgree) {
+  traced(workloads::Bench::cq, [](const Pool& p, workloads::Locks&) {
+    using namespace workloads;
+    auto h = *p.at<std::uint64_t>(cq_head()), t = *p.at<std::uint64_t>(cq_tail());
+    ASSERT_LE(h, t);
+    ASSERT_LE(t - h, kCqCap);
+    EXPECT_GT(t, 0u);  // 48 operations, about half of them enqueues
+    for (std::uint64_t k = 0; k < kCqCap; ++k) {
+      std::uint64_t pos = k >= h % kCqCap ? h - h % kCqCap + k : h - h % kCqCap + kCqCap + k;
+      EXPECT_EQ(pos < t, *p.at<std::uint64_t>(kData + 8 * k) != 0) << "slot " << k;
+    }
+  });
+}
+
+TEST(Workload, PcValuesMatchTheirVersions) {
+  traced(workloads::Bench::pc, [](const Pool& p, workloads::Locks&) {
+    using namespace workloads;
+    std::uint64_t used = 0;
+    for (std::uint64_t s = 0; s < 4 * kPcBuckets; ++s) {
+      auto slot = kData + 32 * s;
+      auto k = *p.at<std::uint64_t>(slot), v = *p.at<std::uint64_t>(slot + 8);
+      if (k == 0) continue;
+      ++used;
+      EXPECT_EQ(*p.at<std::uint64_t>(slot + 16), mix(k, v)) << "slot " << s;
+    }
+    EXPECT_GT(used, 0u);
+  });
+}
+
+TEST(Workload, TpccStockAndOrdersAddUp) {
+  traced(workloads::Bench::tpcc, [](const Pool& p, workloads::Locks&) {
+    using namespace workloads;
+    std::uint64_t delta = 0, orders = 0;
+    for (std::uint64_t d = 0; d < kTpccDistricts; ++d) {
+      auto next = *p.at<std::uint64_t>(tpcc_district(d));
+      orders += next;
+      for (std::uint64_t o = 0; o < kTpccOrders; ++o) {
+        auto rec = tpcc_order(d, o);
+        EXPECT_EQ(*p.at<std::uint64_t>(rec), o < next ? o + 1 : 0) << "district " << d << " order " << o;
+        if (o < next) delta += *p.at<std::uint64_t>(rec + 16);
+      }
+    }
+    EXPECT_EQ(orders, 48u);  // 8 workers x 6 new orders, all with room
+    std::uint64_t stock = 0;
+    for (std::uint64_t i = 0; i < kTpccItems; ++i) stock += *p.at<std::uint64_t>(tpcc_stock(i));
+    EXPECT_EQ(stock + delta, 100 * kTpccItems);
   });
 }
 

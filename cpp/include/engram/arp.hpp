@@ -21,12 +21,13 @@
 //
 // Invariants: a persistent<T> is lock-free and at most 8 bytes, naturally
 // aligned (8-byte failure atomicity); it is "persistent" iff its address is
-// inside the runtime's pool. Crash behaviour: what survives is exactly what
+// inside the runtime pool's ARP data region. Crash behaviour: what survives is exactly what
 // the model's persist memory order allows (engram-model's arp checker decides
 // it from a trace written in trace mode).
 //
 // Errors are `engram::Error` exceptions carrying the engine's stable codes
-// (1 = I/O, 10 = invalid argument).
+// (the C ABI's status codes, include/engram.h). The pool is the engine's,
+// opened through its C ABI (link libengram_ffi).
 #pragma once
 
 #include <atomic>
@@ -42,14 +43,30 @@
 
 namespace engram {
 
-/// The engine's stable error codes used here.
-enum class ErrorCode : int { io = 1, invalid_argument = 10 };
+/// The engine's stable error codes (the C ABI's `engram_code`, include/engram.h).
+/// Named here are the ones this library raises itself; an Error raised by the
+/// engine carries whatever code the ABI returned (compare `code()` or
+/// `status()` with the values in include/engram.h).
+enum class ErrorCode : int {
+  io = 1,
+  not_a_pool = 2,
+  wrong_layout = 6,
+  pool_full = 9,
+  invalid_argument = 10,
+  exists = 13,
+  root_type = 14,
+  busy = 18,
+  closed = 100,
+  internal = 102,
+};
 
 /// Every failure of the library.
 class Error : public std::runtime_error {
  public:
   Error(ErrorCode code, const std::string& what) : std::runtime_error(what), code_(code) {}
   ErrorCode code() const noexcept { return code_; }
+  /// The code as the ABI's engram_status.
+  int status() const noexcept { return static_cast<int>(code_); }
 
  private:
   ErrorCode code_;
@@ -66,24 +83,42 @@ const char* model_name(Model m) noexcept;
 enum class Annotation { none, volatile_sync };
 constexpr Annotation volatile_sync = Annotation::volatile_sync;
 
-/// A region of persistent memory. THE SEAM: today a file-backed shared
-/// mmap owned by this class; when the engine's C ABI pool (include/engram.h)
-/// is merged, `create`/`open` become wrappers over its pool handle and
-/// `base()`/`size()` over its mapping, and nothing else in this library changes.
+/// A region of persistent memory: an RAII handle over an engine pool opened
+/// through the C ABI (include/engram.h, crates/engram-ffi). The pool has
+/// layout "engram.arp" and one root, "arp", naming a byte array allocated
+/// through the ABI (failure-atomic with the root); the ARP data region is
+/// the 64-byte-aligned `size` bytes inside that array. `base()`/`size()`
+/// are the data region (what persistent<T> and the tracer see);
+/// `pool_base()`/`pool_size()` the whole mapping, from engram_pool_info.
+/// Crash behaviour: the root and its array are created in one engine
+/// region, so a crash during `create` leaves no root (open then fails with
+/// root_type); the data region's own persists are this library's (CLWB +
+/// SFENCE per the model), the engine never writes it after creation.
 class Pool {
  public:
-  /// Creates (or truncates) `path` with `size` zero bytes and maps it.
+  /// Creates (or overwrites) the pool file `path` with a zeroed data region
+  /// of `size` bytes.
   static Pool create(const std::string& path, std::size_t size);
-  /// Maps an existing pool file.
+  /// Opens an existing pool (the engine recovers it if needed) and finds
+  /// its data region.
   static Pool open(const std::string& path);
   Pool(Pool&& o) noexcept;
   Pool& operator=(Pool&& o) noexcept;
   Pool(const Pool&) = delete;
   Pool& operator=(const Pool&) = delete;
+  /// Closes the pool cleanly (errors are ignored; use close() to see them).
   ~Pool();
+  /// Closes the pool cleanly; throws the engine's error (the handle is then
+  /// still owned and closed again by the destructor).
+  void close();
 
   void* base() const noexcept { return base_; }
   std::size_t size() const noexcept { return size_; }
+  /// The engine pool's first byte and mapped size (engram_pool_info).
+  void* pool_base() const noexcept { return pool_base_; }
+  std::size_t pool_size() const noexcept { return pool_size_; }
+  /// The C ABI handle (an engram_pool; 0 once moved from or closed).
+  std::uint64_t handle() const noexcept { return handle_; }
   bool contains(const void* p) const noexcept {
     auto a = reinterpret_cast<std::uintptr_t>(p), b = reinterpret_cast<std::uintptr_t>(base_);
     return base_ != nullptr && a >= b && a < b + size_;
@@ -99,9 +134,15 @@ class Pool {
   }
 
  private:
-  Pool(void* base, std::size_t size) : base_(base), size_(size) {}
+  explicit Pool(std::uint64_t handle) : handle_(handle) {}
+  /// Fills base_/size_ from the root and pool_base_/pool_size_ from info.
+  void locate();
+  void release() noexcept;
+  std::uint64_t handle_ = 0;
   void* base_ = nullptr;
   std::size_t size_ = 0;
+  void* pool_base_ = nullptr;
+  std::size_t pool_size_ = 0;
 };
 
 /// Counts of the x86 instructions the mapping issued (for tests and benches).
