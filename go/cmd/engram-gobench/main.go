@@ -79,7 +79,7 @@ func main() {
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), cpuName(), runtime.NumCPU(), runtime.Version(), loadavg(), *reps)
 	pmemRatios, procRatios := pmemSection(&report, *rust, *dir, *reps)
 	msyncRatios := msyncSection(&report, *rust, *disk, *reps)
-	restartSection(&report, *dir, *disk, *reps)
+	restartRatios := restartSection(&report, *rust, *dir, *disk, *reps)
 	cgo := measureCgo()
 	fmt.Fprintf(&report, "\n## One cgo call\n\nOne cgo round trip (a call to `engram_abi_version`): %s (median of 5 x 10^6 calls).\n", cgo)
 	if *out != "" {
@@ -88,6 +88,11 @@ func main() {
 		if err := plotRatios(png, "Go/Rust time ratio on Engram (1 = parity, dashed = 1.5)", groups, series); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 		}
+		rg, rs := restartPlot(restartRatios)
+		if err := plotRatios(filepath.Join(filepath.Dir(*out), "go-restart.png"), "Go/Rust restart time ratio (process start to first access)", rg, rs); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+		fmt.Fprintf(&report, "\n## Plots\n\n![Go/Rust ratio per workload and setup](go-ratios.png)\n\n![Go/Rust restart ratio](go-restart.png)\n")
 		if err := os.WriteFile(*out, report.Bytes(), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
@@ -150,24 +155,28 @@ func msyncSection(report *bytes.Buffer, rust, disk string, reps int) map[size]fl
 	return r
 }
 
-// restartSection: the fill-then-restart test in both setups.
-func restartSection(report *bytes.Buffer, dir, disk string, reps int) {
-	fmt.Fprintf(report, "\n## Fill the heap, then restart\n\ngo-pmem's restart test: a child process fills a new pool with n list nodes (16-byte objects, 10^4 per transaction, named by one root), then closes the pool (clean) or kills itself with SIGKILL before any close (crash). A second child opens the pool and reads the list's first node. *Restart* is from just before the parent starts that child to the child's first access of the existing object (process start, Go runtime start, open, recovery after a crash, root lookup); *open* is the open and first access alone, timed inside the child. Go only: the Rust engine's `engram-bench` has no restart job yet (see docs/go.md).\n\n")
-	fmt.Fprintln(report, "| setup | mode | objects | restart (clean) | open (clean) | restart (after kill -9) | open (after kill -9) |")
-	fmt.Fprintln(report, "|---|---|---:|---:|---:|---:|---:|")
+// restartSection: the fill-then-restart test in both setups, Go and Rust;
+// returns the Go/Rust ratios of the restart times (clean, after kill -9)
+// keyed by setup and n.
+func restartSection(report *bytes.Buffer, rust, dir, disk string, reps int) map[string][2]float64 {
+	fmt.Fprintf(report, "\n## Fill the heap, then restart\n\ngo-pmem's restart test: a child process fills a new pool with n list nodes (16-byte objects, 10^4 per transaction, named by one root), then closes the pool (clean) or kills itself with SIGKILL before any close (crash: the pool is left dirty and the next open recovers it). A second child opens the pool and reads the list's first node. The time shown is from just before the parent starts that child to the child's first access of the existing object (process start, runtime start, open, recovery after a crash, root lookup); in parentheses the open and first access alone, timed inside the child. Go: this binary's `-child fill|reopen`; Rust: `engram-bench restart-one` (crates/engram-bench/src/restart_one.rs), the same list, batches and root.\n\n")
+	fmt.Fprintln(report, "| setup | objects | Go clean | Rust clean | Go after kill -9 | Rust after kill -9 | Go/Rust clean | Go/Rust kill -9 |")
+	fmt.Fprintln(report, "|---|---:|---:|---:|---:|---:|---:|---:|")
+	ratios := map[string][2]float64{}
 	for _, st := range []struct {
 		name, dir string
 		mode      engram.Durability
 	}{{"pmem", dir, engram.Pmem}, {"msync", disk, engram.Msync}} {
 		for _, n := range restartSizes {
-			tc, oc := restartRow(st.dir, n, st.mode, false, reps)
-			tk, ok := restartRow(st.dir, n, st.mode, true, reps)
-			line := fmt.Sprintf("| %s (%s) | %s | %d | %s | %s | %s | %s |", st.name, fsType(st.dir), modeName(st.mode), n,
-				show(tc), show(oc), show(tk), show(ok))
+			c := restartCells(rust, st.dir, n, st.mode, reps)
+			line := fmt.Sprintf("| %s (%s) | %d | %s | %s | %s | %s | %s | %s |", st.name, fsType(st.dir), n,
+				c[0], c[1], c[2], c[3], ratio(c[0].total, c[1].total), ratio(c[2].total, c[3].total))
 			fmt.Println(line)
 			fmt.Fprintln(report, line)
+			ratios[fmt.Sprintf("%s %d", st.name, n)] = [2]float64{fratio(c[0].total, c[1].total), fratio(c[2].total, c[3].total)}
 		}
 	}
+	return ratios
 }
 
 // ratioPlot turns the ratio maps into the plot's groups and series.
@@ -197,6 +206,29 @@ func ratioPlot(pm, pr, ms map[size]float64) ([]string, []ratioSeries) {
 		series[0].ratios = append(series[0].ratios, pm[s])
 		series[1].ratios = append(series[1].ratios, pr[s])
 		series[2].ratios = append(series[2].ratios, ms[s])
+	}
+	return groups, series
+}
+
+// restartPlot: one group per setup and n, bars clean and after kill -9.
+func restartPlot(r map[string][2]float64) ([]string, []ratioSeries) {
+	var groups []string
+	for k := range r {
+		groups = append(groups, k)
+	}
+	slices.SortFunc(groups, func(a, b string) int {
+		if c := strings.Compare(strings.Fields(a)[0], strings.Fields(b)[0]); c != 0 {
+			return -c // pmem first
+		}
+		return len(a) - len(b)
+	})
+	series := []ratioSeries{
+		{"clean close", color.RGBA{31, 119, 180, 255}, nil},
+		{"after kill -9", color.RGBA{214, 39, 40, 255}, nil},
+	}
+	for _, g := range groups {
+		series[0].ratios = append(series[0].ratios, r[g][0])
+		series[1].ratios = append(series[1].ratios, r[g][1])
 	}
 	return groups, series
 }

@@ -1,6 +1,7 @@
 package main
 
-// restart.go: go-pmem's fill-the-heap-then-restart test, in Go on Engram.
+// restart.go: go-pmem's fill-the-heap-then-restart test, in Go on Engram
+// and (through `engram-bench restart-one`, the same phases) in Rust.
 //
 // A child process (this binary with -child fill) creates a pool and fills
 // it with a linked list of n small objects (16 bytes each: Next, Val),
@@ -111,26 +112,38 @@ func modeName(mode engram.Durability) string {
 	return map[engram.Durability]string{engram.Pmem: "pmem", engram.Msync: "msync", engram.Process: "process"}[mode]
 }
 
-func childArgs(what, path string, n uint64, mode engram.Durability) []string {
-	return []string{"-child", what, "-path", path, "-n", fmt.Sprint(n), "-mode", modeName(mode)}
+// childCmd builds the command line of one phase: Go (this binary with
+// -child) when rust is "", else `engram-bench restart-one`.
+func childCmd(rust, phase, path string, n uint64, mode engram.Durability, crash bool) *exec.Cmd {
+	if rust != "" {
+		args := []string{"restart-one", "--phase", phase, "--n", fmt.Sprint(n), "--mode", modeName(mode), "--path", path}
+		if crash {
+			args = append(args, "--crash")
+		}
+		return exec.Command(rust, args...)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		self = os.Args[0]
+	}
+	return exec.Command(self, "-child", phase, "-path", path, "-n", fmt.Sprint(n), "-mode", modeName(mode), fmt.Sprintf("-crash=%t", crash))
 }
 
 // restartOnce fills, closes or crashes, and times the reopen: (process
 // start to first access, the open alone).
-func restartOnce(dir string, n uint64, mode engram.Durability, crash bool) (time.Duration, time.Duration, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return 0, 0, err
-	}
+func restartOnce(rust, dir string, n uint64, mode engram.Durability, crash bool) (time.Duration, time.Duration, error) {
 	path := filepath.Join(dir, "engram-gobench-restart.pool")
 	defer os.Remove(path)
-	fill := exec.Command(self, append(childArgs("fill", path, n, mode), fmt.Sprintf("-crash=%t", crash))...)
+	fill := childCmd(rust, "fill", path, n, mode, crash)
 	out, err := fill.CombinedOutput()
 	killed := crash && fill.ProcessState != nil && !fill.ProcessState.Exited()
 	if err != nil && !killed {
 		return 0, 0, fmt.Errorf("fill child: %v: %s", err, out)
 	}
-	reopen := exec.Command(self, childArgs("reopen", path, n, mode)...)
+	if crash && !killed {
+		return 0, 0, fmt.Errorf("fill child was not killed")
+	}
+	reopen := childCmd(rust, "reopen", path, n, mode, false)
 	start := time.Now()
 	out, err = reopen.CombinedOutput()
 	if err != nil {
@@ -143,19 +156,48 @@ func restartOnce(dir string, n uint64, mode engram.Durability, crash bool) (time
 	return time.Duration(at - start.UnixNano()), time.Duration(open), nil
 }
 
-// restartRow measures one (n, crash) cell reps times: the medians of the
-// total reopen and of the open alone (-1 if a run failed).
-func restartRow(dir string, n uint64, mode engram.Durability, crash bool, reps int) (time.Duration, time.Duration) {
-	var ts, opens []time.Duration
+// restartCell is one (implementation, n, crash) cell: the medians of the
+// restart and of the open alone (-1 if a run failed).
+type restartCell struct{ total, open time.Duration }
+
+// restartCells measures Go and Rust, clean and after a kill, interleaved
+// rep by rep: cells[0..3] = Go clean, Rust clean, Go kill, Rust kill.
+func restartCells(rust, dir string, n uint64, mode engram.Durability, reps int) [4]restartCell {
+	var ts, opens [4][]time.Duration
+	failed := [4]bool{}
 	for r := 0; r < reps; r++ {
-		t, o, err := restartOnce(dir, n, mode, crash)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "error:", err)
-			return -1, -1
+		for i := range 4 {
+			impl, crash := "", i >= 2
+			if i%2 == 1 {
+				impl = rust
+			}
+			if failed[i] {
+				continue
+			}
+			t, o, err := restartOnce(impl, dir, n, mode, crash)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "error:", err)
+				failed[i] = true
+				continue
+			}
+			ts[i], opens[i] = append(ts[i], t), append(opens[i], o)
 		}
-		ts, opens = append(ts, t), append(opens, o)
 	}
-	return median(ts), median(opens)
+	var cells [4]restartCell
+	for i := range cells {
+		cells[i] = restartCell{-1, -1}
+		if !failed[i] && len(ts[i]) > 0 {
+			cells[i] = restartCell{median(ts[i]), median(opens[i])}
+		}
+	}
+	return cells
+}
+
+func (c restartCell) String() string {
+	if c.total < 0 {
+		return "failed"
+	}
+	return fmt.Sprintf("%s (open %s)", show(c.total), show(c.open))
 }
 
 func median(ds []time.Duration) time.Duration {
