@@ -34,7 +34,7 @@ type size struct {
 }
 
 var sizes = []size{
-	{"binary-trees", 12}, {"binary-trees", 14},
+	{"binary-trees", 10}, {"binary-trees", 12},
 	{"nbody", 10000}, {"nbody", 100000},
 	{"sps", 10000}, {"sps", 100000},
 }
@@ -42,7 +42,7 @@ var sizes = []size{
 // msyncSizes are the workloads of the msync (disk) setup: smaller, since
 // every commit there is an msync to the disk.
 var msyncSizes = []size{
-	{"binary-trees", 10}, {"nbody", 1000}, {"sps", 10000}, {"sps", 100000},
+	{"binary-trees", 8}, {"nbody", 1000}, {"sps", 10000}, {"sps", 100000},
 }
 
 // restartSizes are the object counts of the fill-then-restart test.
