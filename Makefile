@@ -125,7 +125,7 @@ test-go: go-deps ffi-lib
 bench-go: bench-deps go-deps
 	$(MAKE) --no-print-directory ffi-lib FFI_PROFILE=release
 	$(CARGO) build --release -p engram-bench
-	cd go && $(GO_ENV) $(GO) run ./cmd/engram-gobench -rust $(CURDIR)/target/release/engram-bench -dir /dev/shm -out $(CURDIR)/docs/bench/go.md
+	cd go && $(GO_ENV) $(GO) run ./cmd/engram-gobench -rust $(CURDIR)/target/release/engram-bench -dir /dev/shm -disk $(CURDIR)/target/gobench-disk -out $(CURDIR)/docs/bench/go.md $(BENCH_GO_FLAGS)
 
 # engramvet, the Go analyzer for unlogged stores in transactions (go/analysis/txnlog,
 # go/cmd/engramvet): go vet over the Go module, then the analyzer's corpus tests and the

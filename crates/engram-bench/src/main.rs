@@ -11,6 +11,8 @@
 //! written, 2 when implementations disagree on a check value (the report is
 //! still written, so the disagreement can be inspected).
 
+mod restart_one;
+
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -60,6 +62,9 @@ enum Command {
     /// Runs one measurement and prints its result line (used by the runner).
     #[command(hide = true)]
     RunOne(RunOneArgs),
+    /// One phase of the fill-then-restart test (used by go/cmd/engram-gobench).
+    #[command(hide = true)]
+    RestartOne(restart_one::RestartArgs),
 }
 
 #[derive(Args, Clone)]
@@ -107,6 +112,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let (suites, mut args, default_out): (&[Suite], RunArgs, Option<&str>) = match cli.command {
         Command::RunOne(a) => return run_one(a),
+        Command::RestartOne(a) => return restart_one::main(a),
         Command::Stm(a) => return engram_bench::stm::cli::main(a),
         Command::Lazy(a) => return engram_bench::lazy::main(a),
         Command::Arp(a) => return engram_bench::arp::main(a),
