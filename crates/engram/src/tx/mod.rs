@@ -47,6 +47,7 @@ use std::sync::Arc;
 pub use raw::RootEntryInfo;
 pub(crate) use roots::used_entries as used_root_entries;
 pub use roots::RootInfo;
+pub(crate) use roots::ROOTS_LOCK;
 
 /// A running failure-atomic region. Obtained from [`crate::Pool::txn`].
 ///

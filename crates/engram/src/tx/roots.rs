@@ -14,7 +14,7 @@ use crate::ptr::{PArray, PPtr};
 use crate::types::Persistent;
 
 /// Lock key of the root table (no object lives at this address).
-pub(super) const ROOTS_LOCK: u64 = 1;
+pub(crate) const ROOTS_LOCK: u64 = 1;
 
 /// One root, as listed by [`crate::Pool::roots`].
 #[derive(Clone, Debug, PartialEq, Eq)]

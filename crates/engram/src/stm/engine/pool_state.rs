@@ -60,13 +60,21 @@ pub(super) fn stm_pool(pool: &Pool) -> Result<Arc<StmPool>> {
     if let Some(s) = state(inner) {
         return Ok(s);
     }
-    let meta = pool.txn(|tx| match tx.root::<StmMeta>(META_ROOT)? {
-        Some(m) => Ok(m),
-        None => {
-            let logs = tx.alloc_array::<PArray<u8>>(16)?;
-            let m = tx.alloc(StmMeta { clock_reserved: 0, epoch: 1, logs })?;
-            tx.set_root(META_ROOT, m).map(|_| m)
-        }
+    // Regions lock nothing by themselves: without the root table's lock,
+    // two threads starting at once would both find no root, and the second
+    // `set_root` would unlink the first one's metadata (and its logs).
+    let meta = linking(|| {
+        pool.txn(|tx| {
+            tx.lock(crate::tx::ROOTS_LOCK)?;
+            match tx.root::<StmMeta>(META_ROOT)? {
+                Some(m) => Ok(m),
+                None => {
+                    let logs = tx.alloc_array::<PArray<u8>>(16)?;
+                    let m = tx.alloc(StmMeta { clock_reserved: 0, epoch: 1, logs })?;
+                    tx.set_root(META_ROOT, m).map(|_| m)
+                }
+            }
+        })
     })?;
     let m: StmMeta = pool.txn(|tx| tx.read(meta))?;
     let earlier = earlier_logs(pool, m.logs)?;
@@ -123,32 +131,45 @@ pub(super) fn thread_log(pool: &Pool, stm: &Arc<StmPool>) -> Result<Arc<Mutex<Th
         Some(l) => l,
         None => {
             let meta = PPtr::<StmMeta>::from_addr(pool.inner().space.base() + stm.meta_off);
-            let log = pool.txn(|tx| {
-                let mut m = tx.read(meta)?;
-                let n = tx.len(m.logs)?;
-                let mut free = None;
-                for i in 0..n {
-                    if tx.get(m.logs, i)?.is_null() {
-                        free = Some(i);
-                        break;
-                    }
-                }
-                let i = match free {
-                    Some(i) => i,
-                    None => {
-                        let bigger = tx.alloc_array::<PArray<u8>>(n * 2)?;
-                        for k in 0..n {
-                            tx.set(bigger, k, tx.get(m.logs, k)?)?;
+            let log = linking(|| {
+                pool.txn(|tx| {
+                    // The metadata's lock, taken before the free entry is
+                    // chosen: two threads linking their first logs at once
+                    // would otherwise pick the same entry, and the second
+                    // store would unlink the first log. The GC would free it
+                    // while its thread still writes redo records into it (over
+                    // whatever was allocated there next).
+                    tx.lock_ptr(meta)?;
+                    let m = tx.read(meta)?;
+                    let mut table = m.logs;
+                    let n = tx.len(table)?;
+                    let mut free = None;
+                    for i in 0..n {
+                        if tx.get(table, i)?.is_null() {
+                            free = Some(i);
+                            break;
                         }
-                        tx.free_array(m.logs)?;
-                        m.logs = bigger;
-                        tx.write(meta, m)?;
-                        n
                     }
-                };
-                let bytes = tx.alloc_array::<u8>(2 * HALF)?;
-                tx.set(m.logs, i, bytes)?;
-                Ok::<_, Error>(bytes)
+                    let i = match free {
+                        Some(i) => i,
+                        None => {
+                            let bigger = tx.alloc_array::<PArray<u8>>(n * 2)?;
+                            for k in 0..n {
+                                tx.set(bigger, k, tx.get(table, k)?)?;
+                            }
+                            tx.free_array(m.logs)?;
+                            // Only the table field: `reserve_clock` persists
+                            // `clock_reserved` outside any region, so writing
+                            // back the whole (stale) struct could lower it.
+                            tx.write(logs_field(meta), bigger)?;
+                            table = bigger;
+                            n
+                        }
+                    };
+                    let bytes = tx.alloc_array::<u8>(2 * HALF)?;
+                    tx.set(table, i, bytes)?;
+                    Ok::<_, Error>(bytes)
+                })
             })?;
             let l = Arc::new(Mutex::new(ThreadLog {
                 log_off: log.addr() - pool.inner().space.base(),
@@ -166,6 +187,23 @@ pub(super) fn thread_log(pool: &Pool, stm: &Arc<StmPool>) -> Result<Arc<Mutex<Th
         m.push((id, log.clone()));
     });
     Ok(log)
+}
+
+/// Runs a region that links STM metadata, again while its lock times out:
+/// threads starting at once queue on the one lock (each region is short
+/// and makes progress), and a rolled-back attempt changed nothing.
+fn linking<R>(mut region: impl FnMut() -> Result<R>) -> Result<R> {
+    loop {
+        match region() {
+            Err(Error::LockTimeout) => std::thread::yield_now(),
+            r => return r,
+        }
+    }
+}
+
+/// The `logs` field of the metadata object at `meta`.
+fn logs_field(meta: PPtr<StmMeta>) -> PPtr<PArray<PArray<u8>>> {
+    PPtr::from_addr(meta.addr() + std::mem::offset_of!(StmMeta, logs) as u64)
 }
 
 /// Online GC and the clean close: makes every thread's in-place values
@@ -190,4 +228,62 @@ pub(crate) fn quiesce(inner: &PoolInner) -> Result<()> {
         }
     }
     space.persist.fence("STM records cleared")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{CreateOptions, Durability};
+    use std::sync::Barrier;
+
+    /// Threads that start using a fresh pool at the same moment each get a
+    /// redo log of their own, every one linked from the metadata the pool's
+    /// root names: a log left unlinked is freed by the next collection while
+    /// its thread still writes records into it.
+    #[test]
+    fn first_logs_of_racing_threads_are_all_linked() {
+        let dir = if std::path::Path::new("/dev/shm").is_dir() { "/dev/shm".into() } else { std::env::temp_dir() };
+        let path = dir.join(format!("engram-unit-stm-logs-{}.pool", std::process::id()));
+        // 18 threads: more than the table's first 16 entries, so it grows too.
+        let threads = 18;
+        for round in 0..12 {
+            let _ = std::fs::remove_file(&path);
+            let pool = Pool::create(&path, CreateOptions::new("stm-logs").durability(Durability::Process)).unwrap();
+            let barrier = Barrier::new(threads);
+            let offs: Vec<u64> = std::thread::scope(|s| {
+                let hs: Vec<_> = (0..threads)
+                    .map(|_| {
+                        s.spawn(|| {
+                            barrier.wait();
+                            let off = stm_pool(&pool).and_then(|stm| thread_log(&pool, &stm)).map(|log| log.lock().log_off);
+                            // alive until all have theirs (an exited
+                            // thread's log is adopted by the next one)
+                            barrier.wait();
+                            off.unwrap()
+                        })
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            let base = pool.inner().space.base();
+            let stm = state(pool.inner()).unwrap();
+            let root = pool.txn(|tx| tx.root::<StmMeta>(META_ROOT)).unwrap().unwrap();
+            assert_eq!(root.addr(), base + stm.meta_off, "round {round}: the root names other metadata than the pool uses");
+            let linked: Vec<u64> = pool
+                .txn(|tx| {
+                    let m = tx.read(root)?;
+                    (0..tx.len(m.logs)?).map(|i| tx.get(m.logs, i).map(|a| a.addr())).collect::<Result<Vec<_>>>()
+                })
+                .unwrap();
+            let mut distinct = offs.clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            assert_eq!(distinct.len(), threads, "round {round}: two threads share a log");
+            for off in offs {
+                assert!(linked.contains(&(base + off)), "round {round}: the log at {off:#x} is not linked");
+            }
+            pool.close().unwrap();
+        }
+        let _ = std::fs::remove_file(&path);
+    }
 }
