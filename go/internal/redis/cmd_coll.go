@@ -81,14 +81,7 @@ func init() {
 // ---- hashes
 
 func (x *ctx) hash(k []byte) (*hashv, *pEntry, bool, error) {
-	e, wrong, err := x.typed(k, tHash)
-	if err != nil || wrong {
-		return nil, nil, false, err
-	}
-	if e == nil {
-		return newHash(), nil, true, nil
-	}
-	return decodeHash(e.Val), e, true, nil
+	return typedValue(x, k, tHash, newHash, decodeHash)
 }
 
 func hread(x *ctx, fn func(h *hashv)) error {
@@ -309,14 +302,7 @@ func randomPicks(keys []string, n int64) []string {
 // ---- lists
 
 func (x *ctx) list(k []byte) ([][]byte, *pEntry, bool, error) {
-	e, wrong, err := x.typed(k, tList)
-	if err != nil || wrong {
-		return nil, nil, false, err
-	}
-	if e == nil {
-		return nil, nil, true, nil
-	}
-	return decodeList(e.Val), e, true, nil
+	return typedValue(x, k, tList, func() [][]byte { return nil }, decodeList)
 }
 
 func push(x *ctx, left, onlyIfExists bool) error {
@@ -702,14 +688,7 @@ func cmdBLMove(x *ctx) error {
 // ---- sets
 
 func (x *ctx) set(k []byte) (*hashv, *pEntry, bool, error) {
-	e, wrong, err := x.typed(k, tSet)
-	if err != nil || wrong {
-		return nil, nil, false, err
-	}
-	if e == nil {
-		return newHash(), nil, true, nil
-	}
-	return decodeSet(e.Val), e, true, nil
+	return typedValue(x, k, tSet, newHash, decodeSet)
 }
 
 func sread(x *ctx, fn func(s *hashv)) error {

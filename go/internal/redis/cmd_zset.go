@@ -53,14 +53,7 @@ func init() {
 }
 
 func (x *ctx) zset(k []byte) (*zsetv, *pEntry, bool, error) {
-	e, wrong, err := x.typed(k, tZSet)
-	if err != nil || wrong {
-		return nil, nil, false, err
-	}
-	if e == nil {
-		return &zsetv{scores: map[string]float64{}}, nil, true, nil
-	}
-	return decodeZSet(e.Val), e, true, nil
+	return typedValue(x, k, tZSet, func() *zsetv { return &zsetv{scores: map[string]float64{}} }, decodeZSet)
 }
 
 func zread(x *ctx, fn func(z *zsetv)) error {

@@ -129,6 +129,20 @@ func (s *Server) lookupDB(tx *engram.Tx, db int, k []byte) (*pEntry, error) {
 
 // typed finds a key of type t; wrong is true (and the error replied) if
 // it holds another type.
+// typedValue reads key k as a value of type t: ok is false on a wrong
+// type (the error reply is written), a missing key gives empty() and a
+// nil entry, an existing one its decoded value and entry.
+func typedValue[V any](x *ctx, k []byte, t int64, empty func() V, decode func([]byte) V) (v V, e *pEntry, ok bool, err error) {
+	e, wrong, err := x.typed(k, t)
+	if err != nil || wrong {
+		return v, nil, false, err
+	}
+	if e == nil {
+		return empty(), nil, true, nil
+	}
+	return decode(e.Val), e, true, nil
+}
+
 func (x *ctx) typed(k []byte, t int64) (e *pEntry, wrong bool, err error) {
 	e, err = x.lookup(k)
 	if err != nil || e == nil {
