@@ -10,8 +10,12 @@
 //! - `Pmem`: cache-line write-back (CLWB, else CLFLUSHOPT, else CLFLUSH, chosen
 //!   by CPUID whatever the vendor) and SFENCE. Right for DAX mappings, and for
 //!   `/dev/shm` when emulating persistent memory.
-//! - `Msync`: `flush` records the dirty pages of the calling thread; `fence`
-//!   merges them and `msync(MS_SYNC)`s each run. Durable on ordinary storage.
+//! - `Msync`: `flush` records the dirty pages of the calling thread, tagged
+//!   with the persister (one per open pool); `fence` merges that persister's
+//!   pages and `msync(MS_SYNC)`s each run. Pages a closed pool left behind
+//!   (a flush with no fence before close, e.g. a region that failed) are
+//!   dropped, never synced: their mapping may be gone (`msync` would fail
+//!   with ENOMEM) or belong to another pool by now. Durable on ordinary storage.
 //! - `Process`: nothing is flushed; the data survives a process crash (the page
 //!   cache keeps it) but not a power failure.
 //! - `Trace`: nothing is flushed for real; every store, flush and fence is
@@ -26,7 +30,9 @@
 use crate::error::{Error, Result};
 use crate::trace::Tracer;
 use std::cell::{Cell, RefCell};
-use std::sync::Arc;
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// How the engine makes stores durable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -119,7 +125,31 @@ const PAGE: usize = 4096;
 
 thread_local! {
     static COUNTERS: Cell<Counters> = const { Cell::new(Counters { flushes: 0, fences: 0 }) };
-    static DIRTY: RefCell<Vec<(usize, usize)>> = const { RefCell::new(Vec::new()) };
+    /// Dirty page runs of this thread in msync mode: (persister id, start, end).
+    static DIRTY: RefCell<Vec<(u64, usize, usize)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Ids of the persisters alive now (msync mode only): a fence drops the
+/// runs of ids not in this set.
+static LIVE: Mutex<BTreeSet<u64>> = Mutex::new(BTreeSet::new());
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// One pool's persister identity; dropping the last clone retires the id.
+#[derive(Debug)]
+struct PersisterId(u64);
+
+impl PersisterId {
+    fn new() -> Self {
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        LIVE.lock().unwrap_or_else(|e| e.into_inner()).insert(id);
+        PersisterId(id)
+    }
+}
+
+impl Drop for PersisterId {
+    fn drop(&mut self) {
+        LIVE.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.0);
+    }
 }
 
 /// Per-thread counts of flush and fence operations (for benchmarks).
@@ -151,6 +181,7 @@ pub struct Persister {
     mode: Durability,
     instr: FlushInstr,
     tracer: Option<Arc<Tracer>>,
+    id: Arc<PersisterId>,
 }
 
 impl Persister {
@@ -158,7 +189,7 @@ impl Persister {
     /// `Trace` without a tracer records nothing (it behaves as `Process`).
     pub fn new(mode: Durability, tracer: Option<Arc<Tracer>>) -> Self {
         let tracer = if mode == Durability::Trace { tracer } else { None };
-        Persister { mode, instr: FlushInstr::detect(), tracer }
+        Persister { mode, instr: FlushInstr::detect(), tracer, id: Arc::new(PersisterId::new()) }
     }
 
     /// The tracer, in `Trace` mode.
@@ -203,7 +234,8 @@ impl Persister {
             Durability::Msync => {
                 let start = addr as usize & !(PAGE - 1);
                 let end = (addr as usize + len + PAGE - 1) & !(PAGE - 1);
-                DIRTY.with(|d| d.borrow_mut().push((start, end)));
+                let id = self.id.0;
+                DIRTY.with(|d| d.borrow_mut().push((id, start, end)));
                 count(1, 0);
             }
             Durability::Trace => {
@@ -244,7 +276,7 @@ impl Persister {
             }
             Durability::Msync => {
                 count(0, 1);
-                msync_dirty()
+                msync_dirty(self.id.0)
             }
             Durability::Trace => {
                 if let Some(t) = &self.tracer {
@@ -267,8 +299,26 @@ impl Persister {
     }
 }
 
-fn msync_dirty() -> Result<()> {
-    let mut runs = DIRTY.with(|d| std::mem::take(&mut *d.borrow_mut()));
+/// Takes this thread's runs of persister `id` and msyncs them; drops the
+/// runs of persisters that no longer exist.
+fn msync_dirty(id: u64) -> Result<()> {
+    let mut runs: Vec<(usize, usize)> = DIRTY.with(|d| {
+        let mut d = d.borrow_mut();
+        if d.iter().all(|r| r.0 == id) {
+            return d.drain(..).map(|(_, s, e)| (s, e)).collect();
+        }
+        let live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+        let mut mine = Vec::new();
+        d.retain(|&(owner, s, e)| {
+            if owner == id {
+                mine.push((s, e));
+                false
+            } else {
+                live.contains(&owner)
+            }
+        });
+        mine
+    });
     if runs.is_empty() {
         return Ok(());
     }
@@ -347,6 +397,43 @@ mod tests {
         let after = counters();
         assert_eq!(after.flushes - before.flushes, 3);
         assert_eq!(after.fences - before.fences, 1);
+    }
+
+    /// A pool closed with flushed-but-unfenced pages (a failed region) must
+    /// not make the next pool's fence on the same thread msync the old,
+    /// unmapped range (that failed with ENOMEM: CI's TestBadInput).
+    #[test]
+    fn msync_fence_ignores_pages_of_a_closed_pool() {
+        const LEN: usize = 2 * PAGE;
+        let map = || {
+            // SAFETY: a fresh anonymous shared mapping of LEN bytes, no fixed address.
+            let p = unsafe {
+                libc::mmap(std::ptr::null_mut(), LEN, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_ANONYMOUS, -1, 0)
+            };
+            assert_ne!(p, libc::MAP_FAILED);
+            p as *mut u8
+        };
+        let old = map();
+        let a = Persister::new(Durability::Msync, None);
+        // SAFETY: [old, old+LEN) is mapped above.
+        unsafe { a.flush(old, LEN) };
+        drop(a);
+        let new = map(); // before the unmap, so it cannot take the old address
+                         // SAFETY: `old` was mapped above with LEN bytes and is not used again.
+        assert_eq!(unsafe { libc::munmap(old as *mut libc::c_void, LEN) }, 0);
+        let b = Persister::new(Durability::Msync, None);
+        // SAFETY: [new, new+LEN) is mapped above.
+        unsafe { b.persist(new, 8, "test") }.unwrap();
+        // A live persister's pages stay pending across another's fence.
+        let c = Persister::new(Durability::Msync, None);
+        // SAFETY: as above.
+        unsafe { c.flush(new.wrapping_add(PAGE), 8) };
+        b.fence("test").unwrap();
+        assert!(DIRTY.with(|d| d.borrow().iter().any(|r| r.0 == c.id.0)));
+        c.fence("test").unwrap();
+        assert!(DIRTY.with(|d| d.borrow().is_empty()));
+        // SAFETY: `new` was mapped above with LEN bytes.
+        assert_eq!(unsafe { libc::munmap(new as *mut libc::c_void, LEN) }, 0);
     }
 
     #[test]
