@@ -47,6 +47,8 @@ lint: deps
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	@# the engine as users build it: without the `testing` feature
 	$(CARGO) clippy -p engram --lib -- -D warnings
+	@# API docs build without broken or ambiguous links
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps -q
 
 test: deps lint test-c test-go test-govet test-redis test-java test-cpp
 	$(CARGO) build --workspace --all-targets

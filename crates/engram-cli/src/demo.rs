@@ -71,7 +71,7 @@ pub struct Record {
     pub next: PPtr<Record>,
 }
 
-/// What [`verify`] found.
+/// What `verify` found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Found {
     /// Runs so far.

@@ -3,7 +3,7 @@
 //! A program's persistent stores, cache-line flushes and fences are recorded
 //! as a [`Trace`]. The [`px86`] model decides, for a crash at any point of the
 //! trace, which memory images are possible under the x86 persistency model
-//! (Px86, Raad et al., POPL 2020), and the [`explore`] module builds those
+//! (Px86, Raad et al., POPL 2020), and the [`explore`](mod@explore) module builds those
 //! images at every ordering point, with pruning where their number explodes,
 //! and hands each to a check supplied by the caller (typically: run the real
 //! recovery code on it, then an invariant).

@@ -3,7 +3,7 @@
 //! Each workload builds a small pool, records one stretch of work in `Trace`
 //! mode (allocation and free, roots, regions that commit, abort, nest or
 //! panic, growth, relocation, online GC, the clean close, recovery itself),
-//! and then lets [`engram_model::explore`] crash that stretch at every
+//! and then lets [`engram_model::explore()`] crash that stretch at every
 //! ordering point. Every image is written to a scratch file, opened with the
 //! real recovery code, and checked: the pool must open, `Pool::check` must
 //! pass, the workload's invariant must hold (each region all or nothing),

@@ -6,7 +6,7 @@
 //! with the event each load read from, hence the synchronizes-with edges).
 //! Each model defines a *persist memory order* (PMO, written `≤p`) over the
 //! trace's persists; a crash may leave exactly the sets of persists that are
-//! down-closed under it ([`check`] enumerates them and runs a recovery
+//! down-closed under it ([`check()`] enumerates them and runs a recovery
 //! invariant on each). [`sim`] is the paper's PM-controller hardware
 //! (Algorithm 1 and its baselines, with a timing model), [`workloads`] the
 //! six benchmarks as recorded traces, [`eval`] the paper's tables from them,

@@ -1,5 +1,5 @@
 //! The paper's six persistent workloads, written against the recorder
-//! ([`record`]) so that each run yields a multi-threaded ARP trace: cq
+//! ([`record()`]) so that each run yields a multi-threaded ARP trace: cq
 //! (concurrent queue), pc (persistent hash-table cache), sps (array swaps),
 //! TATP (update location), TPCC (new order) and YCSB-A (50 % reads, 50 %
 //! updates). Each runs `workers` threads (8 by default) plus 2 antagonist
