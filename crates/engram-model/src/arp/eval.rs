@@ -8,7 +8,8 @@ use super::check::{check, CheckConfig, CheckReport};
 use super::order::Model;
 use super::sim::{simulate, SimModel, SimResult, Timing};
 use super::workloads::record::Mutation;
-use super::workloads::{check_image, record, Bench, Params};
+use super::workloads::history::History;
+use super::workloads::{check_image_durable, record, Bench, Params};
 use std::fmt::Write as _;
 
 /// The paper's Table 5 where our sources quote it: (bench, SCP, RCBSP, ARP, ARP+VA).
@@ -57,10 +58,12 @@ pub fn evaluate_one(b: Bench, p: &Params, cfg: &CheckConfig, timing: &Timing) ->
     // shorter execution of the same workload
     let cp = Params { ops: p.ops.min(CHECK_OPS), antagonist_ops: p.antagonist_ops.min(CHECK_OPS), ..*p };
     let small = record(b, &cp, Mutation::None);
-    let checks = [Model::Arp, Model::ArpVa].iter().map(|&m| check(&small, m, cfg, &mut |img| check_image(b, &cp, img))).collect();
+    let h = History::from_trace(&small);
+    let checks = [Model::Arp, Model::ArpVa].iter().map(|&m| check(&small, m, cfg, &mut |img| check_image_durable(b, &cp, &h, img))).collect();
     let mutant = |mu, m| {
         let t = record(b, &cp, mu);
-        check(&t, m, cfg, &mut |img| check_image(b, &cp, img)).violations.len()
+        let h = History::from_trace(&t);
+        check(&t, m, cfg, &mut |img| check_image_durable(b, &cp, &h, img)).violations.len()
     };
     let mutants = (mutant(Mutation::MissingRelease, Model::Arp), mutant(Mutation::ReleaseMarkedVolatile, Model::ArpVa));
     BenchEval { bench: b, events: t.events.len(), check_events: small.events.len(), sims, checks, mutants }

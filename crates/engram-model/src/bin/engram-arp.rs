@@ -17,7 +17,8 @@ use engram_model::arp::check::CheckConfig;
 use engram_model::arp::eval;
 use engram_model::arp::sim::{simulate, SimModel, Timing};
 use engram_model::arp::workloads::record::Mutation;
-use engram_model::arp::workloads::{check_image, record, Bench, Params};
+use engram_model::arp::workloads::history::History;
+use engram_model::arp::workloads::{check_image_durable, record, Bench, Params};
 use engram_model::arp::{check, ArpTrace, Model};
 use std::process::ExitCode;
 
@@ -82,9 +83,10 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
             };
             let cfg = CheckConfig { max_images: num(args, "--images", 2048)?, ..CheckConfig::default() };
             let p = params(args)?;
+            let h = History::from_trace(&t);
             let mut bad = false;
             for m in models {
-                let r = check(&t, m, &cfg, &mut |img| bench.map_or(Ok(()), |b| check_image(b, &p, img)));
+                let r = check(&t, m, &cfg, &mut |img| bench.map_or(Ok(()), |b| check_image_durable(b, &p, &h, img)));
                 println!("{r}");
                 for v in &r.violations {
                     println!("  crash after event {:?}: {}\n    lost: {}", v.after_event, v.message, v.lost);

@@ -14,9 +14,11 @@
 //!
 //! 1. as each lock is taken, append `(addr, old value)` entries for the data
 //!    it guards to the area (no ordering among them); `sequence_point()`;
-//! 2. set the area's entry count; `sequence_point()`;
+//! 2. set the area's count word to `seq << 8 | entries` (`seq` numbers the
+//!    thread's transactions from 1); `sequence_point()`;
 //! 3. write the new values in place; `sequence_point()`;
-//! 4. set the count to 0 (commit), then release the locks.
+//! 4. set the count word to `seq << 8` (entries 0: commit), then release
+//!    the locks.
 //!
 //! A crash before 2 persists leaves count 0: nothing to undo, and the data is
 //! untouched (3 is ordered after 2). Between 2 and 4 recovery restores the
@@ -30,9 +32,15 @@
 //!
 //! Locks that protect only volatile data (a DRAM index, LRU list, statistics,
 //! the antagonists' lock) carry the volatile annotation: ARP+VA drops them.
-//! Recovery ([`recover`]) rolls back every area with a non-zero count; each
-//! workload's invariant is then checked on the recovered image.
+//! Recovery ([`recover`]) rolls back every area with a non-zero entry
+//! count; each workload's invariant is then checked on the recovered image.
+//! The sequence number is not needed by recovery: it tells the checker
+//! which transaction a committed area belongs to, so that [`history`] can
+//! also check durability (no committed update is lost or rolled back by an
+//! older transaction's undo), the property a missing release breaks in
+//! workloads whose transactions rewrite whole records.
 
+pub mod history;
 pub mod record;
 
 use crate::arp::trace::ArpTrace;
@@ -112,6 +120,8 @@ pub struct Worker<'a> {
     rng: u64,
     area: u64,
     entries: u64,
+    /// Transactions begun by this thread (the count word's high bits).
+    seq: u64,
 }
 
 impl<'a> Worker<'a> {
@@ -121,6 +131,7 @@ impl<'a> Worker<'a> {
             rng: (seed ^ (thread as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1,
             area: 0,
             entries: 0,
+            seq: 0,
         }
     }
 
@@ -175,9 +186,10 @@ impl<'a> Worker<'a> {
     fn commit(&mut self, writes: &[(u64, u64)]) {
         let log = self.log_area();
         self.area ^= 1;
+        self.seq += 1;
         self.ctx.sequence_point();
         // 2. the count makes the entries valid
-        self.ctx.store(log, self.entries);
+        self.ctx.store(log, self.seq << 8 | self.entries);
         self.ctx.sequence_point();
         // 3. the new values
         for &(addr, v) in writes {
@@ -185,7 +197,7 @@ impl<'a> Worker<'a> {
         }
         self.ctx.sequence_point();
         // 4. commit
-        self.ctx.store(log, 0);
+        self.ctx.store(log, self.seq << 8);
     }
 
     /// A transaction whose locks are all taken already: log everything, commit.
@@ -198,11 +210,12 @@ impl<'a> Worker<'a> {
     }
 }
 
-/// Rolls back every log area with a non-zero count (newest entry first).
+/// Rolls back every log area with a non-zero entry count (newest entry
+/// first). A plain count (sequence number 0, as the C++ port writes) works too.
 pub fn recover(img: &mut [u8]) {
     for area in 0..MAX_THREADS * 2 {
         let log = area * LOG_AREA;
-        let n = word(img, log);
+        let n = word(img, log) & 0xff;
         if n == 0 || n > MAX_ENTRIES {
             continue;
         }
@@ -219,7 +232,7 @@ mod benches;
 
 /// Runs `bench` with `p` and returns the recorded trace.
 pub fn record(bench: Bench, p: &Params, mutation: Mutation) -> ArpTrace {
-    let rec = Recorder::new(benches::initial(bench, p), mutation);
+    let rec = Recorder::new(benches::initial(bench, p), mutation, (p.workers + 2) as u32, p.seed);
     std::thread::scope(|s| {
         for t in 0..p.workers {
             let rec = &rec;
@@ -228,6 +241,7 @@ pub fn record(bench: Bench, p: &Params, mutation: Mutation) -> ArpTrace {
                 for i in 0..p.ops {
                     benches::op(bench, &mut w, p, i);
                 }
+                rec.exit(t as u32);
             });
         }
         for a in 0..2 {
@@ -237,6 +251,7 @@ pub fn record(bench: Bench, p: &Params, mutation: Mutation) -> ArpTrace {
                 for _ in 0..p.antagonist_ops {
                     w.volatile_section(benches::ANTAGONIST_LOCK);
                 }
+                rec.exit((p.workers + a) as u32);
             });
         }
     });
@@ -248,4 +263,13 @@ pub fn check_image(bench: Bench, p: &Params, img: &[u8]) -> Result<(), String> {
     let mut m = img.to_vec();
     recover(&mut m);
     benches::invariant(bench, p, &m)
+}
+
+/// [`check_image`], then durability against the recorded execution's
+/// history (see [`history::History`]).
+pub fn check_image_durable(bench: Bench, p: &Params, h: &history::History, img: &[u8]) -> Result<(), String> {
+    let mut m = img.to_vec();
+    recover(&mut m);
+    benches::invariant(bench, p, &m)?;
+    h.check(&m)
 }
