@@ -142,12 +142,34 @@ static std::uint64_t fences_for(Model m, Annotation a) {
 TEST(Mapping, WhereEachModelFences) {
   // sequence point: 1 SFENCE in every model
   EXPECT_EQ(fences_for(Model::scp, Annotation::none), 2u + 1);    // one per persist
-  EXPECT_EQ(fences_for(Model::epoch, Annotation::none), 1u);      // only the sequence point
+  EXPECT_EQ(fences_for(Model::epoch, Annotation::none), 1u + 1);  // release (another thread's sequence point orders through it)
   EXPECT_EQ(fences_for(Model::rcbsp, Annotation::none), 2u + 1);  // release and acquire
   EXPECT_EQ(fences_for(Model::arp, Annotation::none), 1u + 1);    // release only: TSO orders the acquire
   EXPECT_EQ(fences_for(Model::arp_va, Annotation::none), 1u + 1);
   EXPECT_EQ(fences_for(Model::arp_va, volatile_sync), 1u);        // annotated release: free
   EXPECT_EQ(fences_for(Model::arp, volatile_sync), 1u + 1);       // ARP ignores annotations
+}
+
+// A release store to a flag in the pool is itself a persist ordered before
+// what the acquirer persists next: its CLWB gets its own SFENCE (the
+// counterexample in crates/engram-model/tests/arp_x86_mt.rs).
+TEST(Mapping, APersistentReleaseFencesItsOwnWriteBack) {
+  auto path = tmp_path("flag");
+  Pool p = Pool::create(path, 4096);
+  Reset reset;
+  for (Model m : {Model::epoch, Model::rcbsp, Model::arp, Model::arp_va}) {
+    Runtime::init(m, &p);
+    Runtime::stats() = MappingStats{};
+    auto& flag = *p.at<persistent<std::uint64_t>>(64);
+    flag.store(1, std::memory_order_release);
+    EXPECT_EQ(Runtime::stats().clwb, 1u) << model_name(m);
+    EXPECT_EQ(Runtime::stats().sfence, 2u) << model_name(m);  // before (earlier persists) and after (itself)
+  }
+  Runtime::init(Model::arp_va, &p);
+  Runtime::stats() = MappingStats{};
+  p.at<persistent<std::uint64_t>>(64)->store(2, std::memory_order_release, volatile_sync);
+  EXPECT_EQ(Runtime::stats().sfence, 0u);  // annotated: orders nothing
+  ::unlink(path.c_str());
 }
 
 TEST(Trace, WritesTheTextFormatWithReadsFrom) {
