@@ -65,7 +65,8 @@ impl State {
 /// The shared recorder.
 pub struct Recorder {
     state: Mutex<State>,
-    turn_changed: Condvar,
+    /// One per thread: signalled when the turn passes to that thread.
+    turn_changed: Vec<Condvar>,
     mutation: Mutation,
 }
 
@@ -82,19 +83,26 @@ impl Recorder {
             rng: (seed ^ 0x2545_f491_4f6c_dd1d) | 1,
         };
         st.pass_turn();
-        Recorder { state: Mutex::new(st), turn_changed: Condvar::new(), mutation }
+        let turn_changed = (0..threads).map(|_| Condvar::new()).collect();
+        Recorder { state: Mutex::new(st), turn_changed, mutation }
     }
 
     /// Waits for `thread`'s turn, runs `f`, passes the turn on.
     fn with<R>(&self, thread: u32, f: impl FnOnce(&mut State) -> R) -> R {
         let mut g = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(mine) = self.turn_changed.get(thread as usize) else {
+            return f(&mut g); // not a scheduled thread: no turn to wait for
+        };
         while g.turn != thread && g.live.contains(&thread) {
-            g = self.turn_changed.wait(g).unwrap_or_else(|p| p.into_inner());
+            g = mine.wait(g).unwrap_or_else(|p| p.into_inner());
         }
         let r = f(&mut g);
         g.pass_turn();
+        let next = g.turn as usize;
         drop(g);
-        self.turn_changed.notify_all();
+        if let Some(cv) = self.turn_changed.get(next) {
+            cv.notify_one();
+        }
         r
     }
 
@@ -143,6 +151,12 @@ impl<'a> Ctx<'a> {
     /// `engram::sequence_point()`.
     pub fn sequence_point(&self) {
         self.rec.with(self.thread, |s| s.trace.push(self.thread, Op::SeqPoint, false));
+    }
+
+    /// Takes a turn and records nothing: where a variant of a program drops
+    /// an event, so that the schedule (and so the execution) stays the same.
+    pub fn skip(&self) {
+        self.rec.with(self.thread, |_| ());
     }
 
     /// Spins until the volatile lock word `lock` is free, then takes it with
