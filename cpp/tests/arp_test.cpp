@@ -209,6 +209,7 @@ TEST(Trace, WritesTheTextFormatWithReadsFrom) {
 /// the Rust checker (make test-cpp).
 static void traced(workloads::Bench b, const std::function<void(const Pool&, workloads::Locks&)>& check) {
   auto path = tmp_path(workloads::bench_name(b));
+  workloads::size_for(8, 6);
   Pool p = Pool::create(path, workloads::pool_size(b));
   workloads::init(p, b);
   Reset reset;
@@ -287,7 +288,7 @@ TEST(Workload, TpccStockAndOrdersAddUp) {
     for (std::uint64_t d = 0; d < kTpccDistricts; ++d) {
       auto next = *p.at<std::uint64_t>(tpcc_district(d));
       orders += next;
-      for (std::uint64_t o = 0; o < kTpccOrders; ++o) {
+      for (std::uint64_t o = 0; o < tpcc_orders(); ++o) {
         auto rec = tpcc_order(d, o);
         EXPECT_EQ(*p.at<std::uint64_t>(rec), o < next ? o + 1 : 0) << "district " << d << " order " << o;
         if (o < next) delta += *p.at<std::uint64_t>(rec + 16);
@@ -298,6 +299,25 @@ TEST(Workload, TpccStockAndOrdersAddUp) {
     for (std::uint64_t i = 0; i < kTpccItems; ++i) stock += *p.at<std::uint64_t>(tpcc_stock(i));
     EXPECT_EQ(stock + delta, 100 * kTpccItems);
   });
+}
+
+// The order table is sized for the run: a run far longer than the checked
+// one (8 x 150 new orders) still commits every order.
+TEST(Workload, TpccLongRunCommitsEveryOrder) {
+  using namespace workloads;
+  auto path = tmp_path("tpcc-long");
+  size_for(8, 150);
+  Pool p = Pool::create(path, pool_size(Bench::tpcc));
+  init(p, Bench::tpcc);
+  Reset reset;
+  Runtime::init(Model::arp, &p);
+  Locks locks;
+  run(p, Bench::tpcc, locks, 8, 150, 5);
+  std::uint64_t orders = 0;
+  for (std::uint64_t d = 0; d < kTpccDistricts; ++d) orders += *p.at<std::uint64_t>(tpcc_district(d));
+  EXPECT_EQ(orders, 8u * 150);
+  size_for(8, 6);
+  ::unlink(path.c_str());
 }
 
 TEST(Workload, UnknownNameIsATypedError) { EXPECT_THROW(workloads::parse_bench("tpcc-ish"), Error); }

@@ -177,20 +177,21 @@ pub fn figure4(rows: &[BenchEval]) -> String {
 /// The checker's verdicts.
 pub fn checks(rows: &[BenchEval]) -> String {
     let mut s = String::from(
-        "| workload | events checked | ARP: images (checked / allowed), violations | ARP+VA: images, violations | missing release (ARP) | release marked volatile (ARP+VA) |\n|---|---|---|---|---|---|\n",
+        "| workload | events checked | ARP: images (checked / allowed), violations | ARP+VA: images, violations | missing release (ARP) | release marked volatile (ARP+VA) | paper-like variant (ARP) |\n|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
         let c = |i: usize| format!("{} / {}, {}", r.checks[i].images_checked, r.checks[i].ideals, r.checks[i].violations.len());
         let caught = |n: usize| if n > 0 { format!("caught ({n} violations)") } else { "not caught".into() };
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} |",
             r.bench.name(),
             r.check_events,
             c(0),
             c(1),
             caught(r.mutants.0),
-            caught(r.mutants.1)
+            caught(r.mutants.1),
+            if r.paper_like_violations > 0 { format!("not crash-consistent ({} violations)", r.paper_like_violations) } else { "none found".into() }
         );
     }
     s
