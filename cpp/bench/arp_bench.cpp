@@ -26,6 +26,7 @@ std::string arg(int argc, char** argv, const char* name, const char* dflt) {
 
 double run_once(workloads::Bench b, Model m, const std::string& dir, unsigned ops, MappingStats& total) {
   std::string path = dir + "/engram-arp-bench.pool";
+  workloads::size_for(8, ops);
   Pool pool = Pool::create(path, workloads::pool_size(b));
   Runtime::init(m, &pool);
   workloads::init(pool, b);
@@ -82,18 +83,20 @@ int main(int argc, char** argv) try {
   if (cmd == "trace" && argc > 3) {
     auto b = workloads::parse_bench(argv[3]);
     std::string path = std::string(argv[2]) + ".pool";
+    unsigned trace_ops = static_cast<unsigned>(std::stoul(arg(argc, argv, "--ops", "10")));
+    workloads::size_for(8, trace_ops);
     Pool pool = Pool::create(path, workloads::pool_size(b));
     workloads::init(pool, b);
     Tracer tracer(pool);
     Runtime::init(Model::arp, &pool, &tracer);
     workloads::Locks locks;
-    workloads::run(pool, b, locks, 8, static_cast<unsigned>(std::stoul(arg(argc, argv, "--ops", "10"))), 1);
+    workloads::run(pool, b, locks, 8, trace_ops, 1);
     Runtime::init(Model::arp, nullptr);
     tracer.write(argv[2]);
     ::unlink(path.c_str());
     return 0;
   }
-  std::fprintf(stderr, "usage: arp_bench time [--dir D] [--ops N] [--reps R] | trace <file> sps|TATP|YCSB_A [--ops N]\n");
+  std::fprintf(stderr, "usage: arp_bench time [--dir D] [--ops N] [--reps R] | trace <file> cq|pc|sps|TATP|TPCC|YCSB_A [--ops N]\n");
   return 1;
 } catch (const engram::Error& e) {
   std::fprintf(stderr, "arp_bench: %s (code %d)\n", e.what(), static_cast<int>(e.code()));

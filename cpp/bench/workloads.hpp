@@ -9,14 +9,19 @@
 //   4 slots of (key, version, value) each; TPCC: 4 districts' next-order
 //   counters every 64 B, 64 stock words, then kTpccOrders orders of 128 B per
 //   district: marker, line count, stock delta, (item+1, quantity) lines from +32).
-// TPCC's order table holds kTpccOrders = 8 workers * 6 ops + 1 orders per
-// district, the checker's layout for `engram-arp check <trace> TPCC --ops 6`;
-// a longer run (the benchmark) stops committing orders once a district is full.
+// TPCC's order table holds tpcc_orders() = workers * ops + 1 orders per
+// district (size_for(workers, ops) sets it before pool_size; the Rust
+// generator's layout, so `engram-arp check <trace> TPCC --ops N` agrees):
+// room for every order the run can make, so no new order is ever skipped,
+// however long the run (see docs/bench/arp.md on why a table sized to the
+// run is faithful to a growing one).
 // Every update is an undo-logged transaction under its locks: log each old
-// value as its lock is taken; sequence point; count; sequence point; new
-// values; sequence point; count = 0; release. Locks guarding only volatile
-// data (statistics, the DRAM index) carry engram::volatile_sync. Crash
-// behaviour: recovery rolls back any log area with a non-zero count.
+// value as its lock is taken; sequence point; count word = seq << 8 |
+// entries (seq numbers the thread's transactions from 1); sequence point;
+// new values; sequence point; count word = seq << 8 (commit); release.
+// Locks guarding only volatile data (statistics, the DRAM index) carry
+// engram::volatile_sync. Crash behaviour: recovery rolls back any log area
+// whose count word's low byte is non-zero.
 #pragma once
 
 #include <algorithm>
@@ -33,13 +38,20 @@ enum class Bench { cq, pc, sps, tatp, tpcc, ycsb_a };
 constexpr Bench kAll[] = {Bench::cq, Bench::pc, Bench::sps, Bench::tatp, Bench::tpcc, Bench::ycsb_a};
 constexpr std::uint64_t kData = 16384, kLogArea = 512, kMaxEntries = 31;
 constexpr std::uint64_t kSpsN = 256, kTatpSubs = 128, kYcsbRecords = 128;
-constexpr std::uint64_t kCqCap = 64, kPcBuckets = 32, kTpccDistricts = 4, kTpccItems = 64, kTpccOrders = 8 * 6 + 1;
+constexpr std::uint64_t kCqCap = 64, kPcBuckets = 32, kTpccDistricts = 4, kTpccItems = 64;
 
 constexpr std::uint64_t cq_head() { return kData + 8 * kCqCap; }
 constexpr std::uint64_t cq_tail() { return cq_head() + 64; }
 constexpr std::uint64_t tpcc_district(std::uint64_t d) { return kData + 64 * d; }
 constexpr std::uint64_t tpcc_stock(std::uint64_t i) { return kData + 64 * kTpccDistricts + 8 * i; }
-constexpr std::uint64_t tpcc_order(std::uint64_t d, std::uint64_t o) { return tpcc_stock(kTpccItems) + 128 * (d * kTpccOrders + o); }
+/// Orders per district in TPCC's table (default: the checked runs' 8 x 6 + 1).
+inline std::uint64_t& tpcc_orders() {
+  static std::uint64_t n = 8 * 6 + 1;
+  return n;
+}
+/// Sizes the TPCC order table for `workers` threads of `ops` operations.
+inline void size_for(unsigned workers, unsigned ops) { tpcc_orders() = std::uint64_t{workers} * ops + 1; }
+inline std::uint64_t tpcc_order(std::uint64_t d, std::uint64_t o) { return tpcc_stock(kTpccItems) + 128 * (d * tpcc_orders() + o); }
 
 inline const char* bench_name(Bench b) {
   switch (b) {
@@ -179,8 +191,8 @@ class Worker {
     entries_ = 0;
     lock(locks_.guard[d], Annotation::none);
     std::uint64_t o = get(tpcc_district(d));
-    bool room = o + 1 < kTpccOrders;
-    std::uint64_t rec = tpcc_order(d, std::min(o, kTpccOrders - 1));
+    bool room = o + 1 < tpcc_orders();
+    std::uint64_t rec = tpcc_order(d, std::min(o, tpcc_orders() - 1));
     Writes writes{{tpcc_district(d), o + 1}, {rec, o + 1}, {rec + 8, n}};
     if (room) {
       for (auto& w : writes) log(w.first);
@@ -282,19 +294,20 @@ class Worker {
   void commit(const Writes& writes) {
     std::uint64_t log = area();
     area_ ^= 1;
+    ++seq_;
     sequence_point();
-    word(log).store(entries_, std::memory_order_relaxed);
+    word(log).store(seq_ << 8 | entries_, std::memory_order_relaxed);
     sequence_point();
     for (auto& w : writes) word(w.first).store(w.second, std::memory_order_relaxed);
     sequence_point();
-    word(log).store(0, std::memory_order_relaxed);
+    word(log).store(seq_ << 8, std::memory_order_relaxed);
   }
 
   const Pool& pool_;
   Locks& locks_;
   std::uint32_t log_slot_;
   std::uint64_t rng_;
-  std::uint64_t area_ = 0, entries_ = 0;
+  std::uint64_t area_ = 0, entries_ = 0, seq_ = 0;
 };
 
 /// Runs `workers` threads (`ops` operations each; log slots 0..workers-1)

@@ -228,24 +228,32 @@ void before(bool /*persistent*/, bool /*acquire*/, bool release, Annotation a) n
   if (!release) return;
   switch (g_model) {
     case Model::rcbsp:
-    case Model::arp: sfence(); break;
+    case Model::arp:
+    case Model::epoch:  // another thread's sequence point orders through hb
+      sfence();
+      break;
     case Model::arp_va:
       if (a != Annotation::volatile_sync) sfence();
       break;
-    case Model::scp:    // every persist was fenced already
-    case Model::epoch:  // releases order nothing; sequence points do
+    case Model::scp:  // every persist was fenced already
       break;
   }
 }
 
-// After the operation: write back a persist; SCP fences it; RCBSP fences
-// after an acquire (a two-sided barrier). ARP needs nothing after an
-// acquire: on TSO no later store (so no later persist) passes the load.
-void after(const void* p, bool persistent, bool store, bool acquire, Annotation /*a*/) noexcept {
+// After the operation: write back a persist; SCP fences it, and every
+// model fences a persistent acquire or release (it is ordered before what
+// follows it, in this thread and, through synchronization, in others: its
+// own CLWB must complete before anything later can persist). RCBSP fences
+// after an acquire (a two-sided barrier). ARP needs nothing after a
+// volatile acquire: on TSO no later store (so no later persist) passes the
+// load. Both fences found necessary by engram-model's multi-threaded Px86
+// check (crates/engram-model/tests/arp_x86_mt.rs).
+void after(const void* p, bool persistent, bool store, bool acquire, bool release, Annotation a) noexcept {
   if (persistent && store) {
     ++t_stats.persists;
     clwb(p);
-    if (g_model == Model::scp) sfence();
+    bool sync = (acquire || release) && !(g_model == Model::arp_va && a == Annotation::volatile_sync);
+    if (g_model == Model::scp || sync) sfence();
   }
   if (acquire && g_model == Model::rcbsp) sfence();
 }

@@ -11,12 +11,17 @@
 // How it maps to x86 (TSO, CLWB, SFENCE) — see docs/persistency.md:
 //   every persist      store; CLWB of its line            (all models)
 //   SCP                SFENCE after every persist
-//   epoch              SFENCE at sequence points and full fences only
+//   epoch              SFENCE before every release (another thread's
+//                      sequence point orders through happens-before, and
+//                      its SFENCE cannot complete this thread's CLWBs)
 //   RCBSP              SFENCE before every release and after every acquire
 //   ARP                SFENCE before every release; acquires are free (TSO
 //                      never lets a later store, hence a later persist, pass
 //                      an earlier load)
 //   ARP+VA             as ARP, nothing for annotated releases
+//   persistent acquire or release (an atomic in the pool; not annotated
+//   under ARP+VA): CLWB; SFENCE right after it, in every model (it is
+//   itself ordered before what follows)
 //   full fence         MFENCE; sequence point: SFENCE (every model)
 //
 // Invariants: a persistent<T> is lock-free and at most 8 bytes, naturally
@@ -206,7 +211,7 @@ bool is_release(std::memory_order mo) noexcept;
 bool is_acquire(std::memory_order mo) noexcept;
 /// The x86 mapping around one operation (the table at the top of this file).
 void before(bool persistent, bool acquire, bool release, Annotation a) noexcept;
-void after(const void* p, bool persistent, bool store, bool acquire, Annotation a) noexcept;
+void after(const void* p, bool persistent, bool store, bool acquire, bool release, Annotation a) noexcept;
 }  // namespace detail
 
 /// Ends the calling thread's persist epoch (two-sided barrier in every model).
@@ -240,7 +245,7 @@ class persistent {
       t->record(this, sizeof(T), "st", mo, a, &v, false, [&] { v_.store(v, mo); return 0; });
     else
       v_.store(v, mo);
-    detail::after(this, pers, true, false, a);
+    detail::after(this, pers, true, false, rel, a);
   }
 
   T load(std::memory_order mo = std::memory_order_seq_cst, Annotation a = Annotation::none) const noexcept {
@@ -251,7 +256,7 @@ class persistent {
       v = t->record(this, sizeof(T), "ld", mo, a, nullptr, false, [&] { return v_.load(mo); });
     else
       v = v_.load(mo);
-    detail::after(this, is_persistent(), false, acq, a);
+    detail::after(this, is_persistent(), false, acq, false, a);
     return v;
   }
 
@@ -263,7 +268,7 @@ class persistent {
       old = t->record(this, sizeof(T), "rmw", mo, a, &v, false, [&] { return v_.exchange(v, mo); });
     else
       old = v_.exchange(v, mo);
-    detail::after(this, pers, true, detail::is_acquire(mo), a);
+    detail::after(this, pers, true, detail::is_acquire(mo), detail::is_release(mo), a);
     return old;
   }
 
@@ -277,7 +282,7 @@ class persistent {
       ok = t->record(this, sizeof(T), "rmw", mo, a, &desired, true, run);  // a failed CAS is traced as a load
     else
       ok = run();
-    detail::after(this, pers, ok, detail::is_acquire(mo), a);
+    detail::after(this, pers, ok, detail::is_acquire(mo), detail::is_release(mo), a);
     return ok;
   }
 

@@ -2,7 +2,9 @@
 //!
 //! ```text
 //! engram-arp record <bench> [--ops N] [--seed S] [--mutation none|missing-release|release-volatile]
-//!                                       write the workload's trace (text format) to stdout
+//!                   [--variant logged|paper-like]
+//!                                       write the workload's trace (text format) to stdout;
+//!                                       the seed fixes the schedule too (same seed, same trace)
 //! engram-arp sim <trace>                persists per epoch, simulated time, page misses per model
 //! engram-arp check <trace> [<bench>] [--model M] [--images N]
 //!                                       crash images the model allows; with a workload name,
@@ -17,7 +19,8 @@ use engram_model::arp::check::CheckConfig;
 use engram_model::arp::eval;
 use engram_model::arp::sim::{simulate, SimModel, Timing};
 use engram_model::arp::workloads::record::Mutation;
-use engram_model::arp::workloads::{check_image, record, Bench, Params};
+use engram_model::arp::workloads::history::History;
+use engram_model::arp::workloads::{check_image_durable, record, Bench, Params, Variant};
 use engram_model::arp::{check, ArpTrace, Model};
 use std::process::ExitCode;
 
@@ -40,6 +43,11 @@ fn params(args: &[String]) -> Result<Params, String> {
         ops: num(args, "--ops", d.ops)?,
         antagonist_ops: num(args, "--ops", d.antagonist_ops)?,
         seed: num(args, "--seed", 1)? as u64,
+        variant: match flag(args, "--variant").as_deref() {
+            None | Some("logged") => Variant::Logged,
+            Some("paper-like") => Variant::PaperLike,
+            Some(v) => return Err(format!("--variant: logged or paper-like, not {v}")),
+        },
         ..d
     })
 }
@@ -82,9 +90,10 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
             };
             let cfg = CheckConfig { max_images: num(args, "--images", 2048)?, ..CheckConfig::default() };
             let p = params(args)?;
+            let h = History::from_trace(&t);
             let mut bad = false;
             for m in models {
-                let r = check(&t, m, &cfg, &mut |img| bench.map_or(Ok(()), |b| check_image(b, &p, img)));
+                let r = check(&t, m, &cfg, &mut |img| bench.map_or(Ok(()), |b| check_image_durable(b, &p, &h, img)));
                 println!("{r}");
                 for v in &r.violations {
                     println!("  crash after event {:?}: {}\n    lost: {}", v.after_event, v.message, v.lost);

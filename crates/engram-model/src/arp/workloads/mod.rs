@@ -14,9 +14,11 @@
 //!
 //! 1. as each lock is taken, append `(addr, old value)` entries for the data
 //!    it guards to the area (no ordering among them); `sequence_point()`;
-//! 2. set the area's entry count; `sequence_point()`;
+//! 2. set the area's count word to `seq << 8 | entries` (`seq` numbers the
+//!    thread's transactions from 1); `sequence_point()`;
 //! 3. write the new values in place; `sequence_point()`;
-//! 4. set the count to 0 (commit), then release the locks.
+//! 4. set the count word to `seq << 8` (entries 0: commit), then release
+//!    the locks.
 //!
 //! A crash before 2 persists leaves count 0: nothing to undo, and the data is
 //! untouched (3 is ordered after 2). Between 2 and 4 recovery restores the
@@ -30,9 +32,15 @@
 //!
 //! Locks that protect only volatile data (a DRAM index, LRU list, statistics,
 //! the antagonists' lock) carry the volatile annotation: ARP+VA drops them.
-//! Recovery ([`recover`]) rolls back every area with a non-zero count; each
-//! workload's invariant is then checked on the recovered image.
+//! Recovery ([`recover`]) rolls back every area with a non-zero entry
+//! count; each workload's invariant is then checked on the recovered image.
+//! The sequence number is not needed by recovery: it tells the checker
+//! which transaction a committed area belongs to, so that [`history`] can
+//! also check durability (no committed update is lost or rolled back by an
+//! older transaction's undo), the property a missing release breaks in
+//! workloads whose transactions rewrite whole records.
 
+pub mod history;
 pub mod record;
 
 use crate::arp::trace::ArpTrace;
@@ -86,13 +94,50 @@ pub struct Params {
     pub ops: usize,
     /// Lock/unlock pairs per antagonist (2 antagonists).
     pub antagonist_ops: usize,
-    /// Seed of the workers' random choices.
+    /// Seed of the workers' random choices and of the scheduler.
     pub seed: u64,
+    /// Where the transactions put sequence points.
+    pub variant: Variant,
 }
 
 impl Default for Params {
     fn default() -> Self {
-        Params { workers: 8, ops: 16, antagonist_ops: 16, seed: 1 }
+        Params { workers: 8, ops: 16, antagonist_ops: 16, seed: 1, variant: Variant::Logged }
+    }
+}
+
+/// How a transaction orders its own persists.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Variant {
+    /// The undo-log protocol of the module docs: three sequence points per
+    /// transaction (entries → count → data → commit). Crash-consistent
+    /// under ARP.
+    #[default]
+    Logged,
+    /// The paper's code structure as far as its text describes it: sequence
+    /// points only where the program synchronizes, none inside a
+    /// transaction, so every persist of one synchronization-free region
+    /// (log entries, count, data, commit alike) shares an epoch and only
+    /// acquires and releases split epochs. The same persists as `Logged`,
+    /// in the same order (the same seed records the same execution, less
+    /// the sequence points), for Table 5. Not crash-consistent under ARP (the
+    /// undo log is no longer ordered before the data; the checker shows
+    /// it): it is correct only under a model whose failure-atomicity
+    /// granularity is the synchronization-free region (the paper's
+    /// taxonomy, Figure 1), which ARP is not.
+    PaperLike,
+}
+
+impl Variant {
+    /// Both, the default first.
+    pub const ALL: [Variant; 2] = [Variant::Logged, Variant::PaperLike];
+
+    /// A short name for tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::Logged => "undo log, 3 sequence points",
+            Variant::PaperLike => "paper-like, none in a transaction",
+        }
     }
 }
 
@@ -112,15 +157,21 @@ pub struct Worker<'a> {
     rng: u64,
     area: u64,
     entries: u64,
+    /// Transactions begun by this thread (the count word's high bits).
+    seq: u64,
+    /// Whether transactions place their sequence points.
+    variant: Variant,
 }
 
 impl<'a> Worker<'a> {
-    fn new(rec: &'a Recorder, thread: u32, seed: u64) -> Self {
+    fn new(rec: &'a Recorder, thread: u32, seed: u64, variant: Variant) -> Self {
         Worker {
             ctx: Ctx::new(rec, thread),
             rng: (seed ^ (thread as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1,
             area: 0,
             entries: 0,
+            seq: 0,
+            variant,
         }
     }
 
@@ -166,6 +217,16 @@ impl<'a> Worker<'a> {
         self.entries += 1;
     }
 
+    /// A sequence point of the undo-log protocol (none in
+    /// [`Variant::PaperLike`], which still takes the scheduler's turn, so
+    /// that both variants record the same execution).
+    fn protocol_sequence_point(&self) {
+        match self.variant {
+            Variant::Logged => self.ctx.sequence_point(),
+            Variant::PaperLike => self.ctx.skip(),
+        }
+    }
+
     fn log_area(&self) -> u64 {
         self.ctx.thread as u64 * 2 * LOG_AREA + self.area * LOG_AREA
     }
@@ -175,17 +236,18 @@ impl<'a> Worker<'a> {
     fn commit(&mut self, writes: &[(u64, u64)]) {
         let log = self.log_area();
         self.area ^= 1;
-        self.ctx.sequence_point();
+        self.seq += 1;
+        self.protocol_sequence_point();
         // 2. the count makes the entries valid
-        self.ctx.store(log, self.entries);
-        self.ctx.sequence_point();
+        self.ctx.store(log, self.seq << 8 | self.entries);
+        self.protocol_sequence_point();
         // 3. the new values
         for &(addr, v) in writes {
             self.ctx.store(addr, v);
         }
-        self.ctx.sequence_point();
+        self.protocol_sequence_point();
         // 4. commit
-        self.ctx.store(log, 0);
+        self.ctx.store(log, self.seq << 8);
     }
 
     /// A transaction whose locks are all taken already: log everything, commit.
@@ -198,11 +260,12 @@ impl<'a> Worker<'a> {
     }
 }
 
-/// Rolls back every log area with a non-zero count (newest entry first).
+/// Rolls back every log area with a non-zero entry count (newest entry
+/// first). A plain count (sequence number 0, as the C++ port writes) works too.
 pub fn recover(img: &mut [u8]) {
     for area in 0..MAX_THREADS * 2 {
         let log = area * LOG_AREA;
-        let n = word(img, log);
+        let n = word(img, log) & 0xff;
         if n == 0 || n > MAX_ENTRIES {
             continue;
         }
@@ -219,24 +282,26 @@ mod benches;
 
 /// Runs `bench` with `p` and returns the recorded trace.
 pub fn record(bench: Bench, p: &Params, mutation: Mutation) -> ArpTrace {
-    let rec = Recorder::new(benches::initial(bench, p), mutation);
+    let rec = Recorder::new(benches::initial(bench, p), mutation, (p.workers + 2) as u32, p.seed);
     std::thread::scope(|s| {
         for t in 0..p.workers {
             let rec = &rec;
             s.spawn(move || {
-                let mut w = Worker::new(rec, t as u32, p.seed);
+                let mut w = Worker::new(rec, t as u32, p.seed, p.variant);
                 for i in 0..p.ops {
                     benches::op(bench, &mut w, p, i);
                 }
+                rec.exit(t as u32);
             });
         }
         for a in 0..2 {
             let rec = &rec;
             s.spawn(move || {
-                let w = Worker::new(rec, (p.workers + a) as u32, p.seed);
+                let w = Worker::new(rec, (p.workers + a) as u32, p.seed, p.variant);
                 for _ in 0..p.antagonist_ops {
                     w.volatile_section(benches::ANTAGONIST_LOCK);
                 }
+                rec.exit((p.workers + a) as u32);
             });
         }
     });
@@ -248,4 +313,13 @@ pub fn check_image(bench: Bench, p: &Params, img: &[u8]) -> Result<(), String> {
     let mut m = img.to_vec();
     recover(&mut m);
     benches::invariant(bench, p, &m)
+}
+
+/// [`check_image`], then durability against the recorded execution's
+/// history (see [`history::History`]).
+pub fn check_image_durable(bench: Bench, p: &Params, h: &history::History, img: &[u8]) -> Result<(), String> {
+    let mut m = img.to_vec();
+    recover(&mut m);
+    benches::invariant(bench, p, &m)?;
+    h.check(&m)
 }
