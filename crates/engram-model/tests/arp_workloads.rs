@@ -71,7 +71,6 @@ fn a_release_wrongly_marked_volatile_is_caught_under_arp_va_only_in_every_worklo
     }
 }
 
-
 /// The paper-like variant is the same execution less the transactions'
 /// sequence points, and without them the undo log is not crash-consistent
 /// under ARP: the checker says so (it is a Table 5 variant, not a program

@@ -108,7 +108,11 @@ fn build(steps: &[(u32, u8, u8, bool)]) -> ArpTrace {
         match kind {
             0..=2 if persists < 8 => {
                 persists += 1;
-                t.push(th, Op::Store { addr: DATA[(k % 4) as usize], data: vec![val], space: Space::Persistent, order: MemOrder::Relaxed }, false);
+                t.push(
+                    th,
+                    Op::Store { addr: DATA[(k % 4) as usize], data: vec![val], space: Space::Persistent, order: MemOrder::Relaxed },
+                    false,
+                );
             }
             3 => last[v] = Some(t.push(th, Op::Store { addr, data: vec![val], space, order: MemOrder::Release }, va)),
             4 => {

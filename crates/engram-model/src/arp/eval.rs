@@ -7,8 +7,8 @@
 use super::check::{check, CheckConfig, CheckReport};
 use super::order::Model;
 use super::sim::{simulate, SimModel, SimResult, Timing};
-use super::workloads::record::Mutation;
 use super::workloads::history::History;
+use super::workloads::record::Mutation;
 use super::workloads::{check_image_durable, record, Bench, Params, Variant};
 use std::fmt::Write as _;
 
@@ -70,7 +70,8 @@ pub fn evaluate_one(b: Bench, p: &Params, cfg: &CheckConfig, timing: &Timing) ->
     let cp = Params { ops: p.ops.min(CHECK_OPS), antagonist_ops: p.antagonist_ops.min(CHECK_OPS), ..*p };
     let small = record(b, &cp, Mutation::None);
     let h = History::from_trace(&small);
-    let checks = [Model::Arp, Model::ArpVa].iter().map(|&m| check(&small, m, cfg, &mut |img| check_image_durable(b, &cp, &h, img))).collect();
+    let checks =
+        [Model::Arp, Model::ArpVa].iter().map(|&m| check(&small, m, cfg, &mut |img| check_image_durable(b, &cp, &h, img))).collect();
     let mutant = |mu, m| {
         let t = record(b, &cp, mu);
         let h = History::from_trace(&t);
@@ -86,7 +87,16 @@ pub fn evaluate_one(b: Bench, p: &Params, cfg: &CheckConfig, timing: &Timing) ->
         let h = History::from_trace(&t);
         check(&t, Model::Arp, cfg, &mut |img| check_image_durable(b, &cpl, &h, img)).violations.len()
     };
-    BenchEval { bench: b, events: t.events.len(), check_events: small.events.len(), sims, checks, mutants, paper_like, paper_like_violations }
+    BenchEval {
+        bench: b,
+        events: t.events.len(),
+        check_events: small.events.len(),
+        sims,
+        checks,
+        mutants,
+        paper_like,
+        paper_like_violations,
+    }
 }
 
 fn geomean(v: impl Iterator<Item = f64>) -> f64 {
@@ -191,7 +201,11 @@ pub fn checks(rows: &[BenchEval]) -> String {
             c(1),
             caught(r.mutants.0),
             caught(r.mutants.1),
-            if r.paper_like_violations > 0 { format!("not crash-consistent ({} violations)", r.paper_like_violations) } else { "none found".into() }
+            if r.paper_like_violations > 0 {
+                format!("not crash-consistent ({} violations)", r.paper_like_violations)
+            } else {
+                "none found".into()
+            }
         );
     }
     s

@@ -18,8 +18,8 @@
 use engram_model::arp::check::CheckConfig;
 use engram_model::arp::eval;
 use engram_model::arp::sim::{simulate, SimModel, Timing};
-use engram_model::arp::workloads::record::Mutation;
 use engram_model::arp::workloads::history::History;
+use engram_model::arp::workloads::record::Mutation;
 use engram_model::arp::workloads::{check_image_durable, record, Bench, Params, Variant};
 use engram_model::arp::{check, ArpTrace, Model};
 use std::process::ExitCode;
