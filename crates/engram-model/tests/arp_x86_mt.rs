@@ -14,7 +14,7 @@
 //! 20,000 (about 20 s in a release build).
 
 use engram_model::arp::check::all_images;
-use engram_model::arp::x86::{map, to_px86};
+use engram_model::arp::x86::{map, map_with, to_px86, Fences};
 use engram_model::arp::{ArpTrace, MemOrder, Model, Op, Space};
 use engram_model::px86::Px86;
 use proptest::prelude::*;
@@ -46,34 +46,18 @@ fn counterexample(t: &ArpTrace, m: Model) -> Option<Vec<u8>> {
 /// under Epoch, none after a persistent acquire or release (except SCP's
 /// after every persist).
 fn old_map(trace: &ArpTrace, model: Model) -> ArpTrace {
-    let mut out = ArpTrace::new(trace.base.clone());
-    let mut renumber = vec![0usize; trace.events.len()];
-    for (i, e) in trace.events.iter().enumerate() {
+    map_with(trace, |e| {
         let release_fence = match model {
             Model::Rcbsp | Model::Arp => e.is_release(),
             Model::ArpVa => e.is_release() && !e.va,
             Model::Scp | Model::Epoch => false,
         };
-        if release_fence || e.op == Op::SeqPoint {
-            out.push(e.thread, Op::Sfence, false);
+        Fences {
+            before: release_fence || e.op == Op::SeqPoint,
+            after_persist: model == Model::Scp,
+            after: model == Model::Rcbsp && e.is_acquire(),
         }
-        let mut ev = e.clone();
-        if let Op::Load { rf, .. } | Op::Rmw { rf, .. } = &mut ev.op {
-            *rf = rf.map(|r| renumber[r]);
-        }
-        renumber[i] = out.events.len();
-        out.events.push(ev);
-        if let Some((addr, _)) = e.persist() {
-            out.push(e.thread, Op::Clwb { addr }, false);
-            if model == Model::Scp {
-                out.push(e.thread, Op::Sfence, false);
-            }
-        }
-        if model == Model::Rcbsp && e.is_acquire() {
-            out.push(e.thread, Op::Sfence, false);
-        }
-    }
-    out
+    })
 }
 
 const MODELS: [Model; 5] = [Model::Scp, Model::Epoch, Model::Rcbsp, Model::Arp, Model::ArpVa];

@@ -34,21 +34,50 @@
 //!   on persistent memory; the old one-thread check never generated one.)
 
 use super::order::Model;
-use super::trace::{ArpTrace, Op, Space};
+use super::trace::{ArpEvent, ArpTrace, Op, Space};
 use crate::trace::{Event, FlushKind, Trace};
 
 /// Inserts the CLWBs and SFENCEs of `model`'s x86 mapping.
 pub fn map(trace: &ArpTrace, model: Model) -> ArpTrace {
-    let mut out = ArpTrace::new(trace.base.clone());
-    let mut renumber = vec![0usize; trace.events.len()];
-    for (i, e) in trace.events.iter().enumerate() {
-        let fence = |out: &mut ArpTrace| out.push(e.thread, Op::Sfence, false);
+    map_with(trace, |e| {
         let release_fence = match model {
             Model::Rcbsp | Model::Arp | Model::Epoch => e.is_release(),
             Model::ArpVa => e.is_release() && !e.va,
             Model::Scp => false,
         };
-        if release_fence || e.op == Op::SeqPoint {
+        // a persistent acquire or release is itself ordered before what
+        // follows it: its own write-back must complete here
+        let sync = (e.is_acquire() || e.is_release()) && !(model == Model::ArpVa && e.va);
+        Fences {
+            before: release_fence || e.op == Op::SeqPoint,
+            after_persist: model == Model::Scp || sync,
+            after: model == Model::Rcbsp && e.is_acquire(),
+        }
+    })
+}
+
+/// Where a mapping puts SFENCEs around one event.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Fences {
+    /// An SFENCE before the event.
+    pub before: bool,
+    /// An SFENCE after the CLWB that follows the event, if it is a persist.
+    pub after_persist: bool,
+    /// An SFENCE after the event (and its CLWB).
+    pub after: bool,
+}
+
+/// Rewrites `trace` with a CLWB after every persist and the SFENCEs `rule`
+/// asks for around each event, keeping every load's reads-from link on the
+/// same store. [`map`] is this with the table above as its rule; the tests
+/// keep the mapping as it was before the multi-threaded check as another.
+pub fn map_with(trace: &ArpTrace, rule: impl Fn(&ArpEvent) -> Fences) -> ArpTrace {
+    let mut out = ArpTrace::new(trace.base.clone());
+    let mut renumber = vec![0usize; trace.events.len()];
+    for (i, e) in trace.events.iter().enumerate() {
+        let f = rule(e);
+        let fence = |out: &mut ArpTrace| out.push(e.thread, Op::Sfence, false);
+        if f.before {
             fence(&mut out);
         }
         let mut ev = e.clone();
@@ -59,14 +88,11 @@ pub fn map(trace: &ArpTrace, model: Model) -> ArpTrace {
         out.events.push(ev);
         if let Some((addr, _)) = e.persist() {
             out.push(e.thread, Op::Clwb { addr }, false);
-            // a persistent acquire or release is itself ordered before what
-            // follows it: its own write-back must complete here
-            let sync = (e.is_acquire() || e.is_release()) && !(model == Model::ArpVa && e.va);
-            if model == Model::Scp || sync {
+            if f.after_persist {
                 fence(&mut out);
             }
         }
-        if model == Model::Rcbsp && e.is_acquire() {
+        if f.after {
             fence(&mut out);
         }
     }
