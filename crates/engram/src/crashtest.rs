@@ -77,7 +77,13 @@ pub fn workloads() -> &'static [Workload] {
         Workload { name: "close", about: "the clean close and its allocator fast path", run: w_close },
         Workload { name: "spill", about: "a region whose undo log outgrows its slot: log chunks, jump entries", run: w_spill },
         Workload { name: "recovery", about: "recovery of an interrupted region, itself crashed", run: w_recovery },
+        Workload { name: "mt-regions", about: "two threads' regions interleaved, 2PL on one ledger (merged trace)", run: w_threads },
         Workload { name: "mt-stm", about: "two threads' STM transfers interleaved on one bank (merged trace)", run: stm::w_threads },
+        Workload {
+            name: "mt-stm-first",
+            about: "two threads' first STM transfers (their redo logs created) interleaved (merged trace)",
+            run: stm::w_threads_first,
+        },
         Workload { name: "stm-first", about: "a pool's first STM transactions: the thread's redo log created", run: stm::w_first },
         Workload { name: "stm-bank", about: "STM transfers: copies (large ones too), or_else, retry", run: stm::w_bank },
         Workload { name: "stm-map", about: "STM sorted list and snapshot map against a model", run: stm::w_map },
@@ -93,15 +99,11 @@ pub fn workloads() -> &'static [Workload] {
 
 /// Workloads left out of `all` because they report an open finding (see
 /// docs/crash-consistency.md); `engram crashtest NAME` still runs them.
+/// None at present: `mt-regions` and `mt-stm-first` were here until their
+/// causes were found (a workload that read counts it had no right to, and
+/// the STM's log-table race), see docs/crash-consistency.md.
 pub fn open_findings() -> &'static [Workload] {
-    &[
-        Workload {
-            name: "mt-stm-first",
-            about: "two threads' first STM transfers (their redo logs created) interleaved (merged trace)",
-            run: stm::w_threads_first,
-        },
-        Workload { name: "mt-regions", about: "two threads' regions interleaved, 2PL on one ledger (merged trace)", run: w_threads },
-    ]
+    &[]
 }
 
 /// Finds a workload by name.
@@ -425,9 +427,13 @@ fn returned(pool: &Pool) -> Result<()> {
 }
 
 /// One ledger region: move money, append an entry with a payload of
-/// `payload` bytes, and drop entries beyond `keep`.
-fn ledger_step(tx: &crate::Tx<'_>, i: u64, payload: u64, keep: u64) -> Result<()> {
+/// `payload` bytes, and drop entries beyond `keep`. It holds the ledger's
+/// lock (two-phase locking: regions do not lock what they touch by
+/// themselves), so regions of several threads serialise on it. Returns the
+/// ledger's new count: this region's number.
+fn ledger_step(tx: &crate::Tx<'_>, i: u64, payload: u64, keep: u64) -> Result<u64> {
     let lp = tx.root::<Ledger>("ledger")?.ok_or_else(|| Error::corrupt("no ledger"))?;
+    tx.lock_ptr(lp)?;
     let mut l = tx.read(lp)?;
     let (from, to) = (i % ACCOUNTS, (i * 3 + 1) % ACCOUNTS);
     let a = tx.get(l.accounts, from)?;
@@ -457,7 +463,8 @@ fn ledger_step(tx: &crate::Tx<'_>, i: u64, payload: u64, keep: u64) -> Result<()
             tx.write(p, e)?;
         }
     }
-    tx.write(lp, l)
+    tx.write(lp, l)?;
+    Ok(l.count)
 }
 
 fn w_alloc(h: &Harness) -> Result<Trace> {
@@ -600,8 +607,15 @@ fn w_relocation(h: &Harness) -> Result<Trace> {
 }
 
 /// `mt-regions`: two threads each run regions on the shared ledger (two-
-/// phase locking serialises them on the ledger object; their logs,
+/// phase locking on the ledger object serialises them; their logs,
 /// allocations and fences interleave), retrying on a lock timeout.
+///
+/// Each region's number is the count it wrote itself, and its note is taken
+/// after it returned: every region numbered below it committed (fenced)
+/// before releasing the ledger's lock, so before this position. (Reading
+/// the count in a later region, as this workload once did, may count the
+/// other thread's region that commits after the noted position, or, without
+/// the lock, one still running: the open finding that was not one.)
 fn w_threads(h: &Harness) -> Result<Trace> {
     let (pool, tracer) = h.ledger_pool()?;
     h.traced(pool, &tracer, |pool| {
@@ -610,19 +624,14 @@ fn w_threads(h: &Harness) -> Result<Trace> {
             let mut notes = Vec::new();
             for k in 0..regions {
                 let i = 10 * (t as u64 + 1) + k;
-                loop {
+                let count = loop {
                     match pool.txn(|tx| ledger_step(tx, i, 40 + 8 * t as u64, 3)) {
-                        Ok(()) => break,
+                        Ok(count) => break count,
                         Err(Error::LockTimeout) => continue,
                         Err(e) => return Err(e),
                     }
-                }
-                let at = tracer.position();
-                let count = pool.txn(|tx| match tx.root::<Ledger>("ledger")? {
-                    Some(l) => Ok::<_, Error>(tx.read(l)?.count),
-                    None => Ok(0),
-                })?;
-                notes.push((at, count));
+                };
+                notes.push((tracer.position(), count));
             }
             Ok(notes)
         })

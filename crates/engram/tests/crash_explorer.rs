@@ -39,7 +39,6 @@ fn every_workload_is_crash_consistent() {
 /// Two threads' regions (2PL) and STM commits interleaved in one merged
 /// trace; a fence completes only its own thread's flushes.
 #[test]
-#[ignore = "OPEN FINDING (issue 15): after the reliability merge mt-regions reports 'durable regions lost' even in the image where every store persisted, on some interleavings; the returned-commit bookkeeping of merged traces or the regions protocol must be examined"]
 fn two_threads_are_crash_consistent() {
     sweep(|name| name.starts_with("mt-"));
     let dir = Scratch::new();
@@ -50,20 +49,26 @@ fn two_threads_are_crash_consistent() {
     first_violation(|| failpoint::drop_fence("STM redo record and copies before the new values are visible"), "mt-stm");
 }
 
-/// Two threads' first STM transfers, which create their redo logs, on one
-/// bank. OPEN FINDING: the moderate sweep reports images where a transfer
-/// that had returned is lost or half applied although no fault is switched
-/// on (with the logs created before tracing, `mt-stm`, there is none); see
-/// docs/crash-consistency.md. Run with `--ignored` until it is resolved.
+/// Each run of a two-thread workload is the one interleaving the threads
+/// happened to take: run the first-commit workloads a few more times. The
+/// STM's log-table race (two threads' first commits linking their redo
+/// logs into one entry of the log table, fixed in `stm_pool`/`thread_log`)
+/// made half the runs of `mt-stm-first` report lost or half-applied
+/// transfers; `mt-regions` once reported lost regions because the workload
+/// counted commits it had no right to (no ledger lock, counts read after
+/// the noted position), a checker bug.
 #[test]
-#[ignore]
-fn two_threads_first_stm_commits_are_crash_consistent() {
+fn two_threads_first_commits_over_several_interleavings() {
     let dir = Scratch::new();
-    let r = workload("mt-stm-first").unwrap().run(&Settings::moderate(&dir.0), &mut |_, _| {}).unwrap();
-    for v in &r.violations {
-        println!("  violation before event {} ({:?}): {} [{}]", v.event_index, v.fence, v.message, v.image);
+    for round in 0..4 {
+        for name in ["mt-stm-first", "mt-regions"] {
+            let r = workload(name).unwrap().run(&Settings::moderate(&dir.0), &mut |_, _| {}).unwrap();
+            for v in &r.violations {
+                println!("  violation before event {} ({:?}): {} [{}]", v.event_index, v.fence, v.message, v.image);
+            }
+            assert!(r.violations.is_empty(), "{name}, round {round}: {r}");
+        }
     }
-    assert!(r.violations.is_empty(), "{r}");
 }
 
 #[test]
