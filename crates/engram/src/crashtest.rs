@@ -309,10 +309,34 @@ fn check_image(path: &Path, img: &[u8], returned: u64, extra: Option<&Invariant>
     }
     if ledger {
         pool.txn(|tx| ledger_step(tx, 7, 200, 2)).map_err(|e| format!("a region after recovery: {e}"))?;
+        pool.txn(churn).map_err(|e| format!("allocating after recovery: {e}"))?;
         verify_ledger(&pool, 0).map_err(|e| format!("after a region on the recovered pool: {e}"))?;
         pool.check().map_err(|e| format!("check after a region on the recovered pool: {e}"))?;
     }
     pool.close().map_err(|e| format!("close failed: {e}"))
+}
+
+/// Payload sizes [`churn`] allocates: those of the ledger's objects (an
+/// `Entry` is 24 bytes) and payloads.
+const CHURN_SIZES: [u64; 6] = [8, 24, 40, 100, 200, 300];
+
+/// New work that reaches the allocator's free slots: a thread cache refills
+/// with the lowest free slots of a span and hands out the highest of them
+/// first, so one region's few allocations never reach a slot the recovered
+/// allocator wrongly believes free. This allocates two refills' worth of
+/// each size the ledger uses, fills every object and frees them all: a live
+/// object among them is overwritten and loses its tag, which the ledger
+/// check that follows sees.
+fn churn(tx: &crate::Tx<'_>) -> Result<()> {
+    let mut fresh = Vec::new();
+    for &n in &CHURN_SIZES {
+        for _ in 0..2 * crate::alloc::BATCH {
+            let a = tx.alloc_array::<u8>(n)?;
+            tx.write_slice(a, 0, &vec![0xA5; n as usize])?;
+            fresh.push(a);
+        }
+    }
+    fresh.into_iter().try_for_each(|a| tx.free_array(a))
 }
 
 /// Overwrites the scratch file in place: truncating it first would free and
