@@ -638,8 +638,8 @@ fn w_relocation(h: &Harness) -> Result<Trace> {
 /// after it returned: every region numbered below it committed (fenced)
 /// before releasing the ledger's lock, so before this position. (Reading
 /// the count in a later region, as this workload once did, may count the
-/// other thread's region that commits after the noted position, or, without
-/// the lock, one still running: the open finding that was not one.)
+/// other thread's region committing after the noted position: the "durable
+/// regions lost" of the former open finding.)
 fn w_threads(h: &Harness) -> Result<Trace> {
     let (pool, tracer) = h.ledger_pool()?;
     h.traced(pool, &tracer, |pool| {

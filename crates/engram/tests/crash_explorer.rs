@@ -55,7 +55,7 @@ fn two_threads_are_crash_consistent() {
 /// logs into one entry of the log table, fixed in `stm_pool`/`thread_log`)
 /// made half the runs of `mt-stm-first` report lost or half-applied
 /// transfers; `mt-regions` once reported lost regions because the workload
-/// counted commits it had no right to (no ledger lock, counts read after
+/// counted commits it had no right to (counts read in a later region, after
 /// the noted position), a checker bug.
 #[test]
 fn two_threads_first_commits_over_several_interleavings() {
