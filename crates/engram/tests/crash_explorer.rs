@@ -160,6 +160,7 @@ fn tracer_records_the_flush_instruction() {
 /// workload must report (each test below takes every third).
 const FAULTS: &[(&str, &str, &str)] = &[
     ("flush", "span-table entry", "alloc"),
+    ("fence", "slot bitmaps before the clean flag", "close"),
     ("fence", "undo entry before the logged range is modified", "commit"),
     ("fence", "log chunk headers before the chunk is linked", "spill"),
     ("fence", "log chunk link before entries use it", "spill"),
@@ -219,13 +220,6 @@ const HARMLESS: &[(&str, &str, &str, &str)] = &[
 /// Not caught by the moderate sweep, and not provably harmless: the open
 /// gaps, documented in docs/crash-consistency.md. (kind, name, why).
 const GAPS: &[(&str, &str, &str)] = &[
-    (
-        "fence",
-        "slot bitmaps before the clean flag",
-        "since format 2 each span's bitmap carries a CRC32C, so a bitmap the clean flag overtook mid-write fails its \
-      check and is rebuilt by marking (the moderate sweep no longer sees a violation); a bitmap left whole but stale \
-      would still pass its check, and no workload reaches that image",
-    ),
     (
         "fence",
         "lazy links of this thread made durable (lazy::sync)",
