@@ -18,6 +18,7 @@
 //! through.
 
 mod lazy;
+mod raw;
 mod stm;
 
 use crate::error::{Error, Result};
@@ -76,6 +77,7 @@ pub fn workloads() -> &'static [Workload] {
         Workload { name: "gc", about: "online collection freeing spans and large objects", run: w_gc },
         Workload { name: "close", about: "the clean close and its allocator fast path", run: w_close },
         Workload { name: "spill", about: "a region whose undo log outgrows its slot: log chunks, jump entries", run: w_spill },
+        Workload { name: "raw", about: "a front end's plain stores with flush, fence and persist (append-only table)", run: raw::w_raw },
         Workload { name: "recovery", about: "recovery of an interrupted region, itself crashed", run: w_recovery },
         Workload { name: "mt-regions", about: "two threads' regions interleaved, 2PL on one ledger (merged trace)", run: w_threads },
         Workload { name: "mt-stm", about: "two threads' STM transfers interleaved on one bank (merged trace)", run: stm::w_threads },

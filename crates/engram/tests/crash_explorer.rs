@@ -174,6 +174,9 @@ const FAULTS: &[(&str, &str, &str)] = &[
     ("fence", "STM redo record and copies before the new values are visible", "stm-bank"),
     ("fence", "in-place STM values of idle threads before their records are cleared", "stm-gc"),
     ("fence", "replayed STM values before their records are cleared", "stm-recovery"),
+    ("fence", "STM clock reservation before versions above it are used", "stm-recovery"),
+    ("fence", "lazy links of this thread made durable (lazy::sync)", "lazy-force"),
+    ("fence", "front end fence", "raw"),
 ];
 
 /// Provably harmless to drop, with the reason: (kind, name, workload that
@@ -222,18 +225,6 @@ const HARMLESS: &[(&str, &str, &str, &str)] = &[
 const GAPS: &[(&str, &str, &str)] = &[
     (
         "fence",
-        "lazy links of this thread made durable (lazy::sync)",
-        "the laziness workloads check that evaluated entries form a prefix and can be finished, not that an update \
-      reported durable by lazy::sync survives",
-    ),
-    (
-        "fence",
-        "front end fence",
-        "the C ABI's engram_fence: what it orders is the front end's protocol, explored by each front end's own \
-      workloads (C, Go, Java), not by the engine's",
-    ),
-    (
-        "fence",
         "span tables cleared before the arenas are handed back",
         "no workload frees a huge object: a huge object needs a 64 MiB arena, too large to trace and image",
     ),
@@ -243,12 +234,6 @@ const GAPS: &[(&str, &str, &str)] = &[
         "objects allocated by a transaction that wrote no variable",
         "harmful only across threads (another thread's commit links the objects; its fence does not complete \
       this thread's flushes); traces are single-threaded",
-    ),
-    (
-        "fence",
-        "STM clock reservation before versions above it are used",
-        "the reservation is traced only when a commit outgrows it; the image that shows it (record and copies \
-      all evicted, the reservation's line not) is not among the moderate choices",
     ),
     (
         "fence",
