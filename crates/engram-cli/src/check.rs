@@ -5,7 +5,9 @@
 //! reachable object. Pointer fields that point at no live object (a pointer
 //! from another pool, a stray value, a dangling pointer) are listed, with
 //! the object, its type and the field's offset; the walk treats them as
-//! null, and the command exits 1.
+//! null, and the command exits 1. Live objects whose header fields disagree
+//! with how the engine writes headers (heap objects carry no checksum) are
+//! listed too (exit 1); `--repair` does not touch them.
 //!
 //! `--repair` then asks for confirmation (`--yes` skips it), opens the pool
 //! read-write and clears those fields with `Pool::repair`: one undo-logged
@@ -34,6 +36,17 @@ pub fn check(path: &Path, repair: bool, yes: bool) -> Result<(), CliError> {
         } else {
             format!(" (after recovery on a private copy undid {} region(s); the file is unchanged)", report.undone_regions)
         };
+        if !r.header_doubts.is_empty() {
+            // Heap objects carry no checksum: headers that disagree with how
+            // the engine writes them are reported, not repaired.
+            println!("{}: {} object header(s) look damaged:", path.display(), r.header_doubts.len());
+            for d in &r.header_doubts {
+                println!("  {d}");
+            }
+            if r.bad_fields.is_empty() {
+                return Err(at(engram::Error::Corrupt { what: format!("{} damaged object header(s)", r.header_doubts.len()) }));
+            }
+        }
         if r.bad_fields.is_empty() {
             println!(
                 "{}: consistent: {} objects ({} bytes) reachable from {} root(s){after}",

@@ -14,7 +14,10 @@
 //!   everything persisted); for the lines flushed longest ago without a
 //!   fence since (one line per 12 images of budget), everything but what the line got
 //!   in the step its flush was for, and that line alone up to its flush;
-//!   round robin over the newest protocol steps (a step ends where a run of
+//!   for each of the newest steps, its stores alone (every line whose
+//!   pending stores all come from that step or later persisted, every other
+//!   line lost: a missing fence before the step shows however many lines
+//!   each side wrote); round robin over the newest protocol steps (a step ends where a run of
 //!   flushes ends, or at a fence, so a missing fence still separates two
 //!   steps) and the lines each wrote, most recent first, everything but what
 //!   the line got from that step on, and that line alone up to that step;
@@ -227,6 +230,9 @@ fn steps(trace: &Trace) -> Vec<u32> {
 /// How many of the newest steps get single-line images first.
 const RECENT_STEPS: usize = 4;
 
+/// How many of the newest steps get an image of their stores alone.
+const RECENT_ALONE: usize = 1;
+
 /// The prefix vectors to check at one point, best first (see the module
 /// documentation for the order).
 fn choose(st: &CrashState<'_>, steps: &[u32], pending: &[(u64, usize)], max: usize, rng: &mut u64) -> Vec<Vec<usize>> {
@@ -247,6 +253,12 @@ fn choose(st: &CrashState<'_>, steps: &[u32], pending: &[(u64, usize)], max: usi
     let mut c = Chooser { seen: HashSet::new(), out: Vec::new(), max };
     c.add(zero.clone());
     c.add(full.clone());
+    // The newest steps, newest first, each with the lines it wrote, most
+    // recently written first.
+    let mut recent: Vec<u32> = st.lines.iter().flat_map(|(_, t)| t.iter().map(step)).collect();
+    recent.sort_unstable_by(|a, b| b.cmp(a));
+    recent.dedup();
+    recent.truncate(RECENT_STEPS);
     // The lines flushed longest ago without a fence since, for one image
     // pair per 12 of the budget: everything persisted but what that line got in the step
     // its flush was for, and that line alone persisted up to its flush (a
@@ -259,12 +271,13 @@ fn choose(st: &CrashState<'_>, steps: &[u32], pending: &[(u64, usize)], max: usi
             c.add(with(&zero, j, covered));
         }
     }
-    // The newest steps, newest first, each with the lines it wrote, most
-    // recently written first.
-    let mut recent: Vec<u32> = st.lines.iter().flat_map(|(_, t)| t.iter().map(step)).collect();
-    recent.sort_unstable_by(|a, b| b.cmp(a));
-    recent.dedup();
-    recent.truncate(RECENT_STEPS);
+    // The newest steps' stores alone: every line whose pending stores all
+    // come from step `s` or later persisted whole, every other line lost
+    // whole (a fence missing before step `s` shows at once, however many
+    // lines each side wrote).
+    for &s in recent.iter().take(RECENT_ALONE) {
+        c.add(st.lines.iter().map(|(_, t)| if t.first().is_some_and(|a| step(a) >= s) { t.len() } else { 0 }).collect());
+    }
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by_key(|&j| std::cmp::Reverse(st.lines[j].1.last().map_or(0, |a| a.event)));
     let written: Vec<Vec<usize>> =

@@ -235,6 +235,42 @@ fn explorer_finds_a_missing_fence() {
     assert_eq!(v.message, "flag without data");
 }
 
+/// A missing fence between two steps that each wrote several lines: the
+/// witness (every line of the later step persisted, every line of the
+/// earlier ones lost) is one image among 2^8, and the moderate budget (12)
+/// must still offer it (the clean close's bitmaps and its multi-line header
+/// copy are this shape).
+#[test]
+fn explorer_offers_the_newer_step_alone_when_a_fence_is_missing() {
+    let mut t = Trace::new(vec![0; 64 * 8]);
+    for l in 0..5 {
+        t.push(st(l * 64, 1)); // "bitmaps": five lines, each its own flush
+        t.push(fl(l * 64));
+    }
+    for l in 5..8 {
+        t.push(st(l * 64, 1)); // "header copy": three lines, valid only whole
+    }
+    for l in 5..8 {
+        t.push(fl(l * 64));
+    }
+    t.push(fence());
+    // As with checksummed bitmaps: a partly written set of bitmaps fails
+    // its checksum and is rebuilt; only all of them lost (the old, stale
+    // ones still consistent) under a whole new header is harmful.
+    let mut check = |img: &[u8]| {
+        let header = (5..8).all(|l| img[l * 64] == 1);
+        if header && (0..5).all(|l| img[l * 64] == 0) {
+            Err("header over stale bitmaps".to_string())
+        } else {
+            Ok(())
+        }
+    };
+    let cfg = Config { max_images_per_point: 12, max_violations: 1, ..Default::default() };
+    let r = explore(&t, &cfg, &mut check, &mut |_, _| {});
+    assert_eq!(r.violations.len(), 1, "{r}");
+    assert!(r.images_skipped > 0, "the point must be pruned for this test to mean anything: {r}");
+}
+
 /// Two threads in one merged trace: a fence completes only the flushes of
 /// the thread that issued it.
 #[test]

@@ -18,6 +18,7 @@
 //! through.
 
 mod lazy;
+mod raw;
 mod stm;
 
 use crate::error::{Error, Result};
@@ -76,8 +77,15 @@ pub fn workloads() -> &'static [Workload] {
         Workload { name: "gc", about: "online collection freeing spans and large objects", run: w_gc },
         Workload { name: "close", about: "the clean close and its allocator fast path", run: w_close },
         Workload { name: "spill", about: "a region whose undo log outgrows its slot: log chunks, jump entries", run: w_spill },
+        Workload { name: "raw", about: "a front end's plain stores with flush, fence and persist (append-only table)", run: raw::w_raw },
         Workload { name: "recovery", about: "recovery of an interrupted region, itself crashed", run: w_recovery },
+        Workload { name: "mt-regions", about: "two threads' regions interleaved, 2PL on one ledger (merged trace)", run: w_threads },
         Workload { name: "mt-stm", about: "two threads' STM transfers interleaved on one bank (merged trace)", run: stm::w_threads },
+        Workload {
+            name: "mt-stm-first",
+            about: "two threads' first STM transfers (their redo logs created) interleaved (merged trace)",
+            run: stm::w_threads_first,
+        },
         Workload { name: "stm-first", about: "a pool's first STM transactions: the thread's redo log created", run: stm::w_first },
         Workload { name: "stm-bank", about: "STM transfers: copies (large ones too), or_else, retry", run: stm::w_bank },
         Workload { name: "stm-map", about: "STM sorted list and snapshot map against a model", run: stm::w_map },
@@ -93,15 +101,11 @@ pub fn workloads() -> &'static [Workload] {
 
 /// Workloads left out of `all` because they report an open finding (see
 /// docs/crash-consistency.md); `engram crashtest NAME` still runs them.
+/// None at present: `mt-regions` and `mt-stm-first` were here until their
+/// causes were found (a workload that read counts it had no right to, and
+/// the STM's log-table race), see docs/crash-consistency.md.
 pub fn open_findings() -> &'static [Workload] {
-    &[
-        Workload {
-            name: "mt-stm-first",
-            about: "two threads' first STM transfers (their redo logs created) interleaved (merged trace)",
-            run: stm::w_threads_first,
-        },
-        Workload { name: "mt-regions", about: "two threads' regions interleaved, 2PL on one ledger (merged trace)", run: w_threads },
-    ]
+    &[]
 }
 
 /// Finds a workload by name.
@@ -301,16 +305,66 @@ fn check_image(path: &Path, img: &[u8], returned: u64, extra: Option<&Invariant>
     write_image(path, img).map_err(|e| format!("writing image: {e}"))?;
     let pool = Pool::open(path, OpenOptions::new(LAYOUT).durability(Durability::Process)).map_err(|e| format!("open failed: {e}"))?;
     pool.check().map_err(|e| format!("check failed: {e}"))?;
+    check_clean_bitmaps(&pool)?;
     let ledger = verify_ledger(&pool, returned)?;
     if let Some(check) = extra {
         check(&pool, returned)?;
     }
     if ledger {
         pool.txn(|tx| ledger_step(tx, 7, 200, 2)).map_err(|e| format!("a region after recovery: {e}"))?;
+        pool.txn(churn).map_err(|e| format!("allocating after recovery: {e}"))?;
         verify_ledger(&pool, 0).map_err(|e| format!("after a region on the recovered pool: {e}"))?;
         pool.check().map_err(|e| format!("check after a region on the recovered pool: {e}"))?;
     }
     pool.close().map_err(|e| format!("close failed: {e}"))
+}
+
+/// Payload sizes [`churn`] allocates: those of the ledger's objects (an
+/// `Entry` is 24 bytes) and payloads.
+const CHURN_SIZES: [u64; 6] = [8, 24, 40, 100, 200, 300];
+
+/// New work that reaches the allocator's free slots: a thread cache refills
+/// with the lowest free slots of a span and hands out the highest of them
+/// first, so one region's few allocations never reach a slot the recovered
+/// allocator wrongly believes free. This allocates two refills' worth of
+/// each size the ledger uses, fills every object and frees them all: a live
+/// object among them is overwritten and loses its tag, which the ledger
+/// check that follows sees.
+fn churn(tx: &crate::Tx<'_>) -> Result<()> {
+    let mut fresh = Vec::new();
+    for &n in &CHURN_SIZES {
+        for _ in 0..2 * crate::alloc::BATCH {
+            let a = tx.alloc_array::<u8>(n)?;
+            tx.write_slice(a, 0, &vec![0xA5; n as usize])?;
+            fresh.push(a);
+        }
+    }
+    fresh.into_iter().try_for_each(|a| tx.free_array(a))
+}
+
+/// After an open that trusted the saved slot bitmaps (a clean close before
+/// it, every bitmap passing its checksum), the allocator must agree with
+/// marking: every reachable small object's slot is allocated in its span's
+/// saved bitmap. A stale bitmap that still passes its checksum (an earlier
+/// close's, when the clean flag overtook this close's bitmaps) would hand a
+/// live slot out again.
+fn check_clean_bitmaps(pool: &Pool) -> std::result::Result<(), String> {
+    use crate::format::{arena_off, ARENA_BITMAP_OFF, SPANS_PER_ARENA, SPAN_BITMAP_BYTES};
+    let report = pool.open_report();
+    if !report.was_clean || report.bitmaps_rebuilt || report.created {
+        return Ok(());
+    }
+    let inner = pool.inner();
+    let marked = crate::gc::mark(&inner.space, &inner.types, None, &|_| {}).map_err(|e| format!("marking: {e}"))?;
+    for (&g, bits) in &marked.marks.small {
+        let at = arena_off(g / SPANS_PER_ARENA) + ARENA_BITMAP_OFF + (g % SPANS_PER_ARENA) * SPAN_BITMAP_BYTES;
+        let saved: [u64; 32] = inner.space.read(at).map_err(|e| format!("reading span {g}'s bitmap: {e}"))?;
+        if let Some(w) = (0..32).find(|&w| bits[w] & !saved[w] != 0) {
+            let slot = w as u64 * 64 + (bits[w] & !saved[w]).trailing_zeros() as u64;
+            return Err(format!("after a clean open, slot {slot} of span {g} is reachable but free in the saved bitmap"));
+        }
+    }
+    Ok(())
 }
 
 /// Overwrites the scratch file in place: truncating it first would free and
@@ -425,9 +479,13 @@ fn returned(pool: &Pool) -> Result<()> {
 }
 
 /// One ledger region: move money, append an entry with a payload of
-/// `payload` bytes, and drop entries beyond `keep`.
-fn ledger_step(tx: &crate::Tx<'_>, i: u64, payload: u64, keep: u64) -> Result<()> {
+/// `payload` bytes, and drop entries beyond `keep`. It holds the ledger's
+/// lock (two-phase locking: regions do not lock what they touch by
+/// themselves), so regions of several threads serialise on it. Returns the
+/// ledger's new count: this region's number.
+fn ledger_step(tx: &crate::Tx<'_>, i: u64, payload: u64, keep: u64) -> Result<u64> {
     let lp = tx.root::<Ledger>("ledger")?.ok_or_else(|| Error::corrupt("no ledger"))?;
+    tx.lock_ptr(lp)?;
     let mut l = tx.read(lp)?;
     let (from, to) = (i % ACCOUNTS, (i * 3 + 1) % ACCOUNTS);
     let a = tx.get(l.accounts, from)?;
@@ -457,7 +515,8 @@ fn ledger_step(tx: &crate::Tx<'_>, i: u64, payload: u64, keep: u64) -> Result<()
             tx.write(p, e)?;
         }
     }
-    tx.write(lp, l)
+    tx.write(lp, l)?;
+    Ok(l.count)
 }
 
 fn w_alloc(h: &Harness) -> Result<Trace> {
@@ -600,8 +659,15 @@ fn w_relocation(h: &Harness) -> Result<Trace> {
 }
 
 /// `mt-regions`: two threads each run regions on the shared ledger (two-
-/// phase locking serialises them on the ledger object; their logs,
+/// phase locking on the ledger object serialises them; their logs,
 /// allocations and fences interleave), retrying on a lock timeout.
+///
+/// Each region's number is the count it wrote itself, and its note is taken
+/// after it returned: every region numbered below it committed (fenced)
+/// before releasing the ledger's lock, so before this position. (Reading
+/// the count in a later region, as this workload once did, may count the
+/// other thread's region committing after the noted position: the "durable
+/// regions lost" of the former open finding.)
 fn w_threads(h: &Harness) -> Result<Trace> {
     let (pool, tracer) = h.ledger_pool()?;
     h.traced(pool, &tracer, |pool| {
@@ -610,19 +676,14 @@ fn w_threads(h: &Harness) -> Result<Trace> {
             let mut notes = Vec::new();
             for k in 0..regions {
                 let i = 10 * (t as u64 + 1) + k;
-                loop {
+                let count = loop {
                     match pool.txn(|tx| ledger_step(tx, i, 40 + 8 * t as u64, 3)) {
-                        Ok(()) => break,
+                        Ok(count) => break count,
                         Err(Error::LockTimeout) => continue,
                         Err(e) => return Err(e),
                     }
-                }
-                let at = tracer.position();
-                let count = pool.txn(|tx| match tx.root::<Ledger>("ledger")? {
-                    Some(l) => Ok::<_, Error>(tx.read(l)?.count),
-                    None => Ok(0),
-                })?;
-                notes.push((at, count));
+                };
+                notes.push((tracer.position(), count));
             }
             Ok(notes)
         })
@@ -687,10 +748,20 @@ fn w_gc(h: &Harness) -> Result<Trace> {
     })
 }
 
+/// `close`: the clean close, traced. The pool was closed and reopened once
+/// before, and regions allocated since in the same spans, so the media hold
+/// an earlier close's bitmaps that pass their checksums but are stale: a
+/// clean flag that overtakes this close's bitmaps would make them count.
 fn w_close(h: &Harness) -> Result<Trace> {
-    let (pool, tracer) = h.ledger_pool()?;
+    let (pool, _) = h.ledger_pool()?;
     for i in 0..h.settings.regions {
         pool.txn(|tx| ledger_step(tx, i, 300, 100))?;
+    }
+    pool.close()?;
+    let tracer = h.tracer();
+    let pool = Pool::open(&h.pool_path, OpenOptions::new(LAYOUT).trace(tracer.clone()))?;
+    for i in 0..h.settings.regions {
+        pool.txn(|tx| ledger_step(tx, 100 + i, 300, 100))?;
     }
     returned(&pool)?;
     tracer.start();

@@ -130,8 +130,14 @@ mod armed {
     }
 
     /// The bugs [`plant`] knows: (name, what the engine then does wrong).
-    pub const BUGS: &[(&str, &str)] =
-        &[("stm.reservation_not_persisted", "the STM clock reservation is raised in memory but never written to the pool")];
+    pub const BUGS: &[(&str, &str)] = &[
+        ("stm.reservation_not_persisted", "the STM clock reservation is raised in memory but never written to the pool"),
+        (
+            "types.pointer_map_not_persisted",
+            "a new type-table entry is written without its last pointer offset (an off-by-one, checksummed as \
+             written), while the program keeps the right ones in memory: a later process's GC does not trace that field",
+        ),
+    ];
 
     pub(crate) fn planted(bug: &str) -> bool {
         dropped("bug", bug)

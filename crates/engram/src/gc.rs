@@ -65,6 +65,9 @@ pub(crate) struct MarkResult {
     pub marks: Marks,
     pub stats: MarkStats,
     pub bad: Vec<BadField>,
+    /// With [`mark_checking_headers`]: live objects whose header disagrees
+    /// with how the engine writes headers (see `pointers::header_doubt`).
+    pub doubts: Vec<String>,
 }
 
 /// Who holds a pointer field: for reports.
@@ -84,12 +87,32 @@ struct Marker<'a> {
     stack: Vec<u64>,
     stats: MarkStats,
     bad: Vec<BadField>,
+    /// Some when headers are doubted too (`engram check`).
+    doubts: Option<Vec<String>>,
 }
 
 /// Marks from the roots and logs. `progress` is called with the number of
 /// objects marked so far, every 4096 objects.
 pub(crate) fn mark(space: &Space, types: &TypeTable, reloc: Option<&Reloc>, progress: &dyn Fn(u64)) -> Result<MarkResult> {
-    let mut m = Marker { space, types, reloc, marks: Marks::default(), stack: Vec::new(), stats: MarkStats::default(), bad: Vec::new() };
+    mark_with(space, types, reloc, None, progress)
+}
+
+/// [`mark`] for `engram check`: also lists live objects whose header
+/// fields disagree with how the engine writes them (heap objects have no
+/// checksum). Marking itself is the same.
+pub(crate) fn mark_checking_headers(space: &Space, types: &TypeTable, progress: &dyn Fn(u64)) -> Result<MarkResult> {
+    mark_with(space, types, None, Some(Vec::new()), progress)
+}
+
+fn mark_with(
+    space: &Space,
+    types: &TypeTable,
+    reloc: Option<&Reloc>,
+    doubts: Option<Vec<String>>,
+    progress: &dyn Fn(u64),
+) -> Result<MarkResult> {
+    let mut m =
+        Marker { space, types, reloc, marks: Marks::default(), stack: Vec::new(), stats: MarkStats::default(), bad: Vec::new(), doubts };
     for (i, _, name) in crate::tx::used_root_entries(space)? {
         let holder = format!("root {name:?}");
         m.field(ROOTS_OFF + i as u64 * crate::format::ROOT_ENTRY_SIZE, Holder { object: 0, name: &holder, field: 0 })?;
@@ -109,7 +132,7 @@ pub(crate) fn mark(space: &Space, types: &TypeTable, reloc: Option<&Reloc>, prog
     }
     progress(m.stats.objects);
     m.stats.bad_fields = m.bad.len() as u64;
-    Ok(MarkResult { marks: m.marks, stats: m.stats, bad: m.bad })
+    Ok(MarkResult { marks: m.marks, stats: m.stats, bad: m.bad, doubts: m.doubts.unwrap_or_default() })
 }
 
 impl Marker<'_> {
@@ -141,6 +164,7 @@ impl Marker<'_> {
                 let p = object_problem(self.space, self.types, v, loc);
                 if p.is_none() {
                     self.stack.push(v);
+                    self.doubt(v, loc, &holder);
                 }
                 p
             }
@@ -157,6 +181,16 @@ impl Marker<'_> {
             });
         }
         Ok(())
+    }
+
+    /// With header doubts on, records one for the live object `v` if its
+    /// header disagrees with how the engine writes headers.
+    fn doubt(&mut self, v: u64, loc: crate::alloc::Loc, holder: &Holder<'_>) {
+        if let Some(doubts) = self.doubts.as_mut() {
+            if let Some(why) = crate::pointers::header_doubt(self.space, self.types, v, loc) {
+                doubts.push(format!("object {v:#x} (from {} field {}): {why}", holder.name, holder.field));
+            }
+        }
     }
 
     /// Counts the (validated, marked) object at `addr` and visits its pointer fields.

@@ -90,6 +90,34 @@ pub(crate) fn object_problem(space: &Space, types: &TypeTable, v: u64, loc: crat
     None
 }
 
+/// Heap objects carry no checksum; what `engram check` can still doubt in a
+/// header that [`object_problem`] accepts, because the engine writes every
+/// header one way: only the tag and [`OBJ_ARRAY`] among the flags; a count
+/// of 1 for a plain object; and an array's slot sized by the allocator from
+/// its count (the smallest size class, span run or arena run that holds
+/// `count * size` bytes and the header), so a flipped count that still fits
+/// its slot shows unless it stays within the slot's size class. Reported by
+/// `Pool::check` only: marking still trusts such an object, so a doubt never
+/// frees anything.
+pub(crate) fn header_doubt(space: &Space, types: &TypeTable, v: u64, loc: crate::alloc::Loc) -> Option<&'static str> {
+    use crate::alloc::Loc;
+    let h = space.read::<ObjHeader>(v - OBJ_HEADER - space.base()).ok()?;
+    if h.flags & !(OBJ_TAG_MASK | OBJ_ARRAY) != 0 {
+        return Some("its header has flag bits the engine never sets");
+    }
+    if h.flags & OBJ_ARRAY == 0 {
+        return (h.count != 1).then_some("a plain object whose header count is not 1");
+    }
+    let need = h.count.checked_mul(types.get(h.type_id)?.size)?.checked_add(OBJ_HEADER)?;
+    let tight = match (loc, crate::alloc::classes::class_for(need)) {
+        (Loc::Small { class, .. }, Some(c)) => c == class,
+        (Loc::Large { spans, .. }, None) => need.div_ceil(SPAN_SIZE) == spans as u64,
+        (Loc::Huge { arenas, .. }, None) => need.div_ceil(ARENA_SIZE) == arenas as u64,
+        _ => false,
+    };
+    (!tight).then_some("an array whose count does not match the size of its slot")
+}
+
 /// Checks pointer values against one pool. `freed` says whether an address
 /// was freed by the running region (its tag goes only at commit).
 pub(crate) struct FieldCheck<'a> {

@@ -261,6 +261,12 @@ fn write_entry(space: &Space, index: u32, d: &TypeDesc) -> Result<()> {
     };
     e.name[..d.name.len()].copy_from_slice(d.name.as_bytes());
     e.ptrs[..d.ptrs.len()].copy_from_slice(&d.ptrs);
+    if crate::failpoint::planted("types.pointer_map_not_persisted") {
+        // A planted bug for the crash explorer's tests (see failpoint::BUGS).
+        // An off-by-one: the last pointer offset is not recorded.
+        e.nptr = e.nptr.saturating_sub(1);
+        e.ptrs[e.nptr as usize] = 0;
+    }
     // The checksum of the entry as it will read once `used` is set.
     e.crc = e.compute_crc();
     let off = TYPES_OFF + index as u64 * TYPE_ENTRY_SIZE;

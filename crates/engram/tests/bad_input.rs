@@ -1063,10 +1063,13 @@ fn random_heap_mutations_give_typed_errors() {
     // to no object (reported as bad fields, treated as null: issue 15).
     assert!(tally.counts.keys().any(|k| k.ends_with("check BadFields")), "{}", tally.summary());
     // Heap objects carry no checksum (format version 2 checks metadata
-    // only): a pointer field flipped into the address of another live node,
-    // an array count flipped to a smaller one that still fits its slot, or a
-    // flag bit the engine does not read, is indistinguishable from data the
-    // program wrote. Such cases are counted and listed, not refused.
+    // only). `check` doubts headers that disagree with how the engine
+    // writes them (unknown flag bits, a plain object's count, an array
+    // count that does not match its slot's size class: "check Corrupt"),
+    // but a pointer field flipped into the address of another live node, or
+    // an array count changed within its size class, is indistinguishable
+    // from data the program wrote. Such cases are counted and listed, not
+    // refused (docs/format.md, "Heap objects carry no checksum").
     println!("silent: {:?}", tally.silent);
 }
 

@@ -279,3 +279,52 @@ fn a_crash_during_repair_leaves_the_fields_reported() {
     assert_eq!(pool.check().unwrap().objects, 40);
     pool.close().unwrap();
 }
+
+/// Heap objects carry no checksum, but `check` doubts a live object's
+/// header that disagrees with how the engine writes headers: an array count
+/// that no longer matches its slot's size class, a plain object's count
+/// other than 1, flag bits the engine never sets. Each is reported (not
+/// repaired), marking still trusts the object, and the data stays intact;
+/// a count changed within its size class is not detectable without a
+/// header checksum.
+#[test]
+fn check_doubts_damaged_object_headers() {
+    // (what to change, offset into the 16-byte header, xor mask, on the array)
+    let cases: [(&str, u64, u64, bool); 4] = [
+        ("array count to another size class", 8, 0x40, true),
+        ("plain object count", 8, 0x2, false),
+        ("unknown flag bit", 4, 0x100, true),
+        ("array count within its size class", 8, 0x1, true),
+    ];
+    for (what, off, mask, array) in cases {
+        let t = TempPool::new("doubt");
+        let pool = create(&t, true);
+        build_list(&pool, 3);
+        let (arr, head) = pool
+            .txn(|tx| {
+                let a = tx.alloc_array::<u64>(100)?;
+                tx.set_root_array("arr", a)?;
+                Ok::<_, Error>((a.addr(), tx.root::<Node>("list")?.unwrap().addr()))
+            })
+            .unwrap();
+        pool.close().unwrap();
+        let target = if array { arr } else { head } - 16 + off;
+        let base = Pool::open(&t.0, OpenOptions::new(LAYOUT).durability(Durability::Process)).unwrap().info().base;
+        let mut bytes = std::fs::read(&t.0).unwrap();
+        let at = (target - base) as usize;
+        let w = u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap()) ^ mask;
+        bytes[at..at + 8].copy_from_slice(&w.to_le_bytes());
+        std::fs::write(&t.0, &bytes).unwrap();
+        let pool = open(&t, false);
+        let r = pool.check_report(&|_| {}).unwrap();
+        assert!(r.bad_fields.is_empty(), "{what}: {:?}", r.bad_fields);
+        if what.contains("within") {
+            assert!(r.header_doubts.is_empty(), "{what}: {:?}", r.header_doubts);
+        } else {
+            assert_eq!(r.header_doubts.len(), 1, "{what}: {:?}", r.header_doubts);
+            assert!(matches!(pool.check(), Err(Error::Corrupt { .. })), "{what}");
+        }
+        assert_eq!(walk(&pool), (3, 3), "{what}: marking still trusts the object");
+        pool.close().unwrap();
+    }
+}

@@ -11,7 +11,8 @@
 //!   copy, never a dangling link;
 //! - show the updates of the traced run as a prefix: they are linked in
 //!   order, and each link is made durable by the next update's fence, so an
-//!   image may lose a suffix, never a hole;
+//!   image may lose a suffix, never a hole; in `lazy-force`, never the
+//!   thunks a `lazy::sync` that had returned made durable;
 //! - accept the remaining evaluations (forcing or computing everything
 //!   left gives the right values).
 //!
@@ -82,14 +83,22 @@ pub(super) fn w_force(h: &Harness) -> Result<Trace> {
             if t.force(pool)? != vec_of(i) {
                 return Err(Error::corrupt("a thunk forced to the wrong value"));
             }
+            // Every other thunk, and the last: lazy::sync makes the links
+            // durable now; thunks 0..=i must then survive every crash.
+            if i % 2 == 1 || i + 1 == k {
+                lazy::sync(pool)?;
+                super::note_returned(i + 1);
+            }
         }
         Ok(())
     })?;
-    h.expect(move |pool, _returned| check_force(pool, k));
+    h.expect(move |pool, returned| check_force(pool, k, returned));
     Ok(trace)
 }
 
-fn check_force(pool: &Pool, k: u64) -> Check {
+/// The `lazy-force` invariant; `synced` thunks had been made durable by
+/// `lazy::sync` before the crash point.
+fn check_force(pool: &Pool, k: u64, synced: u64) -> Check {
     let thunks: Vec<PLazy<Vec<u64>>> = (0..k)
         .map(|i| pool.txn(|tx| tx.root::<ThunkObj<u64>>(&thunk_root(i))))
         .collect::<Result<Vec<_>>>()
@@ -98,7 +107,10 @@ fn check_force(pool: &Pool, k: u64) -> Check {
         .map(|p| p.map(PLazy::from_ptr).ok_or("a thunk root is missing"))
         .collect::<std::result::Result<_, _>>()?;
     let flags: Vec<bool> = thunks.iter().map(|t| t.is_evaluated(pool)).collect::<Result<_>>().map_err(|e| e.to_string())?;
-    prefix(&flags, "thunk")?;
+    let evaluated = prefix(&flags, "thunk")?;
+    if (evaluated as u64) < synced {
+        return Err(format!("thunks made durable by lazy::sync lost: {evaluated} evaluated, {synced} had been synced"));
+    }
     for (i, t) in thunks.iter().enumerate() {
         let v = t.force(pool).map_err(|e| format!("forcing thunk {i}: {e}"))?;
         if v != vec_of(i as u64) {

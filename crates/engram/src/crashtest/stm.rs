@@ -396,8 +396,8 @@ pub(super) fn w_threads(h: &Harness) -> Result<Trace> {
 }
 
 /// `mt-stm-first`: as `mt-stm`, but the workers' first commits (which
-/// create their redo logs) are traced too. Open finding: see
-/// docs/crash-consistency.md.
+/// create and link their redo logs) are traced too: it found the race of
+/// two threads linking their first logs into one log-table entry.
 pub(super) fn w_threads_first(h: &Harness) -> Result<Trace> {
     threads(h, false)
 }
@@ -422,9 +422,16 @@ fn threads(h: &Harness, warm: bool) -> Result<Trace> {
                     let mut notes = Vec::new();
                     for k in 0..regions {
                         let i = 3 * (10 * (t + 1) + k); // i % 3 == 0: plain transfers
-                        pool.atomically(|tx| bank.transfer(tx, i))?;
-                        let at = tracer.position();
-                        notes.push((at, bank.read(pool)?.count));
+                                                        // The transfer's own number, read in its own
+                                                        // transaction; the position after it returned
+                                                        // covers its record fence and those of every
+                                                        // transfer numbered below it (each fenced before
+                                                        // its values became visible).
+                        let n = pool.atomically(|tx| {
+                            bank.transfer(tx, i)?;
+                            tx.read(&bank.count)
+                        })?;
+                        notes.push((tracer.position(), n));
                     }
                     Ok(notes)
                 })

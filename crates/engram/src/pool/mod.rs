@@ -201,6 +201,11 @@ pub struct CheckReport {
     pub stats: MarkStats,
     /// Pointer fields that point at no live object.
     pub bad_fields: Vec<crate::BadField>,
+    /// Live objects whose header fields disagree with how the engine writes
+    /// headers (unknown flag bits, a plain object's count other than 1, an
+    /// array count that does not match its slot): damage a checksum would
+    /// catch, which heap objects do not carry. Reported, never repaired.
+    pub header_doubts: Vec<String>,
 }
 
 /// Figures about an open pool (`engram info`).
@@ -530,7 +535,9 @@ impl Pool {
 
     /// Checks the whole reachable heap: every pointer and header. Returns
     /// what the mark walk found; pointer fields that point at no live object
-    /// are [`Error::BadFields`] (see [`Pool::check_report`] for the list).
+    /// are [`Error::BadFields`] (see [`Pool::check_report`] for the list),
+    /// and live objects whose header fields disagree with how the engine
+    /// writes headers are [`Error::Corrupt`] (`CheckReport::header_doubts`).
     pub fn check(&self) -> Result<MarkStats> {
         self.check_with_progress(&|_| {})
     }
@@ -538,9 +545,10 @@ impl Pool {
     /// [`Pool::check`], calling `progress` with the objects marked so far.
     pub fn check_with_progress(&self, progress: &dyn Fn(u64)) -> Result<MarkStats> {
         let r = self.check_report(progress)?;
-        match r.bad_fields.first() {
-            None => Ok(r.stats),
-            Some(first) => Err(Error::BadFields { count: r.bad_fields.len() as u64, first: first.to_string() }),
+        match (r.bad_fields.first(), r.header_doubts.first()) {
+            (None, None) => Ok(r.stats),
+            (Some(first), _) => Err(Error::BadFields { count: r.bad_fields.len() as u64, first: first.to_string() }),
+            (None, Some(first)) => Err(Error::corrupt(format!("{} damaged object headers; the first: {first}", r.header_doubts.len()))),
         }
     }
 
@@ -552,8 +560,8 @@ impl Pool {
             return Err(Error::Busy { what: "check called inside a region" });
         }
         let _excl = self.inner.gate.write();
-        let m = crate::gc::mark(&self.inner.space, &self.inner.types, None, progress)?;
-        Ok(CheckReport { stats: m.stats, bad_fields: m.bad })
+        let m = crate::gc::mark_checking_headers(&self.inner.space, &self.inner.types, progress)?;
+        Ok(CheckReport { stats: m.stats, bad_fields: m.bad, header_doubts: m.doubts })
     }
 
     /// Clears every pointer field that points at no live object (sets it to
