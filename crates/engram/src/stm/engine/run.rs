@@ -3,7 +3,7 @@
 //! `SERIAL_AFTER` conflicts in a row, runs the transaction serially.
 //! Also `Pool::atomically` / `Pool::root` and the per-thread statistics.
 
-use super::pool_state::{stm_pool, thread_log, PoolCtx};
+use super::pool_state::{local, PoolCtx};
 use super::tx::STx;
 use super::{word_at, StmError, StmResult};
 use crate::error::{Error, Result};
@@ -167,10 +167,8 @@ impl Pool {
             return Err(nested_error());
         }
         let inner = self.inner();
-        let stm = stm_pool(self)?;
-        let log = thread_log(self, &stm)?;
-        let cache = inner.heap.cache();
-        run(|| Ok(Some(PoolCtx { inner, stm: stm.clone(), log: log.clone(), cache: cache.clone() })), f)
+        let local = local(self)?;
+        run(|| Ok(Some(PoolCtx { inner, local: local.clone() })), f)
     }
 
     /// The persistent variable named `name`, created holding `init()` if it
