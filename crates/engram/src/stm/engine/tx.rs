@@ -258,7 +258,19 @@ impl<'p> STx<'p> {
 
     // ----- persistent cells ------------------------------------------------
 
+    #[inline]
     pub(super) fn check_cell<P: Persistent>(&self, addr: u64, max: usize) -> StmResult<()> {
+        let need = 8 + size_of::<P>().div_ceil(8) as u64 * 8;
+        let (lo, hi) = self.bounds;
+        // (bounds are empty without a pool, so this never passes there)
+        if size_of::<P>() <= max && std::mem::align_of::<P>() <= 8 && addr % 8 == 0 && addr >= lo && addr.checked_add(need).is_some_and(|end| end <= hi) {
+            return Ok(());
+        }
+        self.check_cell_slow::<P>(addr, max)
+    }
+
+    #[cold]
+    fn check_cell_slow<P: Persistent>(&self, addr: u64, max: usize) -> StmResult<()> {
         let ctx = self.ctx()?;
         if size_of::<P>() > max || std::mem::align_of::<P>() > 8 {
             return Err(StmError::Failed(Error::invalid(format!(
@@ -268,10 +280,6 @@ impl<'p> STx<'p> {
             ))));
         }
         let need = 8 + size_of::<P>().div_ceil(8) as u64 * 8;
-        let (lo, hi) = self.bounds;
-        if addr % 8 == 0 && addr >= lo && addr.checked_add(need).is_some_and(|end| end <= hi) {
-            return Ok(());
-        }
         // Outside the bounds seen at begin: the pool may have grown since.
         let space = &ctx.inner.space;
         if addr % 8 != 0 || addr < space.base() + crate::format::HEAP_OFF || !space.contains(addr, need) {
@@ -326,11 +334,16 @@ impl<'p> STx<'p> {
     }
 
     /// This transaction's own pending value for the cell, materialised.
+    #[inline]
     pub(super) fn own_write(&self, word: usize) -> StmResult<Option<Bytes>> {
-        let mut st = self.st.borrow_mut();
-        if st.writes.is_empty() {
+        if self.st.borrow().writes.is_empty() {
             return Ok(None);
         }
+        self.own_write_slow(word)
+    }
+
+    fn own_write_slow(&self, word: usize) -> StmResult<Option<Bytes>> {
+        let mut st = self.st.borrow_mut();
         let Some(i) = self.find(&st, word) else { return Ok(None) };
         let st = &mut *st;
         match &mut st.writes[i].kind {
