@@ -478,6 +478,9 @@ fn one_thread_alternates_between_pools_and_reopens() {
         a.atomically(|tx| tx.modify(&va, |x| x + 1)).unwrap();
         b.atomically(|tx| tx.modify(&vb, |x| x + 2)).unwrap();
     }
+    // A transaction uses one pool: another pool's variable is refused.
+    assert!(matches!(a.atomically(|tx| tx.read(&vb)), Err(engram::Error::BadPointer { .. })));
+    assert!(matches!(a.atomically(|tx| tx.write(&vb, 1)), Err(engram::Error::BadPointer { .. })));
     b.close().unwrap();
     a.atomically(|tx| tx.modify(&va, |x| x + 1)).unwrap();
     let b = reopen(&tb);

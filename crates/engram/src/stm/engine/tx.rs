@@ -524,9 +524,10 @@ impl<'p> STx<'p> {
             }
         }
         let mut out = None;
-        self.read_versioned(word, 0, || out = Some(v.value.read().clone()))?;
+        // The value is cloned under the read lock (no count taken on its Arc).
+        self.read_versioned(word, 0, || out = Some((**v.value.read()).clone()))?;
         self.st.borrow_mut().keep.push(v.clone());
-        Ok(out.map(|a| (*a).clone()).ok_or_else(|| Error::corrupt("TVar read produced nothing"))?)
+        Ok(out.ok_or_else(|| Error::corrupt("TVar read produced nothing"))?)
     }
 
     pub(crate) fn write_tvar<T: Clone + Send + Sync + 'static>(&self, v: &Arc<TVarInner<T>>, x: T) -> StmResult<()> {
