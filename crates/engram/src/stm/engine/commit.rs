@@ -7,7 +7,7 @@
 //! recovery replays the record (`redo.rs`).
 
 use super::pool_state::{PoolCtx, RESERVE};
-use super::run::SERIAL;
+use super::run::{SERIAL, SERIAL_WANTED};
 use super::tx::{Kind, STx};
 use super::{word_at, StmError, StmResult, CLOCK, MAX_VALUE};
 use crate::error::{Error, Result};
@@ -29,7 +29,7 @@ impl STx<'_> {
         }
         // 1. copies of pending values, before taking any lock.
         self.materialize_all()?;
-        let _shared = (!serial).then(|| SERIAL.read());
+        let _shared = (!serial && SERIAL_WANTED.load(Ordering::SeqCst) > 0).then(|| SERIAL.read());
         // 2. lock the write set.
         self.lock_writes()?;
         // 3. the commit timestamp.
