@@ -105,3 +105,18 @@ pub fn section(rows: &[Row]) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The quoted figures are always shown with their source; a cell this
+    /// run did not measure gets no row.
+    #[test]
+    fn section_quotes_the_source_and_skips_unmeasured_cells() {
+        let s = section(&[]);
+        assert!(s.contains("issue 14") && s.contains("RomulusLog") && s.contains("quoted, not measured here"));
+        assert!(!s.contains("| red-black tree |") && !s.contains("| hash table |"));
+        assert_eq!((target(1), target(2), target(8)), (1.0, 1.5, 1.5));
+    }
+}
