@@ -418,3 +418,80 @@ fn region_inside_atomically_is_refused() {
     pool.txn(|tx| tx.alloc(2u64).map(|_| ())).unwrap();
     pool.close().unwrap();
 }
+
+/// A node whose key is written once, before the node is linked.
+#[repr(C)]
+#[derive(Clone, Copy, engram::Persistent)]
+#[engram(name = "stm-test.KeyNode")]
+struct KeyNode {
+    key: engram::stm::PTField<u64>,
+    value: engram::stm::PTField<u64>,
+}
+
+/// `read_immutable` sees the key as committed, and a transaction's own
+/// write of it; it adds no read-set entry, so a transaction that wrote the
+/// value in between still commits and the reader runs once.
+#[test]
+fn immutable_fields_read_without_a_read_set_entry() {
+    use engram::stm::PTField;
+    let t = TempPool::new("stm-immutable");
+    let pool = create(&t, Durability::Process);
+    let root: PTVar<PPtr<KeyNode>> = pool.root("node", PPtr::null).unwrap();
+    pool.atomically(|tx| {
+        let n = tx.alloc(KeyNode { key: PTField::new(7), value: PTField::new(1) })?;
+        assert_eq!(tx.read_immutable(&engram::field!(n, KeyNode, key))?, 7);
+        tx.write(&root, n)
+    })
+    .unwrap();
+    let mut runs = 0;
+    let (k, v) = pool
+        .atomically(|tx| {
+            runs += 1;
+            let n = tx.read(&root)?;
+            Ok((tx.read_immutable(&engram::field!(n, KeyNode, key))?, tx.read(&engram::field!(n, KeyNode, value))?))
+        })
+        .unwrap();
+    assert_eq!((k, v, runs), (7, 1, 1));
+    // Own writes are seen (the key of a node this transaction made).
+    let k2 = pool
+        .atomically(|tx| {
+            let n = tx.alloc(KeyNode { key: PTField::new(0), value: PTField::new(0) })?;
+            tx.write(&engram::field!(n, KeyNode, key), 9)?;
+            tx.read_immutable(&engram::field!(n, KeyNode, key))
+        })
+        .unwrap();
+    assert_eq!(k2, 9);
+    pool.close().unwrap();
+}
+
+/// One thread alternates between two pools, closes one and opens it again:
+/// each transaction runs on its own pool's state and redo log (the thread
+/// keeps one entry per open pool, and a closed pool's entry is not reused).
+#[test]
+fn one_thread_alternates_between_pools_and_reopens() {
+    let (ta, tb) = (TempPool::new("stm-two-a"), TempPool::new("stm-two-b"));
+    let a = create(&ta, Durability::Process);
+    let b = create(&tb, Durability::Process);
+    let va: PTVar<u64> = a.root("v", || 0).unwrap();
+    let vb: PTVar<u64> = b.root("v", || 100).unwrap();
+    for _ in 0..10 {
+        a.atomically(|tx| tx.modify(&va, |x| x + 1)).unwrap();
+        b.atomically(|tx| tx.modify(&vb, |x| x + 2)).unwrap();
+    }
+    // A transaction uses one pool: another pool's variable is refused.
+    assert!(matches!(a.atomically(|tx| tx.read(&vb)), Err(engram::Error::BadPointer { .. })));
+    assert!(matches!(a.atomically(|tx| tx.write(&vb, 1)), Err(engram::Error::BadPointer { .. })));
+    b.close().unwrap();
+    a.atomically(|tx| tx.modify(&va, |x| x + 1)).unwrap();
+    let b = reopen(&tb);
+    let vb: PTVar<u64> = b.root("v", || 0).unwrap();
+    b.atomically(|tx| tx.modify(&vb, |x| x + 2)).unwrap();
+    assert_eq!(a.atomically(|tx| tx.read(&va)).unwrap(), 11);
+    assert_eq!(b.atomically(|tx| tx.read(&vb)).unwrap(), 122);
+    a.close().unwrap();
+    b.close().unwrap();
+    let a = reopen(&ta);
+    let va: PTVar<u64> = a.root("v", || 0).unwrap();
+    assert_eq!(a.atomically(|tx| tx.read(&va)).unwrap(), 11);
+    a.close().unwrap();
+}

@@ -26,7 +26,7 @@
 //! Pieces: [`workload`] (keys, operation mix, the multi-threaded driver and
 //! its counters), [`maps`] (PSTM adapters), [`tvar_rbtree`], [`pmdk`],
 //! [`job`] (one measurement in a child process), [`report`] (aggregation,
-//! `stm.csv`, `stm.md`), [`plot`] (PNGs) and [`cli`] (the subcommand).
+//! `stm.csv`, `stm.md`), [`peers`] (the published TMs' figures, quoted), [`plot`] (PNGs) and [`cli`] (the subcommand).
 //!
 //! Keeps true: before any throughput is measured, every implementation of
 //! every structure runs the same single-threaded sequence of operations and
@@ -36,6 +36,7 @@
 pub mod cli;
 pub mod job;
 pub mod maps;
+pub mod peers;
 pub mod plot;
 pub mod pmdk;
 pub mod report;

@@ -611,6 +611,8 @@ pub fn markdown(rows: &[Row], cx: &Context<'_>) -> String {
     s.push('\n');
     s.push_str(&claims_section(rows));
     s.push('\n');
+    s.push_str(&super::peers::section(rows));
+    s.push('\n');
     s.push_str(NOTES);
     let _ = write!(
         s,

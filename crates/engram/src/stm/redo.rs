@@ -60,8 +60,8 @@ pub(crate) struct StmMeta {
 }
 
 /// Bytes a record of these entries needs.
-pub(crate) fn record_len(entries: &[(u64, &[u8])]) -> u64 {
-    REC_HDR + entries.iter().map(|(_, v)| ENT_HDR + (v.len() as u64).div_ceil(8) * 8).sum::<u64>()
+pub(crate) fn record_len_of<'a>(entries: impl Iterator<Item = (u64, &'a [u8])>) -> u64 {
+    REC_HDR + entries.map(|(_, v)| ENT_HDR + (v.len() as u64).div_ceil(8) * 8).sum::<u64>()
 }
 
 /// CRC32C of `len` bytes at pool offset `off`.
@@ -77,14 +77,16 @@ pub(crate) fn object_crc(space: &Space, off: u64, len: u64) -> Result<u32> {
 
 /// Encodes a record into `buf` (cleared first): the values, then the
 /// checksums `checks` (offset, length, CRC32C) of the copies it links.
-pub(crate) fn encode(buf: &mut Vec<u8>, wv: u64, entries: &[(u64, &[u8])], checks: &[(u64, u64, u32)]) {
+pub(crate) fn encode_of<'a>(buf: &mut Vec<u8>, wv: u64, entries: impl Iterator<Item = (u64, &'a [u8])>, checks: &[(u64, u64, u32)]) {
     buf.clear();
     buf.extend_from_slice(&MAGIC.to_le_bytes());
     buf.extend_from_slice(&0u32.to_le_bytes());
     buf.extend_from_slice(&wv.to_le_bytes());
-    buf.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+    buf.extend_from_slice(&0u32.to_le_bytes()); // n, set below
     buf.extend_from_slice(&0u32.to_le_bytes());
+    let mut entry_count = 0usize;
     for (off, v) in entries {
+        entry_count += 1;
         buf.extend_from_slice(&off.to_le_bytes());
         buf.extend_from_slice(&(v.len() as u32).to_le_bytes());
         buf.extend_from_slice(&0u32.to_le_bytes());
@@ -98,7 +100,7 @@ pub(crate) fn encode(buf: &mut Vec<u8>, wv: u64, entries: &[(u64, &[u8])], check
         buf.extend_from_slice(&crc.to_le_bytes());
         buf.extend_from_slice(&0u32.to_le_bytes());
     }
-    let n = (entries.len() + checks.len()) as u32;
+    let n = (entry_count + checks.len()) as u32;
     buf[R_N..R_N + 4].copy_from_slice(&n.to_le_bytes());
     let len = (buf.len() as u64 - REC_HDR) as u32;
     buf[R_LEN..R_LEN + 4].copy_from_slice(&len.to_le_bytes());
@@ -263,6 +265,14 @@ fn replay(space: &Space, off: u64, v: &[u8], wv: u64) -> Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn record_len(entries: &[(u64, &[u8])]) -> u64 {
+        record_len_of(entries.iter().copied())
+    }
+
+    fn encode(buf: &mut Vec<u8>, wv: u64, entries: &[(u64, &[u8])], checks: &[(u64, u64, u32)]) {
+        encode_of(buf, wv, entries.iter().copied(), checks)
+    }
 
     #[test]
     fn records_roundtrip_and_reject_torn() {

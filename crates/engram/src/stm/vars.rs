@@ -203,6 +203,13 @@ impl<T: Persistent> PTField<T> {
     }
 }
 
+impl<T> FieldRef<T> {
+    /// The field's address (its lock word).
+    pub fn addr(&self) -> u64 {
+        self.addr
+    }
+}
+
 impl<T: Persistent + Persist<P = T>> Var for FieldRef<T> {
     type In = T;
     type Out = T;

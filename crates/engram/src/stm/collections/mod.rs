@@ -14,9 +14,10 @@
 //!   and writes exactly the words the algorithm touches, with no
 //!   indirection per variable. Keys and values are plain values of at most
 //!   8 bytes (`u64` in the benchmarks). The key is a `PTField` too, written
-//!   once when the node is made: `STx` has no bounds-checked read of an
-//!   immutable field, so it is read transactionally (one read-set entry per
-//!   node visited; its version never changes, so it never fails validation).
+//!   once when the node is made (before it is linked), and read with
+//!   [`STx::read_immutable`](super::STx::read_immutable): the bounds-checked
+//!   seqlock read without a read-set entry, so a lookup's read set holds
+//!   only the links and values it followed.
 //!
 //! Every collection is a *handle*: `Copy`, [`Persistent`](crate::Persistent)
 //! and [`Persist`], one pool pointer. It can sit in a

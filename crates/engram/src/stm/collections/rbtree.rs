@@ -32,15 +32,21 @@ use crate::{PPtr, Persistent, Pool, Result};
 #[derive(Clone, Copy, Persistent)]
 #[engram(name = "engram::stm::RbTree.Node")]
 struct RbNode<K, V> {
-    /// Written once, before the node is linked.
+    /// Written once, before the node is linked (read without a read-set
+    /// entry: `STx::read_immutable`).
     key: PTField<K>,
-    value: PTField<V>,
+    // What a lookup reads (key, left, right) comes first: with the object
+    // header, the three share the slot's first 64-byte line.
     left: PTField<Link<K, V>>,
     right: PTField<Link<K, V>>,
+    value: PTField<V>,
     /// The node linking to this one; null for the top.
     parent: PTField<Link<K, V>>,
     /// 1 red, 0 black.
     red: PTField<u64>,
+    /// Pads the node to 112 bytes: with its 16-byte header it fills a
+    /// 128-byte slot, which starts on a line.
+    _pad: [u64; 2],
 }
 
 type Link<K, V> = PPtr<RbNode<K, V>>;
@@ -167,7 +173,7 @@ impl<K: Plain + Ord, V: Plain> RbTree<K, V> {
 
 impl<K: Plain + Ord, V: Plain> Rb<'_, '_, K, V> {
     fn key(&self, n: Link<K, V>) -> StmResult<K> {
-        self.tx.read(&fld!(n, RbNode<K, V>, key))
+        self.tx.read_immutable(&fld!(n, RbNode<K, V>, key))
     }
 
     fn value(&self, n: Link<K, V>) -> StmResult<V> {
@@ -269,6 +275,7 @@ impl<K: Plain + Ord, V: Plain> Rb<'_, '_, K, V> {
             right: PTField::new(PPtr::null()),
             parent: PTField::new(parent),
             red: PTField::new(1),
+            _pad: [0; 2],
         })?;
         if parent.is_null() {
             self.tx.write(&self.top, z)?;

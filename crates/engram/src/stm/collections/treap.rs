@@ -33,9 +33,10 @@ use std::hash::Hash;
 struct TreapNode<K, V> {
     /// Written once, before the node is linked.
     key: PTField<K>,
-    value: PTField<V>,
+    // What a lookup reads (key, left, right) first.
     left: PTField<Link<K, V>>,
     right: PTField<Link<K, V>>,
+    value: PTField<V>,
 }
 
 type Link<K, V> = PPtr<TreapNode<K, V>>;
@@ -198,7 +199,7 @@ struct Step<K, V> {
 
 impl<K: Plain + Ord + Hash, V: Plain> Tr<'_, '_, K, V> {
     fn key(&self, n: Link<K, V>) -> StmResult<K> {
-        self.tx.read(&fld!(n, TreapNode<K, V>, key))
+        self.tx.read_immutable(&fld!(n, TreapNode<K, V>, key))
     }
 
     fn value(&self, n: Link<K, V>) -> StmResult<V> {

@@ -7,7 +7,7 @@
 //! recovery replays the record (`redo.rs`).
 
 use super::pool_state::{PoolCtx, RESERVE};
-use super::run::SERIAL;
+use super::run::{SERIAL, SERIAL_WANTED};
 use super::tx::{Kind, STx};
 use super::{word_at, StmError, StmResult, CLOCK, MAX_VALUE};
 use crate::error::{Error, Result};
@@ -29,13 +29,13 @@ impl STx<'_> {
         }
         // 1. copies of pending values, before taking any lock.
         self.materialize_all()?;
-        let _shared = (!serial).then(|| SERIAL.read());
+        let _shared = (!serial && SERIAL_WANTED.load(Ordering::SeqCst) > 0).then(|| SERIAL.read());
         // 2. lock the write set.
         self.lock_writes()?;
         // 3. the commit timestamp.
         let wv = CLOCK.fetch_add(1, Ordering::AcqRel) + 1;
         // 4. validate the reads unless nobody committed since we began.
-        if wv != self.st.borrow().rv + 1 && !self.reads_valid(true) {
+        if wv != self.rv.get() + 1 && !self.reads_valid(true) {
             self.unlock_writes();
             return Err(StmError::Conflict);
         }
@@ -63,7 +63,7 @@ impl STx<'_> {
     fn materialize_all(&self) -> StmResult<()> {
         let mut st = self.st.borrow_mut();
         let Some(ctx) = self.ctx.as_ref() else { return Ok(()) };
-        let mut cx = CopyCx::new(ctx.inner, &ctx.cache);
+        let mut cx = CopyCx::new(ctx.inner, ctx.cache());
         let mut err = None;
         for w in st.writes.iter_mut() {
             if let Kind::P { value: value @ None, pending: Some(p), .. } = &mut w.kind {
@@ -111,21 +111,21 @@ impl STx<'_> {
 
     /// Steps 5 and 6: the redo record and copies, durable after one fence.
     fn persist_record(&self, wv: u64) -> Result<()> {
-        let st = self.st.borrow();
+        let mut st = self.st.borrow_mut();
+        let st = &mut *st;
         let Some(ctx) = self.ctx.as_ref() else { return Ok(()) };
-        let entries: Vec<(u64, &[u8])> = st
-            .writes
-            .iter()
-            .filter_map(|w| match &w.kind {
+        let entries = || {
+            st.writes.iter().filter_map(|w| match &w.kind {
                 Kind::P { off, value: Some(b), .. } => Some((*off, &b.buf[..b.words() * 8])),
                 _ => None,
             })
-            .collect();
-        if entries.is_empty() {
+        };
+        if entries().next().is_none() {
             return Ok(());
         }
-        if redo::record_len(&entries) > HALF {
-            return Err(Error::TxTooLarge { needed: redo::record_len(&entries), limit: HALF });
+        let len = redo::record_len_of(entries());
+        if len > HALF {
+            return Err(Error::TxTooLarge { needed: len, limit: HALF });
         }
         reserve_clock(ctx, wv)?;
         let space = &ctx.inner.space;
@@ -143,21 +143,18 @@ impl STx<'_> {
         // recovery replays it only if every copy reached the media whole.
         // (The allocator metadata that makes each copy an object is checked
         // too: it was flushed, not fenced, when the copy was allocated.)
-        let checks: Vec<(u64, u64, u32)> = st
-            .made
-            .iter()
-            .filter(|m| !m.mutable)
-            .flat_map(|m| [(m.off, m.len), m.loc.meta_range()])
-            .map(|(off, len)| redo::object_crc(space, off, len).map(|c| (off, len, c)))
-            .collect::<Result<_>>()?;
-        let needed = redo::record_len(&entries) + checks.len() as u64 * (redo::ENT_HDR + 8);
+        st.checks.clear();
+        for (off, len) in st.made.iter().filter(|m| !m.mutable).flat_map(|m| [(m.off, m.len), m.loc.meta_range()]) {
+            st.checks.push((off, len, redo::object_crc(space, off, len)?));
+        }
+        let needed = len + st.checks.len() as u64 * (redo::ENT_HDR + 8);
         if needed > HALF {
             return Err(Error::TxTooLarge { needed, limit: HALF });
         }
-        let mut log = ctx.log.lock();
+        let mut log = ctx.log().lock();
         let log = &mut *log;
         let half_off = log.log_off + (log.commits % 2) * HALF;
-        redo::encode(&mut log.buf, wv, &entries, &checks);
+        redo::encode_of(&mut log.buf, wv, entries(), &st.checks);
         space.write_bytes(half_off, &log.buf)?;
         space.flush(half_off, log.buf.len() as u64);
         for m in st.made.iter().filter(|m| !m.mutable) {
@@ -177,7 +174,7 @@ impl STx<'_> {
         let space = self.ctx.as_ref().map(|c| &c.inner.space);
         let new_word = word::unlocked(wv);
         let mut bloom = Bloom::default();
-        let mut lines = Vec::new();
+        let mut log = self.ctx.as_ref().map(|c| c.log().lock());
         for w in &st.writes {
             bloom.add(w.word);
             match &w.kind {
@@ -196,7 +193,10 @@ impl STx<'_> {
                     // SAFETY: the cell's lock word (checked by write_cell).
                     unsafe { word_at(w.word) }.store(new_word, Ordering::Release);
                     space.inspect(|s| s.traced(w.word as u64, 8));
-                    lines.push((*off, 8 + b.words() as u64 * 8));
+                    if let Some(log) = log.as_mut() {
+                        space.inspect(|s| s.flush(*off, 8 + b.words() as u64 * 8));
+                        log.unfenced.push((*off, 8 + b.words() as u64 * 8));
+                    }
                 }
                 Kind::V { cell, value } => {
                     cell.install(value.as_ref());
@@ -206,13 +206,7 @@ impl STx<'_> {
                 Kind::P { .. } => unsafe { word_at(w.word) }.store(w.old, Ordering::Release),
             }
         }
-        if let Some(ctx) = self.ctx.as_ref() {
-            let space = &ctx.inner.space;
-            for &(off, len) in &lines {
-                space.flush(off, len);
-            }
-            ctx.log.lock().unfenced.extend(lines);
-        }
+        drop(log);
         wait::wake(&bloom);
         crate::failpoint::Failpoint::StmAfterApply.hit();
     }
@@ -220,17 +214,17 @@ impl STx<'_> {
 
 /// Persists a new clock reservation before `wv` can reach the pool.
 fn reserve_clock(ctx: &PoolCtx<'_>, wv: u64) -> Result<()> {
-    if wv < ctx.stm.reserved_fast.load(Ordering::Acquire) {
+    if wv < ctx.stm().reserved_fast.load(Ordering::Acquire) {
         return Ok(());
     }
-    let mut r = ctx.stm.reserved.lock();
+    let mut r = ctx.stm().reserved.lock();
     if wv >= *r {
         let new = wv + RESERVE;
         if !crate::failpoint::planted("stm.reservation_not_persisted") {
-            ctx.inner.space.write_persist(ctx.stm.meta_off, &new, "STM clock reservation before versions above it are used")?;
+            ctx.inner.space.write_persist(ctx.stm().meta_off, &new, "STM clock reservation before versions above it are used")?;
         }
         *r = new;
-        ctx.stm.reserved_fast.store(new, Ordering::Release);
+        ctx.stm().reserved_fast.store(new, Ordering::Release);
     }
     Ok(())
 }

@@ -1,6 +1,15 @@
 //! Per-pool STM state (volatile): the pool's STM metadata root, its
 //! persisted clock reservation and every thread's redo log; the quiesce hook
 //! that GC and close run with no transaction in flight.
+//!
+//! The hot path: each thread keeps, per pool it has used, one [`Local`]
+//! (the pool's state, its own redo log and allocation cache) in a
+//! thread-local list found by the heap's process-unique id. Starting a
+//! transaction clones that `Rc` (a thread-private count), so it takes no
+//! lock and writes no shared line; the pool's `layer_state` mutex and the
+//! `Arc` counts are touched only the first time a thread uses a pool.
+//! An entry whose pool has closed (`StmPool::closed`, set when the pool
+//! drops its state) is pruned the next time the thread links a pool.
 
 use super::CLOCK;
 use crate::alloc::cache::CacheCell;
@@ -11,7 +20,8 @@ use crate::stm::redo::{StmMeta, HALF, META_ROOT};
 use crate::Pool;
 use parking_lot::Mutex;
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Versions reserved (persisted) at a time.
@@ -25,6 +35,28 @@ pub(crate) struct StmPool {
     pub(super) reserved: Mutex<u64>,
     pub(super) reserved_fast: AtomicU64,
     pub(super) logs: Mutex<Vec<Arc<Mutex<ThreadLog>>>>,
+    /// Set when the pool drops its state (close): threads prune their
+    /// [`Local`] entries for it.
+    closed: AtomicBool,
+}
+
+/// What the pool's `layer_state` holds: dropping it (the pool closes)
+/// marks the state closed for the threads that still cache it.
+struct StmSlot(Arc<StmPool>);
+
+impl Drop for StmSlot {
+    fn drop(&mut self) {
+        self.0.closed.store(true, Ordering::Release);
+    }
+}
+
+/// One thread's view of one pool: found without a lock on every
+/// transaction (see the module comment).
+pub(crate) struct Local {
+    heap_id: u64,
+    pub(super) stm: Arc<StmPool>,
+    pub(super) log: Arc<Mutex<ThreadLog>>,
+    pub(super) cache: Arc<CacheCell>,
 }
 
 /// One thread's redo log in one pool.
@@ -38,20 +70,48 @@ pub(crate) struct ThreadLog {
 }
 
 thread_local! {
-    static MY_LOGS: RefCell<Vec<(u64, Arc<Mutex<ThreadLog>>)>> = const { RefCell::new(Vec::new()) };
+    static LOCALS: RefCell<Vec<Rc<Local>>> = const { RefCell::new(Vec::new()) };
 }
 
 /// What a pool-bound transaction needs.
 pub(super) struct PoolCtx<'p> {
     pub(super) inner: &'p PoolInner,
-    pub(super) stm: Arc<StmPool>,
-    pub(super) log: Arc<Mutex<ThreadLog>>,
-    pub(super) cache: Arc<CacheCell>,
+    pub(super) local: Rc<Local>,
+}
+
+impl<'p> PoolCtx<'p> {
+    pub(super) fn stm(&self) -> &StmPool {
+        &self.local.stm
+    }
+    pub(super) fn log(&self) -> &Mutex<ThreadLog> {
+        &self.local.log
+    }
+    pub(super) fn cache(&self) -> &CacheCell {
+        &self.local.cache
+    }
+}
+
+/// This thread's [`Local`] for `pool`: a thread-local lookup on the hot
+/// path; the first use links the pool's state and a redo log.
+pub(super) fn local(pool: &Pool) -> Result<Rc<Local>> {
+    let id = pool.inner().heap.id;
+    if let Some(l) = LOCALS.with(|m| m.borrow().iter().find(|l| l.heap_id == id).cloned()) {
+        return Ok(l);
+    }
+    let stm = stm_pool(pool)?;
+    let log = thread_log(pool, &stm)?;
+    let l = Rc::new(Local { heap_id: id, stm, log, cache: pool.inner().heap.cache() });
+    LOCALS.with(|m| {
+        let mut m = m.borrow_mut();
+        m.retain(|l| !l.stm.closed.load(Ordering::Acquire));
+        m.push(l.clone());
+    });
+    Ok(l)
 }
 
 /// The pool's STM state, if a transaction has run on it.
 fn state(inner: &PoolInner) -> Option<Arc<StmPool>> {
-    inner.layer_state.lock().clone().and_then(|a| a.downcast::<StmPool>().ok())
+    inner.layer_state.lock().as_ref().and_then(|a| a.downcast_ref::<StmSlot>()).map(|s| s.0.clone())
 }
 
 /// The pool's STM state, created (with its metadata root) on first use.
@@ -76,11 +136,20 @@ pub(super) fn stm_pool(pool: &Pool) -> Result<Arc<StmPool>> {
             }
         })
     })?;
-    let m: StmMeta = pool.txn(|tx| tx.read(meta))?;
-    let earlier = earlier_logs(pool, m.logs)?;
+    // Under the metadata's lock: a thread already linking its log (another
+    // thread created the state meanwhile) may be replacing the log table,
+    // freeing the one an unlocked read would have found.
+    let (m, found) = linking(|| {
+        pool.txn(|tx| {
+            tx.lock_ptr(meta)?;
+            let m = tx.read(meta)?;
+            Ok::<_, Error>((m, earlier_logs(tx, m.logs)?))
+        })
+    })?;
+    let earlier = adoptable(found);
     let mut slot = inner.layer_state.lock();
-    if let Some(s) = slot.clone().and_then(|a| a.downcast::<StmPool>().ok()) {
-        return Ok(s);
+    if let Some(s) = slot.as_ref().and_then(|a| a.downcast_ref::<StmSlot>()) {
+        return Ok(s.0.clone());
     }
     CLOCK.fetch_max(m.clock_reserved + 1, Ordering::AcqRel);
     let s = Arc::new(StmPool {
@@ -89,42 +158,43 @@ pub(super) fn stm_pool(pool: &Pool) -> Result<Arc<StmPool>> {
         reserved: Mutex::new(m.clock_reserved),
         reserved_fast: AtomicU64::new(m.clock_reserved),
         logs: Mutex::new(earlier),
+        closed: AtomicBool::new(false),
     });
-    *slot = Some(s.clone());
+    *slot = Some(Arc::new(StmSlot(s.clone())));
     Ok(s)
+}
+
+/// The pool offsets of the redo logs linked by earlier opens (read inside
+/// the caller's region, which holds the metadata's lock).
+fn earlier_logs(tx: &crate::tx::Tx<'_>, logs: PArray<PArray<u8>>) -> Result<Vec<u64>> {
+    let base = tx.pool.space.base();
+    let mut out = Vec::new();
+    if logs.is_null() {
+        return Ok(out);
+    }
+    for i in 0..tx.len(logs)? {
+        let log = tx.get(logs, i)?;
+        if !log.is_null() && tx.len(log)? >= 2 * HALF {
+            out.push(log.addr() - base);
+        }
+    }
+    Ok(out)
 }
 
 /// The redo logs linked by earlier opens, ready to be adopted by this open's
 /// threads (held by no thread yet). Their records were replayed and cleared
 /// by the open (`redo::recover`), so a log can be reused from its first
 /// half; without this every open would link new logs and leak the old ones.
-fn earlier_logs(pool: &Pool, logs: PArray<PArray<u8>>) -> Result<Vec<Arc<Mutex<ThreadLog>>>> {
-    let base = pool.inner().space.base();
-    if logs.is_null() {
-        return Ok(Vec::new());
-    }
-    let found = pool.txn(|tx| {
-        let mut out = Vec::new();
-        for i in 0..tx.len(logs)? {
-            let log = tx.get(logs, i)?;
-            if !log.is_null() && tx.len(log)? >= 2 * HALF {
-                out.push(log.addr() - base);
-            }
-        }
-        Ok::<_, Error>(out)
-    })?;
-    Ok(found
+fn adoptable(found: Vec<u64>) -> Vec<Arc<Mutex<ThreadLog>>> {
+    found
         .into_iter()
         .map(|log_off| Arc::new(Mutex::new(ThreadLog { log_off, commits: 0, unfenced: Vec::new(), buf: Vec::new() })))
-        .collect())
+        .collect()
 }
 
-/// This thread's redo log in the pool, allocated and linked on first use.
-pub(super) fn thread_log(pool: &Pool, stm: &Arc<StmPool>) -> Result<Arc<Mutex<ThreadLog>>> {
-    let id = pool.inner().heap.id;
-    if let Some(l) = MY_LOGS.with(|m| m.borrow().iter().find(|(h, _)| *h == id).map(|(_, l)| l.clone())) {
-        return Ok(l);
-    }
+/// A redo log for this thread (kept in its [`Local`]): an exited thread's,
+/// or a new one, allocated and linked.
+fn thread_log(pool: &Pool, stm: &Arc<StmPool>) -> Result<Arc<Mutex<ThreadLog>>> {
     // Adopt the log of a thread that has exited, if any.
     let adopted = stm.logs.lock().iter().find(|l| Arc::strong_count(l) == 1).cloned();
     let log = match adopted {
@@ -181,11 +251,6 @@ pub(super) fn thread_log(pool: &Pool, stm: &Arc<StmPool>) -> Result<Arc<Mutex<Th
             l
         }
     };
-    MY_LOGS.with(|m| {
-        let mut m = m.borrow_mut();
-        m.retain(|(_, l)| Arc::strong_count(l) > 1);
-        m.push((id, log.clone()));
-    });
     Ok(log)
 }
 
@@ -255,7 +320,7 @@ mod tests {
                     .map(|_| {
                         s.spawn(|| {
                             barrier.wait();
-                            let off = stm_pool(&pool).and_then(|stm| thread_log(&pool, &stm)).map(|log| log.lock().log_off);
+                            let off = local(&pool).map(|l| l.log.lock().log_off);
                             // alive until all have theirs (an exited
                             // thread's log is adopted by the next one)
                             barrier.wait();

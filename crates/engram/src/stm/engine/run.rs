@@ -3,7 +3,7 @@
 //! `SERIAL_AFTER` conflicts in a row, runs the transaction serially.
 //! Also `Pool::atomically` / `Pool::root` and the per-thread statistics.
 
-use super::pool_state::{stm_pool, thread_log, PoolCtx};
+use super::pool_state::{local, PoolCtx};
 use super::tx::STx;
 use super::{word_at, StmError, StmResult};
 use crate::error::{Error, Result};
@@ -13,11 +13,34 @@ use crate::stm::{wait, word};
 use crate::Pool;
 use parking_lot::RwLock;
 use std::cell::Cell;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU32, Ordering};
 
-/// Held shared by every commit; a transaction that keeps losing holds it
-/// exclusively for a whole attempt, so it cannot lose again.
+/// Held exclusively by a transaction that keeps losing, for a whole
+/// attempt; commits take it shared only while `SERIAL_WANTED` says such a
+/// transaction exists, so a commit normally writes nothing here. A commit
+/// that checks the count just before a serial attempt starts runs beside
+/// it: that only costs the serial attempt a possible conflict (it runs
+/// serially again), never correctness, which the lock words keep.
 pub(super) static SERIAL: RwLock<()> = parking_lot::const_rwlock(());
+/// Transactions running, or waiting to run, serially.
+pub(super) static SERIAL_WANTED: AtomicU32 = AtomicU32::new(0);
+
+/// A serial attempt: `SERIAL` held exclusively, counted in `SERIAL_WANTED`.
+struct SerialGuard(Option<parking_lot::RwLockWriteGuard<'static, ()>>);
+
+impl SerialGuard {
+    fn take() -> Self {
+        SERIAL_WANTED.fetch_add(1, Ordering::SeqCst);
+        SerialGuard(Some(SERIAL.write()))
+    }
+}
+
+impl Drop for SerialGuard {
+    fn drop(&mut self) {
+        drop(self.0.take());
+        SERIAL_WANTED.fetch_sub(1, Ordering::SeqCst);
+    }
+}
 /// Conflicts in a row after which a transaction runs serially.
 const SERIAL_AFTER: u32 = 8;
 
@@ -87,7 +110,7 @@ fn run<'p, R>(mut ctx: impl FnMut() -> Result<Option<PoolCtx<'p>>>, mut f: impl 
         if serial {
             count_stat(|s| s.serial += 1);
         }
-        let _excl = serial.then(|| SERIAL.write());
+        let _excl = serial.then(SerialGuard::take);
         let c = ctx()?;
         let _gate = c.as_ref().map(|c| c.inner.gate.read_recursive());
         let tx = STx::begin(c);
@@ -167,10 +190,8 @@ impl Pool {
             return Err(nested_error());
         }
         let inner = self.inner();
-        let stm = stm_pool(self)?;
-        let log = thread_log(self, &stm)?;
-        let cache = inner.heap.cache();
-        run(|| Ok(Some(PoolCtx { inner, stm: stm.clone(), log: log.clone(), cache: cache.clone() })), f)
+        let local = local(self)?;
+        run(|| Ok(Some(PoolCtx { inner, local: local.clone() })), f)
     }
 
     /// The persistent variable named `name`, created holding `init()` if it

@@ -2,6 +2,15 @@
 //! as each read happens, TL2 with LSA-style snapshot extension), the
 //! buffered write set (with or-else frames), and objects allocated by the
 //! attempt. Nothing here writes shared memory; commit (`commit.rs`) does.
+//!
+//! The read path, in order: bounds check of the cell (against the heap's
+//! bounds cached at begin), the write set only if it is non-empty, then
+//! the seqlock read (lock word, value, fence, lock word again) and one
+//! 24-byte read-set entry pushed onto a reused buffer. The sets live in a
+//! [`State`] each thread keeps between transactions (`SPARE`), cleared
+//! but not freed, so a transaction allocates nothing once the thread's
+//! buffers have grown to its size. [`STx::read_immutable`] skips the
+//! read-set entry for fields written only before their object was shared.
 
 use super::pool_state::PoolCtx;
 use super::{word_at, StmError, StmResult, CLOCK, MAX_VALUE};
@@ -15,7 +24,7 @@ use crate::stm::wait::Bloom;
 use crate::stm::word;
 use crate::Persistent;
 use std::any::Any;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::mem::size_of;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -24,8 +33,6 @@ pub(super) struct Read {
     word: usize,
     version: u64,
     epoch: u16,
-    /// Keeps a volatile TVar (and so its lock word) alive while it is in the read set.
-    _keep: Option<Arc<dyn Any + Send + Sync>>,
 }
 
 pub(super) trait Pending {
@@ -89,13 +96,41 @@ pub(super) struct Frame {
 
 #[derive(Default)]
 pub(super) struct State {
-    pub(super) rv: u64,
     pub(super) reads: Vec<Read>,
+    /// Keeps the volatile TVars read (and so their lock words) alive.
+    pub(super) keep: Vec<Arc<dyn Any + Send + Sync>>,
     pub(super) writes: Vec<Write>,
     pub(super) index: FastMap<usize, usize>,
     /// Objects allocated by this attempt: flushed at commit, freed on abort.
     pub(super) made: Vec<Made>,
     pub(super) frames: Vec<Frame>,
+    /// Commit's scratch list of copy checksums (offset, length, CRC32C).
+    pub(super) checks: Vec<(u64, u64, u32)>,
+}
+
+/// Sets above this many entries are freed rather than kept for the
+/// thread's next transaction.
+const KEEP_MAX: usize = 1 << 16;
+
+impl State {
+    /// Empties the sets, keeping their buffers (unless one grew huge).
+    fn clear(&mut self) {
+        if self.reads.capacity() > KEEP_MAX || self.writes.capacity() > KEEP_MAX || self.index.capacity() > KEEP_MAX {
+            *self = State::default();
+            return;
+        }
+        self.reads.clear();
+        self.keep.clear();
+        self.writes.clear();
+        self.index.clear();
+        self.made.clear();
+        self.frames.clear();
+    }
+}
+
+thread_local! {
+    /// The sets of this thread's last transaction, emptied, for its next.
+    static SPARE: Cell<Option<Box<State>>> = const { Cell::new(None) };
 }
 
 /// A running STM transaction. Obtained in [`crate::Pool::atomically`] or
@@ -103,7 +138,21 @@ pub(super) struct State {
 /// must have no effects outside the transaction.
 pub struct STx<'p> {
     pub(super) ctx: Option<PoolCtx<'p>>,
-    pub(super) st: RefCell<State>,
+    pub(super) st: RefCell<Box<State>>,
+    /// The snapshot: every read is of a version at or below it.
+    pub(super) rv: Cell<u64>,
+    /// The pool's epoch (lock words of its cells carry it); 0 without a pool.
+    epoch: u16,
+    /// The heap's bounds when the transaction began: `[lo, hi)`.
+    bounds: (u64, u64),
+}
+
+impl Drop for STx<'_> {
+    fn drop(&mut self) {
+        let mut st = std::mem::take(self.st.get_mut());
+        st.clear();
+        SPARE.with(|s| s.set(Some(st)));
+    }
 }
 
 /// A volatile cell of any type.
@@ -125,12 +174,17 @@ impl<T: Send + Sync + 'static> VCell for TVarInner<T> {
 
 impl<'p> STx<'p> {
     pub(super) fn begin(ctx: Option<PoolCtx<'p>>) -> Self {
-        let st = State { rv: CLOCK.load(Ordering::Acquire), ..State::default() };
-        STx { ctx, st: RefCell::new(st) }
+        let st = SPARE.with(Cell::take).unwrap_or_default();
+        let epoch = ctx.as_ref().map_or(0, |c| c.stm().epoch);
+        let bounds = ctx.as_ref().map_or((0, 0), |c| {
+            let space = &c.inner.space;
+            (space.base() + crate::format::HEAP_OFF, space.base() + space.size())
+        });
+        STx { ctx, st: RefCell::new(st), rv: Cell::new(CLOCK.load(Ordering::Acquire)), epoch, bounds }
     }
 
     pub(super) fn epoch(&self) -> u16 {
-        self.ctx.as_ref().map_or(0, |c| c.stm.epoch)
+        self.epoch
     }
 
     /// The pool this transaction runs on (hook for `crate::lazy`).
@@ -204,7 +258,19 @@ impl<'p> STx<'p> {
 
     // ----- persistent cells ------------------------------------------------
 
+    #[inline]
     pub(super) fn check_cell<P: Persistent>(&self, addr: u64, max: usize) -> StmResult<()> {
+        let need = 8 + size_of::<P>().div_ceil(8) as u64 * 8;
+        let (lo, hi) = self.bounds;
+        // (bounds are empty without a pool, so this never passes there)
+        if size_of::<P>() <= max && std::mem::align_of::<P>() <= 8 && addr % 8 == 0 && addr >= lo && addr.checked_add(need).is_some_and(|end| end <= hi) {
+            return Ok(());
+        }
+        self.check_cell_slow::<P>(addr, max)
+    }
+
+    #[cold]
+    fn check_cell_slow<P: Persistent>(&self, addr: u64, max: usize) -> StmResult<()> {
         let ctx = self.ctx()?;
         if size_of::<P>() > max || std::mem::align_of::<P>() > 8 {
             return Err(StmError::Failed(Error::invalid(format!(
@@ -213,8 +279,9 @@ impl<'p> STx<'p> {
                 size_of::<P>()
             ))));
         }
-        let space = &ctx.inner.space;
         let need = 8 + size_of::<P>().div_ceil(8) as u64 * 8;
+        // Outside the bounds seen at begin: the pool may have grown since.
+        let space = &ctx.inner.space;
         if addr % 8 != 0 || addr < space.base() + crate::format::HEAP_OFF || !space.contains(addr, need) {
             return Err(StmError::Failed(Error::BadPointer { addr }));
         }
@@ -229,7 +296,7 @@ impl<'p> STx<'p> {
         let epoch = self.epoch();
         let n = size_of::<P>().div_ceil(8);
         let mut words = [0u64; MAX_VALUE / 8];
-        self.read_versioned(addr as usize, epoch, None, || {
+        self.read_versioned(addr as usize, epoch, || {
             for (i, w) in words.iter_mut().enumerate().take(n) {
                 // SAFETY: check_cell proved [addr, addr+8+8n) is inside the
                 // mapping and addr 8-aligned; the pool is borrowed for 'p.
@@ -241,8 +308,41 @@ impl<'p> STx<'p> {
         Ok(unsafe { std::ptr::read_unaligned(words.as_ptr() as *const P) })
     }
 
+    /// Reads a field that is written only while its object is private to
+    /// the transaction that made it (a tree node's key, set when the node
+    /// is allocated): the value as of the snapshot, with no read-set entry,
+    /// so neither later reads nor commit validate it again. It costs the
+    /// seqlock read alone. A field that committed transactions do write
+    /// must be read with [`STx::read`]: a change to it after this read is
+    /// not noticed (memory stays safe, serialisability of that field does
+    /// not).
+    pub fn read_immutable<T: Persistent + Persist<P = T>>(&self, field: &crate::stm::FieldRef<T>) -> StmResult<T> {
+        let addr = field.addr();
+        self.check_cell::<T>(addr, 8)?;
+        if let Some(b) = self.own_write(addr as usize)? {
+            return Ok(b.get());
+        }
+        let mut v = 0u64;
+        self.read_stable(addr as usize, self.epoch, || {
+            // SAFETY: check_cell proved [addr, addr+16) is inside the
+            // mapping and addr 8-aligned; the pool is borrowed for 'p.
+            v = unsafe { word_at(addr as usize + 8) }.load(Ordering::Relaxed);
+        })?;
+        // SAFETY: T is at most 8 bytes (check_cell); `v` holds its bytes
+        // as read, and every bit pattern is a valid T.
+        Ok(unsafe { std::ptr::read_unaligned(&v as *const u64 as *const T) })
+    }
+
     /// This transaction's own pending value for the cell, materialised.
+    #[inline]
     pub(super) fn own_write(&self, word: usize) -> StmResult<Option<Bytes>> {
+        if self.st.borrow().writes.is_empty() {
+            return Ok(None);
+        }
+        self.own_write_slow(word)
+    }
+
+    fn own_write_slow(&self, word: usize) -> StmResult<Option<Bytes>> {
         let mut st = self.st.borrow_mut();
         let Some(i) = self.find(&st, word) else { return Ok(None) };
         let st = &mut *st;
@@ -250,7 +350,7 @@ impl<'p> STx<'p> {
             Kind::P { value: Some(b), .. } => Ok(Some(*b)),
             Kind::P { value, pending, .. } => {
                 let ctx = self.ctx()?;
-                let mut cx = CopyCx::new(ctx.inner, &ctx.cache);
+                let mut cx = CopyCx::new(ctx.inner, ctx.cache());
                 let p = pending.as_ref().ok_or_else(|| Error::corrupt("write without value"))?;
                 let r = p.materialize(&mut cx);
                 st.made.append(&mut cx.made);
@@ -264,13 +364,15 @@ impl<'p> STx<'p> {
 
     /// The seqlock read of one variable: `load` copies the value while the
     /// word is stable and not newer than the snapshot.
-    pub(super) fn read_versioned(
-        &self,
-        word: usize,
-        epoch: u16,
-        keep: Option<Arc<dyn Any + Send + Sync>>,
-        mut load: impl FnMut(),
-    ) -> StmResult<()> {
+    pub(super) fn read_versioned(&self, word: usize, epoch: u16, load: impl FnMut()) -> StmResult<()> {
+        let version = self.read_stable(word, epoch, load)?;
+        self.st.borrow_mut().reads.push(Read { word, version, epoch });
+        Ok(())
+    }
+
+    /// The seqlock read without a read-set entry: returns the version read.
+    #[inline]
+    fn read_stable(&self, word: usize, epoch: u16, mut load: impl FnMut()) -> StmResult<u64> {
         // SAFETY: callers pass a checked pool cell's word (check_cell) or a
         // TVar's word kept alive by `keep` and by the caller's Arc.
         let w = unsafe { word_at(word) };
@@ -285,15 +387,14 @@ impl<'p> STx<'p> {
                 std::hint::spin_loop();
                 continue;
             }
-            if word::version(w1) > self.st.borrow().rv {
+            if word::version(w1) > self.rv.get() {
                 self.extend()?;
                 continue;
             }
             load();
             fence(Ordering::Acquire);
             if w.load(Ordering::Relaxed) == w1 {
-                self.st.borrow_mut().reads.push(Read { word, version: word::version(w1), epoch, _keep: keep });
-                return Ok(());
+                return Ok(word::version(w1));
             }
         }
     }
@@ -304,7 +405,7 @@ impl<'p> STx<'p> {
         if !self.reads_valid(false) {
             return Err(StmError::Conflict);
         }
-        self.st.borrow_mut().rv = now;
+        self.rv.set(now);
         Ok(())
     }
 
@@ -371,7 +472,7 @@ impl<'p> STx<'p> {
         if size_of::<T::P>() > MAX_VALUE || std::mem::align_of::<T::P>() > 8 {
             self.check_cell::<T::P>(0, MAX_VALUE)?;
         }
-        let mut cx = CopyCx::new(ctx.inner, &ctx.cache);
+        let mut cx = CopyCx::new(ctx.inner, ctx.cache());
         let r = (|| {
             let p = match init.plain() {
                 Some(p) => p,
@@ -382,7 +483,7 @@ impl<'p> STx<'p> {
             // straddles a cache line (see vars.rs).
             let payload = if 8 + size_of::<T::P>() <= 16 { 16 } else { 48 };
             let space = &ctx.inner.space;
-            let (addr, loc) = ctx.inner.heap.alloc(space, &ctx.cache, payload, id, 0, 1)?;
+            let (addr, loc) = ctx.inner.heap.alloc(space, ctx.cache(), payload, id, 0, 1)?;
             cx.made.push(Made { loc, off: addr - OBJ_HEADER - space.base(), len: payload + OBJ_HEADER, mutable: true });
             // SAFETY: a fresh slot of `payload` >= size_of::<VarCell<P>>() bytes.
             unsafe {
@@ -401,7 +502,7 @@ impl<'p> STx<'p> {
     /// aborts, garbage for the GC if nothing links it.
     pub fn alloc<T: Persistent>(&self, v: T) -> StmResult<PPtr<T>> {
         let ctx = self.ctx()?;
-        let mut cx = CopyCx::new(ctx.inner, &ctx.cache);
+        let mut cx = CopyCx::new(ctx.inner, ctx.cache());
         let r = cx.alloc(v);
         cx.mark_mutable();
         self.st.borrow_mut().made.append(&mut cx.made);
@@ -423,9 +524,10 @@ impl<'p> STx<'p> {
             }
         }
         let mut out = None;
-        let keep: Arc<dyn Any + Send + Sync> = v.clone();
-        self.read_versioned(word, 0, Some(keep), || out = Some(v.value.read().clone()))?;
-        Ok(out.map(|a| (*a).clone()).ok_or_else(|| Error::corrupt("TVar read produced nothing"))?)
+        // The value is cloned under the read lock (no count taken on its Arc).
+        self.read_versioned(word, 0, || out = Some((**v.value.read()).clone()))?;
+        self.st.borrow_mut().keep.push(v.clone());
+        Ok(out.ok_or_else(|| Error::corrupt("TVar read produced nothing"))?)
     }
 
     pub(crate) fn write_tvar<T: Clone + Send + Sync + 'static>(&self, v: &Arc<TVarInner<T>>, x: T) -> StmResult<()> {
@@ -463,7 +565,7 @@ impl<'p> STx<'p> {
         let mut st = self.st.borrow_mut();
         if let Some(ctx) = self.ctx.as_ref() {
             for m in st.made.drain(..) {
-                let _ = ctx.inner.heap.free(&ctx.inner.space, &ctx.cache, m.loc);
+                let _ = ctx.inner.heap.free(&ctx.inner.space, ctx.cache(), m.loc);
             }
         }
     }
@@ -478,7 +580,7 @@ impl<'p> STx<'p> {
         for r in &st.reads {
             b.add(r.word);
         }
-        let keep = st.reads.iter().filter_map(|r| r._keep.clone()).collect();
+        let keep = st.keep.clone();
         (b, st.reads.iter().map(|r| (r.word, r.version, r.epoch)).collect(), keep)
     }
 }
