@@ -19,6 +19,7 @@
 
 mod lazy;
 mod stm;
+pub mod wal;
 
 use crate::error::{Error, Result};
 use crate::failpoint;
