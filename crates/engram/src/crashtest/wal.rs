@@ -191,7 +191,8 @@ fn prepare(path: &Path) -> Result<(Vec<u8>, Vec<u8>)> {
     })?;
     pool.close()?;
     let read = |p: &Path| std::fs::read(p).map_err(|e| Error::io("read base image", e));
-    Ok((read(path)?, read(&log_path(path))?))
+    // A clean close removes the log.
+    Ok((read(path)?, read(&log_path(path)).unwrap_or_default()))
 }
 
 /// The recorded stretch: ledger regions on `threads` threads (2PL on the
@@ -259,7 +260,6 @@ fn walk(events: &[IoEvent], base_pool: &[u8], base_log: &[u8], mut at: impl FnMu
     for (i, e) in events.iter().enumerate() {
         match e {
             IoEvent::LogWrite { off, data } => log.unsynced.push(Op::Write(*off, data.clone())),
-            IoEvent::LogSetLen(n) => log.unsynced.push(Op::SetLen(*n)),
             IoEvent::LogSync => log.sync(),
             IoEvent::PoolWrite { off, data } => pool.unsynced.push(Op::Write(*off, data.clone())),
             IoEvent::PoolSetLen(n) => pool.unsynced.push(Op::SetLen(*n)),

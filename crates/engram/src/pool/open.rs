@@ -435,9 +435,11 @@ pub(super) fn shutdown(inner: &PoolInner) -> Result<()> {
         h.stat_objects = objects;
         h.stat_bytes = bytes;
     })?;
-    // 3. wal mode: the flag into the pool file, an empty log left behind.
-    match space.persist.wal() {
-        Some(w) => w.checkpoint(),
-        None => Ok(()),
+    // 3. wal mode: the flag into the pool file; the log, empty now, goes
+    //    (were the removal lost, its new generation holds no record).
+    if let Some(w) = space.persist.wal() {
+        w.checkpoint()?;
+        std::fs::remove_file(crate::wal::log_path(&space.path)).map_err(|e| Error::io("remove log", e))?;
     }
+    Ok(())
 }
