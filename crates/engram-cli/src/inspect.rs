@@ -86,7 +86,9 @@ fn mode_effect(mode: Durability, flush: &str) -> String {
     match mode {
         Durability::Pmem => format!("commits flush cache lines with {flush} + sfence"),
         Durability::Msync => format!("commits msync(MS_SYNC) their dirty pages; pmem mode would flush with {flush} + sfence"),
-        Durability::Wal => "commits append one checksummed record to the pool's .wal log and fdatasync it, shared by concurrent commits".to_string(),
+        Durability::Wal => {
+            "commits append one checksummed record to the pool's .wal log and fdatasync it, shared by concurrent commits".to_string()
+        }
         Durability::Process => "nothing is flushed; survives a process crash, not a power failure".to_string(),
         Durability::Trace => "stores, flushes and fences are recorded for the crash explorer".to_string(),
     }

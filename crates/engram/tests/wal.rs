@@ -76,12 +76,13 @@ fn threads_commit_and_reopen() {
     let d = Scratch::new("threads");
     let path = d.0.join("t.pool");
     let pool = Pool::create(&path, CreateOptions::new("walt").durability(Durability::Wal)).unwrap();
-    let counter = pool.txn(|tx| {
-        let c = tx.alloc(0u64)?;
-        tx.set_root("c", c)?;
-        Ok::<_, engram::Error>(c)
-    })
-    .unwrap();
+    let counter = pool
+        .txn(|tx| {
+            let c = tx.alloc(0u64)?;
+            tx.set_root("c", c)?;
+            Ok::<_, engram::Error>(c)
+        })
+        .unwrap();
     std::thread::scope(|s| {
         for _ in 0..4 {
             let pool = pool.clone();

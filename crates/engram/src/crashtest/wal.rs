@@ -160,11 +160,8 @@ fn explore_at(s: &WalSettings, path: &Path, image: &Path) -> Result<WalReport> {
     let rec = Recorder::new();
     record(s, path, &rec)?;
     let events = rec.events();
-    let mut report = WalReport {
-        events: events.len(),
-        syncs: events.iter().filter(|e| **e == IoEvent::LogSync).count(),
-        ..Default::default()
-    };
+    let mut report =
+        WalReport { events: events.len(), syncs: events.iter().filter(|e| **e == IoEvent::LogSync).count(), ..Default::default() };
     check_all(&events, &base_pool, &base_log, s.max_states, |cut, returned, st| {
         report.states += 1;
         report.returned = report.returned.max(returned);
