@@ -99,6 +99,10 @@ fn threads_commit_and_reopen() {
     });
     // Crash without closing: the log alone holds the commits.
     pool.simulate_crash();
+    // A read-only open overlays the log (the file alone is not up to date).
+    let ro = Pool::open(&path, OpenOptions::new("walt").read_only()).unwrap();
+    assert_eq!(ro.txn(|tx| tx.read(tx.root::<u64>("c")?.unwrap())).unwrap(), 100);
+    drop(ro);
     let pool = Pool::open(&path, OpenOptions::new("walt").durability(Durability::Wal)).unwrap();
     assert!(!pool.open_report().was_clean);
     let c = pool.txn(|tx| tx.read(tx.root::<u64>("c")?.unwrap())).unwrap();
