@@ -70,6 +70,12 @@ test-cpp:
 
 # Acquire-release persistency: x86 timings of each mapping (C++, tmpfs), then
 # Table 5 / Table 2 / Figures 4-5 and the checker into docs/bench/arp.md.
+# Durable commits/s on the work disk (data/bench): Engram regions (msync,
+# wal), PSTM (wal), SQLite (WAL, synchronous=FULL), LMDB; 1, 2, 8 threads.
+.PHONY: bench-disk
+bench-disk:
+	$(CARGO) run --release -p engram-bench -- disk --dir data/bench --out docs/bench
+
 bench-arp: bench-deps
 	@$(MAKE) --no-print-directory apt PKGS="$(CPP_APT_PACKAGES)"
 	$(CARGO) build -p engram-ffi
@@ -83,6 +89,7 @@ bench: bench-deps
 	$(CARGO) run --release -p engram-bench -- stm --out docs/bench
 	$(CARGO) run --release -p engram-bench -- lazy --out docs/bench
 	$(MAKE) --no-print-directory bench-arp
+	$(MAKE) --no-print-directory bench-disk
 	$(CARGO) run --release -q -p engram-cli -- crashtest --deep
 	$(MAKE) --no-print-directory bench-go
 	$(MAKE) --no-print-directory bench-java

@@ -58,7 +58,7 @@ import (
 type Durability uint32
 
 const (
-	// Auto picks Pmem on a DAX mapping, Msync elsewhere.
+	// Auto picks Pmem on a DAX mapping, Msync on tmpfs, Wal elsewhere.
 	Auto Durability = C.ENGRAM_DURABILITY_AUTO
 	// Pmem: CLWB/CLFLUSHOPT/CLFLUSH (by CPUID) + SFENCE.
 	Pmem Durability = C.ENGRAM_DURABILITY_PMEM
@@ -68,6 +68,9 @@ const (
 	Process Durability = C.ENGRAM_DURABILITY_PROCESS
 	// Trace: records every store, flush and fence for the crash explorer.
 	Trace Durability = C.ENGRAM_DURABILITY_TRACE
+	// Wal: private mapping + write-ahead log, one fdatasync per commit
+	// shared by concurrent commits (ordinary storage).
+	Wal Durability = C.ENGRAM_DURABILITY_WAL
 )
 
 // Options of [Open] and [Create]. A nil *Options means the defaults.

@@ -3,7 +3,7 @@ package engram
 // persist.go: making a range durable from Go without cgo on the hot path.
 // In Pmem mode the cache lines are written back with CLWB, CLFLUSHOPT or
 // CLFLUSH (chosen by CPUID, as the engine's pmem.rs does) and ordered with
-// SFENCE, in Go assembly (persist_amd64.s). In Msync and Trace modes the
+// SFENCE, in Go assembly (persist_amd64.s). In Msync, Wal and Trace modes the
 // engine must see the range (msync of dirty pages; the tracer), so it goes
 // through cgo; in Process mode nothing is needed.
 //

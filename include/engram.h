@@ -163,7 +163,7 @@ typedef enum engram_code {
  */
 typedef enum engram_durability {
   /**
-   * `pmem` on a DAX mapping, `msync` elsewhere.
+   * `pmem` on a DAX mapping, `msync` on tmpfs, `wal` elsewhere.
    */
   ENGRAM_DURABILITY_AUTO = 0,
   /**
@@ -182,6 +182,11 @@ typedef enum engram_durability {
    * Records stores, flushes and fences for the crash explorer (needs a tracer).
    */
   ENGRAM_DURABILITY_TRACE = 4,
+  /**
+   * Private mapping + write-ahead log: one fdatasync per commit, shared
+   * by concurrent commits (group commit). Ordinary storage.
+   */
+  ENGRAM_DURABILITY_WAL = 5,
 } engram_durability;
 
 /**

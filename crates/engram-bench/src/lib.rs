@@ -16,6 +16,8 @@
 pub mod arp;
 pub mod chart;
 pub mod child;
+pub mod disk;
+pub mod disk_plot;
 pub mod engram_impl;
 pub mod job;
 pub mod lazy;

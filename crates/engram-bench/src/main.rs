@@ -59,6 +59,8 @@ enum Command {
     Lazy(engram_bench::lazy::LazyArgs),
     /// Acquire-release persistency (engram-model arp): Table 5, Table 2, Figures 4/5, x86 mappings; arp.md with --out.
     Arp(engram_bench::arp::ArpArgs),
+    /// Durable commits/s on a disk: Engram (msync, wal, PSTM) vs SQLite and LMDB; disk.md with --out.
+    Disk(engram_bench::disk::DiskArgs),
     /// Runs one measurement and prints its result line (used by the runner).
     #[command(hide = true)]
     RunOne(RunOneArgs),
@@ -116,6 +118,7 @@ fn main() -> ExitCode {
         Command::Stm(a) => return engram_bench::stm::cli::main(a),
         Command::Lazy(a) => return engram_bench::lazy::main(a),
         Command::Arp(a) => return engram_bench::arp::main(a),
+        Command::Disk(a) => return engram_bench::disk::main(a),
         Command::All(a) => (&Suite::ALL, a, Some("docs/bench")),
         Command::BinaryTrees(a) => (&[Suite::BinaryTrees], a, None),
         Command::Nbody(a) => (&[Suite::Nbody], a, None),

@@ -90,6 +90,9 @@ pub enum DurabilityArg {
     Pmem,
     /// msync the dirty pages at each commit: ordinary storage.
     Msync,
+    /// Private mapping and a write-ahead log, one fdatasync per commit
+    /// shared by concurrent commits (group commit): ordinary storage.
+    Wal,
     /// No flushing: survives a process crash, not a power failure.
     Process,
 }
@@ -99,6 +102,7 @@ impl From<DurabilityArg> for engram::Durability {
         match d {
             DurabilityArg::Pmem => engram::Durability::Pmem,
             DurabilityArg::Msync => engram::Durability::Msync,
+            DurabilityArg::Wal => engram::Durability::Wal,
             DurabilityArg::Process => engram::Durability::Process,
         }
     }
@@ -118,7 +122,7 @@ pub struct CreateArgs {
     /// Largest size the pool may grow to, e.g. 64G (default 64G).
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     pub max_size: Option<u64>,
-    /// Durability mode for this session (default: pmem on DAX, msync elsewhere).
+    /// Durability mode for this session (default: pmem on DAX, msync on tmpfs, wal elsewhere).
     #[arg(long, value_enum)]
     pub durability: Option<DurabilityArg>,
 }
@@ -179,7 +183,7 @@ pub struct TortureArgs {
     /// Seed of the random choices.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Durability mode (default: pmem on DAX, msync elsewhere).
+    /// Durability mode (default: pmem on DAX, msync on tmpfs, wal elsewhere).
     #[arg(long, value_enum)]
     pub durability: Option<DurabilityArg>,
     /// Stop after this many regions and close cleanly (default: run until killed).

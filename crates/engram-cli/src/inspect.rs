@@ -64,10 +64,13 @@ fn gather(path: &Path) -> Result<Facts, CliError> {
     // private mapping is never MAP_SYNC, so `info.dax` is false there; probe
     // the file the way a read-write open would map it.
     let dax = info.dax || dax::probe(path);
+    let default = std::fs::File::open(path).map(|f| engram::default_durability(&f)).unwrap_or(Durability::Wal);
     let (mode, why) = if dax {
         (Durability::Pmem, "the file is on a DAX file system (MAP_SYNC mapping)")
+    } else if default == Durability::Msync {
+        (Durability::Msync, "the file is on tmpfs (no device flush to save)")
     } else {
-        (Durability::Msync, "the file is not on a DAX file system (no MAP_SYNC)")
+        (Durability::Wal, "the file is not on a DAX file system or tmpfs (no MAP_SYNC)")
     };
     Ok(Facts { info, roots, mode, why })
 }
@@ -83,6 +86,9 @@ fn mode_effect(mode: Durability, flush: &str) -> String {
     match mode {
         Durability::Pmem => format!("commits flush cache lines with {flush} + sfence"),
         Durability::Msync => format!("commits msync(MS_SYNC) their dirty pages; pmem mode would flush with {flush} + sfence"),
+        Durability::Wal => {
+            "commits append one checksummed record to the pool's .wal log and fdatasync it, shared by concurrent commits".to_string()
+        }
         Durability::Process => "nothing is flushed; survives a process crash, not a power failure".to_string(),
         Durability::Trace => "stores, flushes and fences are recorded for the crash explorer".to_string(),
     }

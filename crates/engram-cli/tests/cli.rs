@@ -87,7 +87,7 @@ fn create_info_check_gc_round_trip() {
     assert!(info.contains("version 2"), "{info}");
     assert!(info.contains("8.00 MiB"), "{info}");
     assert!(info.contains("may grow to 1.00 GiB"), "{info}");
-    assert!(info.contains("durability   msync by default") || info.contains("durability   pmem by default"), "{info}");
+    assert!(["msync", "pmem", "wal"].iter().any(|m| info.contains(&format!("durability   {m} by default"))), "{info}");
     assert!(info.contains("last close   clean"), "{info}");
     let json = ok(&["info", "--json", t.s()]);
     assert!(json.starts_with('{') && json.trim_end().ends_with('}'), "{json}");

@@ -21,7 +21,7 @@ pub type engram_pool = u64;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum engram_durability {
-    /// `pmem` on a DAX mapping, `msync` elsewhere.
+    /// `pmem` on a DAX mapping, `msync` on tmpfs, `wal` elsewhere.
     ENGRAM_DURABILITY_AUTO = 0,
     /// CLWB/CLFLUSHOPT/CLFLUSH (by CPUID) + SFENCE.
     ENGRAM_DURABILITY_PMEM = 1,
@@ -31,6 +31,9 @@ pub enum engram_durability {
     ENGRAM_DURABILITY_PROCESS = 3,
     /// Records stores, flushes and fences for the crash explorer (needs a tracer).
     ENGRAM_DURABILITY_TRACE = 4,
+    /// Private mapping + write-ahead log: one fdatasync per commit, shared
+    /// by concurrent commits (group commit). Ordinary storage.
+    ENGRAM_DURABILITY_WAL = 5,
 }
 
 /// Options of `engram_pool_create`. Fill with `engram_create_options_init`.
@@ -177,6 +180,7 @@ pub(crate) fn durability(v: u32, tracer: u64) -> FfiResult<(Option<Durability>, 
         3 => Some(Durability::Process),
         4 if t.is_some() => Some(Durability::Trace),
         4 => return Err(invalid("TRACE durability needs a tracer")),
+        5 => Some(Durability::Wal),
         _ => return Err(invalid(format!("durability {v} is not a value of engram_durability"))),
     };
     Ok((d, t))
@@ -188,6 +192,7 @@ fn durability_code(d: Durability) -> u32 {
         Durability::Msync => 2,
         Durability::Process => 3,
         Durability::Trace => 4,
+        Durability::Wal => 5,
     }
 }
 

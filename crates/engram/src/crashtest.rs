@@ -20,6 +20,7 @@
 mod lazy;
 mod raw;
 mod stm;
+pub mod wal;
 
 use crate::error::{Error, Result};
 use crate::failpoint;

@@ -79,6 +79,7 @@ pub mod trace;
 pub mod trace;
 mod tx;
 mod types;
+pub mod wal;
 
 /// The subsystems layered on the pool with durable state of their own: the
 /// pool calls their recovery on open and quiesces them before GC and close
@@ -91,7 +92,7 @@ pub use error::{Error, Result};
 pub use gc::MarkStats;
 pub use pmem::Durability;
 pub use pointers::BadField;
-pub use pool::{CheckReport, CreateOptions, OpenOptions, OpenReport, Pool, PoolInfo, Region};
+pub use pool::{default_durability, CheckReport, CreateOptions, OpenOptions, OpenReport, Pool, PoolInfo, Region};
 pub use ptr::{PArray, PPtr};
 pub use tx::{RootEntryInfo, RootInfo, Tx};
 pub use types::{Persistent, TypeDesc};

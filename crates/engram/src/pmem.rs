@@ -16,6 +16,14 @@
 //!   (a flush with no fence before close, e.g. a region that failed) are
 //!   dropped, never synced: their mapping may be gone (`msync` would fail
 //!   with ENOMEM) or belong to another pool by now. Durable on ordinary storage.
+//! - `Wal`: the pool is mapped privately and `flush` records byte ranges
+//!   per thread (tagged like msync's); `fence` copies their current bytes
+//!   into the pool's write-ahead log batch (`wal.rs`) and, outside a
+//!   failure-atomic region, returns once a group commit made them durable
+//!   (one `fdatasync` for every thread waiting). Inside a region
+//!   ([`Persister::region_begin`]) a fence only records; the region's end
+//!   ([`Persister::region_end`]) waits. Durable on ordinary storage, with
+//!   one device flush per commit.
 //! - `Process`: nothing is flushed; the data survives a process crash (the page
 //!   cache keeps it) but not a power failure.
 //! - `Trace`: nothing is flushed for real; every store, flush and fence is
@@ -41,6 +49,9 @@ pub enum Durability {
     Pmem,
     /// `msync(MS_SYNC)` of the dirty pages at each fence: ordinary storage.
     Msync,
+    /// Private mapping plus a write-ahead log with group commit: one
+    /// `fdatasync` per commit (shared by concurrent commits); ordinary storage.
+    Wal,
     /// No flushing: survives a process crash, not a power failure.
     Process,
     /// Records stores, flushes and fences for the crash explorer (needs a
@@ -54,6 +65,7 @@ impl Durability {
         match self {
             Durability::Pmem => "pmem",
             Durability::Msync => "msync",
+            Durability::Wal => "wal",
             Durability::Process => "process",
             Durability::Trace => "trace",
         }
@@ -64,9 +76,10 @@ impl Durability {
         match s {
             "pmem" => Ok(Durability::Pmem),
             "msync" => Ok(Durability::Msync),
+            "wal" => Ok(Durability::Wal),
             "process" => Ok(Durability::Process),
             "trace" => Ok(Durability::Trace),
-            other => Err(Error::invalid(format!("unknown durability mode {other:?} (pmem, msync, process, trace)"))),
+            other => Err(Error::invalid(format!("unknown durability mode {other:?} (pmem, msync, wal, process, trace)"))),
         }
     }
 }
@@ -125,8 +138,13 @@ const PAGE: usize = 4096;
 
 thread_local! {
     static COUNTERS: Cell<Counters> = const { Cell::new(Counters { flushes: 0, fences: 0 }) };
-    /// Dirty page runs of this thread in msync mode: (persister id, start, end).
+    /// Dirty page runs of this thread in msync mode, dirty byte ranges in wal
+    /// mode: (persister id, start, end).
     static DIRTY: RefCell<Vec<(u64, usize, usize)>> = const { RefCell::new(Vec::new()) };
+    /// Wal mode: persisters this thread is inside a region of.
+    static IN_REGION: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+    /// Wal mode: (persister id, number of this thread's last recording).
+    static RECORDED: RefCell<Vec<(u64, u64)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Ids of the persisters alive now (msync mode only): a fence drops the
@@ -182,6 +200,8 @@ pub struct Persister {
     instr: FlushInstr,
     tracer: Option<Arc<Tracer>>,
     id: Arc<PersisterId>,
+    /// Wal mode: the log and the pool's base address.
+    wal: Option<(Arc<crate::wal::Wal>, usize)>,
 }
 
 impl Persister {
@@ -189,7 +209,18 @@ impl Persister {
     /// `Trace` without a tracer records nothing (it behaves as `Process`).
     pub fn new(mode: Durability, tracer: Option<Arc<Tracer>>) -> Self {
         let tracer = if mode == Durability::Trace { tracer } else { None };
-        Persister { mode, instr: FlushInstr::detect(), tracer, id: Arc::new(PersisterId::new()) }
+        Persister { mode, instr: FlushInstr::detect(), tracer, id: Arc::new(PersisterId::new()), wal: None }
+    }
+
+    /// Attaches the write-ahead log of a `Wal`-mode pool mapped at `base`.
+    pub(crate) fn with_wal(mut self, wal: Arc<crate::wal::Wal>, base: u64) -> Self {
+        self.wal = Some((wal, base as usize));
+        self
+    }
+
+    /// The write-ahead log, in `Wal` mode.
+    pub(crate) fn wal(&self) -> Option<&crate::wal::Wal> {
+        self.wal.as_ref().map(|(w, _)| &**w)
     }
 
     /// The tracer, in `Trace` mode.
@@ -238,6 +269,11 @@ impl Persister {
                 DIRTY.with(|d| d.borrow_mut().push((id, start, end)));
                 count(1, 0);
             }
+            Durability::Wal => {
+                let id = self.id.0;
+                DIRTY.with(|d| d.borrow_mut().push((id, addr as usize, addr as usize + len)));
+                count(1, 0);
+            }
             Durability::Trace => {
                 if let Some(t) = &self.tracer {
                     t.flush(addr as u64, len as u64, self.instr.kind());
@@ -278,6 +314,10 @@ impl Persister {
                 count(0, 1);
                 msync_dirty(self.id.0)
             }
+            Durability::Wal => {
+                count(0, 1);
+                self.wal_fence()
+            }
             Durability::Trace => {
                 if let Some(t) = &self.tracer {
                     t.fence(what);
@@ -299,9 +339,96 @@ impl Persister {
     }
 }
 
+impl Persister {
+    /// Marks the start of a failure-atomic region on this thread: in `Wal`
+    /// mode its fences only record until [`Persister::region_end`].
+    pub fn region_begin(&self) {
+        if self.mode == Durability::Wal {
+            IN_REGION.with(|r| r.borrow_mut().push(self.id.0));
+        }
+    }
+
+    /// Ends the region [`Persister::region_begin`] started. With `durable`
+    /// (a commit), returns once everything the thread recorded is durable.
+    pub fn region_end(&self, durable: bool) -> Result<()> {
+        if self.mode != Durability::Wal {
+            return Ok(());
+        }
+        let id = self.id.0;
+        let _ = IN_REGION.try_with(|r| {
+            let mut r = r.borrow_mut();
+            if let Some(i) = r.iter().rposition(|&x| x == id) {
+                r.remove(i);
+            }
+        });
+        if durable {
+            self.wal_wait()
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Wal-mode fence: record this thread's ranges; outside a region, wait
+    /// until they are durable.
+    fn wal_fence(&self) -> Result<()> {
+        let Some((wal, base)) = &self.wal else { return Ok(()) };
+        let id = self.id.0;
+        let runs = take_dirty(id);
+        if !runs.is_empty() {
+            // SAFETY: every run was recorded by `flush` on this pool's live
+            // mapping (runs of other persisters are not taken), and lies in
+            // it (`flush`'s contract); the bytes are this thread's own
+            // stores, which the engine's protocols (region locks, per-thread
+            // logs) keep other threads from writing meanwhile.
+            let pieces = runs.iter().map(|&(s, e)| ((s - base) as u64, unsafe { std::slice::from_raw_parts(s as *const u8, e - s) }));
+            let seq = wal.record(pieces);
+            RECORDED.with(|r| {
+                let mut r = r.borrow_mut();
+                match r.iter_mut().find(|x| x.0 == id) {
+                    Some(x) => x.1 = seq,
+                    None => r.push((id, seq)),
+                }
+            });
+        }
+        if IN_REGION.with(|r| r.borrow().contains(&id)) {
+            return Ok(());
+        }
+        self.wal_wait()
+    }
+
+    /// Waits until this thread's last recording for this pool is durable.
+    fn wal_wait(&self) -> Result<()> {
+        let Some((wal, _)) = &self.wal else { return Ok(()) };
+        let id = self.id.0;
+        let seq = RECORDED.try_with(|r| r.borrow().iter().find(|x| x.0 == id).map_or(0, |x| x.1)).unwrap_or(0);
+        if seq == 0 {
+            return Ok(());
+        }
+        wal.wait_durable(seq)
+    }
+}
+
 /// Takes this thread's runs of persister `id` and msyncs them; drops the
 /// runs of persisters that no longer exist.
 fn msync_dirty(id: u64) -> Result<()> {
+    let runs = take_dirty(id);
+    if runs.is_empty() {
+        return Ok(());
+    }
+    for (s, e) in runs {
+        // SAFETY: every range was recorded by `flush` on a live shared mapping;
+        // msync only writes pages back and reports an error for unmapped ranges.
+        let rc = unsafe { libc::msync(s as *mut libc::c_void, e - s, libc::MS_SYNC) };
+        if rc != 0 {
+            return Err(Error::last_os("msync"));
+        }
+    }
+    Ok(())
+}
+
+/// Takes this thread's runs of persister `id`, sorted and merged; drops the
+/// runs of persisters that no longer exist.
+fn take_dirty(id: u64) -> Vec<(usize, usize)> {
     let mut runs: Vec<(usize, usize)> = DIRTY.with(|d| {
         let mut d = d.borrow_mut();
         if d.iter().all(|r| r.0 == id) {
@@ -319,10 +446,9 @@ fn msync_dirty(id: u64) -> Result<()> {
         });
         mine
     });
-    if runs.is_empty() {
-        return Ok(());
+    if runs.len() > 1 {
+        runs.sort_unstable();
     }
-    runs.sort_unstable();
     let mut merged: Vec<(usize, usize)> = Vec::with_capacity(runs.len());
     for (s, e) in runs {
         match merged.last_mut() {
@@ -330,15 +456,7 @@ fn msync_dirty(id: u64) -> Result<()> {
             _ => merged.push((s, e)),
         }
     }
-    for (s, e) in merged {
-        // SAFETY: every range was recorded by `flush` on a live shared mapping;
-        // msync only writes pages back and reports an error for unmapped ranges.
-        let rc = unsafe { libc::msync(s as *mut libc::c_void, e - s, libc::MS_SYNC) };
-        if rc != 0 {
-            return Err(Error::last_os("msync"));
-        }
-    }
-    Ok(())
+    merged
 }
 
 /// Writes back the cache line holding `p`.
@@ -379,7 +497,7 @@ mod tests {
 
     #[test]
     fn parse_roundtrip() {
-        for m in [Durability::Pmem, Durability::Msync, Durability::Process, Durability::Trace] {
+        for m in [Durability::Pmem, Durability::Msync, Durability::Wal, Durability::Process, Durability::Trace] {
             assert_eq!(Durability::parse(m.name()).unwrap(), m);
         }
         assert!(Durability::parse("fast").is_err());

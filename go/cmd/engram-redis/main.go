@@ -22,7 +22,7 @@ func main() {
 	pool := flag.String("pool", "", "pool file (default <dir>/redis.pool)")
 	maxmem := flag.String("maxmemory", "0", "the pool's maximum size (bytes, or 100mb / 2gb); 0: engine default")
 	pass := flag.String("requirepass", "", "password clients must AUTH with")
-	dur := flag.String("durability", "auto", "auto | pmem | msync | process")
+	dur := flag.String("durability", "auto", "auto | pmem | msync | wal | process")
 	flag.Parse()
 	p := *pool
 	if p == "" {
@@ -33,10 +33,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "engram-redis: --maxmemory:", err)
 		os.Exit(2)
 	}
-	d := map[string]engram.Durability{"auto": engram.Auto, "pmem": engram.Pmem, "msync": engram.Msync, "process": engram.Process}
+	d := map[string]engram.Durability{"auto": engram.Auto, "pmem": engram.Pmem, "msync": engram.Msync, "wal": engram.Wal, "process": engram.Process}
 	mode, ok := d[*dur]
 	if !ok {
-		fmt.Fprintln(os.Stderr, "engram-redis: --durability must be auto, pmem, msync or process")
+		fmt.Fprintln(os.Stderr, "engram-redis: --durability must be auto, pmem, msync, wal or process")
 		os.Exit(2)
 	}
 	cfg := redis.Config{Addr: *bind + ":" + strconv.Itoa(*port), Pool: p, MaxMemory: mm, RequirePass: *pass, Durability: mode}

@@ -267,6 +267,8 @@ func durabilityName(d engram.Durability) string {
 		return "pmem"
 	case engram.Msync:
 		return "msync"
+	case engram.Wal:
+		return "wal"
 	case engram.Process:
 		return "process"
 	}

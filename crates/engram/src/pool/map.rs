@@ -4,7 +4,8 @@
 //! this pool for as long as the [`Mapping`] lives (PROT_NONE where the file is
 //! not mapped yet), so growth maps more of the file at the next address and
 //! nothing ever moves. `mapped()` only grows, and every byte below it is a
-//! live shared (or, read-only, private copy-on-write) mapping of the file.
+//! live shared (or, read-only and in `wal` mode, private copy-on-write)
+//! mapping of the file.
 
 use crate::error::{Error, Result};
 use std::os::fd::AsRawFd;
@@ -125,6 +126,39 @@ impl Mapping {
     }
 }
 
+impl Mapping {
+    /// The runs `(offset, length)` of a private mapping whose pages hold
+    /// copies of their own (written since mapped, so they may differ from
+    /// the file), from `/proc/self/pagemap`: present and not a file page,
+    /// or swapped out. If pagemap cannot be read, the whole mapping.
+    pub fn private_dirty_runs(&self) -> Vec<(u64, u64)> {
+        let mapped = self.mapped();
+        let pages = mapped / PAGE;
+        let mut words = vec![0u8; pages as usize * 8];
+        let read = std::fs::File::open("/proc/self/pagemap")
+            .and_then(|f| std::os::unix::fs::FileExt::read_exact_at(&f, &mut words, self.base / PAGE * 8));
+        if read.is_err() {
+            return vec![(0, mapped)];
+        }
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        for (i, w) in words.chunks_exact(8).enumerate() {
+            let e = u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
+            let (present, swapped, file) = (e >> 63 & 1 == 1, e >> 62 & 1 == 1, e >> 61 & 1 == 1);
+            if !((present && !file) || swapped) {
+                continue;
+            }
+            let off = i as u64 * PAGE;
+            match runs.last_mut() {
+                Some(last) if last.0 + last.1 == off => last.1 += PAGE,
+                _ => runs.push((off, PAGE)),
+            }
+        }
+        runs
+    }
+}
+
+const PAGE: u64 = 4096;
+
 impl Drop for Mapping {
     fn drop(&mut self) {
         unmap(self.base, self.reserved);
@@ -133,7 +167,7 @@ impl Drop for Mapping {
 
 /// Whether the file can be mapped with MAP_SYNC (it is on a DAX file
 /// system), tried on one page that is unmapped at once.
-fn probe_dax(fd: i32) -> bool {
+pub(crate) fn probe_dax(fd: i32) -> bool {
     // SAFETY: a fresh read-only mapping anywhere; unmapped before returning.
     let p = unsafe { libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_READ, libc::MAP_SHARED_VALIDATE | libc::MAP_SYNC, fd, 0) };
     if p == libc::MAP_FAILED {

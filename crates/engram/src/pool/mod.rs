@@ -14,6 +14,7 @@ mod raw;
 mod region;
 pub(crate) mod space;
 
+pub use open::default_durability;
 pub use region::Region;
 
 use crate::alloc::{Heap, HeapStats};
@@ -38,7 +39,8 @@ pub struct CreateOptions {
     pub initial_size: u64,
     /// Largest the pool may grow to (its address reservation).
     pub max_size: u64,
-    /// Durability mode; `None` picks `pmem` on DAX, `msync` elsewhere.
+    /// Durability mode; `None` picks `pmem` on DAX, `msync` on tmpfs, `wal`
+    /// elsewhere.
     pub durability: Option<Durability>,
     /// Fails if the file exists (default), instead of overwriting it.
     pub exclusive: bool,
@@ -47,6 +49,8 @@ pub struct CreateOptions {
     /// Checked mode: validate pointer fields at alloc, write and commit
     /// (`Error::BadPointerField`). On by default in debug builds.
     pub check_pointers: bool,
+    /// Wal mode: records the log's file operations (the WAL crash explorer).
+    pub wal_recorder: Option<std::sync::Arc<crate::wal::Recorder>>,
 }
 
 impl CreateOptions {
@@ -60,6 +64,7 @@ impl CreateOptions {
             exclusive: true,
             tracer: None,
             check_pointers: cfg!(debug_assertions),
+            wal_recorder: None,
         }
     }
 
@@ -106,7 +111,8 @@ impl CreateOptions {
 pub struct OpenOptions {
     /// The layout name the program expects; `None` accepts any.
     pub layout: Option<String>,
-    /// Durability mode; `None` picks `pmem` on DAX, `msync` elsewhere.
+    /// Durability mode; `None` picks `pmem` on DAX, `msync` on tmpfs, `wal`
+    /// elsewhere.
     pub durability: Option<Durability>,
     /// Map privately (copy-on-write): recovery and writes never reach the
     /// file. Used by `engram check` and `engram info`.
@@ -120,6 +126,8 @@ pub struct OpenOptions {
     /// Checked mode: validate pointer fields at alloc, write and commit
     /// (`Error::BadPointerField`). On by default in debug builds.
     pub check_pointers: bool,
+    /// Wal mode: records the log's file operations (the WAL crash explorer).
+    pub wal_recorder: Option<std::sync::Arc<crate::wal::Recorder>>,
 }
 
 impl OpenOptions {
@@ -138,6 +146,7 @@ impl OpenOptions {
             force_relocate: false,
             tracer: None,
             check_pointers: cfg!(debug_assertions),
+            wal_recorder: None,
         }
     }
 
@@ -290,6 +299,34 @@ thread_local! {
     static ACTIVE: RefCell<Vec<(u64, *const ())>> = const { RefCell::new(Vec::new()) };
 }
 
+/// Ends a region for the persister (`Persister::region_end`): `commit`
+/// waits until the region is durable; dropping it (rollback, error, panic,
+/// simulated crash) does not wait.
+struct RegionEnd<'a> {
+    persist: &'a crate::pmem::Persister,
+    done: bool,
+}
+
+impl<'a> RegionEnd<'a> {
+    fn begin(persist: &'a crate::pmem::Persister) -> Self {
+        persist.region_begin();
+        RegionEnd { persist, done: false }
+    }
+
+    fn commit(mut self) -> Result<()> {
+        self.done = true;
+        self.persist.region_end(true)
+    }
+}
+
+impl Drop for RegionEnd<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = self.persist.region_end(false);
+        }
+    }
+}
+
 /// A handle to an open pool. Clone it to share between threads.
 ///
 /// # Example
@@ -396,6 +433,7 @@ impl Pool {
             return Err(Error::Busy { what: "pool is closed" }.into());
         }
         let tx = Tx::begin(&self.inner)?;
+        let end = RegionEnd::begin(&self.inner.space.persist);
         ACTIVE.with(|a| a.borrow_mut().push((id, &tx as *const Tx<'_> as *const ())));
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&tx)));
         ACTIVE.with(|a| a.borrow_mut().retain(|(h, _)| *h != id));
@@ -403,6 +441,9 @@ impl Pool {
             Ok(Ok(v)) if !tx.is_doomed() => match tx.check_pointers_at_commit() {
                 Ok(()) => {
                     self.crash_guard(|| tx.commit())?;
+                    // The region's locks are released: wait (in wal mode)
+                    // until its recordings are durable.
+                    end.commit()?;
                     Ok(v)
                 }
                 Err(e) => {

@@ -4,7 +4,9 @@
 //!
 //! 1. `read_header`: pick the valid header copy with the larger sequence
 //!    number; a foreign, truncated, unknown-version or corrupt file is a typed
-//!    error before anything is mapped;
+//!    error before anything is mapped. Before it, a write-ahead log beside
+//!    the pool (`wal` mode, `wal.rs`) is replayed into the file (read-only:
+//!    overlaid on the header and the private mapping);
 //! 2. `map`: reserve the preferred range (or another one) and map the file;
 //!    if the base moved, record the old base in the header *first*, so an
 //!    interrupted relocation resumes;
@@ -84,8 +86,15 @@ pub(super) fn create(path: &Path, o: &CreateOptions) -> Result<PoolInner> {
     lock_file(&file, path, false)?;
     file.set_len(0).map_err(|e| Error::io("truncate pool file", e))?;
     allocate_file(&file, initial)?;
+    // A log left by an earlier pool at this path belongs to that pool.
+    match std::fs::remove_file(crate::wal::log_path(path)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(Error::io("remove old log", e)),
+        _ => {}
+    }
+    let mode = choose_mode(o.durability, &file);
+    let wal = start_wal(mode, path, &file, o.wal_recorder.clone())?;
     let uuid = *uuid::Uuid::new_v4().as_bytes();
-    let (map, _) = Mapping::reserve(random_base(&uuid), max, &[], false)?;
+    let (map, _) = Mapping::reserve(random_base(&uuid), max, &[], mode == Durability::Wal)?;
     map.map_to(&file, initial)?;
     let mut h = PoolHeader::from_bytes(&[0; 512]);
     h.magic = MAGIC;
@@ -106,8 +115,8 @@ pub(super) fn create(path: &Path, o: &CreateOptions) -> Result<PoolInner> {
     h.log_slots = LOG_SLOTS;
     h.log_slot_size = LOG_SLOT_SIZE;
     h.created_unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    let mode = o.durability.unwrap_or(if map.is_dax() { Durability::Pmem } else { Durability::Msync });
-    let space = Space::new(map, Persister::new(mode, o.tracer.clone()), file, path.to_path_buf(), h, false);
+    let persist = with_wal(Persister::new(mode, o.tracer.clone()), wal, &map);
+    let space = Space::new(map, persist, file, path.to_path_buf(), h, false);
     TypeTable::init_builtins(&space)?;
     // Log generations start at 1, so a zeroed entry never matches one.
     for slot in 0..LOG_SLOTS {
@@ -123,6 +132,54 @@ pub(super) fn create(path: &Path, o: &CreateOptions) -> Result<PoolInner> {
     let mut inner = assemble(space, heap, types, report, MarkStats::default(), std::time::Duration::from_secs(2));
     inner.check_pointers = o.check_pointers;
     Ok(inner)
+}
+
+/// The durability mode for `file`: the one asked for, else `pmem` on a DAX
+/// file system, `msync` on tmpfs (where it costs no device flush), and `wal`
+/// on every other file system.
+fn choose_mode(asked: Option<Durability>, file: &File) -> Durability {
+    asked.unwrap_or_else(|| default_durability(file))
+}
+
+/// The mode a pool in `file` gets when none is asked for: `pmem` on a DAX
+/// file system, `msync` on tmpfs, `wal` elsewhere.
+pub fn default_durability(file: &File) -> Durability {
+    if super::map::probe_dax(file.as_raw_fd()) {
+        return Durability::Pmem;
+    }
+    // SAFETY: fstatfs fills the zeroed struct for an fd we own.
+    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let tmpfs = unsafe { libc::fstatfs(file.as_raw_fd(), &mut fs) } == 0 && fs.f_type == libc::TMPFS_MAGIC;
+    if tmpfs {
+        Durability::Msync
+    } else {
+        Durability::Wal
+    }
+}
+
+/// In `wal` mode, opens the pool's log (replaying what it holds into the
+/// pool file first); in other modes, replays and removes a log left by an
+/// earlier `wal`-mode open. Runs before the header is read.
+fn start_wal(
+    mode: Durability,
+    path: &Path,
+    file: &File,
+    rec: Option<std::sync::Arc<crate::wal::Recorder>>,
+) -> Result<Option<std::sync::Arc<crate::wal::Wal>>> {
+    if mode == Durability::Wal {
+        let (wal, _replayed) = crate::wal::Wal::open(path, file, rec)?;
+        return Ok(Some(std::sync::Arc::new(wal)));
+    }
+    crate::wal::replay_and_remove(path, file)?;
+    Ok(None)
+}
+
+fn with_wal(p: Persister, wal: Option<std::sync::Arc<crate::wal::Wal>>, map: &Mapping) -> Persister {
+    match wal {
+        Some(w) => p.with_wal(w, map.base()),
+        None => p,
+    }
 }
 
 fn assemble(
@@ -152,11 +209,13 @@ fn assemble(
 }
 
 /// Step 1: the current header, or a typed error.
-pub(crate) fn read_header(file: &File, path: &Path) -> Result<PoolHeader> {
+/// `overlay`: pieces of a write-ahead log not yet in the file (read-only opens).
+pub(crate) fn read_header(file: &File, path: &Path, overlay: &[(u64, Vec<u8>)]) -> Result<PoolHeader> {
     use std::os::unix::fs::FileExt;
     let len = file.metadata().map_err(|e| Error::io("stat pool file", e))?.len();
     let mut buf = vec![0u8; (2 * HEADER_SLOT).min(len) as usize];
     file.read_exact_at(&mut buf, 0).map_err(|e| Error::io("read pool header", e))?;
+    overlay_bytes(&mut buf, 0, overlay);
     let copy = |i: usize| -> Option<PoolHeader> {
         let b: &[u8; 512] = buf.get(i * HEADER_SLOT as usize..i * HEADER_SLOT as usize + 512)?.try_into().ok()?;
         Some(PoolHeader::from_bytes(b))
@@ -181,6 +240,18 @@ pub(crate) fn read_header(file: &File, path: &Path) -> Result<PoolHeader> {
         return Err(Error::Truncated { path: path.to_path_buf(), expected: h.size, actual: len });
     }
     Ok(h)
+}
+
+/// Copies the parts of `overlay`'s pieces that fall in `buf` (which holds
+/// the file's bytes from offset `at`).
+fn overlay_bytes(buf: &mut [u8], at: u64, overlay: &[(u64, Vec<u8>)]) {
+    let end = at + buf.len() as u64;
+    for (off, bytes) in overlay {
+        let (s, e) = ((*off).max(at), (off + bytes.len() as u64).min(end));
+        if s < e {
+            buf[(s - at) as usize..(e - at) as usize].copy_from_slice(&bytes[(s - off) as usize..(e - off) as usize]);
+        }
+    }
 }
 
 fn validate_geometry(h: &PoolHeader) -> Result<()> {
@@ -217,7 +288,14 @@ fn validate_geometry(h: &PoolHeader) -> Result<()> {
 pub(super) fn open(path: &Path, o: &OpenOptions) -> Result<PoolInner> {
     let file = std::fs::OpenOptions::new().read(true).write(!o.read_only).open(path).map_err(|e| Error::io("open pool file", e))?;
     lock_file(&file, path, o.read_only)?;
-    let h = read_header(&file, path)?;
+    let mode = if o.read_only { Durability::Process } else { choose_mode(o.durability, &file) };
+    // 1a. a write-ahead log: replayed into the file, or (read-only) overlaid.
+    let (wal, overlay) = if o.read_only {
+        (None, crate::wal::pending_pieces(path)?)
+    } else {
+        (start_wal(mode, path, &file, o.wal_recorder.clone())?, Vec::new())
+    };
+    let h = read_header(&file, path, &overlay)?;
     if let Some(want) = &o.layout {
         if *want != h.layout_name() {
             return Err(Error::WrongLayout { path: path.to_path_buf(), expected: want.clone(), found: h.layout_name() });
@@ -227,14 +305,15 @@ pub(super) fn open(path: &Path, o: &OpenOptions) -> Result<PoolInner> {
     let mut avoid: Vec<u64> = h.reloc_from[..h.reloc_count as usize].to_vec();
     avoid.push(h.base);
     let preferred = if o.force_relocate { 0 } else { h.base };
-    let (map, at_pref) = Mapping::reserve(preferred, h.max_size, &avoid, o.read_only)?;
+    let (map, at_pref) = Mapping::reserve(preferred, h.max_size, &avoid, o.read_only || mode == Durability::Wal)?;
     map.map_to(&file, h.size)?;
-    let mode = if o.read_only {
-        Durability::Process
-    } else {
-        o.durability.unwrap_or(if map.is_dax() { Durability::Pmem } else { Durability::Msync })
-    };
-    let space = Space::new(map, Persister::new(mode, o.tracer.clone()), file, path.to_path_buf(), h, o.read_only);
+    let persist = with_wal(Persister::new(mode, o.tracer.clone()), wal, &map);
+    let space = Space::new(map, persist, file, path.to_path_buf(), h, o.read_only);
+    for (off, bytes) in &overlay {
+        if off.checked_add(bytes.len() as u64).is_some_and(|e| e <= space.size()) {
+            space.write_bytes(*off, bytes)?;
+        }
+    }
     let reloc = plan_relocation(&space, &h, at_pref)?;
     let types = TypeTable::load(&space)?;
     let mut report = OpenReport { was_clean: h.clean == 1 && reloc.is_none(), relocated: reloc.is_some(), ..Default::default() };
@@ -346,11 +425,21 @@ pub(super) fn shutdown(inner: &PoolInner) -> Result<()> {
     if space.persist.mode() == Durability::Msync {
         space.map.sync_all()?;
     }
+    if space.persist.mode() == Durability::Wal {
+        space.wal_sync_all()?;
+    }
     let (objects, bytes) = inner.heap.live();
     // 2. the clean flag (two-copy header protocol).
     space.update_header(|h| {
         h.clean = 1;
         h.stat_objects = objects;
         h.stat_bytes = bytes;
-    })
+    })?;
+    // 3. wal mode: the flag into the pool file; the log, empty now, goes
+    //    (were the removal lost, its new generation holds no record).
+    if let Some(w) = space.persist.wal() {
+        w.checkpoint()?;
+        std::fs::remove_file(crate::wal::log_path(&space.path)).map_err(|e| Error::io("remove log", e))?;
+    }
+    Ok(())
 }

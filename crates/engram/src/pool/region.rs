@@ -57,6 +57,7 @@ impl Pool {
         // never outlives what it points to; the Arc's target never moves.
         let inner: &'static super::PoolInner = unsafe { &*std::sync::Arc::as_ptr(&pool.inner) };
         let tx = Box::new(Tx::begin(inner)?);
+        inner.space.persist.region_begin();
         let id = inner.heap.id;
         ACTIVE.with(|a| a.borrow_mut().push((id, &*tx as *const Tx<'_> as *const ())));
         Ok(Region { tx: ManuallyDrop::new(tx), ended: false, pool })
@@ -79,17 +80,25 @@ impl Region {
     /// [`Error::Aborted`].
     pub fn commit(mut self) -> Result<()> {
         let tx = self.take();
+        let persist = &self.pool.inner.space.persist;
         if tx.is_doomed() {
-            self.pool.crash_guard(|| tx.rollback())?;
+            let r = self.pool.crash_guard(|| tx.rollback());
+            persist.region_end(false)?;
+            r?;
             return Err(Error::Aborted);
         }
-        self.pool.crash_guard(|| tx.commit())
+        let r = self.pool.crash_guard(|| tx.commit());
+        // The Tx (and its locks) is gone: wait, in wal mode, until durable.
+        persist.region_end(r.is_ok())?;
+        r
     }
 
     /// Undoes everything the region did.
     pub fn abort(mut self) -> Result<()> {
         let tx = self.take();
-        self.pool.crash_guard(|| tx.rollback())
+        let r = self.pool.crash_guard(|| tx.rollback());
+        self.pool.inner.space.persist.region_end(false)?;
+        r
     }
 
     /// Unregisters the region and hands out its Tx (once).
@@ -110,6 +119,7 @@ impl Drop for Region {
         if !self.ended {
             let tx = self.take();
             let _ = tx.rollback();
+            let _ = self.pool.inner.space.persist.region_end(false);
         }
     }
 }

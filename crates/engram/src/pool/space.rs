@@ -192,6 +192,11 @@ impl Space {
         let target = need.max(self.size() * 2).max(self.size() + GROW_MIN).min(max);
         // 1. make the file long enough, failing now if the disk is full.
         allocate_file(&self.file, target)?;
+        // 1b. wal mode: the new length is durable before the log records a
+        //     header that relies on it (the log does not cover the length).
+        if let Some(w) = self.persist.wal() {
+            w.pool_grown(target)?;
+        }
         // 2. map the new bytes into the reservation; nothing moves.
         self.map.map_to(&self.file, target)?;
         if let Some(t) = self.persist.tracer() {
@@ -206,6 +211,27 @@ impl Space {
         self.write_persist(slot, &next, "grown size recorded before the new space is used")?;
         *h = next;
         Ok(())
+    }
+}
+
+impl Space {
+    /// Clean close in wal mode (no region or transaction running): the
+    /// log's records into the pool file, then every privately modified
+    /// page (stores that were never flushed too, as `msync` mode's close
+    /// writes them), then `fsync`.
+    pub fn wal_sync_all(&self) -> Result<()> {
+        let Some(wal) = self.persist.wal() else { return Ok(()) };
+        // 1. everything committed into the file, the log emptied.
+        wal.checkpoint()?;
+        // 2. the private copies: all of them are committed state now, or
+        //    unflushed stores that may survive a crash anyway.
+        for (off, len) in self.map.private_dirty_runs() {
+            // SAFETY: the run lies in the live mapping (pagemap reported it
+            // below `mapped()`), and nothing writes the pool during close.
+            let bytes = unsafe { std::slice::from_raw_parts((self.base() + off) as *const u8, len as usize) };
+            wal.write_pool(off, bytes)?;
+        }
+        wal.sync_pool()
     }
 }
 

@@ -213,6 +213,7 @@ public final class EngineHeap implements Heap {
             case MSYNC -> 2;
             case PROCESS -> 3;
             case TRACE -> 4;
+            case WAL -> 5;
         };
     }
 
