@@ -25,6 +25,7 @@
 //! the region rolls back (see `pointers.rs`).
 
 mod locks;
+mod logged;
 mod raw;
 mod roots;
 
@@ -34,7 +35,7 @@ use crate::alloc::cache::CacheCell;
 use crate::alloc::Loc;
 use crate::error::{Error, Result};
 use crate::format::*;
-use crate::hash::{FastMap, FastSet};
+use crate::hash::FastSet;
 use crate::log::{ChunkAlloc, LogWriter};
 use crate::pool::PoolInner;
 use crate::ptr::{PArray, PPtr};
@@ -84,8 +85,10 @@ struct TxState {
 /// the fast path does not allocate once the sets have grown.
 #[derive(Default)]
 struct RegionSets {
-    /// Pool offset -> bytes already logged from there in this region.
-    logged: FastMap<u64, u32>,
+    /// Ranges (pool offset, len) logged in this region, in log order.
+    logged: Vec<(u64, u32)>,
+    /// The words of `logged`, for an O(1) "already logged?" check.
+    words: logged::LoggedWords,
     /// Ranges (pool offset, len) to flush at commit.
     dirty: Vec<(u64, u64)>,
     /// Payload addresses of objects allocated in this region.
@@ -113,11 +116,8 @@ impl RegionSets {
                 set.clear();
             }
         }
-        if self.logged.capacity() > 4096 && self.logged.capacity() > 8 * self.logged.len() {
-            self.logged = Default::default();
-        } else if !self.logged.is_empty() {
-            self.logged.clear();
-        }
+        self.words.clear(self.logged.iter().map(|&(off, len)| (off, len as u64)));
+        self.logged.clear();
         reuse(&mut self.fresh);
         reuse(&mut self.freed);
         self.dirty.clear();
@@ -246,7 +246,7 @@ impl<'p> Tx<'p> {
                 c.object(p, 0, u64::MAX)?;
             }
         }
-        for (&off, &len) in &st.sets.logged {
+        for &(off, len) in &st.sets.logged {
             let addr = space.base().wrapping_add(off);
             if let Some((p, _)) = crate::alloc::locate_containing(space, addr) {
                 if !st.sets.freed.contains(&p) && addr >= p {
@@ -319,6 +319,7 @@ impl<'p> Tx<'p> {
 
     // ----- reads and writes -------------------------------------------------
 
+    #[inline]
     fn check(&self, addr: u64, len: u64, align: usize) -> Result<()> {
         let space = &self.pool.space;
         if addr < space.base() + HEAP_OFF || addr % align as u64 != 0 || !space.contains(addr, len) {
@@ -447,14 +448,21 @@ impl<'p> Tx<'p> {
     /// Logs `[addr, addr+len)` so the region may modify it in place. Ranges
     /// of objects allocated in this region, and ranges already logged, are
     /// not logged again. Used by front ends that write through raw pointers.
+    #[inline]
     pub fn log_range(&self, addr: u64, len: u64) -> Result<()> {
+        let off = addr.wrapping_sub(self.pool.space.base());
+        // Already logged in this region (and validated then): nothing to do.
+        if self.st.borrow().sets.words.covered(off, len) {
+            return Ok(());
+        }
+        self.log_new_range(addr, len)
+    }
+
+    /// `log_range` for a range not yet logged: validates and logs it.
+    fn log_new_range(&self, addr: u64, len: u64) -> Result<()> {
         let space = &self.pool.space;
         let off = addr.wrapping_sub(space.base());
         let mut st = self.st.borrow_mut();
-        // Already logged in this region (and validated then): nothing to do.
-        if st.sets.logged.get(&off).is_some_and(|&l| l as u64 >= len) {
-            return Ok(());
-        }
         let object = if addr >= space.base() + HEAP_OFF && space.contains(addr, len) {
             crate::alloc::locate_containing(space, addr).filter(|&(p, loc)| addr >= p && addr + len <= p + loc.capacity())
         } else {
@@ -473,7 +481,8 @@ impl<'p> Tx<'p> {
         }
         let st = &mut *st;
         st.log.append(space, self, off, len as u32)?;
-        st.sets.logged.insert(off, len as u32);
+        st.sets.logged.push((off, len as u32));
+        st.sets.words.mark(off, len);
         mark_dirty(&mut st.sets.dirty, off, len);
         Ok(())
     }

@@ -1,0 +1,162 @@
+//! The region's "already logged?" set: one bit per 8-byte word of the pool.
+//!
+//! A region logs a range the first time it changes it; every later write
+//! to the same bytes only has to ask whether they are covered. A hash map
+//! keyed by offset made that question cost nearly as much as PMDK's whole
+//! swap in sps; this set answers it with one or two loads: the bits live in
+//! 32 KiB pages (one per 2 MiB of pool), found by index in a table.
+//!
+//! Invariants: a bit is set only for a word that lies entirely inside a
+//! range the region logged, so `covered` may answer "no" for bytes that are
+//! logged (a word only partly logged: the range is simply logged again), but
+//! never "yes" for bytes that are not. The set is volatile; it is emptied at
+//! the end of every region (`clear`, in time proportional to what was
+//! marked), so it plays no part in crash recovery.
+
+/// Bits per page: one per 8-byte word of 2 MiB of pool.
+const PAGE_BITS: u64 = 1 << 18;
+/// `u64`s per page.
+const PAGE_WORDS: usize = (PAGE_BITS / 64) as usize;
+/// Pages kept between regions; a region that marked more gives them back.
+const KEEP_PAGES: usize = 64;
+
+/// Words of the pool (by offset) that the running region has logged.
+#[derive(Default)]
+pub(crate) struct LoggedWords {
+    pages: Vec<Option<Box<[u64]>>>,
+    /// Pages allocated, to bound what an idle thread keeps.
+    allocated: usize,
+}
+
+/// The words `[first, end)` (word indices) as runs inside one bitmap `u64`:
+/// calls `f(page, word in page, mask)` for each.
+fn for_each_mask(first: u64, end: u64, mut f: impl FnMut(usize, usize, u64) -> bool) -> bool {
+    let mut w = first;
+    while w < end {
+        let bit = w & 63;
+        let n = (end - w).min(64 - bit);
+        let mask = if n == 64 { u64::MAX } else { ((1u64 << n) - 1) << bit };
+        if !f((w / PAGE_BITS) as usize, ((w % PAGE_BITS) / 64) as usize, mask) {
+            return false;
+        }
+        w += n;
+    }
+    true
+}
+
+impl LoggedWords {
+    /// Whether every byte of `[off, off+len)` lies in a word marked logged.
+    #[inline]
+    pub fn covered(&self, off: u64, len: u64) -> bool {
+        let Some(end) = off.checked_add(len) else { return false };
+        let (first, last) = (off / 8, end.wrapping_sub(1) / 8);
+        if len > 0 && first / 64 == last / 64 {
+            // The common case: the words share one bitmap word.
+            let mask = (u64::MAX >> (63 - (last - first))) << (first & 63);
+            let (page, word) = ((first / PAGE_BITS) as usize, ((first % PAGE_BITS) / 64) as usize);
+            return matches!(self.pages.get(page), Some(Some(p)) if p[word] & mask == mask);
+        }
+        self.covered_slow(off, end)
+    }
+
+    #[cold]
+    fn covered_slow(&self, off: u64, end: u64) -> bool {
+        if off == end {
+            return true;
+        }
+        let (first, end) = (off / 8, end.div_ceil(8));
+        for_each_mask(first, end, |page, word, mask| {
+            matches!(self.pages.get(page), Some(Some(p)) if p[word] & mask == mask)
+        })
+    }
+
+    /// Marks the words that lie entirely inside `[off, off+len)`.
+    pub fn mark(&mut self, off: u64, len: u64) {
+        let (first, end) = (off.div_ceil(8), (off + len) / 8);
+        let (pages, allocated) = (&mut self.pages, &mut self.allocated);
+        for_each_mask(first, end, |page, word, mask| {
+            if pages.len() <= page {
+                pages.resize_with(page + 1, || None);
+            }
+            let p = pages[page].get_or_insert_with(|| {
+                *allocated += 1;
+                vec![0u64; PAGE_WORDS].into_boxed_slice()
+            });
+            p[word] |= mask;
+            true
+        });
+    }
+
+    /// Unmarks what `mark(off, len)` marked.
+    pub fn unmark(&mut self, off: u64, len: u64) {
+        let (first, end) = (off.div_ceil(8), (off + len) / 8);
+        let pages = &mut self.pages;
+        for_each_mask(first, end, |page, word, mask| {
+            if let Some(Some(p)) = pages.get_mut(page) {
+                p[word] &= !mask;
+            }
+            true
+        });
+    }
+
+    /// Empties the set, given every range marked since it was last empty.
+    /// Keeps its pages for the thread's next region unless there are many.
+    pub fn clear(&mut self, marked: impl Iterator<Item = (u64, u64)>) {
+        if self.allocated > KEEP_PAGES {
+            *self = LoggedWords::default();
+            return;
+        }
+        for (off, len) in marked {
+            self.unmark(off, len);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_whole_words_count() {
+        let mut s = LoggedWords::default();
+        assert!(!s.covered(64, 8));
+        s.mark(64, 8);
+        assert!(s.covered(64, 8) && s.covered(66, 2));
+        assert!(!s.covered(60, 8) && !s.covered(64, 9));
+        // a partial word is not marked
+        s.mark(100, 6);
+        assert!(!s.covered(100, 2));
+        // long ranges across bitmap words and pages
+        let big = PAGE_BITS * 8 - 1000;
+        s.mark(big, 5000);
+        assert!(s.covered(big, 5000) && s.covered(big + 1000, 8) && !s.covered(big - 8, 16));
+        s.clear([(64, 8), (100, 6), (big, 5000)].into_iter());
+        assert!(!s.covered(64, 8) && !s.covered(big + 1000, 8));
+        assert!(s.pages.iter().flatten().all(|p| p.iter().all(|&w| w == 0)));
+    }
+
+    #[test]
+    fn matches_a_byte_model() {
+        // Random marks against a byte-level model: covered never says yes
+        // for a byte that is not inside a marked word.
+        let mut s = LoggedWords::default();
+        let mut model = vec![false; 4096];
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..500 {
+            let (off, len) = (next() % 4000, 1 + next() % 90);
+            s.mark(off, len);
+            for w in off.div_ceil(8)..(off + len) / 8 {
+                model[w as usize * 8..w as usize * 8 + 8].fill(true);
+            }
+            let (qo, ql) = (next() % 4000, 1 + next() % 40);
+            let want = (qo..qo + ql).all(|b| model[b as usize]);
+            assert_eq!(s.covered(qo, ql), want, "{qo}+{ql}");
+        }
+    }
+}
