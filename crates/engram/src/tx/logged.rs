@@ -6,8 +6,11 @@
 //! swap in sps; this set answers it with one or two loads: the bits live in
 //! 32 KiB pages (one per 2 MiB of pool), found by index in a table.
 //!
+//! The same bits cover the objects the region allocated (they need no
+//! undo: a rollback frees them), so allocation inserts into no hash set.
+//!
 //! Invariants: a bit is set only for a word that lies entirely inside a
-//! range the region logged, so `covered` may answer "no" for bytes that are
+//! range the region logged or an object it allocated, so `covered` may answer "no" for bytes that are
 //! logged (a word only partly logged: the range is simply logged again), but
 //! never "yes" for bytes that are not. The set is volatile; it is emptied at
 //! the end of every region (`clear`, in time proportional to what was

@@ -87,12 +87,14 @@ struct TxState {
 struct RegionSets {
     /// Ranges (pool offset, len) logged in this region, in log order.
     logged: Vec<(u64, u32)>,
-    /// The words of `logged`, for an O(1) "already logged?" check.
+    /// The words of `logged` and `fresh`: what the region may change
+    /// without logging, for an O(1) "already logged?" check.
     words: logged::LoggedWords,
     /// Ranges (pool offset, len) to flush at commit.
     dirty: Vec<(u64, u64)>,
-    /// Payload addresses of objects allocated in this region.
-    fresh: FastSet<u64>,
+    /// Objects allocated in this region: (payload pool offset, bytes marked
+    /// in `words`). Pushed, never hashed: the allocation fast path.
+    fresh: Vec<(u64, u64)>,
     allocated: Vec<Loc>,
     frees: Vec<Loc>,
     /// Payload addresses in `frees`, to refuse a double free.
@@ -116,9 +118,10 @@ impl RegionSets {
                 set.clear();
             }
         }
-        self.words.clear(self.logged.iter().map(|&(off, len)| (off, len as u64)));
+        let logged = self.logged.iter().map(|&(off, len)| (off, len as u64));
+        self.words.clear(logged.chain(self.fresh.iter().copied()));
         self.logged.clear();
-        reuse(&mut self.fresh);
+        self.fresh.clear();
         reuse(&mut self.freed);
         self.dirty.clear();
         self.allocated.clear();
@@ -241,7 +244,8 @@ impl<'p> Tx<'p> {
         let st = self.st.borrow();
         let freed = |v: u64| st.sets.freed.contains(&v);
         let c = crate::pointers::FieldCheck { space, types: &self.pool.types, freed: &freed };
-        for &p in &st.sets.fresh {
+        for &(off, _) in &st.sets.fresh {
+            let p = space.base() + off;
             if !st.sets.freed.contains(&p) {
                 c.object(p, 0, u64::MAX)?;
             }
@@ -285,7 +289,10 @@ impl<'p> Tx<'p> {
         let space = &self.pool.space;
         let mut st = self.st.borrow_mut();
         let (addr, loc) = self.pool.heap.alloc(space, &st.cache, payload, type_id, flags, count)?;
-        st.sets.fresh.insert(addr);
+        // No undo is needed for the new object: its words count as logged.
+        let marked = payload.next_multiple_of(8).min(loc.capacity());
+        st.sets.words.mark(addr - space.base(), marked);
+        st.sets.fresh.push((addr - space.base(), marked));
         st.sets.allocated.push(loc);
         mark_dirty(&mut st.sets.dirty, addr - OBJ_HEADER - space.base(), payload + OBJ_HEADER);
         Ok(addr)
@@ -475,10 +482,8 @@ impl<'p> Tx<'p> {
         if space.read_only {
             return Err(Error::ReadOnly);
         }
-        // Objects allocated by this region need no undo: a rollback frees them.
-        if object.is_some_and(|(p, _)| st.sets.fresh.contains(&p)) {
-            return Ok(());
-        }
+        // (Objects allocated by this region need no undo, a rollback frees
+        // them: their words are marked in `words` when allocated.)
         let st = &mut *st;
         st.log.append(space, self, off, len as u32)?;
         st.sets.logged.push((off, len as u32));
