@@ -1,0 +1,312 @@
+//! The emulated HTM backend: a transaction that really runs (loads see
+//! committed memory, stores are buffered and published atomically at commit)
+//! but aborts the way RTM does, on a configurable, seeded schedule — so every
+//! fallback path above it is exercised on machines without RTM.
+//!
+//! Abort causes it produces:
+//! - **capacity**: more distinct cache lines read than `read_lines`, or
+//!   written than `write_lines` (RTM tracks writes in L1, reads further out);
+//! - **conflict, real**: a per-stripe version table (a cache line hashes to
+//!   one of [`STRIPES`] versioned locks; odd = being written). A load records
+//!   its stripe's version; any later change of a recorded stripe (another
+//!   emulated commit, or a non-transactional store through [`nt_store`])
+//!   aborts the transaction at its next access, `check` or commit — like the
+//!   eager conflict detection of real HTM, so a zombie is caught at its next
+//!   access to shared memory;
+//! - **conflict, random**: each access aborts with probability
+//!   `conflict_ppm` / 10^6 (with the retry hint, as RTM reports conflicts);
+//! - **forced**: statuses queued with [`Emu::inject`] abort the next
+//!   transactions at commit, after their body ran (explicit, nested, debug,
+//!   anything);
+//! - **explicit**: `HwTx::abort(code)`; **nested**: an abort inside
+//!   `HwTx::nest`, or nesting deeper than `max_nest`.
+//!
+//! Invariants: a stripe's version only grows; it is odd exactly while one
+//! writer (an emulated commit, or `nt_store`) holds it. A commit locks every
+//! stripe it writes (CAS even -> odd, giving up on a held one: no waiting, so
+//! no deadlock), validates every stripe it read, writes, then releases; so
+//! emulated commits are atomic to emulated transactions and to [`nt_load`].
+//! Deterministic under a seed for a single thread (each transaction's random
+//! stream is derived from the seed and the transaction's number).
+//!
+//! Crash behaviour: none; volatile memory only.
+
+use super::abort::{Abort, CAPACITY, CONFLICT, NESTED, RETRY};
+use parking_lot::Mutex;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering::*};
+use std::sync::Arc;
+
+/// Versioned locks that cache lines hash to.
+pub const STRIPES: usize = 4096;
+static VERSIONS: [AtomicU64; STRIPES] = [const { AtomicU64::new(0) }; STRIPES];
+/// Bumped by every emulated commit and non-transactional store: a
+/// transaction re-validates its read stripes only when this moved.
+static WRITES: AtomicU64 = AtomicU64::new(0);
+
+fn stripe_of(addr: usize) -> usize {
+    let line = (addr >> 6) as u64;
+    (line.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52) as usize % STRIPES
+}
+
+fn lock_stripe(s: usize) -> u64 {
+    loop {
+        let v = VERSIONS[s].load(Acquire);
+        if v & 1 == 0 && VERSIONS[s].compare_exchange_weak(v, v + 1, AcqRel, Relaxed).is_ok() {
+            return v;
+        }
+        std::hint::spin_loop();
+        std::thread::yield_now();
+    }
+}
+
+/// A non-transactional load that is atomic with respect to emulated commits
+/// (waits out a stripe being written).
+pub fn nt_load(w: &AtomicU64) -> u64 {
+    let s = stripe_of(w as *const _ as usize);
+    loop {
+        let v1 = VERSIONS[s].load(Acquire);
+        if v1 & 1 == 0 {
+            let x = w.load(SeqCst);
+            if VERSIONS[s].load(Acquire) == v1 {
+                return x;
+            }
+        }
+        std::hint::spin_loop();
+    }
+}
+
+/// A non-transactional store: bumps the line's stripe so emulated
+/// transactions that read or will commit over it see a conflict.
+pub fn nt_store(w: &AtomicU64, x: u64) {
+    let s = stripe_of(w as *const _ as usize);
+    let v = lock_stripe(s);
+    w.store(x, SeqCst);
+    VERSIONS[s].store(v + 2, Release);
+    WRITES.fetch_add(1, SeqCst);
+}
+
+/// A non-transactional compare-and-swap, visible as a write to emulated
+/// transactions when it succeeds.
+pub fn nt_cas(w: &AtomicU64, old: u64, new: u64) -> bool {
+    let s = stripe_of(w as *const _ as usize);
+    let v = lock_stripe(s);
+    let ok = w.compare_exchange(old, new, SeqCst, SeqCst).is_ok();
+    VERSIONS[s].store(if ok { v + 2 } else { v }, Release);
+    if ok {
+        WRITES.fetch_add(1, SeqCst);
+    }
+    ok
+}
+
+/// The schedule of an emulated backend.
+#[derive(Clone, Debug)]
+pub struct EmuConfig {
+    /// Seed of the random schedule.
+    pub seed: u64,
+    /// Distinct cache lines a transaction may read before a capacity abort.
+    pub read_lines: usize,
+    /// Distinct cache lines a transaction may write before a capacity abort.
+    pub write_lines: usize,
+    /// Probability, per access, of a spurious conflict abort, in ppm.
+    pub conflict_ppm: u32,
+    /// Nesting depth beyond which `nest` aborts (RTM's is 7 on Skylake).
+    pub max_nest: u32,
+}
+
+impl Default for EmuConfig {
+    fn default() -> Self {
+        EmuConfig { seed: 1, read_lines: 4096, write_lines: 512, conflict_ppm: 0, max_nest: 7 }
+    }
+}
+
+/// An emulated HTM: its schedule and the queue of forced aborts.
+#[derive(Debug)]
+pub struct Emu {
+    cfg: EmuConfig,
+    forced: Mutex<VecDeque<Abort>>,
+    txs: AtomicU64,
+}
+
+impl Emu {
+    /// A backend with schedule `cfg`.
+    pub fn new(cfg: EmuConfig) -> Arc<Emu> {
+        Arc::new(Emu { cfg, forced: Mutex::new(VecDeque::new()), txs: AtomicU64::new(0) })
+    }
+    /// Its schedule.
+    pub fn config(&self) -> &EmuConfig {
+        &self.cfg
+    }
+    /// The next `statuses.len()` transactions to reach commit abort with
+    /// these statuses instead (in order, whichever thread they run on).
+    pub fn inject(&self, statuses: impl IntoIterator<Item = Abort>) {
+        self.forced.lock().extend(statuses);
+    }
+    /// Forced aborts not yet delivered.
+    pub fn pending(&self) -> usize {
+        self.forced.lock().len()
+    }
+    /// Starts a transaction.
+    pub(super) fn begin(self: &Arc<Self>) -> EmuTx {
+        let n = self.txs.fetch_add(1, Relaxed);
+        EmuTx {
+            emu: self.clone(),
+            rng: splitmix(self.cfg.seed ^ n.wrapping_mul(0xD1B5_4A32_D192_ED03)),
+            reads: HashMap::new(),
+            rlines: HashSet::new(),
+            writes: HashMap::new(),
+            wlines: HashSet::new(),
+            seen: WRITES.load(SeqCst),
+            depth: 0,
+        }
+    }
+}
+
+fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+/// One emulated transaction: recorded stripe versions, footprint, and the
+/// write buffer (address -> value).
+#[derive(Debug)]
+pub struct EmuTx {
+    emu: Arc<Emu>,
+    rng: u64,
+    reads: HashMap<usize, u64>,
+    rlines: HashSet<usize>,
+    writes: HashMap<usize, u64>,
+    wlines: HashSet<usize>,
+    seen: u64,
+    depth: u32,
+}
+
+fn conflict() -> Abort {
+    Abort(CONFLICT | RETRY)
+}
+
+impl EmuTx {
+    fn roll(&mut self) -> Result<(), Abort> {
+        let ppm = self.emu.cfg.conflict_ppm;
+        if ppm == 0 {
+            return Ok(());
+        }
+        self.rng = splitmix(self.rng);
+        if self.rng % 1_000_000 < u64::from(ppm) {
+            return Err(conflict());
+        }
+        Ok(())
+    }
+
+    /// Re-validates the recorded stripes if any write happened since the
+    /// last validation.
+    pub(super) fn validate(&mut self) -> Result<(), Abort> {
+        let now = WRITES.load(SeqCst);
+        if now == self.seen {
+            return Ok(());
+        }
+        for (&s, &v) in &self.reads {
+            if VERSIONS[s].load(Acquire) != v {
+                return Err(conflict());
+            }
+        }
+        self.seen = now;
+        Ok(())
+    }
+
+    /// A transactional load of `w`.
+    pub(super) fn load(&mut self, w: &AtomicU64) -> Result<u64, Abort> {
+        self.roll()?;
+        let addr = w as *const _ as usize;
+        if let Some(&x) = self.writes.get(&addr) {
+            return Ok(x);
+        }
+        if self.rlines.insert(addr >> 6) && self.rlines.len() > self.emu.cfg.read_lines {
+            return Err(Abort(CAPACITY));
+        }
+        let s = stripe_of(addr);
+        let v1 = VERSIONS[s].load(Acquire);
+        let x = w.load(SeqCst);
+        if v1 & 1 != 0 || VERSIONS[s].load(Acquire) != v1 || *self.reads.entry(s).or_insert(v1) != v1 {
+            return Err(conflict());
+        }
+        self.validate()?;
+        Ok(x)
+    }
+
+    /// A transactional (buffered) store to `w`.
+    pub(super) fn store(&mut self, w: &AtomicU64, x: u64) -> Result<(), Abort> {
+        self.roll()?;
+        let addr = w as *const _ as usize;
+        if self.wlines.insert(addr >> 6) && self.wlines.len() > self.emu.cfg.write_lines {
+            return Err(Abort(CAPACITY));
+        }
+        self.writes.insert(addr, x);
+        self.validate()
+    }
+
+    /// Enters a nested transaction (flattened, as RTM does).
+    pub(super) fn enter(&mut self) -> Result<(), Abort> {
+        self.depth += 1;
+        if self.depth > self.emu.cfg.max_nest {
+            return Err(Abort(CAPACITY | NESTED));
+        }
+        Ok(())
+    }
+
+    /// Leaves a nested transaction.
+    pub(super) fn leave(&mut self) {
+        self.depth = self.depth.saturating_sub(1);
+    }
+
+    /// Commits: a forced abort if one is queued, else lock the written
+    /// stripes, validate the read ones, publish the buffer, release.
+    pub(super) fn commit(self) -> Result<(), Abort> {
+        if let Some(a) = self.emu.forced.lock().pop_front() {
+            return Err(a);
+        }
+        let mut ws: Vec<usize> = self.writes.keys().map(|&a| stripe_of(a)).collect();
+        ws.sort_unstable();
+        ws.dedup();
+        let mut held: Vec<(usize, u64)> = Vec::with_capacity(ws.len());
+        let release = |held: &[(usize, u64)], bump: u64| {
+            for &(s, v) in held {
+                VERSIONS[s].store(v + bump, Release);
+            }
+        };
+        for &s in &ws {
+            let v = VERSIONS[s].load(Acquire);
+            if v & 1 != 0 || VERSIONS[s].compare_exchange(v, v + 1, AcqRel, Relaxed).is_err() {
+                release(&held, 0);
+                return Err(conflict());
+            }
+            held.push((s, v));
+        }
+        let ok = self.reads.iter().all(|(&s, &v)| match held.binary_search_by_key(&s, |h| h.0) {
+            Ok(i) => held[i].1 == v,
+            Err(_) => VERSIONS[s].load(Acquire) == v,
+        });
+        if !ok {
+            release(&held, 0);
+            return Err(conflict());
+        }
+        for (&a, &x) in &self.writes {
+            // SAFETY: `a` came from a `&AtomicU64` the caller stored through
+            // within this transaction; the hybrid runtime keeps every
+            // variable a transaction touched borrowed until it commits.
+            unsafe { &*(a as *const AtomicU64) }.store(x, SeqCst);
+        }
+        release(&held, 2);
+        if !held.is_empty() {
+            WRITES.fetch_add(1, SeqCst);
+        }
+        Ok(())
+    }
+
+    /// Lines read and written so far.
+    pub fn footprint(&self) -> (usize, usize) {
+        (self.rlines.len(), self.wlines.len())
+    }
+}
