@@ -9,7 +9,7 @@
 //! - **conflict, real**: a per-stripe version table (a cache line hashes to
 //!   one of [`STRIPES`] versioned locks; odd = being written). A load records
 //!   its stripe's version; any later change of a recorded stripe (another
-//!   emulated commit, or a non-transactional store through [`nt_store`])
+//!   emulated commit, or a non-transactional store through [`Emu::nt_store`])
 //!   aborts the transaction at its next access, `check` or commit — like the
 //!   eager conflict detection of real HTM, so a zombie is caught at its next
 //!   access to shared memory;
@@ -25,7 +25,7 @@
 //! writer (an emulated commit, or `nt_store`) holds it. A commit locks every
 //! stripe it writes (CAS even -> odd, giving up on a held one: no waiting, so
 //! no deadlock), validates every stripe it read, writes, then releases; so
-//! emulated commits are atomic to emulated transactions and to [`nt_load`].
+//! emulated commits are atomic to emulated transactions and to [`Emu::nt_load`].
 //! Deterministic under a seed for a single thread (each transaction's random
 //! stream is derived from the seed and the transaction's number).
 //!
@@ -37,66 +37,23 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering::*};
 use std::sync::Arc;
 
-/// Versioned locks that cache lines hash to.
+/// Versioned locks that cache lines hash to (per backend).
 pub const STRIPES: usize = 4096;
-static VERSIONS: [AtomicU64; STRIPES] = [const { AtomicU64::new(0) }; STRIPES];
-/// Bumped by every emulated commit and non-transactional store: a
-/// transaction re-validates its read stripes only when this moved.
-static WRITES: AtomicU64 = AtomicU64::new(0);
 
 fn stripe_of(addr: usize) -> usize {
     let line = (addr >> 6) as u64;
     (line.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52) as usize % STRIPES
 }
 
-fn lock_stripe(s: usize) -> u64 {
+fn lock_stripe(versions: &[AtomicU64], s: usize) -> u64 {
     loop {
-        let v = VERSIONS[s].load(Acquire);
-        if v & 1 == 0 && VERSIONS[s].compare_exchange_weak(v, v + 1, AcqRel, Relaxed).is_ok() {
+        let v = versions[s].load(Acquire);
+        if v & 1 == 0 && versions[s].compare_exchange_weak(v, v + 1, AcqRel, Relaxed).is_ok() {
             return v;
         }
         std::hint::spin_loop();
         std::thread::yield_now();
     }
-}
-
-/// A non-transactional load that is atomic with respect to emulated commits
-/// (waits out a stripe being written).
-pub fn nt_load(w: &AtomicU64) -> u64 {
-    let s = stripe_of(w as *const _ as usize);
-    loop {
-        let v1 = VERSIONS[s].load(Acquire);
-        if v1 & 1 == 0 {
-            let x = w.load(SeqCst);
-            if VERSIONS[s].load(Acquire) == v1 {
-                return x;
-            }
-        }
-        std::hint::spin_loop();
-    }
-}
-
-/// A non-transactional store: bumps the line's stripe so emulated
-/// transactions that read or will commit over it see a conflict.
-pub fn nt_store(w: &AtomicU64, x: u64) {
-    let s = stripe_of(w as *const _ as usize);
-    let v = lock_stripe(s);
-    w.store(x, SeqCst);
-    VERSIONS[s].store(v + 2, Release);
-    WRITES.fetch_add(1, SeqCst);
-}
-
-/// A non-transactional compare-and-swap, visible as a write to emulated
-/// transactions when it succeeds.
-pub fn nt_cas(w: &AtomicU64, old: u64, new: u64) -> bool {
-    let s = stripe_of(w as *const _ as usize);
-    let v = lock_stripe(s);
-    let ok = w.compare_exchange(old, new, SeqCst, SeqCst).is_ok();
-    VERSIONS[s].store(if ok { v + 2 } else { v }, Release);
-    if ok {
-        WRITES.fetch_add(1, SeqCst);
-    }
-    ok
 }
 
 /// The schedule of an emulated backend.
@@ -121,18 +78,64 @@ impl Default for EmuConfig {
 }
 
 /// An emulated HTM: its schedule and the queue of forced aborts.
+/// Each backend has its own stripe table, so independent runtimes (and
+/// tests) do not conflict with each other.
 #[derive(Debug)]
 pub struct Emu {
     cfg: EmuConfig,
     forced: Mutex<VecDeque<Abort>>,
     txs: AtomicU64,
+    versions: Box<[AtomicU64]>,
+    /// Bumped by every emulated commit and non-transactional store: a
+    /// transaction re-validates its read stripes only when this moved.
+    writes: AtomicU64,
 }
 
 impl Emu {
     /// A backend with schedule `cfg`.
     pub fn new(cfg: EmuConfig) -> Arc<Emu> {
-        Arc::new(Emu { cfg, forced: Mutex::new(VecDeque::new()), txs: AtomicU64::new(0) })
+        let versions = (0..STRIPES).map(|_| AtomicU64::new(0)).collect();
+        Arc::new(Emu { cfg, forced: Mutex::new(VecDeque::new()), txs: AtomicU64::new(0), versions, writes: AtomicU64::new(0) })
     }
+    /// A non-transactional load that is atomic with respect to emulated commits
+    /// (waits out a stripe being written).
+    pub fn nt_load(&self, w: &AtomicU64) -> u64 {
+        let s = stripe_of(w as *const _ as usize);
+        loop {
+            let v1 = self.versions[s].load(Acquire);
+            if v1 & 1 == 0 {
+                let x = w.load(SeqCst);
+                if self.versions[s].load(Acquire) == v1 {
+                    return x;
+                }
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    /// A non-transactional store: bumps the line's stripe so emulated
+    /// transactions that read or will commit over it see a conflict.
+    pub fn nt_store(&self, w: &AtomicU64, x: u64) {
+        let s = stripe_of(w as *const _ as usize);
+        let v = lock_stripe(&self.versions, s);
+        w.store(x, SeqCst);
+        self.versions[s].store(v + 2, Release);
+        self.writes.fetch_add(1, SeqCst);
+    }
+
+    /// A non-transactional compare-and-swap, visible as a write to emulated
+    /// transactions when it succeeds.
+    pub fn nt_cas(&self, w: &AtomicU64, old: u64, new: u64) -> bool {
+        let s = stripe_of(w as *const _ as usize);
+        let v = lock_stripe(&self.versions, s);
+        let ok = w.compare_exchange(old, new, SeqCst, SeqCst).is_ok();
+        self.versions[s].store(if ok { v + 2 } else { v }, Release);
+        if ok {
+            self.writes.fetch_add(1, SeqCst);
+        }
+        ok
+    }
+
     /// Its schedule.
     pub fn config(&self) -> &EmuConfig {
         &self.cfg
@@ -156,7 +159,7 @@ impl Emu {
             rlines: HashSet::new(),
             writes: HashMap::new(),
             wlines: HashSet::new(),
-            seen: WRITES.load(SeqCst),
+            seen: self.writes.load(SeqCst),
             depth: 0,
         }
     }
@@ -203,12 +206,12 @@ impl EmuTx {
     /// Re-validates the recorded stripes if any write happened since the
     /// last validation.
     pub(super) fn validate(&mut self) -> Result<(), Abort> {
-        let now = WRITES.load(SeqCst);
+        let now = self.emu.writes.load(SeqCst);
         if now == self.seen {
             return Ok(());
         }
         for (&s, &v) in &self.reads {
-            if VERSIONS[s].load(Acquire) != v {
+            if self.emu.versions[s].load(Acquire) != v {
                 return Err(conflict());
             }
         }
@@ -227,9 +230,9 @@ impl EmuTx {
             return Err(Abort(CAPACITY));
         }
         let s = stripe_of(addr);
-        let v1 = VERSIONS[s].load(Acquire);
+        let v1 = self.emu.versions[s].load(Acquire);
         let x = w.load(SeqCst);
-        if v1 & 1 != 0 || VERSIONS[s].load(Acquire) != v1 || *self.reads.entry(s).or_insert(v1) != v1 {
+        if v1 & 1 != 0 || self.emu.versions[s].load(Acquire) != v1 || *self.reads.entry(s).or_insert(v1) != v1 {
             return Err(conflict());
         }
         self.validate()?;
@@ -271,14 +274,15 @@ impl EmuTx {
         ws.sort_unstable();
         ws.dedup();
         let mut held: Vec<(usize, u64)> = Vec::with_capacity(ws.len());
+        let versions = &self.emu.versions;
         let release = |held: &[(usize, u64)], bump: u64| {
             for &(s, v) in held {
-                VERSIONS[s].store(v + bump, Release);
+                versions[s].store(v + bump, Release);
             }
         };
         for &s in &ws {
-            let v = VERSIONS[s].load(Acquire);
-            if v & 1 != 0 || VERSIONS[s].compare_exchange(v, v + 1, AcqRel, Relaxed).is_err() {
+            let v = self.emu.versions[s].load(Acquire);
+            if v & 1 != 0 || self.emu.versions[s].compare_exchange(v, v + 1, AcqRel, Relaxed).is_err() {
                 release(&held, 0);
                 return Err(conflict());
             }
@@ -286,7 +290,7 @@ impl EmuTx {
         }
         let ok = self.reads.iter().all(|(&s, &v)| match held.binary_search_by_key(&s, |h| h.0) {
             Ok(i) => held[i].1 == v,
-            Err(_) => VERSIONS[s].load(Acquire) == v,
+            Err(_) => self.emu.versions[s].load(Acquire) == v,
         });
         if !ok {
             release(&held, 0);
@@ -300,7 +304,7 @@ impl EmuTx {
         }
         release(&held, 2);
         if !held.is_empty() {
-            WRITES.fetch_add(1, SeqCst);
+            self.emu.writes.fetch_add(1, SeqCst);
         }
         Ok(())
     }

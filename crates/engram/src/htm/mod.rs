@@ -29,6 +29,7 @@
 pub mod abort;
 pub mod bloom;
 pub mod emu;
+pub mod hybrid;
 
 #[cfg(target_arch = "x86_64")]
 pub mod rtm;
@@ -125,7 +126,7 @@ impl Htm {
     /// A non-transactional load (atomic with respect to emulated commits).
     pub fn nt_load(&self, w: &AtomicU64) -> u64 {
         match self {
-            Htm::Emulated(_) => emu::nt_load(w),
+            Htm::Emulated(e) => e.nt_load(w),
             #[cfg(target_arch = "x86_64")]
             Htm::Rtm => w.load(SeqCst),
         }
@@ -133,7 +134,7 @@ impl Htm {
     /// A non-transactional store (a conflict for emulated transactions).
     pub fn nt_store(&self, w: &AtomicU64, x: u64) {
         match self {
-            Htm::Emulated(_) => emu::nt_store(w, x),
+            Htm::Emulated(e) => e.nt_store(w, x),
             #[cfg(target_arch = "x86_64")]
             Htm::Rtm => w.store(x, SeqCst),
         }
@@ -141,7 +142,7 @@ impl Htm {
     /// A non-transactional compare-and-swap.
     pub fn nt_cas(&self, w: &AtomicU64, old: u64, new: u64) -> bool {
         match self {
-            Htm::Emulated(_) => emu::nt_cas(w, old, new),
+            Htm::Emulated(e) => e.nt_cas(w, old, new),
             #[cfg(target_arch = "x86_64")]
             Htm::Rtm => w.compare_exchange(old, new, SeqCst, SeqCst).is_ok(),
         }
@@ -167,7 +168,9 @@ impl<'v> HwTx<'v> {
     pub fn load(&mut self, w: &'v AtomicU64) -> Result<u64, Abort> {
         match &mut self.inner {
             Some(Inner::Emu(t)) => t.load(w),
-            _ => Ok(w.load(Relaxed)),
+            #[cfg(target_arch = "x86_64")]
+            Some(Inner::Rtm) => Ok(w.load(Relaxed)),
+            None => Err(Abort::explicit(abort::code::DROPPED)),
         }
     }
     /// A transactional store.
@@ -175,10 +178,12 @@ impl<'v> HwTx<'v> {
     pub fn store(&mut self, w: &'v AtomicU64, x: u64) -> Result<(), Abort> {
         match &mut self.inner {
             Some(Inner::Emu(t)) => t.store(w, x),
-            _ => {
+            #[cfg(target_arch = "x86_64")]
+            Some(Inner::Rtm) => {
                 w.store(x, Relaxed);
                 Ok(())
             }
+            None => Err(Abort::explicit(abort::code::DROPPED)),
         }
     }
     /// Validates now (emulated: every read line unchanged; RTM: the
@@ -186,12 +191,15 @@ impl<'v> HwTx<'v> {
     pub fn check(&mut self) -> Result<(), Abort> {
         match &mut self.inner {
             Some(Inner::Emu(t)) => t.validate(),
-            _ => Ok(()),
+            #[cfg(target_arch = "x86_64")]
+            Some(Inner::Rtm) => Ok(()),
+            None => Err(Abort::explicit(abort::code::DROPPED)),
         }
     }
     /// Aborts explicitly with `code` (≤ [`abort::code::MAX`] on RTM). With
     /// RTM this does not return; the status reaches the `begin` caller.
-    pub fn abort(mut self, code: u8) -> Abort {
+    /// Emulated, the handle is spent: later accesses and `commit` do nothing.
+    pub fn abort(&mut self, code: u8) -> Abort {
         #[cfg(target_arch = "x86_64")]
         if let Some(Inner::Rtm) = self.inner.take() {
             // SAFETY: RTM is available (the handle exists); inside the
@@ -234,7 +242,7 @@ impl<'v> HwTx<'v> {
                 unsafe { rtm::xend() };
                 Ok(())
             }
-            None => Ok(()),
+            None => Err(Abort::explicit(abort::code::DROPPED)),
         }
     }
     /// Lines read and written so far (emulated; `(0, 0)` for RTM).
