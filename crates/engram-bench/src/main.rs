@@ -59,6 +59,8 @@ enum Command {
     Lazy(engram_bench::lazy::LazyArgs),
     /// Acquire-release persistency (engram-model arp): Table 5, Table 2, Figures 4/5, x86 mappings; arp.md with --out.
     Arp(engram_bench::arp::ArpArgs),
+    /// The hybrid TM prototype (engram::htm): 90:5:5 commit shares, aborts by cause, Bloom vs precise wake-ups; hybrid.md with --out.
+    Hybrid(engram_bench::hybrid::HybridArgs),
     /// Runs one measurement and prints its result line (used by the runner).
     #[command(hide = true)]
     RunOne(RunOneArgs),
@@ -116,6 +118,7 @@ fn main() -> ExitCode {
         Command::Stm(a) => return engram_bench::stm::cli::main(a),
         Command::Lazy(a) => return engram_bench::lazy::main(a),
         Command::Arp(a) => return engram_bench::arp::main(a),
+        Command::Hybrid(a) => return engram_bench::hybrid::main(a),
         Command::All(a) => (&Suite::ALL, a, Some("docs/bench")),
         Command::BinaryTrees(a) => (&[Suite::BinaryTrees], a, None),
         Command::Nbody(a) => (&[Suite::Nbody], a, None),
