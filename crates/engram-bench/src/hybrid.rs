@@ -3,12 +3,14 @@
 //! filters vs precise sets.
 //!
 //! - **Throughput and commit shares**: an open-addressing hash set of
-//!   `HVar<u64>` slots (2^17 slots, keys 1..=100,000, 50,000 pre-inserted);
+//!   `HVar<u64>` slots (2^17 slots), and the treap of `engram::htm::hybrid`
+//!   (fields embedded in arena nodes); keys 1..=100,000, 50,000 pre-inserted;
 //!   each operation is one transaction: a lookup (90 %), an insert (5 %) or a
 //!   remove (5 %) of a random key; fixed time per point; modes Hybrid (lazy
 //!   and early subscription), HtmCommit (software body, hardware commit) and
 //!   Coarse (commit lock); 1, 2, 4, 8 threads; two emulated schedules (real
-//!   conflicts only, and 2 % spurious conflicts per access). Reports commits
+//!   conflicts only, and 2 % spurious conflicts per access, for the hash
+//!   set). Reports commits
 //!   per second, the share of commits at each level and aborts by cause.
 //! - **Retry policies**: Hybrid-lazy with 1, 2 and one-per-thread hardware
 //!   attempts under the noisy schedule.
@@ -24,6 +26,7 @@
 //! No pool is used; nothing is persisted.
 
 use clap::Args;
+use engram::htm::hybrid::treap::Treap;
 use engram::htm::hybrid::{Attempts, HVar, HybridStats, Mode, Policy, Runtime, Subscription, Tx, TxResult};
 use engram::htm::{bloom::WatchMode, Cause, EmuConfig, Htm};
 use std::fmt::Write as _;
@@ -90,6 +93,36 @@ impl Set {
     }
 }
 
+/// A set under test: one operation (0 lookup, 1 insert, 2 remove) as one
+/// transaction.
+trait Bench: Sync {
+    fn run(&self, rt: &Runtime, kind: u64, k: u64) -> bool;
+}
+
+impl Bench for Set {
+    fn run(&self, rt: &Runtime, kind: u64, k: u64) -> bool {
+        rt.atomically(|tx| self.op(tx, kind, k)).unwrap_or(false)
+    }
+}
+
+fn prio(k: u64) -> u64 {
+    k.wrapping_mul(0xD1B5_4A32_D192_ED03)
+}
+
+impl Bench for Treap {
+    fn run(&self, rt: &Runtime, kind: u64, k: u64) -> bool {
+        let r = match kind {
+            0 => rt.atomically(|tx| self.contains(tx, k)),
+            1 => match self.alloc(k, prio(k)) {
+                Some(n) => rt.atomically(|tx| self.insert(tx, n)),
+                None => return false,
+            },
+            _ => rt.atomically(|tx| self.remove(tx, k)),
+        };
+        r.unwrap_or(false)
+    }
+}
+
 struct Rng(u64);
 impl Rng {
     fn next(&mut self) -> u64 {
@@ -109,15 +142,27 @@ fn backend(a: &HybridArgs, ppm: u32) -> Htm {
     }
 }
 
+/// The structures measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Structure {
+    HashSet,
+    Treap,
+}
+
 /// One throughput point: commits per second and the runtime's counters.
-fn point(a: &HybridArgs, policy: Policy, ppm: u32, threads: usize) -> (f64, HybridStats) {
+fn point(a: &HybridArgs, st: Structure, policy: Policy, ppm: u32, threads: usize) -> (f64, HybridStats) {
     let rt = Runtime::new(backend(a, ppm), policy);
-    let set = Set::new();
+    let set: Box<dyn Bench> = match st {
+        Structure::HashSet => Box::new(Set::new()),
+        // Nodes are not reused: room for the preload and the run's inserts.
+        Structure::Treap => Box::new(Treap::new(1_000_000)),
+    };
+    let set = &*set;
     let mut rng = Rng(7);
     let mut n = 0;
     while n < KEYS / 2 {
         let k = rng.next() % KEYS + 1;
-        n += u64::from(rt.atomically(|tx| set.op(tx, 1, k)).unwrap_or(false));
+        n += u64::from(set.run(&rt, 1, k));
     }
     let before = rt.stats();
     let stop = AtomicBool::new(false);
@@ -133,7 +178,7 @@ fn point(a: &HybridArgs, policy: Policy, ppm: u32, threads: usize) -> (f64, Hybr
                     while !stop.load(SeqCst) {
                         let (r, k) = (rng.next() % 100, rng.next() % KEYS + 1);
                         let kind = if r < 90 { 0 } else if r < 95 { 1 } else { 2 };
-                        let _ = rt.atomically(|tx| set.op(tx, kind, k));
+                        set.run(rt, kind, k);
                         done += 1;
                     }
                     done
@@ -184,13 +229,18 @@ fn modes() -> [(&'static str, Policy); 4] {
 
 fn throughput(a: &HybridArgs, md: &mut String) {
     let threads: &[usize] = if a.quick { &[1, 2] } else { &[1, 2, 4, 8] };
-    for (sched, ppm) in [("real conflicts only", 0u32), ("plus 2 % spurious conflicts per access", 20_000)] {
-        let _ = writeln!(md, "\n### 90:5:5 hash set, {sched}\n");
+    let points = [
+        (Structure::HashSet, "hash set", "real conflicts only", 0u32),
+        (Structure::HashSet, "hash set", "plus 2 % spurious conflicts per access", 20_000),
+        (Structure::Treap, "treap (embedded fields)", "real conflicts only", 0),
+    ];
+    for (st, name, sched, ppm) in points {
+        let _ = writeln!(md, "\n### 90:5:5 {name}, {sched}\n");
         let _ = writeln!(md, "| mode | threads | commits/s | L1 / L2 / L3 % | level-1 aborts | level-2 commit aborts |");
         let _ = writeln!(md, "|---|---:|---:|---|---|---|");
         for (name, policy) in modes() {
             for &t in threads {
-                let (rate, s) = point(a, Policy { threads: t as u32, ..policy.clone() }, ppm, t);
+                let (rate, s) = point(a, st, Policy { threads: t as u32, ..policy.clone() }, ppm, t);
                 let _ = writeln!(md, "| {name} | {t} | {rate:.0} | {} | {} | {} |", shares(&s), causes(&s.hw_aborts), causes(&s.commit_aborts));
             }
         }
@@ -199,7 +249,7 @@ fn throughput(a: &HybridArgs, md: &mut String) {
     let _ = writeln!(md, "| level-1 attempts | commits/s | L1 / L2 / L3 % | level-1 aborts |");
     let _ = writeln!(md, "|---|---:|---|---|");
     for (name, at) in [("1", Attempts::Fixed(1)), ("2 (paper)", Attempts::Fixed(2)), ("1 per thread", Attempts::PerThread(1)), ("4", Attempts::Fixed(4))] {
-        let (rate, s) = point(a, Policy { hw_attempts: at, threads: 4, ..Policy::default() }, 20_000, 4);
+        let (rate, s) = point(a, Structure::HashSet, Policy { hw_attempts: at, threads: 4, ..Policy::default() }, 20_000, 4);
         let _ = writeln!(md, "| {name} | {rate:.0} | {} | {} |", shares(&s), causes(&s.hw_aborts));
     }
 }

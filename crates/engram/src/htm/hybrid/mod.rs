@@ -35,9 +35,14 @@
 //!   set as a 64-bit Bloom filter (or precise); every writing commit scans
 //!   the list after its writes are visible and wakes outside any lock.
 //!
+//! [`treap::Treap`] is the paper's treap with its fields embedded in the
+//! nodes, written for zombie containment (bounds-checked indices, `check`
+//! on every step, bounded depth).
+//!
 //! Crash behaviour: none; volatile words only. No counter is written inside
 //! a hardware transaction (counters are bumped after the outcome).
 
+pub mod treap;
 mod tx;
 
 pub use tx::{Tx, TxError, TxResult};
