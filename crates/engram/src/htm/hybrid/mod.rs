@@ -265,7 +265,12 @@ impl Runtime {
     pub fn stats(&self) -> HybridStats {
         let c = &self.counters;
         let load = |a: &[AtomicU64]| a.iter().map(|x| x.load(Relaxed)).collect::<Vec<_>>();
-        let mut s = HybridStats { sw_conflicts: c.sw_conflicts.load(Relaxed), serial: c.serial.load(Relaxed), wake: self.wake.stats(), ..Default::default() };
+        let mut s = HybridStats {
+            sw_conflicts: c.sw_conflicts.load(Relaxed),
+            serial: c.serial.load(Relaxed),
+            wake: self.wake.stats(),
+            ..Default::default()
+        };
         s.commits.copy_from_slice(&load(&c.commits));
         s.hw_aborts.copy_from_slice(&load(&c.hw_aborts));
         s.commit_aborts.copy_from_slice(&load(&c.commit_aborts));

@@ -50,7 +50,9 @@ fn each_mode_commits_at_its_level() {
 fn level1_aborts_by_cause_fall_back() {
     let policy = Policy { hw_attempts: Attempts::Fixed(2), commit_attempts: Attempts::Fixed(1), ..Policy::default() };
     // Retryable causes: two level-1 aborts, then a level-2 commit.
-    for (status, cause) in [(Abort(CONFLICT | RETRY), Cause::Conflict), (Abort(DEBUG), Cause::Debug), (Abort(NESTED), Cause::Nested), (Abort(0), Cause::Other)] {
+    for (status, cause) in
+        [(Abort(CONFLICT | RETRY), Cause::Conflict), (Abort(DEBUG), Cause::Debug), (Abort(NESTED), Cause::Nested), (Abort(0), Cause::Other)]
+    {
         let rt = runtime(policy.clone(), EmuConfig::default());
         let (a, b) = (HVar::new(10i64), HVar::new(0i64));
         inject(&rt, status, 2);
@@ -352,7 +354,10 @@ fn retry_wakes_every_waiter_4_and_8_threads() {
     for n in [4, 8] {
         for (watch, or_else) in [(WatchMode::Bloom, false), (WatchMode::Precise, false), (WatchMode::Bloom, true)] {
             let s = ring(n, 150, watch, or_else);
-            println!("ring {n} {watch:?} or_else {or_else}: blocked {} woken {} false {} commits {:?}", s.wake.registered, s.wake.woken, s.wake.false_wakeups, s.commits);
+            println!(
+                "ring {n} {watch:?} or_else {or_else}: blocked {} woken {} false {} commits {:?}",
+                s.wake.registered, s.wake.woken, s.wake.false_wakeups, s.commits
+            );
             if watch == WatchMode::Precise {
                 assert_eq!(s.wake.false_wakeups, 0, "precise sets wake only on a change");
             }
@@ -399,9 +404,11 @@ fn auto_backend_runs_the_bank() {
     let (a, b) = (HVar::new(1000i64), HVar::new(0i64));
     std::thread::scope(|s| {
         for _ in 0..2 {
-            s.spawn(|| (0..500).for_each(|_| {
-                transfer(&rt, &a, &b, 1);
-            }));
+            s.spawn(|| {
+                (0..500).for_each(|_| {
+                    transfer(&rt, &a, &b, 1);
+                })
+            });
         }
     });
     assert_eq!((a.get(), b.get()), (0, 1000));

@@ -240,7 +240,10 @@ mod tests {
     #[test]
     fn matches_a_btreeset_at_every_mode() {
         for mode in [Mode::Hybrid, Mode::HtmCommit, Mode::Coarse] {
-            let rt = Runtime::new(Htm::emulated(EmuConfig { seed: 5, conflict_ppm: 20_000, ..EmuConfig::default() }), Policy { mode, ..Policy::default() });
+            let rt = Runtime::new(
+                Htm::emulated(EmuConfig { seed: 5, conflict_ppm: 20_000, ..EmuConfig::default() }),
+                Policy { mode, ..Policy::default() },
+            );
             let t = Treap::new(4000);
             let mut model = BTreeSet::new();
             let mut x = 12345u64;
