@@ -33,7 +33,9 @@
 
 use super::abort::{Abort, CAPACITY, CONFLICT, NESTED, RETRY};
 use parking_lot::Mutex;
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering::*};
 use std::sync::Arc;
 
@@ -155,10 +157,7 @@ impl Emu {
         EmuTx {
             emu: self.clone(),
             rng: splitmix(self.cfg.seed ^ n.wrapping_mul(0xD1B5_4A32_D192_ED03)),
-            reads: HashMap::new(),
-            rlines: HashSet::new(),
-            writes: HashMap::new(),
-            wlines: HashSet::new(),
+            sets: SPARE.with(|c| c.borrow_mut().take()).unwrap_or_default(),
             seen: self.writes.load(SeqCst),
             depth: 0,
         }
@@ -172,18 +171,64 @@ fn splitmix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
+/// A multiplicative hash for word and line addresses (SipHash would cost
+/// more than the rest of an emulated access).
+#[derive(Default)]
+struct AddrHasher(u64);
+
+impl Hasher for AddrHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        bytes.iter().for_each(|&b| self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x100_0000_01B3));
+    }
+    fn write_usize(&mut self, x: usize) {
+        self.0 = (x as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+    fn finish(&self) -> u64 {
+        // Fold the high bits down: the table indexes by the low ones.
+        self.0 ^ (self.0 >> 29)
+    }
+}
+
+type Fast = BuildHasherDefault<AddrHasher>;
+
+/// A transaction's sets; kept per thread between transactions, so an
+/// emulated transaction allocates nothing once warm.
+#[derive(Debug, Default)]
+struct Sets {
+    /// Stripe -> version when first read.
+    reads: HashMap<usize, u64, Fast>,
+    /// Lines read (capacity).
+    rlines: HashSet<usize, Fast>,
+    /// Word address -> buffered value.
+    writes: HashMap<usize, u64, Fast>,
+    /// Lines written (capacity).
+    wlines: HashSet<usize, Fast>,
+}
+
+thread_local! {
+    static SPARE: RefCell<Option<Sets>> = const { RefCell::new(None) };
+}
+
 /// One emulated transaction: recorded stripe versions, footprint, and the
 /// write buffer (address -> value).
 #[derive(Debug)]
 pub struct EmuTx {
     emu: Arc<Emu>,
     rng: u64,
-    reads: HashMap<usize, u64>,
-    rlines: HashSet<usize>,
-    writes: HashMap<usize, u64>,
-    wlines: HashSet<usize>,
+    sets: Sets,
     seen: u64,
     depth: u32,
+}
+
+impl Drop for EmuTx {
+    fn drop(&mut self) {
+        let mut sets = std::mem::take(&mut self.sets);
+        sets.reads.clear();
+        sets.rlines.clear();
+        sets.writes.clear();
+        sets.wlines.clear();
+        SPARE.with(|c| *c.borrow_mut() = Some(sets));
+    }
 }
 
 fn conflict() -> Abort {
@@ -210,7 +255,7 @@ impl EmuTx {
         if now == self.seen {
             return Ok(());
         }
-        for (&s, &v) in &self.reads {
+        for (&s, &v) in &self.sets.reads {
             if self.emu.versions[s].load(Acquire) != v {
                 return Err(conflict());
             }
@@ -223,16 +268,16 @@ impl EmuTx {
     pub(super) fn load(&mut self, w: &AtomicU64) -> Result<u64, Abort> {
         self.roll()?;
         let addr = w as *const _ as usize;
-        if let Some(&x) = self.writes.get(&addr) {
+        if let Some(&x) = self.sets.writes.get(&addr) {
             return Ok(x);
         }
-        if self.rlines.insert(addr >> 6) && self.rlines.len() > self.emu.cfg.read_lines {
+        if self.sets.rlines.insert(addr >> 6) && self.sets.rlines.len() > self.emu.cfg.read_lines {
             return Err(Abort(CAPACITY));
         }
         let s = stripe_of(addr);
         let v1 = self.emu.versions[s].load(Acquire);
         let x = w.load(SeqCst);
-        if v1 & 1 != 0 || self.emu.versions[s].load(Acquire) != v1 || *self.reads.entry(s).or_insert(v1) != v1 {
+        if v1 & 1 != 0 || self.emu.versions[s].load(Acquire) != v1 || *self.sets.reads.entry(s).or_insert(v1) != v1 {
             return Err(conflict());
         }
         self.validate()?;
@@ -243,10 +288,10 @@ impl EmuTx {
     pub(super) fn store(&mut self, w: &AtomicU64, x: u64) -> Result<(), Abort> {
         self.roll()?;
         let addr = w as *const _ as usize;
-        if self.wlines.insert(addr >> 6) && self.wlines.len() > self.emu.cfg.write_lines {
+        if self.sets.wlines.insert(addr >> 6) && self.sets.wlines.len() > self.emu.cfg.write_lines {
             return Err(Abort(CAPACITY));
         }
-        self.writes.insert(addr, x);
+        self.sets.writes.insert(addr, x);
         self.validate()
     }
 
@@ -270,7 +315,7 @@ impl EmuTx {
         if let Some(a) = self.emu.forced.lock().pop_front() {
             return Err(a);
         }
-        let mut ws: Vec<usize> = self.writes.keys().map(|&a| stripe_of(a)).collect();
+        let mut ws: Vec<usize> = self.sets.writes.keys().map(|&a| stripe_of(a)).collect();
         ws.sort_unstable();
         ws.dedup();
         let mut held: Vec<(usize, u64)> = Vec::with_capacity(ws.len());
@@ -288,7 +333,7 @@ impl EmuTx {
             }
             held.push((s, v));
         }
-        let ok = self.reads.iter().all(|(&s, &v)| match held.binary_search_by_key(&s, |h| h.0) {
+        let ok = self.sets.reads.iter().all(|(&s, &v)| match held.binary_search_by_key(&s, |h| h.0) {
             Ok(i) => held[i].1 == v,
             Err(_) => self.emu.versions[s].load(Acquire) == v,
         });
@@ -296,7 +341,7 @@ impl EmuTx {
             release(&held, 0);
             return Err(conflict());
         }
-        for (&a, &x) in &self.writes {
+        for (&a, &x) in &self.sets.writes {
             // SAFETY: `a` came from a `&AtomicU64` the caller stored through
             // within this transaction; the hybrid runtime keeps every
             // variable a transaction touched borrowed until it commits.
@@ -311,6 +356,6 @@ impl EmuTx {
 
     /// Lines read and written so far.
     pub fn footprint(&self) -> (usize, usize) {
-        (self.rlines.len(), self.wlines.len())
+        (self.sets.rlines.len(), self.sets.wlines.len())
     }
 }
