@@ -29,8 +29,9 @@
 //!   emulated backend validates the read lines on each access and `check`;
 //!   RTM aborts on the conflicting write itself), [`Tx::check`] on loop
 //!   back-edges subscribes to the lock every [`Policy::zombie_checks`]
-//!   calls, and the commit reads the lock, so a zombie aborts, never commits
-//!   and never loops forever on a `check`ing loop;
+//!   calls (and reads every [`Policy::zombie_reads`]), and the commit reads
+//!   the lock, so a zombie aborts, never commits and never loops forever in
+//!   a loop that checks or reads;
 //! - `retry` blocks on the wake-up list ([`super::wakeup`]) with the read
 //!   set as a 64-bit Bloom filter (or precise); every writing commit scans
 //!   the list after its writes are visible and wakes outside any lock.
@@ -157,6 +158,11 @@ pub struct Policy {
     pub watch: WatchMode,
     /// Level 1 reads the lock every this many [`Tx::check`]s.
     pub zombie_checks: u32,
+    /// Level 1 also reads the lock every this many variable reads (0: only
+    /// at commit and on `check`), so a loop that reads but never calls
+    /// `check` is bounded too; a transaction that long then aborts on a
+    /// lock acquisition, as with early subscription.
+    pub zombie_reads: u32,
     /// Software validation failures in a row before a transaction runs its
     /// whole body holding the commit lock.
     pub serial_after: u32,
@@ -172,6 +178,7 @@ impl Default for Policy {
             threads: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
             watch: WatchMode::Bloom,
             zombie_checks: 64,
+            zombie_reads: 4096,
             serial_after: 8,
         }
     }

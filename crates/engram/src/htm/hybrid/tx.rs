@@ -61,6 +61,7 @@ pub struct Tx<'v> {
     /// Hardware: addresses written (precise wake-ups only).
     hw_written: Vec<usize>,
     hw_writes: u32,
+    hw_reads: u32,
     rbloom: Bloom64,
     wbloom: Bloom64,
     /// Software: the `commits` value the reads are consistent with.
@@ -90,6 +91,7 @@ impl<'v> Tx<'v> {
             writes: Vec::new(),
             hw_written: Vec::new(),
             hw_writes: 0,
+            hw_reads: 0,
             rbloom: Bloom64::default(),
             wbloom: Bloom64::default(),
             snap: 0,
@@ -107,7 +109,13 @@ impl<'v> Tx<'v> {
     pub fn read<T: Word>(&mut self, v: &'v HVar<T>) -> TxResult<T> {
         self.rbloom.add(v.addr());
         if let Some(hw) = &mut self.hw {
-            return Ok(T::from_word(hw.load(&v.word)?));
+            let x = hw.load(&v.word)?;
+            self.hw_reads = self.hw_reads.wrapping_add(1);
+            let every = self.rt.policy.zombie_reads;
+            if every != 0 && self.hw_reads % every == 0 {
+                self.subscribe()?;
+            }
+            return Ok(T::from_word(x));
         }
         if let Some(&(_, x)) = self.writes.iter().rev().find(|(w, _)| std::ptr::eq(*w, &v.word)) {
             return Ok(T::from_word(x));
