@@ -160,6 +160,7 @@ impl Emu {
             sets: SPARE.with(|c| c.borrow_mut().take()).unwrap_or_default(),
             seen: self.writes.load(SeqCst),
             depth: 0,
+            doomed: None,
         }
     }
 }
@@ -218,6 +219,9 @@ pub struct EmuTx {
     sets: Sets,
     seen: u64,
     depth: u32,
+    /// The first abort reported: real hardware aborts asynchronously, so a
+    /// body that ignores an `Err` must not go on to commit.
+    doomed: Option<Abort>,
 }
 
 impl Drop for EmuTx {
@@ -236,6 +240,42 @@ fn conflict() -> Abort {
 }
 
 impl EmuTx {
+    /// Records the first abort; every later operation reports it.
+    fn doom<T>(&mut self, r: Result<T, Abort>) -> Result<T, Abort> {
+        if let Some(a) = self.doomed {
+            return Err(a);
+        }
+        if let Err(a) = &r {
+            self.doomed = Some(*a);
+        }
+        r
+    }
+
+    /// Re-validates the recorded stripes if any write happened since the
+    /// last validation.
+    pub(super) fn validate(&mut self) -> Result<(), Abort> {
+        let r = if self.doomed.is_some() { Ok(()) } else { self.validate_inner() };
+        self.doom(r)
+    }
+
+    /// A transactional load of `w`.
+    pub(super) fn load(&mut self, w: &AtomicU64) -> Result<u64, Abort> {
+        let r = if self.doomed.is_some() { Ok(0) } else { self.load_inner(w) };
+        self.doom(r)
+    }
+
+    /// A transactional (buffered) store to `w`.
+    pub(super) fn store(&mut self, w: &AtomicU64, x: u64) -> Result<(), Abort> {
+        let r = if self.doomed.is_some() { Ok(()) } else { self.store_inner(w, x) };
+        self.doom(r)
+    }
+
+    /// Enters a nested transaction (flattened, as RTM does).
+    pub(super) fn enter(&mut self) -> Result<(), Abort> {
+        let r = if self.doomed.is_some() { Ok(()) } else { self.enter_inner() };
+        self.doom(r)
+    }
+
     fn roll(&mut self) -> Result<(), Abort> {
         let ppm = self.emu.cfg.conflict_ppm;
         if ppm == 0 {
@@ -250,7 +290,7 @@ impl EmuTx {
 
     /// Re-validates the recorded stripes if any write happened since the
     /// last validation.
-    pub(super) fn validate(&mut self) -> Result<(), Abort> {
+    fn validate_inner(&mut self) -> Result<(), Abort> {
         let now = self.emu.writes.load(SeqCst);
         if now == self.seen {
             return Ok(());
@@ -265,7 +305,7 @@ impl EmuTx {
     }
 
     /// A transactional load of `w`.
-    pub(super) fn load(&mut self, w: &AtomicU64) -> Result<u64, Abort> {
+    fn load_inner(&mut self, w: &AtomicU64) -> Result<u64, Abort> {
         self.roll()?;
         let addr = w as *const _ as usize;
         if let Some(&x) = self.sets.writes.get(&addr) {
@@ -280,23 +320,23 @@ impl EmuTx {
         if v1 & 1 != 0 || self.emu.versions[s].load(Acquire) != v1 || *self.sets.reads.entry(s).or_insert(v1) != v1 {
             return Err(conflict());
         }
-        self.validate()?;
+        self.validate_inner()?;
         Ok(x)
     }
 
     /// A transactional (buffered) store to `w`.
-    pub(super) fn store(&mut self, w: &AtomicU64, x: u64) -> Result<(), Abort> {
+    fn store_inner(&mut self, w: &AtomicU64, x: u64) -> Result<(), Abort> {
         self.roll()?;
         let addr = w as *const _ as usize;
         if self.sets.wlines.insert(addr >> 6) && self.sets.wlines.len() > self.emu.cfg.write_lines {
             return Err(Abort(CAPACITY));
         }
         self.sets.writes.insert(addr, x);
-        self.validate()
+        self.validate_inner()
     }
 
     /// Enters a nested transaction (flattened, as RTM does).
-    pub(super) fn enter(&mut self) -> Result<(), Abort> {
+    fn enter_inner(&mut self) -> Result<(), Abort> {
         self.depth += 1;
         if self.depth > self.emu.cfg.max_nest {
             return Err(Abort(CAPACITY | NESTED));
@@ -312,6 +352,9 @@ impl EmuTx {
     /// Commits: a forced abort if one is queued, else lock the written
     /// stripes, validate the read ones, publish the buffer, release.
     pub(super) fn commit(self) -> Result<(), Abort> {
+        if let Some(a) = self.doomed {
+            return Err(a);
+        }
         if let Some(a) = self.emu.forced.lock().pop_front() {
             return Err(a);
         }

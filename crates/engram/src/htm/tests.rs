@@ -59,6 +59,11 @@ fn emulated_real_conflict_by_concurrent_write() {
     let e = t.load(&b).unwrap_err();
     assert_eq!(e.cause(), Cause::Conflict);
     assert!(e.may_retry());
+    // Like hardware, the abort sticks: a body that ignores it cannot commit.
+    assert_eq!(t.load(&b).unwrap_err(), e);
+    t.store(&b, 1).unwrap_err();
+    assert_eq!(t.commit().unwrap_err(), e);
+    assert_eq!(b.load(SeqCst), 0);
     // Caught at commit too, and by check().
     let mut t = h.begin().unwrap();
     t.load(&a).unwrap();

@@ -36,13 +36,14 @@
 //!   set as a 64-bit Bloom filter (or precise); every writing commit scans
 //!   the list after its writes are visible and wakes outside any lock.
 //!
-//! [`treap::Treap`] is the paper's treap with its fields embedded in the
-//! nodes, written for zombie containment (bounds-checked indices, `check`
+//! [`treap::Treap`] and [`rbtree::RbTree`] are the paper's treap and
+//! red-black tree with their fields embedded in the nodes, written for zombie containment (bounds-checked indices, `check`
 //! on every step, bounded depth).
 //!
 //! Crash behaviour: none; volatile words only. No counter is written inside
 //! a hardware transaction (counters are bumped after the outcome).
 
+pub mod rbtree;
 pub mod treap;
 mod tx;
 
