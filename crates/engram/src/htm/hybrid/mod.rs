@@ -36,8 +36,9 @@
 //!   set as a 64-bit Bloom filter (or precise); every writing commit scans
 //!   the list after its writes are visible and wakes outside any lock.
 //!
-//! [`treap::Treap`] and [`rbtree::RbTree`] are the paper's treap and
-//! red-black tree with their fields embedded in the nodes, written for zombie containment (bounds-checked indices, `check`
+//! [`treap::Treap`], [`rbtree::RbTree`] and [`trie::HashTrie`] are the
+//! paper's treap, red-black tree and HAMT (without bitmap compression) with
+//! their fields embedded in the nodes, written for zombie containment (bounds-checked indices, `check`
 //! on every step, bounded depth).
 //!
 //! Crash behaviour: none; volatile words only. No counter is written inside
@@ -45,6 +46,7 @@
 
 pub mod rbtree;
 pub mod treap;
+pub mod trie;
 mod tx;
 
 pub use tx::{Tx, TxError, TxResult};
