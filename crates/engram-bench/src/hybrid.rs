@@ -3,8 +3,8 @@
 //! filters vs precise sets.
 //!
 //! - **Throughput and commit shares**: an open-addressing hash set of
-//!   `HVar<u64>` slots (2^17 slots), and the treap and red-black tree of
-//!   `engram::htm::hybrid` (fields embedded in arena nodes); keys 1..=100,000, 50,000 pre-inserted;
+//!   `HVar<u64>` slots (2^17 slots), and the treap, red-black tree and hash
+//!   trie of `engram::htm::hybrid` (fields embedded in arena nodes); keys 1..=100,000, 50,000 pre-inserted;
 //!   each operation is one transaction: a lookup (90 %), an insert (5 %) or a
 //!   remove (5 %) of a random key; fixed time per point; modes Hybrid (lazy
 //!   and early subscription), HtmCommit (software body, hardware commit) and
@@ -28,6 +28,7 @@
 use clap::Args;
 use engram::htm::hybrid::rbtree::RbTree;
 use engram::htm::hybrid::treap::Treap;
+use engram::htm::hybrid::trie::HashTrie;
 use engram::htm::hybrid::{Attempts, HVar, HybridStats, Mode, Policy, Runtime, Subscription, Tx, TxResult};
 use engram::htm::{bloom::WatchMode, Cause, EmuConfig, Htm};
 use std::fmt::Write as _;
@@ -138,6 +139,17 @@ impl Bench for RbTree {
     }
 }
 
+impl Bench for HashTrie {
+    fn run(&self, rt: &Runtime, kind: u64, k: u64) -> bool {
+        let r = match kind {
+            0 => rt.atomically(|tx| self.contains(tx, k)),
+            1 => rt.atomically(|tx| self.insert(tx, k)),
+            _ => rt.atomically(|tx| self.remove(tx, k)),
+        };
+        r.unwrap_or(false)
+    }
+}
+
 struct Rng(u64);
 impl Rng {
     fn next(&mut self) -> u64 {
@@ -163,6 +175,7 @@ enum Structure {
     HashSet,
     Treap,
     RbTree,
+    Trie,
 }
 
 /// One throughput point: commits per second and the runtime's counters.
@@ -173,6 +186,7 @@ fn point(a: &HybridArgs, st: Structure, policy: Policy, ppm: u32, threads: usize
         // Nodes are not reused: room for the preload and the run's inserts.
         Structure::Treap => Box::new(Treap::new(1_000_000)),
         Structure::RbTree => Box::new(RbTree::new(1_000_000)),
+        Structure::Trie => Box::new(HashTrie::new(200_000)),
     };
     let set = &*set;
     let mut rng = Rng(7);
@@ -257,6 +271,7 @@ fn throughput(a: &HybridArgs, md: &mut String) {
         (Structure::HashSet, "hash set", "plus 2 % spurious conflicts per access", 20_000),
         (Structure::Treap, "treap (embedded fields)", "real conflicts only", 0),
         (Structure::RbTree, "red-black tree (embedded fields)", "real conflicts only", 0),
+        (Structure::Trie, "hash trie (HAMT without compression, embedded slots)", "real conflicts only", 0),
     ];
     for (st, name, sched, ppm) in points {
         let _ = writeln!(md, "\n### 90:5:5 {name}, {sched}\n");
