@@ -46,12 +46,18 @@ use std::sync::Arc;
 /// A hardware-TM backend.
 #[derive(Clone, Debug)]
 pub enum Htm {
-    /// Intel RTM (only constructed when [`rtm::available`]).
+    /// Intel RTM (only constructed by [`Htm::rtm`], when
+    /// [`rtm::available`]: the token cannot be made elsewhere, so no RTM
+    /// instruction runs on a CPU without it).
     #[cfg(target_arch = "x86_64")]
-    Rtm,
+    Rtm(RtmToken),
     /// The emulated backend with its schedule.
     Emulated(Arc<Emu>),
 }
+
+/// Proof that RTM was detected (private field: made only by [`Htm::rtm`]).
+#[derive(Clone, Copy, Debug)]
+pub struct RtmToken(());
 
 /// Whether real RTM is usable here (CPUID and the probe).
 pub fn rtm_available() -> bool {
@@ -66,7 +72,7 @@ impl Htm {
     pub fn rtm() -> Option<Htm> {
         #[cfg(target_arch = "x86_64")]
         if rtm::available() {
-            return Some(Htm::Rtm);
+            return Some(Htm::Rtm(RtmToken(())));
         }
         None
     }
@@ -99,7 +105,7 @@ impl Htm {
         match self {
             Htm::Emulated(e) => Some(e),
             #[cfg(target_arch = "x86_64")]
-            Htm::Rtm => None,
+            Htm::Rtm(_) => None,
         }
     }
 
@@ -109,7 +115,7 @@ impl Htm {
     pub fn begin<'v>(&self) -> Result<HwTx<'v>, Abort> {
         let inner = match self {
             #[cfg(target_arch = "x86_64")]
-            Htm::Rtm => {
+            Htm::Rtm(_) => {
                 // SAFETY: `Htm::Rtm` is only built when RTM is available;
                 // the handle ends the transaction (commit, or abort on drop).
                 let s = unsafe { rtm::xbegin() };
@@ -128,7 +134,7 @@ impl Htm {
         match self {
             Htm::Emulated(e) => e.nt_load(w),
             #[cfg(target_arch = "x86_64")]
-            Htm::Rtm => w.load(SeqCst),
+            Htm::Rtm(_) => w.load(SeqCst),
         }
     }
     /// A non-transactional store (a conflict for emulated transactions).
@@ -136,7 +142,7 @@ impl Htm {
         match self {
             Htm::Emulated(e) => e.nt_store(w, x),
             #[cfg(target_arch = "x86_64")]
-            Htm::Rtm => w.store(x, SeqCst),
+            Htm::Rtm(_) => w.store(x, SeqCst),
         }
     }
     /// A non-transactional compare-and-swap.
@@ -144,7 +150,7 @@ impl Htm {
         match self {
             Htm::Emulated(e) => e.nt_cas(w, old, new),
             #[cfg(target_arch = "x86_64")]
-            Htm::Rtm => w.compare_exchange(old, new, SeqCst, SeqCst).is_ok(),
+            Htm::Rtm(_) => w.compare_exchange(old, new, SeqCst, SeqCst).is_ok(),
         }
     }
 }
