@@ -4,7 +4,7 @@
 //! `crate::stm` (docs/hybrid.md has the plan).
 //!
 //! Three levels, tried in order ([`Mode::Hybrid`]):
-//! 1. **all hardware**: the body runs in one hardware transaction ([`HwTx`]);
+//! 1. **all hardware**: the body runs in one hardware transaction ([`super::HwTx`]);
 //!    the fallback lock is read only at commit (*lazy subscription*), or at
 //!    begin ([`Subscription::Early`]). Attempts: [`Policy::hw_attempts`]
 //!    (two by default, as in the paper); an abort without the retry hint
@@ -25,7 +25,7 @@
 //!   logged value whenever `commits` moved or the lock is held, so a
 //!   software body never sees an inconsistent state (opacity, as NOrec);
 //! - a hardware body may (lazy subscription): a lock holder's writes are not
-//!   atomic. It is contained: every access goes through [`HwTx`] (the
+//!   atomic. It is contained: every access goes through [`super::HwTx`] (the
 //!   emulated backend validates the read lines on each access and `check`;
 //!   RTM aborts on the conflicting write itself), [`Tx::check`] on loop
 //!   back-edges subscribes to the lock every [`Policy::zombie_checks`]

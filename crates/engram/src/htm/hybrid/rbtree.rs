@@ -4,7 +4,7 @@
 //! words per node, children as indices (0 = none).
 //!
 //! The same zombie containment as the treap: bounds-checked indices
-//! ([`RbTree::node`] turns a bad index into a conflict), [`Tx::check`] on
+//! (`RbTree::node` turns a bad index into a conflict), [`Tx::check`] on
 //! every recursion step, depth bounded by [`MAX_DEPTH`]. Nodes are allocated
 //! outside transactions and never reused. Deleting a key with two children
 //! copies its successor's key into the node (keys are transactional too).

@@ -6,7 +6,7 @@
 //!
 //! Zombie containment, concretely: a level-1 transaction with lazy
 //! subscription may read a child index written by a half-finished lock
-//! holder. So every index is bounds-checked ([`Treap::node`] turns a bad
+//! holder. So every index is bounds-checked (`Treap::node` turns a bad
 //! one into a conflict, never a panic), every loop and recursion step calls
 //! [`Tx::check`], and depth is bounded ([`MAX_DEPTH`]): a cycle read from an
 //! inconsistent state ends in an abort, never in an endless loop or a stack
