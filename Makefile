@@ -88,6 +88,7 @@ bench: bench-deps
 	$(CARGO) run --release -p engram-bench -- all --out docs/bench
 	$(CARGO) run --release -p engram-bench -- stm --out docs/bench
 	$(CARGO) run --release -p engram-bench -- lazy --out docs/bench
+	$(CARGO) run --release -p engram-bench -- hybrid --out docs/bench
 	$(MAKE) --no-print-directory bench-arp
 	$(MAKE) --no-print-directory bench-disk
 	$(CARGO) run --release -q -p engram-cli -- crashtest --deep

@@ -7,7 +7,8 @@
 //! [`report`] (CSV and README) and [`plot`] (PNG charts). [`stm`] is the STM
 //! benchmark stack; both stacks share [`child`] (the child-process runner,
 //! its errors, the result-line format) and [`chart`] (font, colours, axis
-//! labels, plot errors).
+//! labels, plot errors). [`hybrid`] measures the hybrid TM prototype
+//! (`engram::htm`) in process.
 //!
 //! Keeps true: every implementation of a workload computes the same result
 //! (node count, energy, checksum) for the same parameters, so a benchmark
@@ -19,6 +20,7 @@ pub mod child;
 pub mod disk;
 pub mod disk_plot;
 pub mod engram_impl;
+pub mod hybrid;
 pub mod job;
 pub mod lazy;
 pub mod peers;

@@ -61,6 +61,8 @@ enum Command {
     Arp(engram_bench::arp::ArpArgs),
     /// Durable commits/s on a disk: Engram (msync, wal, PSTM) vs SQLite and LMDB; disk.md with --out.
     Disk(engram_bench::disk::DiskArgs),
+    /// The hybrid TM prototype (engram::htm): 90:5:5 commit shares, aborts by cause, Bloom vs precise wake-ups; hybrid.md with --out.
+    Hybrid(engram_bench::hybrid::HybridArgs),
     /// Runs one measurement and prints its result line (used by the runner).
     #[command(hide = true)]
     RunOne(RunOneArgs),
@@ -119,6 +121,7 @@ fn main() -> ExitCode {
         Command::Lazy(a) => return engram_bench::lazy::main(a),
         Command::Arp(a) => return engram_bench::arp::main(a),
         Command::Disk(a) => return engram_bench::disk::main(a),
+        Command::Hybrid(a) => return engram_bench::hybrid::main(a),
         Command::All(a) => (&Suite::ALL, a, Some("docs/bench")),
         Command::BinaryTrees(a) => (&[Suite::BinaryTrees], a, None),
         Command::Nbody(a) => (&[Suite::Nbody], a, None),

@@ -65,6 +65,7 @@ pub mod failpoint;
 pub mod format;
 mod gc;
 mod hash;
+pub mod htm;
 pub mod lazy;
 mod log;
 pub mod pmem;
