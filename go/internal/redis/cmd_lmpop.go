@@ -49,22 +49,16 @@ func lmpop(x *ctx, first int, blocking bool) error {
 		return nil
 	}
 	for _, k := range keys {
-		l, e, ok, err := x.list(k)
-		if err != nil || !ok {
+		e, wrong, err := x.typed(k, tList)
+		if err != nil || wrong {
 			return err
 		}
 		if e == nil {
 			continue
 		}
-		m := min(int(count), len(l))
-		var got [][]byte
-		if left {
-			got, l = l[:m], l[m:]
-		} else {
-			for i := 0; i < m; i++ {
-				got = append(got, l[len(l)-1-i])
-			}
-			l = l[:len(l)-m]
+		got, err := x.popList(k, e, count, left)
+		if err != nil {
+			return err
 		}
 		x.w.Array(2)
 		x.w.Bulk(k)
@@ -72,7 +66,7 @@ func lmpop(x *ctx, first int, blocking bool) error {
 		for _, v := range got {
 			x.w.Bulk(v)
 		}
-		return x.store(k, tList, e, encodeList(l), len(l) == 0)
+		return nil
 	}
 	if !blocking || x.c.multiInExec() {
 		x.w.NullArray()

@@ -70,6 +70,8 @@ type Server struct {
 	blockSeq     int64
 	shutdownReq  bool
 	expireCursor [numDBs]uint64
+	lim          limits // encoding thresholds (CONFIG SET *-max-*)
+	gcSeen       int64  // gcGen when this server last collected
 }
 
 type client struct {
@@ -117,7 +119,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open pool %s: %w", cfg.Pool, err)
 	}
-	s := &Server{cfg: cfg, pool: pool, reqs: make(chan *request, 1024), clients: map[int64]*client{},
+	s := &Server{cfg: cfg, pool: pool, lim: defaultLimits, reqs: make(chan *request, 1024), clients: map[int64]*client{},
 		conns: map[int64]*client{}, start: time.Now(), watch: map[string]int64{},
 		blocked: map[*client]*blockState{}, ready: map[string]bool{}, closed: make(chan struct{})}
 	s.pubsub.init()
