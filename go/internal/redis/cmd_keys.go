@@ -317,7 +317,7 @@ func renameGeneric(x *ctx, nx bool) error {
 		}
 		ne.Coll = coll
 	}
-	if typ == tList {
+	if typ == tList || typ == tZSet {
 		x.s.ready[wkey(x.c.db, dst)] = true
 	}
 	if nx {
@@ -434,6 +434,14 @@ func cmdSwapDB(x *ctx) error {
 		return err
 	}
 	r.DBs[a], r.DBs[b] = r.DBs[b], r.DBs[a]
+	// Clients blocked on a key of either database see its new contents.
+	for _, bs := range x.s.blocked {
+		if int64(bs.db) == a || int64(bs.db) == b {
+			for _, k := range bs.keys {
+				x.s.ready[k] = true
+			}
+		}
+	}
 	x.s.watchGen++
 	for k := range x.s.watch {
 		x.s.watch[k] = x.s.watchGen

@@ -34,6 +34,12 @@ func dialRaw(t *testing.T, addr string) *rawClient {
 }
 
 func (rc *rawClient) do(args []string) string {
+	rc.send(args)
+	return rc.read(strings.ToLower(args[0]))
+}
+
+// send writes a command without reading its reply (a deferred client).
+func (rc *rawClient) send(args []string) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "*%d\r\n", len(args))
 	for _, a := range args {
@@ -41,7 +47,6 @@ func (rc *rawClient) do(args []string) string {
 	}
 	rc.c.SetDeadline(time.Now().Add(30 * time.Second))
 	rc.c.Write([]byte(b.String()))
-	return rc.read(strings.ToLower(args[0]))
 }
 
 var unordered = map[string]bool{"smembers": true, "keys": true, "sunion": true, "sinter": true, "sdiff": true, "hkeys": true, "hvals": true, "hgetall": true}
@@ -189,7 +194,8 @@ func randomCommand(r *rand.Rand, sh diffShape) []string {
 		{"ZINCRBY", key(), score(), val()}, {"ZRANGEBYSCORE", key(), "(" + score(), "+inf"}, {"ZCOUNT", key(), score(), score()},
 		{"ZPOPMIN", key()}, {"ZREVRANGE", key(), "0", "-1"},
 		{"EXPIRE", key(), "100"}, {"TTL", key()}, {"PERSIST", key()}, {"RENAME", key(), key()},
-		{"LMPOP", "2", key(), key(), "RIGHT", "COUNT", "2"}, {"LPOS", key(), val()}, {"LPOS", key(), val(), "RANK", "-1", "COUNT", "0"},
+		{"LMPOP", "2", key(), key(), "RIGHT", "COUNT", "2"}, {"ZMPOP", "2", key(), key(), "MIN", "COUNT", "2"},
+		{"ZMPOP", "1", key(), "MAX"}, {"BZPOPMIN", key(), key(), "0.01"}, {"BZMPOP", "0.01", "1", key(), "MAX", "COUNT", "3"}, {"LPOS", key(), val()}, {"LPOS", key(), val(), "RANK", "-1", "COUNT", "0"},
 		// (ZRANGEBYLEX/ZLEXCOUNT are left out: with different scores Redis
 		// leaves the result unspecified.)
 		{"ZUNIONSTORE", key(), "2", key(), key()}, {"ZINTERSTORE", key(), "2", key(), key(), "AGGREGATE", "MAX"},

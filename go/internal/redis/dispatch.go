@@ -197,7 +197,7 @@ func (x *ctx) store(k []byte, t int64, e *pEntry, v any, empty bool) error {
 		_, err := x.dict().remove(x.tx, k)
 		return err
 	}
-	if t == tList {
+	if t == tList || t == tZSet {
 		x.s.ready[wkey(x.c.db, k)] = true
 	}
 	if e == nil {
@@ -216,7 +216,7 @@ func (x *ctx) putValue(k []byte, t int64, v any) error {
 	if err != nil {
 		return err
 	}
-	if t == tList {
+	if t == tList || t == tZSet {
 		x.s.ready[wkey(x.c.db, k)] = true
 	}
 	return writeValue(x.tx, &x.s.lim, e, t, v)

@@ -397,6 +397,7 @@ func (o *zobj) done() error {
 	}
 	if o.c != nil {
 		x.touch(o.k)
+		x.s.ready[wkey(x.c.db, o.k)] = true // BZPOP* waiters
 		return nil
 	}
 	return x.store(o.k, tZSet, o.e, o.z, false)
