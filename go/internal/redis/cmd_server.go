@@ -342,7 +342,7 @@ func (s *Server) configMap() map[string]string {
 		"port": port, "bind": host, "dir": path.Dir(s.cfg.Pool), "dbfilename": path.Base(s.cfg.Pool),
 		"maxmemory": strconv.FormatUint(s.cfg.MaxMemory, 10), "requirepass": s.cfg.RequirePass,
 		"appendonly": "no", "save": "", "databases": "16", "maxmemory-policy": "noeviction",
-		"appendfsync": "always",
+		"appendfsync": "always", "maxclients": strconv.Itoa(s.maxClients()),
 	}
 	for _, n := range limitNames {
 		m[n] = strconv.FormatInt(*s.lim.field(n), 10)
