@@ -20,7 +20,7 @@ CARGO ?= cargo
 CPP_APT_PACKAGES := cmake g++ libgtest-dev
 CPP_BUILD := target/cpp
 
-.PHONY: run test lint bench deps bench-deps apt build clean test-c test-go go-deps ffi-lib bench-go test-java java-deps bench-java test-cpp bench-arp bench-java-apps redis test-redis redis-deps test-redis-suite
+.PHONY: run test lint bench deps bench-deps apt build clean test-c test-go go-deps ffi-lib bench-go test-java java-deps bench-java test-cpp bench-arp bench-java-apps redis test-redis redis-deps test-redis-suite test-redis-py bench-redis
 
 deps:
 	@$(MAKE) --no-print-directory apt PKGS="$(APT_PACKAGES)"
@@ -48,7 +48,7 @@ lint: deps
 	@# the engine as users build it: without the `testing` feature
 	$(CARGO) clippy -p engram --lib -- -D warnings
 
-test: deps lint test-c test-go test-govet test-redis test-java test-cpp
+test: deps lint test-c test-go test-govet test-redis test-redis-py test-java test-cpp
 	$(CARGO) build --workspace --all-targets
 	$(CARGO) test --workspace
 
@@ -211,6 +211,15 @@ $(REDIS_BIN): ffi-lib
 test-redis: go-deps redis-deps $(REDIS_BIN)
 	cd go && $(GO_ENV) $(GO) vet ./internal/redis ./cmd/engram-redis && $(GO_ENV) $(GO) test -count=1 ./internal/redis
 	go/cmd/engram-redis/smoke.sh $(REDIS_BIN)
+
+# The Python client: redis-py from PyPI in a venv under target/ (a few
+# seconds once), then go/cmd/engram-redis/redispy.py against the binary.
+REDIS_PY_VENV := target/redis-py-venv
+$(REDIS_PY_VENV)/bin/python:
+	python3 -m venv $(REDIS_PY_VENV) && $(REDIS_PY_VENV)/bin/pip install -q redis
+
+test-redis-py: $(REDIS_BIN) $(REDIS_PY_VENV)/bin/python
+	$(REDIS_PY_VENV)/bin/python go/cmd/engram-redis/redispy.py $(REDIS_BIN)
 
 # Redis 7.0.15's own test suite (Debian source package, cached under
 # target/redis-suite) over unit/type/{incr,hash,list,set,zset,string},
