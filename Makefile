@@ -85,6 +85,7 @@ bench: bench-deps
 	$(MAKE) --no-print-directory bench-go
 	$(MAKE) --no-print-directory bench-java
 	$(MAKE) --no-print-directory bench-java-apps
+	$(MAKE) --no-print-directory bench-redis
 
 clean:
 	$(CARGO) clean
@@ -220,6 +221,15 @@ $(REDIS_PY_VENV)/bin/python:
 
 test-redis-py: $(REDIS_BIN) $(REDIS_PY_VENV)/bin/python
 	$(REDIS_PY_VENV)/bin/python go/cmd/engram-redis/redispy.py $(REDIS_BIN)
+
+# engram-redis vs redis-server (AOF always/everysec, off) with redis-benchmark
+# and the 1M-key restart, into docs/bench/redis.md and redis.png (about
+# 15 minutes; BENCH_REDIS_FLAGS=--quick for a smoke run). Release FFI.
+bench-redis: go-deps redis-deps $(REDIS_PY_VENV)/bin/python
+	@$(MAKE) --no-print-directory ffi-lib FFI_PROFILE=release
+	cd go && $(GO_ENV) $(GO) build -o $(CURDIR)/target/go-bin/engram-redis-release ./cmd/engram-redis
+	$(REDIS_PY_VENV)/bin/python -c 'import matplotlib' 2>/dev/null || $(REDIS_PY_VENV)/bin/pip install -q matplotlib
+	$(REDIS_PY_VENV)/bin/python go/cmd/engram-redis/bench.py target/go-bin/engram-redis-release docs/bench $(BENCH_REDIS_FLAGS)
 
 # Redis 7.0.15's own test suite (Debian source package, cached under
 # target/redis-suite) over unit/type/{incr,hash,list,set,zset,string},
