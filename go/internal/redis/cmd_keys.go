@@ -390,7 +390,7 @@ func copyKey(x *ctx, src, dst []byte, db int, replace, move bool) error {
 	if err != nil {
 		return err
 	}
-	if err := writeValue(x.tx, &x.s.lim, ne, e.Type, loadAny(e)); err != nil {
+	if err := writeValueAs(x.tx, &x.s.lim, ne, e.Type, loadAny(e), e.Coll != nil); err != nil {
 		return err
 	}
 	if err := setExpire(x.tx, ne, e.Expire); err != nil {

@@ -218,10 +218,16 @@ func loadAny(e *pEntry) any {
 // set's *hashv, a sorted set's *zsetv) e's value, in the representation
 // its size calls for.
 func writeValue(tx *engram.Tx, lim *limits, e *pEntry, t int64, v any) error {
+	return writeValueAs(tx, lim, e, t, v, false)
+}
+
+// writeValueAs is writeValue; big forces the persistent structure (a COPY
+// keeps its source's encoding, as in Redis).
+func writeValueAs(tx *engram.Tx, lim *limits, e *pEntry, t int64, v any, big bool) error {
 	if t == tString {
 		return setVal(tx, e, t, v.([]byte))
 	}
-	if t != tList {
+	if t != tList && !big {
 		if enc, ok := compactOf(lim, t, v); ok {
 			return setVal(tx, e, t, enc)
 		}
