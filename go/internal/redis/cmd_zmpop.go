@@ -15,43 +15,11 @@ func init() {
 
 // zmpop: first is the index of numkeys.
 func zmpop(x *ctx, first int, blocking bool) error {
-	var timeout float64
-	if blocking {
-		t, ok := timeoutArg(x, 1)
-		if !ok {
-			return nil
-		}
-		timeout = t
-	}
-	n, ok := parseInt(x.args[first])
-	if !ok || n <= 0 {
-		x.w.Err("ERR numkeys should be greater than 0")
+	m, ok := parseMPop(x, first, blocking, "min", "max")
+	if !ok {
 		return nil
 	}
-	if int64(len(x.args)-first-1) < n+1 {
-		x.w.Err(errSyntax)
-		return nil
-	}
-	keys := x.args[first+1 : first+1+int(n)]
-	rest := x.args[first+1+int(n):]
-	isMax := eq(rest[0], "max")
-	if !isMax && !eq(rest[0], "min") {
-		x.w.Err(errSyntax)
-		return nil
-	}
-	count := int64(1)
-	switch {
-	case len(rest) == 3 && eq(rest[1], "count"):
-		c, ok := parseInt(rest[2])
-		if !ok || c <= 0 {
-			x.w.Err("ERR count should be greater than 0")
-			return nil
-		}
-		count = c
-	case len(rest) != 1:
-		x.w.Err(errSyntax)
-		return nil
-	}
+	keys, count, isMax, timeout := m.keys, m.count, !m.first, m.timeout
 	for _, k := range keys {
 		z, ok, err := x.zsetObj(k)
 		if err != nil || !ok {

@@ -163,18 +163,26 @@ func (o *hobj) done() error {
 		return nil
 	}
 	o.dirty = false
-	x := o.x
-	if o.n() == 0 {
-		if o.e == nil {
-			return nil
-		}
-		x.touch(o.k)
-		_, err := x.dict().remove(x.tx, o.k)
+	return o.x.finish(o.k, o.t, o.e, o.n(), o.c != nil, o.h)
+}
+
+// finish ends a write to a hash, set or sorted set view: an emptied key
+// is deleted; a table/skiplist (changed in place) only marks the key
+// changed; a compact value v is stored (store converts it if it grew).
+func (x *ctx) finish(k []byte, t int64, e *pEntry, n int, inPlace bool, v any) error {
+	switch {
+	case n == 0 && e == nil:
+		return nil
+	case n == 0:
+		x.touch(k)
+		_, err := x.dict().remove(x.tx, k)
 		return err
-	}
-	if o.c != nil {
-		x.touch(o.k)
+	case inPlace:
+		x.touch(k)
+		if t == tZSet {
+			x.s.ready[wkey(x.c.db, k)] = true // BZPOP* waiters
+		}
 		return nil
 	}
-	return x.store(o.k, o.t, o.e, o.h, false)
+	return x.store(k, t, e, v, false)
 }

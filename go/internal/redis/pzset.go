@@ -386,21 +386,7 @@ func (o *zobj) done() error {
 		return nil
 	}
 	o.dirty = false
-	x := o.x
-	if o.n() == 0 {
-		if o.e == nil {
-			return nil
-		}
-		x.touch(o.k)
-		_, err := x.dict().remove(x.tx, o.k)
-		return err
-	}
-	if o.c != nil {
-		x.touch(o.k)
-		x.s.ready[wkey(x.c.db, o.k)] = true // BZPOP* waiters
-		return nil
-	}
-	return x.store(o.k, tZSet, o.e, o.z, false)
+	return o.x.finish(o.k, tZSet, o.e, int(o.n()), o.c != nil, o.z)
 }
 
 var errCorruptZSet = errors.New("engram-redis: a sorted set's skiplist and table disagree")
