@@ -6,6 +6,7 @@
 package redis
 
 import (
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -76,5 +77,37 @@ func TestBlockingZSetPops(t *testing.T) {
 	}
 	if got := r.do([]string{"EXISTS", "z2"}); got != ":0" {
 		t.Fatalf("emptied z2: %s", got)
+	}
+}
+
+// TestArrivalOrder sends the two BRPOPLPUSHs back to back, without waiting
+// for the first to block (as the suite does), then LPUSH. Before arrival
+// ordering (arrival.go) about half the rounds served the second client
+// first. The count depends on scheduling, so it is only logged unless
+// ENGRAM_REDIS_ORDER=1 (then every round must keep the order).
+func TestArrivalOrder(t *testing.T) {
+	s, _ := start(t, filepath.Join(tmpDir(t), "o.pool"), 0)
+	rounds, inverted := 20, 0
+	for i := 0; i < rounds; i++ {
+		r, rd1, rd2 := dialRaw(t, s.Addr()), dialRaw(t, s.Addr()), dialRaw(t, s.Addr())
+		r.do([]string{"DEL", "bl", "t1", "t2"})
+		r.do([]string{"SET", "t1", "nolist"})
+		rd1.send([]string{"BRPOPLPUSH", "bl", "t1", "0"})
+		rd2.send([]string{"BRPOPLPUSH", "bl", "t2", "0"})
+		r.do([]string{"LPUSH", "bl", "foo"})
+		if !strings.HasPrefix(rd1.read("brpoplpush"), "-WRONGTYPE") {
+			inverted++
+			r.do([]string{"LPUSH", "bl", "unblock"}) // the first client is still blocked
+			rd1.read("brpoplpush")
+		} else {
+			rd2.read("brpoplpush")
+		}
+		for _, c := range []*rawClient{r, rd1, rd2} {
+			c.c.Close()
+		}
+	}
+	t.Logf("%d of %d rounds served the later client first", inverted, rounds)
+	if os.Getenv("ENGRAM_REDIS_ORDER") == "1" && inverted > 0 {
+		t.Fatalf("%d of %d rounds out of arrival order", inverted, rounds)
 	}
 }

@@ -63,7 +63,8 @@ func (l *limits) field(name string) *int64 {
 	return nil
 }
 
-var limitNames = []string{"hash-max-listpack-entries", "hash-max-listpack-value", "set-max-intset-entries", "zset-max-listpack-entries", "zset-max-listpack-value"}
+var limitNames = []string{"hash-max-listpack-entries", "hash-max-listpack-value", "set-max-intset-entries", "zset-max-listpack-entries", "zset-max-listpack-value",
+	"hash-max-ziplist-entries", "hash-max-ziplist-value", "zset-max-ziplist-entries", "zset-max-ziplist-value"}
 
 // freeLimit: a dropped collection with more elements is left to the pool's
 // collector instead of being freed one object at a time.

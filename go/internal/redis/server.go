@@ -102,6 +102,7 @@ type client struct {
 
 type request struct {
 	c    *client
+	at   int64 // when its data arrived (Unix ns, arrival.go)
 	cmds [][][]byte
 	kind int // reqCommands, reqClose, reqWake
 	out  W
@@ -242,14 +243,15 @@ func raiseFDLimit(want uint64) (uint64, error) {
 }
 
 func (s *Server) readLoop(c *client) {
-	r := bufio.NewReaderSize(c.conn, 8<<10)
+	src, arrived := arrivalReader(c.conn)
+	r := bufio.NewReaderSize(src, 8<<10)
 	defer func() {
 		// The executor closes the connection after the replies to what
 		// was read before (the close request queues behind them).
 		s.mu.Lock()
 		delete(s.conns, c.id)
 		s.mu.Unlock()
-		s.submit(&request{c: c, kind: reqClose})
+		s.submit(&request{c: c, kind: reqClose, at: arrived()})
 	}()
 	for {
 		var cmds [][][]byte
@@ -259,7 +261,7 @@ func (s *Server) readLoop(c *client) {
 				var pe protoError
 				if errors.As(err, &pe) {
 					if len(cmds) > 0 {
-						s.submit(&request{c: c, cmds: cmds})
+						s.submit(&request{c: c, cmds: cmds, at: arrived()})
 					}
 					c.write([]byte("-" + pe.Error() + "\r\n"))
 				}
@@ -272,7 +274,7 @@ func (s *Server) readLoop(c *client) {
 				break
 			}
 		}
-		if len(cmds) > 0 && !s.submit(&request{c: c, cmds: cmds}) {
+		if len(cmds) > 0 && !s.submit(&request{c: c, cmds: cmds, at: arrived()}) {
 			return
 		}
 	}
@@ -325,9 +327,29 @@ func (s *Server) executor() {
 					break drain
 				}
 			}
+			if hasBlocking(batch) {
+				// Readers woken with this one may not have submitted yet:
+				// give them a moment, then run the batch in arrival order.
+				time.Sleep(200 * time.Microsecond)
+				batch = s.drainMore(batch, n)
+				orderByArrival(batch)
+			}
 			s.runBatch(batch)
 		}
 	}
+}
+
+func (s *Server) drainMore(batch []*request, n int) []*request {
+	for n < maxBatch {
+		select {
+		case r := <-s.reqs:
+			batch = append(batch, r)
+			n += len(r.cmds)
+		default:
+			return batch
+		}
+	}
+	return batch
 }
 
 // runBatch runs the batch's requests in one transaction and replies after
