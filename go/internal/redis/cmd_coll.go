@@ -223,6 +223,10 @@ func cmdHIncrByFloat(x *ctx) error {
 	if !ok {
 		return nil
 	}
+	if math.IsInf(by, 0) || math.IsNaN(by) {
+		x.w.Err("ERR value is NaN or Infinity")
+		return nil
+	}
 	h, ok, err := x.hashObj(x.args[1], tHash)
 	if err != nil || !ok {
 		return err
