@@ -20,7 +20,7 @@ CARGO ?= cargo
 CPP_APT_PACKAGES := cmake g++ libgtest-dev
 CPP_BUILD := target/cpp
 
-.PHONY: run test lint bench deps bench-deps apt build clean test-c test-go go-deps ffi-lib bench-go test-java java-deps bench-java test-cpp bench-arp bench-java-apps redis test-redis redis-deps test-redis-suite
+.PHONY: run test lint bench deps bench-deps apt build clean test-c test-go go-deps ffi-lib bench-go test-java java-deps bench-java test-cpp bench-arp bench-java-apps redis test-redis redis-deps test-redis-suite test-redis-py bench-redis
 
 deps:
 	@$(MAKE) --no-print-directory apt PKGS="$(APT_PACKAGES)"
@@ -50,7 +50,7 @@ lint: deps
 	@# API docs build without broken or ambiguous links
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps -q
 
-test: deps lint test-c test-go test-govet test-redis test-java test-cpp
+test: deps lint test-c test-go test-govet test-redis test-redis-py test-java test-cpp
 	$(CARGO) build --workspace --all-targets
 	$(CARGO) test --workspace
 
@@ -95,6 +95,7 @@ bench: bench-deps
 	$(MAKE) --no-print-directory bench-go
 	$(MAKE) --no-print-directory bench-java
 	$(MAKE) --no-print-directory bench-java-apps
+	$(MAKE) --no-print-directory bench-redis
 
 clean:
 	$(CARGO) clean
@@ -221,6 +222,24 @@ $(REDIS_BIN): ffi-lib
 test-redis: go-deps redis-deps $(REDIS_BIN)
 	cd go && $(GO_ENV) $(GO) vet ./internal/redis ./cmd/engram-redis && $(GO_ENV) $(GO) test -count=1 ./internal/redis
 	go/cmd/engram-redis/smoke.sh $(REDIS_BIN)
+
+# The Python client: redis-py from PyPI in a venv under target/ (a few
+# seconds once), then go/cmd/engram-redis/redispy.py against the binary.
+REDIS_PY_VENV := target/redis-py-venv
+$(REDIS_PY_VENV)/bin/python:
+	python3 -m venv $(REDIS_PY_VENV) && $(REDIS_PY_VENV)/bin/pip install -q redis
+
+test-redis-py: $(REDIS_BIN) $(REDIS_PY_VENV)/bin/python
+	$(REDIS_PY_VENV)/bin/python go/cmd/engram-redis/redispy.py $(REDIS_BIN)
+
+# engram-redis vs redis-server (AOF always/everysec, off) with redis-benchmark
+# and the 1M-key restart, into docs/bench/redis.md and redis.png (about
+# 15 minutes; BENCH_REDIS_FLAGS=--quick for a smoke run). Release FFI.
+bench-redis: go-deps redis-deps $(REDIS_PY_VENV)/bin/python
+	@$(MAKE) --no-print-directory ffi-lib FFI_PROFILE=release
+	cd go && $(GO_ENV) $(GO) build -o $(CURDIR)/target/go-bin/engram-redis-release ./cmd/engram-redis
+	$(REDIS_PY_VENV)/bin/python -c 'import matplotlib' 2>/dev/null || $(REDIS_PY_VENV)/bin/pip install -q matplotlib
+	$(REDIS_PY_VENV)/bin/python go/cmd/engram-redis/bench.py target/go-bin/engram-redis-release docs/bench $(BENCH_REDIS_FLAGS)
 
 # Redis 7.0.15's own test suite (Debian source package, cached under
 # target/redis-suite) over unit/type/{incr,hash,list,set,zset,string},

@@ -23,6 +23,7 @@ func main() {
 	maxmem := flag.String("maxmemory", "0", "the pool's maximum size (bytes, or 100mb / 2gb); 0: engine default")
 	pass := flag.String("requirepass", "", "password clients must AUTH with")
 	dur := flag.String("durability", "auto", "auto | pmem | msync | wal | process")
+	maxClients := flag.Int("maxclients", 10000, "connections beyond are refused (the open-file limit is raised to this + 32)")
 	flag.Parse()
 	p := *pool
 	if p == "" {
@@ -39,7 +40,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "engram-redis: --durability must be auto, pmem, msync, wal or process")
 		os.Exit(2)
 	}
-	cfg := redis.Config{Addr: *bind + ":" + strconv.Itoa(*port), Pool: p, MaxMemory: mm, RequirePass: *pass, Durability: mode}
+	cfg := redis.Config{Addr: *bind + ":" + strconv.Itoa(*port), Pool: p, MaxMemory: mm, RequirePass: *pass, Durability: mode, MaxClients: *maxClients}
 	if err := redis.Run(cfg, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "engram-redis:", err)
 		os.Exit(1)

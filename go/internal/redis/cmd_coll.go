@@ -19,10 +19,10 @@ func init() {
 	reg("hget", 3, "r", k1, cmdHGet)
 	reg("hmget", -3, "r", k1, cmdHMGet)
 	reg("hdel", -3, "w", k1, cmdHDel)
-	reg("hexists", 3, "r", k1, func(x *ctx) error { return hread(x, func(h *hashv) { x.w.Int(b2i(h.has(string(x.args[2])))) }) })
-	reg("hlen", 2, "r", k1, func(x *ctx) error { return hread(x, func(h *hashv) { x.w.Int(int64(h.n())) }) })
+	reg("hexists", 3, "r", k1, func(x *ctx) error { return hread(x, func(h *hobj) { x.w.Int(b2i(h.has(x.args[2]))) }) })
+	reg("hlen", 2, "r", k1, func(x *ctx) error { return hread(x, func(h *hobj) { x.w.Int(int64(h.n())) }) })
 	reg("hstrlen", 3, "r", k1, func(x *ctx) error {
-		return hread(x, func(h *hashv) { x.w.Int(int64(len(h.vals[string(x.args[2])]))) })
+		return hread(x, func(h *hobj) { v, _ := h.get(x.args[2]); x.w.Int(int64(len(v))) })
 	})
 	reg("hkeys", 2, "r", k1, func(x *ctx) error { return hall(x, true, false) })
 	reg("hvals", 2, "r", k1, func(x *ctx) error { return hall(x, false, true) })
@@ -53,17 +53,17 @@ func init() {
 
 	reg("sadd", -3, "w", k1, cmdSAdd)
 	reg("srem", -3, "w", k1, cmdSRem)
-	reg("sismember", 3, "r", k1, func(x *ctx) error { return sread(x, func(s *hashv) { x.w.Int(b2i(s.has(string(x.args[2])))) }) })
+	reg("sismember", 3, "r", k1, func(x *ctx) error { return sread(x, func(s *hobj) { x.w.Int(b2i(s.has(x.args[2]))) }) })
 	reg("smismember", -3, "r", k1, func(x *ctx) error {
-		return sread(x, func(s *hashv) {
+		return sread(x, func(s *hobj) {
 			x.w.Array(len(x.args) - 2)
 			for _, m := range x.args[2:] {
-				x.w.Int(b2i(s.has(string(m))))
+				x.w.Int(b2i(s.has(m)))
 			}
 		})
 	})
-	reg("scard", 2, "r", k1, func(x *ctx) error { return sread(x, func(s *hashv) { x.w.Int(int64(s.n())) }) })
-	reg("smembers", 2, "r", k1, func(x *ctx) error { return sread(x, func(s *hashv) { replySet(x, s.keys) }) })
+	reg("scard", 2, "r", k1, func(x *ctx) error { return sread(x, func(s *hobj) { x.w.Int(int64(s.n())) }) })
+	reg("smembers", 2, "r", k1, func(x *ctx) error { return sread(x, func(s *hobj) { replySet(x, s.keys()) }) })
 	reg("spop", -2, "w", k1, cmdSPop)
 	reg("srandmember", -2, "r", k1, cmdSRandMember)
 	reg("smove", 4, "w", [3]int{1, 2, 1}, cmdSMove)
@@ -80,12 +80,8 @@ func init() {
 
 // ---- hashes
 
-func (x *ctx) hash(k []byte) (*hashv, *pEntry, bool, error) {
-	return typedValue(x, k, tHash, newHash, decodeHash)
-}
-
-func hread(x *ctx, fn func(h *hashv)) error {
-	h, _, ok, err := x.hash(x.args[1])
+func hread(x *ctx, fn func(h *hobj)) error {
+	h, ok, err := x.hashObj(x.args[1], tHash)
 	if err == nil && ok {
 		fn(h)
 	}
@@ -97,15 +93,19 @@ func cmdHSet(x *ctx, count bool) error {
 		x.w.Err("ERR wrong number of arguments for '" + x.name + "' command")
 		return nil
 	}
-	h, e, ok, err := x.hash(x.args[1])
+	h, ok, err := x.hashObj(x.args[1], tHash)
 	if err != nil || !ok {
 		return err
 	}
 	n := int64(0)
 	for i := 2; i < len(x.args); i += 2 {
-		n += b2i(h.set(string(x.args[i]), x.args[i+1]))
+		isNew, err := h.set(x.args[i], x.args[i+1])
+		if err != nil {
+			return err
+		}
+		n += b2i(isNew)
 	}
-	if err := x.store(x.args[1], tHash, e, h.encode(), false); err != nil {
+	if err := h.done(); err != nil {
 		return err
 	}
 	if count {
@@ -117,22 +117,24 @@ func cmdHSet(x *ctx, count bool) error {
 }
 
 func cmdHSetNX(x *ctx) error {
-	h, e, ok, err := x.hash(x.args[1])
+	h, ok, err := x.hashObj(x.args[1], tHash)
 	if err != nil || !ok {
 		return err
 	}
-	if h.has(string(x.args[2])) {
+	if h.has(x.args[2]) {
 		x.w.Int(0)
 		return nil
 	}
-	h.set(string(x.args[2]), x.args[3])
+	if _, err := h.set(x.args[2], x.args[3]); err != nil {
+		return err
+	}
 	x.w.Int(1)
-	return x.store(x.args[1], tHash, e, h.encode(), false)
+	return h.done()
 }
 
 func cmdHGet(x *ctx) error {
-	return hread(x, func(h *hashv) {
-		if v, ok := h.vals[string(x.args[2])]; ok {
+	return hread(x, func(h *hobj) {
+		if v, ok := h.get(x.args[2]); ok {
 			x.w.Bulk(v)
 		} else {
 			x.w.Null()
@@ -141,10 +143,10 @@ func cmdHGet(x *ctx) error {
 }
 
 func cmdHMGet(x *ctx) error {
-	return hread(x, func(h *hashv) {
+	return hread(x, func(h *hobj) {
 		x.w.Array(len(x.args) - 2)
 		for _, f := range x.args[2:] {
-			if v, ok := h.vals[string(f)]; ok {
+			if v, ok := h.get(f); ok {
 				x.w.Bulk(v)
 			} else {
 				x.w.Null()
@@ -154,36 +156,37 @@ func cmdHMGet(x *ctx) error {
 }
 
 func cmdHDel(x *ctx) error {
-	h, e, ok, err := x.hash(x.args[1])
+	h, ok, err := x.hashObj(x.args[1], tHash)
 	if err != nil || !ok {
 		return err
 	}
 	n := int64(0)
 	for _, f := range x.args[2:] {
-		n += b2i(h.del(string(f)))
+		gone, err := h.del(f)
+		if err != nil {
+			return err
+		}
+		n += b2i(gone)
 	}
 	x.w.Int(n)
-	if n == 0 {
-		return nil
-	}
-	return x.store(x.args[1], tHash, e, h.encode(), h.n() == 0)
+	return h.done()
 }
 
 func hall(x *ctx, keys, vals bool) error {
-	return hread(x, func(h *hashv) {
+	return hread(x, func(h *hobj) {
 		if keys && vals {
 			x.w.Map(h.n())
 		} else {
 			x.w.Array(h.n())
 		}
-		for _, k := range h.keys {
+		h.each(func(f, v []byte) {
 			if keys {
-				x.w.BulkS(k)
+				x.w.Bulk(f)
 			}
 			if vals {
-				x.w.Bulk(h.vals[k])
+				x.w.Bulk(v)
 			}
-		}
+		})
 	})
 }
 
@@ -192,12 +195,12 @@ func cmdHIncrBy(x *ctx) error {
 	if !ok {
 		return nil
 	}
-	h, e, ok, err := x.hash(x.args[1])
+	h, ok, err := x.hashObj(x.args[1], tHash)
 	if err != nil || !ok {
 		return err
 	}
 	var cur int64
-	if v, had := h.vals[string(x.args[2])]; had {
+	if v, had := h.get(x.args[2]); had {
 		if cur, ok = parseInt(v); !ok {
 			x.w.Err("ERR hash value is not an integer")
 			return nil
@@ -208,9 +211,11 @@ func cmdHIncrBy(x *ctx) error {
 		return nil
 	}
 	cur += by
-	h.set(string(x.args[2]), strconv.AppendInt(nil, cur, 10))
+	if _, err := h.set(x.args[2], strconv.AppendInt(nil, cur, 10)); err != nil {
+		return err
+	}
 	x.w.Int(cur)
-	return x.store(x.args[1], tHash, e, h.encode(), false)
+	return h.done()
 }
 
 func cmdHIncrByFloat(x *ctx) error {
@@ -218,12 +223,16 @@ func cmdHIncrByFloat(x *ctx) error {
 	if !ok {
 		return nil
 	}
-	h, e, ok, err := x.hash(x.args[1])
+	if math.IsInf(by, 0) || math.IsNaN(by) {
+		x.w.Err("ERR value is NaN or Infinity")
+		return nil
+	}
+	h, ok, err := x.hashObj(x.args[1], tHash)
 	if err != nil || !ok {
 		return err
 	}
 	var cur float64
-	if v, had := h.vals[string(x.args[2])]; had {
+	if v, had := h.get(x.args[2]); had {
 		if cur, ok = parseFloat(v); !ok {
 			x.w.Err("ERR hash value is not a float")
 			return nil
@@ -235,18 +244,20 @@ func cmdHIncrByFloat(x *ctx) error {
 		return nil
 	}
 	nv := []byte(strconv.FormatFloat(cur, 'f', -1, 64))
-	h.set(string(x.args[2]), nv)
+	if _, err := h.set(x.args[2], nv); err != nil {
+		return err
+	}
 	x.w.Bulk(nv)
-	return x.store(x.args[1], tHash, e, h.encode(), false)
+	return h.done()
 }
 
 func cmdHRandField(x *ctx) error {
-	return hread(x, func(h *hashv) {
+	return hread(x, func(h *hobj) {
 		if len(x.args) == 2 {
 			if h.n() == 0 {
 				x.w.Null()
 			} else {
-				x.w.BulkS(h.keys[rand.IntN(h.n())])
+				x.w.BulkS(h.keys()[rand.IntN(h.n())])
 			}
 			return
 		}
@@ -259,7 +270,7 @@ func cmdHRandField(x *ctx) error {
 			return
 		}
 		withv := len(x.args) > 3 && eq(x.args[3], "withvalues")
-		picks := randomPicks(h.keys, n)
+		picks := randomPicks(h.keys(), n)
 		if withv && x.w.proto == 3 {
 			x.w.Array(len(picks))
 		} else if withv {
@@ -273,7 +284,8 @@ func cmdHRandField(x *ctx) error {
 			}
 			x.w.BulkS(k)
 			if withv {
-				x.w.Bulk(h.vals[k])
+				v, _ := h.get([]byte(k))
+				x.w.Bulk(v)
 			}
 		}
 	})
@@ -299,30 +311,75 @@ func randomPicks(keys []string, n int64) []string {
 	return out
 }
 
-// ---- lists
+// ---- lists (a quicklist each: plist.go)
 
+// list reads a whole list into Go values (for the O(n) commands).
 func (x *ctx) list(k []byte) ([][]byte, *pEntry, bool, error) {
-	return typedValue(x, k, tList, func() [][]byte { return nil }, decodeList)
+	return typedValue(x, k, tList, func() [][]byte { return nil }, loadList)
+}
+
+// pushList pushes vals onto k at one end (creating the key if e is nil)
+// and returns the new length.
+func (x *ctx) pushList(k []byte, e *pEntry, vals [][]byte, left bool) (int64, error) {
+	if e == nil {
+		ne, err := x.put(k, tList, nil, false)
+		if err != nil {
+			return 0, err
+		}
+		c, err := newListColl(x.tx)
+		if err != nil {
+			return 0, err
+		}
+		if err := x.tx.Log(&ne.Coll); err != nil {
+			return 0, err
+		}
+		ne.Coll, e = c, ne
+	} else {
+		x.touch(k)
+	}
+	for _, v := range vals {
+		if err := e.Coll.lpush(x.tx, v, left); err != nil {
+			return 0, err
+		}
+	}
+	x.s.ready[wkey(x.c.db, k)] = true
+	return e.Coll.Len, nil
+}
+
+// popList pops up to n elements from one end of k's list (e is its
+// entry) and deletes the key if that emptied it.
+func (x *ctx) popList(k []byte, e *pEntry, n int64, left bool) ([][]byte, error) {
+	x.touch(k)
+	var out [][]byte
+	for i := int64(0); i < n && e.Coll.Len > 0; i++ {
+		v, err := e.Coll.lpop(x.tx, left)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	if e.Coll.Len == 0 {
+		_, err := x.dict().remove(x.tx, k)
+		return out, err
+	}
+	return out, nil
 }
 
 func push(x *ctx, left, onlyIfExists bool) error {
-	l, e, ok, err := x.list(x.args[1])
-	if err != nil || !ok {
+	e, wrong, err := x.typed(x.args[1], tList)
+	if err != nil || wrong {
 		return err
 	}
 	if onlyIfExists && e == nil {
 		x.w.Int(0)
 		return nil
 	}
-	for _, v := range x.args[2:] {
-		if left {
-			l = append([][]byte{v}, l...)
-		} else {
-			l = append(l, v)
-		}
+	n, err := x.pushList(x.args[1], e, x.args[2:], left)
+	if err != nil {
+		return err
 	}
-	x.w.Int(int64(len(l)))
-	return x.store(x.args[1], tList, e, encodeList(l), false)
+	x.w.Int(n)
+	return nil
 }
 
 func pop(x *ctx, left bool) error {
@@ -339,8 +396,8 @@ func pop(x *ctx, left bool) error {
 		}
 		count = n
 	}
-	l, e, ok, err := x.list(x.args[1])
-	if err != nil || !ok {
+	e, wrong, err := x.typed(x.args[1], tList)
+	if err != nil || wrong {
 		return err
 	}
 	if e == nil {
@@ -351,16 +408,9 @@ func pop(x *ctx, left bool) error {
 		}
 		return nil
 	}
-	n := min(int(count), len(l))
-	var got [][]byte
-	if left {
-		got, l = l[:n], l[n:]
-	} else {
-		got = make([][]byte, n)
-		for i := 0; i < n; i++ {
-			got[i] = l[len(l)-1-i]
-		}
-		l = l[:len(l)-n]
+	got, err := x.popList(x.args[1], e, count, left)
+	if err != nil {
+		return err
 	}
 	if hasCount {
 		x.w.Array(len(got))
@@ -368,10 +418,7 @@ func pop(x *ctx, left bool) error {
 	for _, v := range got {
 		x.w.Bulk(v)
 	}
-	if n == 0 {
-		return nil
-	}
-	return x.store(x.args[1], tList, e, encodeList(l), len(l) == 0)
+	return nil
 }
 
 func cmdLLen(x *ctx) error {
@@ -382,7 +429,7 @@ func cmdLLen(x *ctx) error {
 	if e == nil {
 		x.w.Int(0)
 	} else {
-		x.w.Int(listLen(e.Val))
+		x.w.Int(e.Coll.Len)
 	}
 	return nil
 }
@@ -405,20 +452,34 @@ func cmdLRange(x *ctx) error {
 		x.w.Err(errNotInt)
 		return nil
 	}
-	l, _, ok, err := x.list(x.args[1])
-	if err != nil || !ok {
+	e, wrong, err := x.typed(x.args[1], tList)
+	if err != nil || wrong {
 		return err
 	}
-	lo, hi := span(start, stop, int64(len(l)))
+	if e == nil {
+		x.w.Array(0)
+		return nil
+	}
+	lo, hi := span(start, stop, e.Coll.Len)
 	if lo > hi {
 		x.w.Array(0)
 		return nil
 	}
 	x.w.Array(int(hi - lo + 1))
-	for _, v := range l[lo : hi+1] {
-		x.w.Bulk(v)
-	}
+	e.Coll.lrange(lo, hi, func(v []byte) { x.w.Bulk(v) })
 	return nil
+}
+
+// listIndex resolves a (negative) index of k's list; e nil if no key.
+func listIndex(x *ctx, i int64) (e *pEntry, j int64, in, wrong bool, err error) {
+	e, wrong, err = x.typed(x.args[1], tList)
+	if err != nil || wrong || e == nil {
+		return nil, 0, false, wrong, err
+	}
+	if i < 0 {
+		i += e.Coll.Len
+	}
+	return e, i, i >= 0 && i < e.Coll.Len, false, nil
 }
 
 func cmdLIndex(x *ctx) error {
@@ -426,17 +487,14 @@ func cmdLIndex(x *ctx) error {
 	if !ok {
 		return nil
 	}
-	l, _, ok, err := x.list(x.args[1])
-	if err != nil || !ok {
+	e, i, in, wrong, err := listIndex(x, i)
+	if err != nil || wrong {
 		return err
 	}
-	if i < 0 {
-		i += int64(len(l))
-	}
-	if i < 0 || i >= int64(len(l)) {
+	if !in {
 		x.w.Null()
 	} else {
-		x.w.Bulk(l[i])
+		x.w.Bulk(e.Coll.lget(i))
 	}
 	return nil
 }
@@ -446,24 +504,21 @@ func cmdLSet(x *ctx) error {
 	if !ok {
 		return nil
 	}
-	l, e, ok, err := x.list(x.args[1])
-	if err != nil || !ok {
+	e, i, in, wrong, err := listIndex(x, i)
+	if err != nil || wrong {
 		return err
 	}
 	if e == nil {
 		x.w.Err(errNoKey)
 		return nil
 	}
-	if i < 0 {
-		i += int64(len(l))
-	}
-	if i < 0 || i >= int64(len(l)) {
+	if !in {
 		x.w.Err("ERR index out of range")
 		return nil
 	}
-	l[i] = x.args[3]
+	x.touch(x.args[1])
 	x.w.OK()
-	return x.store(x.args[1], tList, e, encodeList(l), false)
+	return e.Coll.lset(x.tx, i, x.args[3])
 }
 
 func cmdLRem(x *ctx) error {
@@ -492,14 +547,17 @@ func cmdLRem(x *ctx) error {
 				removed++
 				continue
 			}
-			out = append([][]byte{l[i]}, out...)
+			out = append(out, l[i])
+		}
+		for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+			out[i], out[j] = out[j], out[i]
 		}
 	}
 	x.w.Int(removed)
 	if removed == 0 {
 		return nil
 	}
-	return x.store(x.args[1], tList, e, encodeList(out), len(out) == 0)
+	return x.store(x.args[1], tList, e, out, len(out) == 0)
 }
 
 func cmdLTrim(x *ctx) error {
@@ -509,19 +567,25 @@ func cmdLTrim(x *ctx) error {
 		x.w.Err(errNotInt)
 		return nil
 	}
-	l, e, ok, err := x.list(x.args[1])
-	if err != nil || !ok {
+	e, wrong, err := x.typed(x.args[1], tList)
+	if err != nil || wrong {
 		return err
 	}
 	x.w.OK()
 	if e == nil {
 		return nil
 	}
-	lo, hi := span(start, stop, int64(len(l)))
-	if lo > hi {
-		return x.store(x.args[1], tList, e, nil, true)
+	n := e.Coll.Len
+	lo, hi := span(start, stop, n)
+	if lo > hi || lo >= n {
+		lo, hi = n, n-1
 	}
-	return x.store(x.args[1], tList, e, encodeList(l[lo:hi+1]), false)
+	// Pop what lies outside [lo, hi] from both ends: O(removed).
+	if _, err := x.popList(x.args[1], e, n-1-hi, false); err != nil || hi < 0 {
+		return err
+	}
+	_, err = x.popList(x.args[1], e, lo, true)
+	return err
 }
 
 func cmdLInsert(x *ctx) error {
@@ -545,7 +609,7 @@ func cmdLInsert(x *ctx) error {
 			}
 			l = append(l[:i], append([][]byte{x.args[4]}, l[i:]...)...)
 			x.w.Int(int64(len(l)))
-			return x.store(x.args[1], tList, e, encodeList(l), false)
+			return x.store(x.args[1], tList, e, l, false)
 		}
 	}
 	x.w.Int(-1)
@@ -554,33 +618,23 @@ func cmdLInsert(x *ctx) error {
 
 // moveOne pops from src (left or right) and pushes to dst; nil if empty.
 func moveOne(x *ctx, src, dst []byte, fromLeft, toLeft bool) ([]byte, bool, error) {
-	l, e, ok, err := x.list(src)
-	if err != nil || !ok || e == nil {
-		return nil, ok, err
+	e, wrong, err := x.typed(src, tList)
+	if err != nil || wrong || e == nil {
+		return nil, !wrong, err
 	}
-	if de, wrong, err := x.typed(dst, tList); err != nil || wrong {
-		_ = de
+	if _, wrong, err := x.typed(dst, tList); err != nil || wrong {
 		return nil, false, err
 	}
-	var v []byte
-	if fromLeft {
-		v, l = l[0], l[1:]
-	} else {
-		v, l = l[len(l)-1], l[:len(l)-1]
-	}
-	if err := x.store(src, tList, e, encodeList(l), len(l) == 0); err != nil {
-		return nil, false, err
-	}
-	dl, de, _, err := x.list(dst)
+	got, err := x.popList(src, e, 1, fromLeft)
 	if err != nil {
 		return nil, false, err
 	}
-	if toLeft {
-		dl = append([][]byte{v}, dl...)
-	} else {
-		dl = append(dl, v)
+	de, _, err := x.typed(dst, tList)
+	if err != nil {
+		return nil, false, err
 	}
-	return v, true, x.store(dst, tList, de, encodeList(dl), false)
+	_, err = x.pushList(dst, de, got, toLeft)
+	return got[0], true, err
 }
 
 func sides(x *ctx, i int) (bool, bool, bool) {
@@ -632,23 +686,21 @@ func bpop(x *ctx, left bool) error {
 	}
 	keys := x.args[1 : len(x.args)-1]
 	for _, k := range keys {
-		l, e, ok, err := x.list(k)
-		if err != nil || !ok {
+		e, wrong, err := x.typed(k, tList)
+		if err != nil || wrong {
 			return err
 		}
 		if e == nil {
 			continue
 		}
-		var v []byte
-		if left {
-			v, l = l[0], l[1:]
-		} else {
-			v, l = l[len(l)-1], l[:len(l)-1]
+		got, err := x.popList(k, e, 1, left)
+		if err != nil {
+			return err
 		}
 		x.w.Array(2)
 		x.w.Bulk(k)
-		x.w.Bulk(v)
-		return x.store(k, tList, e, encodeList(l), len(l) == 0)
+		x.w.Bulk(got[0])
+		return nil
 	}
 	if x.c.multiInExec() {
 		x.w.NullArray()
@@ -685,14 +737,15 @@ func cmdBLMove(x *ctx) error {
 	return nil
 }
 
-// ---- sets
+// ---- sets (intset-like compact values, then a table: phash.go)
 
+// set reads a whole set into Go values (for the set algebra).
 func (x *ctx) set(k []byte) (*hashv, *pEntry, bool, error) {
-	return typedValue(x, k, tSet, newHash, decodeSet)
+	return typedValue(x, k, tSet, newHash, loadSet)
 }
 
-func sread(x *ctx, fn func(s *hashv)) error {
-	s, _, ok, err := x.set(x.args[1])
+func sread(x *ctx, fn func(s *hobj)) error {
+	s, ok, err := x.hashObj(x.args[1], tSet)
 	if err == nil && ok {
 		fn(s)
 	}
@@ -707,42 +760,42 @@ func replySet(x *ctx, keys []string) {
 }
 
 func cmdSAdd(x *ctx) error {
-	s, e, ok, err := x.set(x.args[1])
+	s, ok, err := x.hashObj(x.args[1], tSet)
 	if err != nil || !ok {
 		return err
 	}
 	n := int64(0)
 	for _, m := range x.args[2:] {
-		n += b2i(s.set(string(m), nil))
+		if s.has(m) {
+			continue
+		}
+		if _, err := s.set(m, nil); err != nil {
+			return err
+		}
+		n++
 	}
 	x.w.Int(n)
-	if n == 0 {
-		return nil
-	}
-	return x.store(x.args[1], tSet, e, s.encodeSet(), false)
+	return s.done()
 }
 
 func cmdSRem(x *ctx) error {
-	s, e, ok, err := x.set(x.args[1])
+	s, ok, err := x.hashObj(x.args[1], tSet)
 	if err != nil || !ok {
 		return err
 	}
 	n := int64(0)
 	for _, m := range x.args[2:] {
-		n += b2i(s.del(string(m)))
+		gone, err := s.del(m)
+		if err != nil {
+			return err
+		}
+		n += b2i(gone)
 	}
 	x.w.Int(n)
-	if n == 0 {
-		return nil
-	}
-	return x.store(x.args[1], tSet, e, s.encodeSet(), s.n() == 0)
+	return s.done()
 }
 
 func cmdSPop(x *ctx) error {
-	s, e, ok, err := x.set(x.args[1])
-	if err != nil || !ok {
-		return err
-	}
 	count := int64(1)
 	if len(x.args) == 3 {
 		n, ok := parseInt(x.args[2])
@@ -755,9 +808,15 @@ func cmdSPop(x *ctx) error {
 		x.w.Err(errSyntax)
 		return nil
 	}
-	picks := randomPicks(s.keys, count)
+	s, ok, err := x.hashObj(x.args[1], tSet)
+	if err != nil || !ok {
+		return err
+	}
+	picks := randomPicks(s.keys(), count)
 	for _, p := range picks {
-		s.del(p)
+		if _, err := s.del([]byte(p)); err != nil {
+			return err
+		}
 	}
 	if len(x.args) == 3 {
 		replySet(x, picks)
@@ -766,19 +825,16 @@ func cmdSPop(x *ctx) error {
 	} else {
 		x.w.BulkS(picks[0])
 	}
-	if len(picks) == 0 {
-		return nil
-	}
-	return x.store(x.args[1], tSet, e, s.encodeSet(), s.n() == 0)
+	return s.done()
 }
 
 func cmdSRandMember(x *ctx) error {
-	return sread(x, func(s *hashv) {
+	return sread(x, func(s *hobj) {
 		if len(x.args) == 2 {
 			if s.n() == 0 {
 				x.w.Null()
 			} else {
-				x.w.BulkS(s.keys[rand.IntN(s.n())])
+				x.w.BulkS(s.keys()[rand.IntN(s.n())])
 			}
 			return
 		}
@@ -790,7 +846,7 @@ func cmdSRandMember(x *ctx) error {
 			x.w.Err("ERR value is out of range")
 			return
 		}
-		picks := randomPicks(s.keys, n)
+		picks := randomPicks(s.keys(), n)
 		x.w.Array(len(picks))
 		for _, p := range picks {
 			x.w.BulkS(p)
@@ -805,15 +861,15 @@ func cmdSMove(x *ctx) error {
 		}
 		return err
 	}
-	src, se, ok, err := x.set(x.args[1])
+	src, ok, err := x.hashObj(x.args[1], tSet)
 	if err != nil || !ok {
 		return err
 	}
-	dst, de, ok, err := x.set(x.args[2])
+	dst, ok, err := x.hashObj(x.args[2], tSet)
 	if err != nil || !ok {
 		return err
 	}
-	m := string(x.args[3])
+	m := x.args[3]
 	if !src.has(m) {
 		x.w.Int(0)
 		return nil
@@ -822,14 +878,19 @@ func cmdSMove(x *ctx) error {
 	if string(x.args[1]) == string(x.args[2]) {
 		return nil
 	}
-	src.del(m)
-	if err := x.store(x.args[1], tSet, se, src.encodeSet(), src.n() == 0); err != nil {
+	if _, err := src.del(m); err != nil {
 		return err
 	}
-	if dst.set(m, nil) {
-		return x.store(x.args[2], tSet, de, dst.encodeSet(), false)
+	if err := src.done(); err != nil {
+		return err
 	}
-	return nil
+	if dst.has(m) {
+		return nil
+	}
+	if _, err := dst.set(m, nil); err != nil {
+		return err
+	}
+	return dst.done()
 }
 
 func (x *ctx) combine(keys [][]byte, op byte) (*hashv, bool, error) {
@@ -879,8 +940,7 @@ func setop(x *ctx, op byte, store bool) error {
 		_, err := x.del(x.args[1])
 		return err
 	}
-	_, err = x.put(x.args[1], tSet, out.encodeSet(), false)
-	return err
+	return x.putValue(x.args[1], tSet, out)
 }
 
 func cmdSInterCard(x *ctx) error {
@@ -936,20 +996,20 @@ func collScan(x *ctx, t int64) error {
 	if e != nil {
 		switch t {
 		case tSet:
-			for _, k := range decodeSet(e.Val).keys {
+			for _, k := range loadSet(e).keys {
 				if match == nil || globMatch(match, []byte(k), false) {
 					items = append(items, k)
 				}
 			}
 		case tHash:
-			h := decodeHash(e.Val)
+			h := loadHash(e)
 			for _, k := range h.keys {
 				if match == nil || globMatch(match, []byte(k), false) {
 					items = append(items, k, string(h.vals[k]))
 				}
 			}
 		case tZSet:
-			for _, el := range decodeZSet(e.Val).els {
+			for _, el := range loadZSet(e).els {
 				if match == nil || globMatch(match, []byte(el.member), false) {
 					items = append(items, el.member, fmtFloat(el.score))
 				}

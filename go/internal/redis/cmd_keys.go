@@ -297,7 +297,13 @@ func renameGeneric(x *ctx, nx bool) error {
 			return nil
 		}
 	}
-	typ, val, exp := e.Type, append([]byte(nil), e.Val...), e.Expire
+	typ, val, exp, coll := e.Type, append([]byte(nil), e.Val...), e.Expire, e.Coll
+	if coll != nil { // the structure moves to the new key as it is
+		if err := x.tx.Log(&e.Coll); err != nil {
+			return err
+		}
+		e.Coll = nil
+	}
 	if _, err := x.del(src); err != nil {
 		return err
 	}
@@ -305,7 +311,13 @@ func renameGeneric(x *ctx, nx bool) error {
 	if err != nil {
 		return err
 	}
-	if typ == tList {
+	if coll != nil {
+		if err := x.tx.Log(&ne.Coll); err != nil {
+			return err
+		}
+		ne.Coll = coll
+	}
+	if typ == tList || typ == tZSet {
 		x.s.ready[wkey(x.c.db, dst)] = true
 	}
 	if nx {
@@ -374,8 +386,11 @@ func copyKey(x *ctx, src, dst []byte, db int, replace, move bool) error {
 		x.w.Int(0)
 		return nil
 	}
-	ne, err := x.s.putDB(x.tx, db, dst, e.Type, e.Val, false)
+	ne, err := x.s.putDB(x.tx, db, dst, e.Type, nil, false)
 	if err != nil {
+		return err
+	}
+	if err := writeValueAs(x.tx, &x.s.lim, ne, e.Type, loadAny(e), e.Coll != nil); err != nil {
 		return err
 	}
 	if err := setExpire(x.tx, ne, e.Expire); err != nil {
@@ -419,6 +434,14 @@ func cmdSwapDB(x *ctx) error {
 		return err
 	}
 	r.DBs[a], r.DBs[b] = r.DBs[b], r.DBs[a]
+	// Clients blocked on a key of either database see its new contents.
+	for _, bs := range x.s.blocked {
+		if int64(bs.db) == a || int64(bs.db) == b {
+			for _, k := range bs.keys {
+				x.s.ready[k] = true
+			}
+		}
+	}
 	x.s.watchGen++
 	for k := range x.s.watch {
 		x.s.watch[k] = x.s.watchGen
@@ -459,21 +482,10 @@ func cmdObject(x *ctx) error {
 	return nil
 }
 
-// encodingOf names the encoding Redis 7.0 would use for the value (its
-// default thresholds), so tools and tests that look at OBJECT ENCODING see
-// familiar names; engram-redis has one compact encoding per type.
+// encodingOf names the value's encoding with Redis 7.0's names: a compact
+// value is listpack (intset for sets), a persistent structure quicklist,
+// hashtable or skiplist (pcoll.go).
 func encodingOf(e *pEntry) string {
-	small := func(items [][]byte, n int) bool {
-		if n > 128 {
-			return false
-		}
-		for _, it := range items {
-			if len(it) > 64 {
-				return false
-			}
-		}
-		return true
-	}
 	switch e.Type {
 	case tString:
 		if _, ok := parseInt(e.Val); ok && len(e.Val) <= 20 {
@@ -483,37 +495,8 @@ func encodingOf(e *pEntry) string {
 			return "embstr"
 		}
 		return "raw"
-	case tList:
-		return "quicklist"
-	case tSet:
-		items := decodeList(e.Val)
-		ints := len(items) <= 512
-		for _, it := range items {
-			if _, ok := parseInt(it); !ok {
-				ints = false
-				break
-			}
-		}
-		if ints {
-			return "intset"
-		}
-		return "hashtable" // Redis 7.0 has no listpack sets
-	case tHash:
-		items := decodeList(e.Val)
-		if small(items, len(items)/2) {
-			return "listpack"
-		}
-		return "hashtable"
 	}
-	z := decodeZSet(e.Val)
-	items := make([][]byte, len(z.els))
-	for i, el := range z.els {
-		items[i] = []byte(el.member)
-	}
-	if small(items, len(items)) {
-		return "listpack"
-	}
-	return "skiplist"
+	return encodingName(e)
 }
 
 // globMatch is Redis's stringmatchlen: * ? [...] [^...] and \ escapes.

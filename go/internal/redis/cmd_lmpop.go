@@ -9,62 +9,71 @@ func init() {
 	reg("blmpop", -5, "w", k0, func(x *ctx) error { return lmpop(x, 2, true) })
 }
 
-// lmpop: first is the index of numkeys.
-func lmpop(x *ctx, first int, blocking bool) error {
-	var timeout float64
+// mpopArgs are the parsed arguments of [B]LMPOP / [B]ZMPOP.
+type mpopArgs struct {
+	timeout float64
+	keys    [][]byte
+	first   bool // LEFT / MIN
+	count   int64
+}
+
+// parseMPop reads [timeout] numkeys key... A|B [COUNT n] with numkeys at
+// args[first]; a and b name the two ends (left/right, min/max).
+func parseMPop(x *ctx, first int, blocking bool, a, b string) (m mpopArgs, ok bool) {
 	if blocking {
-		t, ok := timeoutArg(x, 1)
-		if !ok {
-			return nil
+		if m.timeout, ok = timeoutArg(x, 1); !ok {
+			return m, false
 		}
-		timeout = t
 	}
 	n, ok := parseInt(x.args[first])
 	if !ok || n <= 0 {
 		x.w.Err("ERR numkeys should be greater than 0")
-		return nil
+		return m, false
 	}
 	if int64(len(x.args)-first-1) < n+1 {
 		x.w.Err(errSyntax)
-		return nil
+		return m, false
 	}
-	keys := x.args[first+1 : first+1+int(n)]
+	m.keys = x.args[first+1 : first+1+int(n)]
 	rest := x.args[first+1+int(n):]
-	left := eq(rest[0], "left")
-	if !left && !eq(rest[0], "right") {
+	m.first, m.count = eq(rest[0], a), 1
+	if !m.first && !eq(rest[0], b) {
 		x.w.Err(errSyntax)
-		return nil
+		return m, false
 	}
-	count := int64(1)
 	switch {
 	case len(rest) == 3 && eq(rest[1], "count"):
 		c, ok := parseInt(rest[2])
 		if !ok || c <= 0 {
 			x.w.Err("ERR count should be greater than 0")
-			return nil
+			return m, false
 		}
-		count = c
+		m.count = c
 	case len(rest) != 1:
 		x.w.Err(errSyntax)
+		return m, false
+	}
+	return m, true
+}
+
+// lmpop: first is the index of numkeys.
+func lmpop(x *ctx, first int, blocking bool) error {
+	m, ok := parseMPop(x, first, blocking, "left", "right")
+	if !ok {
 		return nil
 	}
+	keys, count, left, timeout := m.keys, m.count, m.first, m.timeout
 	for _, k := range keys {
-		l, e, ok, err := x.list(k)
-		if err != nil || !ok {
+		e, wrong, err := x.typed(k, tList)
+		if err != nil || wrong {
 			return err
 		}
 		if e == nil {
 			continue
 		}
-		m := min(int(count), len(l))
-		var got [][]byte
-		if left {
-			got, l = l[:m], l[m:]
-		} else {
-			for i := 0; i < m; i++ {
-				got = append(got, l[len(l)-1-i])
-			}
-			l = l[:len(l)-m]
+		got, err := x.popList(k, e, count, left)
+		if err != nil {
+			return err
 		}
 		x.w.Array(2)
 		x.w.Bulk(k)
@@ -72,7 +81,7 @@ func lmpop(x *ctx, first int, blocking bool) error {
 		for _, v := range got {
 			x.w.Bulk(v)
 		}
-		return x.store(k, tList, e, encodeList(l), len(l) == 0)
+		return nil
 	}
 	if !blocking || x.c.multiInExec() {
 		x.w.NullArray()

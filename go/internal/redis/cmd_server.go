@@ -313,6 +313,14 @@ func cmdConfig(x *ctx) error {
 			switch k {
 			case "requirepass":
 				x.s.cfg.RequirePass = v
+			case "hash-max-listpack-entries", "hash-max-ziplist-entries", "hash-max-listpack-value", "hash-max-ziplist-value",
+				"set-max-intset-entries", "zset-max-listpack-entries", "zset-max-ziplist-entries", "zset-max-listpack-value", "zset-max-ziplist-value":
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil || n < 0 {
+					x.w.Err("ERR CONFIG SET failed (possibly related to argument '" + k + "') - argument couldn't be parsed into an integer")
+					return nil
+				}
+				*x.s.lim.field(k) = n
 			case "maxmemory", "save", "appendonly", "appendfsync", "maxmemory-policy", "hz", "lazyfree-lazy-user-del", "lazyfree-lazy-user-flush":
 				// maxmemory is the pool's size, fixed at open; the rest do not apply.
 			default:
@@ -332,12 +340,16 @@ func cmdConfig(x *ctx) error {
 func (s *Server) configMap() map[string]string {
 	host, port := s.Addr(), portOf(s.Addr())
 	host = host[:len(host)-len(port)-1]
-	return map[string]string{
+	m := map[string]string{
 		"port": port, "bind": host, "dir": path.Dir(s.cfg.Pool), "dbfilename": path.Base(s.cfg.Pool),
 		"maxmemory": strconv.FormatUint(s.cfg.MaxMemory, 10), "requirepass": s.cfg.RequirePass,
 		"appendonly": "no", "save": "", "databases": "16", "maxmemory-policy": "noeviction",
-		"appendfsync": "always",
+		"appendfsync": "always", "maxclients": strconv.Itoa(s.maxClients()),
 	}
+	for _, n := range limitNames {
+		m[n] = strconv.FormatInt(*s.lim.field(n), 10)
+	}
+	return m
 }
 
 func cmdClient(x *ctx) error {
@@ -546,8 +558,8 @@ func cmdWatch(x *ctx) error {
 // activeExpire samples keys with a TTL and deletes expired ones in one
 // transaction per tick.
 func (s *Server) activeExpire() {
-	if s.needCollect {
-		s.needCollect = false
+	if g := gcGen.Load(); s.needCollect || g != s.gcSeen {
+		s.needCollect, s.gcSeen = false, g
 		_ = s.pool.Collect()
 	}
 	_ = s.pool.Txn(func(tx *engram.Tx) error {

@@ -89,7 +89,11 @@ func (x *ctx) lookupPattern(pat []byte, el string) ([]byte, bool, error) {
 	if e.Type != tHash {
 		return nil, false, nil
 	}
-	v, ok := decodeHash(e.Val).vals[field]
+	if e.Coll != nil {
+		v, ok := e.Coll.hget([]byte(field))
+		return append([]byte(nil), v...), ok, nil
+	}
+	v, ok := loadHash(e).vals[field]
 	return v, ok, nil
 }
 
@@ -106,13 +110,13 @@ func cmdSort(x *ctx) error {
 	if e != nil {
 		switch e.Type {
 		case tList:
-			for _, it := range decodeList(e.Val) {
+			for _, it := range loadList(e) {
 				items = append(items, string(it))
 			}
 		case tSet:
-			items = decodeSet(e.Val).keys
+			items = loadSet(e).keys
 		case tZSet:
-			for _, el := range decodeZSet(e.Val).els {
+			for _, el := range loadZSet(e).els {
 				items = append(items, el.member)
 			}
 		default:
@@ -196,7 +200,7 @@ func cmdSort(x *ctx) error {
 			_, err := x.del(o.store)
 			return err
 		}
-		_, err := x.put(o.store, tList, encodeList(out), false)
+		err := x.putValue(o.store, tList, out)
 		x.s.ready[wkey(x.c.db, o.store)] = true
 		return err
 	}

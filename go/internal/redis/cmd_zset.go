@@ -1,9 +1,11 @@
-// cmd_zset.go: sorted-set commands over codec.go's (score, member) ordered
-// encoding: ZADD (NX/XX/GT/LT/CH/INCR), ZREM, ZSCORE, ZMSCORE, ZINCRBY,
-// ZCARD, ZCOUNT, ZRANGE (index, BYSCORE, REV, LIMIT, WITHSCORES),
-// ZRANGEBYSCORE, ZREVRANGE, ZRANK, ZREVRANK, ZPOPMIN/ZPOPMAX, ZSCAN.
+// cmd_zset.go: sorted-set commands over zobj (pzset.go: compact while
+// small, a skiplist after): ZADD (NX/XX/GT/LT/CH/INCR), ZREM, ZSCORE,
+// ZMSCORE, ZINCRBY, ZCARD, ZCOUNT, ZRANGE (index, BYSCORE, BYLEX, REV,
+// LIMIT, WITHSCORES), ZRANGEBYSCORE, ZREVRANGEBYSCORE, ZRANGEBYLEX,
+// ZREVRANGEBYLEX, ZREVRANGE, ZRANK, ZREVRANK, ZPOPMIN/ZPOPMAX, ZSCAN.
 //
-// Crash behaviour: the set is rewritten as a whole inside the region.
+// Crash behaviour: changes happen inside the command's region; a big set
+// is changed in place (O(log n) logged bytes per member).
 package redis
 
 import (
@@ -19,8 +21,8 @@ func init() {
 	})
 	reg("zrem", -3, "w", k1, cmdZRem)
 	reg("zscore", 3, "r", k1, func(x *ctx) error {
-		return zread(x, func(z *zsetv) {
-			if s, ok := z.scores[string(x.args[2])]; ok {
+		return zread(x, func(z *zobj) {
+			if s, ok := z.score(x.args[2]); ok {
 				x.w.Double(s)
 			} else {
 				x.w.Null()
@@ -28,10 +30,10 @@ func init() {
 		})
 	})
 	reg("zmscore", -3, "r", k1, func(x *ctx) error {
-		return zread(x, func(z *zsetv) {
+		return zread(x, func(z *zobj) {
 			x.w.Array(len(x.args) - 2)
 			for _, m := range x.args[2:] {
-				if s, ok := z.scores[string(m)]; ok {
+				if s, ok := z.score(m); ok {
 					x.w.Double(s)
 				} else {
 					x.w.Null()
@@ -39,12 +41,14 @@ func init() {
 			}
 		})
 	})
-	reg("zcard", 2, "r", k1, func(x *ctx) error { return zread(x, func(z *zsetv) { x.w.Int(int64(len(z.els))) }) })
+	reg("zcard", 2, "r", k1, func(x *ctx) error { return zread(x, func(z *zobj) { x.w.Int(z.n()) }) })
 	reg("zcount", 4, "r", k1, cmdZCount)
-	reg("zrange", -4, "r", k1, func(x *ctx) error { return zrange(x, false, false) })
-	reg("zrevrange", -4, "r", k1, func(x *ctx) error { return zrange(x, true, false) })
-	reg("zrangebyscore", -4, "r", k1, func(x *ctx) error { return zrange(x, false, true) })
-	reg("zrevrangebyscore", -4, "r", k1, func(x *ctx) error { return zrange(x, true, true) })
+	reg("zrange", -4, "r", k1, func(x *ctx) error { return zrange(x, zq{}) })
+	reg("zrevrange", -4, "r", k1, func(x *ctx) error { return zrange(x, zq{rev: true, fixed: true}) })
+	reg("zrangebyscore", -4, "r", k1, func(x *ctx) error { return zrange(x, zq{by: 's', fixed: true}) })
+	reg("zrevrangebyscore", -4, "r", k1, func(x *ctx) error { return zrange(x, zq{by: 's', rev: true, fixed: true}) })
+	reg("zrangebylex", -4, "r", k1, func(x *ctx) error { return zrange(x, zq{by: 'l', fixed: true}) })
+	reg("zrevrangebylex", -4, "r", k1, func(x *ctx) error { return zrange(x, zq{by: 'l', rev: true, fixed: true}) })
 	reg("zrank", 3, "r", k1, func(x *ctx) error { return zrank(x, false) })
 	reg("zrevrank", 3, "r", k1, func(x *ctx) error { return zrank(x, true) })
 	reg("zpopmin", -2, "w", k1, func(x *ctx) error { return zpop(x, false) })
@@ -52,12 +56,13 @@ func init() {
 	reg("zscan", -3, "r", k1, func(x *ctx) error { return collScan(x, tZSet) })
 }
 
+// zset reads a whole sorted set into Go values (for the set algebra).
 func (x *ctx) zset(k []byte) (*zsetv, *pEntry, bool, error) {
-	return typedValue(x, k, tZSet, func() *zsetv { return &zsetv{scores: map[string]float64{}} }, decodeZSet)
+	return typedValue(x, k, tZSet, func() *zsetv { return &zsetv{scores: map[string]float64{}} }, loadZSet)
 }
 
-func zread(x *ctx, fn func(z *zsetv)) error {
-	z, _, ok, err := x.zset(x.args[1])
+func zread(x *ctx, fn func(z *zobj)) error {
+	z, ok, err := x.zsetObj(x.args[1])
 	if err == nil && ok {
 		fn(z)
 	}
@@ -112,7 +117,7 @@ pairs:
 		}
 		scores = append(scores, s)
 	}
-	z, e, ok, err := x.zset(x.args[1])
+	z, ok, err := x.zsetObj(x.args[1])
 	if err != nil || !ok {
 		return err
 	}
@@ -120,13 +125,13 @@ pairs:
 	var last float64
 	skipped := false
 	for j := 0; j < len(rest); j += 2 {
-		m, s := string(rest[j+1]), scores[j/2]
-		old, had := z.scores[m]
+		m, s := rest[j+1], scores[j/2]
+		old, had := z.score(m)
 		if incr && had {
 			s += old
 			if math.IsNaN(s) {
 				x.w.Err("ERR resulting score is not a number (NaN)")
-				return nil
+				return z.done()
 			}
 		}
 		if (nx && had) || (xx && !had) || (had && gt && s <= old) || (had && lt && s >= old) {
@@ -139,7 +144,9 @@ pairs:
 		} else if old != s {
 			changed++
 		}
-		z.add(m, s)
+		if _, err := z.add(m, s); err != nil {
+			return err
+		}
 	}
 	switch {
 	case incr && skipped:
@@ -151,29 +158,27 @@ pairs:
 	default:
 		x.w.Int(added)
 	}
-	if added+changed == 0 {
-		return nil
-	}
-	return x.store(x.args[1], tZSet, e, z.encode(), false)
+	return z.done()
 }
 
 func cmdZRem(x *ctx) error {
-	z, e, ok, err := x.zset(x.args[1])
+	z, ok, err := x.zsetObj(x.args[1])
 	if err != nil || !ok {
 		return err
 	}
 	n := int64(0)
 	for _, m := range x.args[2:] {
-		n += b2i(z.rem(string(m)))
+		gone, err := z.rem(m)
+		if err != nil {
+			return err
+		}
+		n += b2i(gone)
 	}
 	x.w.Int(n)
-	if n == 0 {
-		return nil
-	}
-	return x.store(x.args[1], tZSet, e, z.encode(), len(z.els) == 0)
+	return z.done()
 }
 
-// scoreRange parses a ZRANGEBYSCORE bound: "(1.5" exclusive, "-inf", ...
+// scoreBound parses a ZRANGEBYSCORE bound: "(1.5" exclusive, "-inf", ...
 func scoreBound(b []byte) (float64, bool, bool) {
 	ex := len(b) > 0 && b[0] == '('
 	if ex {
@@ -187,6 +192,42 @@ func inRange(s, lo, hi float64, lox, hix bool) bool {
 	return (s > lo || (!lox && s == lo)) && (s < hi || (!hix && s == hi))
 }
 
+// scoreRanks is the rank range [start, end) of the scores in [lo, hi].
+func (o *zobj) scoreRanks(lo, hi float64, lox, hix bool) (int64, int64) {
+	start := o.count(func(s float64, _ []byte) bool { return s < lo || (lox && s == lo) })
+	end := o.count(func(s float64, _ []byte) bool { return s < hi || (!hix && s == hi) })
+	return start, max(start, end)
+}
+
+// lexRanks is the rank range [start, end) of the members in [lo, hi]
+// (meaningful when all scores are equal, as in Redis).
+func (o *zobj) lexRanks(lo, hi lexBound) (int64, int64) {
+	start := o.count(func(_ float64, m []byte) bool { return !lo.below(string(m)) })
+	end := o.count(func(_ float64, m []byte) bool { return hi.above(string(m)) })
+	return start, max(start, end)
+}
+
+// window is up to cnt (< 0: all) elements of the rank range [start, end)
+// after skipping off, from the low end or (rev) the high end.
+func (o *zobj) window(start, end int64, rev bool, off, cnt int64) []zel {
+	if off < 0 {
+		return nil
+	}
+	n := end - start - off
+	if n <= 0 {
+		return nil
+	}
+	if cnt >= 0 && cnt < n {
+		n = cnt
+	}
+	if !rev {
+		return o.slice(start+off, start+off+n)
+	}
+	els := o.slice(end-off-n, end-off)
+	reverse(els)
+	return els
+}
+
 func cmdZCount(x *ctx) error {
 	lo, lox, ok1 := scoreBound(x.args[2])
 	hi, hix, ok2 := scoreBound(x.args[3])
@@ -194,94 +235,125 @@ func cmdZCount(x *ctx) error {
 		x.w.Err("ERR min or max is not a float")
 		return nil
 	}
-	return zread(x, func(z *zsetv) {
-		n := int64(0)
-		for _, el := range z.els {
-			n += b2i(inRange(el.score, lo, hi, lox, hix))
-		}
-		x.w.Int(n)
+	return zread(x, func(z *zobj) {
+		a, b := z.scoreRanks(lo, hi, lox, hix)
+		x.w.Int(b - a)
 	})
 }
 
-func zrange(x *ctx, rev, byScore bool) error {
-	withScores, limit, off, cnt := false, false, int64(0), int64(-1)
-	for i := 4; i < len(x.args); i++ {
+// zq is a ZRANGE query: by 0 (rank), 's' (score) or 'l' (lex); fixed: a
+// Z*RANGEBY* command whose kind and direction its name sets.
+type zq struct {
+	by              byte
+	rev, fixed      bool
+	withScores, lim bool
+	off, cnt        int64
+}
+
+// parseZq reads ZRANGE's options from args (after key min max).
+func parseZq(x *ctx, q zq, args [][]byte, store bool) (zq, bool) {
+	q.cnt = -1
+	for i := 0; i < len(args); i++ {
 		switch {
-		case eq(x.args[i], "withscores"):
-			withScores = true
-		case eq(x.args[i], "byscore") && x.name == "zrange":
-			byScore = true
-		case eq(x.args[i], "rev") && x.name == "zrange":
-			rev = true
-		case eq(x.args[i], "limit") && i+2 < len(x.args):
-			o, ok1 := parseInt(x.args[i+1])
-			c, ok2 := parseInt(x.args[i+2])
+		case !store && eq(args[i], "withscores"):
+			q.withScores = true
+		case eq(args[i], "limit") && i+2 < len(args):
+			o, ok1 := parseInt(args[i+1])
+			c, ok2 := parseInt(args[i+2])
 			if !ok1 || !ok2 {
 				x.w.Err(errNotInt)
-				return nil
+				return q, false
 			}
-			limit, off, cnt = true, o, c
+			q.lim, q.off, q.cnt = true, o, c
 			i += 2
+		case !q.fixed && !q.rev && eq(args[i], "rev"):
+			q.rev = true
+		case !q.fixed && q.by == 0 && eq(args[i], "bylex"):
+			q.by = 'l'
+		case !q.fixed && q.by == 0 && eq(args[i], "byscore"):
+			q.by = 's'
 		default:
 			x.w.Err(errSyntax)
-			return nil
+			return q, false
 		}
 	}
-	if limit && !byScore {
+	if q.lim && q.cnt != -1 && q.by == 0 {
 		x.w.Err("ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX")
-		return nil
+		return q, false
 	}
-	a, b := x.args[2], x.args[3]
-	var els []zel
-	z, _, ok, err := x.zset(x.args[1])
-	if err != nil || !ok {
-		return err
+	if q.withScores && q.by == 'l' {
+		x.w.Err("ERR syntax error, WITHSCORES not supported in combination with BYLEX")
+		return q, false
 	}
-	if byScore {
-		if rev && (x.name == "zrevrangebyscore" || x.name == "zrange") {
-			a, b = b, a
-		}
+	return q, true
+}
+
+// zquery runs a ZRANGE-family query on key k with bounds a, b.
+func zquery(x *ctx, q zq, k, a, b []byte) ([]zel, bool, error) {
+	if q.rev && q.by != 0 {
+		a, b = b, a
+	}
+	var pick func(z *zobj) []zel
+	switch q.by {
+	case 's':
 		lo, lox, ok1 := scoreBound(a)
 		hi, hix, ok2 := scoreBound(b)
 		if !ok1 || !ok2 {
 			x.w.Err("ERR min or max is not a float")
-			return nil
+			return nil, false, nil
 		}
-		for _, el := range z.els {
-			if inRange(el.score, lo, hi, lox, hix) {
-				els = append(els, el)
-			}
+		pick = func(z *zobj) []zel {
+			s, e := z.scoreRanks(lo, hi, lox, hix)
+			return z.window(s, e, q.rev, q.off, q.cnt)
 		}
-		if rev {
-			reverse(els)
+	case 'l':
+		lo, hi := parseLex(a), parseLex(b)
+		if !lo.good || !hi.good {
+			x.w.Err("ERR min or max not valid string range item")
+			return nil, false, nil
 		}
-		if off < 0 {
-			els = nil
-		} else if off < int64(len(els)) {
-			els = els[off:]
-		} else {
-			els = nil
+		pick = func(z *zobj) []zel {
+			s, e := z.lexRanks(lo, hi)
+			return z.window(s, e, q.rev, q.off, q.cnt)
 		}
-		if cnt >= 0 && cnt < int64(len(els)) {
-			els = els[:cnt]
-		}
-	} else {
+	default:
 		start, ok1 := parseInt(a)
 		stop, ok2 := parseInt(b)
 		if !ok1 || !ok2 {
 			x.w.Err(errNotInt)
-			return nil
+			return nil, false, nil
 		}
-		all := append([]zel(nil), z.els...)
-		if rev {
-			reverse(all)
-		}
-		lo, hi := span(start, stop, int64(len(all)))
-		if lo <= hi {
-			els = all[lo : hi+1]
+		pick = func(z *zobj) []zel {
+			n := z.n()
+			lo, hi := span(start, stop, n)
+			if lo > hi {
+				return nil
+			}
+			if !q.rev {
+				return z.slice(lo, hi+1)
+			}
+			els := z.slice(n-1-hi, n-lo)
+			reverse(els)
+			return els
 		}
 	}
-	writeZ(x, els, withScores)
+	z, ok, err := x.zsetObj(k)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	return pick(z), true, nil
+}
+
+func zrange(x *ctx, q zq) error {
+	q, ok := parseZq(x, q, x.args[4:], false)
+	if !ok {
+		return nil
+	}
+	els, ok, err := zquery(x, q, x.args[1], x.args[2], x.args[3])
+	if err != nil || !ok {
+		return err
+	}
+	writeZ(x, els, q.withScores)
 	return nil
 }
 
@@ -315,17 +387,35 @@ func writeZ(x *ctx, els []zel, withScores bool) {
 }
 
 func zrank(x *ctx, rev bool) error {
-	return zread(x, func(z *zsetv) {
-		r, ok := z.rank(string(x.args[2]))
+	return zread(x, func(z *zobj) {
+		r, ok := z.rank(x.args[2])
 		if !ok {
 			x.w.Null()
 			return
 		}
 		if rev {
-			r = len(z.els) - 1 - r
+			r = z.n() - 1 - r
 		}
-		x.w.Int(int64(r))
+		x.w.Int(r)
 	})
+}
+
+// zpopN removes and returns up to n elements from the low (or high) end.
+func zpopN(z *zobj, n int64, max bool) ([]zel, error) {
+	n = min(n, z.n())
+	var got []zel
+	if max {
+		got = z.slice(z.n()-n, z.n())
+		reverse(got)
+	} else {
+		got = z.slice(0, n)
+	}
+	for _, g := range got {
+		if _, err := z.rem([]byte(g.member)); err != nil {
+			return nil, err
+		}
+	}
+	return got, z.done()
 }
 
 func zpop(x *ctx, max bool) error {
@@ -342,21 +432,13 @@ func zpop(x *ctx, max bool) error {
 		}
 		count = n
 	}
-	z, e, ok, err := x.zset(x.args[1])
+	z, ok, err := x.zsetObj(x.args[1])
 	if err != nil || !ok {
 		return err
 	}
-	n := min(int(count), len(z.els))
-	var got []zel
-	if max {
-		for i := 0; i < n; i++ {
-			got = append(got, z.els[len(z.els)-1-i])
-		}
-	} else {
-		got = append(got, z.els[:n]...)
-	}
-	for _, g := range got {
-		z.rem(g.member)
+	got, err := zpopN(z, count, max)
+	if err != nil {
+		return err
 	}
 	if x.w.proto == 3 && len(x.args) == 2 {
 		if len(got) == 0 {
@@ -369,8 +451,5 @@ func zpop(x *ctx, max bool) error {
 	} else {
 		writeZ(x, got, true)
 	}
-	if n == 0 {
-		return nil
-	}
-	return x.store(x.args[1], tZSet, e, z.encode(), len(z.els) == 0)
+	return nil
 }

@@ -1,6 +1,6 @@
 // cmd_zset2.go: LPOS and the lexicographic and multi-key sorted-set
-// commands: ZLEXCOUNT, ZRANGEBYLEX, ZREVRANGEBYLEX, ZRANGESTORE,
-// ZUNIONSTORE, ZINTERSTORE (WEIGHTS, AGGREGATE SUM|MIN|MAX).
+// commands: ZLEXCOUNT, ZRANGESTORE, ZREMRANGEBY{SCORE,RANK,LEX},
+// ZUNION/ZINTER/ZDIFF[STORE] (WEIGHTS, AGGREGATE SUM|MIN|MAX), ZINTERCARD.
 //
 // Crash behaviour: the destination is written inside the command's region.
 package redis
@@ -14,8 +14,6 @@ import (
 func init() {
 	reg("lpos", -3, "r", k1, cmdLPos)
 	reg("zlexcount", 4, "r", k1, cmdZLexCount)
-	reg("zrangebylex", -4, "r", k1, func(x *ctx) error { return zrangeLex(x, false) })
-	reg("zrevrangebylex", -4, "r", k1, func(x *ctx) error { return zrangeLex(x, true) })
 	reg("zunionstore", -4, "w", k0, func(x *ctx) error { return zstore(x, 'u') })
 	reg("zinterstore", -4, "w", k0, func(x *ctx) error { return zstore(x, 'i') })
 	reg("zdiffstore", -4, "w", k0, func(x *ctx) error { return zstore(x, 'd') })
@@ -146,66 +144,16 @@ func (hi lexBound) above(m string) bool {
 	return m < hi.v || (!hi.ex && m == hi.v)
 }
 
-func lexRange(z *zsetv, lo, hi lexBound) []zel {
-	var out []zel
-	for _, el := range z.els {
-		if lo.below(el.member) && hi.above(el.member) {
-			out = append(out, el)
-		}
-	}
-	return out
-}
-
 func cmdZLexCount(x *ctx) error {
 	lo, hi := parseLex(x.args[2]), parseLex(x.args[3])
 	if !lo.good || !hi.good {
 		x.w.Err("ERR min or max not valid string range item")
 		return nil
 	}
-	return zread(x, func(z *zsetv) { x.w.Int(int64(len(lexRange(z, lo, hi)))) })
-}
-
-func zrangeLex(x *ctx, rev bool) error {
-	a, b := x.args[2], x.args[3]
-	if rev {
-		a, b = b, a
-	}
-	lo, hi := parseLex(a), parseLex(b)
-	if !lo.good || !hi.good {
-		x.w.Err("ERR min or max not valid string range item")
-		return nil
-	}
-	off, cnt := int64(0), int64(-1)
-	if len(x.args) == 7 && eq(x.args[4], "limit") {
-		o, ok1 := parseInt(x.args[5])
-		c, ok2 := parseInt(x.args[6])
-		if !ok1 || !ok2 {
-			x.w.Err(errNotInt)
-			return nil
-		}
-		off, cnt = o, c
-	} else if len(x.args) != 4 {
-		x.w.Err(errSyntax)
-		return nil
-	}
-	return zread(x, func(z *zsetv) {
-		els := lexRange(z, lo, hi)
-		if rev {
-			reverse(els)
-		}
-		writeZ(x, limitZ(els, off, cnt), false)
+	return zread(x, func(z *zobj) {
+		a, b := z.lexRanks(lo, hi)
+		x.w.Int(b - a)
 	})
-}
-
-func limitZ(els []zel, off, cnt int64) []zel {
-	if off < 0 || off >= int64(len(els)) {
-		return nil
-	}
-	els = els[off:]
-	if cnt >= 0 && cnt < int64(len(els)) {
-		els = els[:cnt]
-	}
-	return els
 }
 
 // readZOrSet reads a sorted set, or a set with every score 1 (as Redis).
@@ -220,9 +168,9 @@ func (x *ctx) readZOrSet(k []byte) (*zsetv, bool, error) {
 	}
 	switch e.Type {
 	case tZSet:
-		return decodeZSet(e.Val), true, nil
+		return loadZSet(e), true, nil
 	case tSet:
-		for _, m := range decodeSet(e.Val).keys {
+		for _, m := range loadSet(e).keys {
 			z.add(m, 1)
 		}
 		return z, true, nil
@@ -349,33 +297,18 @@ func storeZ(x *ctx, dst []byte, z *zsetv) error {
 		_, err := x.del(dst)
 		return err
 	}
-	_, err := x.put(dst, tZSet, z.encode(), false)
+	err := x.putValue(dst, tZSet, z)
 	return err
 }
 
 func cmdZRangeStore(x *ctx) error {
-	// Reuse ZRANGE's parsing by running it into a scratch reply.
-	src := x.args[2]
-	inner := &ctx{s: x.s, tx: x.tx, c: x.c, w: &W{proto: 2}, name: "zrange",
-		args: append([][]byte{[]byte("zrange"), src}, x.args[3:]...)}
-	for _, a := range inner.args[4:] {
-		if eq(a, "withscores") {
-			x.w.Err(errSyntax)
-			return nil
-		}
-	}
-	inner.args = append(inner.args, []byte("withscores"))
-	if err := zrange(inner, false, false); err != nil {
-		return err
-	}
-	if len(inner.w.b) > 0 && inner.w.b[0] == '-' {
-		x.w.b = append(x.w.b, inner.w.b...)
-		return nil
-	}
-	els, ok := parseZReply(inner.w.b)
+	q, ok := parseZq(x, zq{}, x.args[5:], true)
 	if !ok {
-		x.w.Err(errSyntax)
 		return nil
+	}
+	els, ok, err := zquery(x, q, x.args[2], x.args[3], x.args[4])
+	if err != nil || !ok {
+		return err
 	}
 	z := &zsetv{scores: map[string]float64{}}
 	for _, el := range els {
@@ -414,9 +347,9 @@ func parseZReply(b []byte) ([]zel, bool) {
 	return els, true
 }
 
-// zremRange removes by score, rank or lex range.
+// zremRange removes by score, rank or lex range: O(k log n) for k removed.
 func zremRange(x *ctx, by byte) error {
-	var match func(i int, el zel) bool
+	var ranks func(z *zobj) (int64, int64)
 	switch by {
 	case 's':
 		lo, lox, ok1 := scoreBound(x.args[2])
@@ -425,14 +358,14 @@ func zremRange(x *ctx, by byte) error {
 			x.w.Err("ERR min or max is not a float")
 			return nil
 		}
-		match = func(_ int, el zel) bool { return inRange(el.score, lo, hi, lox, hix) }
+		ranks = func(z *zobj) (int64, int64) { return z.scoreRanks(lo, hi, lox, hix) }
 	case 'l':
 		lo, hi := parseLex(x.args[2]), parseLex(x.args[3])
 		if !lo.good || !hi.good {
 			x.w.Err("ERR min or max not valid string range item")
 			return nil
 		}
-		match = func(_ int, el zel) bool { return lo.below(el.member) && hi.above(el.member) }
+		ranks = func(z *zobj) (int64, int64) { return z.lexRanks(lo, hi) }
 	default:
 		start, ok1 := parseInt(x.args[2])
 		stop, ok2 := parseInt(x.args[3])
@@ -440,36 +373,23 @@ func zremRange(x *ctx, by byte) error {
 			x.w.Err(errNotInt)
 			return nil
 		}
-		z, e, ok, err := x.zset(x.args[1])
-		if err != nil || !ok {
-			return err
+		ranks = func(z *zobj) (int64, int64) {
+			lo, hi := span(start, stop, z.n())
+			return lo, max(lo, hi+1)
 		}
-		lo, hi := span(start, stop, int64(len(z.els)))
-		match = func(i int, _ zel) bool { return int64(i) >= lo && int64(i) <= hi }
-		return zremWith(x, z, e, match)
 	}
-	z, e, ok, err := x.zset(x.args[1])
+	z, ok, err := x.zsetObj(x.args[1])
 	if err != nil || !ok {
 		return err
 	}
-	return zremWith(x, z, e, match)
-}
-
-func zremWith(x *ctx, z *zsetv, e *pEntry, match func(int, zel) bool) error {
-	var gone []string
-	for i, el := range z.els {
-		if match(i, el) {
-			gone = append(gone, el.member)
+	gone := z.slice(ranks(z))
+	for _, el := range gone {
+		if _, err := z.rem([]byte(el.member)); err != nil {
+			return err
 		}
 	}
-	for _, m := range gone {
-		z.rem(m)
-	}
 	x.w.Int(int64(len(gone)))
-	if len(gone) == 0 {
-		return nil
-	}
-	return x.store(x.args[1], tZSet, e, z.encode(), len(z.els) == 0)
+	return z.done()
 }
 
 func cmdZInterCard(x *ctx) error {

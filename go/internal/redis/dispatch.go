@@ -132,7 +132,7 @@ func (s *Server) lookupDB(tx *engram.Tx, db int, k []byte) (*pEntry, error) {
 // typedValue reads key k as a value of type t: ok is false on a wrong
 // type (the error reply is written), a missing key gives empty() and a
 // nil entry, an existing one its decoded value and entry.
-func typedValue[V any](x *ctx, k []byte, t int64, empty func() V, decode func([]byte) V) (v V, e *pEntry, ok bool, err error) {
+func typedValue[V any](x *ctx, k []byte, t int64, empty func() V, decode func(*pEntry) V) (v V, e *pEntry, ok bool, err error) {
 	e, wrong, err := x.typed(k, t)
 	if err != nil || wrong {
 		return v, nil, false, err
@@ -140,7 +140,7 @@ func typedValue[V any](x *ctx, k []byte, t int64, empty func() V, decode func([]
 	if e == nil {
 		return empty(), nil, true, nil
 	}
-	return decode(e.Val), e, true, nil
+	return decode(e), e, true, nil
 }
 
 func (x *ctx) typed(k []byte, t int64) (e *pEntry, wrong bool, err error) {
@@ -188,25 +188,38 @@ func (s *Server) putDB(tx *engram.Tx, db int, k []byte, t int64, val []byte, kee
 	return e, err
 }
 
-// store writes a collection value, deleting the key if it became empty.
-func (x *ctx) store(k []byte, t int64, e *pEntry, val []byte, empty bool) error {
+// store writes a collection value as a whole (v: a list's [][]byte, a
+// hash's or set's *hashv, a sorted set's *zsetv), deleting the key if it
+// became empty.
+func (x *ctx) store(k []byte, t int64, e *pEntry, v any, empty bool) error {
+	x.touch(k)
 	if empty {
-		x.touch(k)
 		_, err := x.dict().remove(x.tx, k)
 		return err
 	}
-	if e == nil {
-		_, err := x.put(k, t, val, false)
-		if t == tList {
-			x.s.ready[wkey(x.c.db, k)] = true
-		}
-		return err
-	}
-	x.touch(k)
-	if t == tList {
+	if t == tList || t == tZSet {
 		x.s.ready[wkey(x.c.db, k)] = true
 	}
-	return setVal(x.tx, e, t, val)
+	if e == nil {
+		ne, err := x.put(k, t, nil, false)
+		if err != nil {
+			return err
+		}
+		e = ne
+	}
+	return writeValue(x.tx, &x.s.lim, e, t, v)
+}
+
+// putValue replaces whatever k holds with the collection value v.
+func (x *ctx) putValue(k []byte, t int64, v any) error {
+	e, err := x.put(k, t, nil, false)
+	if err != nil {
+		return err
+	}
+	if t == tList || t == tZSet {
+		x.s.ready[wkey(x.c.db, k)] = true
+	}
+	return writeValue(x.tx, &x.s.lim, e, t, v)
 }
 
 func (x *ctx) del(k []byte) (bool, error) {

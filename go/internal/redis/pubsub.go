@@ -135,12 +135,16 @@ type blockState struct {
 	keys     []string
 	deadline time.Time // zero: forever
 	seq      int64     // clients are served in the order they blocked
+	typ      int64     // the type a key must hold to wake it (list, zset)
 }
 
 // block parks the client: the command is retried when a key gets data.
 func (x *ctx) block(keys [][]byte, timeout float64) {
 	x.s.blockSeq++
-	b := &blockState{db: x.c.db, args: x.args, seq: x.s.blockSeq}
+	b := &blockState{db: x.c.db, args: x.args, seq: x.s.blockSeq, typ: tList}
+	if strings.HasPrefix(x.name, "bz") {
+		b.typ = tZSet
+	}
 	for _, k := range keys {
 		b.keys = append(b.keys, wkey(x.c.db, k))
 	}
@@ -176,7 +180,7 @@ func (s *Server) serveReady() {
 		for _, k := range b.keys {
 			// Only a key that now holds a list wakes the client (a key
 			// pushed to and then replaced by a string does not).
-			hit = hit || (ready[k] && s.holdsList(k))
+			hit = hit || (ready[k] && s.holds(k, b.typ))
 		}
 		if hit {
 			s.retryBlocked(c, b, false)
@@ -221,10 +225,10 @@ func (s *Server) expireBlocked() {
 	}
 }
 
-func (s *Server) holdsList(wk string) bool {
+func (s *Server) holds(wk string, t int64) bool {
 	i := strings.IndexByte(wk, 0)
 	db, _ := strconv.Atoi(wk[:i])
 	k := []byte(wk[i+1:])
 	_, e := s.root.DBs[db].find(k, hashKey(k))
-	return e != nil && e.Type == tList && (e.Expire == 0 || e.Expire > nowMs())
+	return e != nil && e.Type == t && (e.Expire == 0 || e.Expire > nowMs())
 }

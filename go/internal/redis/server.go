@@ -26,6 +26,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	engram "github.com/engram-pm/engram-go"
@@ -40,6 +41,7 @@ type Config struct {
 	MaxMemory   uint64 // the pool's maximum size (0: engine default)
 	RequirePass string
 	Durability  engram.Durability
+	MaxClients  int // connections beyond are refused as Redis does (0: 10000)
 }
 
 // Server is one engram-redis instance.
@@ -70,6 +72,8 @@ type Server struct {
 	blockSeq     int64
 	shutdownReq  bool
 	expireCursor [numDBs]uint64
+	lim          limits // encoding thresholds (CONFIG SET *-max-*)
+	gcSeen       int64  // gcGen when this server last collected
 }
 
 type client struct {
@@ -98,6 +102,7 @@ type client struct {
 
 type request struct {
 	c    *client
+	at   int64 // when its data arrived (Unix ns, arrival.go)
 	cmds [][][]byte
 	kind int // reqCommands, reqClose, reqWake
 	out  W
@@ -117,7 +122,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open pool %s: %w", cfg.Pool, err)
 	}
-	s := &Server{cfg: cfg, pool: pool, reqs: make(chan *request, 1024), clients: map[int64]*client{},
+	s := &Server{cfg: cfg, pool: pool, lim: defaultLimits, reqs: make(chan *request, 1024), clients: map[int64]*client{},
 		conns: map[int64]*client{}, start: time.Now(), watch: map[string]int64{},
 		blocked: map[*client]*blockState{}, ready: map[string]bool{}, closed: make(chan struct{})}
 	s.pubsub.init()
@@ -161,6 +166,10 @@ func (s *Server) Serve() error {
 			if errors.As(err, &ne) && ne.Timeout() {
 				continue
 			}
+			if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) || errors.Is(err, syscall.ECONNABORTED) {
+				time.Sleep(10 * time.Millisecond) // out of descriptors: wait for a close
+				continue
+			}
 			return err
 		}
 		s.handle(conn)
@@ -187,23 +196,62 @@ func (s *Server) Close() error {
 }
 
 func (s *Server) handle(conn net.Conn) {
-	c := &client{id: s.nextID.Add(1), conn: conn, w: bufio.NewWriterSize(conn, 16<<10), proto: 2,
+	c := &client{id: s.nextID.Add(1), conn: conn, w: bufio.NewWriterSize(conn, 4<<10), proto: 2,
 		authed: s.cfg.RequirePass == "", addr: conn.RemoteAddr().String(), created: time.Now()}
 	s.mu.Lock()
-	s.conns[c.id] = c
+	full := len(s.conns) >= s.maxClients()
+	if !full {
+		s.conns[c.id] = c
+	}
 	s.mu.Unlock()
+	if full {
+		conn.Write([]byte("-ERR max number of clients reached\r\n"))
+		conn.Close()
+		return
+	}
 	go s.readLoop(c)
 }
 
+func (s *Server) maxClients() int {
+	if s.cfg.MaxClients > 0 {
+		return s.cfg.MaxClients
+	}
+	return 10000
+}
+
+// raiseFDLimit lifts the open-file limit to what maxclients needs (as
+// Redis does: maxclients + 32), the hard limit too if the process may.
+func raiseFDLimit(want uint64) (uint64, error) {
+	var l syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+		return 0, err
+	}
+	if l.Cur >= want {
+		return l.Cur, nil
+	}
+	if l.Max < want {
+		nl := syscall.Rlimit{Cur: want, Max: want}
+		if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &nl) == nil {
+			return want, nil
+		}
+	}
+	l.Cur = min(want, l.Max)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+		return 0, err
+	}
+	return l.Cur, nil
+}
+
 func (s *Server) readLoop(c *client) {
-	r := bufio.NewReaderSize(c.conn, 16<<10)
+	src, arrived := arrivalReader(c.conn)
+	r := bufio.NewReaderSize(src, 8<<10)
 	defer func() {
 		// The executor closes the connection after the replies to what
 		// was read before (the close request queues behind them).
 		s.mu.Lock()
 		delete(s.conns, c.id)
 		s.mu.Unlock()
-		s.submit(&request{c: c, kind: reqClose})
+		s.submit(&request{c: c, kind: reqClose, at: arrived()})
 	}()
 	for {
 		var cmds [][][]byte
@@ -213,7 +261,7 @@ func (s *Server) readLoop(c *client) {
 				var pe protoError
 				if errors.As(err, &pe) {
 					if len(cmds) > 0 {
-						s.submit(&request{c: c, cmds: cmds})
+						s.submit(&request{c: c, cmds: cmds, at: arrived()})
 					}
 					c.write([]byte("-" + pe.Error() + "\r\n"))
 				}
@@ -226,7 +274,7 @@ func (s *Server) readLoop(c *client) {
 				break
 			}
 		}
-		if len(cmds) > 0 && !s.submit(&request{c: c, cmds: cmds}) {
+		if len(cmds) > 0 && !s.submit(&request{c: c, cmds: cmds, at: arrived()}) {
 			return
 		}
 	}
@@ -279,9 +327,29 @@ func (s *Server) executor() {
 					break drain
 				}
 			}
+			if hasBlocking(batch) {
+				// Readers woken with this one may not have submitted yet:
+				// give them a moment, then run the batch in arrival order.
+				time.Sleep(200 * time.Microsecond)
+				batch = s.drainMore(batch, n)
+				orderByArrival(batch)
+			}
 			s.runBatch(batch)
 		}
 	}
+}
+
+func (s *Server) drainMore(batch []*request, n int) []*request {
+	for n < maxBatch {
+		select {
+		case r := <-s.reqs:
+			batch = append(batch, r)
+			n += len(r.cmds)
+		default:
+			return batch
+		}
+	}
+	return batch
 }
 
 // runBatch runs the batch's requests in one transaction and replies after
@@ -434,6 +502,10 @@ func Run(cfg Config, logw io.Writer) error {
 	if err := s.Listen(); err != nil {
 		s.pool.Close()
 		return err
+	}
+	want := uint64(s.maxClients()) + 32
+	if got, err := raiseFDLimit(want); err != nil || got < want {
+		fmt.Fprintf(logw, "engram-redis: open-file limit %d is below maxclients+32 = %d (%v); connections beyond it wait\n", got, want, err)
 	}
 	fmt.Fprintf(logw, "engram-redis: pool %s, %s, listening on %s\n", cfg.Pool, s.recovery, s.Addr())
 	err = s.Serve()

@@ -276,6 +276,7 @@ func TestKill9(t *testing.T) {
 	}
 	ctx := context.Background()
 	acked := map[string]int{} // key -> last acknowledged value
+	pushed := 0               // acknowledged MULTI pushes into q, h, z, s
 	port := freePort(t)
 	for k := 0; k < kills; k++ {
 		cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--pool", filepath.Join(dir, "t.pool"))
@@ -293,6 +294,7 @@ func TestKill9(t *testing.T) {
 				acked[key] = v + 1 // written, killed before the ack
 			}
 		}
+		pushed = checkColls(t, k, c, pushed)
 		if k > 0 {
 			if n, _ := c.Get(ctx, "m1").Int(); n != 0 {
 				if m2, _ := c.Get(ctx, "m2").Int(); m2 != n {
@@ -318,6 +320,21 @@ func TestKill9(t *testing.T) {
 				if err != nil {
 					return
 				}
+				if i%2 == 0 {
+					continue
+				}
+				n := pushed
+				_, err = c.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+					p.RPush(ctx, "q", n)
+					p.HSet(ctx, "h", "f"+strconv.Itoa(n), n)
+					p.ZAdd(ctx, "z", goredis.Z{Score: float64(n), Member: "m" + strconv.Itoa(n)})
+					p.SAdd(ctx, "s", "m"+strconv.Itoa(n))
+					return nil
+				})
+				if err != nil {
+					return
+				}
+				pushed = n + 1
 			}
 		}()
 		time.Sleep(time.Duration(rand.IntN(30)) * time.Millisecond)
@@ -333,7 +350,39 @@ func TestKill9(t *testing.T) {
 	if total == 0 {
 		t.Fatal("no write was acknowledged in any run")
 	}
-	t.Logf("%d kills, %d acknowledged SETs checked", kills, total)
+	t.Logf("%d kills, %d acknowledged SETs and %d MULTI pushes (list, hash, sorted set, set) checked", kills, total, pushed)
+}
+
+// checkColls checks the collections the kill test pushes to in one MULTI
+// (a list, a hash, a sorted set and a set: quicklist, listpack then
+// hashtable, listpack then skiplist, hashtable): all four hold the same n
+// elements, n is the acknowledged count or one more, and the list is
+// 0..n-1 in order. It returns n.
+func checkColls(t *testing.T, k int, c *goredis.Client, acked int) int {
+	ctx := context.Background()
+	n := int(c.LLen(ctx, "q").Val())
+	if n != acked && n != acked+1 {
+		t.Fatalf("kill %d: list has %d elements, %d pushes acknowledged", k, n, acked)
+	}
+	h, z, s := c.HLen(ctx, "h").Val(), c.ZCard(ctx, "z").Val(), c.SCard(ctx, "s").Val()
+	if h != int64(n) || z != int64(n) || s != int64(n) {
+		t.Fatalf("kill %d: partial MULTI: list %d, hash %d, zset %d, set %d", k, n, h, z, s)
+	}
+	for i, v := range c.LRange(ctx, "q", 0, -1).Val() {
+		if v != strconv.Itoa(i) {
+			t.Fatalf("kill %d: q[%d] = %s", k, i, v)
+		}
+	}
+	if n > 0 {
+		mid := "m" + strconv.Itoa(n/2)
+		if r := c.ZRank(ctx, "z", mid).Val(); r != int64(n/2) {
+			t.Fatalf("kill %d: ZRANK %s = %d", k, mid, r)
+		}
+		if v := c.HGet(ctx, "h", "f"+strconv.Itoa(n-1)).Val(); v != strconv.Itoa(n-1) {
+			t.Fatalf("kill %d: h[f%d] = %q", k, n-1, v)
+		}
+	}
+	return n
 }
 
 // tmpDir is under /dev/shm when there is one: pools on tmpfs run in pmem

@@ -1,9 +1,9 @@
 // store.go: the keyspace in the pool. One root ("engram-redis") holds 16
 // databases; each is a chained hash table with incremental rehash (as
 // Redis's dict: two tables while growing, one bucket moved per write).
-// An entry holds its key, its type, its expiry and its value as one pool
-// byte array (strings raw, collections in the compact encoding of
-// codec.go).
+// An entry holds its key, its type, its expiry and its value: a pool byte
+// array (strings raw, small collections in the compact encoding of
+// codec.go) or a persistent structure (pcoll.go).
 //
 // Invariants: every store into pool memory happens inside the executor's
 // current transaction and is preceded by tx.Log of what it overwrites
@@ -46,8 +46,9 @@ type pEntry struct {
 	Key    []byte
 	Val    []byte
 	Type   int64
-	Expire int64 // unix ms; 0: none
+	Expire int64 // unix ms; 0: none (a sorted set's member: the score's bits)
 	Hash   uint64
+	Coll   *pColl // a big collection (pcoll.go); nil for strings and compact values
 }
 
 // hashKey is FNV-1a (fixed, so bucket positions survive restarts).
@@ -258,6 +259,9 @@ func (d *pDict) remove(tx *engram.Tx, k []byte) (bool, error) {
 }
 
 func freeEntry(tx *engram.Tx, e *pEntry) error {
+	if err := dropColl(tx, e); err != nil {
+		return err
+	}
 	for _, b := range [][]byte{e.Key, e.Val} {
 		if cap(b) > 0 {
 			if err := tx.Free(b); err != nil {
@@ -270,6 +274,9 @@ func freeEntry(tx *engram.Tx, e *pEntry) error {
 
 // setVal replaces an entry's value (the old array is freed at commit).
 func setVal(tx *engram.Tx, e *pEntry, typ int64, val []byte) error {
+	if err := dropColl(tx, e); err != nil {
+		return err
+	}
 	nv, err := engram.Bytes(tx, val)
 	if err != nil {
 		return err

@@ -1,0 +1,392 @@
+// pzset.go: the persistent sorted set: a skiplist ordered by (score,
+// member) whose levels carry spans (so ranks are O(log n)), plus a table
+// member -> entry (a pDict; the score's bits in the entry's Expire field).
+// The node and the table entry share the member's pool bytes. An insert or
+// delete logs the O(log n) level links it changes.
+//
+// Also zobj, the view the sorted-set commands work through: the compact
+// encoding decoded into a zsetv while small (written back whole, converted
+// to a skiplist past Redis's thresholds), or the skiplist itself.
+//
+// Invariants: ZHead has zMaxLevel levels; Lv[i].Span of a node is the
+// number of level-0 steps to Lv[i].Fwd (to the end for a nil Fwd, as
+// Redis's zskiplist); Len is the number of nodes; the table holds exactly
+// the nodes' members with their scores.
+//
+// Crash behaviour: every change is logged in the executor's region first.
+package redis
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"sort"
+
+	engram "github.com/engram-pm/engram-go"
+)
+
+const zMaxLevel = 32
+
+type pZNode struct {
+	Member []byte
+	Score  float64
+	Back   *pZNode
+	Lv     []pZLevel
+}
+
+type pZLevel struct {
+	Fwd  *pZNode
+	Span int64
+}
+
+func newZNode(tx *engram.Tx, level int, s float64, m []byte) (*pZNode, error) {
+	n, err := engram.New[pZNode](tx)
+	if err != nil {
+		return nil, err
+	}
+	if n.Lv, err = engram.Make[pZLevel](tx, level, level); err != nil {
+		return nil, err
+	}
+	n.Score, n.Member = s, m
+	return n, nil
+}
+
+// freeZNode frees a node (its member belongs to the table entry).
+func freeZNode(tx *engram.Tx, n *pZNode) error {
+	if err := tx.Free(n.Lv); err != nil {
+		return err
+	}
+	return tx.Free(n)
+}
+
+func newZColl(tx *engram.Tx) (*pColl, error) {
+	c, err := newDictColl(tx)
+	if err != nil {
+		return nil, err
+	}
+	if c.ZHead, err = newZNode(tx, zMaxLevel, 0, nil); err != nil {
+		return nil, err
+	}
+	c.ZLevel = 1
+	return c, nil
+}
+
+func scoreBits(s float64) int64 { return int64(math.Float64bits(s)) }
+func bitsScore(b int64) float64 { return math.Float64frombits(uint64(b)) }
+func zrandomLevel() int {
+	l := 1
+	for l < zMaxLevel && rand.IntN(4) == 0 {
+		l++
+	}
+	return l
+}
+func nodeBefore(n *pZNode, s float64, m []byte) bool {
+	return n.Score < s || (n.Score == s && bytes.Compare(n.Member, m) < 0)
+}
+
+// zscore is member m's score.
+func (c *pColl) zscore(m []byte) (float64, bool) {
+	_, e := c.Dict.find(m, hashKey(m))
+	if e == nil {
+		return 0, false
+	}
+	return bitsScore(e.Expire), true
+}
+
+// zadd sets m's score; true if m is new.
+func (c *pColl) zadd(tx *engram.Tx, m []byte, s float64) (bool, error) {
+	_, e := c.Dict.find(m, hashKey(m))
+	if e != nil {
+		old := bitsScore(e.Expire)
+		if old == s {
+			return false, nil
+		}
+		if err := c.zslDelete(tx, old, e.Key); err != nil {
+			return false, err
+		}
+		if err := tx.Log(&e.Expire); err != nil {
+			return false, err
+		}
+		e.Expire = scoreBits(s)
+		return false, c.zslInsert(tx, s, e.Key)
+	}
+	e, err := c.Dict.add(tx, m, 0, nil)
+	if err != nil {
+		return false, err
+	}
+	e.Expire = scoreBits(s) // fresh entry: no log
+	return true, c.zslInsert(tx, s, e.Key)
+}
+
+// zrem removes m; false if absent.
+func (c *pColl) zrem(tx *engram.Tx, m []byte) (bool, error) {
+	_, e := c.Dict.find(m, hashKey(m))
+	if e == nil {
+		return false, nil
+	}
+	if err := c.zslDelete(tx, bitsScore(e.Expire), e.Key); err != nil {
+		return false, err
+	}
+	return c.Dict.remove(tx, m)
+}
+
+func (c *pColl) zslInsert(tx *engram.Tx, s float64, m []byte) error {
+	var update [zMaxLevel]*pZNode
+	var rank [zMaxLevel]int64
+	x := c.ZHead
+	for i := int(c.ZLevel) - 1; i >= 0; i-- {
+		if i < int(c.ZLevel)-1 {
+			rank[i] = rank[i+1]
+		}
+		for x.Lv[i].Fwd != nil && nodeBefore(x.Lv[i].Fwd, s, m) {
+			rank[i] += x.Lv[i].Span
+			x = x.Lv[i].Fwd
+		}
+		update[i] = x
+	}
+	level := zrandomLevel()
+	if level > int(c.ZLevel) {
+		for i := int(c.ZLevel); i < level; i++ {
+			update[i] = c.ZHead
+			if err := tx.Log(&c.ZHead.Lv[i]); err != nil {
+				return err
+			}
+			c.ZHead.Lv[i].Span = c.Len
+		}
+		if err := tx.Log(&c.ZLevel); err != nil {
+			return err
+		}
+		c.ZLevel = int64(level)
+	}
+	n, err := newZNode(tx, level, s, m)
+	if err != nil {
+		return err
+	}
+	for i := 0; i < level; i++ {
+		if err := tx.Log(&update[i].Lv[i]); err != nil {
+			return err
+		}
+		n.Lv[i].Fwd = update[i].Lv[i].Fwd
+		update[i].Lv[i].Fwd = n
+		n.Lv[i].Span = update[i].Lv[i].Span - (rank[0] - rank[i])
+		update[i].Lv[i].Span = rank[0] - rank[i] + 1
+	}
+	for i := level; i < int(c.ZLevel); i++ {
+		if err := tx.Log(&update[i].Lv[i].Span); err != nil {
+			return err
+		}
+		update[i].Lv[i].Span++
+	}
+	if update[0] != c.ZHead {
+		n.Back = update[0]
+	}
+	if err := c.linkBack(tx, n.Lv[0].Fwd, n); err != nil {
+		return err
+	}
+	if err := tx.Log(&c.Len); err != nil {
+		return err
+	}
+	c.Len++
+	return nil
+}
+
+// linkBack points next's back link (or the tail) at n.
+func (c *pColl) linkBack(tx *engram.Tx, next, n *pZNode) error {
+	if next != nil {
+		if err := tx.Log(&next.Back); err != nil {
+			return err
+		}
+		next.Back = n
+		return nil
+	}
+	if err := tx.Log(&c.ZTail); err != nil {
+		return err
+	}
+	c.ZTail = n
+	return nil
+}
+
+func (c *pColl) zslDelete(tx *engram.Tx, s float64, m []byte) error {
+	var update [zMaxLevel]*pZNode
+	x := c.ZHead
+	for i := int(c.ZLevel) - 1; i >= 0; i-- {
+		for x.Lv[i].Fwd != nil && nodeBefore(x.Lv[i].Fwd, s, m) {
+			x = x.Lv[i].Fwd
+		}
+		update[i] = x
+	}
+	x = x.Lv[0].Fwd
+	if x == nil || x.Score != s || !bytes.Equal(x.Member, m) {
+		return errCorruptZSet
+	}
+	for i := 0; i < int(c.ZLevel); i++ {
+		if err := tx.Log(&update[i].Lv[i]); err != nil {
+			return err
+		}
+		if update[i].Lv[i].Fwd == x {
+			update[i].Lv[i].Span += x.Lv[i].Span - 1
+			update[i].Lv[i].Fwd = x.Lv[i].Fwd
+		} else {
+			update[i].Lv[i].Span--
+		}
+	}
+	if err := c.linkBack(tx, x.Lv[0].Fwd, x.Back); err != nil {
+		return err
+	}
+	for c.ZLevel > 1 && c.ZHead.Lv[c.ZLevel-1].Fwd == nil {
+		if err := tx.Log(&c.ZLevel); err != nil {
+			return err
+		}
+		c.ZLevel--
+	}
+	if err := tx.Log(&c.Len); err != nil {
+		return err
+	}
+	c.Len--
+	return freeZNode(tx, x)
+}
+
+// zcount is the number of leading nodes for which before is true (before
+// must hold for a prefix of the order).
+func (c *pColl) zcount(before func(s float64, m []byte) bool) int64 {
+	var r int64
+	x := c.ZHead
+	for i := int(c.ZLevel) - 1; i >= 0; i-- {
+		for x.Lv[i].Fwd != nil && before(x.Lv[i].Fwd.Score, x.Lv[i].Fwd.Member) {
+			r += x.Lv[i].Span
+			x = x.Lv[i].Fwd
+		}
+	}
+	return r
+}
+
+// zat is the node of 0-based rank r (nil if out of range).
+func (c *pColl) zat(r int64) *pZNode {
+	r++
+	var trav int64
+	x := c.ZHead
+	for i := int(c.ZLevel) - 1; i >= 0; i-- {
+		for x.Lv[i].Fwd != nil && trav+x.Lv[i].Span <= r {
+			trav += x.Lv[i].Span
+			x = x.Lv[i].Fwd
+		}
+		if trav == r {
+			return x
+		}
+	}
+	return nil
+}
+
+// ---- the commands' view
+
+type zobj struct {
+	x     *ctx
+	k     []byte
+	e     *pEntry
+	z     *zsetv // compact (or new) value
+	c     *pColl // skiplist
+	dirty bool
+}
+
+// zsetObj looks k up as a sorted set; ok is false on a wrong type.
+func (x *ctx) zsetObj(k []byte) (*zobj, bool, error) {
+	e, wrong, err := x.typed(k, tZSet)
+	if err != nil || wrong {
+		return nil, false, err
+	}
+	o := &zobj{x: x, k: k, e: e}
+	switch {
+	case e == nil:
+		o.z = &zsetv{scores: map[string]float64{}}
+	case e.Coll != nil:
+		o.c = e.Coll
+	default:
+		o.z = decodeZSet(e.Val)
+	}
+	return o, true, nil
+}
+
+func (o *zobj) n() int64 {
+	if o.c != nil {
+		return o.c.Len
+	}
+	return int64(len(o.z.els))
+}
+
+func (o *zobj) score(m []byte) (float64, bool) {
+	if o.c != nil {
+		return o.c.zscore(m)
+	}
+	s, ok := o.z.scores[string(m)]
+	return s, ok
+}
+
+// count is the number of leading elements for which before holds.
+func (o *zobj) count(before func(s float64, m []byte) bool) int64 {
+	if o.c != nil {
+		return o.c.zcount(before)
+	}
+	return int64(sort.Search(len(o.z.els), func(i int) bool {
+		return !before(o.z.els[i].score, []byte(o.z.els[i].member))
+	}))
+}
+
+// slice is the elements of ranks lo..hi-1 (clamped), ascending.
+func (o *zobj) slice(lo, hi int64) []zel {
+	lo, hi = max(lo, 0), min(hi, o.n())
+	if lo >= hi {
+		return nil
+	}
+	if o.c == nil {
+		return append([]zel(nil), o.z.els[lo:hi]...)
+	}
+	out := make([]zel, 0, hi-lo)
+	for n := o.c.zat(lo); n != nil && int64(len(out)) < hi-lo; n = n.Lv[0].Fwd {
+		out = append(out, zel{n.Score, string(n.Member)})
+	}
+	return out
+}
+
+// rank is m's 0-based rank.
+func (o *zobj) rank(m []byte) (int64, bool) {
+	s, ok := o.score(m)
+	if !ok {
+		return 0, false
+	}
+	return o.count(func(ns float64, nm []byte) bool {
+		return ns < s || (ns == s && bytes.Compare(nm, m) < 0)
+	}), true
+}
+
+// add sets m's score; true if m is new.
+func (o *zobj) add(m []byte, s float64) (bool, error) {
+	o.dirty = true
+	if o.c != nil {
+		return o.c.zadd(o.x.tx, m, s)
+	}
+	return o.z.add(string(m), s), nil
+}
+
+func (o *zobj) rem(m []byte) (bool, error) {
+	var ok bool
+	var err error
+	if o.c != nil {
+		ok, err = o.c.zrem(o.x.tx, m)
+	} else {
+		ok = o.z.rem(string(m))
+	}
+	o.dirty = o.dirty || ok
+	return ok, err
+}
+
+// done writes a changed value back (see hobj.done).
+func (o *zobj) done() error {
+	if !o.dirty {
+		return nil
+	}
+	o.dirty = false
+	return o.x.finish(o.k, tZSet, o.e, int(o.n()), o.c != nil, o.z)
+}
+
+var errCorruptZSet = errors.New("engram-redis: a sorted set's skiplist and table disagree")
