@@ -28,7 +28,11 @@ public final class XFList implements Seq, AutoCloseable {
     }
 
     public static XFList open(Path p, int n, Durability d) {
-        Heap heap = EngineHeap.open(p, 256L << 20, d, true);
+        return open(EngineHeap.open(p, 256L << 20, d, true), n);
+    }
+
+    /** Over an open heap (the crash explorer's images too): attaches to the root, or creates it with {@code n} elements. */
+    public static XFList open(Heap heap, int n) {
         heap.sweep(a -> true);
         int ct = heap.registerType(new TypeDesc("x.cons", 16, new int[] {8}, "x.cons{head:i64,tail:ptr}"));
         int ht = heap.registerType(new TypeDesc("x.fholder", 16, new int[] {8}, "x.fholder{size:i64,root:ptr}"));
