@@ -231,9 +231,9 @@ bench-java-ycsb-full: java-deps
 	  -DskipTests package dependency:build-classpath -Dmdep.outputFile=target/cp.txt
 	mkdir -p $(JAVA_SHM_DIR) $(JAVA_DISK_DIR)
 	$(JAVA_BENCH_RUN) -Dengram.bench.dir=$(JAVA_SHM_DIR) io.engram.apps.bench.YcsbBench \
-	  ../docs/bench/java-ycsb/full-pmem-shm $(JAVA_YCSB_PMEM) pmem
+	  ../docs/bench/java-ycsb/ycsb-pmem-shm $(JAVA_YCSB_PMEM) pmem
 	$(JAVA_BENCH_RUN) -Dengram.bench.dir=$(JAVA_DISK_DIR) io.engram.apps.bench.YcsbBench \
-	  ../docs/bench/java-ycsb/full-msync-disk $(JAVA_YCSB_MSYNC) msync
+	  ../docs/bench/java-ycsb/ycsb-msync-disk $(JAVA_YCSB_MSYNC) msync
 
 # ----- engram-redis (go/cmd/engram-redis, go/internal/redis; docs/redis.md)
 # Debian's redis-server and redis-tools: the differential test's reference
