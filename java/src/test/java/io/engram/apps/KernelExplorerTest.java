@@ -26,7 +26,8 @@ import static org.junit.jupiter.api.Assertions.*;
 /**
  * The engine's crash explorer over the kernels written against the explicit
  * low-level API ({@code kernels/explicit}): each kernel's pool is opened in
- * TRACE durability, filled, then a short seeded workload is recorded; the
+ * TRACE durability, filled, then a short seeded workload (16 operations;
+ * 24 for the fault) is recorded; the
  * explorer crashes it at every ordering point the x86 persistency model
  * distinguishes, opens each image with the engine's recovery, attaches the
  * kernel to it and checks that its contents are the reference's after some
@@ -36,15 +37,16 @@ import static org.junit.jupiter.api.Assertions.*;
  */
 class KernelExplorerTest {
     static final int N = 8;
-    static final int OPS = 24;
+    static final int OPS = 16;
+    static final int FAULT_OPS = 24;
     static final long SEED = 11;
 
     /** Every state the reference passes through: after 0, 1, ..., OPS operations. */
-    private static Set<List<Long>> states(boolean structural) {
+    private static Set<List<Long>> states(boolean structural, int ops) {
         Seq ref = new Workload.Reference(N, structural);
         Workload.fill(ref);
         Set<List<Long>> out = new HashSet<>();
-        Workload.run(ref, SEED, OPS, k -> out.add(Workload.contents(ref)));
+        Workload.run(ref, SEED, ops, k -> out.add(Workload.contents(ref)));
         out.add(Workload.contents(ref));
         return out;
     }
@@ -67,21 +69,22 @@ class KernelExplorerTest {
         });
     }
 
-    private static Explorer.Report explore(String name, boolean structural, BiFunction<Heap, Integer, Seq> open,
+    private static Explorer.Report explore(String name, boolean structural, BiFunction<Heap, Integer, Seq> attach,
                                            boolean fault) throws Exception {
+        int ops = fault ? FAULT_OPS : OPS;
         Path p = AppPools.fresh("explore-" + name + (fault ? "-fault" : ""));
-        Set<List<Long>> states = states(structural);
+        Set<List<Long>> states = states(structural, ops);
         long tracer = Explorer.newTracer();
         try {
-            EngineHeap heap = EngineHeap.open(p, 32L << 20, Durability.TRACE, true, tracer);
-            Seq s = open.apply(fault ? droppingNodePersists(heap) : heap, N);
+            EngineHeap heap = EngineHeap.open(p, 8L << 20, Durability.TRACE, true, tracer);
+            Seq s = attach.apply(fault ? droppingNodePersists(heap) : heap, N);
             Workload.fill(s);
             Explorer.start(tracer);
-            Workload.run(s, SEED, OPS);
+            Workload.run(s, SEED, ops);
             assertTrue(Explorer.stop(tracer) > 0);
             heap.abandon();
             return Explorer.explore(tracer, AppPools.DIR, 4, 1, image -> {
-                List<Long> got = Workload.contents(open.apply(image, N));
+                List<Long> got = Workload.contents(attach.apply(image, N));
                 return states.contains(got) ? null : name + " recovered " + got
                         + ", which no whole number of operations gives";
             });
@@ -92,12 +95,12 @@ class KernelExplorerTest {
 
     @Test
     void explicitKernelsHaveNoViolation() throws Exception {
-        record K(String name, boolean structural, BiFunction<Heap, Integer, Seq> open) {
+        record K(String name, boolean structural, BiFunction<Heap, Integer, Seq> attach) {
         }
-        for (K k : List.of(new K("XMArray", false, XMArray::open), new K("XMList", true, XMList::open),
-                new K("XFARArray", false, XFARArray::open), new K("XFArray", false, XFArray::open),
-                new K("XFList", true, XFList::open))) {
-            Explorer.Report r = explore(k.name, k.structural, k.open, false);
+        for (K k : List.of(new K("XMArray", false, XMArray::attach), new K("XMList", true, XMList::attach),
+                new K("XFARArray", false, XFARArray::attach), new K("XFArray", false, XFArray::attach),
+                new K("XFList", true, XFList::attach))) {
+            Explorer.Report r = explore(k.name, k.structural, k.attach, false);
             assertTrue(r.points() > 0 && r.imagesChecked() > 0, k.name + ": " + r);
             assertEquals(0, r.violations(), k.name + ": " + r.firstViolation());
             System.out.println("explorer " + k.name + ": " + r);
@@ -106,7 +109,7 @@ class KernelExplorerTest {
 
     @Test
     void seededNonDurableStoreIsReported() throws Exception {
-        Explorer.Report r = explore("XMList", true, XMList::open, true);
+        Explorer.Report r = explore("XMList", true, XMList::attach, true);
         assertTrue(r.violations() > 0, "a new node that is linked but never persisted must be reported: " + r);
         System.out.println("explorer XMList (seeded fault): " + r);
     }
