@@ -16,7 +16,6 @@ import org.junit.jupiter.api.Test;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Proxy;
 import java.nio.file.Path;
-import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
 import java.util.function.BiFunction;
@@ -41,16 +40,6 @@ class KernelExplorerTest {
     static final int FAULT_OPS = 24;
     static final long SEED = 11;
 
-    /** Every state the reference passes through: after 0, 1, ..., OPS operations. */
-    private static Set<List<Long>> states(boolean structural, int ops) {
-        Seq ref = new Workload.Reference(N, structural);
-        Workload.fill(ref);
-        Set<List<Long>> out = new HashSet<>();
-        Workload.run(ref, SEED, ops, k -> out.add(Workload.contents(ref)));
-        out.add(Workload.contents(ref));
-        return out;
-    }
-
     /**
      * The seeded fault: a heap that forwards everything except persists and
      * flushes of 16 bytes, i.e. XMList's persist of a new node before it is
@@ -73,7 +62,7 @@ class KernelExplorerTest {
                                            boolean fault) throws Exception {
         int ops = fault ? FAULT_OPS : OPS;
         Path p = AppPools.fresh("explore-" + name + (fault ? "-fault" : ""));
-        Set<List<Long>> states = states(structural, ops);
+        Set<List<Long>> states = Workload.states(N, structural, SEED, ops);
         long tracer = Explorer.newTracer();
         try {
             EngineHeap heap = EngineHeap.open(p, 8L << 20, Durability.TRACE, true, tracer);
