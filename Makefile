@@ -20,7 +20,7 @@ CARGO ?= cargo
 CPP_APT_PACKAGES := cmake g++ libgtest-dev
 CPP_BUILD := target/cpp
 
-.PHONY: run test lint bench deps bench-deps apt build clean test-c test-go go-deps ffi-lib bench-go test-java java-deps bench-java test-cpp bench-arp bench-java-apps redis test-redis redis-deps test-redis-suite test-redis-py bench-redis
+.PHONY: run test lint bench deps bench-deps apt build clean test-c test-go go-deps ffi-lib bench-go test-java java-deps bench-java test-cpp bench-arp bench-java-apps bench-java-restart bench-java-ycsb-full redis test-redis redis-deps test-redis-suite test-redis-py bench-redis
 
 deps:
 	@$(MAKE) --no-print-directory apt PKGS="$(APT_PACKAGES)"
@@ -202,6 +202,49 @@ bench-java-apps: java-deps
 	  -Dengram.lib=$(CURDIR)/target/release/libengram_ffi.so \
 	  -cp "target/test-classes:target/classes:$$(cat target/cp.txt)" io.engram.apps.bench.YcsbBench \
 	  ../docs/bench/java-ycsb $(JAVA_APPS_BENCH)
+
+# Restart with the data loaded: JAVA_RESTART_RECORDS YCSB-style records (1,000-byte
+# values) loaded into the server's store, then 5 restarts timed as whole processes
+# (/usr/bin/time): Engram in pmem mode on /dev/shm, Engram in msync mode on disk
+# (the pool loaded in process mode: durability is an open option, not a format),
+# H2 on disk. docs/bench/java.md.
+JAVA_RESTART_RECORDS ?= 100000
+JAVA_SHM_DIR ?= /dev/shm/engram-java-bench
+JAVA_DISK_DIR ?= $(CURDIR)/target/java-bench
+JAVA_BENCH_RUN = cd java && $(JAVA25_HOME)/bin/java -javaagent:target/engram-java-0.1.0-agent.jar \
+  --enable-native-access=ALL-UNNAMED -Dengram.lib=$(CURDIR)/target/release/libengram_ffi.so \
+  -Dengram.agent.jar=target/engram-java-0.1.0-agent.jar -cp "target/test-classes:target/classes:$$(cat target/cp.txt)"
+bench-java-restart: java-deps
+	@if [ -z "$(JAVA25_HOME)" ]; then echo "bench-java-restart: SKIPPED: no JDK 25"; exit 0; fi
+	$(CARGO) build -p engram-ffi --release
+	cd java && JAVA_HOME=$(JAVA25_HOME) MAVEN_OPTS="--sun-misc-unsafe-memory-access=allow" $(MVN) -q -B -ntp \
+	  -DskipTests package dependency:build-classpath -Dmdep.outputFile=target/cp.txt
+	mkdir -p $(JAVA_SHM_DIR) $(JAVA_DISK_DIR)
+	@for setup in "engram $(JAVA_SHM_DIR)/restart.pool pmem pmem" "engram $(JAVA_DISK_DIR)/restart.pool process msync" \
+	    "h2 $(JAVA_DISK_DIR)/restart.h2 msync msync"; do set -- $$setup; \
+	  echo "== $$1 $$2, open in $$4 mode"; \
+	  ( $(JAVA_BENCH_RUN) io.engram.apps.bench.Restart load $$1 $$2 $$3 $(JAVA_RESTART_RECORDS) ) || exit 1; \
+	  for i in 1 2 3 4 5; do /usr/bin/time -f "  whole process: %e s wall, %U s user, %S s sys, %M KB max RSS" \
+	    sh -c '$(JAVA_BENCH_RUN) io.engram.apps.bench.Restart open '"$$1 $$2 $$4" || exit 1; done; \
+	  rm -f $$2; done
+
+# The full-scale YCSB of issue 9 (100k records, 1M operations per workload, A B C F D,
+# 1 and 2 client threads, off vs H2 vs Engram), unattended: Engram in pmem mode with
+# every store file on /dev/shm, then Engram in msync mode with every store file on
+# disk. Each writes docs/bench/java-ycsb/<setup>/{results.csv,results.md,*.png};
+# lower the scale with JAVA_YCSB_PMEM / JAVA_YCSB_MSYNC (RECORDS OPS THREADS STORES).
+JAVA_YCSB_PMEM ?= 100000 1000000 1,2 off,h2,engram
+JAVA_YCSB_MSYNC ?= 100000 1000000 1,2 off,h2,engram
+bench-java-ycsb-full: java-deps
+	@if [ -z "$(JAVA25_HOME)" ]; then echo "bench-java-ycsb-full: SKIPPED: no JDK 25"; exit 0; fi
+	$(CARGO) build -p engram-ffi --release
+	cd java && JAVA_HOME=$(JAVA25_HOME) MAVEN_OPTS="--sun-misc-unsafe-memory-access=allow" $(MVN) -q -B -ntp \
+	  -DskipTests package dependency:build-classpath -Dmdep.outputFile=target/cp.txt
+	mkdir -p $(JAVA_SHM_DIR) $(JAVA_DISK_DIR)
+	$(JAVA_BENCH_RUN) -Dengram.bench.dir=$(JAVA_SHM_DIR) io.engram.apps.bench.YcsbBench \
+	  ../docs/bench/java-ycsb/ycsb-pmem-shm $(JAVA_YCSB_PMEM) pmem
+	$(JAVA_BENCH_RUN) -Dengram.bench.dir=$(JAVA_DISK_DIR) io.engram.apps.bench.YcsbBench \
+	  ../docs/bench/java-ycsb/ycsb-msync-disk $(JAVA_YCSB_MSYNC) msync
 
 # ----- engram-redis (go/cmd/engram-redis, go/internal/redis; docs/redis.md)
 # Debian's redis-server and redis-tools: the differential test's reference

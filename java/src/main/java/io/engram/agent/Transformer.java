@@ -30,7 +30,8 @@ import java.util.Set;
  * <li>xastore -> {@code Barriers.xastore(a, i, v)}</li>
  * <li>System.arraycopy -> {@code Barriers.arraycopy}</li>
  * <li>a mutating call on a JDK collection or map -> a private static bridge
- *     in the class: before(c); insert(c, arg)...; c.m(args); after(c)</li>
+ *     in the class: before(c); insert(c, arg)...; c.m(args); after(c), or
+ *     afterKey(c, key) for a call whose first argument is the key it changes</li>
  * </ul>
  *
  * Never throws into class loading: a class that fails to instrument is
@@ -121,6 +122,10 @@ final class Transformer implements ClassFileTransformer {
     static final Set<String> INSERTS = Set.of("add", "addFirst", "addLast", "offer", "offerFirst", "offerLast",
             "push", "set", "put", "putIfAbsent", "putFirst", "putLast", "replace", "merge", "compute",
             "computeIfAbsent");
+
+    /** Calls whose first argument is the one key they change: their bridge ends with afterKey(c, key). */
+    static final Set<String> KEYED = Set.of("add", "remove", "put", "putIfAbsent", "replace", "compute",
+            "computeIfAbsent", "computeIfPresent", "merge");
 
     private static final class ClassInstrumenter extends ClassVisitor {
         private final ClassLoader loader;
@@ -219,7 +224,13 @@ final class Transformer implements ClassFileTransformer {
             }
             mv.visitMethodInsn(opcode, callOwner, name, desc, itf);
             mv.visitVarInsn(Opcodes.ALOAD, 0);
-            mv.visitMethodInsn(Opcodes.INVOKESTATIC, BARRIERS, "after", "(Ljava/lang/Object;)V", false);
+            if (KEYED.contains(name) && args.length > 0 && args[0].getDescriptor().equals("Ljava/lang/Object;")) {
+                mv.visitVarInsn(Opcodes.ALOAD, 1);
+                mv.visitMethodInsn(Opcodes.INVOKESTATIC, BARRIERS, "afterKey",
+                        "(Ljava/lang/Object;Ljava/lang/Object;)V", false);
+            } else {
+                mv.visitMethodInsn(Opcodes.INVOKESTATIC, BARRIERS, "after", "(Ljava/lang/Object;)V", false);
+            }
             mv.visitInsn(ret.getOpcode(Opcodes.IRETURN));
             mv.visitMaxs(0, 0);
             mv.visitEnd();

@@ -22,6 +22,7 @@ import java.util.concurrent.ConcurrentHashMap;
  *   xastore    xastore(a, i, v)      does the store itself (image first)
  *   System.arraycopy -> arraycopy(...)
  *   coll.m(..) -> a bridge: before(c); insert(c, x)...; c.m(..); after(c)
+ *   keyed calls (put(k, ..), remove(k), add(x), ...) end with afterKey(c, k) instead
  * </pre>
  *
  * Public because instrumented classes call it; not an API.
@@ -345,6 +346,26 @@ public final class Barriers {
         if (from instanceof Collection<?> || from instanceof Map<?, ?>) {
             for (Object v : Codec.snapshot(from)) {
                 g.persist(v, () -> Graph.describe(c) + "{+}");
+            }
+        }
+    }
+
+    /**
+     * After a keyed call ({@code put(k, ..)}, {@code remove(k)}, {@code add(x)}, ...):
+     * hash maps/sets and sorted maps/sets update only that key's image entry
+     * ({@link KeyedImage}); other collections are re-synchronised whole.
+     */
+    public static void afterKey(Object c, Object key) {
+        Graph g = Graph.current;
+        if (g == null || c == null) {
+            return;
+        }
+        Img img = g.trackedAfterStore(c);
+        if (img != null) {
+            if (KeyedImage.keyed(c)) {
+                KeyedImage.resyncKey(g, c, img, key);
+            } else {
+                g.resyncCollection(c, img);
             }
         }
     }

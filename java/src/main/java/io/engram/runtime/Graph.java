@@ -633,6 +633,7 @@ public final class Graph {
                         || img.shadow != shadow || img.capacity != capacity) {
                     continue; // changed meanwhile: again, with what it holds now
                 }
+                img.index = null; // the image is in the snapshot's order now
                 if (from > 0) {
                     appendData(img, from, java.util.Arrays.copyOfRange(addrs, from, snap.length));
                 } else {
@@ -663,7 +664,7 @@ public final class Graph {
      *    reads them (undo-logged in a region, so an abort zeroes them again);
      * 2. one 8-byte store of the new length publishes them.
      */
-    private void appendData(Img img, int from, long[] added) {
+    void appendData(Img img, int from, long[] added) {
         long at = heap.getLong(img.addr + 16) + from * 8L;
         long len = added.length * 8L;
         RegionState r = region();
@@ -685,6 +686,9 @@ public final class Graph {
      * 3. the old array is freed once that is committed.
      */
     void writeCollectionData(Img img, long[] addrs, boolean replace) {
+        if (replace) {
+            REIMAGES.incrementAndGet();
+        }
         if (!replace) {
             long data = newData(img, addrs);
             heap.putLong(img.addr + 8, addrs.length);
@@ -712,6 +716,7 @@ public final class Graph {
         } catch (RuntimeException e) {
             img.shadow = null; // unknown now: rewrite whole next time
             img.capacity = 0;
+            img.index = null;
             if (own) {
                 heap.abort();
             }
@@ -772,6 +777,7 @@ public final class Graph {
                 synchronized (stripe(coll)) {
                     img.shadow = null; // the image went back: rewrite it whole next time
                     img.capacity = 0;
+                    img.index = null;
                 }
             }
         }
@@ -787,6 +793,17 @@ public final class Graph {
 
     static String describe(Object o) {
         return o.getClass().getName() + "@" + Integer.toHexString(System.identityHashCode(o));
+    }
+
+    private static final AtomicLong REIMAGES = new AtomicLong();
+
+    /**
+     * How many times a collection's image got a new data array (a whole
+     * re-imaging, or an in-place image growing), in this JVM: for tests that
+     * check which path a change took. Not an API.
+     */
+    public static long collectionReimages() {
+        return REIMAGES.get();
     }
 
     /** Number of conversions run so far (for tests and reports). */

@@ -26,6 +26,8 @@ final class IdentityTable {
          */
         Object[] shadow;
         long capacity;
+        /** Keyed collections on the in-place path: which entry holds each key (see {@link KeyedImage}), or null. */
+        KeyedImage.Index index;
 
         Img(long addr, JType type) {
             this.addr = addr;

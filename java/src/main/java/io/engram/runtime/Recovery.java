@@ -38,8 +38,8 @@ final class Recovery {
     private final Graph g;
     private final Heap heap;
     private final ClassLoader loader;
-    private final Map<Long, JType> typeAt = new HashMap<>();
-    private final Map<Long, Object> objects = new HashMap<>();
+    private final LongMap<JType> typeAt = new LongMap<>();
+    private final LongMap<Object> objects = new LongMap<>();
     private final List<Long> order = new ArrayList<>();
     private final Set<Long> building = new HashSet<>();
 
@@ -88,16 +88,16 @@ final class Recovery {
     }
 
     /** Is {@code addr} an image (or image data) the rebuilt graph uses? */
-    Set<Long> liveAddresses() {
-        Set<Long> live = new HashSet<>();
+    LongMap<Boolean> liveAddresses() {
+        LongMap<Boolean> live = new LongMap<>();
         for (long a : order) {
-            live.add(a);
+            live.put(a, Boolean.TRUE);
             JType t = typeAt.get(a);
             switch (t.kind) {
                 case ARRAY, STRING, COLLECTION, MAP -> {
                     long d = heap.getLong(a + 16);
                     if (d != 0) {
-                        live.add(d);
+                        live.put(d, Boolean.TRUE);
                     }
                 }
                 default -> {

@@ -79,8 +79,8 @@ public final class Session {
             Codec.set(f, null, e.getValue());
         }
         rec.publish();
-        Set<Long> live = rec.liveAddresses();
-        heap.sweep(live::contains);
+        LongMap<Boolean> live = rec.liveAddresses();
+        heap.sweep(live::containsKey);
         Graph.current = g;
         persistAssignedRoots(g, roots.keySet(), loader);
         return new Session(heap, g, heap.openReport() + ", " + live.size() + " live images, " + roots.size()

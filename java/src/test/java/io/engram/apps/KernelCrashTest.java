@@ -14,7 +14,6 @@ import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.file.Path;
 import java.util.ArrayList;
-import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
@@ -63,12 +62,7 @@ class KernelCrashTest {
 
     /** Every state the reference passes through: after 0, 1, ..., OPS operations. */
     static Set<List<Long>> states(boolean structural) {
-        Seq ref = new Workload.Reference(N, structural);
-        Workload.fill(ref);
-        Set<List<Long>> out = new HashSet<>();
-        Workload.run(ref, SEED, OPS, k -> out.add(Workload.contents(ref)));
-        out.add(Workload.contents(ref));
-        return out;
+        return Workload.states(N, structural, SEED, OPS);
     }
 
     @Test

@@ -10,6 +10,9 @@ import java.nio.file.Path;
  * <li>{@code graph POOL}: writes the identity/sharing/cycle graph, then halts without closing</li>
  * <li>{@code bank POOL SEED OPS HALT_AT}: the Bank workload, halting at a step (-1: none, close)</li>
  * <li>{@code bank-forever POOL SEED}: the Bank workload until killed (prints "ready" once open)</li>
+ * <li>{@code keyed POOL THREADS STEPS SEED HALT_AFTER}: the {@link KeyedWork} workload, halting
+ *     after HALT_AFTER mutations (-1: close normally)</li>
+ * <li>{@code keyed-forever POOL THREADS SEED}: the same until killed (writes POOL.ready once open)</li>
  * <li>{@code noagent POOL}: exits 4 if opening without the agent is the clear NO_POOL error</li>
  * <li>{@code concurrent POOL THREADS OPS HALT_AFTER}: the concurrent workload, halting after
  *     HALT_AFTER appends in total (-1: close normally)</li>
@@ -53,6 +56,19 @@ public final class ChildMain {
                 Engram e = Pools.open(pool);
                 Concurrent.run(Integer.parseInt(args[2]), Integer.parseInt(args[3]), Long.parseLong(args[4]));
                 e.close();
+            }
+            case "keyed" -> {
+                Engram e = Pools.open(pool);
+                KeyedWork.init();
+                KeyedWork.run(Integer.parseInt(args[2]), Integer.parseInt(args[3]), Long.parseLong(args[4]),
+                        Long.parseLong(args[5]));
+                e.close();
+            }
+            case "keyed-forever" -> {
+                Pools.open(pool);
+                KeyedWork.init();
+                java.nio.file.Files.writeString(Path.of(pool + ".ready"), "ready");
+                KeyedWork.run(Integer.parseInt(args[2]), Integer.MAX_VALUE, Long.parseLong(args[3]), -1);
             }
             case "noagent" -> {
                 try {

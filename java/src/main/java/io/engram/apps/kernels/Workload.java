@@ -56,6 +56,19 @@ public final class Workload {
         return out;
     }
 
+    /**
+     * Every state the reference passes through from the filled start: its
+     * contents after 0, 1, ..., {@code ops} operations (what a crash may leave).
+     */
+    public static java.util.Set<List<Long>> states(int n, boolean structural, long seed, int ops) {
+        Seq ref = new Reference(n, structural);
+        fill(ref);
+        java.util.Set<List<Long>> out = new java.util.HashSet<>();
+        run(ref, seed, ops, k -> out.add(contents(ref)));
+        out.add(contents(ref));
+        return out;
+    }
+
     /** The plain-Java reference: an ArrayList, never persisted. */
     public static final class Reference implements Seq {
         private final List<Long> list = new ArrayList<>();

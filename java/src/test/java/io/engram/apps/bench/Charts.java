@@ -49,6 +49,42 @@ final class Charts {
         }
     }
 
+    /**
+     * {@code results.md}: the throughput table (a row per store and thread
+     * count, a column per phase) and the restart rows, from the CSV rows.
+     */
+    static void markdown(Path dir, List<String> rows, String title) throws IOException {
+        Map<String, Map<String, String>> thr = new LinkedHashMap<>();
+        Map<String, Map<String, String>> restart = new LinkedHashMap<>();
+        Set<String> phases = new LinkedHashSet<>();
+        for (String r : rows.subList(1, rows.size())) {
+            String[] c = r.split(",");
+            String key = c[0] + " | " + c[1];
+            if (c[4].equals("ops/s")) {
+                phases.add(c[2]);
+                thr.computeIfAbsent(key, k -> new LinkedHashMap<>()).put(c[2], c[3]);
+            } else {
+                restart.computeIfAbsent(c[0], k -> new LinkedHashMap<>()).put(c[2], c[3]);
+            }
+        }
+        StringBuilder md = new StringBuilder("# " + title + "\n\nThroughput, ops/s:\n\n| store | threads |");
+        phases.forEach(ph -> md.append(' ').append(ph).append(" |"));
+        md.append("\n|---|---|").append("---|".repeat(phases.size())).append('\n');
+        for (var e : thr.entrySet()) {
+            md.append("| ").append(e.getKey()).append(" |");
+            phases.forEach(ph -> md.append(' ').append(e.getValue().getOrDefault(ph, "-")).append(" |"));
+            md.append('\n');
+        }
+        md.append("\nRestart with the data loaded:\n\n| store | open (recovery), ms | JVM start to serving, ms | items |\n|---|---|---|---|\n");
+        for (var e : restart.entrySet()) {
+            var v = e.getValue();
+            md.append("| ").append(e.getKey()).append(" | ").append(v.getOrDefault("restart-open", "-")).append(" | ")
+                    .append(v.getOrDefault("restart-jvm", "-")).append(" | ").append(v.getOrDefault("restart-items", "-"))
+                    .append(" |\n");
+        }
+        java.nio.file.Files.writeString(dir.resolve("results.md"), md.toString());
+    }
+
     private static void draw(Path file, String title, List<String> stores, List<String> phases,
                              Map<String, Map<String, Double>> v) throws IOException {
         int w = 900;

@@ -22,7 +22,9 @@ import java.util.concurrent.TimeUnit;
  * measured. Writes {@code results.csv} and a Markdown table, and draws the
  * plots ({@link Charts}).
  *
- * <p>Usage: {@code YcsbBench OUTDIR RECORDS OPS THREADS(1,2) STORES(off,h2,engram) [engram-durability]}
+ * <p>Usage: {@code YcsbBench OUTDIR RECORDS OPS THREADS(1,2) STORES(off,h2,engram) [engram-durability]};
+ * {@code -Dengram.bench.dir=DIR} puts the store files in DIR (default OUTDIR),
+ * e.g. /dev/shm for the pmem setup.
  */
 public final class YcsbBench {
     private YcsbBench() {
@@ -118,13 +120,15 @@ public final class YcsbBench {
         String[] stores = args[4].split(",");
         String durability = args.length > 5 ? args[5] : "msync";
         Files.createDirectories(out);
+        Path data = Path.of(System.getProperty("engram.bench.dir", out.toString())); // where the pools/H2 files go
+        Files.createDirectories(data);
         Path csv = out.resolve("results.csv");
         List<String> rows = new ArrayList<>();
         rows.add("store,threads,phase,value,unit");
         for (String store : stores) {
             for (String th : threads) {
                 int t = Integer.parseInt(th);
-                Path file = out.resolve("kv-" + store + ".db");
+                Path file = data.resolve("kv-" + store + ".db");
                 Files.deleteIfExists(file);
                 Server s = startServer(store, file, durability);
                 rows.add(String.join(",", store, th, "load", fmt(ycsb(s.port(), true, "A", records, ops, t)), "ops/s"));
@@ -148,6 +152,8 @@ public final class YcsbBench {
         }
         Files.write(csv, rows);
         Charts.write(out, rows);
+        Charts.markdown(out, rows, "YCSB: " + records + " records, " + ops + " operations per workload, engram in "
+                + durability + " mode, stores in " + data);
         System.out.println(String.join("\n", rows));
     }
 

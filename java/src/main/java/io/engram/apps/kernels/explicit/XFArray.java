@@ -30,8 +30,17 @@ public final class XFArray implements Seq, AutoCloseable {
     }
 
     public static XFArray open(Path p, int n, Durability d) {
-        Heap heap = EngineHeap.open(p, 256L << 20, d, true);
+        return open(EngineHeap.open(p, 256L << 20, d, true), n);
+    }
+
+    /** Over an open heap: frees what no root reaches, then {@link #attach}. */
+    public static XFArray open(Heap heap, int n) {
         heap.sweep(a -> true);
+        return attach(heap, n);
+    }
+
+    /** Over an open heap (the crash explorer's images too): attaches to the root, or creates it with {@code n} elements. */
+    public static XFArray attach(Heap heap, int n) {
         int nt = heap.registerType(new TypeDesc("x.fnode", 24, new int[] {0, 8}, "x.fnode{left:ptr,right:ptr,value:i64}"));
         int ht = heap.registerType(new TypeDesc("x.fholder", 16, new int[] {8}, "x.fholder{size:i64,root:ptr}"));
         long h = heap.root(ROOT);

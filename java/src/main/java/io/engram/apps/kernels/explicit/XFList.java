@@ -28,8 +28,17 @@ public final class XFList implements Seq, AutoCloseable {
     }
 
     public static XFList open(Path p, int n, Durability d) {
-        Heap heap = EngineHeap.open(p, 256L << 20, d, true);
+        return open(EngineHeap.open(p, 256L << 20, d, true), n);
+    }
+
+    /** Over an open heap: frees what no root reaches, then {@link #attach}. */
+    public static XFList open(Heap heap, int n) {
         heap.sweep(a -> true);
+        return attach(heap, n);
+    }
+
+    /** Over an open heap (the crash explorer's images too): attaches to the root, or creates it with {@code n} elements. */
+    public static XFList attach(Heap heap, int n) {
         int ct = heap.registerType(new TypeDesc("x.cons", 16, new int[] {8}, "x.cons{head:i64,tail:ptr}"));
         int ht = heap.registerType(new TypeDesc("x.fholder", 16, new int[] {8}, "x.fholder{size:i64,root:ptr}"));
         long h = heap.root(ROOT);

@@ -28,8 +28,17 @@ public final class XMArray implements Seq, AutoCloseable {
 
     /** Opens (or creates with {@code n} zeros) the array in the pool at {@code p}. */
     public static XMArray open(Path p, int n, Durability d) {
-        Heap heap = EngineHeap.open(p, 256L << 20, d, true);
+        return open(EngineHeap.open(p, 256L << 20, d, true), n);
+    }
+
+    /** Over an open heap: frees what no root reaches, then {@link #attach}. */
+    public static XMArray open(Heap heap, int n) {
         heap.sweep(a -> true);
+        return attach(heap, n);
+    }
+
+    /** Over an open heap (the crash explorer's images too): attaches to the root, or creates it with {@code n} elements. */
+    public static XMArray attach(Heap heap, int n) {
         int t = heap.registerType(new TypeDesc("x.i64", 8, new int[0], "i64"));
         long a = heap.root(ROOT);
         if (a == 0) {

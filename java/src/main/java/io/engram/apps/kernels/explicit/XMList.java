@@ -28,8 +28,17 @@ public final class XMList implements Seq, AutoCloseable {
     }
 
     public static XMList open(Path p, int n, Durability d) {
-        Heap heap = EngineHeap.open(p, 256L << 20, d, true);
+        return open(EngineHeap.open(p, 256L << 20, d, true), n);
+    }
+
+    /** Over an open heap: frees what no root reaches, then {@link #attach}. */
+    public static XMList open(Heap heap, int n) {
         heap.sweep(a -> true);
+        return attach(heap, n);
+    }
+
+    /** Over an open heap (the crash explorer's images too): attaches to the root, or creates it with {@code n} elements. */
+    public static XMList attach(Heap heap, int n) {
         int nt = heap.registerType(new TypeDesc("x.mnode", 16, new int[] {8}, "x.mnode{value:i64,next:ptr}"));
         int ht = heap.registerType(new TypeDesc("x.mhead", 16, new int[] {8}, "x.mhead{size:i64,first:ptr}"));
         long h = heap.root(ROOT);
