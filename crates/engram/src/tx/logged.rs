@@ -68,9 +68,7 @@ impl LoggedWords {
             return true;
         }
         let (first, end) = (off / 8, end.div_ceil(8));
-        for_each_mask(first, end, |page, word, mask| {
-            matches!(self.pages.get(page), Some(Some(p)) if p[word] & mask == mask)
-        })
+        for_each_mask(first, end, |page, word, mask| matches!(self.pages.get(page), Some(Some(p)) if p[word] & mask == mask))
     }
 
     /// Marks the words that lie entirely inside `[off, off+len)`.

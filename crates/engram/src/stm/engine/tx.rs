@@ -263,7 +263,12 @@ impl<'p> STx<'p> {
         let need = 8 + size_of::<P>().div_ceil(8) as u64 * 8;
         let (lo, hi) = self.bounds;
         // (bounds are empty without a pool, so this never passes there)
-        if size_of::<P>() <= max && std::mem::align_of::<P>() <= 8 && addr % 8 == 0 && addr >= lo && addr.checked_add(need).is_some_and(|end| end <= hi) {
+        if size_of::<P>() <= max
+            && std::mem::align_of::<P>() <= 8
+            && addr % 8 == 0
+            && addr >= lo
+            && addr.checked_add(need).is_some_and(|end| end <= hi)
+        {
             return Ok(());
         }
         self.check_cell_slow::<P>(addr, max)
