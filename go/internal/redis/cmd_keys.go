@@ -184,7 +184,7 @@ func (x *ctx) liveKeys(match []byte, typ int64) [][]byte {
 	var out [][]byte
 	now := nowMs()
 	x.dict().each(func(e *pEntry) bool {
-		if (e.Expire == 0 || e.Expire > now) && (match == nil || globMatch(match, e.Key, false)) && (typ < 0 || e.Type == typ) {
+		if (e.Expire == 0 || e.Expire > now) && (match == nil || globMatch(match, e.Key, false)) && (typ == -1 || e.Type == typ) {
 			out = append(out, append([]byte(nil), e.Key...))
 		}
 		return true
@@ -216,7 +216,7 @@ func cmdScan(x *ctx) error {
 	d := x.dict()
 	for i := 0; i < int(count) || len(keys) == 0; i++ {
 		cur = d.scanBucket(cur, func(e *pEntry) {
-			if (e.Expire == 0 || e.Expire > now) && (match == nil || globMatch(match, e.Key, false)) && (typ < 0 || e.Type == typ) {
+			if (e.Expire == 0 || e.Expire > now) && (match == nil || globMatch(match, e.Key, false)) && (typ == -1 || e.Type == typ) {
 				keys = append(keys, append([]byte(nil), e.Key...))
 			}
 		})

@@ -308,6 +308,12 @@ func cmdConfig(x *ctx) error {
 			x.w.Err("ERR wrong number of arguments for 'config|set' command")
 			return nil
 		}
+		for i := 2; i < len(x.args); i += 2 { // all names first: nothing applied if one is wrong
+			if k := strings.ToLower(string(x.args[i])); !redisConfigNames[k] {
+				x.w.Err("ERR Unknown option or number of arguments for CONFIG SET - '" + k + "'")
+				return nil
+			}
+		}
 		for i := 2; i < len(x.args); i += 2 {
 			k, v := strings.ToLower(string(x.args[i])), string(x.args[i+1])
 			switch k {
@@ -324,8 +330,8 @@ func cmdConfig(x *ctx) error {
 			case "maxmemory", "save", "appendonly", "appendfsync", "maxmemory-policy", "hz", "lazyfree-lazy-user-del", "lazyfree-lazy-user-flush":
 				// maxmemory is the pool's size, fixed at open; the rest do not apply.
 			default:
-				// Accepted and ignored: settings of Redis's encodings,
-				// persistence and memory that do not apply here.
+				// Accepted and ignored: Redis's other settings (of its
+				// encodings, persistence, memory) that do not apply here.
 			}
 		}
 		x.w.OK()
@@ -390,6 +396,12 @@ func cmdClient(x *ctx) error {
 		}
 		x.w.BulkS(b.String())
 	case "kill":
+		if len(x.args) == 4 && eq(x.args[2], "id") {
+			if id, ok := parseInt(x.args[3]); !ok || id <= 0 {
+				x.w.Err("ERR client-id should be greater than 0")
+				return nil
+			}
+		}
 		n := int64(0)
 		for _, c := range x.s.clients {
 			if (len(x.args) == 3 && c.addr == string(x.args[2])) ||
@@ -453,7 +465,7 @@ func commandInfo(x *ctx, names []string) error {
 	for _, n := range names {
 		c := commands[n]
 		if c == nil {
-			x.w.NullArray()
+			x.w.Null() // Redis 7.0: a nil bulk for an unknown name
 			continue
 		}
 		x.w.Array(10)

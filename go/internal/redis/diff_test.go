@@ -237,30 +237,9 @@ func TestDifferentialBigEncodings(t *testing.T) {
 }
 
 func differential(t *testing.T, sh diffShape, setup []string) {
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Skip("redis-server not installed")
-	}
-	port := freePort(t)
 	dir := tmpDir(t)
-	rs := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
-	if err := rs.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { rs.Process.Kill(); rs.Wait() }()
+	real := dialRaw(t, startRealRedis(t, dir))
 	s, _ := start(t, dir+"/d.pool", 0)
-	var real *rawClient
-	for i := 0; i < 200; i++ {
-		if c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port)); err == nil {
-			c.Close()
-			real = dialRaw(t, "127.0.0.1:"+strconv.Itoa(port))
-			break
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	if real == nil {
-		t.Fatal("redis-server did not start")
-	}
 	ours := dialRaw(t, s.Addr())
 	seed := uint64(time.Now().UnixNano())
 	if v, err := strconv.ParseUint(os.Getenv("ENGRAM_REDIS_DIFF_SEED"), 10, 64); err == nil {
@@ -306,4 +285,30 @@ func peakSizes(t *testing.T, c *rawClient, sh diffShape, peak map[string]int) {
 			peak[typ] = max(peak[typ], n)
 		}
 	}
+}
+
+// startRealRedis starts Debian's redis-server (persistence off) on a free
+// port and returns its address once it accepts connections; the test is
+// skipped when redis-server is not installed.
+func startRealRedis(t *testing.T, dir string) string {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Skip("redis-server not installed")
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	rs := exec.Command(bin, "--port", addr[len("127.0.0.1:"):], "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
+	if err := rs.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rs.Process.Kill(); rs.Wait() })
+	for i := 0; i < 200; i++ {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return addr
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	t.Fatal("redis-server did not start")
+	return ""
 }

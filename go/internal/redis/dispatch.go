@@ -66,7 +66,7 @@ func (s *Server) dispatch(tx *engram.Tx, c *client, args [][]byte, w *W) error {
 		if c.multi {
 			c.multiErr = true
 		}
-		w.Err(unknownCmd(name, args[1:]))
+		w.Err(unknownCmd(string(args[0]), args[1:]))
 		return nil
 	}
 	if (cmd.arity > 0 && len(args) != cmd.arity) || (cmd.arity < 0 && len(args) < -cmd.arity) {
