@@ -302,3 +302,60 @@ func TestChecklist(t *testing.T) {
 	}
 	time.Sleep(0)
 }
+
+// TestCollScanCursor: HSCAN/SSCAN/ZSCAN walk a table in several calls
+// (COUNT bounds each reply) and every field is returned, with its value
+// or score, by the time the cursor is back at 0.
+func TestCollScanCursor(t *testing.T) {
+	s, _ := start(t, tmpDir(t)+"/scan.pool", 0)
+	c := dialRaw(t, s.Addr())
+	const n = 1500
+	for i := 0; i < n; i += 100 {
+		h, st, z := []string{"HSET", "h"}, []string{"SADD", "s"}, []string{"ZADD", "z"}
+		for j := i; j < i+100; j++ {
+			f := "f" + strconv.Itoa(j)
+			h, st, z = append(h, f, "v"+strconv.Itoa(j)), append(st, f), append(z, strconv.Itoa(j), f)
+		}
+		for _, cmd := range [][]string{h, st, z} {
+			if r := c.exchange(cmd); r != ":100" {
+				t.Fatalf("%s: %s", cmd[0], r)
+			}
+		}
+	}
+	for _, sc := range []struct{ cmd, key, enc string }{{"HSCAN", "h", "hashtable"}, {"SSCAN", "s", "hashtable"}, {"ZSCAN", "z", "skiplist"}} {
+		if enc := c.exchange([]string{"OBJECT", "ENCODING", sc.key}); enc != "$"+sc.enc {
+			t.Fatalf("%s is %s", sc.key, enc)
+		}
+		seen, calls, cur := map[string]string{}, 0, "0"
+		for {
+			c.send([]string{sc.cmd, sc.key, cur, "COUNT", "20"})
+			rp, err := readReply(c.r)
+			if err != nil || len(rp.items) != 2 {
+				t.Fatalf("%s: %v %+v", sc.cmd, err, rp)
+			}
+			calls++
+			items := rp.items[1].items
+			if len(items) > 200 {
+				t.Fatalf("%s COUNT 20 returned %d items", sc.cmd, len(items))
+			}
+			for i := 0; i < len(items); i++ {
+				if sc.cmd == "SSCAN" {
+					seen[items[i].s] = ""
+				} else {
+					seen[items[i].s] = items[i+1].s
+					i++
+				}
+			}
+			if cur = rp.items[0].s; cur == "0" {
+				break
+			}
+		}
+		if len(seen) != n || calls < 10 {
+			t.Fatalf("%s: %d of %d fields in %d calls", sc.cmd, len(seen), n, calls)
+		}
+		want := map[string]string{"HSCAN": "v7", "SSCAN": "", "ZSCAN": "7"}[sc.cmd]
+		if seen["f7"] != want {
+			t.Fatalf("%s: f7 -> %q", sc.cmd, seen["f7"])
+		}
+	}
+}

@@ -978,13 +978,17 @@ func cmdSInterCard(x *ctx) error {
 	return nil
 }
 
-// collScan answers SSCAN/HSCAN/ZSCAN in one call (cursor 0 back).
+// collScan answers SSCAN/HSCAN/ZSCAN. A compact value is answered whole
+// with cursor 0 (as Redis does for listpacks and intsets); a table is
+// walked COUNT buckets from the cursor, with SCAN's reverse-binary cursor
+// (dictScan), so a table of a million fields is never sent in one reply.
 func collScan(x *ctx, t int64) error {
-	if _, err := strconv.ParseUint(string(x.args[2]), 10, 64); err != nil {
+	cur, err := strconv.ParseUint(string(x.args[2]), 10, 64)
+	if err != nil {
 		x.w.Err("ERR invalid cursor")
 		return nil
 	}
-	match, _, _, ok := scanOpts(x, 3)
+	match, count, _, ok := scanOpts(x, 3)
 	if !ok {
 		return nil
 	}
@@ -993,34 +997,58 @@ func collScan(x *ctx, t int64) error {
 		return err
 	}
 	var items []string
-	if e != nil {
-		switch t {
-		case tSet:
-			for _, k := range loadSet(e).keys {
-				if match == nil || globMatch(match, []byte(k), false) {
-					items = append(items, k)
-				}
+	keep := func(k []byte) bool { return match == nil || globMatch(match, k, false) }
+	switch {
+	case e == nil:
+		cur = 0
+	case e.Coll != nil && e.Coll.Dict != nil:
+		cur = dictScan(e.Coll.Dict, cur, count, func(f *pEntry) {
+			if !keep(f.Key) {
+				return
 			}
-		case tHash:
-			h := loadHash(e)
-			for _, k := range h.keys {
-				if match == nil || globMatch(match, []byte(k), false) {
-					items = append(items, k, string(h.vals[k]))
-				}
+			items = append(items, string(f.Key))
+			if t == tHash {
+				items = append(items, string(f.Val))
+			} else if t == tZSet {
+				items = append(items, fmtFloat(bitsScore(f.Expire)))
 			}
-		case tZSet:
-			for _, el := range loadZSet(e).els {
-				if match == nil || globMatch(match, []byte(el.member), false) {
-					items = append(items, el.member, fmtFloat(el.score))
-				}
-			}
-		}
+		})
+	default:
+		cur, items = 0, compactScan(e, t, keep)
 	}
 	x.w.Array(2)
-	x.w.BulkS("0")
+	x.w.BulkS(strconv.FormatUint(cur, 10))
 	x.w.Array(len(items))
 	for _, it := range items {
 		x.w.BulkS(it)
 	}
 	return nil
+}
+
+// compactScan lists a compact value's members (and values or scores)
+// that keep accepts.
+func compactScan(e *pEntry, t int64, keep func([]byte) bool) []string {
+	var items []string
+	switch t {
+	case tSet:
+		for _, k := range loadSet(e).keys {
+			if keep([]byte(k)) {
+				items = append(items, k)
+			}
+		}
+	case tHash:
+		h := loadHash(e)
+		for _, k := range h.keys {
+			if keep([]byte(k)) {
+				items = append(items, k, string(h.vals[k]))
+			}
+		}
+	case tZSet:
+		for _, el := range loadZSet(e).els {
+			if keep([]byte(el.member)) {
+				items = append(items, el.member, fmtFloat(el.score))
+			}
+		}
+	}
+	return items
 }

@@ -213,17 +213,11 @@ func cmdScan(x *ctx) error {
 	}
 	var keys [][]byte
 	now := nowMs()
-	d := x.dict()
-	for i := 0; i < int(count) || len(keys) == 0; i++ {
-		cur = d.scanBucket(cur, func(e *pEntry) {
-			if (e.Expire == 0 || e.Expire > now) && (match == nil || globMatch(match, e.Key, false)) && (typ == -1 || e.Type == typ) {
-				keys = append(keys, append([]byte(nil), e.Key...))
-			}
-		})
-		if cur == 0 {
-			break
+	cur = dictScan(x.dict(), cur, count, func(e *pEntry) {
+		if (e.Expire == 0 || e.Expire > now) && (match == nil || globMatch(match, e.Key, false)) && (typ == -1 || e.Type == typ) {
+			keys = append(keys, append([]byte(nil), e.Key...))
 		}
-	}
+	})
 	x.w.Array(2)
 	x.w.BulkS(strconv.FormatUint(cur, 10))
 	x.w.Array(len(keys))
@@ -231,6 +225,20 @@ func cmdScan(x *ctx) error {
 		x.w.Bulk(k)
 	}
 	return nil
+}
+
+// dictScan visits buckets of d from cursor until it has seen count
+// entries (before MATCH/TYPE filtering) or visited 10*count buckets, as
+// Redis's SCAN does, and returns the next cursor, 0 at the end.
+func dictScan(d *pDict, cur uint64, count int64, fn func(e *pEntry)) uint64 {
+	seen := int64(0)
+	visit := func(e *pEntry) { seen++; fn(e) }
+	for i := int64(0); i < 10*count && seen < count; i++ {
+		if cur = d.scanBucket(cur, visit); cur == 0 {
+			break
+		}
+	}
+	return cur
 }
 
 func scanOpts(x *ctx, from int) (match []byte, count int64, typ int64, ok bool) {
