@@ -20,7 +20,7 @@ CARGO ?= cargo
 CPP_APT_PACKAGES := cmake g++ libgtest-dev
 CPP_BUILD := target/cpp
 
-.PHONY: run test lint bench deps bench-deps apt build clean test-c test-go go-deps ffi-lib bench-go test-java java-deps bench-java test-cpp bench-arp bench-java-apps bench-java-restart bench-java-ycsb-full redis test-redis redis-deps test-redis-suite test-redis-py bench-redis
+.PHONY: run test lint bench deps bench-deps apt build clean test-c test-go go-deps ffi-lib bench-go test-java java-deps bench-java test-cpp bench-arp bench-java-apps bench-java-restart bench-java-ycsb-full redis test-redis redis-deps test-redis-suite test-redis-py bench-redis test-redis-proxy
 
 deps:
 	@$(MAKE) --no-print-directory apt PKGS="$(APT_PACKAGES)"
@@ -50,7 +50,7 @@ lint: deps
 	@# API docs build without broken or ambiguous links
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps -q
 
-test: deps lint test-c test-go test-govet test-redis test-redis-py test-java test-cpp
+test: deps lint test-c test-go test-govet test-redis test-redis-py test-java test-cpp test-redis-proxy
 	$(CARGO) build --workspace --all-targets
 	$(CARGO) test --workspace
 
@@ -274,6 +274,13 @@ $(REDIS_PY_VENV)/bin/python:
 
 test-redis-py: $(REDIS_BIN) $(REDIS_PY_VENV)/bin/python
 	$(REDIS_PY_VENV)/bin/python go/cmd/engram-redis/redispy.py $(REDIS_BIN)
+
+# Scale-out: three engram-redis nodes behind twemproxy (Debian's
+# nutcracker), driven by redis-benchmark and go-redis, one node killed and
+# restarted (go/internal/redis/proxy_test.go; ~30 s). docs/redis.md.
+test-redis-proxy: go-deps redis-deps ffi-lib
+	@$(MAKE) --no-print-directory apt PKGS="nutcracker"
+	cd go && ENGRAM_REDIS_PROXY=1 $(GO_ENV) $(GO) test -count=1 -run 'TestTwemproxy' ./internal/redis
 
 # engram-redis vs redis-server (AOF always/everysec, off) with redis-benchmark
 # and the 1M-key restart, into docs/bench/redis.md and redis.png (about

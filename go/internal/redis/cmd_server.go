@@ -319,6 +319,7 @@ func cmdConfig(x *ctx) error {
 			switch k {
 			case "requirepass":
 				x.s.cfg.RequirePass = v
+				x.s.hasPass.Store(v != "")
 			case "hash-max-listpack-entries", "hash-max-ziplist-entries", "hash-max-listpack-value", "hash-max-ziplist-value",
 				"set-max-intset-entries", "zset-max-listpack-entries", "zset-max-ziplist-entries", "zset-max-listpack-value", "zset-max-ziplist-value":
 				n, err := strconv.ParseInt(v, 10, 64)

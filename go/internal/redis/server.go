@@ -52,6 +52,7 @@ type Server struct {
 	ln           net.Listener
 	reqs         chan *request
 	nextID       atomic.Int64
+	hasPass      atomic.Bool       // cfg.RequirePass != "", for the readers (CONFIG SET changes it in the executor)
 	clients      map[int64]*client // executor-owned
 	mu           sync.Mutex        // guards conns for Close
 	conns        map[int64]*client
@@ -126,6 +127,7 @@ func New(cfg Config) (*Server, error) {
 		conns: map[int64]*client{}, start: time.Now(), watch: map[string]int64{},
 		blocked: map[*client]*blockState{}, ready: map[string]bool{}, closed: make(chan struct{})}
 	s.pubsub.init()
+	s.hasPass.Store(cfg.RequirePass != "")
 	err = pool.Txn(func(tx *engram.Tx) error {
 		s.root, err = openRoot(tx, pool)
 		return err
@@ -197,7 +199,7 @@ func (s *Server) Close() error {
 
 func (s *Server) handle(conn net.Conn) {
 	c := &client{id: s.nextID.Add(1), conn: conn, w: bufio.NewWriterSize(conn, 4<<10), proto: 2,
-		authed: s.cfg.RequirePass == "", addr: conn.RemoteAddr().String(), created: time.Now()}
+		authed: !s.hasPass.Load(), addr: conn.RemoteAddr().String(), created: time.Now()}
 	s.mu.Lock()
 	full := len(s.conns) >= s.maxClients()
 	if !full {

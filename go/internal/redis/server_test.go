@@ -270,10 +270,7 @@ func TestKill9(t *testing.T) {
 		kills = v
 	}
 	dir := tmpDir(t)
-	bin := filepath.Join(dir, "engram-redis")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/engram-pm/engram-go/cmd/engram-redis").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildServer(t, dir)
 	ctx := context.Background()
 	acked := map[string]int{} // key -> last acknowledged value
 	pushed := 0               // acknowledged MULTI pushes into q, h, z, s
