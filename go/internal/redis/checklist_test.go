@@ -359,3 +359,27 @@ func TestCollScanCursor(t *testing.T) {
 		}
 	}
 }
+
+// TestActiveExpiry: keys that expire and are never touched again are
+// deleted by the background cycle (DBSIZE counts them until then, as in
+// Redis); keys without a TTL stay.
+func TestActiveExpiry(t *testing.T) {
+	s, _ := start(t, tmpDir(t)+"/exp.pool", 0)
+	c := dialRaw(t, s.Addr())
+	for i := 0; i < 300; i++ {
+		if r := c.exchange([]string{"SET", "e" + strconv.Itoa(i), "v", "PX", "20"}); r != "+OK" {
+			t.Fatal(r)
+		}
+	}
+	c.exchange([]string{"SET", "stay", "v"})
+	n := ""
+	for try := 0; try < 600; try++ { // the cycle runs every 100 ms; bounded by count, not asserted in time
+		if n = c.exchange([]string{"DBSIZE"}); n == ":1" {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n != ":1" || c.exchange([]string{"GET", "stay"}) != "$v" {
+		t.Fatalf("DBSIZE %s after the expiry cycles, want :1", n)
+	}
+}
