@@ -22,6 +22,35 @@ cli() { redis-cli -p "$port" "$@"; }
 [ "$(cli lrange l 0 -1 | tr '\n' ,)" = "a,b,c," ]
 [ "$(cli -3 hset h f v)" = 1 ]
 cli info persistence | grep -q '^engram_pool:'
+# Interactive redis-cli shows argument hints (from its built-in table:
+# COMMAND DOCS answers as a pre-7.0 server). A pty answers linenoise's
+# cursor-position queries with an 80-column terminal.
+python3 - "$port" <<'PY'
+import os, pty, select, sys
+pid, fd = pty.fork()
+if pid == 0:
+    os.environ["TERM"] = "xterm"
+    os.execvp("redis-cli", ["redis-cli", "-p", sys.argv[1]])
+def drain(t):
+    out = b""
+    while select.select([fd], [], [], t)[0]:
+        try:
+            b = os.read(fd, 4096)
+        except OSError:
+            break
+        out += b
+        if b"\x1b[6n" in b:
+            os.write(fd, b"\x1b[1;80R")
+    return out
+drain(1.0)
+out = b""
+for ch in b"zadd ":
+    os.write(fd, bytes([ch]))
+    out += drain(0.3)
+os.kill(pid, 9)
+if b"score member" not in out:
+    sys.exit("redis-cli shows no hint for ZADD: %r" % out[-200:])
+PY
 printf 'SET piped 1\nINCR piped\nGET piped\n' | cli >/dev/null
 [ "$(cli get piped)" = 2 ]
 redis-benchmark -p "$port" -q -n 2000 -c 20 -P 4 -t set,get,incr,lpush,hset,sadd,zadd,mset >"$dir/bench" 2>&1

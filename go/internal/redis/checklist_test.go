@@ -242,7 +242,7 @@ func checklistItems() []item {
 		}},
 		{"COMMAND COUNT/INFO/DOCS", []step{
 			shape("COMMAND", "COUNT"), prefix("*[*[$get,:2,*[+readonly],:1,:1,:1,", "COMMAND", "INFO", "get"),
-			prefix("*[*[$set,:-3,*[+write],:1,:1,:1,", "COMMAND", "INFO", "set"), shape("COMMAND", "DOCS", "nosuchcmd"), ex("COMMAND", "INFO", "nosuchcmd"),
+			prefix("*[*[$set,:-3,*[+write],:1,:1,:1,", "COMMAND", "INFO", "set"), prefix("-ERR unknown subcommand 'DOCS'", "COMMAND", "DOCS", "get"), ex("COMMAND", "INFO", "nosuchcmd"),
 			ex("COMMAND", "FOO"),
 		}},
 		{"CONFIG GET/SET", []step{
