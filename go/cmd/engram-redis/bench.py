@@ -2,9 +2,9 @@
 """bench.py ENGRAM_BIN OUT_DIR [--quick]: engram-redis against Debian's
 redis-server 7.0 with redis-benchmark, and the restart time with 1M keys.
 
-Throughput: SET, GET, LPUSH, HSET, ZADD (random keys/members over 100k,
-so the list, hash and sorted set grow to tens of thousands of elements),
-50 clients, pipeline 1 and 16, for
+Throughput: SET, GET, INCR, LPUSH, HSET, ZADD, MSET (random keys/members
+over 100k, so the list, hash and sorted set grow to tens of thousands of
+elements), 50 clients, and SET, GET with 1 client, pipeline 1 and 16, for
   engram-redis pmem  (pool on /dev/shm: flush + fence, no msync)
   engram-redis msync (pool on the disk: group commit, one msync per batch)
   redis-server appendonly yes, appendfsync always   (AOF on the disk)
@@ -21,7 +21,8 @@ import os, shutil, socket, statistics, subprocess, sys, tempfile, time
 
 QUICK = "--quick" in sys.argv
 ENGRAM, OUT = sys.argv[1], sys.argv[2]
-TESTS = ["set", "get", "lpush", "hset", "zadd"]
+# "name/cN": the test with N clients instead of 50.
+TESTS = ["set", "get", "incr", "lpush", "hset", "zadd", "mset", "set/c1", "get/c1"]
 ROUNDS = 1 if QUICK else 3
 N = {1: 2000 if QUICK else 20000, 16: 10000 if QUICK else 100000}
 # engram-redis in msync mode on this disk does tens to hundreds of writes/s
@@ -101,7 +102,9 @@ class Server:
 
 
 def bench(port, test, pipe, n):
-    out = subprocess.run(["redis-benchmark", "-p", str(port), "-c", "50", "-P", str(pipe), "-n", str(n[pipe]),
+    test, _, clients = test.partition("/c")
+    reqs = n[pipe] // 10 if clients == "1" else n[pipe]  # one client is slower: fewer requests
+    out = subprocess.run(["redis-benchmark", "-p", str(port), "-c", clients or "50", "-P", str(pipe), "-n", str(reqs),
                           "-r", "100000", "-t", test, "--csv"], capture_output=True, text=True).stdout
     for line in out.splitlines():
         f = [x.strip('"') for x in line.split(",")]
@@ -201,7 +204,7 @@ def plot(names, res, path):
         for j, n in enumerate(names):
             ax.bar([i + j * w for i in range(len(TESTS))], [res[(n, t, pipe)] / 1000 for t in TESTS], w, label=n)
         ax.set_xticks([i + 0.4 - w / 2 for i in range(len(TESTS))], [t.upper() for t in TESTS])
-        ax.set_title(f"redis-benchmark -c 50 -P {pipe}")
+        ax.set_title(f"redis-benchmark -c 50 (/c1: -c 1) -P {pipe}")
         ax.set_ylabel("thousand requests / s")
         ax.set_yscale("log")
     axes[0].legend(fontsize=7)
