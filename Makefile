@@ -235,6 +235,8 @@ bench-java-restart: java-deps
 # lower the scale with JAVA_YCSB_PMEM / JAVA_YCSB_MSYNC (RECORDS OPS THREADS STORES).
 JAVA_YCSB_PMEM ?= 100000 1000000 1,2 off,h2,engram
 JAVA_YCSB_MSYNC ?= 100000 1000000 1,2 off,h2,engram
+# and Engram in wal mode (the engine's default on a disk) with every store file on disk
+JAVA_YCSB_WAL ?= 100000 1000000 1,2 off,h2,engram
 bench-java-ycsb-full: java-deps
 	@if [ -z "$(JAVA25_HOME)" ]; then echo "bench-java-ycsb-full: SKIPPED: no JDK 25"; exit 0; fi
 	$(CARGO) build -p engram-ffi --release
@@ -245,6 +247,8 @@ bench-java-ycsb-full: java-deps
 	  ../docs/bench/java-ycsb/ycsb-pmem-shm $(JAVA_YCSB_PMEM) pmem
 	$(JAVA_BENCH_RUN) -Dengram.bench.dir=$(JAVA_DISK_DIR) io.engram.apps.bench.YcsbBench \
 	  ../docs/bench/java-ycsb/ycsb-msync-disk $(JAVA_YCSB_MSYNC) msync
+	$(JAVA_BENCH_RUN) -Dengram.bench.dir=$(JAVA_DISK_DIR) io.engram.apps.bench.YcsbBench \
+	  ../docs/bench/java-ycsb/ycsb-wal-disk $(JAVA_YCSB_WAL) wal
 
 # ----- engram-redis (go/cmd/engram-redis, go/internal/redis; docs/redis.md)
 # Debian's redis-server and redis-tools: the differential test's reference

@@ -32,6 +32,9 @@ import java.util.Set;
  * <li>a mutating call on a JDK collection or map -> a private static bridge
  *     in the class: before(c); insert(c, arg)...; c.m(args); after(c), or
  *     afterKey(c, key) for a call whose first argument is the key it changes</li>
+ * <li>nothing is rewritten for VarHandles, field updaters and Unsafe, but
+ *     the class whose fields they write is noted in
+ *     {@link Registry#HANDLE_WRITTEN} (the runtime refuses to persist it)</li>
  * </ul>
  *
  * Never throws into class loading: a class that fails to instrument is
@@ -126,6 +129,10 @@ final class Transformer implements ClassFileTransformer {
     /** Calls whose first argument is the one key they change: their bridge ends with afterKey(c, key). */
     static final Set<String> KEYED = Set.of("add", "remove", "put", "putIfAbsent", "replace", "compute",
             "computeIfAbsent", "computeIfPresent", "merge");
+
+    static final Set<String> UNSAFES = Set.of("sun/misc/Unsafe", "jdk/internal/misc/Unsafe");
+    static final java.util.regex.Pattern UNSAFE_STORE = java.util.regex.Pattern.compile(
+            "put|compareAndSwap|compareAndSet|compareAndExchange|getAndSet|getAndAdd|getAndBitwise|weakCompareAndSet");
 
     private static final class ClassInstrumenter extends ClassVisitor {
         private final ClassLoader loader;
@@ -241,6 +248,8 @@ final class Transformer implements ClassFileTransformer {
         private final ClassInstrumenter cls;
         private boolean initialized;
         private int pendingNews;
+        /** The last class constant (ldc) in this method, for {@link #noteHandleWrite}. */
+        private String lastClassConstant;
 
         StoreInstrumenter(MethodVisitor mv, ClassInstrumenter cls, boolean ctor) {
             super(Opcodes.ASM9, mv);
@@ -339,7 +348,42 @@ final class Transformer implements ClassFileTransformer {
         }
 
         @Override
+        public void visitLdcInsn(Object cst) {
+            if (cst instanceof Type t && t.getSort() == Type.OBJECT) {
+                lastClassConstant = t.getInternalName();
+            }
+            super.visitLdcInsn(cst);
+        }
+
+        /**
+         * Notes a class whose fields this call lets code write unseen: the
+         * target of a VarHandle, field updater or Unsafe field offset (the
+         * last class constant loaded in the method, else this class), or
+         * this class for an Unsafe store.
+         */
+        private void noteHandleWrite(String owner, String name) {
+            String target = lastClassConstant != null ? lastClassConstant : cls.owner;
+            String how = null;
+            if (owner.equals("java/lang/invoke/MethodHandles$Lookup") && name.equals("findVarHandle")) {
+                how = "a VarHandle";
+            } else if (owner.startsWith("java/util/concurrent/atomic/Atomic") && owner.endsWith("FieldUpdater")
+                    && name.equals("newUpdater")) {
+                how = "an " + owner.substring(owner.lastIndexOf('/') + 1);
+            } else if (UNSAFES.contains(owner) && name.equals("objectFieldOffset")) {
+                how = "Unsafe";
+            } else if (UNSAFES.contains(owner) && UNSAFE_STORE.matcher(name).lookingAt()) {
+                how = "Unsafe";
+                target = cls.owner;
+            }
+            if (how != null) {
+                Registry.HANDLE_WRITTEN.putIfAbsent(target.replace('/', '.'), how + " (in " + cls.owner.replace('/', '.')
+                        + ")");
+            }
+        }
+
+        @Override
         public void visitMethodInsn(int opcode, String owner, String name, String desc, boolean itf) {
+            noteHandleWrite(owner, name);
             if (opcode == Opcodes.INVOKESPECIAL && name.equals("<init>") && !initialized) {
                 if (pendingNews > 0) {
                     pendingNews--;

@@ -185,6 +185,11 @@ final class JType {
                 return k == c ? "the class was not instrumented by the Engram agent (started without -javaagent, "
                         + "or loaded before it)" : "its superclass " + k.getName() + " is not instrumented";
             }
+            String how = Registry.HANDLE_WRITTEN.get(k.getName());
+            if (how != null) {
+                return (k == c ? "" : "its superclass " + k.getName() + ": ") + "its fields are written through " + how
+                        + ", which the Engram agent cannot see";
+            }
         }
         return null;
     }

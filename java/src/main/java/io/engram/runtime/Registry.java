@@ -1,5 +1,6 @@
 package io.engram.runtime;
 
+import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
@@ -27,6 +28,13 @@ public final class Registry {
     public static final Set<String> INSTRUMENTED = ConcurrentHashMap.newKeySet();
     /** Binary names of classes declaring @DurableRoot fields. */
     public static final Set<String> ROOT_CLASSES = ConcurrentHashMap.newKeySet();
+    /**
+     * Binary names of classes whose fields some instrumented code writes
+     * behind the agent's back (a VarHandle or field updater created for
+     * the class, an Unsafe field offset taken of it, Unsafe stores in it),
+     * each with how: such a class is not persistable.
+     */
+    public static final Map<String, String> HANDLE_WRITTEN = new ConcurrentHashMap<>();
 
     /** The id of a field reference (stable for this JVM). */
     public static int fieldId(String owner, String name, String desc, boolean isStatic, ClassLoader loader) {

@@ -269,6 +269,76 @@ class ApiTest {
     }
 
     @Test
+    void socketCannotBePersisted() throws Exception {
+        open("api-socket");
+        Roots.list = new ArrayList<>();
+        try (java.net.Socket s = new java.net.Socket()) {
+            NotPersistableException e = assertThrows(NotPersistableException.class, () -> Roots.any = wrap(s));
+            assertEquals(java.net.Socket.class, e.type());
+            assertTrue(e.getMessage().contains("java.net.Socket"), e.getMessage());
+            assertEquals("io.engram.tests.Roots.any[0]", e.path());
+            assertThrows(NotPersistableException.class, () -> Roots.list.add(s));
+        }
+        assertNull(Roots.any);
+        assertTrue(Roots.list.isEmpty());
+    }
+
+    @Test
+    void classesWrittenThroughHandlesCannotBePersisted() throws Exception {
+        open("api-handles");
+        Roots.list = new ArrayList<>();
+        VhCounter vc = new VhCounter();
+        vc.increment();
+        NotPersistableException e = assertThrows(NotPersistableException.class, () -> Roots.list.add(wrap(vc)));
+        assertEquals(VhCounter.class, e.type());
+        assertTrue(e.getMessage().contains("VarHandle"), e.getMessage());
+        assertTrue(e.path().contains("ArrayList") && e.path().endsWith("[0]"), e.path());
+        assertTrue(Roots.list.isEmpty(), "the store did not happen");
+        UpdatedCell cell = new UpdatedCell();
+        CellUpdater.bump(cell);
+        e = assertThrows(NotPersistableException.class, () -> Roots.any = cell);
+        assertEquals(UpdatedCell.class, e.type());
+        assertTrue(e.getMessage().contains("AtomicIntegerFieldUpdater"), e.getMessage());
+        assertTrue(e.getMessage().contains(CellUpdater.class.getName()), e.getMessage());
+        assertNull(Roots.any);
+        Roots.any = new CellUpdater(); // the class holding the updater is itself persistable
+        assertTrue(Engram.isRecoverable(Roots.any));
+    }
+
+    /** Writes its own field through a VarHandle. */
+    public static final class VhCounter {
+        private static final java.lang.invoke.VarHandle N;
+        static {
+            try {
+                N = java.lang.invoke.MethodHandles.lookup().findVarHandle(VhCounter.class, "n", int.class);
+            } catch (ReflectiveOperationException ex) {
+                throw new ExceptionInInitializerError(ex);
+            }
+        }
+        volatile int n;
+
+        void increment() {
+            N.getAndAdd(this, 1);
+        }
+    }
+
+    /** A cell whose field another class writes through a field updater. */
+    public static final class UpdatedCell {
+        volatile int value;
+    }
+
+    /** Holds the updater of UpdatedCell.value. */
+    public static final class CellUpdater {
+        private static final java.util.concurrent.atomic.AtomicIntegerFieldUpdater<UpdatedCell> U =
+                java.util.concurrent.atomic.AtomicIntegerFieldUpdater.newUpdater(UpdatedCell.class, "value");
+        public int unrelated;
+
+        static void bump(UpdatedCell c) {
+            U.incrementAndGet(c);
+        }
+    }
+
+    @Test
     void explicitConversionAndOpenChecks() throws Exception {
         open("api-explicit");
         Node n = new Node(1, "n");

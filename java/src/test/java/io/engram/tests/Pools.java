@@ -16,7 +16,9 @@ public final class Pools {
     }
 
     static final Path DIR = Path.of(System.getProperty("engram.test.dir", "target/pools"));
-    static final Engram.Options OPTIONS = Engram.Options.defaults().withSize(64L << 20).withDurability(Durability.PROCESS);
+    /** Test pools: 64 MiB, {@code process} durability unless {@code -Dengram.test.durability} names another. */
+    static final Engram.Options OPTIONS = Engram.Options.defaults().withSize(64L << 20).withDurability(
+            Durability.valueOf(System.getProperty("engram.test.durability", "PROCESS")));
 
     /** A path for a new pool (deleted if it exists); the roots are reset. */
     public static Path fresh(String name) throws IOException {
@@ -47,6 +49,11 @@ public final class Pools {
 
     /** Starts a child JVM, with or without the agent. */
     public static Process start(boolean agent, String... args) throws IOException {
+        return start(agent, (Durability) null, args);
+    }
+
+    /** Starts a child JVM whose {@link #open} uses durability {@code d} (null: this JVM's). */
+    public static Process start(boolean agent, Durability d, String... args) throws IOException {
         List<String> cmd = new ArrayList<>();
         cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
         if (agent) {
@@ -59,6 +66,9 @@ public final class Pools {
             if (System.getProperty(prop) != null) {
                 cmd.add("-D" + prop + "=" + System.getProperty(prop));
             }
+        }
+        if (d != null) {
+            cmd.add("-Dengram.test.durability=" + d);
         }
         cmd.add("-cp");
         cmd.add(System.getProperty("java.class.path"));
