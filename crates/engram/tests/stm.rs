@@ -495,3 +495,64 @@ fn one_thread_alternates_between_pools_and_reopens() {
     assert_eq!(a.atomically(|tx| tx.read(&va)).unwrap(), 11);
     a.close().unwrap();
 }
+
+/// No write-set limit: one transaction writes 100,000 variables (a redo
+/// record of 2.4 MB, 75 times a log half, moved to an overflow array). A
+/// crash right after its fence is replayed from the overflow array; later
+/// overflowing commits free the arrays of the records they replace.
+#[test]
+fn a_transaction_writes_any_number_of_variables() {
+    const N: usize = 100_000;
+    type Cells = Vec<PPtr<engram::stm::VarCell<u64>>>;
+    let t = TempPool::new("stm-overflow");
+    let pool = create(&t, Durability::Process);
+    let vars: PTVar<Cells> = pool.root("vars", Vec::new).unwrap();
+    pool.atomically(|tx| {
+        let cells = (0..N).map(|_| PTVar::new(tx, 0u64).map(|v| v.cell())).collect::<Result<Cells, _>>()?;
+        tx.write(&vars, cells)
+    })
+    .unwrap();
+    let write_all = |pool: &Pool, k: u64| {
+        pool.atomically(|tx| {
+            let cells = tx.read(&vars)?.as_slice(tx)?.to_vec();
+            for (i, c) in cells.into_iter().enumerate() {
+                tx.write(&PTVar::<u64>::from_cell(c), k + i as u64)?;
+            }
+            Ok(())
+        })
+    };
+    for k in 1..=3 {
+        write_all(&pool, k).unwrap();
+    }
+    failpoint::arm(Failpoint::StmAfterFence, 0);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| write_all(&pool, 7)));
+    failpoint::disarm_all();
+    assert!(r.is_err(), "the failpoint fired");
+    pool.simulate_crash();
+    let pool = reopen(&t);
+    let rep = pool.open_report().stm.unwrap();
+    assert!(rep.replayed >= N as u64, "{rep:?}");
+    let vars: PTVar<Cells> = pool.root("vars", Vec::new).unwrap();
+    let read_all = |pool: &Pool| {
+        pool.atomically(|tx| {
+            let cells = tx.read(&vars)?.as_slice(tx)?.to_vec();
+            cells.into_iter().map(|c| tx.read(&PTVar::<u64>::from_cell(c))).collect::<Result<Vec<u64>, _>>()
+        })
+        .unwrap()
+    };
+    let got = read_all(&pool);
+    assert!(got.iter().enumerate().all(|(i, &v)| v == 7 + i as u64), "replayed values");
+    pool.check().unwrap();
+    // Clean path: commits, close, reopen; the overflow arrays are garbage.
+    write_all(&pool, 9).unwrap();
+    write_all(&pool, 11).unwrap();
+    pool.close().unwrap();
+    let pool = reopen(&t);
+    let vars2: PTVar<Cells> = pool.root("vars", Vec::new).unwrap();
+    assert_eq!(vars2, vars);
+    let got = read_all(&pool);
+    assert!(got.iter().enumerate().all(|(i, &v)| v == 11 + i as u64), "values after reopen");
+    pool.collect().unwrap();
+    pool.check().unwrap();
+    pool.close().unwrap();
+}
