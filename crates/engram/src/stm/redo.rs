@@ -84,15 +84,29 @@ pub(crate) fn object_crc(space: &Space, off: u64, len: u64) -> Result<u32> {
     Ok(crc32c::crc32c(b))
 }
 
-/// Encodes a record into `buf` (cleared first): the values, then the
-/// checksums `checks` (offset, length, CRC32C) of the copies it links.
-pub(crate) fn encode_of<'a>(buf: &mut Vec<u8>, wv: u64, entries: impl Iterator<Item = (u64, &'a [u8])>, checks: &[(u64, u64, u32)]) {
+/// Starts a record in `buf` (cleared first): its header, counts zero.
+fn begin(buf: &mut Vec<u8>, wv: u64) {
     buf.clear();
     buf.extend_from_slice(&MAGIC.to_le_bytes());
     buf.extend_from_slice(&0u32.to_le_bytes());
     buf.extend_from_slice(&wv.to_le_bytes());
-    buf.extend_from_slice(&0u32.to_le_bytes()); // n, set below
-    buf.extend_from_slice(&0u32.to_le_bytes());
+    buf.extend_from_slice(&0u32.to_le_bytes()); // n
+    buf.extend_from_slice(&0u32.to_le_bytes()); // len
+}
+
+/// Ends the record in `buf`: its entry count, length and CRC32C.
+fn finish(buf: &mut [u8], n: u32) {
+    buf[R_N..R_N + 4].copy_from_slice(&n.to_le_bytes());
+    let len = (buf.len() as u64 - REC_HDR) as u32;
+    buf[R_LEN..R_LEN + 4].copy_from_slice(&len.to_le_bytes());
+    let crc = crc32c::crc32c(&buf[REDO_CRC_FROM..]);
+    buf[R_CRC..R_CRC + 4].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Encodes a record into `buf` (cleared first): the values, then the
+/// checksums `checks` (offset, length, CRC32C) of the copies it links.
+pub(crate) fn encode_of<'a>(buf: &mut Vec<u8>, wv: u64, entries: impl Iterator<Item = (u64, &'a [u8])>, checks: &[(u64, u64, u32)]) {
+    begin(buf, wv);
     let mut entry_count = 0usize;
     for (off, v) in entries {
         entry_count += 1;
@@ -109,31 +123,20 @@ pub(crate) fn encode_of<'a>(buf: &mut Vec<u8>, wv: u64, entries: impl Iterator<I
         buf.extend_from_slice(&crc.to_le_bytes());
         buf.extend_from_slice(&0u32.to_le_bytes());
     }
-    let n = (entry_count + checks.len()) as u32;
-    buf[R_N..R_N + 4].copy_from_slice(&n.to_le_bytes());
-    let len = (buf.len() as u64 - REC_HDR) as u32;
-    buf[R_LEN..R_LEN + 4].copy_from_slice(&len.to_le_bytes());
-    let crc = crc32c::crc32c(&buf[REDO_CRC_FROM..]);
-    buf[R_CRC..R_CRC + 4].copy_from_slice(&crc.to_le_bytes());
+    finish(buf, (entry_count + checks.len()) as u32);
 }
 
 /// Encodes into `buf` (cleared first) the record that stands in a log half
 /// for an overflowing one: its only entry gives the pool offset, length and
 /// CRC32C of the whole record, written to a byte array of its own.
 pub(crate) fn encode_overflow(buf: &mut Vec<u8>, wv: u64, off: u64, len: u32, crc: u32) {
-    buf.clear();
-    buf.extend_from_slice(&MAGIC.to_le_bytes());
-    buf.extend_from_slice(&0u32.to_le_bytes());
-    buf.extend_from_slice(&wv.to_le_bytes());
-    buf.extend_from_slice(&1u32.to_le_bytes());
-    buf.extend_from_slice(&((ENT_HDR + 8) as u32).to_le_bytes());
+    begin(buf, wv);
     buf.extend_from_slice(&off.to_le_bytes());
     buf.extend_from_slice(&OVERFLOW.to_le_bytes());
     buf.extend_from_slice(&0u32.to_le_bytes());
     buf.extend_from_slice(&len.to_le_bytes());
     buf.extend_from_slice(&crc.to_le_bytes());
-    let c = crc32c::crc32c(&buf[REDO_CRC_FROM..]);
-    buf[R_CRC..R_CRC + 4].copy_from_slice(&c.to_le_bytes());
+    finish(buf, 1);
 }
 
 /// A decoded record: its timestamp, (cell offset, value) entries, the
