@@ -90,6 +90,7 @@ pub fn workloads() -> &'static [Workload] {
         Workload { name: "stm-first", about: "a pool's first STM transactions: the thread's redo log created", run: stm::w_first },
         Workload { name: "stm-bank", about: "STM transfers: copies (large ones too), or_else, retry", run: stm::w_bank },
         Workload { name: "stm-map", about: "STM sorted list and snapshot map against a model", run: stm::w_map },
+        Workload { name: "stm-overflow", about: "STM commits whose redo records overflow the log half", run: stm::w_overflow },
         Workload { name: "stm-gc", about: "online GC (STM quiesce) between STM commits", run: stm::w_gc },
         Workload { name: "stm-recovery", about: "STM redo replay after a crash past the fence, crashed", run: stm::w_recovery },
         Workload { name: "stm-relocation", about: "STM redo replay at a new base (pointers in values)", run: stm::w_relocation },

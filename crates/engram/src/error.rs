@@ -153,7 +153,8 @@ pub enum Error {
     /// The operation needs a writable pool.
     #[error("pool was opened read-only")]
     ReadOnly,
-    /// An STM transaction writes more than its redo record can hold.
+    /// An STM transaction writes more than its redo record can hold (4 GiB:
+    /// a record too large for a log half overflows into an array of its own).
     #[error("transaction too large: its redo record needs {needed} bytes, a record holds at most {limit} (about {} variables)", limit / 32)]
     TxTooLarge {
         /// Bytes the record would need.

@@ -339,7 +339,10 @@ pub const REDO_CRC_FROM: usize = offset_of!(RedoRecordHeader, wv);
 /// new value follow (padded to 8), stored at pool offset `off` + 8 (after
 /// the cell's lock word). A check entry (`vlen` has [`REDO_CHECK_FLAG`]):
 /// the low bits are the length of the copy at pool offset `off`, and 8
-/// bytes follow: its CRC32C, then zero.
+/// bytes follow: its CRC32C, then zero. An overflow entry (`vlen` is
+/// exactly [`REDO_OVERFLOW`]), the only entry of a record too large for a
+/// log half: the whole record (header included) lies in a byte array at pool
+/// offset `off`, and 8 bytes follow: its length, then its CRC32C.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RedoEntryHeader {
@@ -353,6 +356,9 @@ pub struct RedoEntryHeader {
 
 /// `RedoEntryHeader::vlen` flag of a check entry.
 pub const REDO_CHECK_FLAG: u32 = 0x8000_0000;
+/// `RedoEntryHeader::vlen` of an overflow entry (no value is that long, and
+/// it lacks [`REDO_CHECK_FLAG`]).
+pub const REDO_OVERFLOW: u32 = 0x4000_0000;
 
 const _: () = assert!(size_of::<RedoRecordHeader>() == 24);
 const _: () = assert!(offset_of!(RedoRecordHeader, crc) == 4);

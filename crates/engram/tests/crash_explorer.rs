@@ -425,6 +425,16 @@ fn check_compares_stm_versions_with_the_durable_reservation() {
     assert!(m.contains("durable clock reservation"), "{m}");
 }
 
+/// A redo record too large for its log half lives in an overflow array,
+/// which the commit's one fence must cover: with the array left unflushed,
+/// a crash image holds the stand-in record but not the whole array, so the
+/// commit is lost although it had returned.
+#[test]
+fn overflowing_redo_records_are_flushed_before_the_fence() {
+    let m = first_violation(|| failpoint::plant("stm.overflow_not_flushed"), "stm-overflow");
+    assert!(m.contains("count") || m.contains("partial"), "{m}");
+}
+
 /// The persistent-laziness workloads (`lazy-*`), in parallel with the others.
 #[test]
 fn every_lazy_workload_is_crash_consistent() {

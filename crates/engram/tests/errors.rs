@@ -56,19 +56,16 @@ fn nested_atomically_is_refused() {
     assert_eq!(e.code(), 21);
 }
 
+/// A transaction writing more than a log half holds is no error any more:
+/// its redo record overflows into an array of its own (`TxTooLarge`, code
+/// 20, is left for records above 4 GiB).
 #[test]
-fn transaction_too_large() {
+fn transaction_larger_than_a_log_half_commits() {
     let t = TempPool::new("err-large");
     let pool = create(&t);
     let vars: Vec<PTVar<u64>> = pool.atomically(|tx| (0..4096).map(|i| PTVar::new(tx, i)).collect()).unwrap();
-    let e = pool.atomically(|tx| vars.iter().try_for_each(|v| tx.write(v, 1))).err().unwrap();
-    match &e {
-        Error::TxTooLarge { needed, limit } => assert!(needed > limit),
-        other => panic!("{other:?}"),
-    }
-    assert_eq!(e.code(), 20);
-    // nothing was written
-    assert_eq!(pool.atomically(|tx| tx.read(&vars[0])).unwrap(), 0);
+    pool.atomically(|tx| vars.iter().try_for_each(|v| tx.write(v, 1))).unwrap();
+    assert!(pool.atomically(|tx| vars.iter().map(|v| tx.read(v)).collect::<Result<Vec<_>, _>>()).unwrap().iter().all(|&x| x == 1));
 }
 
 #[test]

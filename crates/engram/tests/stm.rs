@@ -495,3 +495,115 @@ fn one_thread_alternates_between_pools_and_reopens() {
     assert_eq!(a.atomically(|tx| tx.read(&va)).unwrap(), 11);
     a.close().unwrap();
 }
+
+/// No write-set limit: one transaction writes 100,000 variables (a redo
+/// record of 2.4 MB, 75 times a log half, moved to an overflow array). A
+/// crash right after its fence is replayed from the overflow array; later
+/// overflowing commits free the arrays of the records they replace.
+#[test]
+fn a_transaction_writes_any_number_of_variables() {
+    const N: usize = 100_000;
+    type Cells = Vec<PPtr<engram::stm::VarCell<u64>>>;
+    let t = TempPool::new("stm-overflow");
+    let pool = create(&t, Durability::Process);
+    let vars: PTVar<Cells> = pool.root("vars", Vec::new).unwrap();
+    pool.atomically(|tx| {
+        let cells = (0..N).map(|_| PTVar::new(tx, 0u64).map(|v| v.cell())).collect::<Result<Cells, _>>()?;
+        tx.write(&vars, cells)
+    })
+    .unwrap();
+    let write_all = |pool: &Pool, k: u64| {
+        pool.atomically(|tx| {
+            let cells = tx.read(&vars)?.as_slice(tx)?.to_vec();
+            for (i, c) in cells.into_iter().enumerate() {
+                tx.write(&PTVar::<u64>::from_cell(c), k + i as u64)?;
+            }
+            Ok(())
+        })
+    };
+    for k in 1..=3 {
+        write_all(&pool, k).unwrap();
+    }
+    failpoint::arm(Failpoint::StmAfterFence, 0);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| write_all(&pool, 7)));
+    failpoint::disarm_all();
+    assert!(r.is_err(), "the failpoint fired");
+    pool.simulate_crash();
+    let pool = reopen(&t);
+    let rep = pool.open_report().stm.unwrap();
+    assert!(rep.replayed >= N as u64, "{rep:?}");
+    let vars: PTVar<Cells> = pool.root("vars", Vec::new).unwrap();
+    let read_all = |pool: &Pool| {
+        pool.atomically(|tx| {
+            let cells = tx.read(&vars)?.as_slice(tx)?.to_vec();
+            cells.into_iter().map(|c| tx.read(&PTVar::<u64>::from_cell(c))).collect::<Result<Vec<u64>, _>>()
+        })
+        .unwrap()
+    };
+    let got = read_all(&pool);
+    assert!(got.iter().enumerate().all(|(i, &v)| v == 7 + i as u64), "replayed values");
+    pool.check().unwrap();
+    // Clean path: commits, close, reopen; the overflow arrays are garbage.
+    write_all(&pool, 9).unwrap();
+    write_all(&pool, 11).unwrap();
+    pool.close().unwrap();
+    let pool = reopen(&t);
+    let vars2: PTVar<Cells> = pool.root("vars", Vec::new).unwrap();
+    assert_eq!(vars2, vars);
+    let got = read_all(&pool);
+    assert!(got.iter().enumerate().all(|(i, &v)| v == 11 + i as u64), "values after reopen");
+    pool.collect().unwrap();
+    pool.check().unwrap();
+    pool.close().unwrap();
+}
+
+/// A value larger than a log half (1 MiB here) is a copy-on-commit value
+/// behind a pointer (`Vec`, `String`, `Box`): its redo entry is the 8-byte
+/// pointer plus a checksum of the copy, so it commits, survives a crash
+/// right after the fence, and reopens whole. (A `PTVar<T>` whose pool form
+/// itself exceeds 40 bytes does not compile: "box it".)
+#[test]
+fn values_larger_than_a_log_half_commit_and_replay() {
+    const LEN: usize = 128 * 1024; // u64s: 1 MiB
+    let t = TempPool::new("stm-bigvalue");
+    let pool = create(&t, Durability::Process);
+    let v: PTVar<Vec<u64>> = pool.root("v", Vec::new).unwrap();
+    pool.atomically(|tx| tx.write(&v, (0..LEN as u64).collect())).unwrap();
+    failpoint::arm(Failpoint::StmAfterFence, 0);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        pool.atomically(|tx| tx.write(&v, (0..LEN as u64).map(|x| x * 3).collect()))
+    }));
+    failpoint::disarm_all();
+    assert!(r.is_err(), "the failpoint fired");
+    pool.simulate_crash();
+    let pool = reopen(&t);
+    assert!(pool.open_report().stm.unwrap().replayed >= 1);
+    let v: PTVar<Vec<u64>> = pool.root("v", Vec::new).unwrap();
+    let got = pool.atomically(|tx| Ok(tx.read(&v)?.as_slice(tx)?.to_vec())).unwrap();
+    assert_eq!(got.len(), LEN);
+    assert!(got.iter().enumerate().all(|(i, &x)| x == 3 * i as u64));
+    pool.check().unwrap();
+    pool.close().unwrap();
+}
+
+/// One transaction uses one pool: a variable of another pool, read or
+/// written inside `pool.atomically`, is refused with a typed error
+/// (`BadPointer`: outside this pool's heap), and nothing is written.
+#[test]
+fn a_variable_of_another_pool_is_refused() {
+    let (ta, tb) = (TempPool::new("stm-two-a"), TempPool::new("stm-two-b"));
+    let (a, b) = (create(&ta, Durability::Process), create(&tb, Durability::Process));
+    let x: PTVar<u64> = a.root("x", || 1).unwrap();
+    let y: PTVar<u64> = b.root("y", || 2).unwrap();
+    let r = a.atomically(|tx| tx.read(&y));
+    assert!(matches!(r, Err(engram::Error::BadPointer { .. })), "{r:?}");
+    let r = a.atomically(|tx| {
+        tx.write(&x, 10)?;
+        tx.write(&y, 20)
+    });
+    assert!(matches!(r, Err(engram::Error::BadPointer { .. })), "{r:?}");
+    assert_eq!(a.atomically(|tx| tx.read(&x)).unwrap(), 1);
+    assert_eq!(b.atomically(|tx| tx.read(&y)).unwrap(), 2);
+    a.close().unwrap();
+    b.close().unwrap();
+}

@@ -735,3 +735,76 @@ pub(super) fn w_map(h: &Harness) -> Result<Trace> {
     h.expect(move |pool, returned| check_map(pool, &model, min.max(returned as usize)));
     Ok(trace)
 }
+
+// ----- a record larger than a log half -------------------------------------
+
+/// Variables of `stm-overflow`: one commit writing all of them needs a redo
+/// record of 24 bytes each, more than a 32 KiB log half.
+const OVF_VARS: usize = 1400;
+
+type Cells = Vec<PPtr<VarCell<u64>>>;
+
+/// The variables (`stm.ovf.vars`, created in one transaction) and the
+/// number of steps committed (`stm.ovf.count`).
+fn ovf_open(pool: &Pool) -> Result<(PTVar<Cells>, PTVar<u64>)> {
+    let vars: PTVar<Cells> = pool.root("stm.ovf.vars", Vec::new)?;
+    let count: PTVar<u64> = pool.root("stm.ovf.count", || 0u64)?;
+    pool.atomically(|tx| {
+        if tx.read(&vars)?.as_slice(tx)?.is_empty() {
+            let cells = (0..OVF_VARS).map(|_| PTVar::new(tx, 0u64).map(|v| v.cell())).collect::<StmResult<Cells>>()?;
+            tx.write(&vars, cells)?;
+        }
+        Ok(())
+    })?;
+    Ok((vars, count))
+}
+
+/// Step `k`: every variable and the count become `k`, in one commit.
+fn ovf_step(pool: &Pool, vars: &PTVar<Cells>, count: &PTVar<u64>, k: u64) -> Result<()> {
+    pool.atomically(|tx| {
+        let cells = tx.read(vars)?.as_slice(tx)?.to_vec();
+        for c in cells {
+            tx.write(&PTVar::<u64>::from_cell(c), k)?;
+        }
+        tx.write(count, k)
+    })?;
+    super::note_returned(k);
+    Ok(())
+}
+
+/// An image: every variable equals the count (all or nothing), the count
+/// is at least `min`, and one more overflowing commit goes through.
+fn check_ovf(pool: &Pool, max: u64, min: u64) -> Check<()> {
+    let read = || -> Result<(u64, Vec<u64>)> {
+        let d = Dir::of(pool)?;
+        let (vars, count) = (d.var::<Cells>("stm.ovf.vars")?, d.var::<u64>("stm.ovf.count")?);
+        raw(pool, d.ptr::<StmMeta>(META_ROOT)?, |r| {
+            let cells = r.slice(r.var(&vars)?.array())?;
+            Ok((r.var(&count)?, cells.iter().map(|&c| r.cell(c, "a variable")).collect::<Result<Vec<u64>>>()?))
+        })
+    };
+    let (k, vals) = read().map_err(|e| format!("reading the variables: {e}"))?;
+    if vals.len() != OVF_VARS || vals.iter().any(|&v| v != k) {
+        let bad = vals.iter().filter(|&&v| v != k).count();
+        return Err(format!("partial commit: {bad} of {} variables differ from the count {k}", vals.len()));
+    }
+    if k < min || k > max {
+        return Err(format!("count {k} outside {min}..={max}"));
+    }
+    let (vars, count) = ovf_open(pool).map_err(|e| e.to_string())?;
+    ovf_step(pool, &vars, &count, max + 1).map_err(|e| format!("a commit after recovery: {e}"))
+}
+
+/// `stm-overflow`: commits whose redo records overflow the log half into
+/// arrays of their own (and free the array of the half's previous record).
+pub(super) fn w_overflow(h: &Harness) -> Result<Trace> {
+    let (pool, tracer) = h.create(0)?;
+    let (vars, count) = ovf_open(&pool)?;
+    for k in 1..=2 {
+        ovf_step(&pool, &vars, &count, k)?;
+    }
+    let n = 2 + h.settings.regions.min(3);
+    let trace = h.traced(pool, &tracer, |pool| (3..=n).try_for_each(|k| ovf_step(pool, &vars, &count, k)))?;
+    h.expect(move |pool, returned| check_ovf(pool, n, returned.max(2)));
+    Ok(trace)
+}

@@ -20,10 +20,19 @@
 //!    variable is never moved backwards by an old record, whatever order the
 //!    lines reached the media in. Then the records are cleared, and the epoch
 //!    is bumped so that locks left in the pool by the crash read as free.
+//!
+//! Log overflow: a record larger than a half (a transaction writing more
+//! than about 1,300 variables) is written whole to a byte array of its own,
+//! and the half gets a stand-in record naming the array's offset, length
+//! and CRC32C; both are flushed before the commit's one fence, so a crash
+//! before it leaves a stand-in whose array fails its CRC (the commit is
+//! lost whole, as in case 1). The array is freed when the half is reused
+//! (the record it held is durable in place by then), or by the GC once a
+//! quiesce or a recovery has cleared the record.
 
 use crate::error::{Error, Result};
 use crate::format::{ObjHeader, RedoEntryHeader, RedoRecordHeader, HEAP_OFF, OBJ_ARRAY, OBJ_HEADER, OBJ_TAG, OBJ_TAG_MASK};
-use crate::format::{REDO_CHECK_FLAG as CHECK_FLAG, REDO_CRC_FROM, REDO_MAGIC as MAGIC};
+use crate::format::{REDO_CHECK_FLAG as CHECK_FLAG, REDO_CRC_FROM, REDO_MAGIC as MAGIC, REDO_OVERFLOW as OVERFLOW};
 use crate::pool::space::Space;
 use crate::ptr::PArray;
 use crate::Persistent;
@@ -75,15 +84,29 @@ pub(crate) fn object_crc(space: &Space, off: u64, len: u64) -> Result<u32> {
     Ok(crc32c::crc32c(b))
 }
 
-/// Encodes a record into `buf` (cleared first): the values, then the
-/// checksums `checks` (offset, length, CRC32C) of the copies it links.
-pub(crate) fn encode_of<'a>(buf: &mut Vec<u8>, wv: u64, entries: impl Iterator<Item = (u64, &'a [u8])>, checks: &[(u64, u64, u32)]) {
+/// Starts a record in `buf` (cleared first): its header, counts zero.
+fn begin(buf: &mut Vec<u8>, wv: u64) {
     buf.clear();
     buf.extend_from_slice(&MAGIC.to_le_bytes());
     buf.extend_from_slice(&0u32.to_le_bytes());
     buf.extend_from_slice(&wv.to_le_bytes());
-    buf.extend_from_slice(&0u32.to_le_bytes()); // n, set below
-    buf.extend_from_slice(&0u32.to_le_bytes());
+    buf.extend_from_slice(&0u32.to_le_bytes()); // n
+    buf.extend_from_slice(&0u32.to_le_bytes()); // len
+}
+
+/// Ends the record in `buf`: its entry count, length and CRC32C.
+fn finish(buf: &mut [u8], n: u32) {
+    buf[R_N..R_N + 4].copy_from_slice(&n.to_le_bytes());
+    let len = (buf.len() as u64 - REC_HDR) as u32;
+    buf[R_LEN..R_LEN + 4].copy_from_slice(&len.to_le_bytes());
+    let crc = crc32c::crc32c(&buf[REDO_CRC_FROM..]);
+    buf[R_CRC..R_CRC + 4].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Encodes a record into `buf` (cleared first): the values, then the
+/// checksums `checks` (offset, length, CRC32C) of the copies it links.
+pub(crate) fn encode_of<'a>(buf: &mut Vec<u8>, wv: u64, entries: impl Iterator<Item = (u64, &'a [u8])>, checks: &[(u64, u64, u32)]) {
+    begin(buf, wv);
     let mut entry_count = 0usize;
     for (off, v) in entries {
         entry_count += 1;
@@ -100,20 +123,30 @@ pub(crate) fn encode_of<'a>(buf: &mut Vec<u8>, wv: u64, entries: impl Iterator<I
         buf.extend_from_slice(&crc.to_le_bytes());
         buf.extend_from_slice(&0u32.to_le_bytes());
     }
-    let n = (entry_count + checks.len()) as u32;
-    buf[R_N..R_N + 4].copy_from_slice(&n.to_le_bytes());
-    let len = (buf.len() as u64 - REC_HDR) as u32;
-    buf[R_LEN..R_LEN + 4].copy_from_slice(&len.to_le_bytes());
-    let crc = crc32c::crc32c(&buf[REDO_CRC_FROM..]);
-    buf[R_CRC..R_CRC + 4].copy_from_slice(&crc.to_le_bytes());
+    finish(buf, (entry_count + checks.len()) as u32);
 }
 
-/// A decoded record: its timestamp, (cell offset, value) entries, and the
-/// (offset, length, CRC32C) of the copies it links.
+/// Encodes into `buf` (cleared first) the record that stands in a log half
+/// for an overflowing one: its only entry gives the pool offset, length and
+/// CRC32C of the whole record, written to a byte array of its own.
+pub(crate) fn encode_overflow(buf: &mut Vec<u8>, wv: u64, off: u64, len: u32, crc: u32) {
+    begin(buf, wv);
+    buf.extend_from_slice(&off.to_le_bytes());
+    buf.extend_from_slice(&OVERFLOW.to_le_bytes());
+    buf.extend_from_slice(&0u32.to_le_bytes());
+    buf.extend_from_slice(&len.to_le_bytes());
+    buf.extend_from_slice(&crc.to_le_bytes());
+    finish(buf, 1);
+}
+
+/// A decoded record: its timestamp, (cell offset, value) entries, the
+/// (offset, length, CRC32C) of the copies it links, and, for a stand-in,
+/// where the whole record is (offset, length, CRC32C).
 struct Record {
     wv: u64,
     entries: Vec<(u64, Vec<u8>)>,
     checks: Vec<(u64, u64, u32)>,
+    overflow: Option<(u64, u64, u32)>,
 }
 
 /// Decodes the record at the start of `half`, if there is a valid one.
@@ -130,6 +163,7 @@ fn decode(half: &[u8]) -> Option<Record> {
     let (wv, n) = (u64_at(R_WV), u32_at(R_N) as usize);
     let mut entries = Vec::with_capacity(n.min(4096));
     let mut checks = Vec::new();
+    let mut overflow = None;
     let mut at = REC_HDR as usize;
     let end = REC_HDR as usize + len;
     for _ in 0..n {
@@ -137,6 +171,14 @@ fn decode(half: &[u8]) -> Option<Record> {
             return None;
         }
         let (off, raw) = (u64_at(at), u32_at(at + E_VLEN));
+        if raw == OVERFLOW {
+            if at + ENT_HDR as usize + 8 > end {
+                return None;
+            }
+            overflow = Some((off, u32_at(at + ENT_HDR as usize) as u64, u32_at(at + ENT_HDR as usize + 4)));
+            at += ENT_HDR as usize + 8;
+            continue;
+        }
         if raw & CHECK_FLAG != 0 {
             if at + ENT_HDR as usize + 8 > end {
                 return None;
@@ -153,7 +195,25 @@ fn decode(half: &[u8]) -> Option<Record> {
         entries.push((off, half[v0..v0 + vlen].to_vec()));
         at = v0 + vlen.div_ceil(8) * 8;
     }
-    Some(Record { wv, entries, checks })
+    Some(Record { wv, entries, checks, overflow })
+}
+
+/// The record a half holds: itself, or for a stand-in the overflowing
+/// record it points to. `None` if the stand-in's record did not reach the
+/// media whole (its commit's fence did not complete, or its array was freed
+/// and reused after the commit was durable in place).
+fn resolve(space: &Space, r: Record) -> Option<Record> {
+    let Some((off, len, crc)) = r.overflow else { return Some(r) };
+    if off < HEAP_OFF || !space.contains(space.base() + off, len) {
+        return None;
+    }
+    // SAFETY: inside the mapping (checked); recovery runs before anything
+    // else touches the pool.
+    let b = unsafe { std::slice::from_raw_parts((space.base() + off) as *const u8, len as usize) };
+    if crc32c::crc32c(b) != crc {
+        return None;
+    }
+    decode(b).filter(|full| full.wv == r.wv && full.overflow.is_none())
 }
 
 /// What STM recovery did.
@@ -204,7 +264,7 @@ pub(crate) fn recover(space: &Space, translate: &dyn Fn(u64) -> u64) -> Result<O
         }
         for h in 0..2u64 {
             let half = &bytes[(h * HALF) as usize..((h + 1) * HALF) as usize];
-            if let Some(r) = decode(half) {
+            if let Some(r) = decode(half).and_then(|r| resolve(space, r)) {
                 records.push(r);
             }
             halves.push(log + h * HALF - space.base());
@@ -288,6 +348,19 @@ mod tests {
         assert_eq!(r.entries, vec![(4096, a.to_vec()), (8192, b.to_vec())]);
         assert_eq!(r.checks, vec![(12288, 48, 0xabcd)]);
         half[30] ^= 1;
+        assert!(decode(&half).is_none());
+    }
+
+    #[test]
+    fn overflow_stand_in_roundtrips() {
+        let mut buf = Vec::new();
+        encode_overflow(&mut buf, 9, 65536, 3_000_000, 0xfeed);
+        let mut half = buf.clone();
+        half.resize(HALF as usize, 0);
+        let r = decode(&half).unwrap();
+        assert_eq!((r.wv, r.entries.len(), r.checks.len()), (9, 0, 0));
+        assert_eq!(r.overflow, Some((65536, 3_000_000, 0xfeed)));
+        half[40] ^= 1;
         assert!(decode(&half).is_none());
     }
 

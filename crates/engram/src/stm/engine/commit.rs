@@ -6,11 +6,12 @@
 //! commit whole (the record is incomplete or its checksums fail); after it,
 //! recovery replays the record (`redo.rs`).
 
-use super::pool_state::{PoolCtx, RESERVE};
+use super::pool_state::{PoolCtx, ThreadLog, RESERVE};
 use super::run::{SERIAL, SERIAL_WANTED};
 use super::tx::{Kind, STx};
 use super::{word_at, StmError, StmResult, CLOCK, MAX_VALUE};
 use crate::error::{Error, Result};
+use crate::format::OBJ_ARRAY;
 use crate::stm::persist::CopyCx;
 use crate::stm::redo::{self, HALF};
 use crate::stm::wait::{self, Bloom};
@@ -124,9 +125,6 @@ impl STx<'_> {
             return Ok(());
         }
         let len = redo::record_len_of(entries());
-        if len > HALF {
-            return Err(Error::TxTooLarge { needed: len, limit: HALF });
-        }
         reserve_clock(ctx, wv)?;
         let space = &ctx.inner.space;
         // New transactional objects (cells, nodes) change in later commits,
@@ -148,13 +146,22 @@ impl STx<'_> {
             st.checks.push((off, len, redo::object_crc(space, off, len)?));
         }
         let needed = len + st.checks.len() as u64 * (redo::ENT_HDR + 8);
-        if needed > HALF {
-            return Err(Error::TxTooLarge { needed, limit: HALF });
+        if needed > u32::MAX as u64 {
+            return Err(Error::TxTooLarge { needed, limit: u32::MAX as u64 });
         }
         let mut log = ctx.log().lock();
         let log = &mut *log;
-        let half_off = log.log_off + (log.commits % 2) * HALF;
+        let h = (log.commits % 2) as usize;
+        let half_off = log.log_off + h as u64 * HALF;
+        // The half's last record (commit N-2) is durable in place since the
+        // thread's last fence: its overflow array, if any, can go.
+        if let Some(loc) = log.overflow[h].take() {
+            ctx.inner.heap.free(space, ctx.cache(), loc)?;
+        }
         redo::encode_of(&mut log.buf, wv, entries(), &st.checks);
+        if log.buf.len() as u64 > HALF {
+            overflow(ctx, log, h, wv)?;
+        }
         space.write_bytes(half_off, &log.buf)?;
         space.flush(half_off, log.buf.len() as u64);
         for m in st.made.iter().filter(|m| !m.mutable) {
@@ -210,6 +217,27 @@ impl STx<'_> {
         wait::wake(&bloom);
         crate::failpoint::Failpoint::StmAfterApply.hit();
     }
+}
+
+/// Moves the record in `log.buf`, too large for a log half, to a byte
+/// array of its own (flushed; the commit's fence makes it durable), and
+/// leaves in `log.buf` the stand-in record that points to it. The array is
+/// garbage once the record is cleared or replaced: freed when half `h` is
+/// reused, by the GC after a quiesce or a crash.
+fn overflow(ctx: &PoolCtx<'_>, log: &mut ThreadLog, h: usize, wv: u64) -> Result<()> {
+    let (inner, space) = (ctx.inner, &ctx.inner.space);
+    let len = log.buf.len() as u64;
+    let id = inner.types.id_of::<u8>(space)?;
+    let (addr, loc) = inner.heap.alloc(space, ctx.cache(), len, id, OBJ_ARRAY, len)?;
+    let off = addr - space.base();
+    log.overflow[h] = Some(loc);
+    space.write_bytes(off, &log.buf)?;
+    if !crate::failpoint::planted("stm.overflow_not_flushed") {
+        space.flush(off, len);
+    }
+    let crc = crc32c::crc32c(&log.buf);
+    redo::encode_overflow(&mut log.buf, wv, off, len as u32, crc);
+    Ok(())
 }
 
 /// Persists a new clock reservation before `wv` can reach the pool.

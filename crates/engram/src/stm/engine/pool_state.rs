@@ -13,6 +13,7 @@
 
 use super::CLOCK;
 use crate::alloc::cache::CacheCell;
+use crate::alloc::Loc;
 use crate::error::{Error, Result};
 use crate::pool::PoolInner;
 use crate::ptr::{PArray, PPtr};
@@ -67,6 +68,8 @@ pub(crate) struct ThreadLog {
     /// Cells stored in place since this thread's last fence: (offset, bytes).
     pub(super) unfenced: Vec<(u64, u64)>,
     pub(super) buf: Vec<u8>,
+    /// The overflow array of the record in each half, if it has one.
+    pub(super) overflow: [Option<Loc>; 2],
 }
 
 thread_local! {
@@ -188,7 +191,7 @@ fn earlier_logs(tx: &crate::tx::Tx<'_>, logs: PArray<PArray<u8>>) -> Result<Vec<
 fn adoptable(found: Vec<u64>) -> Vec<Arc<Mutex<ThreadLog>>> {
     found
         .into_iter()
-        .map(|log_off| Arc::new(Mutex::new(ThreadLog { log_off, commits: 0, unfenced: Vec::new(), buf: Vec::new() })))
+        .map(|log_off| Arc::new(Mutex::new(ThreadLog { log_off, commits: 0, unfenced: Vec::new(), buf: Vec::new(), overflow: [None; 2] })))
         .collect()
 }
 
@@ -246,6 +249,7 @@ fn thread_log(pool: &Pool, stm: &Arc<StmPool>) -> Result<Arc<Mutex<ThreadLog>>> 
                 commits: 0,
                 unfenced: Vec::new(),
                 buf: Vec::new(),
+                overflow: [None; 2],
             }));
             stm.logs.lock().push(l.clone());
             l
@@ -287,6 +291,9 @@ pub(crate) fn quiesce(inner: &PoolInner) -> Result<()> {
     for l in logs.iter() {
         let mut l = l.lock();
         l.unfenced.clear();
+        // The overflow arrays become garbage with their records (the GC
+        // frees them).
+        l.overflow = [None; 2];
         for h in 0..2 {
             space.write(l.log_off + h * HALF, &0u32)?;
             space.flush(l.log_off + h * HALF, 4);
