@@ -23,7 +23,7 @@ use crate::gc::MarkStats;
 use crate::pmem::Durability;
 use crate::tx::{RootInfo, Tx};
 use crate::types::TypeTable;
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::{Mutex, RwLock};
 use space::Space;
 use std::cell::RefCell;
 use std::path::Path;
@@ -258,9 +258,8 @@ pub(crate) struct PoolInner {
     pub space: Space,
     pub heap: Heap,
     pub types: TypeTable,
-    /// Free log slots (guarded list + wake-up for waiters).
-    slots: Mutex<Vec<u32>>,
-    slot_cv: Condvar,
+    /// Free log slots (an atomic bitmap; see `tx/slots.rs`).
+    slots: crate::tx::SlotSet,
     pub locks: crate::tx::LockTable,
     /// Regions hold it shared; collection and close hold it exclusively.
     pub gate: RwLock<()>,
@@ -278,19 +277,14 @@ pub(crate) struct PoolInner {
 }
 
 impl PoolInner {
+    #[inline]
     pub fn take_slot(&self) -> u32 {
-        let mut s = self.slots.lock();
-        loop {
-            if let Some(i) = s.pop() {
-                return i;
-            }
-            self.slot_cv.wait(&mut s);
-        }
+        self.slots.take()
     }
 
+    #[inline]
     pub fn put_slot(&self, i: u32) {
-        self.slots.lock().push(i);
-        self.slot_cv.notify_one();
+        self.slots.put(i)
     }
 }
 

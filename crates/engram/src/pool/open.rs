@@ -26,7 +26,7 @@ use crate::gc::{MarkStats, Reloc};
 use crate::pmem::{Durability, Persister};
 use crate::pointers::BadField;
 use crate::types::TypeTable;
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::{Mutex, RwLock};
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::Path;
@@ -194,8 +194,7 @@ fn assemble(
         space,
         heap,
         types,
-        slots: Mutex::new((0..LOG_SLOTS).rev().collect()),
-        slot_cv: Condvar::new(),
+        slots: crate::tx::SlotSet::new(LOG_SLOTS),
         locks: crate::tx::LockTable::new(),
         gate: RwLock::new(()),
         lock_timeout,

@@ -28,8 +28,10 @@ mod locks;
 mod logged;
 mod raw;
 mod roots;
+mod slots;
 
 pub(crate) use locks::LockTable;
+pub(crate) use slots::SlotSet;
 
 use crate::alloc::cache::CacheCell;
 use crate::alloc::Loc;
@@ -57,8 +59,9 @@ pub(crate) use roots::ROOTS_LOCK;
 /// or panics — also after a crash. A `Tx` is tied to its thread.
 pub struct Tx<'p> {
     pub(crate) pool: &'p PoolInner,
-    /// Identity of this region in the lock table.
-    id: u64,
+    /// Identity of this region in the lock table (0 until its first lock:
+    /// most regions take none, and skip the shared counter).
+    id: std::cell::Cell<u64>,
     /// The last array whose header was validated: (address, element size, count).
     last_array: std::cell::Cell<(u64, u64, u64)>,
     /// The payload range `[start, end)` of the last object a read was
@@ -72,8 +75,9 @@ pub struct Tx<'p> {
 
 struct TxState {
     slot: u32,
-    /// This thread's allocation cache.
-    cache: Arc<CacheCell>,
+    /// This thread's allocation cache, looked up at the region's first
+    /// allocation (a region that allocates nothing skips the lookup).
+    cache: Option<Arc<CacheCell>>,
     /// Rust type -> type id, for the types this region used.
     type_ids: Vec<(std::any::TypeId, u32)>,
     log: LogWriter,
@@ -165,12 +169,12 @@ impl<'p> Tx<'p> {
         };
         Ok(Tx {
             pool,
-            id: NEXT_TX_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            id: std::cell::Cell::new(0),
             last_array: std::cell::Cell::new((0, 0, 0)),
             last_object: std::cell::Cell::new((0, 0)),
             st: RefCell::new(TxState {
                 slot,
-                cache: pool.heap.cache(),
+                cache: None,
                 type_ids: Vec::new(),
                 log,
                 sets: SPARE_SETS.with(|s| s.take()).unwrap_or_default(),
@@ -288,7 +292,8 @@ impl<'p> Tx<'p> {
     pub(crate) fn alloc_raw(&self, payload: u64, type_id: u32, flags: u32, count: u64) -> Result<u64> {
         let space = &self.pool.space;
         let mut st = self.st.borrow_mut();
-        let (addr, loc) = self.pool.heap.alloc(space, &st.cache, payload, type_id, flags, count)?;
+        let cache = st.cache.get_or_insert_with(|| self.pool.heap.cache());
+        let (addr, loc) = self.pool.heap.alloc(space, cache, payload, type_id, flags, count)?;
         // No undo is needed for the new object: its words count as logged.
         let marked = payload.next_multiple_of(8).min(loc.capacity());
         st.sets.words.mark(addr - space.base(), marked);
@@ -499,7 +504,10 @@ impl<'p> Tx<'p> {
     /// [`Error::LockTimeout`] and the region rolls back.
     pub fn lock(&self, key: u64) -> Result<()> {
         let mut st = self.st.borrow_mut();
-        match self.pool.locks.acquire(key, self.id, self.pool.lock_timeout) {
+        if self.id.get() == 0 {
+            self.id.set(NEXT_TX_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        }
+        match self.pool.locks.acquire(key, self.id.get(), self.pool.lock_timeout) {
             Ok(true) => {
                 st.sets.locks.push(key);
                 Ok(())
@@ -535,18 +543,22 @@ impl<'p> Tx<'p> {
             crate::failpoint::Failpoint::TxBeforeCommit.hit();
             if st.log.entries() > 0 {
                 // 3. one generation bump commits the region.
-                crate::log::invalidate(space, st.slot)?;
+                st.log.commit(space)?;
             }
         }
         crate::failpoint::Failpoint::TxAfterCommit.hit();
         // 4. deferred frees, then release.
         let st = self.st.borrow();
+        if st.sets.frees.is_empty() {
+            return Ok(());
+        }
+        let cache = st.cache.clone().unwrap_or_else(|| self.pool.heap.cache());
         for (&loc, &addr) in st.sets.frees.iter().zip(&st.sets.freed_order) {
             // A freed object loses its tag, so a second free or a dangling
             // pointer is caught (`free`, `check`). Not logged: the region
             // that unlinked it is committed.
             space.write(addr - OBJ_HEADER - space.base() + crate::format::OBJ_FLAGS_OFF, &0u32)?;
-            self.pool.heap.free(space, &st.cache, loc)?;
+            self.pool.heap.free(space, &cache, loc)?;
         }
         Ok(())
     }
@@ -562,8 +574,9 @@ impl<'p> Tx<'p> {
             crate::log::undo_slot(space, slot, &|a| a)?;
         }
         let st = self.st.borrow();
+        let Some(cache) = &st.cache else { return Ok(()) };
         for &loc in &st.sets.allocated {
-            self.pool.heap.free(space, &st.cache, loc)?;
+            self.pool.heap.free(space, cache, loc)?;
         }
         Ok(())
     }
