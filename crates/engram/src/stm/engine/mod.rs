@@ -32,6 +32,7 @@
 //! inconsistent state.
 
 mod commit;
+mod hw_commit;
 mod pool_state;
 mod run;
 mod tx;

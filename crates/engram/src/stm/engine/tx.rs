@@ -30,9 +30,9 @@ use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Arc;
 
 pub(super) struct Read {
-    word: usize,
-    version: u64,
-    epoch: u16,
+    pub(super) word: usize,
+    pub(super) version: u64,
+    pub(super) epoch: u16,
 }
 
 pub(super) trait Pending {
