@@ -30,6 +30,9 @@ use std::time::Duration;
 
 static LOCK: Mutex<()> = Mutex::new(());
 
+/// A path case: its name, the statuses forced, and what the counters must show.
+type Case = (&'static str, Vec<Abort>, fn(&RuntimeStats, u64) -> bool);
+
 /// Serialises the tests and forces the emulated backend (2 % spurious
 /// conflicts per access) before the process's first commit.
 fn setup() -> MutexGuard<'static, ()> {
@@ -59,10 +62,12 @@ fn delta(a: RuntimeStats, b: RuntimeStats) -> RuntimeStats {
         sw_fallbacks: b.sw_fallbacks - a.sw_fallbacks,
         validate_aborts: b.validate_aborts - a.validate_aborts,
         locked_aborts: b.locked_aborts - a.locked_aborts,
+        l1_commits: b.l1_commits - a.l1_commits,
         ..RuntimeStats::default()
     };
     for i in 0..Cause::COUNT {
         d.hw_aborts[i] = b.hw_aborts[i] - a.hw_aborts[i];
+        d.l1_aborts[i] = b.l1_aborts[i] - a.l1_aborts[i];
     }
     d
 }
@@ -99,11 +104,11 @@ fn every_hardware_commit_path() {
         // no spurious conflicts on this thread's paths: a fresh backend is
         // not possible, so retry on the rare random abort instead.
         runtime::set_thread_runtime(Some(Runtime::FineHtm)).unwrap();
-        runtime::set_policy(runtime::HtmPolicy { commit_attempts: 4 });
+        runtime::set_policy(runtime::HtmPolicy { commit_attempts: 4, hw_attempts: 2 });
         let v = TVar::new(0u64);
         let conflict = Abort(CONFLICT | RETRY);
         let cap = Abort(CAPACITY);
-        let cases: Vec<(&str, Vec<Abort>, fn(&RuntimeStats, u64) -> bool)> = vec![
+        let cases: Vec<Case> = vec![
             ("clean", vec![], |d, _| d.hw_commits == 1 && d.sw_fallbacks == 0),
             ("conflict then hardware", vec![conflict], |d, _| d.hw_aborts[Cause::Conflict.index()] >= 1 && d.hw_commits == 1),
             ("capacity: straight to software", vec![cap], |d, _| {
@@ -120,16 +125,69 @@ fn every_hardware_commit_path() {
         for (name, statuses, ok) in cases {
             // A random 2 % abort can land on any attempt: run each case until
             // an attempt sees only the forced statuses (bounded).
-            let mut passed = false;
-            for _ in 0..50 {
-                let Some((d, runs)) = commit_with(&v, &statuses) else { continue };
-                if ok(&d, runs) {
-                    passed = true;
-                    break;
-                }
-            }
-            assert!(passed, "{name}: the expected path was never taken");
+            expect_path(&v, name, &statuses, ok);
         }
+        runtime::set_thread_runtime(None).unwrap();
+    });
+}
+
+/// Runs one update commit with `statuses` forced until an attempt sees
+/// only them (a random 2 % abort can land anywhere) and `ok` holds.
+fn expect_path(v: &TVar<u64>, name: &str, statuses: &[Abort], ok: fn(&RuntimeStats, u64) -> bool) {
+    for _ in 0..50 {
+        let Some((d, runs)) = commit_with(v, statuses) else { continue };
+        if ok(&d, runs) {
+            return;
+        }
+    }
+    panic!("{name}: the expected path was never taken");
+}
+
+#[test]
+fn every_hybrid_level() {
+    let _g = setup();
+    bounded("levels", || {
+        runtime::set_thread_runtime(Some(Runtime::Hybrid)).unwrap();
+        runtime::set_policy(runtime::HtmPolicy { commit_attempts: 4, hw_attempts: 2 });
+        let v = TVar::new(0u64);
+        let c = Abort(CONFLICT | RETRY);
+        let ex = Cause::Explicit(0).index();
+        let cases: Vec<Case> = vec![
+            ("level 1", vec![], |d, runs| d.l1_commits == 1 && d.hw_commits == 0 && runs == 1),
+            ("level 1 after a conflict", vec![c], |d, _| d.l1_aborts[Cause::Conflict.index()] == 1 && d.l1_commits == 1),
+            ("level 2 after two conflicts", vec![c, c], |d, _| d.l1_commits == 0 && d.hw_commits == 1),
+            ("level 2 at once on capacity", vec![Abort(CAPACITY)], |d, _| d.l1_aborts[Cause::Capacity.index()] == 1 && d.hw_commits == 1),
+            ("level 1 meets a held lock", vec![Abort::explicit(code::LOCKED)], |d, _| {
+                d.l1_aborts[Cause::Explicit(0).index()] == 1 && d.l1_commits == 1
+            }),
+            ("level 3", vec![c; 6], |d, _| d.l1_commits == 0 && d.hw_commits == 0 && d.sw_fallbacks == 1),
+        ];
+        for (name, statuses, ok) in cases {
+            expect_path(&v, name, &statuses, ok);
+        }
+        // a user error leaves level 1 at once, and is returned from software
+        let before = runtime::stats();
+        let mut runs = 0;
+        let r: engram::Result<()> = stm::atomically(|tx| {
+            runs += 1;
+            tx.read(&v)?;
+            Err(stm::StmError::Failed(engram::Error::TxTooLarge { needed: 2, limit: 1 }))
+        });
+        assert!(r.is_err());
+        let d = delta(before, runtime::stats());
+        assert_eq!(runs, 2);
+        assert!(d.l1_aborts[ex] >= 1);
+        // retry leaves level 1 and blocks in software until the read changes
+        let flag = TVar::new(false);
+        let before = runtime::stats();
+        let setter = {
+            let flag = flag.clone();
+            std::thread::spawn(move || stm::atomically(|tx| tx.write(&flag, true)).unwrap())
+        };
+        stm::atomically(|tx| if tx.read(&flag)? { Ok(()) } else { tx.retry() }).unwrap();
+        setter.join().unwrap();
+        let d = delta(before, runtime::stats());
+        assert!(d.l1_commits == 1 || d.l1_aborts[ex] >= 1, "{d:?}");
         runtime::set_thread_runtime(None).unwrap();
     });
 }
@@ -175,9 +233,17 @@ fn bank(rts: Vec<Runtime>, per: u64) {
     let audits = Arc::new(AtomicU64::new(0));
     let auditor = {
         let (accts, done, audits) = (accts.clone(), done.clone(), audits.clone());
+        let art = rts.last().copied();
         std::thread::spawn(move || {
+            runtime::set_thread_runtime(art).unwrap();
             while !done.load(Ordering::Acquire) || audits.load(Ordering::Relaxed) == 0 {
-                let s = stm::atomically(|tx| accts.iter().map(|x| tx.read(x)).sum::<StmResult<u64>>()).unwrap();
+                // checked inside the body too: no zombie sees a broken total
+                let s = stm::atomically(|tx| {
+                    let s = accts.iter().map(|x| tx.read(x)).sum::<StmResult<u64>>()?;
+                    assert_eq!(s, START * ACCTS as u64, "a transaction body saw a broken total");
+                    Ok(s)
+                })
+                .unwrap();
                 assert_eq!(s, START * ACCTS as u64, "an auditor saw a broken total");
                 audits.fetch_add(1, Ordering::Relaxed);
             }
@@ -210,10 +276,14 @@ fn bank(rts: Vec<Runtime>, per: u64) {
     for h in hs {
         let (rt, d) = h.join().unwrap();
         match rt {
-            Runtime::Fine => assert_eq!(d, RuntimeStats::default(), "a Fine thread used the hardware commit"),
+            Runtime::Fine => assert_eq!(d, RuntimeStats::default(), "a Fine thread used hardware"),
             Runtime::FineHtm => {
                 assert!(d.hw_commits + d.sw_fallbacks >= per, "{d:?}");
                 hw += d.hw_commits;
+            }
+            Runtime::Hybrid => {
+                assert!(d.l1_commits + d.hw_commits + d.sw_fallbacks >= per, "{d:?}");
+                hw += d.l1_commits + d.hw_commits;
             }
         }
     }
@@ -230,7 +300,10 @@ fn bank_under_each_runtime() {
         bank(vec![Runtime::Fine; 4], 1500);
         bank(vec![Runtime::FineHtm; 4], 1500);
         bank(vec![Runtime::Fine, Runtime::FineHtm, Runtime::Fine, Runtime::FineHtm], 1500);
+        bank(vec![Runtime::Hybrid; 4], 1500);
+        bank(vec![Runtime::Fine, Runtime::FineHtm, Runtime::Hybrid, Runtime::Hybrid], 1500);
         bank(vec![Runtime::FineHtm; 8], 500);
+        bank(vec![Runtime::Hybrid; 8], 500);
     });
 }
 
@@ -298,7 +371,7 @@ fn queues(rt: Runtime, producers: u64, consumers: u64, n: u64) {
 fn retry_and_or_else_under_each_runtime() {
     let _g = setup();
     bounded("queues", || {
-        for rt in [Runtime::Fine, Runtime::FineHtm] {
+        for rt in [Runtime::Fine, Runtime::FineHtm, Runtime::Hybrid] {
             queues(rt, 2, 2, 300);
             queues(rt, 4, 4, 150);
         }
@@ -348,5 +421,6 @@ fn persistent_bank_under_fine_htm() {
 fn runtime_names_parse() {
     assert_eq!(Runtime::parse("fine").unwrap(), Runtime::Fine);
     assert_eq!(Runtime::parse("fine-htm").unwrap(), Runtime::FineHtm);
+    assert_eq!(Runtime::parse("hybrid").unwrap(), Runtime::Hybrid);
     assert!(Runtime::parse("coarse").is_err());
 }

@@ -45,6 +45,11 @@ pub enum Runtime {
     /// Fine HTM: lock the write set and validate the reads in one hardware
     /// transaction; the software commit is the fallback.
     FineHtm,
+    /// Hybrid (Yates & Scott's three levels) for volatile transactions:
+    /// level 1 runs the whole body and the write-set locking in one
+    /// hardware transaction; level 2 is `FineHtm`; level 3 the software
+    /// lock commit. `Pool::atomically` starts at level 2.
+    Hybrid,
 }
 
 impl Runtime {
@@ -53,6 +58,7 @@ impl Runtime {
         match self {
             Runtime::Fine => "fine",
             Runtime::FineHtm => "fine-htm",
+            Runtime::Hybrid => "hybrid",
         }
     }
 
@@ -61,7 +67,8 @@ impl Runtime {
         match s {
             "fine" => Ok(Runtime::Fine),
             "fine-htm" => Ok(Runtime::FineHtm),
-            _ => Err(Error::invalid(format!("unknown STM runtime {s:?} (expected fine or fine-htm)"))),
+            "hybrid" => Ok(Runtime::Hybrid),
+            _ => Err(Error::invalid(format!("unknown STM runtime {s:?} (expected fine, fine-htm or hybrid)"))),
         }
     }
 
@@ -70,11 +77,16 @@ impl Runtime {
     }
 
     fn of(code: u8) -> Runtime {
-        if code == Runtime::FineHtm as u8 {
-            Runtime::FineHtm
-        } else {
-            Runtime::Fine
+        match code {
+            1 => Runtime::FineHtm,
+            2 => Runtime::Hybrid,
+            _ => Runtime::Fine,
         }
+    }
+
+    /// Whether commits try the hardware commit (levels 2-3).
+    pub fn uses_htm(self) -> bool {
+        self != Runtime::Fine
     }
 }
 
@@ -84,11 +96,14 @@ pub struct HtmPolicy {
     /// Hardware attempts before the software commit (conflicts and held
     /// locks count; a capacity abort without retry hint falls back at once).
     pub commit_attempts: u32,
+    /// Level-1 attempts (the paper's choice: two) before the body runs in
+    /// software; `retry`, a user error or a capacity abort leave at once.
+    pub hw_attempts: u32,
 }
 
 impl Default for HtmPolicy {
     fn default() -> Self {
-        HtmPolicy { commit_attempts: 4 }
+        HtmPolicy { commit_attempts: 4, hw_attempts: 2 }
     }
 }
 
@@ -96,6 +111,7 @@ const UNSET: u8 = u8::MAX;
 static DEFAULT: AtomicU8 = AtomicU8::new(UNSET);
 static ASKED: AtomicBool = AtomicBool::new(false);
 static ATTEMPTS: AtomicU64 = AtomicU64::new(4);
+static HW_ATTEMPTS: AtomicU64 = AtomicU64::new(2);
 static EMU_CFG: Mutex<Option<EmuConfig>> = Mutex::new(None);
 static BACKEND: OnceLock<Backend> = OnceLock::new();
 
@@ -155,18 +171,19 @@ pub fn configure_emulated(cfg: EmuConfig) -> bool {
 /// Sets the hardware commit's retry policy (process-wide).
 pub fn set_policy(p: HtmPolicy) {
     ATTEMPTS.store(u64::from(p.commit_attempts.max(1)), Ordering::Relaxed);
+    HW_ATTEMPTS.store(u64::from(p.hw_attempts), Ordering::Relaxed);
 }
 
 /// The hardware commit's retry policy.
 pub fn policy() -> HtmPolicy {
-    HtmPolicy { commit_attempts: ATTEMPTS.load(Ordering::Relaxed) as u32 }
+    HtmPolicy { commit_attempts: ATTEMPTS.load(Ordering::Relaxed) as u32, hw_attempts: HW_ATTEMPTS.load(Ordering::Relaxed) as u32 }
 }
 
 fn check_armed(rt: Runtime) -> Result<()> {
     ASKED.store(true, Ordering::SeqCst);
-    if rt == Runtime::FineHtm && !htm_armed() {
+    if rt.uses_htm() && !htm_armed() {
         return Err(Error::invalid(
-            "the FineHtm STM runtime was asked for after the process's first commit ran without it on the emulated backend; \
+            "an HTM STM runtime (fine-htm, hybrid) was asked for after the process's first commit ran without it on the emulated backend; \
              set ENGRAM_STM_RUNTIME=fine-htm or choose a runtime before the first transaction",
         ));
     }
@@ -217,11 +234,24 @@ pub struct RuntimeStats {
     pub validate_aborts: u64,
     /// Hardware commits that met a write-set lock held by another commit.
     pub locked_aborts: u64,
+    /// Transactions committed at level 1 (Hybrid: all in hardware).
+    pub l1_commits: u64,
+    /// Level-1 attempts aborted, by [`Cause::index`] (explicit codes:
+    /// `LOCKED` a subscribed lock word was held, `RETRY` the body retried,
+    /// `USER` it failed).
+    pub l1_aborts: [u64; Cause::COUNT],
 }
 
 impl RuntimeStats {
-    const ZERO: RuntimeStats =
-        RuntimeStats { hw_commits: 0, sw_fallbacks: 0, hw_aborts: [0; Cause::COUNT], validate_aborts: 0, locked_aborts: 0 };
+    const ZERO: RuntimeStats = RuntimeStats {
+        hw_commits: 0,
+        sw_fallbacks: 0,
+        hw_aborts: [0; Cause::COUNT],
+        validate_aborts: 0,
+        locked_aborts: 0,
+        l1_commits: 0,
+        l1_aborts: [0; Cause::COUNT],
+    };
 
     /// Hardware aborts of every cause.
     pub fn aborts(&self) -> u64 {
@@ -244,6 +274,32 @@ pub(crate) fn count(f: impl FnOnce(&mut RuntimeStats)) {
 
 pub(crate) fn count_abort(a: Abort) {
     count(|s| s.hw_aborts[a.cause().index()] += 1);
+}
+
+/// Level-1 attempts a volatile transaction of this thread gets.
+pub(crate) fn level1_attempts() -> u32 {
+    if current() == Runtime::Hybrid && htm_armed() {
+        policy().hw_attempts
+    } else {
+        0
+    }
+}
+
+/// Counts a level-1 abort; returns the level-1 attempts left after it.
+pub(crate) fn level1_failed(a: Abort, left: u32) -> u32 {
+    count(|s| s.l1_aborts[a.cause().index()] += 1);
+    let leave =
+        matches!(a.code(), Some(crate::htm::abort::code::RETRY | crate::htm::abort::code::USER)) || (a.capacity() && !a.may_retry());
+    if a.code() == Some(crate::htm::abort::code::LOCKED) {
+        for _ in 0..64 {
+            std::hint::spin_loop();
+        }
+    }
+    if leave {
+        0
+    } else {
+        left.saturating_sub(1)
+    }
 }
 
 /// The backend lock words must be written through, if any (emulated and

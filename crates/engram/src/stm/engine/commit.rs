@@ -23,6 +23,9 @@ impl STx<'_> {
     // ----- commit -------------------------------------------------------------
 
     pub(super) fn commit(&self, serial: bool) -> StmResult<()> {
+        if self.in_hw() {
+            return self.commit_level1();
+        }
         if self.st.borrow().writes.is_empty() {
             // Read-only: every read was validated against rv. Objects it
             // allocated (PTVar::new, alloc) are made durable, for whoever
@@ -174,7 +177,7 @@ impl STx<'_> {
         Ok(())
     }
 
-    fn apply(&self, wv: u64, via: Option<&Htm>) {
+    pub(super) fn apply(&self, wv: u64, via: Option<&Htm>) {
         let st = self.st.borrow();
         let space = self.ctx.as_ref().map(|c| &c.inner.space);
         let new_word = word::unlocked(wv);

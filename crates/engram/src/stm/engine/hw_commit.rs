@@ -20,14 +20,14 @@ use super::tx::{Kind, STx};
 use super::{word_at, StmError, StmResult};
 use crate::htm::abort::code;
 use crate::htm::{Abort, Htm};
-use crate::stm::runtime::{self, Runtime};
+use crate::stm::runtime;
 use crate::stm::word;
 
 impl STx<'_> {
     /// Locks the write set; returns whether the reads were validated with
     /// it (only a hardware commit does that).
     pub(super) fn lock_writes_rt(&self, via: Option<&Htm>) -> StmResult<bool> {
-        if runtime::current() != Runtime::FineHtm || !runtime::htm_armed() {
+        if !runtime::current().uses_htm() || !runtime::htm_armed() {
             self.lock_writes(via)?;
             return Ok(false);
         }

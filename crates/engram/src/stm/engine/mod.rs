@@ -33,6 +33,7 @@
 
 mod commit;
 mod hw_commit;
+mod level1;
 mod pool_state;
 mod run;
 mod tx;
