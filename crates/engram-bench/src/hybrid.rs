@@ -381,6 +381,12 @@ fn wake_table(a: &HybridArgs, md: &mut String) {
 /// Runs the benchmark; prints the report, writes `hybrid.md` with `--out`.
 pub fn main(a: HybridArgs) -> ExitCode {
     let machine = crate::sysinfo::Machine::detect();
+    // Arm the STM's HTM runtimes before the process's first transaction.
+    if a.emulated {
+        engram::stm::runtime::configure_emulated(EmuConfig { seed: 42, ..EmuConfig::default() });
+    } else if let Err(e) = engram::stm::runtime::set_default_runtime(engram::stm::runtime::Runtime::Fine) {
+        eprintln!("engram-bench hybrid: {e}");
+    }
     let htm = backend(&a, 0);
     let mut md = String::from("# Hybrid TM prototype (engram::htm::hybrid)\n\n");
     let _ = writeln!(
@@ -404,6 +410,7 @@ pub fn main(a: HybridArgs) -> ExitCode {
     let start = md.len();
     throughput(&a, &mut md);
     wake_table(&a, &mut md);
+    crate::hybrid_stm::section(&a, &mut md);
     println!("{}", &md[start..]);
     if let Some(out) = &a.out {
         let path = out.join("hybrid.md");

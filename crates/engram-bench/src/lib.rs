@@ -21,6 +21,7 @@ pub mod disk;
 pub mod disk_plot;
 pub mod engram_impl;
 pub mod hybrid;
+pub mod hybrid_stm;
 pub mod job;
 pub mod lazy;
 pub mod peers;

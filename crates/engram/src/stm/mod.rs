@@ -19,6 +19,9 @@
 //!   ([`Persist`]); old values become garbage for the engine's GC.
 //! - Contention: exponential back-off, then a transaction that keeps losing
 //!   runs serially (other commits wait), so long transactions are not starved.
+//! - [`runtime`]: selectable TM runtimes (fine-grain STM, or Fine HTM: the
+//!   commit locks its write set and validates its reads in one hardware
+//!   transaction), per thread or process-wide, interface unchanged.
 //! - [`collections`]: transactional maps and sets ([`collections::PMap`],
 //!   [`collections::PSet`]) and the benchmark structures with fields
 //!   embedded in their nodes ([`collections::RbTree`],
@@ -28,6 +31,7 @@ pub mod collections;
 mod engine;
 pub mod persist;
 pub(crate) mod redo;
+pub mod runtime;
 mod vars;
 mod wait;
 pub(crate) mod word;

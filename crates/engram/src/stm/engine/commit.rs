@@ -12,8 +12,10 @@ use super::tx::{Kind, STx};
 use super::{word_at, StmError, StmResult, CLOCK, MAX_VALUE};
 use crate::error::{Error, Result};
 use crate::format::OBJ_ARRAY;
+use crate::htm::Htm;
 use crate::stm::persist::CopyCx;
 use crate::stm::redo::{self, HALF};
+use crate::stm::runtime;
 use crate::stm::wait::{self, Bloom};
 use crate::stm::word;
 use std::sync::atomic::Ordering;
@@ -22,6 +24,9 @@ impl STx<'_> {
     // ----- commit -------------------------------------------------------------
 
     pub(super) fn commit(&self, serial: bool) -> StmResult<()> {
+        if self.in_hw() {
+            return self.commit_level1();
+        }
         if self.st.borrow().writes.is_empty() {
             // Read-only: every read was validated against rv. Objects it
             // allocated (PTVar::new, alloc) are made durable, for whoever
@@ -31,22 +36,25 @@ impl STx<'_> {
         // 1. copies of pending values, before taking any lock.
         self.materialize_all()?;
         let _shared = (!serial && SERIAL_WANTED.load(Ordering::SeqCst) > 0).then(|| SERIAL.read());
-        // 2. lock the write set.
-        self.lock_writes()?;
+        // Lock words go through the emulated HTM when it is armed (runtime.rs).
+        let via = runtime::route();
+        // 2. lock the write set (FineHtm: and validate the reads, in one
+        //    hardware transaction; `validated` then).
+        let validated = self.lock_writes_rt(via)?;
         // 3. the commit timestamp.
         let wv = CLOCK.fetch_add(1, Ordering::AcqRel) + 1;
         // 4. validate the reads unless nobody committed since we began.
-        if wv != self.rv.get() + 1 && !self.reads_valid(true) {
-            self.unlock_writes();
+        if !validated && wv != self.rv.get() + 1 && !self.reads_valid(true) {
+            self.unlock_writes(via);
             return Err(StmError::Conflict);
         }
         // 5-6. the durable part: record, copies, one fence.
         if let Err(e) = self.persist_record(wv) {
-            self.unlock_writes();
+            self.unlock_writes(via);
             return Err(StmError::Failed(e));
         }
         // 7. in place, then wake waiters.
-        self.apply(wv);
+        self.apply(wv, via);
         Ok(())
     }
 
@@ -81,7 +89,7 @@ impl STx<'_> {
         err.map_or(Ok(()), |e| Err(StmError::Failed(e)))
     }
 
-    fn lock_writes(&self) -> StmResult<()> {
+    pub(super) fn lock_writes(&self, via: Option<&Htm>) -> StmResult<()> {
         let epoch = self.epoch();
         let mut st = self.st.borrow_mut();
         for i in 0..st.writes.len() {
@@ -90,11 +98,11 @@ impl STx<'_> {
             // a TVar whose Arc the write holds (`Kind::V::cell`).
             let w = unsafe { word_at(st.writes[i].word) };
             let cur = w.load(Ordering::Acquire);
-            let ok = !word::is_locked(cur, e) && w.compare_exchange(cur, word::locked(cur, e), Ordering::AcqRel, Ordering::Acquire).is_ok();
+            let ok = !word::is_locked(cur, e) && runtime::word_cas(via, w, cur, word::locked(cur, e));
             if !ok {
                 for prev in &st.writes[..i] {
                     // SAFETY: a write-set word (as above).
-                    unsafe { word_at(prev.word) }.store(prev.old, Ordering::Release);
+                    runtime::word_store(via, unsafe { word_at(prev.word) }, prev.old);
                 }
                 return Err(StmError::Conflict);
             }
@@ -103,10 +111,10 @@ impl STx<'_> {
         Ok(())
     }
 
-    pub(super) fn unlock_writes(&self) {
+    pub(super) fn unlock_writes(&self, via: Option<&Htm>) {
         for w in &self.st.borrow().writes {
             // SAFETY: a write-set word: a checked pool cell or a TVar held by the write.
-            unsafe { word_at(w.word) }.store(w.old, Ordering::Release);
+            runtime::word_store(via, unsafe { word_at(w.word) }, w.old);
         }
     }
 
@@ -176,7 +184,7 @@ impl STx<'_> {
         Ok(())
     }
 
-    fn apply(&self, wv: u64) {
+    pub(super) fn apply(&self, wv: u64, via: Option<&Htm>) {
         let st = self.st.borrow();
         let space = self.ctx.as_ref().map(|c| &c.inner.space);
         let new_word = word::unlocked(wv);
@@ -198,7 +206,7 @@ impl STx<'_> {
                     // persist in this order; a tracer is told the order).
                     space.inspect(|s| s.traced(w.word as u64 + 8, b.words() as u64 * 8));
                     // SAFETY: the cell's lock word (checked by write_cell).
-                    unsafe { word_at(w.word) }.store(new_word, Ordering::Release);
+                    runtime::word_store(via, unsafe { word_at(w.word) }, new_word);
                     space.inspect(|s| s.traced(w.word as u64, 8));
                     if let Some(log) = log.as_mut() {
                         space.inspect(|s| s.flush(*off, 8 + b.words() as u64 * 8));
@@ -207,10 +215,10 @@ impl STx<'_> {
                 }
                 Kind::V { cell, value } => {
                     cell.install(value.as_ref());
-                    cell.word().store(new_word, Ordering::Release);
+                    runtime::word_store(via, cell.word(), new_word);
                 }
                 // SAFETY: the cell's lock word (checked by write_cell).
-                Kind::P { .. } => unsafe { word_at(w.word) }.store(w.old, Ordering::Release),
+                Kind::P { .. } => runtime::word_store(via, unsafe { word_at(w.word) }, w.old),
             }
         }
         drop(log);

@@ -32,6 +32,8 @@
 //! inconsistent state.
 
 mod commit;
+mod hw_commit;
+mod level1;
 mod pool_state;
 mod run;
 mod tx;

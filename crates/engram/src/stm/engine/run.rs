@@ -7,9 +7,10 @@ use super::pool_state::{local, PoolCtx};
 use super::tx::STx;
 use super::{word_at, StmError, StmResult};
 use crate::error::{Error, Result};
+use crate::htm::abort::code;
 use crate::stm::persist::Persist;
 use crate::stm::vars::VarCell;
-use crate::stm::{wait, word};
+use crate::stm::{runtime, wait, word};
 use crate::Pool;
 use parking_lot::RwLock;
 use std::cell::Cell;
@@ -105,6 +106,8 @@ fn run<'p, R>(mut ctx: impl FnMut() -> Result<Option<PoolCtx<'p>>>, mut f: impl 
     }
     let _reset = Reset;
     let mut conflicts = 0u32;
+    // Hybrid level 1 (level1.rs): volatile transactions only.
+    let mut l1_left = runtime::level1_attempts();
     loop {
         let serial = conflicts >= SERIAL_AFTER;
         if serial {
@@ -114,7 +117,27 @@ fn run<'p, R>(mut ctx: impl FnMut() -> Result<Option<PoolCtx<'p>>>, mut f: impl 
         let c = ctx()?;
         let _gate = c.as_ref().map(|c| c.inner.gate.read_recursive());
         let tx = STx::begin(c);
+        let at_l1 = l1_left > 0 && !serial && tx.ctx.is_none();
+        if at_l1 {
+            // With RTM, an abort anywhere in the attempt returns here again.
+            match runtime::backend().begin() {
+                Ok(t) => tx.hw_enter(t),
+                Err(a) => {
+                    l1_left = runtime::level1_failed(a, l1_left);
+                    continue;
+                }
+            }
+        }
         let r = f(&tx).and_then(|v| tx.commit(serial).map(|_| v));
+        if at_l1 && r.is_err() {
+            let why = match &r {
+                Err(StmError::Retry) => code::RETRY,
+                Err(StmError::Failed(_)) => code::USER,
+                _ => code::VALIDATE,
+            };
+            l1_left = runtime::level1_failed(tx.hw_abort(why), l1_left);
+            continue;
+        }
         match r {
             Ok(v) => return Ok(v),
             Err(StmError::Failed(e)) => {

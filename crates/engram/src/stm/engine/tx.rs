@@ -30,9 +30,9 @@ use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Arc;
 
 pub(super) struct Read {
-    word: usize,
-    version: u64,
-    epoch: u16,
+    pub(super) word: usize,
+    pub(super) version: u64,
+    pub(super) epoch: u16,
 }
 
 pub(super) trait Pending {
@@ -145,6 +145,8 @@ pub struct STx<'p> {
     epoch: u16,
     /// The heap's bounds when the transaction began: `[lo, hi)`.
     bounds: (u64, u64),
+    /// Level 1 of the Hybrid runtime (`level1.rs`).
+    pub(super) l1: super::level1::Level1,
 }
 
 impl Drop for STx<'_> {
@@ -180,7 +182,7 @@ impl<'p> STx<'p> {
             let space = &c.inner.space;
             (space.base() + crate::format::HEAP_OFF, space.base() + space.size())
         });
-        STx { ctx, st: RefCell::new(st), rv: Cell::new(CLOCK.load(Ordering::Acquire)), epoch, bounds }
+        STx { ctx, st: RefCell::new(st), rv: Cell::new(CLOCK.load(Ordering::Acquire)), epoch, bounds, l1: Default::default() }
     }
 
     pub(super) fn epoch(&self) -> u16 {
@@ -527,6 +529,9 @@ impl<'p> STx<'p> {
                     }
                 }
             }
+        }
+        if self.in_hw() {
+            return self.read_tvar_hw(v);
         }
         let mut out = None;
         // The value is cloned under the read lock (no count taken on its Arc).

@@ -1,0 +1,426 @@
+//! The STM's selectable runtimes (`engram::stm::runtime`): Fine (software
+//! lock commit) and FineHtm (the write set locked and the reads validated
+//! in one hardware transaction), on the *emulated* HTM backend so every
+//! fallback path runs on any machine (RTM or not).
+//!
+//! - every path of the hardware commit, driven by forced abort statuses
+//!   (conflict with retry hint, capacity, explicit LOCKED / VALIDATE, debug,
+//!   nested) and by a real conflict (a write between the body's read and
+//!   its commit), each checked on the per-thread counters;
+//! - banks of volatile TVars under Fine, FineHtm and both mixed, with
+//!   random emulated conflicts (2 % per access), checked by auditors;
+//! - `retry` and `or_else`: producers and consumers over two bounded queues
+//!   under 4 and 8 threads, every item consumed exactly once;
+//! - PSTM under FineHtm: a persistent bank, closed, reopened and counted.
+//!
+//! The tests share the process's backend (its queue of forced statuses),
+//! so they run one at a time (`LOCK`). Each body runs under a watchdog.
+
+mod common;
+use common::TempPool;
+use engram::htm::abort::{code, CAPACITY, CONFLICT, DEBUG, NESTED, RETRY};
+use engram::htm::{Abort, Cause, EmuConfig};
+use engram::stm::runtime::{self, Runtime, RuntimeStats};
+use engram::stm::{self, PTVar, StmResult, TVar};
+use engram::{CreateOptions, Durability, OpenOptions, Pool};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{channel, RecvTimeoutError};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+static LOCK: Mutex<()> = Mutex::new(());
+
+/// A path case: its name, the statuses forced, and what the counters must show.
+type Case = (&'static str, Vec<Abort>, fn(&RuntimeStats, u64) -> bool);
+
+/// Serialises the tests and forces the emulated backend (2 % spurious
+/// conflicts per access) before the process's first commit.
+fn setup() -> MutexGuard<'static, ()> {
+    let g = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    runtime::configure_emulated(EmuConfig { conflict_ppm: 20_000, ..EmuConfig::default() });
+    assert!(runtime::htm_armed());
+    assert_eq!(runtime::backend().name(), "emulated");
+    g
+}
+
+fn bounded<R: Send + 'static>(what: &str, f: impl FnOnce() -> R + Send + 'static) -> R {
+    let (done, wait) = channel();
+    let h = std::thread::spawn(move || {
+        let r = f();
+        let _ = done.send(());
+        r
+    });
+    match wait.recv_timeout(Duration::from_secs(120)) {
+        Err(RecvTimeoutError::Timeout) => panic!("{what}: not finished (deadlock or lost wake-up)"),
+        _ => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+    }
+}
+
+fn delta(a: RuntimeStats, b: RuntimeStats) -> RuntimeStats {
+    let mut d = RuntimeStats {
+        hw_commits: b.hw_commits - a.hw_commits,
+        sw_fallbacks: b.sw_fallbacks - a.sw_fallbacks,
+        validate_aborts: b.validate_aborts - a.validate_aborts,
+        locked_aborts: b.locked_aborts - a.locked_aborts,
+        l1_commits: b.l1_commits - a.l1_commits,
+        ..RuntimeStats::default()
+    };
+    for i in 0..Cause::COUNT {
+        d.hw_aborts[i] = b.hw_aborts[i] - a.hw_aborts[i];
+        d.l1_aborts[i] = b.l1_aborts[i] - a.l1_aborts[i];
+    }
+    d
+}
+
+/// One update commit with `statuses` forced on the next hardware commits;
+/// returns the counters' change and how many times the body ran.
+/// `None` when a random abort left a forced status undelivered (drained).
+fn commit_with(v: &TVar<u64>, statuses: &[Abort]) -> Option<(RuntimeStats, u64)> {
+    let emu = runtime::backend().emu().expect("emulated backend");
+    assert_eq!(emu.pending(), 0);
+    emu.inject(statuses.iter().copied());
+    let before = runtime::stats();
+    let mut runs = 0;
+    stm::atomically(|tx| {
+        runs += 1;
+        let x = tx.read(v)?;
+        tx.write(v, x + 1)
+    })
+    .unwrap();
+    let d = delta(before, runtime::stats());
+    if emu.pending() == 0 {
+        return Some((d, runs));
+    }
+    while emu.pending() > 0 {
+        stm::atomically(|tx| tx.write(v, tx.read(v)? + 1)).unwrap();
+    }
+    None
+}
+
+#[test]
+fn every_hardware_commit_path() {
+    let _g = setup();
+    bounded("paths", || {
+        // no spurious conflicts on this thread's paths: a fresh backend is
+        // not possible, so retry on the rare random abort instead.
+        runtime::set_thread_runtime(Some(Runtime::FineHtm)).unwrap();
+        runtime::set_policy(runtime::HtmPolicy { commit_attempts: 4, hw_attempts: 2 });
+        let v = TVar::new(0u64);
+        let conflict = Abort(CONFLICT | RETRY);
+        let cap = Abort(CAPACITY);
+        let cases: Vec<Case> = vec![
+            ("clean", vec![], |d, _| d.hw_commits == 1 && d.sw_fallbacks == 0),
+            ("conflict then hardware", vec![conflict], |d, _| d.hw_aborts[Cause::Conflict.index()] >= 1 && d.hw_commits == 1),
+            ("capacity: straight to software", vec![cap], |d, _| {
+                d.hw_aborts[Cause::Capacity.index()] >= 1 && d.sw_fallbacks == 1 && d.hw_commits == 0
+            }),
+            ("attempts exhausted", vec![conflict; 4], |d, _| d.sw_fallbacks == 1 && d.hw_commits == 0),
+            ("explicit LOCKED", vec![Abort::explicit(code::LOCKED)], |d, _| d.locked_aborts == 1 && d.hw_commits == 1),
+            ("explicit VALIDATE: body again", vec![Abort::explicit(code::VALIDATE)], |d, runs| {
+                d.validate_aborts == 1 && runs == 2 && d.hw_commits == 1
+            }),
+            ("debug", vec![Abort(DEBUG)], |d, _| d.hw_aborts[Cause::Debug.index()] >= 1 && d.hw_commits == 1),
+            ("nested", vec![Abort(NESTED | CONFLICT | RETRY)], |d, _| d.hw_aborts[Cause::Capacity.index()] == 0 && d.hw_commits == 1),
+        ];
+        for (name, statuses, ok) in cases {
+            // A random 2 % abort can land on any attempt: run each case until
+            // an attempt sees only the forced statuses (bounded).
+            expect_path(&v, name, &statuses, ok);
+        }
+        runtime::set_thread_runtime(None).unwrap();
+    });
+}
+
+/// Runs one update commit with `statuses` forced until an attempt sees
+/// only them (a random 2 % abort can land anywhere) and `ok` holds.
+fn expect_path(v: &TVar<u64>, name: &str, statuses: &[Abort], ok: fn(&RuntimeStats, u64) -> bool) {
+    for _ in 0..50 {
+        let Some((d, runs)) = commit_with(v, statuses) else { continue };
+        if ok(&d, runs) {
+            return;
+        }
+    }
+    panic!("{name}: the expected path was never taken");
+}
+
+#[test]
+fn every_hybrid_level() {
+    let _g = setup();
+    bounded("levels", || {
+        runtime::set_thread_runtime(Some(Runtime::Hybrid)).unwrap();
+        runtime::set_policy(runtime::HtmPolicy { commit_attempts: 4, hw_attempts: 2 });
+        let v = TVar::new(0u64);
+        let c = Abort(CONFLICT | RETRY);
+        let ex = Cause::Explicit(0).index();
+        let cases: Vec<Case> = vec![
+            ("level 1", vec![], |d, runs| d.l1_commits == 1 && d.hw_commits == 0 && runs == 1),
+            ("level 1 after a conflict", vec![c], |d, _| d.l1_aborts[Cause::Conflict.index()] == 1 && d.l1_commits == 1),
+            ("level 2 after two conflicts", vec![c, c], |d, _| d.l1_commits == 0 && d.hw_commits == 1),
+            ("level 2 at once on capacity", vec![Abort(CAPACITY)], |d, _| d.l1_aborts[Cause::Capacity.index()] == 1 && d.hw_commits == 1),
+            ("level 1 meets a held lock", vec![Abort::explicit(code::LOCKED)], |d, _| {
+                d.l1_aborts[Cause::Explicit(0).index()] == 1 && d.l1_commits == 1
+            }),
+            ("level 3", vec![c; 6], |d, _| d.l1_commits == 0 && d.hw_commits == 0 && d.sw_fallbacks == 1),
+        ];
+        for (name, statuses, ok) in cases {
+            expect_path(&v, name, &statuses, ok);
+        }
+        // a user error leaves level 1 at once, and is returned from software
+        let before = runtime::stats();
+        let mut runs = 0;
+        let r: engram::Result<()> = stm::atomically(|tx| {
+            runs += 1;
+            tx.read(&v)?;
+            Err(stm::StmError::Failed(engram::Error::TxTooLarge { needed: 2, limit: 1 }))
+        });
+        assert!(r.is_err());
+        let d = delta(before, runtime::stats());
+        assert_eq!(runs, 2);
+        assert!(d.l1_aborts[ex] >= 1);
+        // retry leaves level 1 and blocks in software until the read changes
+        let flag = TVar::new(false);
+        let before = runtime::stats();
+        let setter = {
+            let flag = flag.clone();
+            std::thread::spawn(move || stm::atomically(|tx| tx.write(&flag, true)).unwrap())
+        };
+        stm::atomically(|tx| if tx.read(&flag)? { Ok(()) } else { tx.retry() }).unwrap();
+        setter.join().unwrap();
+        let d = delta(before, runtime::stats());
+        assert!(d.l1_commits == 1 || d.l1_aborts[ex] >= 1, "{d:?}");
+        runtime::set_thread_runtime(None).unwrap();
+    });
+}
+
+#[test]
+fn a_real_conflict_fails_hardware_validation() {
+    let _g = setup();
+    bounded("validation", || {
+        runtime::set_thread_runtime(Some(Runtime::FineHtm)).unwrap();
+        let (a, b) = (TVar::new(1u64), TVar::new(0u64));
+        let mut seen = Vec::new();
+        let before = runtime::stats();
+        stm::atomically(|tx| {
+            let x = tx.read(&a)?;
+            seen.push(x);
+            if seen.len() == 1 {
+                // another thread commits a new `a` after our read
+                let a2 = a.clone();
+                std::thread::spawn(move || stm::atomically(|tx| tx.write(&a2, 10)).unwrap()).join().unwrap();
+            }
+            tx.write(&b, x)
+        })
+        .unwrap();
+        let d = delta(before, runtime::stats());
+        // the body ran again and committed with the new value, whether the
+        // stale read was caught by the hardware validation or by an earlier
+        // software read re-validation (extension)
+        assert_eq!(seen.first(), Some(&1));
+        assert_eq!(seen.last(), Some(&10));
+        assert_eq!(b.load(), 10);
+        assert!(d.validate_aborts + d.aborts() >= 1, "the stale read was not caught: {d:?}");
+        runtime::set_thread_runtime(None).unwrap();
+    });
+}
+
+const ACCTS: usize = 8;
+const START: u64 = 1000;
+
+/// Transfers on volatile accounts; `rts[i]` is worker i's runtime.
+fn bank(rts: Vec<Runtime>, per: u64) {
+    let accts: Arc<Vec<TVar<u64>>> = Arc::new((0..ACCTS).map(|_| TVar::new(START)).collect());
+    let done = Arc::new(AtomicBool::new(false));
+    let audits = Arc::new(AtomicU64::new(0));
+    let auditor = {
+        let (accts, done, audits) = (accts.clone(), done.clone(), audits.clone());
+        let art = rts.last().copied();
+        std::thread::spawn(move || {
+            runtime::set_thread_runtime(art).unwrap();
+            while !done.load(Ordering::Acquire) || audits.load(Ordering::Relaxed) == 0 {
+                // checked inside the body too: no zombie sees a broken total
+                let s = stm::atomically(|tx| {
+                    let s = accts.iter().map(|x| tx.read(x)).sum::<StmResult<u64>>()?;
+                    assert_eq!(s, START * ACCTS as u64, "a transaction body saw a broken total");
+                    Ok(s)
+                })
+                .unwrap();
+                assert_eq!(s, START * ACCTS as u64, "an auditor saw a broken total");
+                audits.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+    };
+    let hs: Vec<_> = rts
+        .into_iter()
+        .enumerate()
+        .map(|(w, rt)| {
+            let accts = accts.clone();
+            std::thread::spawn(move || {
+                runtime::set_thread_runtime(Some(rt)).unwrap();
+                let before = runtime::stats();
+                let mut r = (w as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                for _ in 0..per {
+                    r = r.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    let (i, j, amt) = ((r >> 33) as usize % ACCTS, (r >> 40) as usize % ACCTS, (r >> 50) % 50);
+                    stm::atomically(|tx| {
+                        let x = tx.read(&accts[i])?.min(amt);
+                        tx.write(&accts[i], tx.read(&accts[i])? - x)?;
+                        tx.write(&accts[j], tx.read(&accts[j])? + x)
+                    })
+                    .unwrap();
+                }
+                (rt, delta(before, runtime::stats()))
+            })
+        })
+        .collect();
+    let mut hw = 0;
+    for h in hs {
+        let (rt, d) = h.join().unwrap();
+        match rt {
+            Runtime::Fine => assert_eq!(d, RuntimeStats::default(), "a Fine thread used hardware"),
+            Runtime::FineHtm => {
+                assert!(d.hw_commits + d.sw_fallbacks >= per, "{d:?}");
+                hw += d.hw_commits;
+            }
+            Runtime::Hybrid => {
+                assert!(d.l1_commits + d.hw_commits + d.sw_fallbacks >= per, "{d:?}");
+                hw += d.l1_commits + d.hw_commits;
+            }
+        }
+    }
+    done.store(true, Ordering::Release);
+    auditor.join().unwrap();
+    assert_eq!(accts.iter().map(TVar::load).sum::<u64>(), START * ACCTS as u64);
+    println!("bank: {} audits, {hw} hardware commits", audits.load(Ordering::Relaxed));
+}
+
+#[test]
+fn bank_under_each_runtime() {
+    let _g = setup();
+    bounded("bank", || {
+        bank(vec![Runtime::Fine; 4], 1500);
+        bank(vec![Runtime::FineHtm; 4], 1500);
+        bank(vec![Runtime::Fine, Runtime::FineHtm, Runtime::Fine, Runtime::FineHtm], 1500);
+        bank(vec![Runtime::Hybrid; 4], 1500);
+        bank(vec![Runtime::Fine, Runtime::FineHtm, Runtime::Hybrid, Runtime::Hybrid], 1500);
+        bank(vec![Runtime::FineHtm; 8], 500);
+        bank(vec![Runtime::Hybrid; 8], 500);
+    });
+}
+
+/// Producers push 1..=n into two bounded queues; consumers take from either
+/// (`or_else`), blocking with `retry` when both are empty (producers block
+/// when their queue is full). Every item is consumed exactly once.
+fn queues(rt: Runtime, producers: u64, consumers: u64, n: u64) {
+    const CAP: usize = 4;
+    let qs: Arc<[TVar<Vec<u64>>; 2]> = Arc::new([TVar::new(Vec::new()), TVar::new(Vec::new())]);
+    let got = Arc::new(AtomicU64::new(0));
+    let sum = Arc::new(AtomicU64::new(0));
+    let total = producers * n;
+    let ps: Vec<_> = (0..producers)
+        .map(|p| {
+            let qs = qs.clone();
+            std::thread::spawn(move || {
+                runtime::set_thread_runtime(Some(rt)).unwrap();
+                for i in 1..=n {
+                    let q = &qs[(p % 2) as usize];
+                    stm::atomically(|tx| {
+                        let mut v = tx.read(q)?;
+                        if v.len() >= CAP {
+                            return tx.retry();
+                        }
+                        v.push(i);
+                        tx.write(q, v)
+                    })
+                    .unwrap();
+                }
+            })
+        })
+        .collect();
+    let cs: Vec<_> = (0..consumers)
+        .map(|_| {
+            let (qs, got, sum) = (qs.clone(), got.clone(), sum.clone());
+            std::thread::spawn(move || {
+                runtime::set_thread_runtime(Some(rt)).unwrap();
+                let take = |q: &TVar<Vec<u64>>, tx: &stm::STx<'_>| -> StmResult<Option<u64>> {
+                    let mut v = tx.read(q)?;
+                    match v.pop() {
+                        Some(x) => tx.write(q, v).map(|_| Some(x)),
+                        None => tx.retry(),
+                    }
+                };
+                loop {
+                    // claim one item of the total first, so no consumer
+                    // blocks forever once everything is taken
+                    if got.fetch_add(1, Ordering::SeqCst) >= total {
+                        return;
+                    }
+                    let x = stm::atomically(|tx| tx.or_else(|tx| take(&qs[0], tx), |tx| take(&qs[1], tx))).unwrap();
+                    sum.fetch_add(x.unwrap_or(0), Ordering::SeqCst);
+                }
+            })
+        })
+        .collect();
+    for h in ps.into_iter().chain(cs) {
+        h.join().unwrap();
+    }
+    assert_eq!(sum.load(Ordering::SeqCst), producers * n * (n + 1) / 2, "an item was lost or taken twice");
+    assert!(qs[0].load().is_empty() && qs[1].load().is_empty());
+}
+
+#[test]
+fn retry_and_or_else_under_each_runtime() {
+    let _g = setup();
+    bounded("queues", || {
+        for rt in [Runtime::Fine, Runtime::FineHtm, Runtime::Hybrid] {
+            queues(rt, 2, 2, 300);
+            queues(rt, 4, 4, 150);
+        }
+    });
+}
+
+#[test]
+fn persistent_bank_under_fine_htm() {
+    let _g = setup();
+    let t = TempPool::new("stm-runtime");
+    let path = t.0.clone();
+    bounded("pstm", move || {
+        let pool = Pool::create(&path, CreateOptions::new("rt").durability(Durability::Process)).unwrap();
+        let accts: Arc<Vec<PTVar<u64>>> = Arc::new((0..ACCTS).map(|i| pool.root(&format!("a{i}"), || START).unwrap()).collect());
+        let hs: Vec<_> = (0..4u64)
+            .map(|w| {
+                let (pool, accts) = (pool.clone(), accts.clone());
+                std::thread::spawn(move || {
+                    runtime::set_thread_runtime(Some(Runtime::FineHtm)).unwrap();
+                    let before = runtime::stats();
+                    for k in 0..300u64 {
+                        let (i, j) = (((w * 31 + k * 7) % ACCTS as u64) as usize, ((w * 17 + k * 3 + 1) % ACCTS as u64) as usize);
+                        pool.atomically(|tx| {
+                            let x = tx.read(&accts[i])?.min(k % 30);
+                            tx.write(&accts[i], tx.read(&accts[i])? - x)?;
+                            tx.write(&accts[j], tx.read(&accts[j])? + x)
+                        })
+                        .unwrap();
+                    }
+                    delta(before, runtime::stats())
+                })
+            })
+            .collect();
+        let hw: u64 = hs.into_iter().map(|h| h.join().unwrap().hw_commits).sum();
+        println!("pstm: {hw} hardware commits");
+        pool.close().unwrap();
+        let pool = Pool::open(&path, OpenOptions::new("rt").durability(Durability::Process)).unwrap();
+        let accts: Vec<PTVar<u64>> = (0..ACCTS).map(|i| pool.root(&format!("a{i}"), || 0u64).unwrap()).collect();
+        let s: u64 = pool.atomically(|tx| accts.iter().map(|a| tx.read(a)).sum()).unwrap();
+        assert_eq!(s, START * ACCTS as u64);
+        pool.close().unwrap();
+    });
+    drop(t);
+}
+
+#[test]
+fn runtime_names_parse() {
+    assert_eq!(Runtime::parse("fine").unwrap(), Runtime::Fine);
+    assert_eq!(Runtime::parse("fine-htm").unwrap(), Runtime::FineHtm);
+    assert_eq!(Runtime::parse("hybrid").unwrap(), Runtime::Hybrid);
+    assert!(Runtime::parse("coarse").is_err());
+}
