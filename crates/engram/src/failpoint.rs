@@ -9,13 +9,14 @@
 //! a compile error rather than a failpoint that silently never fires.
 //!
 //! Arming (and the fault switches `drop_fence` and `drop_flush`) exists
-//! only with the `testing` cargo feature. Without it, `Failpoint::hit` and
-//! the fault-switch checks are empty `#[inline(always)]` functions: the
+//! only with the `failpoints` cargo feature (part of `testing`; the C ABI
+//! does not enable it). Without it, `Failpoint::hit` and the fault-switch
+//! checks are empty `#[inline(always)]` functions: the
 //! engine's protocol steps compile to no code at all. With it, a hit costs
 //! one thread-local read when nothing is armed.
 //!
 //! ```
-//! # #[cfg(feature = "testing")] {
+//! # #[cfg(feature = "failpoints")] {
 //! use engram::failpoint::{arm, disarm_all, is_crash, Failpoint};
 //! use engram::{CreateOptions, Durability, Pool};
 //! # let path = std::env::temp_dir().join(format!("engram-fp-doc-{}.pool", std::process::id()));
@@ -93,7 +94,7 @@ pub fn is_crash(payload: &(dyn std::any::Any + Send)) -> bool {
     payload.downcast_ref::<SimulatedCrash>().is_some()
 }
 
-#[cfg(feature = "testing")]
+#[cfg(feature = "failpoints")]
 mod armed {
     use super::{Failpoint, SimulatedCrash};
     use std::cell::RefCell;
@@ -216,40 +217,40 @@ mod armed {
     }
 }
 
-#[cfg(feature = "testing")]
+#[cfg(feature = "failpoints")]
 pub use armed::{adopt_switches, arm, disarm_all, disarm_failpoints, drop_fence, drop_flush, drops, plant, switches, BUGS};
-#[cfg(feature = "testing")]
+#[cfg(feature = "failpoints")]
 pub(crate) use armed::{fence_dropped, flush_dropped, planted};
 
-#[cfg(not(feature = "testing"))]
+#[cfg(not(feature = "failpoints"))]
 impl Failpoint {
-    /// Marks this protocol step: nothing, without the `testing` feature.
+    /// Marks this protocol step: nothing, without the `failpoints` feature.
     #[inline(always)]
     pub(crate) fn hit(self) {}
 }
 
-/// Without the `testing` feature no fence is ever dropped.
-#[cfg(not(feature = "testing"))]
+/// Without the `failpoints` feature no fence is ever dropped.
+#[cfg(not(feature = "failpoints"))]
 #[inline(always)]
 pub(crate) fn fence_dropped(_what: &str) -> bool {
     false
 }
 
-/// Without the `testing` feature no bug is ever planted.
-#[cfg(not(feature = "testing"))]
+/// Without the `failpoints` feature no bug is ever planted.
+#[cfg(not(feature = "failpoints"))]
 #[inline(always)]
 pub(crate) fn planted(_bug: &str) -> bool {
     false
 }
 
-/// Without the `testing` feature no flush is ever dropped.
-#[cfg(not(feature = "testing"))]
+/// Without the `failpoints` feature no flush is ever dropped.
+#[cfg(not(feature = "failpoints"))]
 #[inline(always)]
 pub(crate) fn flush_dropped(_what: &str) -> bool {
     false
 }
 
-#[cfg(all(test, feature = "testing"))]
+#[cfg(all(test, feature = "failpoints"))]
 mod tests {
     use super::*;
 

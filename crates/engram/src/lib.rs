@@ -73,9 +73,9 @@ mod pointers;
 mod pool;
 mod ptr;
 pub mod stm;
-#[cfg(feature = "testing")]
+#[cfg(feature = "trace")]
 pub mod trace;
-#[cfg(not(feature = "testing"))]
+#[cfg(not(feature = "trace"))]
 #[path = "trace_off.rs"]
 pub mod trace;
 mod tx;

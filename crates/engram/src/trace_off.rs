@@ -1,12 +1,12 @@
-//! Trace recording without the `testing` feature: there is no tracer.
+//! Trace recording without the `trace` feature: there is no tracer.
 //!
 //! [`Tracer`] is uninhabited, so no pool can be given one and every
 //! "if tracing" branch of the engine compiles away; `Durability::Trace`
-//! then behaves as `Process`. Build with `--features testing` (as
+//! then behaves as `Process`. Build with `--features trace` (or `testing`, as
 //! `engram crashtest` and the engine's tests do) for the real recorder.
 
 /// The flush instruction a trace records (the persistency model's own type
-/// with the `testing` feature).
+/// with the `trace` feature).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FlushKind {
     /// CLWB: write back, keep the line.
@@ -17,7 +17,7 @@ pub enum FlushKind {
     Clflush,
 }
 
-/// No tracer exists without the `testing` feature.
+/// No tracer exists without the `trace` feature.
 #[derive(Debug)]
 pub enum Tracer {}
 
