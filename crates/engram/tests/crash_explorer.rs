@@ -33,7 +33,16 @@ impl Drop for Scratch {
 /// (the two run in parallel).
 #[test]
 fn every_workload_is_crash_consistent() {
-    sweep(|name| !name.starts_with("stm-") && !name.starts_with("mt-") && !name.starts_with("lazy-"));
+    sweep(|name| !name.starts_with("stm-") && !name.starts_with("mt-") && !name.starts_with("lazy-") && name != "huge");
+}
+
+/// Huge objects (a whole 64 MiB arena each, so a pool of 132 MiB whose
+/// images are written sparsely), in parallel with the others. The sweep
+/// found a real bug: the arena table entry of a new huge object was not
+/// fenced before its payload overwrote the arena's span table.
+#[test]
+fn huge_objects_are_crash_consistent() {
+    sweep(|name| name == "huge");
 }
 
 /// Two threads' regions (2PL) and STM commits interleaved in one merged
@@ -177,6 +186,9 @@ const FAULTS: &[(&str, &str, &str)] = &[
     ("fence", "STM clock reservation before versions above it are used", "stm-recovery"),
     ("fence", "lazy links of this thread made durable (lazy::sync)", "lazy-force"),
     ("fence", "front end fence", "raw"),
+    ("fence", "span tables cleared before the arenas are handed back", "huge"),
+    ("fence", "arena table entries of a freed huge object", "huge"),
+    ("fence", "arena table entries of a huge object before its payload overwrites the span tables", "huge"),
 ];
 
 /// Provably harmless to drop, with the reason: (kind, name, workload that
@@ -223,12 +235,6 @@ const HARMLESS: &[(&str, &str, &str, &str)] = &[
 /// Not caught by the moderate sweep, and not provably harmless: the open
 /// gaps, documented in docs/crash-consistency.md. (kind, name, why).
 const GAPS: &[(&str, &str, &str)] = &[
-    (
-        "fence",
-        "span tables cleared before the arenas are handed back",
-        "no workload frees a huge object: a huge object needs a 64 MiB arena, too large to trace and image",
-    ),
-    ("fence", "arena table entries of a freed huge object", "as above"),
     (
         "fence",
         "objects allocated by a transaction that wrote no variable",
