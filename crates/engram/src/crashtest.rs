@@ -67,7 +67,7 @@ pub struct Workload {
 /// Every workload.
 pub fn workloads() -> &'static [Workload] {
     &[
-        Workload { name: "alloc", about: "allocation of small, large and huge objects; frees", run: w_alloc },
+        Workload { name: "alloc", about: "allocation of small, large and multi-span objects; frees (huge ones: `huge`)", run: w_alloc },
         Workload { name: "huge", about: "huge objects (a whole arena) allocated, linked, unlinked, freed, reused", run: w_huge },
         Workload { name: "roots", about: "setting, replacing and removing named roots", run: w_roots },
         Workload { name: "commit", about: "regions that commit (undo log, commit fence)", run: w_commit },
