@@ -88,6 +88,11 @@ pub fn workloads() -> &'static [Workload] {
             about: "two threads' first STM transfers (their redo logs created) interleaved (merged trace)",
             run: stm::w_threads_first,
         },
+        Workload {
+            name: "mt-stm-made",
+            about: "one thread's write-free STM transactions allocate nodes another thread's commits link (merged trace)",
+            run: stm::w_threads_made,
+        },
         Workload { name: "stm-first", about: "a pool's first STM transactions: the thread's redo log created", run: stm::w_first },
         Workload { name: "stm-bank", about: "STM transfers: copies (large ones too), or_else, retry", run: stm::w_bank },
         Workload { name: "stm-map", about: "STM sorted list and snapshot map against a model", run: stm::w_map },
