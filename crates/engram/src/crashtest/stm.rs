@@ -767,7 +767,7 @@ pub(super) fn w_threads_made(h: &Harness) -> Result<Trace> {
         let linker = s.spawn(move || {
             failpoint::adopt_switches(switches);
             // a commit before tracing: this thread's redo log exists
-            let warm = pool.atomically(|tx| tx.write(&map.len, tx.read(&map.len)?)).map_err(Error::from);
+            let warm = pool.atomically(|tx| tx.write(&map.len, tx.read(&map.len)?));
             ready.wait();
             go.wait();
             warm?;
@@ -789,7 +789,7 @@ pub(super) fn w_threads_made(h: &Harness) -> Result<Trace> {
                 Err(e) => {
                     drop(send);
                     let _ = linker.join();
-                    return Err(e.into());
+                    return Err(e);
                 }
             }
         }
