@@ -188,9 +188,11 @@ type PointCheck<'a> = dyn FnMut(&[u8], &dyn Fn() -> String) -> Result<(), Violat
 fn explore_point(st: &CrashState<'_>, choices: Vec<Vec<usize>>, cfg: &Config, r: &mut Report, check: &mut PointCheck<'_>) {
     let total = st.count();
     r.images_skipped = r.images_skipped.saturating_add(total.saturating_sub(choices.len() as u128));
+    // one copy of the durable bytes per point, each image rewrites its lines
+    let mut img = st.durable.to_vec();
     for prefix in choices {
         r.images_checked += 1;
-        let img = st.image(&prefix);
+        st.image_over(&prefix, &mut img);
         if let Err(v) = check(&img, &|| describe(st, &prefix)) {
             r.violations.push(v);
             if r.violations.len() >= cfg.max_violations {

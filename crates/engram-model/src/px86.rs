@@ -232,6 +232,26 @@ impl CrashState<'_> {
         img
     }
 
+    /// [`CrashState::image`] into `img`, which must hold `durable` or an
+    /// earlier image of this same state: only the listed lines differ, so
+    /// only they are restored and rewritten (a big pool's images cost their
+    /// few changed lines, not a copy of the whole pool each).
+    pub fn image_over(&self, prefix: &[usize], img: &mut Vec<u8>) {
+        img.truncate(self.durable.len());
+        for &(line, _) in &self.lines {
+            let (s, e) = (line as usize, (line + LINE) as usize);
+            let e = e.min(self.durable.len());
+            if s < e {
+                img[s..e].copy_from_slice(&self.durable[s..e]);
+            }
+        }
+        for ((_, tail), &p) in self.lines.iter().zip(prefix) {
+            for a in &tail[..p.min(tail.len())] {
+                write(img, a);
+            }
+        }
+    }
+
     /// Every possible image (exponential: for small states only).
     pub fn all_images(&self) -> Vec<Vec<u8>> {
         let mut out = Vec::new();
@@ -267,5 +287,33 @@ mod tests {
         assert_eq!(a.len(), 2);
         assert_eq!(a[0], Atom { addr: 6, data: vec![1, 2], event: 0 });
         assert_eq!(a[1], Atom { addr: 8, data: vec![3, 4, 5], event: 0 });
+    }
+
+    /// Rewriting one buffer image after image gives the images `image`
+    /// builds afresh, in any order, also past the durable length.
+    #[test]
+    fn image_over_matches_image() {
+        use crate::trace::Event;
+        let mut m = Px86::new(vec![9; 256]);
+        m.apply(&Event::Store { addr: 0, data: vec![1; 16] });
+        m.apply(&Event::Store { addr: 8, data: vec![2; 8] });
+        m.apply(&Event::Store { addr: 130, data: vec![3; 12] });
+        m.apply(&Event::Extend { len: 320 });
+        m.apply(&Event::Store { addr: 300, data: vec![4; 8] });
+        let st = m.crash_state();
+        let mut prefixes = Vec::new();
+        let mut p = vec![0; st.lines.len()];
+        loop {
+            prefixes.push(p.clone());
+            if !next_prefix(&mut p, &st.lines) {
+                break;
+            }
+        }
+        assert!(prefixes.len() > 4);
+        let mut img = st.durable.to_vec();
+        for p in prefixes.iter().chain(prefixes.iter().rev()) {
+            st.image_over(p, &mut img);
+            assert_eq!(img, st.image(p), "{p:?}");
+        }
     }
 }

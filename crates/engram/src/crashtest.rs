@@ -67,7 +67,8 @@ pub struct Workload {
 /// Every workload.
 pub fn workloads() -> &'static [Workload] {
     &[
-        Workload { name: "alloc", about: "allocation of small, large and huge objects; frees", run: w_alloc },
+        Workload { name: "alloc", about: "allocation of small, large and multi-span objects; frees (huge ones: `huge`)", run: w_alloc },
+        Workload { name: "huge", about: "huge objects (a whole arena) allocated, linked, unlinked, freed, reused", run: w_huge },
         Workload { name: "roots", about: "setting, replacing and removing named roots", run: w_roots },
         Workload { name: "commit", about: "regions that commit (undo log, commit fence)", run: w_commit },
         Workload { name: "abort", about: "regions that return Err and roll back", run: w_abort },
@@ -86,6 +87,11 @@ pub fn workloads() -> &'static [Workload] {
             name: "mt-stm-first",
             about: "two threads' first STM transfers (their redo logs created) interleaved (merged trace)",
             run: stm::w_threads_first,
+        },
+        Workload {
+            name: "mt-stm-made",
+            about: "one thread's write-free STM transactions allocate nodes another thread's commits link (merged trace)",
+            run: stm::w_threads_made,
         },
         Workload { name: "stm-first", about: "a pool's first STM transactions: the thread's redo log created", run: stm::w_first },
         Workload { name: "stm-bank", about: "STM transfers: copies (large ones too), or_else, retry", run: stm::w_bank },
@@ -369,10 +375,29 @@ fn check_clean_bitmaps(pool: &Pool) -> std::result::Result<(), String> {
     Ok(())
 }
 
+/// Images above this size (a pool with a huge object: arenas of 64 MiB,
+/// nearly all zero) are written sparsely.
+const SPARSE_IMAGE: usize = 16 << 20;
+
 /// Overwrites the scratch file in place: truncating it first would free and
-/// re-allocate every page, which costs three times as much on tmpfs.
+/// re-allocate every page, which costs three times as much on tmpfs. A big
+/// image is written sparsely instead: the file is emptied and only its
+/// non-zero chunks are written (the rest reads as zero, a hole).
 fn write_image(path: &Path, img: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
+    use std::os::unix::fs::FileExt;
+    if img.len() > SPARSE_IMAGE {
+        const CHUNK: usize = 64 << 10;
+        static ZERO: [u8; CHUNK] = [0; CHUNK];
+        let f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).open(path)?;
+        f.set_len(img.len() as u64)?;
+        for (k, c) in img.chunks(CHUNK).enumerate() {
+            if c != &ZERO[..c.len()] {
+                f.write_all_at(c, (k * CHUNK) as u64)?;
+            }
+        }
+        return Ok(());
+    }
     let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(false).open(path)?;
     f.write_all(img)?;
     f.set_len(img.len() as u64)
@@ -527,6 +552,24 @@ fn w_alloc(h: &Harness) -> Result<Trace> {
         let sizes = [0u64, 40, 3000, 100_000];
         for i in 0..h.settings.regions.max(4) {
             pool.txn(|tx| ledger_step(tx, i, sizes[i as usize % sizes.len()], 2))?;
+            returned(pool)?;
+        }
+        Ok(())
+    })
+}
+
+/// `huge`: ledger regions whose payloads alternate between a huge object
+/// (one whole arena) and small ones, keeping two entries, so a region frees
+/// the first huge object and the next one reuses its arena. Each payload's
+/// first bytes overwrite the span table of its arena; freeing clears it
+/// (fenced) before the arena table hands the arena back (fenced). Only the
+/// touched lines of the big pool matter: images are written sparsely.
+fn w_huge(h: &Harness) -> Result<Trace> {
+    let (pool, tracer) = h.ledger_pool()?;
+    h.traced(pool, &tracer, |pool| {
+        let huge = crate::format::ARENA_SIZE - crate::format::OBJ_HEADER;
+        for (i, size) in [huge, 40, 40, huge].into_iter().enumerate() {
+            pool.txn(|tx| ledger_step(tx, i as u64, size, 2))?;
             returned(pool)?;
         }
         Ok(())

@@ -54,6 +54,12 @@ struct State {
     threads: Vec<std::thread::ThreadId>,
     /// The thread whose events are being recorded now.
     current: u32,
+    /// Lines some recorded store wrote to. A flush of any other line is
+    /// left out of the trace: the line still holds what the base (or an
+    /// `Extend`, zero) says, so writing it back changes no crash image.
+    /// (Committing a huge object flushes its whole 64 MiB, nearly all
+    /// untouched zeros: a million flush events the model need not see.)
+    touched: std::collections::HashSet<u64>,
 }
 
 // Every method leaves the state consistent before it can unwind.
@@ -119,6 +125,7 @@ impl Tracer {
         st.recording = true;
         st.threads = vec![std::thread::current().id()];
         st.current = 0;
+        st.touched.clear();
     }
 
     /// Records a `Thread` event if the calling thread is not the one whose
@@ -207,7 +214,9 @@ impl Tracer {
         Self::diff(&mut st, from, to);
         let mut line = from;
         while line < to {
-            st.trace.push(Event::Flush { addr: line, kind });
+            if st.touched.contains(&line) {
+                st.trace.push(Event::Flush { addr: line, kind });
+            }
             line += LINE;
         }
     }
@@ -261,6 +270,11 @@ impl Tracer {
                 shadow[p..end].copy_from_slice(&mem[p..end]);
             }
             p = end;
+        }
+        for e in &events {
+            if let Event::Store { addr, .. } = e {
+                st.touched.insert(addr / LINE * LINE);
+            }
         }
         st.trace.events.extend(events);
     }

@@ -33,7 +33,16 @@ impl Drop for Scratch {
 /// (the two run in parallel).
 #[test]
 fn every_workload_is_crash_consistent() {
-    sweep(|name| !name.starts_with("stm-") && !name.starts_with("mt-") && !name.starts_with("lazy-"));
+    sweep(|name| !name.starts_with("stm-") && !name.starts_with("mt-") && !name.starts_with("lazy-") && name != "huge");
+}
+
+/// Huge objects (a whole 64 MiB arena each, so a pool of 132 MiB whose
+/// images are written sparsely), in parallel with the others. The sweep
+/// found a real bug: the arena table entry of a new huge object was not
+/// fenced before its payload overwrote the arena's span table.
+#[test]
+fn huge_objects_are_crash_consistent() {
+    sweep(|name| name == "huge");
 }
 
 /// Two threads' regions (2PL) and STM commits interleaved in one merged
@@ -61,7 +70,7 @@ fn two_threads_are_crash_consistent() {
 fn two_threads_first_commits_over_several_interleavings() {
     let dir = Scratch::new();
     for round in 0..4 {
-        for name in ["mt-stm-first", "mt-regions"] {
+        for name in ["mt-stm-first", "mt-regions", "mt-stm-made"] {
             let r = workload(name).unwrap().run(&Settings::moderate(&dir.0), &mut |_, _| {}).unwrap();
             for v in &r.violations {
                 println!("  violation before event {} ({:?}): {} [{}]", v.event_index, v.fence, v.message, v.image);
@@ -177,6 +186,9 @@ const FAULTS: &[(&str, &str, &str)] = &[
     ("fence", "STM clock reservation before versions above it are used", "stm-recovery"),
     ("fence", "lazy links of this thread made durable (lazy::sync)", "lazy-force"),
     ("fence", "front end fence", "raw"),
+    ("fence", "span tables cleared before the arenas are handed back", "huge"),
+    ("fence", "arena table entries of a huge object before its payload overwrites the span tables", "huge"),
+    ("fence", "objects allocated by a transaction that wrote no variable", "mt-stm-made"),
 ];
 
 /// Provably harmless to drop, with the reason: (kind, name, workload that
@@ -225,16 +237,12 @@ const HARMLESS: &[(&str, &str, &str, &str)] = &[
 const GAPS: &[(&str, &str, &str)] = &[
     (
         "fence",
-        "span tables cleared before the arenas are handed back",
-        "no workload frees a huge object: a huge object needs a 64 MiB arena, too large to trace and image",
-    ),
-    ("fence", "arena table entries of a freed huge object", "as above"),
-    (
-        "fence",
-        "objects allocated by a transaction that wrote no variable",
-        "harmful only across threads (another thread's commit links the objects; its fence does not complete \
-      this thread's flushes); mt-stm, mt-stm-first and stm-map reach the fence, but no workload has one thread's \
-      write-free transaction allocate objects another thread's commit then links",
+        "arena table entries of a freed huge object",
+        "harmless on one thread (its next fence, which comes before anything can link an object in the arena, \
+      completes the clearing; until then a stale entry leaves an unreachable huge object that recovery frees \
+      again); harmful when another thread allocates spans in the arena and commits before it, as its fence \
+      does not complete this thread's flush. The huge workload reaches it (no violation); a workload for the \
+      harmful case needs arena 0 full (64 MiB of small objects) for the other thread's spans to land there",
     ),
     (
         "fence",

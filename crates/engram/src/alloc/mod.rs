@@ -500,6 +500,11 @@ impl Heap {
         for d in 1..k {
             set_arena_entry(space, a + d, ARENA_HUGE_TAIL | d)?;
         }
+        // The header and payload overwrite the arenas' span tables: were a
+        // payload line evicted to the media before the arena table says
+        // "huge", an open after a crash would read it as span-table entries
+        // (found by the `huge` crash-explorer workload).
+        space.persist.fence("arena table entries of a huge object before its payload overwrites the span tables")?;
         self.huge.lock().insert(a, k as u32);
         Ok((space.base() + arena_off(a), Loc::Huge { arena: a, arenas: k as u32 }))
     }

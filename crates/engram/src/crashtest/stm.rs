@@ -808,3 +808,91 @@ pub(super) fn w_overflow(h: &Harness) -> Result<Trace> {
     h.expect(move |pool, returned| check_ovf(pool, n, returned.max(2)));
     Ok(trace)
 }
+
+/// Keys of the nodes `mt-stm-made` allocates (above every key of
+/// [`map_op`], so each is linked at the list's end).
+const MADE_KEYS: [u64; 2] = [100, 101];
+
+/// `mt-stm-made`: one thread's write-free transactions allocate list nodes
+/// (`PTVar::new`, nothing written), each handed to a second thread whose
+/// commit links it at the end of the map. The second thread's record fence
+/// completes only its own flushes: only the allocating transaction's fence
+/// ("objects allocated by a transaction that wrote no variable") keeps a
+/// linked node from being lost on the media.
+pub(super) fn w_threads_made(h: &Harness) -> Result<Trace> {
+    let (pool, tracer) = h.create(0)?;
+    let map = Map::open(&pool)?;
+    let mut model = vec![Entries::new()];
+    for i in 0..2 {
+        map.step(&pool, map_op(i), &mut model)?;
+    }
+    let min = model.len() - 1;
+    for &k in &MADE_KEYS {
+        let mut m = model.last().cloned().unwrap_or_default();
+        m.push((k, k * 7));
+        model.push(m);
+    }
+    let (ready, go) = (std::sync::Barrier::new(2), std::sync::Barrier::new(2));
+    let (send, recv) = std::sync::mpsc::channel::<Link>();
+    let switches = failpoint::switches();
+    let notes: Result<Vec<(usize, u64)>> = std::thread::scope(|s| {
+        let (pool, tracer, ready, go, switches) = (&pool, &tracer, &ready, &go, &switches);
+        let linker = s.spawn(move || {
+            failpoint::adopt_switches(switches);
+            // a commit before tracing: this thread's redo log exists
+            let warm = pool.atomically(|tx| tx.write(&map.len, tx.read(&map.len)?));
+            ready.wait();
+            go.wait();
+            warm?;
+            let mut notes = Vec::new();
+            for (j, cell) in recv.iter().enumerate() {
+                pool.atomically(|tx| map.link_last(tx, cell))?;
+                notes.push((tracer.position(), (min + 1 + j) as u64));
+            }
+            Ok(notes)
+        });
+        ready.wait();
+        tracer.start();
+        go.wait();
+        for &k in &MADE_KEYS {
+            let node = MapNode { key: k, val: k * 7, next: PPtr::null() };
+            let made = pool.atomically(|tx| PTVar::new(tx, node).map(|v| v.cell()));
+            match made {
+                Ok(cell) => send.send(cell).map_err(|_| Error::corrupt("the linking thread is gone"))?,
+                Err(e) => {
+                    drop(send);
+                    let _ = linker.join();
+                    return Err(e);
+                }
+            }
+        }
+        drop(send);
+        linker.join().unwrap_or_else(|_| Err(Error::corrupt("a workload thread panicked")))
+    });
+    let trace = tracer.stop();
+    pool.simulate_crash();
+    for (at, n) in notes? {
+        super::note_returned_at(at, n);
+    }
+    h.expect(move |pool, returned| check_map(pool, &model, min.max(returned as usize)));
+    Ok(trace)
+}
+
+impl Map {
+    /// Links the node `cell` (its key above every other) at the list's end,
+    /// and adds it to the snapshot and the length.
+    fn link_last(&self, tx: &STx<'_>, cell: Link) -> StmResult<()> {
+        let (mut prev, mut cur): (Option<PTVar<MapNode>>, Link) = (None, tx.read(&self.head)?);
+        while !cur.is_null() {
+            let v = PTVar::<MapNode>::from_cell(cur);
+            prev = Some(v);
+            cur = tx.read(&v)?.next;
+        }
+        self.link(tx, prev, cell)?;
+        let node = tx.read(&PTVar::<MapNode>::from_cell(cell))?;
+        tx.write(&self.len, tx.read(&self.len)? + 1)?;
+        let mut snap: BTreeMap<u64, u64> = tx.read(&self.snap)?.as_slice(tx)?.iter().map(|p| (p.a, p.b)).collect();
+        apply_model(&mut snap, Op::Put(node.key, node.val));
+        tx.write(&self.snap, snap.into_iter().collect())
+    }
+}
