@@ -19,7 +19,7 @@
 //! [`set_thread_runtime`]); a lock word is locked only by one committer at
 //! a time. For that, with the *emulated* backend every lock-word write of
 //! every commit (software ones too) goes through the backend's
-//! non-transactional operations ([`word_cas`], [`word_store`]), so an
+//! non-transactional operations (`word_cas`, `word_store`), so an
 //! emulated hardware commit sees them as conflicts. That routing is decided
 //! once, at the first commit of the process ([`backend`]): it is armed when
 //! the backend is RTM (no cost: plain atomics), or when an HTM runtime was
