@@ -403,6 +403,19 @@ fn write_image(path: &Path, img: &[u8]) -> std::io::Result<()> {
     f.set_len(img.len() as u64)
 }
 
+/// Creates the ledger in a new pool: `ACCOUNTS` accounts sharing `TOTAL`,
+/// an empty log, under the root `ledger`.
+fn make_ledger(pool: &Pool) -> Result<()> {
+    pool.txn(|tx| {
+        let accounts = tx.alloc_array::<u64>(ACCOUNTS)?;
+        for i in 0..ACCOUNTS {
+            tx.set(accounts, i, TOTAL / ACCOUNTS)?;
+        }
+        let l = tx.alloc(Ledger { accounts, count: 0, log: PPtr::null() })?;
+        tx.set_root("ledger", l)
+    })
+}
+
 /// The ledger invariant, if the pool has a ledger yet (then `Ok(true)`):
 /// money conserved, a well-formed log, and at least `returned` regions.
 fn verify_ledger(pool: &Pool, returned: u64) -> std::result::Result<bool, String> {
@@ -467,14 +480,7 @@ impl Harness {
     /// A pool with a ledger, tracing from now on.
     fn ledger_pool(&self) -> Result<(Pool, std::sync::Arc<Tracer>)> {
         let (pool, tracer) = self.create(0)?;
-        pool.txn(|tx| {
-            let accounts = tx.alloc_array::<u64>(ACCOUNTS)?;
-            for i in 0..ACCOUNTS {
-                tx.set(accounts, i, TOTAL / ACCOUNTS)?;
-            }
-            let l = tx.alloc(Ledger { accounts, count: 0, log: PPtr::null() })?;
-            tx.set_root("ledger", l)
-        })?;
+        make_ledger(&pool)?;
         Ok((pool, tracer))
     }
 

@@ -716,14 +716,21 @@ fn check_map(pool: &Pool, model: &[Entries], min: usize) -> Check<()> {
     map.step(pool, Op::Put(1000, 1), &mut vec![got]).map_err(|e| format!("a put after recovery: {e}"))
 }
 
+/// The map of `stm-map` and `mt-stm-made` after its first two operations
+/// (before tracing), with the model's states so far.
+fn seeded_map(pool: &Pool) -> Result<(Map, Vec<Entries>)> {
+    let map = Map::open(pool)?;
+    let mut model = vec![Entries::new()];
+    for i in 0..2 {
+        map.step(pool, map_op(i), &mut model)?;
+    }
+    Ok((map, model))
+}
+
 /// `stm-map`: puts (new nodes, updates) and deletes against a model.
 pub(super) fn w_map(h: &Harness) -> Result<Trace> {
     let (pool, tracer) = h.create(0)?;
-    let map = Map::open(&pool)?;
-    let mut model = vec![Entries::new()];
-    for i in 0..2 {
-        map.step(&pool, map_op(i), &mut model)?;
-    }
+    let (map, mut model) = seeded_map(&pool)?;
     let min = model.len() - 1;
     let n = 4 * h.settings.regions;
     let trace = h.traced(pool, &tracer, |pool| {
@@ -821,11 +828,7 @@ const MADE_KEYS: [u64; 2] = [100, 101];
 /// linked node from being lost on the media.
 pub(super) fn w_threads_made(h: &Harness) -> Result<Trace> {
     let (pool, tracer) = h.create(0)?;
-    let map = Map::open(&pool)?;
-    let mut model = vec![Entries::new()];
-    for i in 0..2 {
-        map.step(&pool, map_op(i), &mut model)?;
-    }
+    let (map, mut model) = seeded_map(&pool)?;
     let min = model.len() - 1;
     for &k in &MADE_KEYS {
         let mut m = model.last().cloned().unwrap_or_default();

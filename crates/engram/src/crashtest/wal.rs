@@ -25,11 +25,11 @@
 //! fail: `wal.skip_fdatasync` (commits return before their record is
 //! durable) and `wal.skip_checksum` (recovery replays torn records).
 
-use super::{ledger_step, verify_ledger, Ledger, ACCOUNTS, LAYOUT, TOTAL};
+use super::{ledger_step, make_ledger, verify_ledger, Ledger, LAYOUT};
 use crate::error::{Error, Result};
 use crate::pmem::Durability;
 use crate::wal::{log_path, IoEvent, Recorder};
-use crate::{CreateOptions, OpenOptions, PPtr, Pool};
+use crate::{CreateOptions, OpenOptions, Pool};
 use std::path::{Path, PathBuf};
 
 /// How the WAL explorer runs.
@@ -178,14 +178,7 @@ fn prepare(path: &Path) -> Result<(Vec<u8>, Vec<u8>)> {
     let _ = std::fs::remove_file(path);
     let opts = CreateOptions::new(LAYOUT).initial_size(0).max_size(1 << 30).durability(Durability::Wal);
     let pool = Pool::create(path, opts)?;
-    pool.txn(|tx| {
-        let accounts = tx.alloc_array::<u64>(ACCOUNTS)?;
-        for i in 0..ACCOUNTS {
-            tx.set(accounts, i, TOTAL / ACCOUNTS)?;
-        }
-        let l = tx.alloc(Ledger { accounts, count: 0, log: PPtr::null() })?;
-        tx.set_root("ledger", l)
-    })?;
+    make_ledger(&pool)?;
     pool.close()?;
     let read = |p: &Path| std::fs::read(p).map_err(|e| Error::io("read base image", e));
     // A clean close removes the log.
