@@ -65,6 +65,22 @@ struct Totals {
     committed: u64,
 }
 
+impl Totals {
+    /// Prints what the kills did, for the test log.
+    fn print(&self, start: Instant) {
+        println!(
+            "{} kills ({} soon after a crash, while recovering) in {:.1?}: {} regions undone ({} log entries) in {} rounds; {} regions committed",
+            self.kills,
+            self.kills_in_recovery,
+            start.elapsed(),
+            self.undone_regions,
+            self.undone_entries,
+            self.rounds_with_undo,
+            self.committed
+        );
+    }
+}
+
 /// Spawns torture on `path`, kills it after `delay`, and checks it was the kill that ended it.
 fn kill_after(path: &Path, seed: u64, mode: &str, delay: Duration) {
     let child = Command::new(BIN)
@@ -135,16 +151,7 @@ fn sigkill_at_random_moments_never_breaks_an_invariant() {
     let seed = env_or("ENGRAM_KILL_SEED", 1);
     rounds("process", Durability::Process, 2 * seed, &mut totals);
     rounds("msync", Durability::Msync, 2 * seed + 1, &mut totals);
-    println!(
-        "{} kills ({} soon after a crash, while recovering) in {:.1?}: {} regions undone ({} log entries) in {} rounds; {} regions committed",
-        totals.kills,
-        totals.kills_in_recovery,
-        start.elapsed(),
-        totals.undone_regions,
-        totals.undone_entries,
-        totals.rounds_with_undo,
-        totals.committed
-    );
+    totals.print(start);
     assert!(totals.kills >= 40);
     assert!(totals.committed > 0, "torture never committed a region");
     assert!(totals.undone_regions > 0, "no kill landed inside a region");
@@ -162,16 +169,7 @@ fn sigkill_in_wal_mode_never_breaks_an_invariant() {
     let mut totals = Totals::default();
     let seed = env_or("ENGRAM_KILL_SEED", 1);
     rounds("wal", Durability::Wal, 2 * seed + 7, &mut totals);
-    println!(
-        "{} kills ({} soon after a crash, while recovering) in {:.1?}: {} regions undone ({} log entries) in {} rounds; {} regions committed",
-        totals.kills,
-        totals.kills_in_recovery,
-        start.elapsed(),
-        totals.undone_regions,
-        totals.undone_entries,
-        totals.rounds_with_undo,
-        totals.committed
-    );
+    totals.print(start);
     assert!(totals.kills >= 40);
     assert!(totals.committed > 0, "torture never committed a region");
     // A killed region's recordings never reach the log alone (one thread:
