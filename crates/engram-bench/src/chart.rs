@@ -110,6 +110,36 @@ pub fn sorted<T: Ord + Copy>(it: impl Iterator<Item = T>) -> Vec<T> {
     v
 }
 
+/// Draws the mesh of a chart whose x axis is one category per thread count
+/// (category `i` at x = `i`, labelled `threads[i]`), with `y_desc` and
+/// `y_fmt` on the y axis.
+pub fn draw_threads_mesh<DB: DrawingBackend>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>>,
+    threads: &[u32],
+    y_desc: &str,
+    y_fmt: &dyn Fn(&f64) -> String,
+) -> Result<(), String> {
+    chart
+        .configure_mesh()
+        .x_labels(threads.len().max(2))
+        .x_label_formatter(&|v: &f64| {
+            let i = v.round();
+            if (v - i).abs() < 1e-6 && i >= 0.0 {
+                threads.get(i as usize).map_or(String::new(), |t| t.to_string())
+            } else {
+                String::new()
+            }
+        })
+        .y_labels(8)
+        .y_label_formatter(y_fmt)
+        .x_desc("threads")
+        .y_desc(y_desc)
+        .label_style(("sans-serif", 14))
+        .axis_desc_style(("sans-serif", 15))
+        .draw()
+        .map_err(|e| e.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

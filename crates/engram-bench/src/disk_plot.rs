@@ -2,7 +2,7 @@
 //! second against threads, one line per system (Engram regions in msync and
 //! wal mode, the PSTM in wal mode, SQLite, LMDB).
 
-use crate::chart::{fmt_tick, register_font};
+use crate::chart::{draw_threads_mesh, fmt_tick, register_font};
 use crate::disk::{Cell, SYSTEMS};
 use plotters::prelude::*;
 use std::path::Path;
@@ -29,26 +29,7 @@ pub fn draw(cells: &[Cell], threads: &[u32], path: &Path) -> Result<(), String> 
         .y_label_area_size(70)
         .build_cartesian_2d(-0.3..n - 0.7, 0.0..hi * 1.45)
         .map_err(|e| e.to_string())?;
-    let labels = threads.to_vec();
-    chart
-        .configure_mesh()
-        .x_labels(threads.len().max(2))
-        .x_label_formatter(&|v: &f64| {
-            let i = v.round();
-            if (v - i).abs() < 1e-6 && i >= 0.0 {
-                labels.get(i as usize).map_or(String::new(), |t| t.to_string())
-            } else {
-                String::new()
-            }
-        })
-        .y_labels(8)
-        .y_label_formatter(&|v: &f64| fmt_tick(*v))
-        .x_desc("threads")
-        .y_desc("commits/s")
-        .label_style(("sans-serif", 14))
-        .axis_desc_style(("sans-serif", 15))
-        .draw()
-        .map_err(|e| e.to_string())?;
+    draw_threads_mesh(&mut chart, threads, "commits/s", &|v: &f64| fmt_tick(*v))?;
     for (sys, name) in SYSTEMS.iter().enumerate() {
         let pts: Vec<(f64, f64)> = threads
             .iter()

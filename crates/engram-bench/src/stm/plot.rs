@@ -19,7 +19,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::report::{fmt_txps, over_pmdk, slowdown, Point, Row};
 use super::workload::{Impl, Structure};
-use crate::chart::{colour, draw_err, register_font, sorted, PlotError};
+use crate::chart::{colour, draw_err, draw_threads_mesh, register_font, sorted, PlotError};
 
 fn color(imp: Impl) -> RGBColor {
     match imp {
@@ -130,26 +130,7 @@ fn throughput_panel(area: &DrawingArea<BitMapBackend<'_>, Shift>, rows: &[&Row],
         // Headroom above the highest point for the legend.
         .build_cartesian_2d(-0.3..n - 0.7, 0.0..hi * 1.6)
         .map_err(|e| e.to_string())?;
-    let labels = threads.clone();
-    chart
-        .configure_mesh()
-        .x_labels(threads.len().max(2))
-        .x_label_formatter(&|v: &f64| {
-            let i = v.round();
-            if (v - i).abs() < 1e-6 && i >= 0.0 {
-                labels.get(i as usize).map_or(String::new(), |t| t.to_string())
-            } else {
-                String::new()
-            }
-        })
-        .y_labels(8)
-        .y_label_formatter(&|v: &f64| fmt_txps(*v))
-        .x_desc("threads")
-        .y_desc("tx/s")
-        .label_style(("sans-serif", 14))
-        .axis_desc_style(("sans-serif", 15))
-        .draw()
-        .map_err(|e| e.to_string())?;
+    draw_threads_mesh(&mut chart, &threads, "tx/s", &|v: &f64| fmt_txps(*v))?;
     for imp in Impl::ALL {
         let pts: Vec<(f64, f64)> =
             threads.iter().filter_map(|&t| rows.iter().find(|r| r.imp == imp && r.point.threads == t).map(|r| (x_of(t), r.txps))).collect();
