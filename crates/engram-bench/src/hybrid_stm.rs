@@ -122,7 +122,7 @@ pub fn section(a: &HybridArgs, md: &mut String) {
     );
     let _ = writeln!(md, "| runtime | threads | commits/s | L1 / L2 / L3 / SW % | level-1 aborts | level-2 aborts |");
     let _ = writeln!(md, "|---|---:|---:|---|---|---|");
-    for rt in [Runtime::Fine, Runtime::FineHtm, Runtime::Hybrid] {
+    for &rt in Runtime::ALL {
         for &t in threads {
             match point(a, rt, t) {
                 Ok((rate, ops, s)) => {

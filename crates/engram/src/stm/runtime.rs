@@ -53,7 +53,10 @@ pub enum Runtime {
 }
 
 impl Runtime {
-    /// `fine` or `fine-htm`.
+    /// Every runtime, in the order benchmarks and reports list them.
+    pub const ALL: &'static [Runtime] = &[Runtime::Fine, Runtime::FineHtm, Runtime::Hybrid];
+
+    /// `fine`, `fine-htm` or `hybrid`.
     pub fn name(self) -> &'static str {
         match self {
             Runtime::Fine => "fine",
