@@ -63,20 +63,24 @@ struct Totals {
     undone_entries: u64,
     rounds_with_undo: u32,
     committed: u64,
+    /// Rounds after which the recovered pool held more committed regions
+    /// than before: the torture processes make progress between kills.
+    rounds_with_progress: u32,
 }
 
 impl Totals {
     /// Prints what the kills did, for the test log.
     fn print(&self, start: Instant) {
         println!(
-            "{} kills ({} soon after a crash, while recovering) in {:.1?}: {} regions undone ({} log entries) in {} rounds; {} regions committed",
+            "{} kills ({} soon after a crash, while recovering) in {:.1?}: {} regions undone ({} log entries) in {} rounds; {} regions committed, {} rounds made progress",
             self.kills,
             self.kills_in_recovery,
             start.elapsed(),
             self.undone_regions,
             self.undone_entries,
             self.rounds_with_undo,
-            self.committed
+            self.committed,
+            self.rounds_with_progress
         );
     }
 }
@@ -119,7 +123,9 @@ fn recover_and_check(path: &Path, d: Durability, last: &Summary) -> (engram::Ope
     (report, sum)
 }
 
-fn rounds(mode: &str, d: Durability, seed: u64, totals: &mut Totals) {
+/// Kills and recovers torture on one pool, round after round; returns the
+/// regions committed in this mode.
+fn rounds(mode: &str, d: Durability, seed: u64, totals: &mut Totals) -> u64 {
     let t = Temp::new(mode);
     Pool::create(&t.0, CreateOptions::new(torture::LAYOUT).durability(d)).unwrap().close().unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
@@ -138,9 +144,11 @@ fn rounds(mode: &str, d: Durability, seed: u64, totals: &mut Totals) {
         totals.undone_regions += report.undone_regions;
         totals.undone_entries += report.undone_entries;
         totals.rounds_with_undo += (report.undone_regions > 0) as u32;
+        totals.rounds_with_progress += (sum.regions > last.regions) as u32;
         last = sum;
     }
     totals.committed += last.regions;
+    last.regions
 }
 
 #[test]
@@ -149,15 +157,15 @@ fn sigkill_at_random_moments_never_breaks_an_invariant() {
     let start = Instant::now();
     let mut totals = Totals::default();
     let seed = env_or("ENGRAM_KILL_SEED", 1);
-    rounds("process", Durability::Process, 2 * seed, &mut totals);
-    rounds("msync", Durability::Msync, 2 * seed + 1, &mut totals);
+    let process = rounds("process", Durability::Process, 2 * seed, &mut totals);
+    let msync = rounds("msync", Durability::Msync, 2 * seed + 1, &mut totals);
     totals.print(start);
     assert!(totals.kills >= 40);
-    assert!(totals.committed > 0, "torture never committed a region");
+    // Outcomes, not time: each mode's torture processes committed regions
+    // that survived their kills, and some kill landed inside a region.
+    assert!(process > 0 && msync > 0, "torture never committed a region (process {process}, msync {msync})");
+    assert!(totals.rounds_with_progress > 0, "no round made progress: {totals:?}");
     assert!(totals.undone_regions > 0, "no kill landed inside a region");
-    if std::env::var_os("ENGRAM_KILL_ROUNDS").is_none() {
-        assert!(start.elapsed() < Duration::from_secs(45), "took {:?}", start.elapsed());
-    }
 }
 
 /// The same in wal mode, on the disk: the log is replayed at every reopen
@@ -168,10 +176,10 @@ fn sigkill_in_wal_mode_never_breaks_an_invariant() {
     let start = Instant::now();
     let mut totals = Totals::default();
     let seed = env_or("ENGRAM_KILL_SEED", 1);
-    rounds("wal", Durability::Wal, 2 * seed + 7, &mut totals);
+    let wal = rounds("wal", Durability::Wal, 2 * seed + 7, &mut totals);
     totals.print(start);
     assert!(totals.kills >= 40);
-    assert!(totals.committed > 0, "torture never committed a region");
+    assert!(wal > 0 && totals.rounds_with_progress > 0, "torture never committed a region: {totals:?}");
     // A killed region's recordings never reach the log alone (one thread:
     // nothing else commits them), so there is usually nothing to undo.
 }
