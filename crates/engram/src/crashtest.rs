@@ -69,6 +69,16 @@ pub fn workloads() -> &'static [Workload] {
     &[
         Workload { name: "alloc", about: "allocation of small, large and multi-span objects; frees (huge ones: `huge`)", run: w_alloc },
         Workload { name: "huge", about: "huge objects (a whole arena) allocated, linked, unlinked, freed, reused", run: w_huge },
+        Workload {
+            name: "huge-multi",
+            about: "huge objects of two arenas: head and tail arena entries set and cleared under one fence",
+            run: w_huge_multi,
+        },
+        Workload {
+            name: "mt-huge-free",
+            about: "a huge object freed, then another thread's large object placed in its arena (merged trace)",
+            run: w_huge_free_reused,
+        },
         Workload { name: "roots", about: "setting, replacing and removing named roots", run: w_roots },
         Workload { name: "commit", about: "regions that commit (undo log, commit fence)", run: w_commit },
         Workload { name: "abort", about: "regions that return Err and roll back", run: w_abort },
@@ -579,6 +589,68 @@ fn w_huge(h: &Harness) -> Result<Trace> {
             returned(pool)?;
         }
         Ok(())
+    })
+}
+
+/// `huge-multi`: as `huge`, with objects of two arenas (a pool of 196 MiB,
+/// written sparsely). The head and tail arena-table entries share a line
+/// and one fence: a crash may keep the head without its tail (allocation)
+/// or the tail without its head (free), which recovery clears
+/// (`alloc.partial_huge_not_repaired` plants the old refusal).
+fn w_huge_multi(h: &Harness) -> Result<Trace> {
+    let (pool, tracer) = h.ledger_pool()?;
+    h.traced(pool, &tracer, |pool| {
+        let huge = 2 * crate::format::ARENA_SIZE - crate::format::OBJ_HEADER;
+        // allocated by the first region, freed by the third
+        for (i, size) in [huge, 40, 40].into_iter().enumerate() {
+            pool.txn(|tx| ledger_step(tx, i as u64, size, 2))?;
+            returned(pool)?;
+        }
+        Ok(())
+    })
+}
+
+/// `mt-huge-free`: thread A's region frees a huge object (arena 1); then
+/// thread B's region allocates a large object, which lands in that arena
+/// (arena 0 is filled before tracing, untraced, by large objects whose
+/// payloads are never written), and commits. Only A's own fence after
+/// clearing the arena-table entry makes it durable before the arena is
+/// handed to span allocation: B's fences do not complete A's flush.
+fn w_huge_free_reused(h: &Harness) -> Result<Trace> {
+    let (pool, tracer) = h.ledger_pool()?;
+    pool.txn(|tx| ledger_step(tx, 0, crate::format::ARENA_SIZE - crate::format::OBJ_HEADER, 2))?;
+    fill_arena_zero(&pool)?;
+    h.traced(pool, &tracer, |pool| {
+        // A drops the huge entry (keeps only its new one).
+        pool.txn(|tx| ledger_step(tx, 1, 40, 1))?;
+        returned(pool)?;
+        let b = std::thread::scope(|s| {
+            s.spawn(|| {
+                let n = pool.txn(|tx| ledger_step(tx, 2, 16 * crate::format::SPAN_SIZE, 2))?;
+                Ok::<_, Error>((tracer.position(), n))
+            })
+            .join()
+            .unwrap_or_else(|_| Err(Error::corrupt("thread B panicked")))
+        })?;
+        note_returned_at(b.0, b.1);
+        Ok(())
+    })
+}
+
+/// Takes every span of arena 0 left free with unreachable large objects
+/// (headers written, payloads never touched), so that the next span
+/// allocation of 9 spans or more goes to another arena. The recovery GC of
+/// each crash image frees them again, which changes nothing for the check.
+fn fill_arena_zero(pool: &Pool) -> Result<()> {
+    use crate::format::{arena_off, SPAN_SIZE};
+    let end = pool.inner().space.base() + arena_off(1);
+    pool.txn(|tx| {
+        loop {
+            let a = tx.alloc_array::<u8>(8 * SPAN_SIZE - crate::format::OBJ_HEADER)?;
+            if a.addr() >= end {
+                return tx.free_array(a);
+            }
+        }
     })
 }
 

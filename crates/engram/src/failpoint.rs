@@ -132,6 +132,11 @@ mod armed {
 
     /// The bugs [`plant`] knows: (name, what the engine then does wrong).
     pub const BUGS: &[(&str, &str)] = &[
+        (
+            "alloc.partial_huge_not_repaired",
+            "recovery leaves the arena-table entries of a multi-arena huge object that a crash left partial (a head \
+             without its tail, a lone tail) as they are, and refuses the pool as corrupt",
+        ),
         ("stm.reservation_not_persisted", "the STM clock reservation is raised in memory but never written to the pool"),
         (
             "types.pointer_map_not_persisted",
