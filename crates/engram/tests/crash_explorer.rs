@@ -399,6 +399,9 @@ fn run_faults(faults: &[(&str, &str, &str)], which: &dyn Fn(usize) -> bool, must
             r.images_checked,
             t0.elapsed()
         );
+        if let Some(v) = r.violations.first() {
+            println!("  before event {} ({:?}): {} [{}]", v.event_index, v.fence, v.message, v.image);
+        }
         if hits == 0 {
             missed.push(format!("{kind} {what:?}: never reached by {name}"));
         } else if must_fail && r.violations.is_empty() {
