@@ -281,3 +281,43 @@ fn unlinked_allocations_are_garbage_after_crash() {
     assert_eq!(verify(&pool), 0);
     pool.close().unwrap();
 }
+
+/// A crash can leave a multi-arena huge object's arena-table entries
+/// partial (head and tail share one fence): a head without its tail (while
+/// it is allocated) or a tail without its head (while it is freed). Such an
+/// object is unreachable and its span tables are clean: the open clears the
+/// entries (it used to refuse the pool as corrupt), and the arenas serve
+/// the next huge object.
+#[test]
+fn partial_multi_arena_huge_entries_are_cleared_after_a_crash() {
+    use engram::format::{arena_off, ARENA_HUGE_HEAD, ARENA_HUGE_TAIL, ARENA_SIZE, ARENA_TABLE_OFF, OBJ_HEADER};
+    use std::os::unix::fs::FileExt;
+    let entry = |a: u64| ARENA_TABLE_OFF + 8 * a;
+    for keep in ["head", "tail"] {
+        let t = TempPool::new(&format!("partial-huge-{keep}"));
+        let o = CreateOptions::new("bank").durability(Durability::Process).max_size(1 << 30);
+        let pool = Pool::create(&t.0, o).unwrap();
+        // allocated in a region, never linked
+        let a = pool.txn(|tx| tx.alloc_array::<u8>(2 * ARENA_SIZE - OBJ_HEADER)).unwrap();
+        let at = a.addr() - pool.info().base - OBJ_HEADER;
+        let h = (at - arena_off(0)) / ARENA_SIZE;
+        assert_eq!(at, arena_off(h), "a huge object starts an arena");
+        pool.simulate_crash();
+        let f = std::fs::OpenOptions::new().read(true).write(true).open(&t.0).unwrap();
+        let word = |a: u64| {
+            let mut b = [0u8; 8];
+            f.read_exact_at(&mut b, entry(a)).unwrap();
+            u64::from_le_bytes(b)
+        };
+        assert_eq!((word(h), word(h + 1)), (ARENA_HUGE_HEAD | 2, ARENA_HUGE_TAIL | 1));
+        let lost = if keep == "head" { h + 1 } else { h };
+        f.write_all_at(&0u64.to_le_bytes(), entry(lost)).unwrap();
+        drop(f);
+        let pool = Pool::open(&t.0, opts()).unwrap_or_else(|e| panic!("{keep} alone: {e}"));
+        pool.check().unwrap();
+        let b = pool.txn(|tx| tx.alloc_array::<u8>(2 * ARENA_SIZE - OBJ_HEADER)).unwrap();
+        assert_eq!(b.addr() - pool.info().base, arena_off(h) + OBJ_HEADER, "{keep} alone: the arenas are free again");
+        pool.txn(|tx| tx.free_array(b)).unwrap();
+        pool.close().unwrap();
+    }
+}
