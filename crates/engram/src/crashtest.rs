@@ -638,17 +638,20 @@ fn w_huge_free_reused(h: &Harness) -> Result<Trace> {
 }
 
 /// Takes every span of arena 0 left free with unreachable large objects
-/// (headers written, payloads never touched), so that the next span
+/// (headers written, payloads never touched: the pool file stays sparse), so that the next span
 /// allocation of 9 spans or more goes to another arena. The recovery GC of
 /// each crash image frees them again, which changes nothing for the check.
 fn fill_arena_zero(pool: &Pool) -> Result<()> {
     use crate::format::{arena_off, SPAN_SIZE};
     let end = pool.inner().space.base() + arena_off(1);
+    let len = 8 * SPAN_SIZE - crate::format::OBJ_HEADER;
     pool.txn(|tx| {
+        let id = tx.type_id::<u8>()?;
         loop {
-            let a = tx.alloc_array::<u8>(8 * SPAN_SIZE - crate::format::OBJ_HEADER)?;
-            if a.addr() >= end {
-                return tx.free_array(a);
+            // not zeroed (`alloc_array` would touch 64 MiB of pages)
+            let a = tx.alloc_raw(len, id, crate::format::OBJ_ARRAY, len)?;
+            if a >= end {
+                return tx.free_array(PArray::<u8>::from_addr(a));
             }
         }
     })
