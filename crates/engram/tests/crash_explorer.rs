@@ -255,8 +255,7 @@ const HARMLESS: &[(&str, &str, &str, &str)] = &[
 
 /// Not caught by the moderate sweep, and not provably harmless: the open
 /// gaps, documented in docs/crash-consistency.md. (kind, name, why).
-const GAPS: &[(&str, &str, &str)] = &[
-];
+const GAPS: &[(&str, &str, &str)] = &[];
 
 /// Why dropping "STM records cleared and epoch bumped" is harmless: a lock
 /// word of the new epoch exists only after the open returns (no STM commit
