@@ -20,7 +20,7 @@ mod common;
 use common::TempPool;
 use engram::htm::abort::{code, CAPACITY, CONFLICT, DEBUG, NESTED, RETRY};
 use engram::htm::{Abort, Cause, EmuConfig};
-use engram::stm::runtime::{self, Runtime, RuntimeStats};
+use engram::stm::runtime::{self, Attempts, HtmPolicy, Runtime, RuntimeStats, Subscription};
 use engram::stm::{self, PTVar, StmResult, TVar};
 use engram::{CreateOptions, Durability, OpenOptions, Pool};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -43,6 +43,11 @@ fn setup() -> MutexGuard<'static, ()> {
     g
 }
 
+/// A policy with fixed attempts.
+fn policy(commit: u32, hw: u32, subscription: Subscription) -> HtmPolicy {
+    HtmPolicy { commit_attempts: Attempts::Fixed(commit), hw_attempts: Attempts::Fixed(hw), subscription, ..HtmPolicy::default() }
+}
+
 fn bounded<R: Send + 'static>(what: &str, f: impl FnOnce() -> R + Send + 'static) -> R {
     let (done, wait) = channel();
     let h = std::thread::spawn(move || {
@@ -63,6 +68,7 @@ fn delta(a: RuntimeStats, b: RuntimeStats) -> RuntimeStats {
         validate_aborts: b.validate_aborts - a.validate_aborts,
         locked_aborts: b.locked_aborts - a.locked_aborts,
         l1_commits: b.l1_commits - a.l1_commits,
+        coarse_commits: b.coarse_commits - a.coarse_commits,
         ..RuntimeStats::default()
     };
     for i in 0..Cause::COUNT {
@@ -104,7 +110,7 @@ fn every_hardware_commit_path() {
         // no spurious conflicts on this thread's paths: a fresh backend is
         // not possible, so retry on the rare random abort instead.
         runtime::set_thread_runtime(Some(Runtime::FineHtm)).unwrap();
-        runtime::set_policy(runtime::HtmPolicy { commit_attempts: 4, hw_attempts: 2 });
+        runtime::set_policy(policy(4, 2, Subscription::Lazy));
         let v = TVar::new(0u64);
         let conflict = Abort(CONFLICT | RETRY);
         let cap = Abort(CAPACITY);
@@ -148,7 +154,7 @@ fn every_hybrid_level() {
     let _g = setup();
     bounded("levels", || {
         runtime::set_thread_runtime(Some(Runtime::Hybrid)).unwrap();
-        runtime::set_policy(runtime::HtmPolicy { commit_attempts: 4, hw_attempts: 2 });
+        runtime::set_policy(policy(4, 2, Subscription::Lazy));
         let v = TVar::new(0u64);
         let c = Abort(CONFLICT | RETRY);
         let ex = Cause::Explicit(0).index();
@@ -226,25 +232,36 @@ fn a_real_conflict_fails_hardware_validation() {
 const ACCTS: usize = 8;
 const START: u64 = 1000;
 
-/// Transfers on volatile accounts; `rts[i]` is worker i's runtime.
-fn bank(rts: Vec<Runtime>, per: u64) {
+/// Transfers on volatile accounts; `rts[i]` is worker i's runtime, the
+/// auditor runs under the last one. Returns the auditor's bodies that saw
+/// a broken total (zombies: only level 1 with lazy subscription may).
+fn bank(rts: Vec<Runtime>, per: u64) -> u64 {
     let accts: Arc<Vec<TVar<u64>>> = Arc::new((0..ACCTS).map(|_| TVar::new(START)).collect());
     let done = Arc::new(AtomicBool::new(false));
     let audits = Arc::new(AtomicU64::new(0));
+    let zombies = Arc::new(AtomicU64::new(0));
     let auditor = {
-        let (accts, done, audits) = (accts.clone(), done.clone(), audits.clone());
+        let (accts, done, audits, zombies) = (accts.clone(), done.clone(), audits.clone(), zombies.clone());
         let art = rts.last().copied();
         std::thread::spawn(move || {
             runtime::set_thread_runtime(art).unwrap();
+            let total = START * ACCTS as u64;
             while !done.load(Ordering::Acquire) || audits.load(Ordering::Relaxed) == 0 {
-                // checked inside the body too: no zombie sees a broken total
                 let s = stm::atomically(|tx| {
-                    let s = accts.iter().map(|x| tx.read(x)).sum::<StmResult<u64>>()?;
-                    assert_eq!(s, START * ACCTS as u64, "a transaction body saw a broken total");
+                    let sum = || accts.iter().map(|x| tx.read(x)).sum::<StmResult<u64>>();
+                    let mut s = sum()?;
+                    if s != total {
+                        // a zombie: it must be ended by the runtime (a read
+                        // that validates), never commit, never loop forever
+                        zombies.fetch_add(1, Ordering::Relaxed);
+                        while s != total {
+                            s = sum()?;
+                        }
+                    }
                     Ok(s)
                 })
                 .unwrap();
-                assert_eq!(s, START * ACCTS as u64, "an auditor saw a broken total");
+                assert_eq!(s, total, "an auditor committed a broken total");
                 audits.fetch_add(1, Ordering::Relaxed);
             }
         })
@@ -285,25 +302,52 @@ fn bank(rts: Vec<Runtime>, per: u64) {
                 assert!(d.l1_commits + d.hw_commits + d.sw_fallbacks >= per, "{d:?}");
                 hw += d.l1_commits + d.hw_commits;
             }
+            Runtime::Coarse => {
+                // every transfer commits under the lock (one from an
+                // account to itself writes too)
+                assert_eq!(d.coarse_commits, per, "{d:?}");
+                assert_eq!(d.hw_commits + d.l1_commits + d.sw_fallbacks, 0, "a Coarse thread used hardware: {d:?}");
+            }
         }
     }
     done.store(true, Ordering::Release);
     auditor.join().unwrap();
     assert_eq!(accts.iter().map(TVar::load).sum::<u64>(), START * ACCTS as u64);
-    println!("bank: {} audits, {hw} hardware commits", audits.load(Ordering::Relaxed));
+    let z = zombies.load(Ordering::Relaxed);
+    println!("bank: {} audits, {hw} hardware commits, {z} zombie bodies", audits.load(Ordering::Relaxed));
+    z
 }
 
 #[test]
 fn bank_under_each_runtime() {
     let _g = setup();
     bounded("bank", || {
-        bank(vec![Runtime::Fine; 4], 1500);
-        bank(vec![Runtime::FineHtm; 4], 1500);
-        bank(vec![Runtime::Fine, Runtime::FineHtm, Runtime::Fine, Runtime::FineHtm], 1500);
+        runtime::set_policy(HtmPolicy::default());
+        for rts in [vec![Runtime::Fine; 4], vec![Runtime::FineHtm; 4], vec![Runtime::Fine, Runtime::FineHtm, Runtime::Fine, Runtime::FineHtm]] {
+            assert_eq!(bank(rts, 1500), 0, "a software body saw a broken total");
+        }
         bank(vec![Runtime::Hybrid; 4], 1500);
         bank(vec![Runtime::Fine, Runtime::FineHtm, Runtime::Hybrid, Runtime::Hybrid], 1500);
-        bank(vec![Runtime::FineHtm; 8], 500);
+        assert_eq!(bank(vec![Runtime::FineHtm; 8], 500), 0);
         bank(vec![Runtime::Hybrid; 8], 500);
+        // early subscription: no body ever sees a broken total
+        runtime::set_policy(HtmPolicy { subscription: Subscription::Early, ..HtmPolicy::default() });
+        assert_eq!(bank(vec![Runtime::Hybrid; 4], 1000), 0, "early subscription let a zombie run");
+        assert_eq!(bank(vec![Runtime::Fine, Runtime::Coarse, Runtime::FineHtm, Runtime::Hybrid], 1000), 0);
+        runtime::set_policy(HtmPolicy::default());
+    });
+}
+
+#[test]
+fn coarse_bank_and_mixed_runtimes() {
+    let _g = setup();
+    bounded("coarse bank", || {
+        runtime::set_policy(HtmPolicy::default());
+        assert_eq!(bank(vec![Runtime::Coarse; 4], 1500), 0);
+        assert_eq!(bank(vec![Runtime::Coarse; 8], 500), 0);
+        assert_eq!(bank(vec![Runtime::Fine, Runtime::Coarse, Runtime::Fine, Runtime::Coarse], 1500), 0);
+        bank(vec![Runtime::Fine, Runtime::FineHtm, Runtime::Hybrid, Runtime::Coarse], 1500);
+        bank(vec![Runtime::Coarse, Runtime::Hybrid, Runtime::Coarse, Runtime::FineHtm, Runtime::Fine, Runtime::Hybrid, Runtime::Coarse, Runtime::Hybrid], 500);
     });
 }
 
@@ -371,7 +415,7 @@ fn queues(rt: Runtime, producers: u64, consumers: u64, n: u64) {
 fn retry_and_or_else_under_each_runtime() {
     let _g = setup();
     bounded("queues", || {
-        for rt in [Runtime::Fine, Runtime::FineHtm, Runtime::Hybrid] {
+        for &rt in Runtime::ALL {
             queues(rt, 2, 2, 300);
             queues(rt, 4, 4, 150);
         }
@@ -422,5 +466,12 @@ fn runtime_names_parse() {
     assert_eq!(Runtime::parse("fine").unwrap(), Runtime::Fine);
     assert_eq!(Runtime::parse("fine-htm").unwrap(), Runtime::FineHtm);
     assert_eq!(Runtime::parse("hybrid").unwrap(), Runtime::Hybrid);
-    assert!(Runtime::parse("coarse").is_err());
+    assert_eq!(Runtime::parse("coarse").unwrap(), Runtime::Coarse);
+    assert!(Runtime::parse("coarse-grain").is_err());
+    for &rt in Runtime::ALL {
+        assert_eq!(Runtime::parse(rt.name()).unwrap(), rt);
+    }
+    assert_eq!(runtime::parse_subscription("lazy").unwrap(), Subscription::Lazy);
+    assert_eq!(runtime::parse_subscription("early").unwrap(), Subscription::Early);
+    assert!(runtime::parse_subscription("eager").is_err());
 }

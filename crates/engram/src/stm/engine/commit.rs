@@ -1,11 +1,14 @@
 //! The commit protocol (steps 1-7 in `mod.rs`): materialise copies, lock
 //! the write set, take the timestamp, validate, write the redo record and
-//! copies, ONE fence, then store in place and wake waiters.
+//! copies, ONE fence, then store in place and wake waiters. Steps 2-7 run
+//! inside the coarse lock's span (`coarse.rs`: exclusive for a `Coarse`
+//! commit, shared for the others, nothing when it is not armed).
 //!
 //! Crash behaviour: a crash before the fence in `persist_record` loses the
 //! commit whole (the record is incomplete or its checksums fail); after it,
 //! recovery replays the record (`redo.rs`).
 
+use super::coarse::Commit;
 use super::pool_state::{PoolCtx, ThreadLog, RESERVE};
 use super::run::{SERIAL, SERIAL_WANTED};
 use super::tx::{Kind, STx};
@@ -38,9 +41,17 @@ impl STx<'_> {
         let _shared = (!serial && SERIAL_WANTED.load(Ordering::SeqCst) > 0).then(|| SERIAL.read());
         // Lock words go through the emulated HTM when it is armed (runtime.rs).
         let via = runtime::route();
+        // The coarse lock (coarse.rs): exclusive for a Coarse commit, shared
+        // for the others, until the last in-place store.
+        let coarse = Commit::take(via);
         // 2. lock the write set (FineHtm: and validate the reads, in one
-        //    hardware transaction; `validated` then).
-        let validated = self.lock_writes_rt(via)?;
+        //    hardware transaction; `validated` then. Coarse: plain stores).
+        let validated = if coarse.exclusive() {
+            self.lock_writes_plain(via)?;
+            false
+        } else {
+            self.lock_writes_rt(via)?
+        };
         // 3. the commit timestamp.
         let wv = CLOCK.fetch_add(1, Ordering::AcqRel) + 1;
         // 4. validate the reads unless nobody committed since we began.
@@ -55,6 +66,9 @@ impl STx<'_> {
         }
         // 7. in place, then wake waiters.
         self.apply(wv, via);
+        if coarse.exclusive() {
+            runtime::count(|s| s.coarse_commits += 1);
+        }
         Ok(())
     }
 
