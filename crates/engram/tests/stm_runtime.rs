@@ -334,7 +334,8 @@ fn bank_under_each_runtime() {
     let _g = setup();
     bounded("bank", || {
         runtime::set_policy(HtmPolicy::default());
-        for rts in [vec![Runtime::Fine; 4], vec![Runtime::FineHtm; 4], vec![Runtime::Fine, Runtime::FineHtm, Runtime::Fine, Runtime::FineHtm]] {
+        use Runtime::{Fine, FineHtm};
+        for rts in [vec![Fine; 4], vec![FineHtm; 4], vec![Fine, FineHtm, Fine, FineHtm]] {
             assert_eq!(bank(rts, 1500), 0, "a software body saw a broken total");
         }
         bank(vec![Runtime::Hybrid; 4], 1500);
@@ -358,7 +359,8 @@ fn coarse_bank_and_mixed_runtimes() {
         assert_eq!(bank(vec![Runtime::Coarse; 8], 500), 0);
         assert_eq!(bank(vec![Runtime::Fine, Runtime::Coarse, Runtime::Fine, Runtime::Coarse], 1500), 0);
         bank(vec![Runtime::Fine, Runtime::FineHtm, Runtime::Hybrid, Runtime::Coarse], 1500);
-        bank(vec![Runtime::Coarse, Runtime::Hybrid, Runtime::Coarse, Runtime::FineHtm, Runtime::Fine, Runtime::Hybrid, Runtime::Coarse, Runtime::Hybrid], 500);
+        use Runtime::{Coarse, Fine, FineHtm, Hybrid};
+        bank(vec![Coarse, Hybrid, Coarse, FineHtm, Fine, Hybrid, Coarse, Hybrid], 500);
     });
 }
 
