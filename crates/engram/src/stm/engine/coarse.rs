@@ -27,11 +27,8 @@
 //! words read as unlocked after a crash (a new epoch); the durable steps
 //! are the commit's, unchanged.
 
-use super::tx::{Kind, STx};
-use super::{word_at, StmError, StmResult};
 use crate::htm::{Htm, HwTx};
 use crate::stm::runtime::{self, Runtime};
-use crate::stm::word;
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 
@@ -69,7 +66,8 @@ impl Commit {
         Commit::Exclusive(g, via)
     }
 
-    /// Whether this is a coarse commit (lock its words by plain stores).
+    /// Whether this is a coarse commit (it locks its words by plain
+    /// stores, `STx::lock_writes_as`).
     pub(super) fn exclusive(&self) -> bool {
         matches!(self, Commit::Exclusive(..))
     }
@@ -91,31 +89,4 @@ pub(super) fn subscribe(t: &mut HwTx<'static>) -> Result<bool, crate::htm::Abort
         return Ok(true);
     }
     Ok(t.load(&WORD)? == 0)
-}
-
-impl STx<'_> {
-    /// A coarse commit's step 2: every write-set word locked by a plain
-    /// store (no other committer can lock one meanwhile, see the module
-    /// doc); a word already locked is a conflict.
-    pub(super) fn lock_writes_plain(&self, via: Option<&Htm>) -> StmResult<()> {
-        let epoch = self.epoch();
-        let mut st = self.st.borrow_mut();
-        for i in 0..st.writes.len() {
-            let e = if matches!(st.writes[i].kind, Kind::P { .. }) { epoch } else { 0 };
-            // SAFETY: a write-set word: a pool cell checked by write_cell, or
-            // a TVar whose Arc the write holds (`Kind::V::cell`).
-            let w = unsafe { word_at(st.writes[i].word) };
-            let cur = w.load(Ordering::Acquire);
-            if word::is_locked(cur, e) {
-                for prev in &st.writes[..i] {
-                    // SAFETY: a write-set word (as above).
-                    runtime::word_store(via, unsafe { word_at(prev.word) }, prev.old);
-                }
-                return Err(StmError::Conflict);
-            }
-            runtime::word_store(via, w, word::locked(cur, e));
-            st.writes[i].old = cur;
-        }
-        Ok(())
-    }
 }

@@ -47,7 +47,7 @@ impl STx<'_> {
         // 2. lock the write set (FineHtm: and validate the reads, in one
         //    hardware transaction; `validated` then. Coarse: plain stores).
         let validated = if coarse.exclusive() {
-            self.lock_writes_plain(via)?;
+            self.lock_writes_as(via, true)?;
             false
         } else {
             self.lock_writes_rt(via)?
@@ -104,6 +104,14 @@ impl STx<'_> {
     }
 
     pub(super) fn lock_writes(&self, via: Option<&Htm>) -> StmResult<()> {
+        self.lock_writes_as(via, false)
+    }
+
+    /// Step 2 in software: each write-set word locked by a CAS, or — `plain`,
+    /// a coarse commit, under which nobody else can lock a word
+    /// (`coarse.rs`) — by a plain store. A word locked already is a
+    /// conflict (the words locked so far are restored).
+    pub(super) fn lock_writes_as(&self, via: Option<&Htm>, plain: bool) -> StmResult<()> {
         let epoch = self.epoch();
         let mut st = self.st.borrow_mut();
         for i in 0..st.writes.len() {
@@ -112,7 +120,13 @@ impl STx<'_> {
             // a TVar whose Arc the write holds (`Kind::V::cell`).
             let w = unsafe { word_at(st.writes[i].word) };
             let cur = w.load(Ordering::Acquire);
-            let ok = !word::is_locked(cur, e) && runtime::word_cas(via, w, cur, word::locked(cur, e));
+            let ok = !word::is_locked(cur, e)
+                && if plain {
+                    runtime::word_store(via, w, word::locked(cur, e));
+                    true
+                } else {
+                    runtime::word_cas(via, w, cur, word::locked(cur, e))
+                };
             if !ok {
                 for prev in &st.writes[..i] {
                     // SAFETY: a write-set word (as above).
