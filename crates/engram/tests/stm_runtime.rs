@@ -1,26 +1,37 @@
 //! The STM's selectable runtimes (`engram::stm::runtime`): Fine (software
-//! lock commit) and FineHtm (the write set locked and the reads validated
-//! in one hardware transaction), on the *emulated* HTM backend so every
+//! lock commit), FineHtm (the write set locked and the reads validated in
+//! one hardware transaction), Hybrid (level 1 all in hardware) and Coarse
+//! (one global commit lock), on the *emulated* HTM backend so every
 //! fallback path runs on any machine (RTM or not).
 //!
-//! - every path of the hardware commit, driven by forced abort statuses
-//!   (conflict with retry hint, capacity, explicit LOCKED / VALIDATE, debug,
-//!   nested) and by a real conflict (a write between the body's read and
-//!   its commit), each checked on the per-thread counters;
-//! - banks of volatile TVars under Fine, FineHtm and both mixed, with
-//!   random emulated conflicts (2 % per access), checked by auditors;
+//! - every path of the hardware commit and every Hybrid level, driven by
+//!   forced abort statuses (conflict with retry hint, capacity, explicit
+//!   LOCKED / VALIDATE, debug, nested) and by a real conflict, each checked
+//!   on the per-thread counters;
+//! - the retry policies: attempts per thread for the hardware commit, a
+//!   fixed count for level 1;
+//! - banks of volatile TVars under each runtime and mixes of all four, 4
+//!   and 8 threads, with random emulated conflicts (2 % per access),
+//!   checked by auditors (a body that sees a broken total is a zombie: it
+//!   must be ended by the runtime and never commit; only lazy level 1 may
+//!   see one);
+//! - zombie containment, deterministic: a commit stalled between two
+//!   in-place stores; lazy level 1 sees the torn state and is ended, early
+//!   level 1 never sees it;
 //! - `retry` and `or_else`: producers and consumers over two bounded queues
-//!   under 4 and 8 threads, every item consumed exactly once;
-//! - PSTM under FineHtm: a persistent bank, closed, reopened and counted.
+//!   under each runtime, every item consumed exactly once;
+//! - PSTM under FineHtm and Coarse: a persistent bank, closed, reopened
+//!   and counted.
 //!
-//! The tests share the process's backend (its queue of forced statuses),
-//! so they run one at a time (`LOCK`). Each body runs under a watchdog.
+//! The tests share the process's backend (its queue of forced statuses)
+//! and policy, so they run one at a time (`LOCK`). Each body runs under a
+//! watchdog.
 
 mod common;
 use common::TempPool;
 use engram::htm::abort::{code, CAPACITY, CONFLICT, DEBUG, NESTED, RETRY};
 use engram::htm::{Abort, Cause, EmuConfig};
-use engram::stm::runtime::{self, Runtime, RuntimeStats};
+use engram::stm::runtime::{self, Attempts, HtmPolicy, Runtime, RuntimeStats, Subscription};
 use engram::stm::{self, PTVar, StmResult, TVar};
 use engram::{CreateOptions, Durability, OpenOptions, Pool};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -43,6 +54,11 @@ fn setup() -> MutexGuard<'static, ()> {
     g
 }
 
+/// A policy with fixed attempts.
+fn policy(commit: u32, hw: u32, subscription: Subscription) -> HtmPolicy {
+    HtmPolicy { commit_attempts: Attempts::Fixed(commit), hw_attempts: Attempts::Fixed(hw), subscription, ..HtmPolicy::default() }
+}
+
 fn bounded<R: Send + 'static>(what: &str, f: impl FnOnce() -> R + Send + 'static) -> R {
     let (done, wait) = channel();
     let h = std::thread::spawn(move || {
@@ -63,6 +79,7 @@ fn delta(a: RuntimeStats, b: RuntimeStats) -> RuntimeStats {
         validate_aborts: b.validate_aborts - a.validate_aborts,
         locked_aborts: b.locked_aborts - a.locked_aborts,
         l1_commits: b.l1_commits - a.l1_commits,
+        coarse_commits: b.coarse_commits - a.coarse_commits,
         ..RuntimeStats::default()
     };
     for i in 0..Cause::COUNT {
@@ -104,7 +121,7 @@ fn every_hardware_commit_path() {
         // no spurious conflicts on this thread's paths: a fresh backend is
         // not possible, so retry on the rare random abort instead.
         runtime::set_thread_runtime(Some(Runtime::FineHtm)).unwrap();
-        runtime::set_policy(runtime::HtmPolicy { commit_attempts: 4, hw_attempts: 2 });
+        runtime::set_policy(policy(4, 2, Subscription::Lazy));
         let v = TVar::new(0u64);
         let conflict = Abort(CONFLICT | RETRY);
         let cap = Abort(CAPACITY);
@@ -148,7 +165,7 @@ fn every_hybrid_level() {
     let _g = setup();
     bounded("levels", || {
         runtime::set_thread_runtime(Some(Runtime::Hybrid)).unwrap();
-        runtime::set_policy(runtime::HtmPolicy { commit_attempts: 4, hw_attempts: 2 });
+        runtime::set_policy(policy(4, 2, Subscription::Lazy));
         let v = TVar::new(0u64);
         let c = Abort(CONFLICT | RETRY);
         let ex = Cause::Explicit(0).index();
@@ -226,25 +243,36 @@ fn a_real_conflict_fails_hardware_validation() {
 const ACCTS: usize = 8;
 const START: u64 = 1000;
 
-/// Transfers on volatile accounts; `rts[i]` is worker i's runtime.
-fn bank(rts: Vec<Runtime>, per: u64) {
+/// Transfers on volatile accounts; `rts[i]` is worker i's runtime, the
+/// auditor runs under the last one. Returns the auditor's bodies that saw
+/// a broken total (zombies: only level 1 with lazy subscription may).
+fn bank(rts: Vec<Runtime>, per: u64) -> u64 {
     let accts: Arc<Vec<TVar<u64>>> = Arc::new((0..ACCTS).map(|_| TVar::new(START)).collect());
     let done = Arc::new(AtomicBool::new(false));
     let audits = Arc::new(AtomicU64::new(0));
+    let zombies = Arc::new(AtomicU64::new(0));
     let auditor = {
-        let (accts, done, audits) = (accts.clone(), done.clone(), audits.clone());
+        let (accts, done, audits, zombies) = (accts.clone(), done.clone(), audits.clone(), zombies.clone());
         let art = rts.last().copied();
         std::thread::spawn(move || {
             runtime::set_thread_runtime(art).unwrap();
+            let total = START * ACCTS as u64;
             while !done.load(Ordering::Acquire) || audits.load(Ordering::Relaxed) == 0 {
-                // checked inside the body too: no zombie sees a broken total
                 let s = stm::atomically(|tx| {
-                    let s = accts.iter().map(|x| tx.read(x)).sum::<StmResult<u64>>()?;
-                    assert_eq!(s, START * ACCTS as u64, "a transaction body saw a broken total");
+                    let sum = || accts.iter().map(|x| tx.read(x)).sum::<StmResult<u64>>();
+                    let mut s = sum()?;
+                    if s != total {
+                        // a zombie: it must be ended by the runtime (a read
+                        // that validates), never commit, never loop forever
+                        zombies.fetch_add(1, Ordering::Relaxed);
+                        while s != total {
+                            s = sum()?;
+                        }
+                    }
                     Ok(s)
                 })
                 .unwrap();
-                assert_eq!(s, START * ACCTS as u64, "an auditor saw a broken total");
+                assert_eq!(s, total, "an auditor committed a broken total");
                 audits.fetch_add(1, Ordering::Relaxed);
             }
         })
@@ -285,25 +313,54 @@ fn bank(rts: Vec<Runtime>, per: u64) {
                 assert!(d.l1_commits + d.hw_commits + d.sw_fallbacks >= per, "{d:?}");
                 hw += d.l1_commits + d.hw_commits;
             }
+            Runtime::Coarse => {
+                // every transfer commits under the lock (one from an
+                // account to itself writes too)
+                assert_eq!(d.coarse_commits, per, "{d:?}");
+                assert_eq!(d.hw_commits + d.l1_commits + d.sw_fallbacks, 0, "a Coarse thread used hardware: {d:?}");
+            }
         }
     }
     done.store(true, Ordering::Release);
     auditor.join().unwrap();
     assert_eq!(accts.iter().map(TVar::load).sum::<u64>(), START * ACCTS as u64);
-    println!("bank: {} audits, {hw} hardware commits", audits.load(Ordering::Relaxed));
+    let z = zombies.load(Ordering::Relaxed);
+    println!("bank: {} audits, {hw} hardware commits, {z} zombie bodies", audits.load(Ordering::Relaxed));
+    z
 }
 
 #[test]
 fn bank_under_each_runtime() {
     let _g = setup();
     bounded("bank", || {
-        bank(vec![Runtime::Fine; 4], 1500);
-        bank(vec![Runtime::FineHtm; 4], 1500);
-        bank(vec![Runtime::Fine, Runtime::FineHtm, Runtime::Fine, Runtime::FineHtm], 1500);
+        runtime::set_policy(HtmPolicy::default());
+        use Runtime::{Fine, FineHtm};
+        for rts in [vec![Fine; 4], vec![FineHtm; 4], vec![Fine, FineHtm, Fine, FineHtm]] {
+            assert_eq!(bank(rts, 1500), 0, "a software body saw a broken total");
+        }
         bank(vec![Runtime::Hybrid; 4], 1500);
         bank(vec![Runtime::Fine, Runtime::FineHtm, Runtime::Hybrid, Runtime::Hybrid], 1500);
-        bank(vec![Runtime::FineHtm; 8], 500);
+        assert_eq!(bank(vec![Runtime::FineHtm; 8], 500), 0);
         bank(vec![Runtime::Hybrid; 8], 500);
+        // early subscription: no body ever sees a broken total
+        runtime::set_policy(HtmPolicy { subscription: Subscription::Early, ..HtmPolicy::default() });
+        assert_eq!(bank(vec![Runtime::Hybrid; 4], 1000), 0, "early subscription let a zombie run");
+        assert_eq!(bank(vec![Runtime::Fine, Runtime::Coarse, Runtime::FineHtm, Runtime::Hybrid], 1000), 0);
+        runtime::set_policy(HtmPolicy::default());
+    });
+}
+
+#[test]
+fn coarse_bank_and_mixed_runtimes() {
+    let _g = setup();
+    bounded("coarse bank", || {
+        runtime::set_policy(HtmPolicy::default());
+        assert_eq!(bank(vec![Runtime::Coarse; 4], 1500), 0);
+        assert_eq!(bank(vec![Runtime::Coarse; 8], 500), 0);
+        assert_eq!(bank(vec![Runtime::Fine, Runtime::Coarse, Runtime::Fine, Runtime::Coarse], 1500), 0);
+        bank(vec![Runtime::Fine, Runtime::FineHtm, Runtime::Hybrid, Runtime::Coarse], 1500);
+        use Runtime::{Coarse, Fine, FineHtm, Hybrid};
+        bank(vec![Coarse, Hybrid, Coarse, FineHtm, Fine, Hybrid, Coarse, Hybrid], 500);
     });
 }
 
@@ -371,7 +428,7 @@ fn queues(rt: Runtime, producers: u64, consumers: u64, n: u64) {
 fn retry_and_or_else_under_each_runtime() {
     let _g = setup();
     bounded("queues", || {
-        for rt in [Runtime::Fine, Runtime::FineHtm, Runtime::Hybrid] {
+        for &rt in Runtime::ALL {
             queues(rt, 2, 2, 300);
             queues(rt, 4, 4, 150);
         }
@@ -380,17 +437,29 @@ fn retry_and_or_else_under_each_runtime() {
 
 #[test]
 fn persistent_bank_under_fine_htm() {
+    persistent_bank(&[Runtime::FineHtm; 4]);
+}
+
+#[test]
+fn persistent_bank_under_coarse_and_mixed() {
+    persistent_bank(&[Runtime::Coarse; 4]);
+    persistent_bank(&[Runtime::Coarse, Runtime::Fine, Runtime::FineHtm, Runtime::Hybrid]);
+}
+
+/// A persistent bank, worker `w` under `rts[w]`; closed, reopened, counted.
+fn persistent_bank(rts: &[Runtime]) {
     let _g = setup();
+    let rts = rts.to_vec();
     let t = TempPool::new("stm-runtime");
     let path = t.0.clone();
     bounded("pstm", move || {
         let pool = Pool::create(&path, CreateOptions::new("rt").durability(Durability::Process)).unwrap();
         let accts: Arc<Vec<PTVar<u64>>> = Arc::new((0..ACCTS).map(|i| pool.root(&format!("a{i}"), || START).unwrap()).collect());
-        let hs: Vec<_> = (0..4u64)
+        let hs: Vec<_> = (0..rts.len() as u64)
             .map(|w| {
-                let (pool, accts) = (pool.clone(), accts.clone());
+                let (pool, accts, rt) = (pool.clone(), accts.clone(), rts[w as usize]);
                 std::thread::spawn(move || {
-                    runtime::set_thread_runtime(Some(Runtime::FineHtm)).unwrap();
+                    runtime::set_thread_runtime(Some(rt)).unwrap();
                     let before = runtime::stats();
                     for k in 0..300u64 {
                         let (i, j) = (((w * 31 + k * 7) % ACCTS as u64) as usize, ((w * 17 + k * 3 + 1) % ACCTS as u64) as usize);
@@ -405,8 +474,13 @@ fn persistent_bank_under_fine_htm() {
                 })
             })
             .collect();
-        let hw: u64 = hs.into_iter().map(|h| h.join().unwrap().hw_commits).sum();
-        println!("pstm: {hw} hardware commits");
+        let ds: Vec<RuntimeStats> = hs.into_iter().map(|h| h.join().unwrap()).collect();
+        let hw: u64 = ds.iter().map(|d| d.hw_commits).sum();
+        let coarse: u64 = ds.iter().map(|d| d.coarse_commits).sum();
+        println!("pstm: {hw} hardware commits, {coarse} coarse commits");
+        if rts.contains(&Runtime::Coarse) {
+            assert!(coarse > 0);
+        }
         pool.close().unwrap();
         let pool = Pool::open(&path, OpenOptions::new("rt").durability(Durability::Process)).unwrap();
         let accts: Vec<PTVar<u64>> = (0..ACCTS).map(|i| pool.root(&format!("a{i}"), || 0u64).unwrap()).collect();
@@ -422,5 +496,154 @@ fn runtime_names_parse() {
     assert_eq!(Runtime::parse("fine").unwrap(), Runtime::Fine);
     assert_eq!(Runtime::parse("fine-htm").unwrap(), Runtime::FineHtm);
     assert_eq!(Runtime::parse("hybrid").unwrap(), Runtime::Hybrid);
-    assert!(Runtime::parse("coarse").is_err());
+    assert_eq!(Runtime::parse("coarse").unwrap(), Runtime::Coarse);
+    assert!(Runtime::parse("coarse-grain").is_err());
+    for &rt in Runtime::ALL {
+        assert_eq!(Runtime::parse(rt.name()).unwrap(), rt);
+    }
+    assert_eq!(runtime::parse_subscription("lazy").unwrap(), Subscription::Lazy);
+    assert_eq!(runtime::parse_subscription("early").unwrap(), Subscription::Early);
+    assert!(runtime::parse_subscription("eager").is_err());
+}
+
+thread_local! {
+    /// Set on the committer thread whose commit must stall.
+    static STALL_HERE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+static STALLED: AtomicBool = AtomicBool::new(false);
+static RELEASE: AtomicBool = AtomicBool::new(false);
+
+/// A value whose drop, when armed on the thread with `STALL_HERE`, stalls
+/// until `RELEASE`: the commit that replaces it stops between two
+/// in-place stores (its earlier writes installed, its later ones locked).
+#[derive(Clone)]
+struct Stall {
+    armed: bool,
+}
+
+impl Drop for Stall {
+    fn drop(&mut self) {
+        if self.armed && STALL_HERE.with(|c| c.replace(false)) {
+            STALLED.store(true, Ordering::SeqCst);
+            wait_for(|| RELEASE.load(Ordering::SeqCst));
+        }
+    }
+}
+
+/// Polls `f` for up to 60 s; returns whether it held.
+fn wait_for(f: impl Fn() -> bool) -> bool {
+    for _ in 0..60_000 {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    false
+}
+
+/// A `committer` commit writes x = 1, the stalling value, w = 1 and stalls
+/// between them; a Hybrid watcher checks x == w and loops re-reading while
+/// they differ. Returns the watcher bodies that saw x != w, its counters
+/// and its body runs.
+fn zombie_run(committer: Runtime, sub: Subscription) -> (u64, RuntimeStats, u64) {
+    runtime::set_policy(HtmPolicy { hw_attempts: Attempts::Fixed(8), subscription: sub, zombie_reads: 8, ..HtmPolicy::default() });
+    let (x, s, w) = (TVar::new(0u64), TVar::new(Stall { armed: true }), TVar::new(0u64));
+    STALLED.store(false, Ordering::SeqCst);
+    RELEASE.store(false, Ordering::SeqCst);
+    let c = {
+        let (x, s, w) = (x.clone(), s.clone(), w.clone());
+        std::thread::spawn(move || {
+            runtime::set_thread_runtime(Some(committer)).unwrap();
+            STALL_HERE.with(|c| c.set(true));
+            stm::atomically(|tx| {
+                tx.write(&x, 1)?;
+                tx.write(&s, Stall { armed: false })?;
+                tx.write(&w, 1)
+            })
+            .unwrap();
+        })
+    };
+    assert!(wait_for(|| STALLED.load(Ordering::SeqCst)), "the commit never stalled");
+    let (runs, zombies) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let watcher = {
+        let (runs, zombies) = (runs.clone(), zombies.clone());
+        std::thread::spawn(move || {
+            runtime::set_thread_runtime(Some(Runtime::Hybrid)).unwrap();
+            let before = runtime::stats();
+            let r = stm::atomically(|tx| {
+                runs.fetch_add(1, Ordering::SeqCst);
+                let (mut a, mut b) = (tx.read(&x)?, tx.read(&w)?);
+                if a != b {
+                    // torn: only the runtime can end this loop (the
+                    // committer is stalled until the watcher ran 10 times)
+                    zombies.fetch_add(1, Ordering::SeqCst);
+                    while a != b {
+                        (a, b) = (tx.read(&x)?, tx.read(&w)?);
+                    }
+                }
+                Ok((a, b))
+            })
+            .unwrap();
+            (r, delta(before, runtime::stats()))
+        })
+    };
+    let ran = wait_for(|| runs.load(Ordering::SeqCst) >= 10);
+    RELEASE.store(true, Ordering::SeqCst);
+    c.join().unwrap();
+    let (r, d) = watcher.join().unwrap();
+    assert!(ran, "the watcher stopped running while the commit stalled (a zombie looped?)");
+    assert_eq!(r, (1, 1), "the watcher committed a torn state");
+    runtime::set_policy(HtmPolicy::default());
+    (zombies.load(Ordering::SeqCst), d, runs.load(Ordering::SeqCst))
+}
+
+#[test]
+fn zombies_are_contained_lazy_and_early() {
+    let _g = setup();
+    bounded("zombies", || {
+        let locked = Cause::Explicit(0).index();
+        for committer in [Runtime::Fine, Runtime::Coarse] {
+            // lazy: the watcher reads x installed and w locked, runs as a
+            // zombie, and its re-reads end it (subscription re-checked every
+            // 8 reads here: LOCKED); it commits only after the commit finished
+            let (z, d, runs) = zombie_run(committer, Subscription::Lazy);
+            println!("{committer:?} lazy: {z} zombie bodies, {runs} runs, {d:?}");
+            assert!(z >= 1, "{committer:?}: no lazy level-1 attempt saw the torn state: {d:?}");
+            assert!(d.l1_aborts[locked] >= 1, "{d:?}");
+            // early: the locked word (Fine) or the coarse lock's word read at
+            // begin (Coarse) aborts every attempt before it sees anything
+            let (z, d, runs) = zombie_run(committer, Subscription::Early);
+            println!("{committer:?} early: {z} zombie bodies, {runs} runs, {d:?}");
+            assert_eq!(z, 0, "{committer:?}: early subscription let a zombie run");
+            assert!(d.l1_aborts[locked] >= 1, "{d:?}");
+        }
+    });
+}
+
+#[test]
+fn retry_policies_attempts_per_thread() {
+    let _g = setup();
+    bounded("policies", || {
+        let p = HtmPolicy { commit_attempts: Attempts::PerThread(2), threads: 3, ..HtmPolicy::default() };
+        assert_eq!(p.resolve(p.commit_attempts), 6);
+        assert_eq!(p.resolve(p.hw_attempts), 2, "the paper's two full-hardware attempts");
+        assert_eq!(HtmPolicy::default().commit_attempts, Attempts::PerThread(1));
+        assert_eq!(HtmPolicy::default().subscription, Subscription::Lazy);
+        runtime::set_policy(p);
+        assert_eq!(runtime::policy(), p);
+        runtime::set_thread_runtime(Some(Runtime::FineHtm)).unwrap();
+        let v = TVar::new(0u64);
+        let c = Abort(CONFLICT | RETRY);
+        // five conflicts: the sixth hardware attempt commits
+        expect_path(&v, "2 per thread x 3 threads, 5 conflicts", &[c; 5], |d, _| d.hw_commits == 1 && d.sw_fallbacks == 0);
+        // six: attempts exhausted, the software commit
+        expect_path(&v, "2 per thread x 3 threads, 6 conflicts", &[c; 6], |d, _| d.hw_commits == 0 && d.sw_fallbacks == 1);
+        // Hybrid: hw_attempts Fixed(3) then level 2
+        runtime::set_policy(HtmPolicy { hw_attempts: Attempts::Fixed(3), ..p });
+        runtime::set_thread_runtime(Some(Runtime::Hybrid)).unwrap();
+        expect_path(&v, "3 level-1 attempts", &[c; 2], |d, _| d.l1_commits == 1);
+        expect_path(&v, "3 level-1 attempts exhausted", &[c; 3], |d, _| d.l1_commits == 0 && d.hw_commits == 1);
+        runtime::set_thread_runtime(None).unwrap();
+        runtime::set_policy(HtmPolicy::default());
+    });
 }

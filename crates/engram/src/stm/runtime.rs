@@ -15,7 +15,14 @@
 //!   ups) is unchanged, so PSTM keeps its protocol: no flush or fence runs
 //!   inside a hardware transaction (they would abort it on RTM).
 //!
-//! Invariants: both runtimes can run at once in one process (per thread,
+//! - [`Runtime::Coarse`]: the paper's coarse-grain level as a runtime of
+//!   its own: a commit takes one global commit lock (exclusive), stores
+//!   the write set's words locked with plain stores (no per-variable CAS:
+//!   nobody else can lock a word while it holds the lock), validates the
+//!   read set under it, and runs the durable tail unchanged (PSTM keeps the
+//!   redo record and the ONE fence). See `engine/coarse.rs`.
+//!
+//! Invariants: the runtimes can run at once in one process (per thread,
 //! [`set_thread_runtime`]); a lock word is locked only by one committer at
 //! a time. For that, with the *emulated* backend every lock-word write of
 //! every commit (software ones too) goes through the backend's
@@ -27,14 +34,22 @@
 //! [`set_default_runtime`] / [`set_thread_runtime`]). Asking for
 //! `FineHtm` after an unarmed start is an error, never a silent race.
 //!
+//! The coarse lock is armed the same way (at the first commit: when any
+//! runtime was chosen explicitly before, [`configure_emulated`] was called,
+//! or `ENGRAM_STM_RUNTIME=coarse`): then every other update commit holds it
+//! shared from locking its write set to its last in-place store, and
+//! level-1 hardware transactions subscribe to its word. Asking for
+//! `Coarse` after an unarmed start is an error.
+//!
 //! Crash behaviour: lock bits are not part of the durable protocol (a stale
 //! lock of an older epoch reads as unlocked), and a hardware commit only
 //! sets lock bits, so recovery and the redo format are unchanged.
 
 use crate::error::{Error, Result};
+pub use crate::htm::hybrid::{Attempts, Subscription};
 use crate::htm::{Abort, Cause, EmuConfig, Htm};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 /// How commits take their write set.
@@ -50,18 +65,22 @@ pub enum Runtime {
     /// hardware transaction; level 2 is `FineHtm`; level 3 the software
     /// lock commit. `Pool::atomically` starts at level 2.
     Hybrid,
+    /// Coarse-grain STM: one global commit lock, the read set validated
+    /// under it, no per-variable lock CAS (volatile and persistent).
+    Coarse,
 }
 
 impl Runtime {
     /// Every runtime, in the order benchmarks and reports list them.
-    pub const ALL: &'static [Runtime] = &[Runtime::Fine, Runtime::FineHtm, Runtime::Hybrid];
+    pub const ALL: &'static [Runtime] = &[Runtime::Fine, Runtime::FineHtm, Runtime::Hybrid, Runtime::Coarse];
 
-    /// `fine`, `fine-htm` or `hybrid`.
+    /// `fine`, `fine-htm`, `hybrid` or `coarse`.
     pub fn name(self) -> &'static str {
         match self {
             Runtime::Fine => "fine",
             Runtime::FineHtm => "fine-htm",
             Runtime::Hybrid => "hybrid",
+            Runtime::Coarse => "coarse",
         }
     }
 
@@ -71,7 +90,8 @@ impl Runtime {
             "fine" => Ok(Runtime::Fine),
             "fine-htm" => Ok(Runtime::FineHtm),
             "hybrid" => Ok(Runtime::Hybrid),
-            _ => Err(Error::invalid(format!("unknown STM runtime {s:?} (expected fine, fine-htm or hybrid)"))),
+            "coarse" => Ok(Runtime::Coarse),
+            _ => Err(Error::invalid(format!("unknown STM runtime {s:?} (expected fine, fine-htm, hybrid or coarse)"))),
         }
     }
 
@@ -83,38 +103,93 @@ impl Runtime {
         match code {
             1 => Runtime::FineHtm,
             2 => Runtime::Hybrid,
+            3 => Runtime::Coarse,
             _ => Runtime::Fine,
         }
     }
 
     /// Whether commits try the hardware commit (levels 2-3).
     pub fn uses_htm(self) -> bool {
-        self != Runtime::Fine
+        matches!(self, Runtime::FineHtm | Runtime::Hybrid)
     }
 }
 
-/// Retry policy of the hardware commit.
+/// Retry policy of the hardware levels (the paper's: hardware-commit
+/// attempts proportional to the threads, two full-hardware attempts, lazy
+/// subscription). Default: [`HtmPolicy::from_env`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HtmPolicy {
-    /// Hardware attempts before the software commit (conflicts and held
-    /// locks count; a capacity abort without retry hint falls back at once).
-    pub commit_attempts: u32,
-    /// Level-1 attempts (the paper's choice: two) before the body runs in
-    /// software; `retry`, a user error or a capacity abort leave at once.
-    pub hw_attempts: u32,
+    /// Hardware-commit attempts before the software commit (conflicts and
+    /// held locks count; a capacity abort without retry hint falls back at
+    /// once). Default: one per thread.
+    pub commit_attempts: Attempts,
+    /// Level-1 attempts before the body runs in software; `retry`, a user
+    /// error or a capacity abort leave at once. Default: two.
+    pub hw_attempts: Attempts,
+    /// Threads, for [`Attempts::PerThread`] (default: available parallelism).
+    pub threads: u32,
+    /// When level 1 reads the fallback locks (`ENGRAM_STM_SUBSCRIPTION=
+    /// lazy|early`, default lazy): see `engine/level1.rs`.
+    pub subscription: Subscription,
+    /// Lazy level 1 re-checks its subscription every this many reads (so a
+    /// zombie that loops reading is bounded; 0: only at commit).
+    pub zombie_reads: u32,
 }
 
 impl Default for HtmPolicy {
     fn default() -> Self {
-        HtmPolicy { commit_attempts: 4, hw_attempts: 2 }
+        HtmPolicy {
+            commit_attempts: Attempts::PerThread(1),
+            hw_attempts: Attempts::Fixed(2),
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+            subscription: Subscription::Lazy,
+            zombie_reads: 256,
+        }
+    }
+}
+
+impl HtmPolicy {
+    /// The default, with `ENGRAM_STM_SUBSCRIPTION` (`lazy` or `early`;
+    /// anything else is ignored) applied.
+    pub fn from_env() -> HtmPolicy {
+        let mut p = HtmPolicy::default();
+        if let Ok(s) = std::env::var("ENGRAM_STM_SUBSCRIPTION") {
+            if let Ok(sub) = parse_subscription(&s) {
+                p.subscription = sub;
+            }
+        }
+        p
+    }
+
+    /// `n` attempts resolved against [`HtmPolicy::threads`].
+    pub fn resolve(&self, a: Attempts) -> u32 {
+        match a {
+            Attempts::Fixed(n) => n,
+            Attempts::PerThread(k) => k.saturating_mul(self.threads.max(1)),
+        }
+    }
+}
+
+/// Parses `lazy` or `early`.
+pub fn parse_subscription(s: &str) -> Result<Subscription> {
+    match s {
+        "lazy" => Ok(Subscription::Lazy),
+        "early" => Ok(Subscription::Early),
+        _ => Err(Error::invalid(format!("unknown subscription {s:?} (expected lazy or early)"))),
     }
 }
 
 const UNSET: u8 = u8::MAX;
 static DEFAULT: AtomicU8 = AtomicU8::new(UNSET);
 static ASKED: AtomicBool = AtomicBool::new(false);
-static ATTEMPTS: AtomicU64 = AtomicU64::new(4);
-static HW_ATTEMPTS: AtomicU64 = AtomicU64::new(2);
+static DEFAULT_POLICY: OnceLock<HtmPolicy> = OnceLock::new();
+static POLICY: Mutex<Option<HtmPolicy>> = Mutex::new(None);
+/// The set policy's resolved figures (read on every commit, so atomics).
+static POLICY_SET: AtomicBool = AtomicBool::new(false);
+static COMMIT_N: AtomicU32 = AtomicU32::new(0);
+static HW_N: AtomicU32 = AtomicU32::new(0);
+static EARLY: AtomicBool = AtomicBool::new(false);
+static ZOMBIE_READS: AtomicU32 = AtomicU32::new(0);
 static EMU_CFG: Mutex<Option<EmuConfig>> = Mutex::new(None);
 static BACKEND: OnceLock<Backend> = OnceLock::new();
 
@@ -122,6 +197,8 @@ static BACKEND: OnceLock<Backend> = OnceLock::new();
 struct Backend {
     htm: Htm,
     armed: bool,
+    /// Whether the coarse lock is in use (`engine/coarse.rs`).
+    coarse: bool,
 }
 
 thread_local! {
@@ -140,8 +217,10 @@ fn init() -> &'static Backend {
             Some(cfg) => Htm::emulated(cfg),
             None => Htm::auto(EmuConfig::default()),
         };
-        let asked = ASKED.load(Ordering::SeqCst) || env_runtime().is_some_and(|r| r != Runtime::Fine);
-        Backend { armed: htm.is_rtm() || asked, htm }
+        let explicit = ASKED.load(Ordering::SeqCst);
+        let asked = explicit || env_runtime().is_some_and(|r| r != Runtime::Fine);
+        let coarse = explicit || env_runtime() == Some(Runtime::Coarse);
+        Backend { armed: htm.is_rtm() || asked, coarse, htm }
     })
 }
 
@@ -156,8 +235,14 @@ pub fn htm_armed() -> bool {
     init().armed
 }
 
+/// Whether `Coarse` commits can run in this process, so the others
+/// coordinate with them (see the module doc).
+pub fn coarse_armed() -> bool {
+    init().coarse
+}
+
 /// Uses the emulated backend with schedule `cfg` (even where RTM exists:
-/// tests use it to force every abort cause) and arms the HTM runtimes.
+/// tests use it to force every abort cause) and arms every runtime.
 /// Takes effect only before the process's first commit; returns whether it
 /// did.
 pub fn configure_emulated(cfg: EmuConfig) -> bool {
@@ -171,19 +256,62 @@ pub fn configure_emulated(cfg: EmuConfig) -> bool {
     BACKEND.get().is_none()
 }
 
-/// Sets the hardware commit's retry policy (process-wide).
+/// Sets the hardware levels' retry policy (process-wide).
 pub fn set_policy(p: HtmPolicy) {
-    ATTEMPTS.store(u64::from(p.commit_attempts.max(1)), Ordering::Relaxed);
-    HW_ATTEMPTS.store(u64::from(p.hw_attempts), Ordering::Relaxed);
+    if let Ok(mut c) = POLICY.lock() {
+        *c = Some(p);
+    }
+    COMMIT_N.store(p.resolve(p.commit_attempts).max(1), Ordering::Relaxed);
+    HW_N.store(p.resolve(p.hw_attempts), Ordering::Relaxed);
+    EARLY.store(p.subscription == Subscription::Early, Ordering::Relaxed);
+    ZOMBIE_READS.store(p.zombie_reads, Ordering::Relaxed);
+    POLICY_SET.store(true, Ordering::Release);
 }
 
-/// The hardware commit's retry policy.
+/// The hardware levels' retry policy.
 pub fn policy() -> HtmPolicy {
-    HtmPolicy { commit_attempts: ATTEMPTS.load(Ordering::Relaxed) as u32, hw_attempts: HW_ATTEMPTS.load(Ordering::Relaxed) as u32 }
+    POLICY.lock().ok().and_then(|c| *c).unwrap_or_else(|| *default_policy())
+}
+
+fn default_policy() -> &'static HtmPolicy {
+    DEFAULT_POLICY.get_or_init(HtmPolicy::from_env)
+}
+
+/// Hardware-commit attempts, resolved.
+pub(crate) fn commit_attempts() -> u32 {
+    if POLICY_SET.load(Ordering::Acquire) {
+        return COMMIT_N.load(Ordering::Relaxed);
+    }
+    let p = default_policy();
+    p.resolve(p.commit_attempts).max(1)
+}
+
+/// Level 1's subscription and its zombie re-check period, resolved.
+pub(crate) fn subscription() -> (Subscription, u32) {
+    if POLICY_SET.load(Ordering::Acquire) {
+        let sub = if EARLY.load(Ordering::Relaxed) { Subscription::Early } else { Subscription::Lazy };
+        return (sub, ZOMBIE_READS.load(Ordering::Relaxed));
+    }
+    let p = default_policy();
+    (p.subscription, p.zombie_reads)
+}
+
+fn hw_attempts() -> u32 {
+    if POLICY_SET.load(Ordering::Acquire) {
+        return HW_N.load(Ordering::Relaxed);
+    }
+    let p = default_policy();
+    p.resolve(p.hw_attempts)
 }
 
 fn check_armed(rt: Runtime) -> Result<()> {
     ASKED.store(true, Ordering::SeqCst);
+    if rt == Runtime::Coarse && !coarse_armed() {
+        return Err(Error::invalid(
+            "the coarse STM runtime was asked for after the process's first commit ran without it; \
+             set ENGRAM_STM_RUNTIME=coarse or choose a runtime before the first transaction",
+        ));
+    }
     if rt.uses_htm() && !htm_armed() {
         return Err(Error::invalid(
             "an HTM STM runtime (fine-htm, hybrid) was asked for after the process's first commit ran without it on the emulated backend; \
@@ -243,6 +371,8 @@ pub struct RuntimeStats {
     /// `LOCKED` a subscribed lock word was held, `RETRY` the body retried,
     /// `USER` it failed).
     pub l1_aborts: [u64; Cause::COUNT],
+    /// Update commits under the coarse lock (`Coarse`).
+    pub coarse_commits: u64,
 }
 
 impl RuntimeStats {
@@ -254,6 +384,7 @@ impl RuntimeStats {
         locked_aborts: 0,
         l1_commits: 0,
         l1_aborts: [0; Cause::COUNT],
+        coarse_commits: 0,
     };
 
     /// Hardware aborts of every cause.
@@ -282,7 +413,7 @@ pub(crate) fn count_abort(a: Abort) {
 /// Level-1 attempts a volatile transaction of this thread gets.
 pub(crate) fn level1_attempts() -> u32 {
     if current() == Runtime::Hybrid && htm_armed() {
-        policy().hw_attempts
+        hw_attempts()
     } else {
         0
     }

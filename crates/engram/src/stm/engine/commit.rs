@@ -1,11 +1,14 @@
 //! The commit protocol (steps 1-7 in `mod.rs`): materialise copies, lock
 //! the write set, take the timestamp, validate, write the redo record and
-//! copies, ONE fence, then store in place and wake waiters.
+//! copies, ONE fence, then store in place and wake waiters. Steps 2-7 run
+//! inside the coarse lock's span (`coarse.rs`: exclusive for a `Coarse`
+//! commit, shared for the others, nothing when it is not armed).
 //!
 //! Crash behaviour: a crash before the fence in `persist_record` loses the
 //! commit whole (the record is incomplete or its checksums fail); after it,
 //! recovery replays the record (`redo.rs`).
 
+use super::coarse::Commit;
 use super::pool_state::{PoolCtx, ThreadLog, RESERVE};
 use super::run::{SERIAL, SERIAL_WANTED};
 use super::tx::{Kind, STx};
@@ -38,9 +41,17 @@ impl STx<'_> {
         let _shared = (!serial && SERIAL_WANTED.load(Ordering::SeqCst) > 0).then(|| SERIAL.read());
         // Lock words go through the emulated HTM when it is armed (runtime.rs).
         let via = runtime::route();
+        // The coarse lock (coarse.rs): exclusive for a Coarse commit, shared
+        // for the others, until the last in-place store.
+        let coarse = Commit::take(via);
         // 2. lock the write set (FineHtm: and validate the reads, in one
-        //    hardware transaction; `validated` then).
-        let validated = self.lock_writes_rt(via)?;
+        //    hardware transaction; `validated` then. Coarse: plain stores).
+        let validated = if coarse.exclusive() {
+            self.lock_writes_as(via, true)?;
+            false
+        } else {
+            self.lock_writes_rt(via)?
+        };
         // 3. the commit timestamp.
         let wv = CLOCK.fetch_add(1, Ordering::AcqRel) + 1;
         // 4. validate the reads unless nobody committed since we began.
@@ -55,6 +66,9 @@ impl STx<'_> {
         }
         // 7. in place, then wake waiters.
         self.apply(wv, via);
+        if coarse.exclusive() {
+            runtime::count(|s| s.coarse_commits += 1);
+        }
         Ok(())
     }
 
@@ -90,6 +104,14 @@ impl STx<'_> {
     }
 
     pub(super) fn lock_writes(&self, via: Option<&Htm>) -> StmResult<()> {
+        self.lock_writes_as(via, false)
+    }
+
+    /// Step 2 in software: each write-set word locked by a CAS, or — `plain`,
+    /// a coarse commit, under which nobody else can lock a word
+    /// (`coarse.rs`) — by a plain store. A word locked already is a
+    /// conflict (the words locked so far are restored).
+    pub(super) fn lock_writes_as(&self, via: Option<&Htm>, plain: bool) -> StmResult<()> {
         let epoch = self.epoch();
         let mut st = self.st.borrow_mut();
         for i in 0..st.writes.len() {
@@ -98,7 +120,13 @@ impl STx<'_> {
             // a TVar whose Arc the write holds (`Kind::V::cell`).
             let w = unsafe { word_at(st.writes[i].word) };
             let cur = w.load(Ordering::Acquire);
-            let ok = !word::is_locked(cur, e) && runtime::word_cas(via, w, cur, word::locked(cur, e));
+            let ok = !word::is_locked(cur, e)
+                && if plain {
+                    runtime::word_store(via, w, word::locked(cur, e));
+                    true
+                } else {
+                    runtime::word_cas(via, w, cur, word::locked(cur, e))
+                };
             if !ok {
                 for prev in &st.writes[..i] {
                     // SAFETY: a write-set word (as above).

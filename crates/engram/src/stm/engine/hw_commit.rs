@@ -32,7 +32,7 @@ impl STx<'_> {
             return Ok(false);
         }
         let htm = runtime::backend();
-        for attempt in 0..runtime::policy().commit_attempts {
+        for attempt in 0..runtime::commit_attempts() {
             let a = match self.hw_lock_validate(htm) {
                 Ok(()) => {
                     runtime::count(|s| s.hw_commits += 1);

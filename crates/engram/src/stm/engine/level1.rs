@@ -3,13 +3,33 @@
 //! commit locks the write set inside it too; values are installed after
 //! `xend`, as any commit installs them (steps 3 and 7).
 //!
+//! Subscription (`HtmPolicy::subscription`, `ENGRAM_STM_SUBSCRIPTION`).
+//! The fallback "locks" of this runtime are the fine-grain lock words of
+//! the variables read, plus the coarse lock's word (`coarse.rs`) when it is
+//! armed.
+//!
+//! - *Early*: the coarse word is read at begin (a coarse committer that
+//!   takes the lock later aborts the transaction by that store), and a
+//!   `TVar` read aborts with `LOCKED` when the variable's word is locked.
+//!   The body never sees an inconsistent state.
+//! - *Lazy* (default, the paper's recommendation): a read of a locked word
+//!   goes on (it is remembered), and the coarse word is read only at
+//!   commit: the transaction commits if neither was held. It can run as a
+//!   *zombie*: a committer between two in-place stores is seen half done.
+//!   Containment: values are read by cloning under the `TVar`'s own lock,
+//!   so no read touches freed or torn memory; every read validates the
+//!   hardware transaction (`HwTx::check`: the emulated backend re-checks
+//!   every line read; RTM aborts on the conflicting store itself), so the
+//!   committer's next store ends the zombie; every `zombie_reads` reads,
+//!   and at commit, the subscription is checked (a word seen locked, or the
+//!   coarse word held: `LOCKED`), so a loop that reads is bounded even if
+//!   the committer stalls. A zombie never commits. (User code that panics
+//!   on a torn state would panic for real on the emulated backend; under
+//!   RTM the panic's system call aborts the transaction first.)
+//!
 //! A `TVar` read in hardware loads the variable's lock word through the
-//! hardware transaction (subscribing to it: a word locked by a software
-//! committer aborts with `LOCKED`), clones the value, then validates
-//! (`HwTx::check`: the emulated backend re-checks every line read; RTM
-//! aborts on a conflict by itself), so the body never sees an inconsistent
-//! state (no zombies: the fine-grain locks are subscribed per word, before
-//! the value is used). Writes are buffered in the write set as in software.
+//! hardware transaction, clones the value, then validates. Writes are
+//! buffered in the write set as in software.
 //! `retry`, a user error or a capacity abort leave level 1 at once; other
 //! aborts retry it up to `HtmPolicy::hw_attempts` times; then the body runs
 //! in software with the level-2 hardware commit (`hw_commit.rs`) and the
@@ -21,12 +41,13 @@
 //! atomically, like a level-2 commit. Crash behaviour: volatile only
 //! (`Pool::atomically` never runs level 1), so nothing to recover.
 
+use super::coarse;
 use super::tx::{Kind, STx};
 use super::{word_at, StmError, StmResult, CLOCK};
 use crate::error::Error;
 use crate::htm::abort::code;
 use crate::htm::{Abort, HwTx};
-use crate::stm::runtime;
+use crate::stm::runtime::{self, Subscription};
 use crate::stm::vars::TVarInner;
 use crate::stm::word;
 use std::cell::{Cell, RefCell};
@@ -40,6 +61,11 @@ pub(super) struct Level1 {
     hw: RefCell<Option<HwTx<'static>>>,
     on: Cell<bool>,
     failed: Cell<Option<Abort>>,
+    /// Lazy subscription, and its re-check period in reads (0: at commit).
+    lazy: Cell<Option<u32>>,
+    /// Lazy: a read met a locked word (the commit will abort).
+    saw_locked: Cell<bool>,
+    reads: Cell<u32>,
 }
 
 impl STx<'_> {
@@ -49,10 +75,26 @@ impl STx<'_> {
         self.l1.on.get()
     }
 
-    /// Starts running the body in hardware transaction `t`.
-    pub(super) fn hw_enter(&self, t: HwTx<'static>) {
+    /// Starts running the body in hardware transaction `t` (early
+    /// subscription: reads the coarse word first; `Err` when it is held).
+    pub(super) fn hw_enter(&self, mut t: HwTx<'static>) -> Result<(), Abort> {
+        let (sub, every) = runtime::subscription();
+        if sub == Subscription::Early && !coarse::subscribe(&mut t)? {
+            return Err(t.abort(code::LOCKED));
+        }
+        self.l1.lazy.set((sub == Subscription::Lazy).then_some(every));
         *self.l1.hw.borrow_mut() = Some(t);
         self.l1.on.set(true);
+        Ok(())
+    }
+
+    /// Lazy subscription's check: aborts with `LOCKED` when a read met a
+    /// locked word or a coarse committer holds the lock.
+    fn lazy_check(&self, t: &mut HwTx<'static>) -> Result<(), Abort> {
+        if self.l1.saw_locked.get() || !coarse::subscribe(t)? {
+            return Err(t.abort(code::LOCKED));
+        }
+        Ok(())
     }
 
     /// Ends the hardware transaction with `code` (RTM: does not return;
@@ -84,12 +126,23 @@ impl STx<'_> {
         let mut hw = self.l1.hw.borrow_mut();
         let t = hw.as_mut().ok_or_else(|| StmError::Failed(Error::corrupt("level-1 read without a hardware transaction")))?;
         let x = t.load(w).map_err(|a| self.hw_failed(a))?;
+        let lazy = self.l1.lazy.get();
         if word::is_locked(x, 0) {
-            let a = t.abort(code::LOCKED);
-            return Err(self.hw_failed(a));
+            if lazy.is_none() {
+                let a = t.abort(code::LOCKED);
+                return Err(self.hw_failed(a));
+            }
+            self.l1.saw_locked.set(true);
         }
         let out = (**v.value.read()).clone();
         t.check().map_err(|a| self.hw_failed(a))?;
+        if let Some(every) = lazy.filter(|&e| e > 0) {
+            let n = self.l1.reads.get() + 1;
+            self.l1.reads.set(n);
+            if n % every == 0 {
+                self.lazy_check(t).map_err(|a| self.hw_failed(a))?;
+            }
+        }
         Ok(out)
     }
 
@@ -99,6 +152,9 @@ impl STx<'_> {
         self.l1.on.set(false);
         let t = self.l1.hw.borrow_mut().take();
         let mut t = t.ok_or_else(|| self.hw_failed(Abort::explicit(code::DROPPED)))?;
+        if self.l1.lazy.get().is_some() {
+            self.lazy_check(&mut t).map_err(|a| self.hw_failed(a))?;
+        }
         {
             let mut st = self.st.borrow_mut();
             for i in 0..st.writes.len() {

@@ -7,6 +7,8 @@
 //!   happen), buffered writes, allocation inside a transaction;
 //! - `commit.rs`: the commit protocol below (locks, timestamp, validation,
 //!   redo record, the one fence, in-place stores);
+//! - `coarse.rs`: the global commit lock of the `Coarse` runtime;
+//! - `hw_commit.rs`, `level1.rs`: the hardware levels (`stm::runtime`);
 //! - `run.rs`: the run loop (`atomically`), retry waits, back-off and
 //!   serial mode, per-thread statistics;
 //! - `pool_state.rs`: per-pool STM state (clock reservation, the threads'
@@ -31,6 +33,7 @@
 //! snapshot when a newer version is met), so user code never sees an
 //! inconsistent state.
 
+mod coarse;
 mod commit;
 mod hw_commit;
 mod level1;

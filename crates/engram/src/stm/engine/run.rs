@@ -120,8 +120,8 @@ fn run<'p, R>(mut ctx: impl FnMut() -> Result<Option<PoolCtx<'p>>>, mut f: impl 
         let at_l1 = l1_left > 0 && !serial && tx.ctx.is_none();
         if at_l1 {
             // With RTM, an abort anywhere in the attempt returns here again.
-            match runtime::backend().begin() {
-                Ok(t) => tx.hw_enter(t),
+            match runtime::backend().begin().and_then(|t| tx.hw_enter(t)) {
+                Ok(()) => {}
                 Err(a) => {
                     l1_left = runtime::level1_failed(a, l1_left);
                     continue;
