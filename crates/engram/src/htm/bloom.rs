@@ -54,6 +54,24 @@ pub enum WatchMode {
     Precise,
 }
 
+impl WatchMode {
+    /// Both modes.
+    pub const ALL: [WatchMode; 2] = [WatchMode::Bloom, WatchMode::Precise];
+
+    /// The mode's name: `bloom` or `precise`.
+    pub fn name(self) -> &'static str {
+        match self {
+            WatchMode::Bloom => "bloom",
+            WatchMode::Precise => "precise",
+        }
+    }
+
+    /// Parses a [`WatchMode::name`] (case-insensitive).
+    pub fn parse(s: &str) -> Option<WatchMode> {
+        WatchMode::ALL.into_iter().find(|m| m.name().eq_ignore_ascii_case(s.trim()))
+    }
+}
+
 /// A set of addresses as a waiter or a committer presents it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Watch {
