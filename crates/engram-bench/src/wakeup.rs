@@ -191,7 +191,10 @@ pub fn section(quick: bool, out: Option<&Path>, md: &mut String) {
          starting to the waiter's transaction returning. False wake-ups: woken, nothing read had changed.\n",
         engram::stm::runtime::current().name()
     );
-    let _ = writeln!(md, "| watch set | waiters | signals | median µs | p99 µs | commits | wake-ups | false wake-ups | false per 1000 commits |");
+    let _ = writeln!(
+        md,
+        "| watch set | waiters | signals | median µs | p99 µs | commits | wake-ups | false wake-ups | false per 1000 commits |"
+    );
     let _ = writeln!(md, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for p in &pts {
         let _ = writeln!(

@@ -149,9 +149,8 @@ fn producer_consumer(mode: WatchMode, threads: usize, per_producer: u64) -> Wake
         }));
     }
     hs.into_iter().for_each(|h| h.join().unwrap());
-    let (taken, sum_a, left_a, left_b) = pool
-        .atomically(|tx| Ok((tx.read(&q.taken)?, tx.read(&q.sum_a)?, tx.read(&q.a)?.len(), tx.read(&q.b)?)))
-        .unwrap();
+    let (taken, sum_a, left_a, left_b) =
+        pool.atomically(|tx| Ok((tx.read(&q.taken)?, tx.read(&q.sum_a)?, tx.read(&q.a)?.len(), tx.read(&q.b)?))).unwrap();
     assert_eq!((taken, left_a, left_b), (total, 0, 0), "every item consumed once");
     // Items sent to the volatile queue: producers 0, 2, 4, ...
     let want: u64 =

@@ -32,10 +32,10 @@
 //!
 //! No crash behaviour: volatile (waiters are threads of this process).
 
-pub use crate::htm::bloom::WatchMode;
-pub use crate::htm::wakeup::WakeStats;
 use crate::htm::bloom::Watch;
+pub use crate::htm::bloom::WatchMode;
 use crate::htm::wakeup::WakeList;
+pub use crate::htm::wakeup::WakeStats;
 use std::sync::atomic::{fence, AtomicU64, AtomicU8, Ordering};
 use std::time::Duration;
 
