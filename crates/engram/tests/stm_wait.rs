@@ -228,3 +228,20 @@ fn mode_names_parse() {
     assert_eq!(WatchMode::parse(" PRECISE "), Some(WatchMode::Precise));
     assert_eq!(WatchMode::parse("exact"), None);
 }
+
+#[test]
+fn env_var_selects_the_mode() {
+    if std::env::var_os("ENGRAM_STM_WAIT_CHILD").is_some() {
+        // In the child: nothing set the mode, so the variable decides.
+        assert_eq!(wait::wakeup_mode(), WatchMode::Precise);
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "env_var_selects_the_mode", "--test-threads=1"])
+        .env("ENGRAM_STM_WAIT_CHILD", "1")
+        .env("ENGRAM_STM_WAKEUP", "precise")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "child: {}", String::from_utf8_lossy(&out.stdout));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"));
+}

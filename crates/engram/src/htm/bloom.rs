@@ -83,14 +83,22 @@ pub struct Watch {
 
 impl Watch {
     /// A watch over `addrs` in `mode`.
+    /// (Bloom mode allocates nothing.)
     pub fn new(mode: WatchMode, addrs: impl IntoIterator<Item = usize>) -> Watch {
         let mut bloom = Bloom64::default();
-        let mut v: Vec<usize> = addrs.into_iter().inspect(|&a| bloom.add(a)).collect();
-        let exact = (mode == WatchMode::Precise).then(|| {
-            v.sort_unstable();
-            v.dedup();
-            v
-        });
+        let addrs = addrs.into_iter().inspect(|&a| bloom.add(a));
+        let exact = match mode {
+            WatchMode::Bloom => {
+                addrs.for_each(drop);
+                None
+            }
+            WatchMode::Precise => {
+                let mut v: Vec<usize> = addrs.collect();
+                v.sort_unstable();
+                v.dedup();
+                Some(v)
+            }
+        };
         Watch { bloom, exact }
     }
     /// Whether a commit writing `w` may have changed something watched:
