@@ -8,7 +8,7 @@
 //!   exactly once, every blocked transaction eventually runs, and no wait
 //!   had to be rescued by the safety-net timeout (which is set long, so only
 //!   a lost wake-up could trigger it);
-//! - false wake-ups: one waiter on a flag while commits write 200 other
+//! - false wake-ups: one waiter on a flag while commits write 1,024 other
 //!   variables each: in Bloom mode their filters collide with the waiter's
 //!   (>0 false wake-ups), in precise mode none is delivered at all (only
 //!   the flag's commit wakes it: exactly one wake-up, zero false).
@@ -178,13 +178,18 @@ fn no_lost_wakeup_producers_consumers_4_and_8_threads_both_modes() {
     assert_eq!(wait::waiting(), 0);
 }
 
-/// One waiter blocks on `flag`; `noise` commits write 200 other variables
+/// Variables each noise commit writes.
+const NOISE: u64 = 1024;
+
+/// One waiter blocks on `flag`; `noise` commits write NOISE other variables
 /// each (at most `max` commits, stopping early in Bloom mode once a false
 /// wake-up was counted); then the flag is set.
 fn collide(mode: WatchMode, max: usize) -> WakeStats {
     wait::set_wakeup_mode(mode);
     let flag = Arc::new(TVar::new(0u64));
-    let noise: Vec<TVar<u64>> = (0..200).map(TVar::new).collect();
+    // The same variables every commit: 1,024 of them leave a given filter
+    // bit unset with probability (63/64)^1024 < 1e-7.
+    let noise: Vec<TVar<u64>> = (0..NOISE).map(TVar::new).collect();
     let before = wait::wakeup_stats();
     let f = flag.clone();
     let waiter = std::thread::spawn(move || {
@@ -210,9 +215,9 @@ fn precise_sets_have_no_false_wakeups_where_bloom_filters_collide() {
     let _g = SERIAL.lock();
     wait::set_safety_net(Duration::from_secs(60));
     let bloom = bounded("bloom collisions", || collide(WatchMode::Bloom, 5000));
-    let precise = bounded("precise", || collide(WatchMode::Precise, 200));
+    let precise = bounded("precise", || collide(WatchMode::Precise, 50));
     println!("bloom {bloom:?}\nprecise {precise:?}");
-    assert!(bloom.false_wakeups > 0, "200 writes cover most of a 64-bit filter: {bloom:?}");
+    assert!(bloom.false_wakeups > 0, "1,024 writes cover a 64-bit filter: {bloom:?}");
     assert_eq!((precise.false_wakeups, precise.woken, precise.rescued), (0, 1, 0), "only the flag's commit wakes: {precise:?}");
     assert_eq!(bloom.rescued, 0);
 }
