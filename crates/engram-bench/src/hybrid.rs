@@ -411,6 +411,7 @@ pub fn main(a: HybridArgs) -> ExitCode {
     throughput(&a, &mut md);
     wake_table(&a, &mut md);
     crate::hybrid_stm::section(&a, &mut md);
+    crate::wakeup::section(a.quick, a.out.as_deref(), &mut md);
     println!("{}", &md[start..]);
     if let Some(out) = &a.out {
         let path = out.join("hybrid.md");

@@ -31,4 +31,5 @@ pub mod report;
 pub mod results;
 pub mod stm;
 pub mod sysinfo;
+pub mod wakeup;
 pub mod workloads;

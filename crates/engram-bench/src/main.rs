@@ -63,6 +63,8 @@ enum Command {
     Disk(engram_bench::disk::DiskArgs),
     /// The hybrid TM prototype (engram::htm): 90:5:5 commit shares, aborts by cause, Bloom vs precise wake-ups; hybrid.md with --out.
     Hybrid(engram_bench::hybrid::HybridArgs),
+    /// STM retry wake-ups, Bloom filters vs precise watch sets (also a section of `hybrid`); wakeup.png with --out.
+    Wakeup(engram_bench::wakeup::WakeupArgs),
     /// Runs one measurement and prints its result line (used by the runner).
     #[command(hide = true)]
     RunOne(RunOneArgs),
@@ -122,6 +124,7 @@ fn main() -> ExitCode {
         Command::Arp(a) => return engram_bench::arp::main(a),
         Command::Disk(a) => return engram_bench::disk::main(a),
         Command::Hybrid(a) => return engram_bench::hybrid::main(a),
+        Command::Wakeup(a) => return engram_bench::wakeup::main(a),
         Command::All(a) => (&Suite::ALL, a, Some("docs/bench")),
         Command::BinaryTrees(a) => (&[Suite::BinaryTrees], a, None),
         Command::Nbody(a) => (&[Suite::Nbody], a, None),

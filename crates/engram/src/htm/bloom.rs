@@ -54,6 +54,24 @@ pub enum WatchMode {
     Precise,
 }
 
+impl WatchMode {
+    /// Both modes.
+    pub const ALL: [WatchMode; 2] = [WatchMode::Bloom, WatchMode::Precise];
+
+    /// The mode's name: `bloom` or `precise`.
+    pub fn name(self) -> &'static str {
+        match self {
+            WatchMode::Bloom => "bloom",
+            WatchMode::Precise => "precise",
+        }
+    }
+
+    /// Parses a [`WatchMode::name`] (case-insensitive).
+    pub fn parse(s: &str) -> Option<WatchMode> {
+        WatchMode::ALL.into_iter().find(|m| m.name().eq_ignore_ascii_case(s.trim()))
+    }
+}
+
 /// A set of addresses as a waiter or a committer presents it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Watch {
@@ -65,14 +83,22 @@ pub struct Watch {
 
 impl Watch {
     /// A watch over `addrs` in `mode`.
+    /// (Bloom mode allocates nothing.)
     pub fn new(mode: WatchMode, addrs: impl IntoIterator<Item = usize>) -> Watch {
         let mut bloom = Bloom64::default();
-        let mut v: Vec<usize> = addrs.into_iter().inspect(|&a| bloom.add(a)).collect();
-        let exact = (mode == WatchMode::Precise).then(|| {
-            v.sort_unstable();
-            v.dedup();
-            v
-        });
+        let addrs = addrs.into_iter().inspect(|&a| bloom.add(a));
+        let exact = match mode {
+            WatchMode::Bloom => {
+                addrs.for_each(drop);
+                None
+            }
+            WatchMode::Precise => {
+                let mut v: Vec<usize> = addrs.collect();
+                v.sort_unstable();
+                v.dedup();
+                Some(v)
+            }
+        };
         Watch { bloom, exact }
     }
     /// Whether a commit writing `w` may have changed something watched:

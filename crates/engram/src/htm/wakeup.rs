@@ -30,6 +30,7 @@ use parking_lot::Mutex;
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::Arc;
 use std::thread::Thread;
+use std::time::{Duration, Instant};
 
 /// Slots per chunk.
 pub const CHUNK: usize = 16;
@@ -67,10 +68,13 @@ pub struct WakeStats {
     pub woken: u64,
     /// Wake-ups after which nothing the waiter read had changed.
     pub false_wakeups: u64,
+    /// Waits ended by a safety-net timeout that found a read variable
+    /// changed without a wake-up: a lost wake-up, if not 0 (users with a
+    /// timeout only; see [`WakeList::note_rescued`]).
+    pub rescued: u64,
 }
 
 /// The chunked global wake-up list.
-#[derive(Default)]
 pub struct WakeList {
     chunks: Mutex<Vec<Chunk>>,
     waiting: AtomicUsize,
@@ -78,12 +82,27 @@ pub struct WakeList {
     scans: AtomicU64,
     woken: AtomicU64,
     false_wakeups: AtomicU64,
+    rescued: AtomicU64,
+}
+
+impl Default for WakeList {
+    fn default() -> Self {
+        WakeList::new()
+    }
 }
 
 impl WakeList {
-    /// An empty list.
-    pub fn new() -> WakeList {
-        WakeList::default()
+    /// An empty list (`const`: a list can be a `static`).
+    pub const fn new() -> WakeList {
+        WakeList {
+            chunks: Mutex::new(Vec::new()),
+            waiting: AtomicUsize::new(0),
+            registered: AtomicU64::new(0),
+            scans: AtomicU64::new(0),
+            woken: AtomicU64::new(0),
+            false_wakeups: AtomicU64::new(0),
+            rescued: AtomicU64::new(0),
+        }
     }
 
     /// Step 1: registers the calling thread as waiting on `watch`.
@@ -118,6 +137,30 @@ impl WakeList {
         while !t.waiter.woken.swap(false, SeqCst) {
             std::thread::park();
         }
+    }
+
+    /// [`WakeList::sleep`] with a deadline: `true` when woken, `false` when
+    /// `timeout` passed first.
+    pub fn sleep_for(&self, t: &Ticket, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if t.waiter.woken.swap(false, SeqCst) {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            std::thread::park_timeout(deadline - now);
+        }
+    }
+
+    /// A committer, after its writes are visible (SeqCst fence): whether
+    /// anyone waits. `false` means no scan is needed: a waiter registering
+    /// later re-validates and sees the writes.
+    pub fn anyone_waiting(&self) -> bool {
+        fence(SeqCst);
+        self.waiting.load(SeqCst) != 0
     }
 
     /// A committer, after its writes are visible: appends to `out` the
@@ -155,6 +198,11 @@ impl WakeList {
         self.false_wakeups.fetch_add(1, Relaxed);
     }
 
+    /// Counts a wait that timed out and found a change nobody woke it for.
+    pub fn note_rescued(&self) {
+        self.rescued.fetch_add(1, Relaxed);
+    }
+
     /// Threads registered now.
     pub fn waiting(&self) -> usize {
         self.waiting.load(SeqCst)
@@ -167,6 +215,7 @@ impl WakeList {
             scans: self.scans.load(Relaxed),
             woken: self.woken.load(Relaxed),
             false_wakeups: self.false_wakeups.load(Relaxed),
+            rescued: self.rescued.load(Relaxed),
         }
     }
 }

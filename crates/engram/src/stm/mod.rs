@@ -19,6 +19,8 @@
 //!   ([`Persist`]); old values become garbage for the engine's GC.
 //! - Contention: exponential back-off, then a transaction that keeps losing
 //!   runs serially (other commits wait), so long transactions are not starved.
+//! - [`wait`]: the `retry` wait list (the hybrid TM's chunked wake-up
+//!   list), with Bloom-filter or precise read sets, selectable per process.
 //! - [`runtime`]: selectable TM runtimes (fine-grain STM, or Fine HTM: the
 //!   commit locks its write set and validates its reads in one hardware
 //!   transaction), per thread or process-wide, interface unchanged.
@@ -33,7 +35,7 @@ pub mod persist;
 pub(crate) mod redo;
 pub mod runtime;
 mod vars;
-mod wait;
+pub mod wait;
 pub(crate) mod word;
 
 pub(crate) use engine::in_atomically;

@@ -1,72 +1,123 @@
-//! Blocking `retry`: a transaction that retries sleeps until a commit writes
-//! a variable it read.
+//! Blocking `retry` for the STM (volatile `TVar`s and PSTM alike): a
+//! transaction that retries sleeps until a commit writes a variable it read.
 //!
-//! What it keeps true: no wake-up is lost. A retrying thread registers a
-//! Bloom filter of the variables it read *before* it re-validates them; a
-//! committer wakes every registered waiter whose filter meets its write set
-//! after its new values are visible. So either the waiter's validation sees
-//! the change, or the committer sees the waiter. False positives only cause
-//! an extra re-execution.
+//! The wait list is the hybrid TM's (Yates & Scott): one global
+//! [`WakeList`] of chunks, each slot a blocked transaction's read set and
+//! its thread. Two ways to watch a read set, chosen per process
+//! ([`set_wakeup_mode`], else `ENGRAM_STM_WAKEUP=bloom|precise`, else
+//! Bloom):
+//! - [`WatchMode::Bloom`] (the paper's): a 64-bit Bloom filter of the words
+//!   read. A committer meets it with the filter of its write set; a false
+//!   positive wakes a waiter whose reads did not change.
+//! - [`WatchMode::Precise`]: the filter to scan, then the exact sorted
+//!   addresses on both sides, so a waiter is woken only by a commit that
+//!   wrote a word it read: no Bloom false positives. The one false wake-up
+//!   left is a *late* one, in either mode: a waiter that read a commit's new
+//!   values and registered between that commit's stores and its scan is
+//!   woken by it although nothing changed since it read (rare; harmless).
+//!
+//! What it keeps true: no wake-up is lost. A retrying thread registers its
+//! read set (SeqCst), then re-validates the words it read; a committer makes
+//! its new values visible, then (SeqCst fence) looks for waiters, collects
+//! those whose watch meets its write set under the list's lock and wakes
+//! them after releasing it (buffered wake-ups). So either the waiter's
+//! validation sees the change, or the committer sees the waiter. A woken
+//! waiter re-validates: if nothing it read changed (a Bloom false positive)
+//! it counts a false wake-up and sleeps again, still registered, without
+//! re-running the transaction.
+//!
+//! Safety net: a wait also ends after a timeout ([`set_safety_net`], 1 s by
+//! default) if a read word changed; such a *rescue* would be a lost wake-up
+//! and is counted ([`WakeStats::rescued`]), so tests can assert it is 0.
+//!
+//! No crash behaviour: volatile (waiters are threads of this process).
 
-use parking_lot::{Condvar, Mutex};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use crate::htm::bloom::Watch;
+pub use crate::htm::bloom::WatchMode;
+use crate::htm::wakeup::WakeList;
+pub use crate::htm::wakeup::WakeStats;
+use std::sync::atomic::{fence, AtomicU64, AtomicU8, Ordering};
 use std::time::Duration;
 
-/// A 256-bit Bloom filter of variable addresses.
-#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
-pub(crate) struct Bloom([u64; 4]);
+static LIST: WakeList = WakeList::new();
 
-impl Bloom {
-    pub fn add(&mut self, addr: usize) {
-        let h = (addr as u64 >> 3).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        for k in [h >> 56, (h >> 48) & 0xFF] {
-            self.0[(k / 64) as usize] |= 1 << (k % 64);
+const UNSET: u8 = u8::MAX;
+static MODE: AtomicU8 = AtomicU8::new(UNSET);
+static SAFETY_MS: AtomicU64 = AtomicU64::new(1000);
+
+fn code(m: WatchMode) -> u8 {
+    match m {
+        WatchMode::Bloom => 0,
+        WatchMode::Precise => 1,
+    }
+}
+
+/// Sets how blocked transactions watch their read sets, for the whole
+/// process (waiters already blocked keep their watch; mixing is safe).
+pub fn set_wakeup_mode(mode: WatchMode) {
+    MODE.store(code(mode), Ordering::SeqCst);
+}
+
+/// The process's wake-up mode: [`set_wakeup_mode`], else
+/// `ENGRAM_STM_WAKEUP` (`bloom` or `precise`), else Bloom.
+pub fn wakeup_mode() -> WatchMode {
+    match MODE.load(Ordering::Relaxed) {
+        0 => WatchMode::Bloom,
+        1 => WatchMode::Precise,
+        _ => {
+            let m = std::env::var("ENGRAM_STM_WAKEUP").ok().and_then(|s| WatchMode::parse(&s)).unwrap_or(WatchMode::Bloom);
+            // Only the first caller decides; a setter that raced us wins.
+            let _ = MODE.compare_exchange(UNSET, code(m), Ordering::SeqCst, Ordering::SeqCst);
+            m
         }
     }
-
-    pub fn meets(&self, o: &Bloom) -> bool {
-        self.0.iter().zip(&o.0).any(|(a, b)| a & b != 0)
-    }
 }
 
-struct Waiter {
-    bloom: Bloom,
-    woken: Mutex<bool>,
-    cv: Condvar,
+/// Sets the safety-net timeout of a wait (see the module doc); at least
+/// 1 ms. Tests set it long, so that only a lost wake-up can trigger it.
+pub fn set_safety_net(timeout: Duration) {
+    SAFETY_MS.store((timeout.as_millis() as u64).max(1), Ordering::SeqCst);
 }
 
-static WAITERS: Mutex<Vec<Arc<Waiter>>> = Mutex::new(Vec::new());
-static COUNT: AtomicUsize = AtomicUsize::new(0);
+/// The wait list's counters since the process started (monotonic: take
+/// deltas): registrations, scans, wake-ups delivered, false wake-ups,
+/// rescues.
+pub fn wakeup_stats() -> WakeStats {
+    LIST.stats()
+}
 
-/// Wakes every waiter whose reads may meet `writes`.
-pub(crate) fn wake(writes: &Bloom) {
-    if COUNT.load(Ordering::Acquire) == 0 {
+/// Transactions blocked in `retry` now.
+pub fn waiting() -> usize {
+    LIST.waiting()
+}
+
+/// A committer, after its new values are visible: wakes every waiter whose
+/// read set meets the words it wrote. Cheap when nobody waits.
+pub(crate) fn wake(writes: impl IntoIterator<Item = usize>) {
+    if !LIST.anyone_waiting() {
         return;
     }
-    for w in WAITERS.lock().iter() {
-        if w.bloom.meets(writes) {
-            *w.woken.lock() = true;
-            w.cv.notify_one();
-        }
-    }
+    let mut out = Vec::new();
+    LIST.collect(&Watch::new(wakeup_mode(), writes), &mut out);
+    LIST.wake(&mut out);
 }
 
-/// Registers `reads`, then sleeps until woken, unless `changed()` (called
-/// after registering) already says a read variable changed.
-pub(crate) fn sleep(reads: Bloom, changed: impl FnOnce() -> bool) {
-    let me = Arc::new(Waiter { bloom: reads, woken: Mutex::new(false), cv: Condvar::new() });
-    WAITERS.lock().push(me.clone());
-    COUNT.fetch_add(1, Ordering::AcqRel);
-    if !changed() {
-        let mut woken = me.woken.lock();
-        while !*woken {
-            // The timeout is a safety net, not a poll: wake-ups come from commits.
-            if me.cv.wait_for(&mut woken, Duration::from_secs(1)).timed_out() {
-                break;
-            }
+/// Registers `reads` (word addresses), then sleeps until woken by a commit
+/// that changed one, as `changed()` (called after registering) tells.
+pub(crate) fn sleep(reads: impl IntoIterator<Item = usize>, changed: impl Fn() -> bool) {
+    let t = LIST.register(Watch::new(wakeup_mode(), reads));
+    // Pairs with the committer's fence in `anyone_waiting`.
+    fence(Ordering::SeqCst);
+    let mut woken = false;
+    while !changed() {
+        if woken {
+            LIST.note_false();
+        }
+        woken = LIST.sleep_for(&t, Duration::from_millis(SAFETY_MS.load(Ordering::Relaxed)));
+        if !woken && changed() {
+            LIST.note_rescued();
+            break;
         }
     }
-    WAITERS.lock().retain(|w| !Arc::ptr_eq(w, &me));
-    COUNT.fetch_sub(1, Ordering::AcqRel);
+    LIST.unregister(t);
 }

@@ -19,7 +19,7 @@ use crate::htm::Htm;
 use crate::stm::persist::CopyCx;
 use crate::stm::redo::{self, HALF};
 use crate::stm::runtime;
-use crate::stm::wait::{self, Bloom};
+use crate::stm::wait;
 use crate::stm::word;
 use std::sync::atomic::Ordering;
 
@@ -216,10 +216,8 @@ impl STx<'_> {
         let st = self.st.borrow();
         let space = self.ctx.as_ref().map(|c| &c.inner.space);
         let new_word = word::unlocked(wv);
-        let mut bloom = Bloom::default();
         let mut log = self.ctx.as_ref().map(|c| c.log().lock());
         for w in &st.writes {
-            bloom.add(w.word);
             match &w.kind {
                 Kind::P { off, value: Some(b), .. } => {
                     let mut words = [0u64; MAX_VALUE / 8];
@@ -250,7 +248,8 @@ impl STx<'_> {
             }
         }
         drop(log);
-        wait::wake(&bloom);
+        // A write without a value restored its old word: nothing to wake.
+        wait::wake(st.writes.iter().filter(|w| !matches!(w.kind, Kind::P { value: None, .. })).map(|w| w.word));
         crate::failpoint::Failpoint::StmAfterApply.hit();
     }
 }

@@ -154,11 +154,11 @@ fn run<'p, R>(mut ctx: impl FnMut() -> Result<Option<PoolCtx<'p>>>, mut f: impl 
                 tx.discard();
                 count_stat(|s| s.retries += 1);
                 // `_keep` holds the TVars read, so their words outlive the wait.
-                let (bloom, reads, _keep) = tx.read_bloom();
+                let (reads, _keep) = tx.retry_set();
                 drop(tx);
                 drop(_gate);
                 drop(_excl);
-                wait::sleep(bloom, || {
+                wait::sleep(reads.iter().map(|r| r.0), || {
                     reads.iter().any(|&(w, v, e)| {
                         // SAFETY: a read-set word: a TVar held by `_keep`, or a
                         // cell of the pool this call borrows (its mapping

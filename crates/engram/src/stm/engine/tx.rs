@@ -20,7 +20,6 @@ use crate::hash::FastMap;
 use crate::ptr::{PArray, PPtr};
 use crate::stm::persist::{CopyCx, Made, Persist};
 use crate::stm::vars::{TVarInner, VarCell};
-use crate::stm::wait::Bloom;
 use crate::stm::word;
 use crate::Persistent;
 use std::any::Any;
@@ -580,18 +579,13 @@ impl<'p> STx<'p> {
         }
     }
 
-    /// What a retry waits on: a Bloom filter of the words read, each word
-    /// with the version and epoch seen, and the volatile TVars read (kept
-    /// alive so their words stay valid while the thread waits).
+    /// What a retry waits on: the words read, each with the version and
+    /// epoch seen, and the volatile TVars read (kept alive so their words
+    /// stay valid while the thread waits).
     #[allow(clippy::type_complexity)]
-    pub(super) fn read_bloom(&self) -> (Bloom, Vec<(usize, u64, u16)>, Vec<Arc<dyn Any + Send + Sync>>) {
+    pub(super) fn retry_set(&self) -> (Vec<(usize, u64, u16)>, Vec<Arc<dyn Any + Send + Sync>>) {
         let st = self.st.borrow();
-        let mut b = Bloom::default();
-        for r in &st.reads {
-            b.add(r.word);
-        }
-        let keep = st.keep.clone();
-        (b, st.reads.iter().map(|r| (r.word, r.version, r.epoch)).collect(), keep)
+        (st.reads.iter().map(|r| (r.word, r.version, r.epoch)).collect(), st.keep.clone())
     }
 }
 
