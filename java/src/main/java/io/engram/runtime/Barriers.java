@@ -25,6 +25,10 @@ import java.util.concurrent.ConcurrentHashMap;
  *   keyed calls (put(k, ..), remove(k), add(x), ...) end with afterKey(c, k) instead
  * </pre>
  *
+ * Outside a region, a collection change is one commit: insert only checks
+ * that the new elements can be persisted, and after/afterKey convert them
+ * and write the image in one implicit region ({@code Graph.oneCommit}).
+ *
  * Public because instrumented classes call it; not an API.
  */
 public final class Barriers {
@@ -333,7 +337,20 @@ public final class Barriers {
             return;
         }
         if (g.tracked(c) != null) {
+            inserting(g, c, v);
+        }
+    }
+
+    /**
+     * In a region the element is converted now; outside one only checked
+     * (a NotPersistableException before the call, as a conversion would
+     * throw): the after-call hook converts it in the change's one commit.
+     */
+    private static void inserting(Graph g, Object c, Object v) {
+        if (g.region() != null) {
             g.persist(v, () -> Graph.describe(c) + "{+}");
+        } else {
+            g.checkPersistable(v, () -> Graph.describe(c) + "{+}");
         }
     }
 
@@ -345,7 +362,7 @@ public final class Barriers {
         }
         if (from instanceof Collection<?> || from instanceof Map<?, ?>) {
             for (Object v : Codec.snapshot(from)) {
-                g.persist(v, () -> Graph.describe(c) + "{+}");
+                inserting(g, c, v);
             }
         }
     }
@@ -363,9 +380,9 @@ public final class Barriers {
         Img img = g.trackedAfterStore(c);
         if (img != null) {
             if (KeyedImage.keyed(c)) {
-                KeyedImage.resyncKey(g, c, img, key);
+                g.oneCommit(() -> KeyedImage.resyncKey(g, c, img, key));
             } else {
-                g.resyncCollection(c, img);
+                g.oneCommit(() -> g.resyncCollection(c, img));
             }
         }
     }
@@ -377,7 +394,7 @@ public final class Barriers {
         }
         Img img = g.trackedAfterStore(c);
         if (img != null) {
-            g.resyncCollection(c, img);
+            g.oneCommit(() -> g.resyncCollection(c, img));
         }
     }
 }

@@ -137,6 +137,7 @@ final class KeyedImage {
                 }
                 if (img.index != null) {
                     apply(g, img, key, s.present, ka, va);
+                    g.commitIfImplicit(); // under the stripe lock: see Graph.oneCommit
                     return;
                 }
             }
