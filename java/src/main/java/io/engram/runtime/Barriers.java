@@ -330,6 +330,24 @@ public final class Barriers {
         }
     }
 
+    /**
+     * Before a keyed call (its bridge calls this instead of {@link #before}):
+     * outside a region, notes the key's state, so that a failing after-call
+     * hook (a full pool) can put the collection back as the image still has it.
+     */
+    public static void beforeKey(Object c, Object key) {
+        Graph g = Graph.current;
+        if (g == null || c == null) {
+            return;
+        }
+        if (g.tracked(c) != null) {
+            g.beforeMutation(c);
+            if (g.region() == null && KeyedImage.keyed(c)) {
+                KeyedImage.noteBefore(c, key);
+            }
+        }
+    }
+
     /** An element about to be inserted into {@code c}: made recoverable before it becomes visible. */
     public static void insert(Object c, Object v) {
         Graph g = Graph.current;
@@ -378,12 +396,21 @@ public final class Barriers {
             return;
         }
         Img img = g.trackedAfterStore(c);
-        if (img != null) {
-            if (KeyedImage.keyed(c)) {
-                g.oneCommit(() -> KeyedImage.resyncKey(g, c, img, key));
-            } else {
-                g.oneCommit(() -> g.resyncCollection(c, img));
+        if (img == null) {
+            return;
+        }
+        if (!KeyedImage.keyed(c)) {
+            afterWhole(g, c, img);
+            return;
+        }
+        boolean implicit = g.region() == null;
+        try {
+            g.oneCommit(() -> KeyedImage.resyncKey(g, c, img, key));
+        } catch (RuntimeException | Error e) {
+            if (implicit) {
+                KeyedImage.undoCall(c, key); // the image kept the key's old state: so does the collection
             }
+            throw e;
         }
     }
 
@@ -394,7 +421,28 @@ public final class Barriers {
         }
         Img img = g.trackedAfterStore(c);
         if (img != null) {
+            afterWhole(g, c, img);
+        }
+    }
+
+    /**
+     * The whole-collection hook in one commit. If it fails outside a region
+     * (a full pool), the image keeps its old contents; when they are known
+     * (the shadow), the Java collection is put back to them, so the call
+     * did not happen on either side.
+     */
+    private static void afterWhole(Graph g, Object c, Img img) {
+        boolean implicit = g.region() == null;
+        Object[] old = img.shadow;
+        try {
             g.oneCommit(() -> g.resyncCollection(c, img));
+        } catch (RuntimeException | Error e) {
+            if (implicit && old != null) {
+                Codec.restore(c, old);
+                img.shadow = null; // re-image from scratch next time
+                img.capacity = 0;
+            }
+            throw e;
         }
     }
 }

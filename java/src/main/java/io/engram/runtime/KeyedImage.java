@@ -113,6 +113,43 @@ final class KeyedImage {
         return new State(((Set<?>) c).contains(key), null);
     }
 
+    /** The state of one key before a keyed call outside a region (this thread's last). */
+    private record Before(Object coll, Object key, State state) {
+    }
+
+    private static final ThreadLocal<Before> BEFORE = new ThreadLocal<>();
+
+    /** Before a keyed call outside a region: the key's state, for {@link #undoCall}. */
+    static void noteBefore(Object c, Object key) {
+        BEFORE.set(new Before(c, key, read(c, key)));
+    }
+
+    /**
+     * The after-call hook failed (its implicit region aborted, the image
+     * still has the key's old state): the collection gets it back too, if
+     * the state noted before this call is known.
+     */
+    @SuppressWarnings("unchecked")
+    static void undoCall(Object c, Object key) {
+        Before b = BEFORE.get();
+        BEFORE.remove();
+        if (b == null || b.coll != c || b.key != key) {
+            return;
+        }
+        if (c instanceof Map<?, ?> m) {
+            Map<Object, Object> mm = (Map<Object, Object>) m;
+            if (b.state.present) {
+                mm.put(key, b.state.value);
+            } else {
+                mm.remove(key);
+            }
+        } else if (b.state.present) {
+            ((Set<Object>) c).add(key);
+        } else {
+            ((Set<Object>) c).remove(key);
+        }
+    }
+
     /**
      * After a keyed call on {@code c}: makes its image agree with the
      * collection for {@code key}. Falls back to re-imaging when the index is

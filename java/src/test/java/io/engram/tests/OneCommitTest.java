@@ -119,6 +119,36 @@ class OneCommitTest {
         }
     }
 
+    @Test
+    void aPutThatFillsThePoolDoesNotHappen() throws Exception {
+        Path p = Pools.fresh("one-commit-full");
+        try (Engram pool = Engram.open(p, Pools.OPTIONS.withSize(24L << 20))) {
+            Map<Object, Object> m = new HashMap<>();
+            Roots.map = m;
+            m.put("first", new byte[] {1});
+            int added = 0;
+            io.engram.PoolFullException full = null;
+            for (int i = 0; i < 200 && full == null; i++) {
+                try {
+                    m.put("k" + i, new byte[256 << 10]);
+                    added++;
+                } catch (io.engram.PoolFullException e) {
+                    full = e;
+                }
+            }
+            assertNotNull(full, "a 24 MiB pool must fill up");
+            assertEquals(added + 1, m.size(), "the failing put of a new key did not happen");
+            byte[] before = (byte[]) m.get("first");
+            assertThrows(io.engram.PoolFullException.class, () -> m.put("first", new byte[1 << 20]));
+            assertSame(before, m.get("first"), "the failing update did not happen");
+        }
+        Roots.reset();
+        try (Engram pool = Engram.open(p, Pools.OPTIONS.withSize(24L << 20))) {
+            assertEquals(1, ((byte[]) Roots.map.get("first"))[0]);
+            assertTrue(Roots.map.size() > 1);
+        }
+    }
+
     // ---- the crash explorer over collection changes ---------------------
 
     /** The changes, in order; state(k) is what the map and list hold after the first k. */

@@ -25,7 +25,8 @@ import java.util.Random;
  * pool loaded in {@code process} mode and closed cleanly is the same file
  * an {@code msync} load would have written, only written much faster.
  *
- * <p>Usage: {@code Restart load|open engram|h2 FILE [durability] [N]}
+ * <p>Usage: {@code Restart load|open engram|h2 FILE [durability] [N [UPDATES]]}: {@code load}
+ * then overwrites UPDATES random records, as YCSB's update workloads do.
  */
 public final class Restart {
     private Restart() {
@@ -56,6 +57,13 @@ public final class Restart {
                     byte[] v = new byte[1000];
                     r.nextBytes(v);
                     m.put("user" + i, new Item(v, 0, 0, m.nextCas("user" + i), System.currentTimeMillis()));
+                }
+                long updates = args.length > 5 ? Long.parseLong(args[5]) : 0;
+                for (long u = 0; u < updates; u++) { // YCSB-style overwrites: each leaves an old Item behind
+                    String k = "user" + r.nextLong(n);
+                    byte[] v = new byte[1000];
+                    r.nextBytes(v);
+                    m.put(k, new Item(v, 0, 0, m.nextCas(k), System.currentTimeMillis()));
                 }
             }
             if (pool != null) {
