@@ -156,12 +156,13 @@ final class KeyedImage {
      * unknown.
      */
     static void resyncKey(Graph g, Object c, Img img, Object key) {
-        while (true) {
+        boolean needKey = !indexed(g, c, img, key); // an update keeps the image's key: the argument (an
+        while (true) {                               // equal object, maybe new) is not converted for nothing
             State s = read(c, key);
             long ka = 0;
             long va = 0;
             if (s.present) {
-                ka = g.persist(key, () -> Graph.describe(c) + "{+}");
+                ka = needKey ? g.persist(key, () -> Graph.describe(c) + "{+}") : 0;
                 va = s.value == null ? 0 : g.persist(s.value, () -> Graph.describe(c) + "{" + key + "}");
             }
             synchronized (g.stripe(c)) {
@@ -171,6 +172,10 @@ final class KeyedImage {
                 }
                 if (img.index == null && img.shadow != null) {
                     img.index = build(c, img.shadow);
+                }
+                if (img.index != null && s.present && !needKey && !img.index.pos.containsKey(key)) {
+                    needKey = true; // removed from the image meanwhile: this change adds it again
+                    continue;
                 }
                 if (img.index != null) {
                     apply(g, img, key, s.present, ka, va);
@@ -185,6 +190,13 @@ final class KeyedImage {
                 }
             }
             return;
+        }
+    }
+
+    /** Does the image already hold an entry for {@code key}? */
+    private static boolean indexed(Graph g, Object c, Img img, Object key) {
+        synchronized (g.stripe(c)) {
+            return img.index != null && img.index.pos.containsKey(key);
         }
     }
 
