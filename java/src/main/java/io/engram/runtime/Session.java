@@ -96,7 +96,7 @@ public final class Session {
     }
 
     /** The calling thread's CPU time (for {@code -Dengram.timing}), or wall time where not supported. */
-    static long cpuNanos() {
+    public static long cpuNanos() {
         java.lang.management.ThreadMXBean b = java.lang.management.ManagementFactory.getThreadMXBean();
         return b.isCurrentThreadCpuTimeSupported() ? b.getCurrentThreadCpuTime() : System.nanoTime();
     }
