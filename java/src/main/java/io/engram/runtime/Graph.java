@@ -375,8 +375,10 @@ public final class Graph {
             for (Pending p : todo) {
                 flushImage(p.img);
             }
-            heap.fence();
             RegionState r = region();
+            if (r == null || !r.implicit) {
+                heap.fence(); // an implicit region's commit fences them (nothing links them before it)
+            }
             for (Pending p : todo) {
                 if (r == null || !r.implicit) {
                     p.img.ready = true; // an implicit region's become ready at its commit
