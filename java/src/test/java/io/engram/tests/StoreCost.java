@@ -32,7 +32,7 @@ public final class StoreCost {
             return;
         }
         if (args.length > 1 && args[1].equals("counts")) {
-            counts(dir);
+            counts(dir, Durability.valueOf(args.length > 2 ? args[2].toUpperCase(java.util.Locale.ROOT) : "PROCESS"));
             return;
         }
         for (Durability d : new Durability[] {Durability.PROCESS, Durability.MSYNC}) {
@@ -113,17 +113,17 @@ public final class StoreCost {
      * new key, per update of a key and per ArrayList.add, in process mode
      * (the counts are the same in every mode).
      */
-    private static void counts(Path dir) throws Exception {
+    private static void counts(Path dir, Durability d) throws Exception {
         Path p = dir.resolve("storecost-counts.pool");
         Files.deleteIfExists(p);
         Roots.reset();
-        try (Engram e = Engram.open(p, Engram.Options.defaults().withDurability(Durability.PROCESS).withSize(1L << 28))) {
+        try (Engram e = Engram.open(p, Engram.Options.defaults().withDurability(d).withSize(1L << 28))) {
             java.util.Map<Object, Object> map = new java.util.HashMap<>();
             Roots.map = map;
             java.util.List<Object> list = new java.util.ArrayList<>();
             Roots.list = list;
             map.put("warm", new Node(0, "warm"));
-            int n = 1000;
+            int n = Integer.getInteger("engram.counts.n", 1000);
             count("HashMap.put, new String key, new Node+String value", n,
                     i -> map.put("key" + i, new Node(i, "v" + i)));
             count("HashMap.put, existing key (equal new String), new value", n,
