@@ -201,7 +201,9 @@ bench-java: java-deps
 	  run="$(JAVA25_HOME)/bin/java --enable-native-access=ALL-UNNAMED -Dengram.lib=$(CURDIR)/target/release/libengram_ffi.so -cp $$cp"; \
 	  agent=target/engram-java-0.1.0-agent.jar; \
 	  echo "uninstrumented:"; $$run -javaagent:$$agent=exclude=io.engram.tests.StoreCost io.engram.tests.StoreCost target/pools baseline; \
-	  echo "instrumented:"; $$run -javaagent:$$agent io.engram.tests.StoreCost target/pools
+	  echo "instrumented:"; $$run -javaagent:$$agent io.engram.tests.StoreCost target/pools; \
+	  echo "durability points per change (msync on disk; count msyncs with strace -f -e trace=msync):"; \
+	  $$run -javaagent:$$agent -Dengram.counts.n=200 io.engram.tests.StoreCost target/pools counts msync
 
 # The Java apps (java/src/main/java/io/engram/apps, docs/java-apps.md): the
 # kernels' marking counts, and YCSB (site.ycsb:core) against the
