@@ -87,7 +87,12 @@ public final class Engram implements AutoCloseable {
      */
     public static Engram open(Path path, Options options) {
         requireAgent();
-        return new Engram(Session.open(heap(path, options, true), loader()), path);
+        long t0 = Session.cpuNanos();
+        Heap h = heap(path, options, true);
+        if (Boolean.getBoolean("engram.timing")) {
+            System.err.printf("engram open (thread CPU): engine open and library %.1f ms%n", (Session.cpuNanos() - t0) / 1e6);
+        }
+        return new Engram(Session.open(h, loader()), path);
     }
 
     /**

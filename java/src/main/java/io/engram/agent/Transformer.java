@@ -200,7 +200,10 @@ final class Transformer implements ClassFileTransformer {
             super.visitEnd();
         }
 
-        /** private static R bridge(Owner c, args...) { before(c); insert(c, a)...; r = c.m(args); after(c); return r; } */
+        /**
+         * private static R bridge(Owner c, args...) { before(c); insert(c, a)...; r = c.m(args); after(c); return r; }
+         * (keyed calls: beforeKey(c, key) ... afterKey(c, key))
+         */
         private void emitBridge(String bname, int opcode, String callOwner, String name, String desc, boolean itf) {
             Type[] args = Type.getArgumentTypes(desc);
             Type ret = Type.getReturnType(desc);
@@ -208,8 +211,15 @@ final class Transformer implements ClassFileTransformer {
             MethodVisitor mv = cv.visitMethod(Opcodes.ACC_PRIVATE | Opcodes.ACC_STATIC | Opcodes.ACC_SYNTHETIC, bname,
                     bdesc, null, null);
             mv.visitCode();
+            boolean keyed = KEYED.contains(name) && args.length > 0 && args[0].getDescriptor().equals("Ljava/lang/Object;");
             mv.visitVarInsn(Opcodes.ALOAD, 0);
-            mv.visitMethodInsn(Opcodes.INVOKESTATIC, BARRIERS, "before", "(Ljava/lang/Object;)V", false);
+            if (keyed) {
+                mv.visitVarInsn(Opcodes.ALOAD, 1);
+                mv.visitMethodInsn(Opcodes.INVOKESTATIC, BARRIERS, "beforeKey",
+                        "(Ljava/lang/Object;Ljava/lang/Object;)V", false);
+            } else {
+                mv.visitMethodInsn(Opcodes.INVOKESTATIC, BARRIERS, "before", "(Ljava/lang/Object;)V", false);
+            }
             int slot = 1;
             for (Type a : args) {
                 String ad = a.getDescriptor();
@@ -231,7 +241,7 @@ final class Transformer implements ClassFileTransformer {
             }
             mv.visitMethodInsn(opcode, callOwner, name, desc, itf);
             mv.visitVarInsn(Opcodes.ALOAD, 0);
-            if (KEYED.contains(name) && args.length > 0 && args[0].getDescriptor().equals("Ljava/lang/Object;")) {
+            if (keyed) {
                 mv.visitVarInsn(Opcodes.ALOAD, 1);
                 mv.visitMethodInsn(Opcodes.INVOKESTATIC, BARRIERS, "afterKey",
                         "(Ljava/lang/Object;Ljava/lang/Object;)V", false);

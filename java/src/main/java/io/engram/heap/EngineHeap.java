@@ -306,10 +306,24 @@ public final class EngineHeap implements Heap {
         return t instanceof RuntimeException r ? r : new EngramException(Code.INTERNAL, "FFM call failed: " + t, t);
     }
 
+    private static final java.util.concurrent.atomic.AtomicLong COMMITS = new java.util.concurrent.atomic.AtomicLong();
+    private static final java.util.concurrent.atomic.AtomicLong FENCES = new java.util.concurrent.atomic.AtomicLong();
+
+    /** Region commits in this JVM, over every pool (for tests counting what a change costs). Not an API. */
+    public static long commits() {
+        return COMMITS.get();
+    }
+
+    /** Calls of {@code persist} and {@code fence} (each a durability point) in this JVM. Not an API. */
+    public static long fences() {
+        return FENCES.get();
+    }
+
     @Override
     public void commit() {
         long h = current();
         region.get()[0] = 0;
+        COMMITS.incrementAndGet();
         call(c.commit, h);
     }
 
@@ -456,6 +470,7 @@ public final class EngineHeap implements Heap {
 
     @Override
     public void fence() {
+        FENCES.incrementAndGet();
         int st;
         try {
             st = (int) c.fence.invokeExact(pool);
@@ -467,6 +482,7 @@ public final class EngineHeap implements Heap {
 
     @Override
     public void persist(long addr, long len) {
+        FENCES.incrementAndGet();
         int st;
         try {
             st = (int) c.persist.invokeExact(pool, addr, len);

@@ -25,6 +25,10 @@ import java.util.concurrent.ConcurrentHashMap;
  *   keyed calls (put(k, ..), remove(k), add(x), ...) end with afterKey(c, k) instead
  * </pre>
  *
+ * Outside a region, a collection change is one commit: insert only checks
+ * that the new elements can be persisted, and after/afterKey convert them
+ * and write the image in one implicit region ({@code Graph.oneCommit}).
+ *
  * Public because instrumented classes call it; not an API.
  */
 public final class Barriers {
@@ -326,6 +330,24 @@ public final class Barriers {
         }
     }
 
+    /**
+     * Before a keyed call (its bridge calls this instead of {@link #before}):
+     * outside a region, notes the key's state, so that a failing after-call
+     * hook (a full pool) can put the collection back as the image still has it.
+     */
+    public static void beforeKey(Object c, Object key) {
+        Graph g = Graph.current;
+        if (g == null || c == null) {
+            return;
+        }
+        if (g.tracked(c) != null) {
+            g.beforeMutation(c);
+            if (g.region() == null && KeyedImage.keyed(c)) {
+                KeyedImage.noteBefore(c, key);
+            }
+        }
+    }
+
     /** An element about to be inserted into {@code c}: made recoverable before it becomes visible. */
     public static void insert(Object c, Object v) {
         Graph g = Graph.current;
@@ -333,7 +355,20 @@ public final class Barriers {
             return;
         }
         if (g.tracked(c) != null) {
+            inserting(g, c, v);
+        }
+    }
+
+    /**
+     * In a region the element is converted now; outside one only checked
+     * (a NotPersistableException before the call, as a conversion would
+     * throw): the after-call hook converts it in the change's one commit.
+     */
+    private static void inserting(Graph g, Object c, Object v) {
+        if (g.region() != null) {
             g.persist(v, () -> Graph.describe(c) + "{+}");
+        } else {
+            g.checkPersistable(v, () -> Graph.describe(c) + "{+}");
         }
     }
 
@@ -345,7 +380,7 @@ public final class Barriers {
         }
         if (from instanceof Collection<?> || from instanceof Map<?, ?>) {
             for (Object v : Codec.snapshot(from)) {
-                g.persist(v, () -> Graph.describe(c) + "{+}");
+                inserting(g, c, v);
             }
         }
     }
@@ -361,12 +396,21 @@ public final class Barriers {
             return;
         }
         Img img = g.trackedAfterStore(c);
-        if (img != null) {
-            if (KeyedImage.keyed(c)) {
-                KeyedImage.resyncKey(g, c, img, key);
-            } else {
-                g.resyncCollection(c, img);
+        if (img == null) {
+            return;
+        }
+        if (!KeyedImage.keyed(c)) {
+            afterWhole(g, c, img);
+            return;
+        }
+        boolean implicit = g.region() == null;
+        try {
+            g.oneCommit(() -> KeyedImage.resyncKey(g, c, img, key));
+        } catch (RuntimeException | Error e) {
+            if (implicit) {
+                KeyedImage.undoCall(c, key); // the image kept the key's old state: so does the collection
             }
+            throw e;
         }
     }
 
@@ -377,7 +421,32 @@ public final class Barriers {
         }
         Img img = g.trackedAfterStore(c);
         if (img != null) {
+            afterWhole(g, c, img);
+        }
+    }
+
+    /**
+     * The whole-collection hook. Not in a region of its own: an append is
+     * already atomic (one 8-byte length store publishes it) and a re-imaging
+     * is its own region, and in msync mode each undo-log entry of a region
+     * costs an msync, so an append costs fewer durability points as the
+     * new elements' conversion (one commit) and two persists than logged in
+     * one region. If it fails outside a region (a full pool), the image
+     * keeps its old contents; when they are known (the shadow), the Java
+     * collection is put back to them, so the call did not happen on either side.
+     */
+    private static void afterWhole(Graph g, Object c, Img img) {
+        boolean implicit = g.region() == null;
+        Object[] old = img.shadow;
+        try {
             g.resyncCollection(c, img);
+        } catch (RuntimeException | Error e) {
+            if (implicit && old != null) {
+                Codec.restore(c, old);
+                img.shadow = null; // re-image from scratch next time
+                img.capacity = 0;
+            }
+            throw e;
         }
     }
 }

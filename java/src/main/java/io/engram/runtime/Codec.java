@@ -186,4 +186,33 @@ final class Codec {
         }
         return null;
     }
+
+    /** The references an image of {@code o} (of type {@code t}) would hold, each with its path edge. */
+    static void children(Object o, JType t, java.util.function.BiConsumer<Object, String> f) {
+        switch (t.kind) {
+            case OBJECT, RECORD -> {
+                for (JType.Slot s : t.slots) {
+                    if (s.isRef()) {
+                        f.accept(get(s.field(), o), "." + s.field().getName());
+                    }
+                }
+            }
+            case ARRAY -> {
+                if (o instanceof Object[] a) {
+                    for (int i = 0; i < a.length; i++) {
+                        f.accept(a[i], "[" + i + "]");
+                    }
+                }
+            }
+            case COLLECTION, MAP -> {
+                Object[] elems = snapshot(o);
+                for (int i = 0; i < elems.length; i++) {
+                    f.accept(elems[i], "{" + i + "}");
+                }
+                f.accept(comparator(o), ".comparator()");
+            }
+            default -> {
+            }
+        }
+    }
 }

@@ -2,6 +2,7 @@ package io.engram.runtime;
 
 import io.engram.EngramException;
 import io.engram.EngramException.Code;
+import io.engram.NotPersistableException;
 import io.engram.heap.Heap;
 import io.engram.runtime.IdentityTable.Img;
 
@@ -374,10 +375,14 @@ public final class Graph {
             for (Pending p : todo) {
                 flushImage(p.img);
             }
-            heap.fence();
             RegionState r = region();
+            if (r == null || !r.implicit) {
+                heap.fence(); // an implicit region's commit fences them (nothing links them before it)
+            }
             for (Pending p : todo) {
-                p.img.ready = true;
+                if (r == null || !r.implicit) {
+                    p.img.ready = true; // an implicit region's become ready at its commit
+                }
                 if (r != null) {
                     r.created.add(p.obj);
                 }
@@ -640,6 +645,7 @@ public final class Graph {
                     writeCollectionData(img, addrs, true);
                 }
                 img.shadow = snap;
+                commitIfImplicit();
                 return;
             }
         }
@@ -753,6 +759,108 @@ public final class Graph {
         }
         if (heap.root(name) != addr) {
             heap.setRoot(name, addr);
+        }
+    }
+
+    // ---- one commit per collection change ------------------------------
+
+    /**
+     * Runs a collection's after-call hook as one implicit region of its own
+     * when the calling thread is in no region, so the whole change (the
+     * conversion of the new elements, the image entry, the length) is one
+     * commit instead of one per conversion and one persist per word.
+     *
+     * <p>It holds {@code persistLock} from begin to commit, so implicit
+     * regions never overlap each other or a conversion, and its conversions
+     * stay not ready until it commits (other threads' hooks wait for them
+     * instead of linking images a crash could still roll back). The hook
+     * calls {@link #commitIfImplicit} under the collection's stripe lock,
+     * so no other writer of the collection's image words runs between its
+     * writes and its commit. An exception aborts it: the image and the
+     * objects it made recoverable go back, the Java collection keeps the
+     * call's change (as before: see Limits in docs/java.md).
+     */
+    void oneCommit(Runnable hook) {
+        if (region() != null) {
+            hook.run();
+            return;
+        }
+        RegionState r = REGIONS.get();
+        persistLock.lock();
+        try {
+            beginRegion(r);
+            r.depth = 1;
+            r.implicit = true;
+            try {
+                hook.run();
+            } catch (RuntimeException | Error e) {
+                if (r.implicit && r.graph == this) {
+                    endImplicit(r, false);
+                }
+                throw e;
+            }
+            commitIfImplicit(); // a hook that wrote no collection word
+        } finally {
+            persistLock.unlock();
+        }
+    }
+
+    /** Commits the calling thread's implicit region, if one is open (a hook calls this under the stripe lock). */
+    void commitIfImplicit() {
+        RegionState r = REGIONS.get();
+        if (r.implicit && r.graph == this) {
+            endImplicit(r, true);
+        }
+    }
+
+    private void endImplicit(RegionState r, boolean commit) {
+        r.depth = 0;
+        r.implicit = false;
+        if (commit) {
+            List<Object> made = new ArrayList<>(r.created);
+            commitRegion(r);
+            for (Object o : made) {
+                Img img = table.get(o);
+                if (img != null) {
+                    img.ready = true;
+                }
+            }
+        } else {
+            abortRegion(r);
+        }
+    }
+
+    /**
+     * Checks, without changing anything, that {@code v} and everything it
+     * reaches that is not recoverable yet could be made recoverable: the
+     * {@link NotPersistableException} a conversion would throw, with the
+     * same path, before the collection call that inserts {@code v} happens.
+     */
+    void checkPersistable(Object v, Supplier<String> path) {
+        if (v == null || tracked(v) != null) {
+            return;
+        }
+        record Step(Object obj, int parent, String edge) {
+        }
+        List<Step> steps = new ArrayList<>();
+        java.util.IdentityHashMap<Object, Boolean> seen = new java.util.IdentityHashMap<>();
+        steps.add(new Step(v, -1, null));
+        seen.put(v, Boolean.TRUE);
+        for (int k = 0; k < steps.size(); k++) {
+            int at = k;
+            Object o = steps.get(k).obj;
+            JType t = typeOf(o.getClass(), () -> {
+                StringBuilder sb = new StringBuilder();
+                for (int i = at; i >= 0; i = steps.get(i).parent) {
+                    sb.insert(0, i == 0 ? path.get() : steps.get(i).edge);
+                }
+                return sb.toString();
+            });
+            Codec.children(o, t, (child, edge) -> {
+                if (child != null && seen.put(child, Boolean.TRUE) == null && tracked(child) == null) {
+                    steps.add(new Step(child, at, edge));
+                }
+            });
         }
     }
 

@@ -113,18 +113,56 @@ final class KeyedImage {
         return new State(((Set<?>) c).contains(key), null);
     }
 
+    /** The state of one key before a keyed call outside a region (this thread's last). */
+    private record Before(Object coll, Object key, State state) {
+    }
+
+    private static final ThreadLocal<Before> BEFORE = new ThreadLocal<>();
+
+    /** Before a keyed call outside a region: the key's state, for {@link #undoCall}. */
+    static void noteBefore(Object c, Object key) {
+        BEFORE.set(new Before(c, key, read(c, key)));
+    }
+
+    /**
+     * The after-call hook failed (its implicit region aborted, the image
+     * still has the key's old state): the collection gets it back too, if
+     * the state noted before this call is known.
+     */
+    @SuppressWarnings("unchecked")
+    static void undoCall(Object c, Object key) {
+        Before b = BEFORE.get();
+        BEFORE.remove();
+        if (b == null || b.coll != c || b.key != key) {
+            return;
+        }
+        if (c instanceof Map<?, ?> m) {
+            Map<Object, Object> mm = (Map<Object, Object>) m;
+            if (b.state.present) {
+                mm.put(key, b.state.value);
+            } else {
+                mm.remove(key);
+            }
+        } else if (b.state.present) {
+            ((Set<Object>) c).add(key);
+        } else {
+            ((Set<Object>) c).remove(key);
+        }
+    }
+
     /**
      * After a keyed call on {@code c}: makes its image agree with the
      * collection for {@code key}. Falls back to re-imaging when the index is
      * unknown.
      */
     static void resyncKey(Graph g, Object c, Img img, Object key) {
-        while (true) {
+        boolean needKey = !indexed(g, c, img, key); // an update keeps the image's key: the argument (an
+        while (true) {                               // equal object, maybe new) is not converted for nothing
             State s = read(c, key);
             long ka = 0;
             long va = 0;
             if (s.present) {
-                ka = g.persist(key, () -> Graph.describe(c) + "{+}");
+                ka = needKey ? g.persist(key, () -> Graph.describe(c) + "{+}") : 0;
                 va = s.value == null ? 0 : g.persist(s.value, () -> Graph.describe(c) + "{" + key + "}");
             }
             synchronized (g.stripe(c)) {
@@ -135,8 +173,13 @@ final class KeyedImage {
                 if (img.index == null && img.shadow != null) {
                     img.index = build(c, img.shadow);
                 }
+                if (img.index != null && s.present && !needKey && !img.index.pos.containsKey(key)) {
+                    needKey = true; // removed from the image meanwhile: this change adds it again
+                    continue;
+                }
                 if (img.index != null) {
                     apply(g, img, key, s.present, ka, va);
+                    g.commitIfImplicit(); // under the stripe lock: see Graph.oneCommit
                     return;
                 }
             }
@@ -147,6 +190,13 @@ final class KeyedImage {
                 }
             }
             return;
+        }
+    }
+
+    /** Does the image already hold an entry for {@code key}? */
+    private static boolean indexed(Graph g, Object c, Img img, Object key) {
+        synchronized (g.stripe(c)) {
+            return img.index != null && img.index.pos.containsKey(key);
         }
     }
 

@@ -16,9 +16,18 @@ import java.util.Set;
  * that an abort leaves the Java objects equal to their restored images,
  * and the objects it made recoverable (they are forgotten on abort; their
  * images, allocated in the region, are freed by the heap's abort).
+ *
+ * <p>The runtime also opens implicit regions of its own: a collection
+ * change outside any region is one region, so one commit
+ * ({@code Graph.oneCommit}).
  */
 final class RegionState {
     int depth;
+    /**
+     * An implicit region: one collection hook's own (Graph.oneCommit), not
+     * the program's. Its conversions stay not ready until it commits.
+     */
+    boolean implicit;
     /** The graph whose heap region is open on this thread, or null (no pool). */
     Graph graph;
     final List<Runnable> javaUndo = new ArrayList<>();

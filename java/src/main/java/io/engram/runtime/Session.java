@@ -64,8 +64,10 @@ public final class Session {
         for (String name : heap.rootNames()) {
             roots.put(name, heap.root(name));
         }
+        long t0 = cpuNanos();
         Recovery rec = new Recovery(g, loader);
         Map<String, Object> values = rec.recover(roots);
+        long t1 = cpuNanos();
         Map<String, Field> fields = new HashMap<>();
         for (String name : roots.keySet()) {
             fields.put(name, rootField(name, loader));
@@ -80,11 +82,23 @@ public final class Session {
         }
         rec.publish();
         LongMap<Boolean> live = rec.liveAddresses();
+        long t2 = cpuNanos();
         heap.sweep(live::containsKey);
+        long t3 = cpuNanos();
         Graph.current = g;
         persistAssignedRoots(g, roots.keySet(), loader);
+        if (Boolean.getBoolean("engram.timing")) { // phases of an open, for profiling restarts
+            System.err.printf("engram open (thread CPU): recover %.1f ms, publish %.1f ms, sweep %.1f ms, roots %.1f ms%n",
+                    (t1 - t0) / 1e6, (t2 - t1) / 1e6, (t3 - t2) / 1e6, (cpuNanos() - t3) / 1e6);
+        }
         return new Session(heap, g, heap.openReport() + ", " + live.size() + " live images, " + roots.size()
                 + " roots");
+    }
+
+    /** The calling thread's CPU time (for {@code -Dengram.timing}), or wall time where not supported. */
+    public static long cpuNanos() {
+        java.lang.management.ThreadMXBean b = java.lang.management.ManagementFactory.getThreadMXBean();
+        return b.isCurrentThreadCpuTimeSupported() ? b.getCurrentThreadCpuTime() : System.nanoTime();
     }
 
     /** The static field a root name ({@code pkg.Class.field}) names, its class initialised. */

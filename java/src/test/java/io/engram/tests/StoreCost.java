@@ -31,6 +31,10 @@ public final class StoreCost {
         if (args.length > 1 && args[1].equals("baseline")) {
             return;
         }
+        if (args.length > 1 && args[1].equals("counts")) {
+            counts(dir, Durability.valueOf(args.length > 2 ? args[2].toUpperCase(java.util.Locale.ROOT) : "PROCESS"));
+            return;
+        }
         for (Durability d : new Durability[] {Durability.PROCESS, Durability.MSYNC}) {
             Path p = dir.resolve("storecost-" + d + ".pool");
             Files.deleteIfExists(p);
@@ -101,6 +105,43 @@ public final class StoreCost {
             }
         }
         return (System.nanoTime() - t0) / (double) (maps * 1000);
+    }
+
+    /**
+     * Durability points per change (not a timing): engine commits and
+     * persist/fence calls (in msync mode each fence is an msync) per put of a
+     * new key, per update of a key and per ArrayList.add, in process mode
+     * (the counts are the same in every mode).
+     */
+    private static void counts(Path dir, Durability d) throws Exception {
+        Path p = dir.resolve("storecost-counts.pool");
+        Files.deleteIfExists(p);
+        Roots.reset();
+        try (Engram e = Engram.open(p, Engram.Options.defaults().withDurability(d).withSize(1L << 28))) {
+            java.util.Map<Object, Object> map = new java.util.HashMap<>();
+            Roots.map = map;
+            java.util.List<Object> list = new java.util.ArrayList<>();
+            Roots.list = list;
+            map.put("warm", new Node(0, "warm"));
+            int n = Integer.getInteger("engram.counts.n", 1000);
+            count("HashMap.put, new String key, new Node+String value", n,
+                    i -> map.put("key" + i, new Node(i, "v" + i)));
+            count("HashMap.put, existing key (equal new String), new value", n,
+                    i -> map.put("key" + i, new Node(i, "w" + i)));
+            count("HashMap.remove", n, i -> map.remove("key" + i));
+            count("ArrayList.add of a new Node", n, i -> list.add(new Node(i, null)));
+        }
+        Files.deleteIfExists(p);
+    }
+
+    private static void count(String what, int n, java.util.function.IntConsumer change) {
+        long c0 = io.engram.heap.EngineHeap.commits();
+        long f0 = io.engram.heap.EngineHeap.fences();
+        for (int i = 0; i < n; i++) {
+            change.accept(i);
+        }
+        System.out.printf("%-60s %5.2f commits %5.2f persist/fence calls per change%n", what,
+                (io.engram.heap.EngineHeap.commits() - c0) / (double) n, (io.engram.heap.EngineHeap.fences() - f0) / (double) n);
     }
 
     private static void report(String what, double ns) {
