@@ -171,6 +171,10 @@ endif
 MVN ?= mvn
 JAVA_FFI_PROFILE ?= debug
 
+# The Java bench targets' first line: stop with a clear message (not a
+# silent skip that lets the recipe's next lines run) without a JDK 25.
+JAVA25_REQUIRE = @if [ -z "$(JAVA25_HOME)" ]; then echo "$@: no JDK 25 with javac found (set JAVA25_HOME; see test-java)"; exit 1; fi
+
 java-deps:
 	@command -v $(MVN) >/dev/null 2>&1 || $(MAKE) --no-print-directory apt PKGS="maven"
 
@@ -193,7 +197,7 @@ endif
 # What the Java write barrier costs (ns per store / add), with the release
 # library; the first line is the same loop without the agent's hooks.
 bench-java: java-deps
-	@if [ -z "$(JAVA25_HOME)" ]; then echo "bench-java: SKIPPED: no JDK 25"; exit 0; fi
+	$(JAVA25_REQUIRE)
 	$(CARGO) build -p engram-ffi --release
 	cd java && JAVA_HOME=$(JAVA25_HOME) MAVEN_OPTS="--sun-misc-unsafe-memory-access=allow" $(MVN) -q -B -ntp \
 	  -DskipTests package dependency:build-classpath -Dmdep.outputFile=target/cp.txt
@@ -212,7 +216,7 @@ bench-java: java-deps
 # full scale is "100000 1000000 1,2 off,h2,engram msync".
 JAVA_APPS_BENCH ?= 1000 2000 1,2 off,h2,engram msync
 bench-java-apps: java-deps
-	@if [ -z "$(JAVA25_HOME)" ]; then echo "bench-java-apps: SKIPPED: no JDK 25"; exit 0; fi
+	$(JAVA25_REQUIRE)
 	$(CARGO) build -p engram-ffi --release
 	cd java && JAVA_HOME=$(JAVA25_HOME) MAVEN_OPTS="--sun-misc-unsafe-memory-access=allow" $(MVN) -q -B -ntp \
 	  -DskipTests package dependency:build-classpath -Dmdep.outputFile=target/cp.txt
@@ -234,7 +238,7 @@ JAVA_BENCH_RUN = cd java && $(JAVA25_HOME)/bin/java -javaagent:target/engram-jav
   --enable-native-access=ALL-UNNAMED -Dengram.lib=$(CURDIR)/target/release/libengram_ffi.so \
   -Dengram.agent.jar=target/engram-java-0.1.0-agent.jar -cp "target/test-classes:target/classes:$$(cat target/cp.txt)"
 bench-java-restart: java-deps
-	@if [ -z "$(JAVA25_HOME)" ]; then echo "bench-java-restart: SKIPPED: no JDK 25"; exit 0; fi
+	$(JAVA25_REQUIRE)
 	$(CARGO) build -p engram-ffi --release
 	cd java && JAVA_HOME=$(JAVA25_HOME) MAVEN_OPTS="--sun-misc-unsafe-memory-access=allow" $(MVN) -q -B -ntp \
 	  -DskipTests package dependency:build-classpath -Dmdep.outputFile=target/cp.txt
@@ -257,7 +261,7 @@ JAVA_YCSB_MSYNC ?= 100000 1000000 1,2 off,h2,engram
 # and Engram in wal mode (the engine's default on a disk) with every store file on disk
 JAVA_YCSB_WAL ?= 100000 1000000 1,2 off,h2,engram
 bench-java-ycsb-full: java-deps
-	@if [ -z "$(JAVA25_HOME)" ]; then echo "bench-java-ycsb-full: SKIPPED: no JDK 25"; exit 0; fi
+	$(JAVA25_REQUIRE)
 	$(CARGO) build -p engram-ffi --release
 	cd java && JAVA_HOME=$(JAVA25_HOME) MAVEN_OPTS="--sun-misc-unsafe-memory-access=allow" $(MVN) -q -B -ntp \
 	  -DskipTests package dependency:build-classpath -Dmdep.outputFile=target/cp.txt
