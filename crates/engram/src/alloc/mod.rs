@@ -761,37 +761,41 @@ fn check_tails(space: &Space, g: u64, n: u64, clean: bool) -> Result<()> {
 }
 
 /// Clears the arena-table entries of a huge object left partial by a crash:
-/// a tail at arena `a` without its head, or a head at `a` missing a tail.
-/// The entries of a multi-arena object are written (on allocation) and
-/// cleared (on free) under one fence, in no order the media must keep (two
-/// lines when the object crosses arena 7, 15, ...; in one line a crash
-/// keeps a prefix: a head without its tail). Such an object is unreachable
-/// and its arenas' span tables are clean: its payload is written only after
-/// the fence that completes every entry, and the free clears the span
-/// tables (fenced) before any entry. So the arenas go back to spans.
-/// `load` meets a tail of a whole object only by skipping it with its head,
-/// so a tail read here is lone.
+/// a tail at arena `a` whose head entry is 0, or a head at `a` some of whose
+/// tail entries are 0. The entries of a multi-arena object are written (on
+/// allocation) and cleared (on free) under one fence, in no order the media
+/// must keep (two lines when the object crosses arena 7, 15, ...; in one
+/// line a crash keeps a prefix: a head without its tail). Such an object is
+/// unreachable and its arenas' span tables are clean: its payload is
+/// written only after the fence that completes every entry, and the free
+/// clears the span tables (fenced) before any entry. So the arenas go back
+/// to spans. Any other mismatch is no crash state: it is left for
+/// [`huge_at`] to report as `Corrupt`. (`load` meets a tail of a whole
+/// object only by skipping it with its head, so a tail read here is lone.)
 fn clear_partial_huge(space: &Space, a: u64) -> Result<()> {
-    let ae: u64 = space.read(arena_entry_off(a))?;
-    if ae & ARENA_HUGE_TAIL != 0 && ae & ARENA_HUGE_HEAD == 0 {
-        return set_arena_entry(space, a, 0);
+    let entry = |a: u64| space.read::<u64>(arena_entry_off(a));
+    let ae = entry(a)?;
+    let n = ae & ARENA_HUGE_MASK;
+    if ae == ARENA_HUGE_TAIL | n {
+        let head_gone = n >= 1 && n <= a && entry(a - n)? == 0;
+        return if head_gone { set_arena_entry(space, a, 0) } else { Ok(()) };
     }
-    let k = ae & ARENA_HUGE_MASK;
-    if ae & ARENA_HUGE_HEAD == 0 || k == 0 || a + k > MAX_ARENAS {
-        return Ok(()); // not a head, or a bad entry `huge_at` reports
-    }
-    let mine = |d: u64| space.read::<u64>(arena_entry_off(a + d)).map(|t| t == ARENA_HUGE_TAIL | d);
-    let mut whole = true;
-    for d in 1..k {
-        whole &= mine(d)?;
-    }
-    if whole {
+    if ae != ARENA_HUGE_HEAD | n || n == 0 || a + n > MAX_ARENAS {
         return Ok(());
     }
-    for d in 1..k {
-        if mine(d)? {
-            set_arena_entry(space, a + d, 0)?;
+    let mut present = Vec::new();
+    for d in 1..n {
+        match entry(a + d)? {
+            t if t == ARENA_HUGE_TAIL | d => present.push(a + d),
+            0 => {}
+            _ => return Ok(()),
         }
+    }
+    if present.len() as u64 == n - 1 {
+        return Ok(());
+    }
+    for t in present {
+        set_arena_entry(space, t, 0)?;
     }
     set_arena_entry(space, a, 0)
 }
