@@ -19,7 +19,7 @@
 //! Times depend on the machine and its load (the report states both); the
 //! counts show the modes' difference. No pool: volatile `TVar`s.
 
-use crate::chart::{colour, draw_threads_mesh, fmt_tick, register_font};
+use crate::chart::{colour, draw_legend, draw_threads_mesh, fmt_tick, register_font};
 use engram::stm::wait::{self, WakeStats, WatchMode};
 use engram::stm::{atomically, TVar};
 use plotters::prelude::*;
@@ -149,7 +149,7 @@ fn point(mode: WatchMode, waiters: usize, signals: usize) -> Point {
     }
     sh.stop.store(true, SeqCst);
     let _ = nz.join();
-    let stats = delta(before, wait::wakeup_stats());
+    let stats = wait::wakeup_stats().since(&before);
     let commits = commits.load(SeqCst);
     for f in &sh.flags {
         let _ = atomically(|tx| tx.write(f, STOP));
@@ -157,16 +157,6 @@ fn point(mode: WatchMode, waiters: usize, signals: usize) -> Point {
     let mut lat: Vec<u64> = hs.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect();
     lat.sort_unstable();
     Point { mode, waiters, lat, commits, stats }
-}
-
-fn delta(a: WakeStats, b: WakeStats) -> WakeStats {
-    WakeStats {
-        registered: b.registered - a.registered,
-        scans: b.scans - a.scans,
-        woken: b.woken - a.woken,
-        false_wakeups: b.false_wakeups - a.false_wakeups,
-        rescued: b.rescued - a.rescued,
-    }
 }
 
 /// Measures every point (the process's wake-up mode is restored after).
@@ -255,14 +245,7 @@ fn draw(pts: &[Point], path: &Path) -> Result<(), String> {
             chart.draw_series(line.iter().map(|&p| Circle::new(p, 4, c.filled()))).map_err(|e| e.to_string())?;
         }
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .label_font(("sans-serif", 13))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| e.to_string())?;
+    draw_legend(&mut chart)?;
     root.present().map_err(|e| e.to_string())
 }
 
