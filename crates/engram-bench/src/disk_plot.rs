@@ -2,7 +2,7 @@
 //! second against threads, one line per system (Engram regions in msync and
 //! wal mode, the PSTM in wal mode, SQLite, LMDB).
 
-use crate::chart::{draw_threads_mesh, fmt_tick, register_font};
+use crate::chart::{draw_legend, draw_threads_mesh, fmt_tick, register_font};
 use crate::disk::{Cell, SYSTEMS};
 use plotters::prelude::*;
 use std::path::Path;
@@ -44,13 +44,6 @@ pub fn draw(cells: &[Cell], threads: &[u32], path: &Path) -> Result<(), String> 
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], c.stroke_width(3)));
         chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled()))).map_err(|e| e.to_string())?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .label_font(("sans-serif", 13))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| e.to_string())?;
+    draw_legend(&mut chart)?;
     root.present().map_err(|e| e.to_string())
 }

@@ -19,7 +19,7 @@
 //! Times depend on the machine and its load (the report states both); the
 //! counts show the modes' difference. No pool: volatile `TVar`s.
 
-use crate::chart::{colour, draw_threads_mesh, fmt_tick, register_font};
+use crate::chart::{colour, draw_legend, draw_threads_mesh, fmt_tick, register_font};
 use engram::stm::wait::{self, WakeStats, WatchMode};
 use engram::stm::{atomically, TVar};
 use plotters::prelude::*;
@@ -149,7 +149,7 @@ fn point(mode: WatchMode, waiters: usize, signals: usize) -> Point {
     }
     sh.stop.store(true, SeqCst);
     let _ = nz.join();
-    let stats = delta(before, wait::wakeup_stats());
+    let stats = wait::wakeup_stats().since(&before);
     let commits = commits.load(SeqCst);
     for f in &sh.flags {
         let _ = atomically(|tx| tx.write(f, STOP));
@@ -157,16 +157,6 @@ fn point(mode: WatchMode, waiters: usize, signals: usize) -> Point {
     let mut lat: Vec<u64> = hs.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect();
     lat.sort_unstable();
     Point { mode, waiters, lat, commits, stats }
-}
-
-fn delta(a: WakeStats, b: WakeStats) -> WakeStats {
-    WakeStats {
-        registered: b.registered - a.registered,
-        scans: b.scans - a.scans,
-        woken: b.woken - a.woken,
-        false_wakeups: b.false_wakeups - a.false_wakeups,
-        rescued: b.rescued - a.rescued,
-    }
 }
 
 /// Measures every point (the process's wake-up mode is restored after).
@@ -227,22 +217,25 @@ fn draw(pts: &[Point], path: &Path) -> Result<(), String> {
     let waiters: Vec<u32> = crate::chart::sorted(pts.iter().map(|p| p.waiters as u32));
     let root = BitMapBackend::new(path, (900, 520)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
-    let hi = pts.iter().map(|p| p.pct(0.99) / 1000.0).fold(0.0, f64::max).max(1.0);
+    // y is log10(µs): one slow outlier must not flatten the medians.
+    let y = |ns: f64| (ns / 1000.0).max(0.1).log10();
+    let hi = pts.iter().map(|p| y(p.pct(0.99))).fold(0.0, f64::max).max(1.0);
     let n = waiters.len().max(1) as f64;
     let mut chart = ChartBuilder::on(&root)
-        .caption("STM retry wake-up latency, Bloom vs precise (x: waiters; lower is better)", ("sans-serif", 18))
+        .caption("STM retry wake-up latency, Bloom vs precise (x: blocked waiters; lower is better)", ("sans-serif", 18))
         .margin(14)
         .x_label_area_size(40)
         .y_label_area_size(70)
-        .build_cartesian_2d(-0.3..n - 0.7, 0.0..hi * 1.3)
+        .build_cartesian_2d(-0.3..n - 0.7, -1.0..hi.ceil() + 0.5)
         .map_err(|e| e.to_string())?;
-    draw_threads_mesh(&mut chart, &waiters, "µs", &|v: &f64| fmt_tick(*v))?;
+    let decades = |v: &f64| if (v - v.round()).abs() < 1e-6 { fmt_tick(10f64.powf(v.round())) } else { String::new() };
+    draw_threads_mesh(&mut chart, &waiters, "µs (log scale)", &decades)?;
     for (mode, c) in [(WatchMode::Bloom, colour::PMDK), (WatchMode::Precise, colour::ENGRAM)] {
         for (q, width, what) in [(0.5, 3, "median"), (0.99, 1, "p99")] {
             let line: Vec<(f64, f64)> = waiters
                 .iter()
                 .enumerate()
-                .filter_map(|(i, &w)| pts.iter().find(|p| p.mode == mode && p.waiters == w as usize).map(|p| (i as f64, p.pct(q) / 1000.0)))
+                .filter_map(|(i, &w)| pts.iter().find(|p| p.mode == mode && p.waiters == w as usize).map(|p| (i as f64, y(p.pct(q)))))
                 .collect();
             chart
                 .draw_series(LineSeries::new(line.clone(), c.stroke_width(width)))
@@ -252,14 +245,7 @@ fn draw(pts: &[Point], path: &Path) -> Result<(), String> {
             chart.draw_series(line.iter().map(|&p| Circle::new(p, 4, c.filled()))).map_err(|e| e.to_string())?;
         }
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .label_font(("sans-serif", 13))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| e.to_string())?;
+    draw_legend(&mut chart)?;
     root.present().map_err(|e| e.to_string())
 }
 

@@ -20,25 +20,15 @@ use common::TempPool;
 use engram::stm::{PTVar, STx, StmResult, TVar};
 use engram::{CreateOptions, Durability, OpenOptions, Pool};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{channel, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Watchdog bound of each test body.
 const BOUND: Duration = Duration::from_secs(60);
 
-/// Runs `f` on its own thread; panics if it has not finished within BOUND.
+/// [`common::bounded`] with BOUND.
 fn bounded<R: Send + 'static>(what: &str, f: impl FnOnce() -> R + Send + 'static) -> R {
-    let (done, wait) = channel();
-    let h = std::thread::spawn(move || {
-        let r = f();
-        let _ = done.send(());
-        r
-    });
-    match wait.recv_timeout(BOUND) {
-        Err(RecvTimeoutError::Timeout) => panic!("{what}: not finished after {BOUND:?} (deadlock, lost wake-up or starvation)"),
-        _ => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
-    }
+    common::bounded(what, BOUND, f)
 }
 
 fn create(t: &TempPool) -> Pool {

@@ -24,7 +24,6 @@ use engram::stm::{PTVar, StmResult, TVar};
 use engram::{CreateOptions, Durability, Pool};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
-use std::sync::mpsc::{channel, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,28 +33,9 @@ static SERIAL: Mutex<()> = Mutex::new(());
 /// Watchdog bound of a test body (a hang detector, not a timing claim).
 const BOUND: Duration = Duration::from_secs(180);
 
-/// Runs `f` on its own thread; panics if it has not finished within BOUND.
+/// [`common::bounded`] with BOUND.
 fn bounded<R: Send + 'static>(what: &str, f: impl FnOnce() -> R + Send + 'static) -> R {
-    let (done, wait) = channel();
-    let h = std::thread::spawn(move || {
-        let r = f();
-        let _ = done.send(());
-        r
-    });
-    match wait.recv_timeout(BOUND) {
-        Err(RecvTimeoutError::Timeout) => panic!("{what}: not finished after {BOUND:?} (lost wake-up?)"),
-        _ => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
-    }
-}
-
-fn delta(a: WakeStats, b: WakeStats) -> WakeStats {
-    WakeStats {
-        registered: b.registered - a.registered,
-        scans: b.scans - a.scans,
-        woken: b.woken - a.woken,
-        false_wakeups: b.false_wakeups - a.false_wakeups,
-        rescued: b.rescued - a.rescued,
-    }
+    common::bounded(what, BOUND, f)
 }
 
 /// Queue capacity (small, so producers block too).
@@ -156,7 +136,7 @@ fn producer_consumer(mode: WatchMode, threads: usize, per_producer: u64) -> Wake
     let want: u64 =
         (0..producers).filter(|p| p % 2 == 0).flat_map(|p| (0..per_producer).map(move |i| 1 + p as u64 * per_producer + i)).sum();
     assert_eq!(sum_a, want);
-    delta(before, wait::wakeup_stats())
+    wait::wakeup_stats().since(&before)
 }
 
 #[test]
@@ -207,7 +187,7 @@ fn collide(mode: WatchMode, max: usize) -> WakeStats {
     }
     engram::stm::atomically(|tx| tx.write(&*flag, 1)).unwrap();
     waiter.join().unwrap();
-    delta(before, wait::wakeup_stats())
+    wait::wakeup_stats().since(&before)
 }
 
 #[test]

@@ -74,6 +74,19 @@ pub struct WakeStats {
     pub rescued: u64,
 }
 
+impl WakeStats {
+    /// What happened since `earlier` (counters are monotonic).
+    pub fn since(&self, earlier: &WakeStats) -> WakeStats {
+        WakeStats {
+            registered: self.registered - earlier.registered,
+            scans: self.scans - earlier.scans,
+            woken: self.woken - earlier.woken,
+            false_wakeups: self.false_wakeups - earlier.false_wakeups,
+            rescued: self.rescued - earlier.rescued,
+        }
+    }
+}
+
 /// The chunked global wake-up list.
 pub struct WakeList {
     chunks: Mutex<Vec<Chunk>>,

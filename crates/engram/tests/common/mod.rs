@@ -1,4 +1,5 @@
-//! Helpers shared by the integration tests: unique pool paths on tmpfs.
+//! Helpers shared by the integration tests: unique pool paths on tmpfs, and
+//! a watchdog that turns a hang into a failure.
 #![allow(dead_code)]
 
 use std::path::PathBuf;
@@ -21,5 +22,22 @@ impl TempPool {
 impl Drop for TempPool {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Runs `f` on its own thread; panics if it has not finished within `bound`
+/// (a hang detector, such as for a lost `retry` wake-up, not a timing claim).
+pub fn bounded<R: Send + 'static>(what: &str, bound: std::time::Duration, f: impl FnOnce() -> R + Send + 'static) -> R {
+    let (done, wait) = std::sync::mpsc::channel();
+    let h = std::thread::spawn(move || {
+        let r = f();
+        let _ = done.send(());
+        r
+    });
+    match wait.recv_timeout(bound) {
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("{what}: not finished after {bound:?} (deadlock, lost wake-up or starvation)")
+        }
+        _ => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
     }
 }
