@@ -370,9 +370,12 @@ fn retry_wakes_every_waiter_4_and_8_threads() {
                 "ring {n} {watch:?} or_else {or_else}: blocked {} woken {} false {} commits {:?}",
                 s.wake.registered, s.wake.woken, s.wake.false_wakeups, s.commits
             );
-            if watch == WatchMode::Precise {
-                assert_eq!(s.wake.false_wakeups, 0, "precise sets wake only on a change");
-            }
+            // No zero-false-wake-up assertion for precise sets here: a
+            // committer scans after its stores, so a waiter that already
+            // read its new value and registered in between is woken "late"
+            // (a real, rare false wake-up on a preempted machine). Precise
+            // matching itself is checked deterministically in
+            // htm::wakeup's tests and in tests/stm_wait.rs.
         }
     }
 }
