@@ -421,6 +421,8 @@ func cmdClient(x *ctx) error {
 		} else {
 			x.w.Int(n)
 		}
+	case "unblock":
+		clientUnblock(x)
 	case "setinfo", "no-evict", "no-touch", "reply":
 		x.w.OK()
 	default:
