@@ -53,16 +53,25 @@ func cmdSetBit(x *ctx) error {
 	} else {
 		nv[off/8] &^= mask
 	}
-	if e == nil {
-		_, err = x.put(x.args[1], tString, nv, false)
-	} else {
-		x.touch(x.args[1])
-		err = setVal(x.tx, e, tString, nv)
-	}
-	if err == nil {
+	if err = x.putRaw(x.args[1], e, nv); err == nil {
 		x.w.Int(old)
 	}
 	return err
+}
+
+// putRaw stores a string changed in place under k (e: its entry, nil if
+// the key is new), encoded "raw" as Redis's (setRawVal).
+func (x *ctx) putRaw(k []byte, e *pEntry, nv []byte) error {
+	if e == nil {
+		ne, err := x.put(k, tString, nil, false)
+		if err != nil {
+			return err
+		}
+		e = ne
+	} else {
+		x.touch(k)
+	}
+	return setRawVal(x.tx, e, nv)
 }
 
 func cmdGetBit(x *ctx) error {

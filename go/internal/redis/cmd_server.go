@@ -328,7 +328,14 @@ func cmdConfig(x *ctx) error {
 					return nil
 				}
 				*x.s.lim.field(k) = n
-			case "maxmemory", "save", "appendonly", "appendfsync", "maxmemory-policy", "hz", "lazyfree-lazy-user-del", "lazyfree-lazy-user-flush":
+			case "maxmemory":
+				n, ok := parseMemory(v)
+				if !ok {
+					x.w.Err("ERR CONFIG SET failed (possibly related to argument 'maxmemory') - argument must be a memory value")
+					return nil
+				}
+				x.s.softMax = n
+			case "save", "appendonly", "appendfsync", "maxmemory-policy", "hz", "lazyfree-lazy-user-del", "lazyfree-lazy-user-flush":
 				// maxmemory is the pool's size, fixed at open; the rest do not apply.
 			default:
 				// Accepted and ignored: Redis's other settings (of its
@@ -527,6 +534,10 @@ func cmdExec(x *ctx) error {
 	c.watched = nil
 	if bad {
 		x.w.Err("EXECABORT Transaction discarded because of previous errors.")
+		return nil
+	}
+	if x.s.queueOOM(queue) {
+		x.w.Err("EXECABORT Transaction discarded because of: " + errOOM)
 		return nil
 	}
 	for k, v := range watched {

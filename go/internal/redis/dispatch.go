@@ -84,6 +84,17 @@ func (s *Server) dispatch(tx *engram.Tx, c *client, args [][]byte, w *W) error {
 		w.Err("ERR Can't execute '" + name + "': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context")
 		return nil
 	}
+	if !c.inExec && s.oomRefuses(name, w) {
+		if c.multi {
+			c.multiErr = true
+		}
+		return nil
+	}
+	if c.multi && (name == "save" || name == "shutdown") { // Redis 7's no-multi flag
+		c.multiErr = true
+		w.Err("ERR Command not allowed inside a transaction")
+		return nil
+	}
 	if c.multi && name != "exec" && name != "discard" && name != "multi" && name != "watch" && name != "quit" && name != "reset" {
 		c.queue = append(c.queue, args)
 		w.Simple("QUEUED")

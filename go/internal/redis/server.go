@@ -52,6 +52,7 @@ type Server struct {
 	ln           net.Listener
 	reqs         chan *request
 	nextID       atomic.Int64
+	softMax      uint64            // CONFIG SET maxmemory (maxmem.go); 0: none
 	hasPass      atomic.Bool       // cfg.RequirePass != "", for the readers (CONFIG SET changes it in the executor)
 	clients      map[int64]*client // executor-owned
 	mu           sync.Mutex        // guards conns for Close
