@@ -414,9 +414,12 @@ func copyKey(x *ctx, src, dst []byte, db int, replace, move bool) error {
 }
 
 func cmdMove(x *ctx) error {
-	n, ok := parseInt(x.args[2])
-	if !ok || n != int64(int32(n)) {
-		x.w.Err(errNotInt)
+	n, ok := x.intArg(2)
+	if !ok {
+		return nil
+	}
+	if n != int64(int32(n)) {
+		x.w.Err("ERR value is out of range, value must between -2147483648 and 2147483647")
 		return nil
 	}
 	if n < 0 || n >= numDBs {

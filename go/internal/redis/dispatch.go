@@ -84,7 +84,7 @@ func (s *Server) dispatch(tx *engram.Tx, c *client, args [][]byte, w *W) error {
 		w.Err("ERR Can't execute '" + name + "': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context")
 		return nil
 	}
-	if !c.inExec && s.oomRefuses(name, w) {
+	if !c.inExec && s.oomRefuses(name, c.multi, w) {
 		if c.multi {
 			c.multiErr = true
 		}
