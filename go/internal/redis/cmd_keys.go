@@ -34,7 +34,7 @@ func init() {
 	reg("copy", -3, "w", [3]int{1, 2, 1}, cmdCopy)
 	reg("move", 3, "w", k1, cmdMove)
 	reg("swapdb", 3, "w", k0, cmdSwapDB)
-	reg("object", -2, "r", [3]int{2, 2, 1}, cmdObject)
+	reg("object", -2, "r", k0, cmdObject)
 }
 
 func cmdDel(x *ctx) error {

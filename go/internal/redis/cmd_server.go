@@ -452,10 +452,11 @@ func cmdCommand(x *ctx) error {
 		}
 		return commandInfo(x, names)
 	case "docs":
-		// As a server older than 7.0: redis-cli then takes its argument
-		// hints from its own built-in table (an empty map would leave it
-		// with none). smoke.sh checks the hint.
-		x.w.Err("ERR unknown subcommand 'DOCS'. Try COMMAND HELP.")
+		var names []string
+		for _, a := range x.args[2:] {
+			names = append(names, strings.ToLower(string(a)))
+		}
+		return commandDocs(x, names)
 	case "getkeys":
 		x.w.Array(0)
 	default:
@@ -471,34 +472,6 @@ func sortedNames() []string {
 	}
 	sort.Strings(n)
 	return n
-}
-
-func commandInfo(x *ctx, names []string) error {
-	x.w.Array(len(names))
-	for _, n := range names {
-		c := commands[n]
-		if c == nil {
-			x.w.Null() // Redis 7.0: a nil bulk for an unknown name
-			continue
-		}
-		x.w.Array(10)
-		x.w.BulkS(c.name)
-		x.w.Int(int64(c.arity))
-		x.w.Set(1)
-		if strings.Contains(c.flags, "w") {
-			x.w.Simple("write")
-		} else {
-			x.w.Simple("readonly")
-		}
-		x.w.Int(int64(c.first))
-		x.w.Int(int64(c.last))
-		x.w.Int(int64(c.step))
-		x.w.Set(0)
-		x.w.Set(0)
-		x.w.Set(0)
-		x.w.Array(0)
-	}
-	return nil
 }
 
 func cmdMulti(x *ctx) error {

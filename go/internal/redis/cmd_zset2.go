@@ -15,9 +15,9 @@ import (
 func init() {
 	reg("lpos", -3, "r", k1, cmdLPos)
 	reg("zlexcount", 4, "r", k1, cmdZLexCount)
-	reg("zunionstore", -4, "w", k0, func(x *ctx) error { return zstore(x, 'u') })
-	reg("zinterstore", -4, "w", k0, func(x *ctx) error { return zstore(x, 'i') })
-	reg("zdiffstore", -4, "w", k0, func(x *ctx) error { return zstore(x, 'd') })
+	reg("zunionstore", -4, "w", k1, func(x *ctx) error { return zstore(x, 'u') })
+	reg("zinterstore", -4, "w", k1, func(x *ctx) error { return zstore(x, 'i') })
+	reg("zdiffstore", -4, "w", k1, func(x *ctx) error { return zstore(x, 'd') })
 	reg("zunion", -3, "r", k0, func(x *ctx) error { return zstore(x, 'u') })
 	reg("zinter", -3, "r", k0, func(x *ctx) error { return zstore(x, 'i') })
 	reg("zintercard", -3, "r", k0, cmdZInterCard)
