@@ -13,7 +13,6 @@ package redis
 import (
 	_ "embed"
 	"encoding/json"
-	"sort"
 	"strings"
 )
 
@@ -161,12 +160,18 @@ func commandDocs(x *ctx, names []string) error {
 	return nil
 }
 
-// tableNames lists the table's commands (for tests).
-func tableNames() []string {
-	out := make([]string, 0, len(cmdTable))
-	for n := range cmdTable {
-		out = append(out, n)
+// flagged is the set of commands whose Redis 7.0 flags hold flag.
+func flagged(flag string) map[string]bool {
+	out := map[string]bool{}
+	for name, meta := range cmdTable {
+		if len(meta.Info.items) < 3 {
+			continue
+		}
+		for _, f := range meta.Info.items[2].items {
+			if f.s == flag {
+				out[name] = true
+			}
+		}
 	}
-	sort.Strings(out)
 	return out
 }

@@ -39,6 +39,10 @@ type command struct {
 
 var commands = map[string]*command{}
 
+// noMulti are the commands refused inside MULTI (Redis 7.0's no_multi flag:
+// SAVE, SHUTDOWN).
+var noMulti = flagged("no_multi")
+
 func reg(name string, arity int, flags string, keys [3]int, fn cmdFunc) {
 	commands[name] = &command{name: name, arity: arity, fn: fn, flags: flags, first: keys[0], last: keys[1], step: keys[2]}
 }
@@ -90,7 +94,7 @@ func (s *Server) dispatch(tx *engram.Tx, c *client, args [][]byte, w *W) error {
 		}
 		return nil
 	}
-	if c.multi && (name == "save" || name == "shutdown") { // Redis 7's no-multi flag
+	if c.multi && noMulti[name] {
 		c.multiErr = true
 		w.Err("ERR Command not allowed inside a transaction")
 		return nil

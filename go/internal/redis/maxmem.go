@@ -19,18 +19,9 @@ import (
 
 const errOOM = "OOM command not allowed when used memory > 'maxmemory'."
 
-// denyOOM are the commands Redis 7.0.15's COMMAND flags `denyoom`
-// (engram-redis implements these of them).
-var denyOOM = map[string]bool{
-	"append": true, "blmove": true, "brpoplpush": true, "copy": true, "decr": true, "decrby": true,
-	"getset": true, "hincrby": true, "hincrbyfloat": true, "hmset": true, "hset": true, "hsetnx": true,
-	"incr": true, "incrby": true, "incrbyfloat": true, "linsert": true, "lmove": true, "lpush": true,
-	"lpushx": true, "lset": true, "mset": true, "msetnx": true, "psetex": true, "restore": true,
-	"rpoplpush": true, "rpush": true, "rpushx": true, "sadd": true, "sdiffstore": true, "set": true,
-	"setbit": true, "setex": true, "setnx": true, "setrange": true, "sinterstore": true, "sort": true,
-	"sunionstore": true, "zadd": true, "zdiffstore": true, "zincrby": true, "zinterstore": true,
-	"zrangestore": true, "zunionstore": true,
-}
+// denyOOM are the commands whose Redis 7.0 flags (commands.json) hold
+// `denyoom`.
+var denyOOM = flagged("denyoom")
 
 // usedMemory is the process's live heap in bytes (cheap to read).
 func usedMemory() uint64 {
