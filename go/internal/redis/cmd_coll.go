@@ -526,6 +526,11 @@ func cmdLRem(x *ctx) error {
 	if !ok {
 		return nil
 	}
+	if e, wrong, err := x.typed(x.args[1], tList); err != nil || wrong {
+		return err
+	} else if e != nil && e.Coll != nil {
+		return lremInPlace(x, e, count)
+	}
 	l, e, ok, err := x.list(x.args[1])
 	if err != nil || !ok {
 		return err
@@ -593,6 +598,11 @@ func cmdLInsert(x *ctx) error {
 	if !before && !eq(x.args[2], "after") {
 		x.w.Err(errSyntax)
 		return nil
+	}
+	if e, wrong, err := x.typed(x.args[1], tList); err != nil || wrong {
+		return err
+	} else if e != nil && e.Coll != nil {
+		return linsertInPlace(x, e, before)
 	}
 	l, e, ok, err := x.list(x.args[1])
 	if err != nil || !ok {
