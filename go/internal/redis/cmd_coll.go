@@ -342,7 +342,7 @@ func (x *ctx) pushList(k []byte, e *pEntry, vals [][]byte, left bool) (int64, er
 			return 0, err
 		}
 	}
-	x.s.ready[wkey(x.c.db, k)] = true
+	x.markReady(k)
 	return e.Coll.Len, nil
 }
 

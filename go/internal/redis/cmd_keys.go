@@ -326,7 +326,7 @@ func renameGeneric(x *ctx, nx bool) error {
 		ne.Coll = coll
 	}
 	if typ == tList || typ == tZSet {
-		x.s.ready[wkey(x.c.db, dst)] = true
+		x.markReady(dst)
 	}
 	if nx {
 		x.w.Int(1)
