@@ -483,20 +483,6 @@ func cmdZRandMember(x *ctx) error {
 		}
 		return nil
 	}
-	picks := randomPicks(keys, n)
-	if withs && x.w.proto == 2 {
-		x.w.Array(2 * len(picks))
-	} else {
-		x.w.Array(len(picks))
-	}
-	for _, m := range picks {
-		if withs && x.w.proto == 3 {
-			x.w.Array(2)
-		}
-		x.w.BulkS(m)
-		if withs {
-			x.w.Double(z.scores[m])
-		}
-	}
+	replyPicks(x.w, randomPicks(keys, n), withs, func(m string) { x.w.Double(z.scores[m]) })
 	return nil
 }
