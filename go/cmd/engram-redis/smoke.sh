@@ -22,8 +22,8 @@ cli() { redis-cli -p "$port" "$@"; }
 [ "$(cli lrange l 0 -1 | tr '\n' ,)" = "a,b,c," ]
 [ "$(cli -3 hset h f v)" = 1 ]
 cli info persistence | grep -q '^engram_pool:'
-# Interactive redis-cli shows argument hints (from its built-in table:
-# COMMAND DOCS answers as a pre-7.0 server). A pty answers linenoise's
+# Interactive redis-cli shows argument hints (built from the server's
+# COMMAND DOCS, Redis 7's, as with redis-server). A pty answers linenoise's
 # cursor-position queries with an 80-column terminal.
 python3 - "$port" <<'PY'
 import os, pty, select, sys

@@ -91,7 +91,7 @@ var blockingCmds = map[string]bool{"blpop": true, "brpop": true, "brpoplpush": t
 func hasBlocking(batch []*request) bool {
 	for _, r := range batch {
 		for _, args := range r.cmds {
-			if len(args) > 0 && len(args[0]) >= 5 && blockingCmds[lowerASCII(args[0])] {
+			if len(args) > 0 && len(args[0]) >= 5 && (args[0][0]|0x20) == 'b' && blockingCmds[lowerASCII(args[0])] {
 				return true
 			}
 		}

@@ -270,25 +270,30 @@ func cmdHRandField(x *ctx) error {
 			return
 		}
 		withv := len(x.args) > 3 && eq(x.args[3], "withvalues")
-		picks := randomPicks(h.keys(), n)
-		if withv && x.w.proto == 3 {
-			x.w.Array(len(picks))
-		} else if withv {
-			x.w.Array(2 * len(picks))
-		} else {
-			x.w.Array(len(picks))
-		}
-		for _, k := range picks {
-			if withv && x.w.proto == 3 {
-				x.w.Array(2)
-			}
-			x.w.BulkS(k)
-			if withv {
-				v, _ := h.get([]byte(k))
-				x.w.Bulk(v)
-			}
-		}
+		replyPicks(x.w, randomPicks(h.keys(), n), withv, func(k string) {
+			v, _ := h.get([]byte(k))
+			x.w.Bulk(v)
+		})
 	})
+}
+
+// replyPicks answers HRANDFIELD / ZRANDMEMBER: the picked names, each with
+// its value (val writes it) when withv: pairs in RESP3, flat in RESP2.
+func replyPicks(w *W, picks []string, withv bool, val func(k string)) {
+	if withv && w.proto == 2 {
+		w.Array(2 * len(picks))
+	} else {
+		w.Array(len(picks))
+	}
+	for _, k := range picks {
+		if withv && w.proto == 3 {
+			w.Array(2)
+		}
+		w.BulkS(k)
+		if withv {
+			val(k)
+		}
+	}
 }
 
 // randomPicks: n >= 0 distinct (at most all), n < 0 |n| with repeats.
@@ -342,7 +347,7 @@ func (x *ctx) pushList(k []byte, e *pEntry, vals [][]byte, left bool) (int64, er
 			return 0, err
 		}
 	}
-	x.s.ready[wkey(x.c.db, k)] = true
+	x.markReady(k)
 	return e.Coll.Len, nil
 }
 
@@ -526,6 +531,11 @@ func cmdLRem(x *ctx) error {
 	if !ok {
 		return nil
 	}
+	if e, wrong, err := x.typed(x.args[1], tList); err != nil || wrong {
+		return err
+	} else if e != nil && e.Coll != nil {
+		return lremInPlace(x, e, count)
+	}
 	l, e, ok, err := x.list(x.args[1])
 	if err != nil || !ok {
 		return err
@@ -593,6 +603,11 @@ func cmdLInsert(x *ctx) error {
 	if !before && !eq(x.args[2], "after") {
 		x.w.Err(errSyntax)
 		return nil
+	}
+	if e, wrong, err := x.typed(x.args[1], tList); err != nil || wrong {
+		return err
+	} else if e != nil && e.Coll != nil {
+		return linsertInPlace(x, e, before)
 	}
 	l, e, ok, err := x.list(x.args[1])
 	if err != nil || !ok {

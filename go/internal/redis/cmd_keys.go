@@ -34,7 +34,7 @@ func init() {
 	reg("copy", -3, "w", [3]int{1, 2, 1}, cmdCopy)
 	reg("move", 3, "w", k1, cmdMove)
 	reg("swapdb", 3, "w", k0, cmdSwapDB)
-	reg("object", -2, "r", [3]int{2, 2, 1}, cmdObject)
+	reg("object", -2, "r", k0, cmdObject)
 }
 
 func cmdDel(x *ctx) error {
@@ -326,7 +326,7 @@ func renameGeneric(x *ctx, nx bool) error {
 		ne.Coll = coll
 	}
 	if typ == tList || typ == tZSet {
-		x.s.ready[wkey(x.c.db, dst)] = true
+		x.markReady(dst)
 	}
 	if nx {
 		x.w.Int(1)
@@ -414,8 +414,15 @@ func copyKey(x *ctx, src, dst []byte, db int, replace, move bool) error {
 }
 
 func cmdMove(x *ctx) error {
-	n, ok := parseInt(x.args[2])
-	if !ok || n < 0 || n >= numDBs {
+	n, ok := x.intArg(2)
+	if !ok {
+		return nil
+	}
+	if n != int64(int32(n)) {
+		x.w.Err("ERR value is out of range, value must between -2147483648 and 2147483647")
+		return nil
+	}
+	if n < 0 || n >= numDBs {
 		x.w.Err("ERR DB index is out of range")
 		return nil
 	}
@@ -496,6 +503,9 @@ func cmdObject(x *ctx) error {
 func encodingOf(e *pEntry) string {
 	switch e.Type {
 	case tString:
+		if cap(e.Val) > len(e.Val) {
+			return "raw" // changed in place (setRawVal)
+		}
 		if _, ok := parseInt(e.Val); ok && len(e.Val) <= 20 {
 			return "int"
 		}
@@ -509,6 +519,18 @@ func encodingOf(e *pEntry) string {
 
 // globMatch is Redis's stringmatchlen: * ? [...] [^...] and \ escapes.
 func globMatch(p, s []byte, nocase bool) bool {
+	skip := false
+	return globMatchAt(p, s, nocase, &skip, 0)
+}
+
+// globMatchAt is globMatch with Redis's two guards against exponential
+// patterns ("a*a*a*...b"): once the rest after a '*' failed for every
+// suffix, no earlier '*' can match by taking a longer prefix (skip), and
+// nesting deeper than 1000 stars fails.
+func globMatchAt(p, s []byte, nocase bool, skip *bool, nesting int) bool {
+	if nesting > 1000 {
+		return false
+	}
 	for len(p) > 0 {
 		switch p[0] {
 		case '*':
@@ -519,10 +541,14 @@ func globMatch(p, s []byte, nocase bool) bool {
 				return true
 			}
 			for i := 0; i <= len(s); i++ {
-				if globMatch(p[1:], s[i:], nocase) {
+				if globMatchAt(p[1:], s[i:], nocase, skip, nesting+1) {
 					return true
 				}
+				if *skip {
+					return false
+				}
 			}
+			*skip = true
 			return false
 		case '?':
 			if len(s) == 0 {

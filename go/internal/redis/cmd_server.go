@@ -328,7 +328,14 @@ func cmdConfig(x *ctx) error {
 					return nil
 				}
 				*x.s.lim.field(k) = n
-			case "maxmemory", "save", "appendonly", "appendfsync", "maxmemory-policy", "hz", "lazyfree-lazy-user-del", "lazyfree-lazy-user-flush":
+			case "maxmemory":
+				n, ok := parseMemory(v)
+				if !ok {
+					x.w.Err("ERR CONFIG SET failed (possibly related to argument 'maxmemory') - argument must be a memory value")
+					return nil
+				}
+				x.s.softMax = n
+			case "save", "appendonly", "appendfsync", "maxmemory-policy", "hz", "lazyfree-lazy-user-del", "lazyfree-lazy-user-flush":
 				// maxmemory is the pool's size, fixed at open; the rest do not apply.
 			default:
 				// Accepted and ignored: Redis's other settings (of its
@@ -421,6 +428,8 @@ func cmdClient(x *ctx) error {
 		} else {
 			x.w.Int(n)
 		}
+	case "unblock":
+		clientUnblock(x)
 	case "setinfo", "no-evict", "no-touch", "reply":
 		x.w.OK()
 	default:
@@ -443,10 +452,11 @@ func cmdCommand(x *ctx) error {
 		}
 		return commandInfo(x, names)
 	case "docs":
-		// As a server older than 7.0: redis-cli then takes its argument
-		// hints from its own built-in table (an empty map would leave it
-		// with none). smoke.sh checks the hint.
-		x.w.Err("ERR unknown subcommand 'DOCS'. Try COMMAND HELP.")
+		var names []string
+		for _, a := range x.args[2:] {
+			names = append(names, strings.ToLower(string(a)))
+		}
+		return commandDocs(x, names)
 	case "getkeys":
 		x.w.Array(0)
 	default:
@@ -462,34 +472,6 @@ func sortedNames() []string {
 	}
 	sort.Strings(n)
 	return n
-}
-
-func commandInfo(x *ctx, names []string) error {
-	x.w.Array(len(names))
-	for _, n := range names {
-		c := commands[n]
-		if c == nil {
-			x.w.Null() // Redis 7.0: a nil bulk for an unknown name
-			continue
-		}
-		x.w.Array(10)
-		x.w.BulkS(c.name)
-		x.w.Int(int64(c.arity))
-		x.w.Set(1)
-		if strings.Contains(c.flags, "w") {
-			x.w.Simple("write")
-		} else {
-			x.w.Simple("readonly")
-		}
-		x.w.Int(int64(c.first))
-		x.w.Int(int64(c.last))
-		x.w.Int(int64(c.step))
-		x.w.Set(0)
-		x.w.Set(0)
-		x.w.Set(0)
-		x.w.Array(0)
-	}
-	return nil
 }
 
 func cmdMulti(x *ctx) error {
@@ -525,6 +507,10 @@ func cmdExec(x *ctx) error {
 	c.watched = nil
 	if bad {
 		x.w.Err("EXECABORT Transaction discarded because of previous errors.")
+		return nil
+	}
+	if x.s.queueOOM(queue) {
+		x.w.Err("EXECABORT Transaction discarded because of: " + errOOM)
 		return nil
 	}
 	for k, v := range watched {

@@ -201,7 +201,7 @@ func cmdSort(x *ctx) error {
 			return err
 		}
 		err := x.putValue(o.store, tList, out)
-		x.s.ready[wkey(x.c.db, o.store)] = true
+		x.markReady(o.store)
 		return err
 	}
 	x.w.Array(len(out))

@@ -287,8 +287,7 @@ func cmdAppend(x *ctx) error {
 	if e == nil {
 		_, err = x.put(x.args[1], tString, nv, false)
 	} else {
-		x.touch(x.args[1])
-		err = setVal(x.tx, e, tString, nv)
+		err = x.putRaw(x.args[1], e, nv)
 	}
 	if err == nil {
 		x.w.Int(int64(len(nv)))
@@ -361,12 +360,7 @@ func cmdSetRange(x *ctx) error {
 	nv := make([]byte, max(int64(len(v)), off+int64(len(val))))
 	copy(nv, v)
 	copy(nv[off:], val)
-	if e == nil {
-		_, err = x.put(x.args[1], tString, nv, false)
-	} else {
-		x.touch(x.args[1])
-		err = setVal(x.tx, e, tString, nv)
-	}
+	err = x.putRaw(x.args[1], e, nv)
 	if err == nil {
 		x.w.Int(int64(len(nv)))
 	}

@@ -7,6 +7,7 @@ package redis
 
 import (
 	"math"
+	"math/rand/v2"
 	"sort"
 	"strings"
 )
@@ -14,12 +15,13 @@ import (
 func init() {
 	reg("lpos", -3, "r", k1, cmdLPos)
 	reg("zlexcount", 4, "r", k1, cmdZLexCount)
-	reg("zunionstore", -4, "w", k0, func(x *ctx) error { return zstore(x, 'u') })
-	reg("zinterstore", -4, "w", k0, func(x *ctx) error { return zstore(x, 'i') })
-	reg("zdiffstore", -4, "w", k0, func(x *ctx) error { return zstore(x, 'd') })
+	reg("zunionstore", -4, "w", k1, func(x *ctx) error { return zstore(x, 'u') })
+	reg("zinterstore", -4, "w", k1, func(x *ctx) error { return zstore(x, 'i') })
+	reg("zdiffstore", -4, "w", k1, func(x *ctx) error { return zstore(x, 'd') })
 	reg("zunion", -3, "r", k0, func(x *ctx) error { return zstore(x, 'u') })
 	reg("zinter", -3, "r", k0, func(x *ctx) error { return zstore(x, 'i') })
 	reg("zintercard", -3, "r", k0, cmdZInterCard)
+	reg("zrandmember", -2, "r", k1, cmdZRandMember)
 	reg("zdiff", -3, "r", k0, func(x *ctx) error { return zstore(x, 'd') })
 	reg("zremrangebyscore", 4, "w", k1, func(x *ctx) error { return zremRange(x, 's') })
 	reg("zremrangebyrank", 4, "w", k1, func(x *ctx) error { return zremRange(x, 'r') })
@@ -393,13 +395,16 @@ func zremRange(x *ctx, by byte) error {
 }
 
 func cmdZInterCard(x *ctx) error {
-	n, ok := parseInt(x.args[1])
-	if !ok || n <= 0 {
-		x.w.Err("ERR numkeys should be greater than 0")
+	n, ok := x.intArg(1)
+	if !ok {
+		return nil
+	}
+	if n <= 0 {
+		x.w.Err("ERR at least 1 input key is needed for 'zintercard' command")
 		return nil
 	}
 	if int64(len(x.args)-2) < n {
-		x.w.Err("ERR Number of keys can't be greater than number of args")
+		x.w.Err(errSyntax)
 		return nil
 	}
 	limit := int64(0)
@@ -435,5 +440,49 @@ func cmdZInterCard(x *ctx) error {
 		c = min(c, limit)
 	}
 	x.w.Int(c)
+	return nil
+}
+
+// cmdZRandMember: ZRANDMEMBER key [count [WITHSCORES]], as HRANDFIELD
+// (count >= 0 distinct members, < 0 |count| with repeats).
+func cmdZRandMember(x *ctx) error {
+	var n int64
+	withs := false
+	if len(x.args) >= 3 {
+		var ok bool
+		if n, ok = x.intArg(2); !ok {
+			return nil
+		}
+		if n == math.MinInt64 {
+			x.w.Err("ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807")
+			return nil
+		}
+		if len(x.args) > 4 || (len(x.args) == 4 && !eq(x.args[3], "withscores")) {
+			x.w.Err(errSyntax)
+			return nil
+		}
+		withs = len(x.args) == 4
+		if withs && (n < -math.MaxInt64/2 || n > math.MaxInt64/2) {
+			x.w.Err("ERR value is out of range")
+			return nil
+		}
+	}
+	z, _, ok, err := x.zset(x.args[1])
+	if err != nil || !ok {
+		return err
+	}
+	keys := make([]string, 0, len(z.scores))
+	for m := range z.scores {
+		keys = append(keys, m)
+	}
+	if len(x.args) == 2 {
+		if len(keys) == 0 {
+			x.w.Null()
+		} else {
+			x.w.BulkS(keys[rand.IntN(len(keys))])
+		}
+		return nil
+	}
+	replyPicks(x.w, randomPicks(keys, n), withs, func(m string) { x.w.Double(z.scores[m]) })
 	return nil
 }

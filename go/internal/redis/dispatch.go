@@ -39,6 +39,10 @@ type command struct {
 
 var commands = map[string]*command{}
 
+// noMulti are the commands refused inside MULTI (Redis 7.0's no_multi flag:
+// SAVE, SHUTDOWN).
+var noMulti = flagged("no_multi")
+
 func reg(name string, arity int, flags string, keys [3]int, fn cmdFunc) {
 	commands[name] = &command{name: name, arity: arity, fn: fn, flags: flags, first: keys[0], last: keys[1], step: keys[2]}
 }
@@ -58,10 +62,15 @@ const (
 )
 
 func (s *Server) dispatch(tx *engram.Tx, c *client, args [][]byte, w *W) error {
-	name := strings.ToLower(string(args[0]))
+	cmd := lookupCommand(args[0])
+	var name string
+	if cmd != nil {
+		name = cmd.name
+	} else {
+		name = strings.ToLower(string(args[0]))
+	}
 	s.stats.cmds++
 	c.lastCmd = name
-	cmd := commands[name]
 	if cmd == nil {
 		if c.multi {
 			c.multiErr = true
@@ -84,6 +93,17 @@ func (s *Server) dispatch(tx *engram.Tx, c *client, args [][]byte, w *W) error {
 		w.Err("ERR Can't execute '" + name + "': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context")
 		return nil
 	}
+	if !c.inExec && s.oomRefuses(name, c.multi, w) {
+		if c.multi {
+			c.multiErr = true
+		}
+		return nil
+	}
+	if c.multi && noMulti[name] {
+		c.multiErr = true
+		w.Err("ERR Command not allowed inside a transaction")
+		return nil
+	}
 	if c.multi && name != "exec" && name != "discard" && name != "multi" && name != "watch" && name != "quit" && name != "reset" {
 		c.queue = append(c.queue, args)
 		w.Simple("QUEUED")
@@ -91,6 +111,22 @@ func (s *Server) dispatch(tx *engram.Tx, c *client, args [][]byte, w *W) error {
 	}
 	x := &ctx{s: s, tx: tx, c: c, w: w, args: args, name: name}
 	return cmd.fn(x)
+}
+
+// lookupCommand finds a command by name in any case without allocating
+// (the map lookup of a converted stack buffer does not copy it).
+func lookupCommand(b []byte) *command {
+	var buf [24]byte
+	if len(b) > len(buf) {
+		return commands[strings.ToLower(string(b))]
+	}
+	for i, ch := range b {
+		if 'A' <= ch && ch <= 'Z' {
+			ch += 'a' - 'A'
+		}
+		buf[i] = ch
+	}
+	return commands[string(buf[:len(b)])]
 }
 
 func unknownCmd(name string, rest [][]byte) string {
@@ -157,6 +193,9 @@ func (x *ctx) typed(k []byte, t int64) (e *pEntry, wrong bool, err error) {
 
 func (s *Server) touchKey(db int, k []byte) {
 	s.watchGen++
+	if len(s.watch) == 0 {
+		return // nobody WATCHes: no key string to build
+	}
 	key := wkey(db, k)
 	if _, ok := s.watch[key]; ok {
 		s.watch[key] = s.watchGen
@@ -164,6 +203,14 @@ func (s *Server) touchKey(db int, k []byte) {
 }
 
 func (x *ctx) touch(k []byte) { x.s.touchKey(x.c.db, k) }
+
+// markReady notes that list or sorted set k got data, for the clients
+// blocked on it (none blocked: nothing to note, and no key string built).
+func (x *ctx) markReady(k []byte) {
+	if len(x.s.blocked) > 0 {
+		x.s.ready[wkey(x.c.db, k)] = true
+	}
+}
 
 // put stores a value under k (replacing any value; keepTTL keeps expiry).
 func (x *ctx) put(k []byte, t int64, val []byte, keepTTL bool) (*pEntry, error) {
@@ -198,7 +245,7 @@ func (x *ctx) store(k []byte, t int64, e *pEntry, v any, empty bool) error {
 		return err
 	}
 	if t == tList || t == tZSet {
-		x.s.ready[wkey(x.c.db, k)] = true
+		x.markReady(k)
 	}
 	if e == nil {
 		ne, err := x.put(k, t, nil, false)
@@ -217,7 +264,7 @@ func (x *ctx) putValue(k []byte, t int64, v any) error {
 		return err
 	}
 	if t == tList || t == tZSet {
-		x.s.ready[wkey(x.c.db, k)] = true
+		x.markReady(k)
 	}
 	return writeValue(x.tx, &x.s.lim, e, t, v)
 }

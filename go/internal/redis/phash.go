@@ -180,7 +180,7 @@ func (x *ctx) finish(k []byte, t int64, e *pEntry, n int, inPlace bool, v any) e
 	case inPlace:
 		x.touch(k)
 		if t == tZSet {
-			x.s.ready[wkey(x.c.db, k)] = true // BZPOP* waiters
+			x.markReady(k) // BZPOP* waiters
 		}
 		return nil
 	}

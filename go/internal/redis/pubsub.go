@@ -208,12 +208,78 @@ func (s *Server) retryBlocked(c *client, b *blockState, timedOut bool) {
 			return // still nothing: parked again
 		}
 	}
-	c.write(r.out.b)
+	s.deliver(c, r.out.b)
+}
+
+// deliver writes a parked client's reply and runs what it sent meanwhile.
+func (s *Server) deliver(c *client, reply []byte) {
+	c.write(reply)
 	pending := c.pending
 	c.pending = nil
 	for _, p := range pending {
 		s.runBatch([]*request{p})
 	}
+}
+
+// runUnblocks carries out the CLIENT UNBLOCKs of the batch just committed
+// (outside its transaction): a timeout reply, or the UNBLOCKED error.
+func (s *Server) runUnblocks() {
+	reqs := s.unblocks
+	s.unblocks = nil
+	for _, u := range reqs {
+		if _, ok := s.blocked[u.c]; !ok {
+			continue
+		}
+		delete(s.blocked, u.c)
+		out := W{proto: u.c.proto}
+		if u.err {
+			out.Err("UNBLOCKED client unblocked via CLIENT UNBLOCK")
+		} else {
+			out.NullArray()
+		}
+		s.deliver(u.c, out.b)
+	}
+}
+
+// unblockReq is a CLIENT UNBLOCK waiting for its batch to commit.
+type unblockReq struct {
+	c   *client
+	err bool
+}
+
+// clientUnblock: CLIENT UNBLOCK id [TIMEOUT|ERROR] answers 1 if the
+// client is blocked (it is unblocked after this batch commits), else 0.
+func clientUnblock(x *ctx) {
+	if len(x.args) != 3 && len(x.args) != 4 {
+		x.w.Err("ERR wrong number of arguments for 'client|unblock' command")
+		return
+	}
+	id, ok := x.intArg(2)
+	if !ok {
+		return
+	}
+	isErr := false
+	if len(x.args) == 4 {
+		switch {
+		case eq(x.args[3], "error"):
+			isErr = true
+		case eq(x.args[3], "timeout"):
+		default:
+			x.w.Err("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR")
+			return
+		}
+	}
+	c := x.s.clients[id]
+	if c == nil {
+		x.w.Int(0)
+		return
+	}
+	if _, blocked := x.s.blocked[c]; !blocked {
+		x.w.Int(0)
+		return
+	}
+	x.s.unblocks = append(x.s.unblocks, unblockReq{c: c, err: isErr})
+	x.w.Int(1)
 }
 
 func (s *Server) expireBlocked() {

@@ -52,6 +52,7 @@ type Server struct {
 	ln           net.Listener
 	reqs         chan *request
 	nextID       atomic.Int64
+	softMax      uint64            // CONFIG SET maxmemory (maxmem.go); 0: none
 	hasPass      atomic.Bool       // cfg.RequirePass != "", for the readers (CONFIG SET changes it in the executor)
 	clients      map[int64]*client // executor-owned
 	mu           sync.Mutex        // guards conns for Close
@@ -64,6 +65,7 @@ type Server struct {
 	pubsub       pubsubState
 	blocked      map[*client]*blockState
 	ready        map[string]bool // db/key of lists pushed in this batch
+	unblocks     []unblockReq    // CLIENT UNBLOCKs to carry out after the batch commits
 	closed       chan struct{}
 	stats        struct{ cmds, conns, batches, keyspaceHits, keyspaceMiss int64 }
 	done         sync.WaitGroup
@@ -329,9 +331,11 @@ func (s *Server) executor() {
 					break drain
 				}
 			}
-			if hasBlocking(batch) {
+			if hasBlocking(batch) || len(s.blocked) > 0 {
 				// Readers woken with this one may not have submitted yet:
-				// give them a moment, then run the batch in arrival order.
+				// give them a moment, then run the batch in arrival order
+				// (also while a client is blocked: any write may serve it,
+				// and a WATCHing EXEC sent before that write must run first).
 				time.Sleep(200 * time.Microsecond)
 				batch = s.drainMore(batch, n)
 				orderByArrival(batch)
@@ -438,6 +442,9 @@ func (s *Server) afterCommit(live []*request) {
 	}
 	if len(s.ready) > 0 {
 		s.serveBlocked()
+	}
+	if len(s.unblocks) > 0 {
+		s.runUnblocks()
 	}
 	if s.shutdownReq && !s.shutdown.Swap(true) {
 		s.ln.Close()

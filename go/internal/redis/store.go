@@ -274,13 +274,29 @@ func freeEntry(tx *engram.Tx, e *pEntry) error {
 
 // setVal replaces an entry's value (the old array is freed at commit).
 func setVal(tx *engram.Tx, e *pEntry, typ int64, val []byte) error {
+	return storeVal(tx, e, typ, val, false)
+}
+
+// setRawVal stores a string changed in place (APPEND, SETRANGE, SETBIT):
+// its pool copy has one spare byte (cap > len), which OBJECT ENCODING
+// reports as "raw", as Redis does for such strings.
+func setRawVal(tx *engram.Tx, e *pEntry, val []byte) error {
+	return storeVal(tx, e, tString, val, true)
+}
+
+func storeVal(tx *engram.Tx, e *pEntry, typ int64, val []byte, raw bool) error {
 	if err := dropColl(tx, e); err != nil {
 		return err
 	}
-	nv, err := engram.Bytes(tx, val)
+	src := val
+	if raw {
+		src = append(val[:len(val):len(val)], 0)
+	}
+	nv, err := engram.Bytes(tx, src)
 	if err != nil {
 		return err
 	}
+	nv = nv[:len(val)]
 	if err := tx.Log(&e.Val); err != nil {
 		return err
 	}
