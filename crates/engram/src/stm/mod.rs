@@ -19,6 +19,10 @@
 //!   ([`Persist`]); old values become garbage for the engine's GC.
 //! - Contention: exponential back-off, then a transaction that keeps losing
 //!   runs serially (other commits wait), so long transactions are not starved.
+//! - [`TField`] is the volatile peer of `PTField`: a transactional field
+//!   inline in an ordinary struct shared as an `Arc`; `#[derive(TStruct)]`
+//!   writes its accessors. [`vcollections`]: red-black tree, HAMT and treap
+//!   on the volatile STM, each over one `TVar` per field or embedded fields.
 //! - [`runtime`]: selectable TM runtimes (fine-grain STM, or Fine HTM: the
 //!   commit locks its write set and validates its reads in one hardware
 //!   transaction), per thread or process-wide, interface unchanged.
@@ -32,7 +36,9 @@ mod engine;
 pub mod persist;
 pub(crate) mod redo;
 pub mod runtime;
+pub mod tfield;
 mod vars;
+pub mod vcollections;
 mod wait;
 pub(crate) mod word;
 
@@ -47,7 +53,8 @@ pub(crate) const LAYER: crate::pool::layer::Layer = crate::pool::layer::Layer {
     },
     quiesce: engine::quiesce,
 };
-pub use engram_derive::Persist;
+pub use engram_derive::{Persist, TStruct};
+pub use tfield::{TCell, TField};
 pub use persist::{CopyCx, POption, PPair, PSlice, PStr, Persist};
 pub use redo::StmRecovery;
 pub use vars::{field_of, FieldRef, PTField, PTVar, TVar, Var, VarCell, PTVAR_MAX_VALUE};

@@ -3,7 +3,7 @@
 //! commit locks the write set inside it too; values are installed after
 //! `xend`, as any commit installs them (steps 3 and 7).
 //!
-//! A `TVar` read in hardware loads the variable's lock word through the
+//! A `TVar` (or `TField`) read in hardware loads the variable's lock word through the
 //! hardware transaction (subscribing to it: a word locked by a software
 //! committer aborts with `LOCKED`), clones the value, then validates
 //! (`HwTx::check`: the emulated backend re-checks every line read; RTM
@@ -27,11 +27,9 @@ use crate::error::Error;
 use crate::htm::abort::code;
 use crate::htm::{Abort, HwTx};
 use crate::stm::runtime;
-use crate::stm::vars::TVarInner;
 use crate::stm::word;
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 /// A transaction's level-1 state: its hardware transaction while it runs,
 /// and the status of an emulated abort met in the body.
@@ -73,14 +71,15 @@ impl STx<'_> {
         StmError::Conflict
     }
 
-    /// A TVar read in hardware (see the module doc).
-    pub(super) fn read_tvar_hw<T: Clone + Send + Sync + 'static>(&self, v: &Arc<TVarInner<T>>) -> StmResult<T> {
-        // SAFETY: the TVar's word, alive for this call (the caller's `&Arc`).
-        // The hardware transaction never dereferences a read word after the
-        // read: emulated commits store only to written words (kept alive
-        // by the write set), RTM tracks addresses. No `keep` entry: its
+    /// A volatile variable's read in hardware (a `TVar` or a `TField`; see
+    /// the module doc): `load` clones the value.
+    pub(super) fn read_hw<T>(&self, word: &AtomicU64, load: impl FnOnce() -> T) -> StmResult<T> {
+        // SAFETY: the variable's word, alive for this call (the caller's
+        // borrow). The hardware transaction never dereferences a read word
+        // after the read: emulated commits store only to written words (kept
+        // alive by the write set), RTM tracks addresses. No `keep` entry: its
         // reference count would be a shared write in hardware.
-        let w: &'static AtomicU64 = unsafe { word_at(&v.word as *const AtomicU64 as usize) };
+        let w: &'static AtomicU64 = unsafe { word_at(word as *const AtomicU64 as usize) };
         let mut hw = self.l1.hw.borrow_mut();
         let t = hw.as_mut().ok_or_else(|| StmError::Failed(Error::corrupt("level-1 read without a hardware transaction")))?;
         let x = t.load(w).map_err(|a| self.hw_failed(a))?;
@@ -88,7 +87,7 @@ impl STx<'_> {
             let a = t.abort(code::LOCKED);
             return Err(self.hw_failed(a));
         }
-        let out = (**v.value.read()).clone();
+        let out = load();
         t.check().map_err(|a| self.hw_failed(a))?;
         Ok(out)
     }
