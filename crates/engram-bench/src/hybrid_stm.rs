@@ -23,9 +23,9 @@
 
 use crate::hybrid::HybridArgs;
 use engram::htm::Cause;
+use engram::stm::atomically;
 use engram::stm::runtime::{self, Runtime, RuntimeStats};
 use engram::stm::vcollections::{Boxed, Embedded, Form, Hamt, RbTree, Treap, VMap};
-use engram::stm::atomically;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::time::{Duration, Instant};
@@ -193,7 +193,9 @@ fn ratios(md: &mut String, points: &[Point], threads: &[u32]) {
     let _ = writeln!(md, "|---|---|{}", "---:|".repeat(threads.len()));
     for (si, s) in STRUCTURES.iter().enumerate() {
         for &rt in Runtime::ALL {
-            let cell = |t: u32, l: usize| points.iter().find(|p| p.structure == si && p.layout == l && p.rt == rt && p.threads == t).map(|p| p.rate);
+            let cell = |t: u32, l: usize| {
+                points.iter().find(|p| p.structure == si && p.layout == l && p.rt == rt && p.threads == t).map(|p| p.rate)
+            };
             let v: Vec<String> = threads
                 .iter()
                 .map(|&t| match (cell(t, 1), cell(t, 0)) {
@@ -227,7 +229,8 @@ pub fn section(a: &HybridArgs, md: &mut String) {
         if a.out.is_some() {
             let _ = writeln!(md, "![{s}: Mops/s against threads](hybrid-stm-{s}.png)\n");
         }
-        let _ = writeln!(md, "| runtime | layout | threads | Mops/s | L1 / L2 / L3 / SW % | level-1 aborts | level-2 aborts | STM conflicts |");
+        let _ =
+            writeln!(md, "| runtime | layout | threads | Mops/s | L1 / L2 / L3 / SW % | level-1 aborts | level-2 aborts | STM conflicts |");
         let _ = writeln!(md, "|---|---|---:|---:|---|---|---|---:|");
         for &rt in Runtime::ALL {
             for layout in 0..LAYOUTS.len() {

@@ -39,7 +39,9 @@ pub fn draw(points: &[Point], si: usize, threads: &[u32], path: &Path) -> Result
             let pts: Vec<(f64, f64)> = threads
                 .iter()
                 .enumerate()
-                .filter_map(|(i, &t)| mine.iter().find(|p| p.rt == rt && p.layout == li && p.threads == t).map(|p| (i as f64, p.rate / 1e6)))
+                .filter_map(|(i, &t)| {
+                    mine.iter().find(|p| p.rt == rt && p.layout == li && p.threads == t).map(|p| (i as f64, p.rate / 1e6))
+                })
                 .collect();
             let c = COLOURS[ri % COLOURS.len()];
             let w = if li == 1 { 3 } else { 1 };

@@ -54,7 +54,7 @@ pub(crate) const LAYER: crate::pool::layer::Layer = crate::pool::layer::Layer {
     quiesce: engine::quiesce,
 };
 pub use engram_derive::{Persist, TStruct};
-pub use tfield::{TCell, TField};
 pub use persist::{CopyCx, POption, PPair, PSlice, PStr, Persist};
 pub use redo::StmRecovery;
+pub use tfield::{TCell, TField};
 pub use vars::{field_of, FieldRef, PTField, PTVar, TVar, Var, VarCell, PTVAR_MAX_VALUE};

@@ -42,9 +42,9 @@
 
 mod hamt;
 mod rbtree;
-mod treap;
 #[cfg(test)]
 mod tests;
+mod treap;
 
 pub use hamt::Hamt;
 pub use rbtree::RbTree;

@@ -255,7 +255,14 @@ impl<F: Form> RbTree<F> {
     }
 
     /// Checks the subtree at `n`; its black height.
-    fn check_node(&self, tx: &STx<'_>, n: &Link<F>, parent: &Link<F>, bounds: (Option<u64>, Option<u64>), out: &mut Vec<(u64, u64)>) -> StmResult<u64> {
+    fn check_node(
+        &self,
+        tx: &STx<'_>,
+        n: &Link<F>,
+        parent: &Link<F>,
+        bounds: (Option<u64>, Option<u64>),
+        out: &mut Vec<(u64, u64)>,
+    ) -> StmResult<u64> {
         let Some(n) = n else { return Ok(1) };
         let ordered = bounds.0.is_none_or(|lo| lo < n.key) && bounds.1.is_none_or(|hi| n.key < hi);
         if !ordered || !same(&n.up(tx)?, parent) {

@@ -141,7 +141,15 @@ impl<F: Form> Treap<F> {
     }
 
     /// Checks the subtree at `n` within `(lo, hi)` under priority `cap`.
-    fn check_node(&self, tx: &STx<'_>, n: &Link<F>, lo: Option<u64>, hi: Option<u64>, cap: u64, out: &mut Vec<(u64, u64)>) -> StmResult<()> {
+    fn check_node(
+        &self,
+        tx: &STx<'_>,
+        n: &Link<F>,
+        lo: Option<u64>,
+        hi: Option<u64>,
+        cap: u64,
+        out: &mut Vec<(u64, u64)>,
+    ) -> StmResult<()> {
         let Some(n) = n else { return Ok(()) };
         let ordered = lo.is_none_or(|lo| lo < n.key) && hi.is_none_or(|hi| n.key < hi);
         if !ordered || n.prio > cap || n.prio != mix(n.key) {
