@@ -233,7 +233,7 @@ pub fn section(a: &HybridArgs, md: &mut String) {
             writeln!(md, "| runtime | layout | threads | Mops/s | L1 / L2 / L3 / SW % | level-1 aborts | level-2 aborts | STM conflicts |");
         let _ = writeln!(md, "|---|---|---:|---:|---|---|---|---:|");
         for &rt in Runtime::ALL {
-            for layout in 0..LAYOUTS.len() {
+            for (layout, name) in LAYOUTS.iter().enumerate() {
                 for &t in threads {
                     match point(a, si, layout, rt, t) {
                         Ok(p) => {
@@ -241,7 +241,7 @@ pub fn section(a: &HybridArgs, md: &mut String) {
                             points.push(p);
                         }
                         Err(e) => {
-                            let _ = writeln!(md, "| {} | {} | {t} | failed: {e} | | | | |", rt.name(), LAYOUTS[layout]);
+                            let _ = writeln!(md, "| {} | {name} | {t} | failed: {e} | | | | |", rt.name());
                         }
                     }
                 }

@@ -72,6 +72,9 @@ fn index(h: u64, level: u32) -> usize {
     ((h >> (BITS * level)) as usize) & (WIDTH - 1)
 }
 
+/// A key's leaf and where it hangs: the node and the slot.
+type Found<F> = (Arc<Node<F>>, usize, Arc<Leaf<F>>);
+
 /// A HAMT from `u64` to `u64` over layout `F`.
 pub struct Hamt<F: Form> {
     root: Arc<Node<F>>,
@@ -90,7 +93,7 @@ impl<F: Form> Hamt<F> {
     }
 
     /// The leaf of `key` and where it hangs (node, slot), if present.
-    fn find(&self, tx: &STx<'_>, key: u64) -> StmResult<Option<(Arc<Node<F>>, usize, Arc<Leaf<F>>)>> {
+    fn find(&self, tx: &STx<'_>, key: u64) -> StmResult<Option<Found<F>>> {
         let h = mix(key);
         let mut node = self.root.clone();
         for level in 0..13 {
