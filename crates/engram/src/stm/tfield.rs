@@ -19,7 +19,7 @@
 //!
 //! Invariants: a field's value changes only at a commit that holds its
 //! lock word (the same protocol as `TVar`: the commit path cannot tell them
-//! apart, it sees a [`VCell`]); an owner given with a field must contain it
+//! apart, it sees a `VCell`); an owner given with a field must contain it
 //! (checked: a typed error otherwise). Crash behaviour: volatile, nothing
 //! survives the process.
 //!
