@@ -48,6 +48,23 @@
 //! assert_eq!(a.balance.load(), 70);
 //! assert_eq!(atomically(|tx| a.history(tx)).unwrap(), vec![-30]);
 //! ```
+//!
+//! A mutable field must be a transactional cell (mark plain ones
+//! `#[immutable]`), and only structs with named fields derive it:
+//!
+//! ```compile_fail
+//! #[derive(engram::stm::TStruct)]
+//! struct Plain {
+//!     x: u64, // neither a TField nor #[immutable]: does not compile
+//! }
+//! ```
+//!
+//! ```compile_fail
+//! #[derive(engram::stm::TStruct)]
+//! enum NotAStruct {
+//!     A,
+//! }
+//! ```
 
 use super::engine::{STx, StmError, StmResult, VCell};
 use super::vars::TVar;
