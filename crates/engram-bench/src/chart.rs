@@ -140,19 +140,70 @@ pub fn draw_threads_mesh<DB: DrawingBackend>(
         .map_err(|e| e.to_string())
 }
 
-/// Draws the series legend of a chart in its upper-left corner (a white,
-/// framed box).
+/// Draws the series legend of a chart at `position` (a white, framed box).
 pub fn draw_legend<'a, DB: DrawingBackend + 'a>(
     chart: &mut ChartContext<'a, DB, Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>>,
+    position: SeriesLabelPosition,
 ) -> Result<(), String> {
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
+        .position(position)
         .label_font(("sans-serif", 13))
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()
         .map_err(|e| e.to_string())
+}
+
+/// One line of a [`draw_threads_lines`] chart: points `(category, y)`.
+pub struct Line {
+    /// Legend text.
+    pub label: String,
+    /// Colour.
+    pub colour: RGBColor,
+    /// Stroke width (markers grow with it).
+    pub width: u32,
+    /// The points: x = thread-count category index.
+    pub pts: Vec<(f64, f64)>,
+}
+
+/// Draws a line chart against thread count (one category per entry of
+/// `threads`, the mesh of [`draw_threads_mesh`]) into the PNG at `path`,
+/// with the legend at `legend`.
+pub fn draw_threads_lines(
+    path: &std::path::Path,
+    caption: &str,
+    threads: &[u32],
+    y_desc: &str,
+    lines: &[Line],
+    legend: SeriesLabelPosition,
+) -> Result<(), String> {
+    register_font().map_err(|e| e.to_string())?;
+    let root = BitMapBackend::new(path, (900, 560)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let hi = lines.iter().flat_map(|l| l.pts.iter().map(|p| p.1)).fold(0.0, f64::max);
+    let hi = if hi > 0.0 { hi } else { 1.0 };
+    let n = threads.len().max(1) as f64;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(caption, ("sans-serif", 18))
+        .margin(14)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(-0.3..n - 0.7, 0.0..hi * 1.45)
+        .map_err(|e| e.to_string())?;
+    draw_threads_mesh(&mut chart, threads, y_desc, &|v: &f64| fmt_tick(*v))?;
+    for l in lines {
+        let (c, w) = (l.colour, l.width);
+        chart
+            .draw_series(LineSeries::new(l.pts.clone(), c.stroke_width(w)))
+            .map_err(|e| e.to_string())?
+            .label(l.label.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], c.stroke_width(w)));
+        chart.draw_series(l.pts.iter().map(|&p| Circle::new(p, 1 + w, c.filled()))).map_err(|e| e.to_string())?;
+    }
+    draw_legend(&mut chart, legend)?;
+    root.present().map_err(|e| e.to_string())
+}
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ pub mod disk_plot;
 pub mod engram_impl;
 pub mod hybrid;
 pub mod hybrid_stm;
+pub mod hybrid_stm_plot;
 pub mod job;
 pub mod lazy;
 pub mod peers;

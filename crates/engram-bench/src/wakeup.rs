@@ -245,7 +245,7 @@ fn draw(pts: &[Point], path: &Path) -> Result<(), String> {
             chart.draw_series(line.iter().map(|&p| Circle::new(p, 4, c.filled()))).map_err(|e| e.to_string())?;
         }
     }
-    draw_legend(&mut chart)?;
+    draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     root.present().map_err(|e| e.to_string())
 }
 

@@ -638,3 +638,63 @@ fn expand_persist(input: DeriveInput) -> syn::Result<TokenStream2> {
         }
     })
 }
+
+/// Derives the transactional accessors of a struct shared as `Arc<Self>`
+/// (`engram::stm::TField`, the volatile STM's embedded fields): for every
+/// field `x` whose type is an `engram::stm::TCell` (`TField<T>`, or a
+/// `TVar<T>`, or a generic cell type), `fn x(self: &Arc<Self>, tx) ->
+/// StmResult<T>` and `fn set_x(self: &Arc<Self>, tx, v: T) ->
+/// StmResult<()>`. Fields marked `#[immutable]` are left plain: set before
+/// the struct is shared, read directly, with no lock word and no read-set
+/// entry (keys). Named fields only.
+#[proc_macro_derive(TStruct, attributes(immutable))]
+pub fn derive_tstruct(input: TokenStream) -> TokenStream {
+    let input = parse_macro_input!(input as DeriveInput);
+    match expand_tstruct(input) {
+        Ok(ts) => ts.into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+fn expand_tstruct(input: DeriveInput) -> syn::Result<TokenStream2> {
+    let Data::Struct(data) = &input.data else {
+        return Err(syn::Error::new(input.ident.span(), "TStruct: only structs have transactional fields"));
+    };
+    let Fields::Named(named) = &data.fields else {
+        return Err(syn::Error::new(input.ident.span(), "TStruct: the struct needs named fields"));
+    };
+    let mut methods = Vec::new();
+    for f in &named.named {
+        if f.attrs.iter().any(|a| a.path().is_ident("immutable")) {
+            continue;
+        }
+        let id = f.ident.clone().expect("named field");
+        let ty = &f.ty;
+        let vis = &f.vis;
+        let set = format_ident!("set_{}", id);
+        let value = quote_spanned!(ty.span()=> <#ty as ::engram::stm::TCell>::Value);
+        let get_doc = format!("Reads `{id}` in `tx`.");
+        let set_doc = format!("Writes `{id}` in `tx` (visible to others when `tx` commits).");
+        methods.push(quote! {
+            #[doc = #get_doc]
+            #[allow(dead_code)]
+            #vis fn #id(self: &::std::sync::Arc<Self>, tx: &::engram::stm::STx<'_>) -> ::engram::stm::StmResult<#value> {
+                ::engram::stm::TCell::get(&self.#id, tx, self)
+            }
+            #[doc = #set_doc]
+            #[allow(dead_code)]
+            #vis fn #set(self: &::std::sync::Arc<Self>, tx: &::engram::stm::STx<'_>, v: #value) -> ::engram::stm::StmResult<()> {
+                ::engram::stm::TCell::set(&self.#id, tx, self, v)
+            }
+        });
+    }
+    let ident = &input.ident;
+    let (impl_g, ty_g, where_g) = input.generics.split_for_impl();
+    let mut preds: Vec<WherePredicate> = where_g.map(|w| w.predicates.iter().cloned().collect()).unwrap_or_default();
+    preds.push(parse_quote!(Self: ::core::marker::Send + ::core::marker::Sync + 'static));
+    Ok(quote! {
+        impl #impl_g #ident #ty_g where #(#preds,)* {
+            #(#methods)*
+        }
+    })
+}

@@ -21,6 +21,10 @@
 //!   runs serially (other commits wait), so long transactions are not starved.
 //! - [`wait`]: the `retry` wait list (the hybrid TM's chunked wake-up
 //!   list), with Bloom-filter or precise read sets, selectable per process.
+//! - [`TField`] is the volatile peer of `PTField`: a transactional field
+//!   inline in an ordinary struct shared as an `Arc`; `#[derive(TStruct)]`
+//!   writes its accessors. [`vcollections`]: red-black tree, HAMT and treap
+//!   on the volatile STM, each over one `TVar` per field or embedded fields.
 //! - [`runtime`]: selectable TM runtimes (fine-grain STM, or Fine HTM: the
 //!   commit locks its write set and validates its reads in one hardware
 //!   transaction), per thread or process-wide, interface unchanged.
@@ -34,7 +38,9 @@ mod engine;
 pub mod persist;
 pub(crate) mod redo;
 pub mod runtime;
+pub mod tfield;
 mod vars;
+pub mod vcollections;
 pub mod wait;
 pub(crate) mod word;
 
@@ -49,7 +55,8 @@ pub(crate) const LAYER: crate::pool::layer::Layer = crate::pool::layer::Layer {
     },
     quiesce: engine::quiesce,
 };
-pub use engram_derive::Persist;
+pub use engram_derive::{Persist, TStruct};
 pub use persist::{CopyCx, POption, PPair, PSlice, PStr, Persist};
 pub use redo::StmRecovery;
+pub use tfield::{TCell, TField};
 pub use vars::{field_of, FieldRef, PTField, PTVar, TVar, Var, VarCell, PTVAR_MAX_VALUE};

@@ -17,7 +17,7 @@
 //!   commit: the transaction commits if neither was held. It can run as a
 //!   *zombie*: a committer between two in-place stores is seen half done.
 //!   Containment: values are read by cloning under the `TVar`'s own lock,
-//!   so no read touches freed or torn memory; every read validates the
+//!   (a `TField`'s under its own lock likewise), so no read touches freed or torn memory; every read validates the
 //!   hardware transaction (`HwTx::check`: the emulated backend re-checks
 //!   every line read; RTM aborts on the conflicting store itself), so the
 //!   committer's next store ends the zombie; every `zombie_reads` reads,
@@ -27,7 +27,7 @@
 //!   on a torn state would panic for real on the emulated backend; under
 //!   RTM the panic's system call aborts the transaction first.)
 //!
-//! A `TVar` read in hardware loads the variable's lock word through the
+//! A `TVar` (or `TField`) read in hardware loads the variable's lock word through the
 //! hardware transaction, clones the value, then validates. Writes are
 //! buffered in the write set as in software.
 //! `retry`, a user error or a capacity abort leave level 1 at once; other
@@ -48,11 +48,9 @@ use crate::error::Error;
 use crate::htm::abort::code;
 use crate::htm::{Abort, HwTx};
 use crate::stm::runtime::{self, Subscription};
-use crate::stm::vars::TVarInner;
 use crate::stm::word;
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 /// A transaction's level-1 state: its hardware transaction while it runs,
 /// and the status of an emulated abort met in the body.
@@ -115,14 +113,15 @@ impl STx<'_> {
         StmError::Conflict
     }
 
-    /// A TVar read in hardware (see the module doc).
-    pub(super) fn read_tvar_hw<T: Clone + Send + Sync + 'static>(&self, v: &Arc<TVarInner<T>>) -> StmResult<T> {
-        // SAFETY: the TVar's word, alive for this call (the caller's `&Arc`).
-        // The hardware transaction never dereferences a read word after the
-        // read: emulated commits store only to written words (kept alive
-        // by the write set), RTM tracks addresses. No `keep` entry: its
+    /// A volatile variable's read in hardware (a `TVar` or a `TField`; see
+    /// the module doc): `load` clones the value.
+    pub(super) fn read_hw<T>(&self, word: &AtomicU64, load: impl FnOnce() -> T) -> StmResult<T> {
+        // SAFETY: the variable's word, alive for this call (the caller's
+        // borrow). The hardware transaction never dereferences a read word
+        // after the read: emulated commits store only to written words (kept
+        // alive by the write set), RTM tracks addresses. No `keep` entry: its
         // reference count would be a shared write in hardware.
-        let w: &'static AtomicU64 = unsafe { word_at(&v.word as *const AtomicU64 as usize) };
+        let w: &'static AtomicU64 = unsafe { word_at(word as *const AtomicU64 as usize) };
         let mut hw = self.l1.hw.borrow_mut();
         let t = hw.as_mut().ok_or_else(|| StmError::Failed(Error::corrupt("level-1 read without a hardware transaction")))?;
         let x = t.load(w).map_err(|a| self.hw_failed(a))?;
@@ -134,7 +133,7 @@ impl STx<'_> {
             }
             self.l1.saw_locked.set(true);
         }
-        let out = (**v.value.read()).clone();
+        let out = load();
         t.check().map_err(|a| self.hw_failed(a))?;
         if let Some(every) = lazy.filter(|&e| e > 0) {
             let n = self.l1.reads.get() + 1;

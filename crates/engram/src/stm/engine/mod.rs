@@ -45,6 +45,7 @@ pub(crate) use pool_state::quiesce;
 pub(crate) use run::in_atomically;
 pub use run::{atomically, stats, StmStats};
 pub use tx::STx;
+pub(crate) use tx::VCell;
 
 use crate::error::Error;
 use std::sync::atomic::AtomicU64;

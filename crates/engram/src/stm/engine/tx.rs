@@ -518,10 +518,24 @@ impl<'p> STx<'p> {
     // ----- volatile TVars --------------------------------------------------
 
     pub(crate) fn read_tvar<T: Clone + Send + Sync + 'static>(&self, v: &Arc<TVarInner<T>>) -> StmResult<T> {
-        let word = &v.word as *const AtomicU64 as usize;
+        // The value is cloned under the read lock (no count taken on its Arc).
+        self.read_volatile(&v.word, || (**v.value.read()).clone(), || v.clone())
+    }
+
+    /// Reads a volatile variable (a `TVar`, or a `TField` inside an
+    /// `Arc`-owned struct): its buffered write if any, else the seqlock
+    /// read of `word` around `load`, with `keep` (something that keeps
+    /// `word` alive) in the read set so validation may dereference it.
+    pub(crate) fn read_volatile<T: Clone + Send + Sync + 'static, K: Any + Send + Sync>(
+        &self,
+        word: &AtomicU64,
+        load: impl Fn() -> T,
+        keep: impl FnOnce() -> Arc<K>,
+    ) -> StmResult<T> {
+        let w = word as *const AtomicU64 as usize;
         {
             let st = self.st.borrow();
-            if let Some(i) = self.find(&st, word) {
+            if let Some(i) = self.find(&st, w) {
                 if let Kind::V { value, .. } = &st.writes[i].kind {
                     if let Some(a) = value.downcast_ref::<Arc<T>>() {
                         return Ok((**a).clone());
@@ -530,20 +544,25 @@ impl<'p> STx<'p> {
             }
         }
         if self.in_hw() {
-            return self.read_tvar_hw(v);
+            return self.read_hw(word, load);
         }
         let mut out = None;
-        // The value is cloned under the read lock (no count taken on its Arc).
-        self.read_versioned(word, 0, || out = Some((**v.value.read()).clone()))?;
-        self.st.borrow_mut().keep.push(v.clone());
-        Ok(out.ok_or_else(|| Error::corrupt("TVar read produced nothing"))?)
+        self.read_versioned(w, 0, || out = Some(load()))?;
+        self.st.borrow_mut().keep.push(keep());
+        Ok(out.ok_or_else(|| Error::corrupt("volatile read produced nothing"))?)
     }
 
     pub(crate) fn write_tvar<T: Clone + Send + Sync + 'static>(&self, v: &Arc<TVarInner<T>>, x: T) -> StmResult<()> {
-        let word = &v.word as *const AtomicU64 as usize;
         let cell: Arc<dyn VCell> = v.clone();
-        self.put(word, Kind::V { cell, value: Box::new(Arc::new(x)) });
+        self.write_volatile(cell, x);
         Ok(())
+    }
+
+    /// Buffers a write of `x` to the volatile cell `cell` (installed at
+    /// commit; `cell` keeps its lock word alive until then).
+    pub(crate) fn write_volatile<T: Clone + Send + Sync + 'static>(&self, cell: Arc<dyn VCell>, x: T) {
+        let word = cell.word() as *const AtomicU64 as usize;
+        self.put(word, Kind::V { cell, value: Box::new(Arc::new(x)) });
     }
 
     // ----- pool reads for PStr / PSlice ---------------------------------------
