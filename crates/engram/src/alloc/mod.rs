@@ -26,7 +26,7 @@ use crate::error::{Error, Result};
 use crate::format::*;
 use crate::hash::{FastMap, FastSet};
 use crate::pool::space::Space;
-use cache::CacheCell;
+use cache::{CacheCell, Magazine};
 use classes::{class_for, slot_size, slots_per_span, NUM_CLASSES};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -411,6 +411,58 @@ impl Heap {
     /// This thread's allocation cache (look it up once per region).
     pub fn cache(&self) -> Arc<CacheCell> {
         cache::cell(self)
+    }
+
+    /// [`Heap::alloc`] for a region: small slots come from `mag`, refilled
+    /// from `cell` a batch at a time (one cache lock per batch).
+    pub fn alloc_batched(&self, space: &Space, cell: &CacheCell, mag: &mut Magazine, payload: u64, type_id: u32, flags: u32, count: u64) -> Result<(u64, Loc)> {
+        let need = payload.checked_add(OBJ_HEADER).ok_or_else(|| Error::invalid("allocation size overflows"))?;
+        let Some(c) = class_for(need) else { return self.alloc(space, cell, payload, type_id, flags, count) };
+        let hdr = match mag.pop(c) {
+            Some(h) => h,
+            None => {
+                self.return_magazine(space, cell, mag);
+                mag.class = c;
+                cell.take_batch(c, &mut mag.slots);
+                if mag.slots.is_empty() {
+                    mag.slots = self.take_from_class(space, c, BATCH)?;
+                }
+                mag.slots.pop().ok_or_else(|| Error::corrupt("refill returned nothing"))?
+            }
+        };
+        let off = hdr - space.base();
+        let g = (off - HEAP_OFF) / SPAN_SIZE;
+        let loc = Loc::Small { span: g, class: c, index: classes::slot_index(c, off - span_off(g)) as u32 };
+        space.write(off, &ObjHeader { type_id, flags: OBJ_TAG | flags, count })?;
+        Ok((hdr + OBJ_HEADER, loc))
+    }
+
+    /// Puts the slots of `mag` back into `cell` (the region ends).
+    pub fn return_magazine(&self, space: &Space, cell: &CacheCell, mag: &mut Magazine) {
+        if mag.is_empty() {
+            return;
+        }
+        if let Some(spill) = cell.put_from(mag.class, &mut mag.slots) {
+            self.give_back(space, mag.class, spill);
+        }
+    }
+
+    /// [`Heap::free`] for many objects: the small ones go into `cell`
+    /// under one lock.
+    pub fn free_many(&self, space: &Space, cell: &CacheCell, locs: &[Loc]) -> Result<()> {
+        let small = locs.iter().filter_map(|&loc| match loc {
+            Loc::Small { span, class, index } => Some((class, space.base() + span_off(span) + index as u64 * slot_size(class))),
+            _ => None,
+        });
+        for (c, spill) in cell.push_many(small) {
+            self.give_back(space, c, spill);
+        }
+        for &loc in locs {
+            if !matches!(loc, Loc::Small { .. }) {
+                self.free(space, cell, loc)?;
+            }
+        }
+        Ok(())
     }
 
     /// Allocates `payload` bytes and writes the object header. Returns the

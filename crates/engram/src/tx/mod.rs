@@ -102,6 +102,9 @@ struct RegionSets {
     /// in `words`). Pushed, never hashed: the allocation fast path.
     fresh: Vec<(u64, u64)>,
     allocated: Vec<Loc>,
+    /// Free slots taken from the thread's cache a batch at a time; given
+    /// back when the region ends (`Drop`), so empty between regions.
+    mag: crate::alloc::cache::Magazine,
     frees: Vec<Loc>,
     /// The first payload word of each object in `frees`, to refuse a
     /// double free: one bit per word, like `words` (no hashing per free).
@@ -299,8 +302,9 @@ impl<'p> Tx<'p> {
     pub(crate) fn alloc_raw(&self, payload: u64, type_id: u32, flags: u32, count: u64) -> Result<u64> {
         let space = &self.pool.space;
         let mut st = self.st.borrow_mut();
+        let st = &mut *st;
         let cache = st.cache.get_or_insert_with(|| self.pool.heap.cache());
-        let (addr, loc) = self.pool.heap.alloc(space, cache, payload, type_id, flags, count)?;
+        let (addr, loc) = self.pool.heap.alloc_batched(space, cache, &mut st.sets.mag, payload, type_id, flags, count)?;
         self.spans.learn(loc);
         // No undo is needed for the new object: its words count as logged.
         let marked = payload.next_multiple_of(8).min(loc.capacity());
@@ -585,14 +589,14 @@ impl<'p> Tx<'p> {
             return Ok(());
         }
         let cache = st.cache.clone().unwrap_or_else(|| self.pool.heap.cache());
-        for (&loc, &off) in st.sets.frees.iter().zip(&st.sets.freed_order) {
+        for &off in &st.sets.freed_order {
             // A freed object loses its tag, so a second free or a dangling
             // pointer is caught (`free`, `check`). Not logged: the region
-            // that unlinked it is committed.
+            // that unlinked it is committed. (All tags first: a slot handed
+            // back may be reused by another thread at once.)
             space.write(off - OBJ_HEADER + crate::format::OBJ_FLAGS_OFF, &0u32)?;
-            self.pool.heap.free(space, &cache, loc)?;
         }
-        Ok(())
+        self.pool.heap.free_many(space, &cache, &st.sets.frees)
     }
 
     /// Undoes the region.
@@ -607,10 +611,7 @@ impl<'p> Tx<'p> {
         }
         let st = self.st.borrow();
         let Some(cache) = &st.cache else { return Ok(()) };
-        for &loc in &st.sets.allocated {
-            self.pool.heap.free(space, cache, loc)?;
-        }
-        Ok(())
+        self.pool.heap.free_many(space, cache, &st.sets.allocated)
     }
 }
 
@@ -628,6 +629,9 @@ impl Drop for Tx<'_> {
         let st = self.st.get_mut();
         for &key in &st.sets.locks {
             self.pool.locks.release(key);
+        }
+        if let Some(cache) = &st.cache {
+            self.pool.heap.return_magazine(&self.pool.space, cache, &mut st.sets.mag);
         }
         self.pool.put_slot(st.slot);
         let sets = std::mem::take(&mut st.sets).recycle();
