@@ -244,7 +244,11 @@ fn loc_at(space: &Space, g: u64, e: u32, within: u64) -> Option<Loc> {
         1..=39 => {
             let class = (e - 1) as usize;
             let index = classes::slot_index(class, within);
-            (index * slot_size(class) == within && index < slots_per_span(class) as u64).then_some(Loc::Small { span: g, class, index: index as u32 })
+            (index * slot_size(class) == within && index < slots_per_span(class) as u64).then_some(Loc::Small {
+                span: g,
+                class,
+                index: index as u32,
+            })
         }
         _ if e & SPAN_LARGE_HEAD != 0 && e != SPAN_META => {
             let spans = e & SPAN_LARGE_MASK;
@@ -414,8 +418,10 @@ impl Heap {
     }
 
     /// [`Heap::alloc`] for a region: small slots come from `mag`, refilled
-    /// from `cell` a batch at a time (one cache lock per batch).
-    pub fn alloc_batched(&self, space: &Space, cell: &CacheCell, mag: &mut Magazine, payload: u64, type_id: u32, flags: u32, count: u64) -> Result<(u64, Loc)> {
+    /// from `cell` a batch at a time (one cache lock per batch). `head`:
+    /// the type id, flags and count of the header to write (the tag is added).
+    pub fn alloc_batched(&self, space: &Space, cell: &CacheCell, mag: &mut Magazine, payload: u64, head: ObjHeader) -> Result<(u64, Loc)> {
+        let ObjHeader { type_id, flags, count } = head;
         let need = payload.checked_add(OBJ_HEADER).ok_or_else(|| Error::invalid("allocation size overflows"))?;
         let Some(c) = class_for(need) else { return self.alloc(space, cell, payload, type_id, flags, count) };
         let hdr = match mag.pop(c) {

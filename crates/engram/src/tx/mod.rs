@@ -304,7 +304,7 @@ impl<'p> Tx<'p> {
         let mut st = self.st.borrow_mut();
         let st = &mut *st;
         let cache = st.cache.get_or_insert_with(|| self.pool.heap.cache());
-        let (addr, loc) = self.pool.heap.alloc_batched(space, cache, &mut st.sets.mag, payload, type_id, flags, count)?;
+        let (addr, loc) = self.pool.heap.alloc_batched(space, cache, &mut st.sets.mag, payload, ObjHeader { type_id, flags, count })?;
         self.spans.learn(loc);
         // No undo is needed for the new object: its words count as logged.
         let marked = payload.next_multiple_of(8).min(loc.capacity());

@@ -75,7 +75,11 @@ impl SpanCache {
         let class = self.class_of(g)?;
         let within = hdr - span_off(g);
         let index = slot_index(class, within);
-        (index * slot_size(class) == within && index < slots_per_span(class) as u64).then_some(Loc::Small { span: g, class, index: index as u32 })
+        (index * slot_size(class) == within && index < slots_per_span(class) as u64).then_some(Loc::Small {
+            span: g,
+            class,
+            index: index as u32,
+        })
     }
 }
 
@@ -92,7 +96,7 @@ mod tests {
         let slot0 = base + span_off(g);
         assert_eq!(c.containing(base, slot0 + 40), None, "nothing learned yet");
         c.learn(Loc::Small { span: g, class: 1, index: 0 }); // 48-byte slots
-        // slot 2 starts 96 bytes in; its payload 16 bytes later
+                                                             // slot 2 starts 96 bytes in; its payload 16 bytes later
         let p2 = slot0 + 96 + OBJ_HEADER;
         assert_eq!(c.containing(base, p2 + 5), Some((p2, Loc::Small { span: g, class: 1, index: 2 })));
         assert_eq!(c.containing(base, slot0 + 96), Some((p2, Loc::Small { span: g, class: 1, index: 2 })), "its header");
