@@ -3,8 +3,14 @@
 //! What it keeps true: a slot in a cache is marked in use in its span's
 //! volatile bitmap, so no other thread can be handed it; the heap's registry
 //! holds every cache, so closing the pool or collecting can take the slots
-//! back (`Heap::drain_caches`). A cache's mutex is taken by its own thread on
-//! every allocation (uncontended) and by the drainer only while no region runs.
+//! back (`Heap::drain_caches`). A cache's mutex is taken by its own thread
+//! (uncontended) and by the drainer only while no region runs. A region
+//! (`Tx`) takes slots a batch at a time into its [`Magazine`] and frees a
+//! whole commit's objects under one lock, so the mutex is taken about once
+//! per 32 allocations, not per allocation; the magazine goes back into the
+//! cache when the region ends, so no slot is held outside a cache or an
+//! object across regions (a collection, which runs while no region runs,
+//! sees every slot).
 
 use super::classes::NUM_CLASSES;
 use super::{Heap, BATCH};
@@ -79,5 +85,66 @@ impl CacheCell {
         let bin = &mut bins[c];
         bin.push(hdr);
         (bin.len() > 2 * BATCH).then(|| bin.split_off(BATCH))
+    }
+}
+
+/// Free slots of one class that a running region took from its thread's
+/// cache in one batch (header addresses). Emptied back into the cache when
+/// the region ends (`Heap::return_magazine`). While a region runs, its
+/// magazine's slots count as live in `Heap::live` (at most one batch).
+#[derive(Default)]
+pub(crate) struct Magazine {
+    pub(super) class: usize,
+    pub(super) slots: Vec<u64>,
+}
+
+impl Magazine {
+    /// A slot of class `c`, if the magazine holds that class.
+    #[inline]
+    pub(crate) fn pop(&mut self, c: usize) -> Option<u64> {
+        if self.class == c {
+            self.slots.pop()
+        } else {
+            None
+        }
+    }
+
+    /// Whether it holds no slot.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+}
+
+impl CacheCell {
+    /// Moves up to a batch of cached slots of class `c` into `out`.
+    pub(crate) fn take_batch(&self, c: usize, out: &mut Vec<u64>) {
+        let mut bins = self.bins.lock();
+        let bin = &mut bins[c];
+        let n = bin.len().saturating_sub(BATCH);
+        out.extend(bin.drain(n..));
+    }
+
+    /// Caches every slot of `hdrs` (class `c`), leaving it empty; returns
+    /// slots to give back if the bin overflows.
+    pub(crate) fn put_from(&self, c: usize, hdrs: &mut Vec<u64>) -> Option<Vec<u64>> {
+        let mut bins = self.bins.lock();
+        let bin = &mut bins[c];
+        bin.append(hdrs);
+        (bin.len() > 2 * BATCH).then(|| bin.split_off(BATCH))
+    }
+
+    /// Caches freed slots `(class, header)` under one lock; returns the
+    /// overflow of each bin that overflowed, to give back.
+    pub(crate) fn push_many(&self, hdrs: impl Iterator<Item = (usize, u64)>) -> Vec<(usize, Vec<u64>)> {
+        let mut spill = Vec::new();
+        let mut bins = self.bins.lock();
+        for (c, hdr) in hdrs {
+            let bin = &mut bins[c];
+            bin.push(hdr);
+            if bin.len() > 2 * BATCH {
+                spill.push((c, bin.split_off(BATCH)));
+            }
+        }
+        spill
     }
 }

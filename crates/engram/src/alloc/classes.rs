@@ -54,7 +54,40 @@ pub fn slot_size(c: usize) -> u64 {
 /// Slots per span for class `c`.
 #[inline]
 pub fn slots_per_span(c: usize) -> u32 {
-    (SPAN_SIZE / slot_size(c)) as u32
+    SLOTS_PER_SPAN[c]
+}
+
+/// `SPAN_SIZE / slot_size(c)` per class, computed once (no division on
+/// the pointer-check path).
+static SLOTS_PER_SPAN: [u32; NUM_CLASSES] = {
+    let mut t = [0u32; NUM_CLASSES];
+    let mut c = 0;
+    while c < NUM_CLASSES {
+        t[c] = (SPAN_SIZE / CLASSES[c] as u64) as u32;
+        c += 1;
+    }
+    t
+};
+
+/// `ceil(2^32 / slot_size(c))` per class: `x * m >> 32 == x / slot` for
+/// every `x < SPAN_SIZE` (the error `x * (m * slot - 2^32) / 2^32` stays
+/// below `1 / slot` because `x * slot < 2^31`), so finding a slot in its
+/// span takes a multiply, not a 64-bit division.
+static RECIPROCALS: [u64; NUM_CLASSES] = {
+    let mut t = [0u64; NUM_CLASSES];
+    let mut c = 0;
+    while c < NUM_CLASSES {
+        t[c] = (1u64 << 32).div_ceil(CLASSES[c] as u64);
+        c += 1;
+    }
+    t
+};
+
+/// `within / slot_size(c)` for a byte offset `within < SPAN_SIZE` inside a span.
+#[inline]
+pub fn slot_index(c: usize, within: u64) -> u64 {
+    debug_assert!(within < SPAN_SIZE);
+    (within * RECIPROCALS[c]) >> 32
 }
 
 const _: () = assert!((SPAN_SIZE / 32) <= SPAN_BITMAP_BYTES * 8);
@@ -73,5 +106,16 @@ mod tests {
             }
         }
         assert_eq!(class_for(MAX_SMALL + 1), None);
+    }
+
+    #[test]
+    fn slot_index_is_exact_division() {
+        const _: () = assert!((SPAN_SIZE - 1) * MAX_SMALL < 1 << 31);
+        for c in 0..NUM_CLASSES {
+            assert_eq!(slots_per_span(c) as u64, SPAN_SIZE / slot_size(c));
+            for within in 0..SPAN_SIZE {
+                assert_eq!(slot_index(c, within), within / slot_size(c), "class {c}, offset {within}");
+            }
+        }
     }
 }

@@ -13,6 +13,9 @@
 //!   marking from the roots, so an object allocated and never linked is free
 //!   again. After a clean close the bitmaps are written into the arena
 //!   metadata and reopening reads them (O(metadata), not O(heap)).
+//! - A span-table entry naming a size class changes only in `sweep` (the
+//!   span became empty), which runs while no region runs (GC gate held
+//!   exclusively): a region's span cache (`tx/spans.rs`) relies on it.
 //! - Lock order: class lock, then the span lock. Thread caches are locked
 //!   alone (each only by its thread, and by `drain_caches` while no region runs).
 
@@ -23,7 +26,7 @@ use crate::error::{Error, Result};
 use crate::format::*;
 use crate::hash::{FastMap, FastSet};
 use crate::pool::space::Space;
-use cache::CacheCell;
+use cache::{CacheCell, Magazine};
 use classes::{class_for, slot_size, slots_per_span, NUM_CLASSES};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -206,35 +209,46 @@ fn set_entry(space: &Space, g: u64, v: u32) -> Result<()> {
     Ok(())
 }
 
-/// Finds the object whose payload starts at `addr`, from the persistent span table.
-pub(crate) fn locate(space: &Space, addr: u64) -> Option<Loc> {
-    let base = space.base();
-    if addr < base + HEAP_OFF + OBJ_HEADER || addr % 16 != 0 {
-        return None;
-    }
-    let hdr = addr - OBJ_HEADER - base;
-    let g = (hdr - HEAP_OFF) / SPAN_SIZE;
+/// What the pool's tables say span `g` holds.
+enum SpanView {
+    /// Arena `a` belongs to a huge object (its arena-table entry `ae`).
+    Huge { a: u64, ae: u64 },
+    /// The span's logical span-table value.
+    Entry(u32),
+}
+
+/// Reads span `g`'s arena-table entry and (for an arena of spans) its
+/// span-table entry: one load each and a CRC-16 of two bytes. None when
+/// `g` is beyond the pool, a metadata span, or its word fails its check.
+#[inline]
+fn span_view(space: &Space, g: u64) -> Option<SpanView> {
     if g >= spans_in(space.size()) {
         return None;
     }
     let a = g / SPANS_PER_ARENA;
     let ae: u64 = space.read(arena_entry_off(a)).ok()?;
     if ae != 0 {
-        let arenas = (ae & ARENA_HUGE_MASK) as u32;
-        let fits = arena_off(a + arenas as u64) <= space.size();
-        return (ae & ARENA_HUGE_HEAD != 0 && hdr == arena_off(a) && arenas > 0 && fits).then_some(Loc::Huge { arena: a, arenas });
+        return Some(SpanView::Huge { a, ae });
     }
     if g % SPANS_PER_ARENA < ARENA_META_SPANS {
         return None;
     }
-    let e = entry(space, g)?;
-    let within = hdr - span_off(g);
+    entry(space, g).map(SpanView::Entry)
+}
+
+/// The object of span `g` (span-table value `e`) whose header is `within`
+/// bytes into the span, if one can start there.
+#[inline]
+fn loc_at(space: &Space, g: u64, e: u32, within: u64) -> Option<Loc> {
     match e {
         1..=39 => {
             let class = (e - 1) as usize;
-            let slot = slot_size(class);
-            let index = within / slot;
-            (within % slot == 0 && index < slots_per_span(class) as u64).then_some(Loc::Small { span: g, class, index: index as u32 })
+            let index = classes::slot_index(class, within);
+            (index * slot_size(class) == within && index < slots_per_span(class) as u64).then_some(Loc::Small {
+                span: g,
+                class,
+                index: index as u32,
+            })
         }
         _ if e & SPAN_LARGE_HEAD != 0 && e != SPAN_META => {
             let spans = e & SPAN_LARGE_MASK;
@@ -244,7 +258,29 @@ pub(crate) fn locate(space: &Space, addr: u64) -> Option<Loc> {
     }
 }
 
-/// Finds the object whose slot contains `addr`: its payload address and place.
+/// Finds the object whose payload starts at `addr`, from the persistent span table.
+pub(crate) fn locate(space: &Space, addr: u64) -> Option<Loc> {
+    let base = space.base();
+    if addr < base + HEAP_OFF + OBJ_HEADER || addr % 16 != 0 {
+        return None;
+    }
+    let hdr = addr - OBJ_HEADER - base;
+    let g = (hdr - HEAP_OFF) / SPAN_SIZE;
+    match span_view(space, g)? {
+        SpanView::Huge { a, ae } => {
+            let arenas = (ae & ARENA_HUGE_MASK) as u32;
+            let fits = arena_off(a + arenas as u64) <= space.size();
+            (ae & ARENA_HUGE_HEAD != 0 && hdr == arena_off(a) && arenas > 0 && fits).then_some(Loc::Huge { arena: a, arenas })
+        }
+        SpanView::Entry(e) => loc_at(space, g, e, hdr - span_off(g)),
+    }
+}
+
+/// Finds the object whose slot contains `addr`: its payload address and
+/// place. The span's entries are read once: the answer is the one
+/// `locate(payload)` gives (it is checked the same way), without reading
+/// the tables a second time, except for a large object's tail spans and
+/// huge objects, which go through `locate` of their head.
 pub(crate) fn locate_containing(space: &Space, addr: u64) -> Option<(u64, Loc)> {
     let base = space.base();
     if addr < base + HEAP_OFF {
@@ -252,32 +288,31 @@ pub(crate) fn locate_containing(space: &Space, addr: u64) -> Option<(u64, Loc)> 
     }
     let off = addr - base;
     let g = (off - HEAP_OFF) / SPAN_SIZE;
-    if g >= spans_in(space.size()) {
-        return None;
-    }
-    let a = g / SPANS_PER_ARENA;
-    let ae: u64 = space.read(arena_entry_off(a)).ok()?;
-    if ae != 0 {
-        let head = if ae & ARENA_HUGE_HEAD != 0 { a } else { a.checked_sub(ae & ARENA_HUGE_MASK)? };
-        let payload = base + arena_off(head) + OBJ_HEADER;
-        return locate(space, payload).map(|loc| (payload, loc));
-    }
-    if g % SPANS_PER_ARENA < ARENA_META_SPANS {
-        return None;
-    }
-    let e = entry(space, g)?;
-    let head = match e {
+    let e = match span_view(space, g)? {
+        SpanView::Huge { a, ae } => {
+            let head = if ae & ARENA_HUGE_HEAD != 0 { a } else { a.checked_sub(ae & ARENA_HUGE_MASK)? };
+            let payload = base + arena_off(head) + OBJ_HEADER;
+            return locate(space, payload).map(|loc| (payload, loc));
+        }
+        SpanView::Entry(e) => e,
+    };
+    let within = match e {
         1..=39 => {
-            let slot = slot_size((e - 1) as usize);
-            span_off(g) + (off - span_off(g)) / slot * slot
+            let class = (e - 1) as usize;
+            classes::slot_index(class, off - span_off(g)) * slot_size(class)
         }
         SPAN_META => return None,
-        _ if e & SPAN_LARGE_HEAD != 0 => span_off(g),
-        _ if e & SPAN_LARGE_TAIL != 0 => span_off(g.checked_sub((e & SPAN_LARGE_MASK) as u64)?),
+        _ if e & SPAN_LARGE_HEAD != 0 => 0,
+        _ if e & SPAN_LARGE_TAIL != 0 => {
+            let payload = base + span_off(g.checked_sub((e & SPAN_LARGE_MASK) as u64)?) + OBJ_HEADER;
+            return locate(space, payload).map(|loc| (payload, loc));
+        }
         _ => return None,
     };
-    let payload = base + head + OBJ_HEADER;
-    locate(space, payload).map(|loc| (payload, loc))
+    // (base, HEAP_OFF, spans and slot sizes are multiples of 16, so the
+    // payload is 16-aligned, as `locate` requires.)
+    let payload = base + span_off(g) + within + OBJ_HEADER;
+    loc_at(space, g, e, within).map(|loc| (payload, loc))
 }
 
 impl Heap {
@@ -385,6 +420,60 @@ impl Heap {
         cache::cell(self)
     }
 
+    /// [`Heap::alloc`] for a region: small slots come from `mag`, refilled
+    /// from `cell` a batch at a time (one cache lock per batch). `head`:
+    /// the type id, flags and count of the header to write (the tag is added).
+    pub fn alloc_batched(&self, space: &Space, cell: &CacheCell, mag: &mut Magazine, payload: u64, head: ObjHeader) -> Result<(u64, Loc)> {
+        let ObjHeader { type_id, flags, count } = head;
+        let need = payload.checked_add(OBJ_HEADER).ok_or_else(|| Error::invalid("allocation size overflows"))?;
+        let Some(c) = class_for(need) else { return self.alloc(space, cell, payload, type_id, flags, count) };
+        let hdr = match mag.pop(c) {
+            Some(h) => h,
+            None => {
+                self.return_magazine(space, cell, mag);
+                mag.class = c;
+                cell.take_batch(c, &mut mag.slots);
+                if mag.slots.is_empty() {
+                    mag.slots = self.take_from_class(space, c, BATCH)?;
+                }
+                mag.slots.pop().ok_or_else(|| Error::corrupt("refill returned nothing"))?
+            }
+        };
+        let off = hdr - space.base();
+        let g = (off - HEAP_OFF) / SPAN_SIZE;
+        let loc = Loc::Small { span: g, class: c, index: classes::slot_index(c, off - span_off(g)) as u32 };
+        space.write(off, &ObjHeader { type_id, flags: OBJ_TAG | flags, count })?;
+        Ok((hdr + OBJ_HEADER, loc))
+    }
+
+    /// Puts the slots of `mag` back into `cell` (the region ends).
+    pub fn return_magazine(&self, space: &Space, cell: &CacheCell, mag: &mut Magazine) {
+        if mag.is_empty() {
+            return;
+        }
+        if let Some(spill) = cell.put_from(mag.class, &mut mag.slots) {
+            self.give_back(space, mag.class, spill);
+        }
+    }
+
+    /// [`Heap::free`] for many objects: the small ones go into `cell`
+    /// under one lock.
+    pub fn free_many(&self, space: &Space, cell: &CacheCell, locs: &[Loc]) -> Result<()> {
+        let small = locs.iter().filter_map(|&loc| match loc {
+            Loc::Small { span, class, index } => Some((class, space.base() + span_off(span) + index as u64 * slot_size(class))),
+            _ => None,
+        });
+        for (c, spill) in cell.push_many(small) {
+            self.give_back(space, c, spill);
+        }
+        for &loc in locs {
+            if !matches!(loc, Loc::Small { .. }) {
+                self.free(space, cell, loc)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Allocates `payload` bytes and writes the object header. Returns the
     /// payload address and where it lives. No log is written and nothing is
     /// flushed.
@@ -398,7 +487,7 @@ impl Heap {
                 };
                 let off = hdr - space.base();
                 let g = (off - HEAP_OFF) / SPAN_SIZE;
-                let index = ((off - span_off(g)) / slot_size(c)) as u32;
+                let index = classes::slot_index(c, off - span_off(g)) as u32;
                 (hdr, Loc::Small { span: g, class: c, index })
             }
             None => self.alloc_large(space, need)?,
@@ -463,12 +552,11 @@ impl Heap {
     /// Returns header addresses of class `c` to their spans.
     pub(crate) fn give_back(&self, space: &Space, c: usize, hdrs: impl IntoIterator<Item = u64>) {
         let per = slots_per_span(c);
-        let slot = slot_size(c);
         let mut cls = self.classes[c].lock();
         for h in hdrs {
             let off = h - space.base();
             let g = (off - HEAP_OFF) / SPAN_SIZE;
-            let i = ((off - span_off(g)) / slot) as u32;
+            let i = classes::slot_index(c, off - span_off(g)) as u32;
             let Some(sb) = cls.spans.get_mut(&g) else { continue };
             let (w, b) = ((i / 64) as usize, 1u64 << (i % 64));
             if sb.bits[w] & b != 0 {

@@ -29,6 +29,7 @@ mod logged;
 mod raw;
 mod roots;
 mod slots;
+mod spans;
 
 pub(crate) use locks::LockTable;
 pub(crate) use slots::SlotSet;
@@ -37,7 +38,6 @@ use crate::alloc::cache::CacheCell;
 use crate::alloc::Loc;
 use crate::error::{Error, Result};
 use crate::format::*;
-use crate::hash::FastSet;
 use crate::log::{ChunkAlloc, LogWriter};
 use crate::pool::PoolInner;
 use crate::ptr::{PArray, PPtr};
@@ -68,6 +68,8 @@ pub struct Tx<'p> {
     /// checked against (objects are freed only when the region ends, so a
     /// range checked once stays an object for the rest of the region).
     last_object: std::cell::Cell<(u64, u64)>,
+    /// Small spans seen by this region, for the pointer checks (`spans.rs`).
+    spans: spans::SpanCache,
     st: RefCell<TxState>,
     _gate: parking_lot::RwLockReadGuard<'p, ()>,
     _not_send: PhantomData<*const ()>,
@@ -100,10 +102,14 @@ struct RegionSets {
     /// in `words`). Pushed, never hashed: the allocation fast path.
     fresh: Vec<(u64, u64)>,
     allocated: Vec<Loc>,
+    /// Free slots taken from the thread's cache a batch at a time; given
+    /// back when the region ends (`Drop`), so empty between regions.
+    mag: crate::alloc::cache::Magazine,
     frees: Vec<Loc>,
-    /// Payload addresses in `frees`, to refuse a double free.
-    freed: FastSet<u64>,
-    /// Payload addresses in `frees`, in the same order.
+    /// The first payload word of each object in `frees`, to refuse a
+    /// double free: one bit per word, like `words` (no hashing per free).
+    freed: logged::LoggedWords,
+    /// Payload pool offsets of the objects in `frees`, in the same order.
     freed_order: Vec<u64>,
     /// Keys this region holds in the pool's lock table.
     locks: Vec<u64>,
@@ -111,28 +117,31 @@ struct RegionSets {
 
 impl RegionSets {
     /// Empties the sets; keeps their memory unless it grew very large.
-    /// Clearing a hash set costs its capacity, not its length: a set that
-    /// grew far beyond what this region used is dropped, and empty ones are
-    /// not touched, so one big region does not tax every small one after it.
+    /// Clearing costs what the region marked, not what the sets hold, so
+    /// one big region does not tax every small one after it.
     fn recycle(mut self) -> Option<Self> {
-        fn reuse<T>(set: &mut crate::hash::FastSet<T>) {
-            if set.capacity() > 4096 && set.capacity() > 8 * set.len() {
-                *set = Default::default();
-            } else if !set.is_empty() {
-                set.clear();
-            }
-        }
         let logged = self.logged.iter().map(|&(off, len)| (off, len as u64));
         self.words.clear(logged.chain(self.fresh.iter().copied()));
         self.logged.clear();
         self.fresh.clear();
-        reuse(&mut self.freed);
+        self.freed.clear(self.freed_order.iter().map(|&off| (off, 8)));
         self.dirty.clear();
         self.allocated.clear();
         self.frees.clear();
         self.freed_order.clear();
         self.locks.clear();
         Some(self)
+    }
+}
+
+impl RegionSets {
+    /// Whether the region frees the object whose payload is at pool
+    /// address `p` (exactly: only a freed payload's first word is marked,
+    /// and payloads are 16-aligned).
+    #[inline]
+    fn is_freed(&self, base: u64, p: u64) -> bool {
+        let off = p.wrapping_sub(base);
+        off % 16 == 0 && self.freed.covered(off, 8)
     }
 }
 
@@ -172,6 +181,7 @@ impl<'p> Tx<'p> {
             id: std::cell::Cell::new(0),
             last_array: std::cell::Cell::new((0, 0, 0)),
             last_object: std::cell::Cell::new((0, 0)),
+            spans: spans::SpanCache::default(),
             st: RefCell::new(TxState {
                 slot,
                 cache: None,
@@ -221,7 +231,7 @@ impl<'p> Tx<'p> {
             return Ok(());
         }
         let st = self.st.borrow();
-        let freed = |v: u64| st.sets.freed.contains(&v);
+        let freed = |v: u64| st.sets.is_freed(self.pool.space.base(), v);
         let c = crate::pointers::FieldCheck { space: &self.pool.space, types: &self.pool.types, freed: &freed };
         c.values(&T::type_name, object, first, vals, &ptrs)
     }
@@ -232,7 +242,7 @@ impl<'p> Tx<'p> {
             return Ok(());
         }
         let st = self.st.borrow();
-        let freed = |v: u64| st.sets.freed.contains(&v);
+        let freed = |v: u64| st.sets.is_freed(self.pool.space.base(), v);
         let c = crate::pointers::FieldCheck { space: &self.pool.space, types: &self.pool.types, freed: &freed };
         c.value(&|| format!("root {name:?}"), 0, 0, addr)
     }
@@ -246,18 +256,18 @@ impl<'p> Tx<'p> {
         }
         let space = &self.pool.space;
         let st = self.st.borrow();
-        let freed = |v: u64| st.sets.freed.contains(&v);
+        let freed = |v: u64| st.sets.is_freed(self.pool.space.base(), v);
         let c = crate::pointers::FieldCheck { space, types: &self.pool.types, freed: &freed };
         for &(off, _) in &st.sets.fresh {
             let p = space.base() + off;
-            if !st.sets.freed.contains(&p) {
+            if !st.sets.is_freed(space.base(), p) {
                 c.object(p, 0, u64::MAX)?;
             }
         }
         for &(off, len) in &st.sets.logged {
             let addr = space.base().wrapping_add(off);
             if let Some((p, _)) = crate::alloc::locate_containing(space, addr) {
-                if !st.sets.freed.contains(&p) && addr >= p {
+                if !st.sets.is_freed(space.base(), p) && addr >= p {
                     c.object(p, addr - p, len as u64)?;
                 }
             }
@@ -292,8 +302,10 @@ impl<'p> Tx<'p> {
     pub(crate) fn alloc_raw(&self, payload: u64, type_id: u32, flags: u32, count: u64) -> Result<u64> {
         let space = &self.pool.space;
         let mut st = self.st.borrow_mut();
+        let st = &mut *st;
         let cache = st.cache.get_or_insert_with(|| self.pool.heap.cache());
-        let (addr, loc) = self.pool.heap.alloc(space, cache, payload, type_id, flags, count)?;
+        let (addr, loc) = self.pool.heap.alloc_batched(space, cache, &mut st.sets.mag, payload, ObjHeader { type_id, flags, count })?;
+        self.spans.learn(loc);
         // No undo is needed for the new object: its words count as logged.
         let marked = payload.next_multiple_of(8).min(loc.capacity());
         st.sets.words.mark(addr - space.base(), marked);
@@ -315,17 +327,19 @@ impl<'p> Tx<'p> {
 
     pub(crate) fn free_addr(&self, addr: u64) -> Result<()> {
         let space = &self.pool.space;
-        let loc = crate::alloc::locate(space, addr).ok_or(Error::BadPointer { addr })?;
+        let loc = self.locate(addr).ok_or(Error::BadPointer { addr })?;
         let h: ObjHeader = space.read(addr - OBJ_HEADER - space.base())?;
         if h.flags & OBJ_TAG_MASK != OBJ_TAG {
             return Err(Error::BadPointer { addr });
         }
         let mut st = self.st.borrow_mut();
-        if !st.sets.freed.insert(addr) {
+        if st.sets.is_freed(space.base(), addr) {
             return Err(Error::DoubleFree { addr });
         }
+        let off = addr - space.base();
+        st.sets.freed.mark(off, 8);
         st.sets.frees.push(loc);
-        st.sets.freed_order.push(addr);
+        st.sets.freed_order.push(off);
         Ok(())
     }
 
@@ -340,6 +354,28 @@ impl<'p> Tx<'p> {
         Ok(())
     }
 
+    /// `alloc::locate`, answered by the region's span cache when it can.
+    #[inline]
+    fn locate(&self, addr: u64) -> Option<Loc> {
+        let base = self.pool.space.base();
+        self.spans.at(base, addr).or_else(|| {
+            let loc = crate::alloc::locate(&self.pool.space, addr)?;
+            self.spans.learn(loc);
+            Some(loc)
+        })
+    }
+
+    /// `alloc::locate_containing`, answered by the region's span cache when it can.
+    #[inline]
+    fn locate_containing(&self, addr: u64) -> Option<(u64, Loc)> {
+        let base = self.pool.space.base();
+        self.spans.containing(base, addr).or_else(|| {
+            let (p, loc) = crate::alloc::locate_containing(&self.pool.space, addr)?;
+            self.spans.learn(loc);
+            Some((p, loc))
+        })
+    }
+
     /// Checks that `[addr, addr+len)` lies inside one allocated object's
     /// slot (as writes must): never its header, never a neighbour's.
     fn check_in_object(&self, addr: u64, len: u64, align: usize) -> Result<()> {
@@ -348,7 +384,7 @@ impl<'p> Tx<'p> {
         if addr >= start && addr + len <= end {
             return Ok(());
         }
-        match crate::alloc::locate_containing(&self.pool.space, addr) {
+        match self.locate_containing(addr) {
             Some((p, loc)) if addr >= p && addr + len <= p + loc.capacity() => {
                 self.last_object.set((p, p + loc.capacity()));
                 Ok(())
@@ -395,7 +431,7 @@ impl<'p> Tx<'p> {
             return Ok(count);
         }
         let space = &self.pool.space;
-        let loc = crate::alloc::locate(space, a.addr()).ok_or(Error::BadPointer { addr: a.addr() })?;
+        let loc = self.locate(a.addr()).ok_or(Error::BadPointer { addr: a.addr() })?;
         let h: ObjHeader = space.read(a.addr() - OBJ_HEADER - space.base())?;
         if h.flags & OBJ_TAG_MASK != OBJ_TAG || h.flags & OBJ_ARRAY == 0 {
             return Err(Error::BadPointer { addr: a.addr() });
@@ -476,7 +512,7 @@ impl<'p> Tx<'p> {
         let off = addr.wrapping_sub(space.base());
         let mut st = self.st.borrow_mut();
         let object = if addr >= space.base() + HEAP_OFF && space.contains(addr, len) {
-            crate::alloc::locate_containing(space, addr).filter(|&(p, loc)| addr >= p && addr + len <= p + loc.capacity())
+            self.locate_containing(addr).filter(|&(p, loc)| addr >= p && addr + len <= p + loc.capacity())
         } else {
             None
         };
@@ -553,14 +589,14 @@ impl<'p> Tx<'p> {
             return Ok(());
         }
         let cache = st.cache.clone().unwrap_or_else(|| self.pool.heap.cache());
-        for (&loc, &addr) in st.sets.frees.iter().zip(&st.sets.freed_order) {
+        for &off in &st.sets.freed_order {
             // A freed object loses its tag, so a second free or a dangling
             // pointer is caught (`free`, `check`). Not logged: the region
-            // that unlinked it is committed.
-            space.write(addr - OBJ_HEADER - space.base() + crate::format::OBJ_FLAGS_OFF, &0u32)?;
-            self.pool.heap.free(space, &cache, loc)?;
+            // that unlinked it is committed. (All tags first: a slot handed
+            // back may be reused by another thread at once.)
+            space.write(off - OBJ_HEADER + crate::format::OBJ_FLAGS_OFF, &0u32)?;
         }
-        Ok(())
+        self.pool.heap.free_many(space, &cache, &st.sets.frees)
     }
 
     /// Undoes the region.
@@ -575,10 +611,7 @@ impl<'p> Tx<'p> {
         }
         let st = self.st.borrow();
         let Some(cache) = &st.cache else { return Ok(()) };
-        for &loc in &st.sets.allocated {
-            self.pool.heap.free(space, cache, loc)?;
-        }
-        Ok(())
+        self.pool.heap.free_many(space, cache, &st.sets.allocated)
     }
 }
 
@@ -596,6 +629,9 @@ impl Drop for Tx<'_> {
         let st = self.st.get_mut();
         for &key in &st.sets.locks {
             self.pool.locks.release(key);
+        }
+        if let Some(cache) = &st.cache {
+            self.pool.heap.return_magazine(&self.pool.space, cache, &mut st.sets.mag);
         }
         self.pool.put_slot(st.slot);
         let sets = std::mem::take(&mut st.sets).recycle();
