@@ -204,7 +204,6 @@ pub fn draw_threads_lines(
     draw_legend(&mut chart, legend)?;
     root.present().map_err(|e| e.to_string())
 }
-}
 
 #[cfg(test)]
 mod tests {
