@@ -454,6 +454,20 @@ pub(crate) fn word_cas(via: Option<&Htm>, w: &AtomicU64, old: u64, new: u64) -> 
     }
 }
 
+/// A lock-word load for validation (through the emulated backend when
+/// routed: `nt_load` waits out an emulated commit that holds the word's
+/// stripe, between validating its reads and storing its writes; a plain
+/// load there could miss its locks and let two commits each validate
+/// against the other's old state — a write skew RTM cannot produce, since
+/// `xend` is atomic).
+#[inline]
+pub(crate) fn word_load(via: Option<&Htm>, w: &AtomicU64) -> u64 {
+    match via {
+        Some(h) => h.nt_load(w),
+        None => w.load(Ordering::Acquire),
+    }
+}
+
 /// A lock-word store (through the emulated backend when routed).
 #[inline]
 pub(crate) fn word_store(via: Option<&Htm>, w: &AtomicU64, x: u64) {

@@ -420,10 +420,12 @@ impl<'p> STx<'p> {
     /// its own; before commit, any locked word is someone else's.
     pub(super) fn reads_valid(&self, locked_own: bool) -> bool {
         let st = self.st.borrow();
+        // Through the emulated HTM when routed (`runtime::word_load`).
+        let via = crate::stm::runtime::route();
         st.reads.iter().all(|r| {
             // SAFETY: a read-set word: a checked pool cell, or a TVar whose
             // Arc the read holds (`_keep`).
-            let w = unsafe { word_at(r.word) }.load(Ordering::Acquire);
+            let w = crate::stm::runtime::word_load(via, unsafe { word_at(r.word) });
             let mine = locked_own && self.find(&st, r.word).is_some();
             word::version(w) == r.version && (!word::is_locked(w, r.epoch) || mine)
         })
