@@ -165,7 +165,8 @@ fn causes(c: &[u64; Cause::COUNT]) -> String {
 fn row(md: &mut String, p: &Point) {
     let n = p.ops.max(1) as f64;
     let s = &p.st;
-    let sw = p.ops.saturating_sub(s.l1_commits + s.hw_commits + s.sw_fallbacks);
+    let lock = s.sw_fallbacks + s.coarse_commits;
+    let sw = p.ops.saturating_sub(s.l1_commits + s.hw_commits + lock);
     let pc = |x: u64| format!("{:.1}", 100.0 * x as f64 / n);
     let _ = writeln!(
         md,
@@ -176,7 +177,7 @@ fn row(md: &mut String, p: &Point) {
         p.rate / 1e6,
         pc(s.l1_commits),
         pc(s.hw_commits),
-        pc(s.sw_fallbacks),
+        pc(lock),
         pc(sw),
         causes(&s.l1_aborts),
         causes(&s.hw_aborts),
@@ -216,8 +217,8 @@ pub fn section(a: &HybridArgs, md: &mut String) {
         md,
         "90:5:5 lookups:inserts:removes, keys 1..=100,000, 50,000 pre-inserted, one transaction per operation, {} s per point; \
          structures from `engram::stm::vcollections` (`tvar`: one `TVar` per node field; `embedded`: `TField`s inside the node, \
-         keys immutable). Backend: **{}**. L1 = all hardware, L2 = software body + hardware commit, L3 = software lock commit \
-         after hardware attempts, SW = software commit with no hardware step (read-only commits; under `fine`, every commit); \
+         keys immutable). Backend: **{}**. L1 = all hardware, L2 = software body + hardware commit, L3 = lock commit (the software \
+         commit after hardware attempts, or under `coarse` the global commit lock), SW = software commit with no hardware step (read-only commits; under `fine`, every commit); \
          shares of all operations. Level-1 / level-2 aborts are hardware aborts by cause; STM conflicts are software attempts \
          that failed validation and ran again.\n",
         if a.quick { 0.05 } else { a.secs },
