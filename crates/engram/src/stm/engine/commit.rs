@@ -43,14 +43,14 @@ impl STx<'_> {
         let via = runtime::route();
         // The coarse lock (coarse.rs): exclusive for a Coarse commit, shared
         // for the others, until the last in-place store.
-        let mut coarse = Commit::take(via);
+        let coarse = Commit::take(via);
         // 2. lock the write set (FineHtm: and validate the reads, in one
         //    hardware transaction; `validated` then. Coarse: plain stores).
         let validated = if coarse.exclusive() {
             self.lock_writes_as(via, true)?;
             false
         } else {
-            self.lock_writes_rt(via, &mut coarse)?
+            self.lock_writes_rt(via)?
         };
         // 3. the commit timestamp.
         let wv = CLOCK.fetch_add(1, Ordering::AcqRel) + 1;

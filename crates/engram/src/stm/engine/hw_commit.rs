@@ -2,8 +2,7 @@
 //! fine-grain software lock of the write set, or — `FineHtm` — one hardware
 //! transaction that locks the write set and validates the read set
 //! together (the CAS loop and step 4 elided), retried by the policy, with
-//! the software lock as the fallback (for `Hybrid`, level 3: the coarse
-//! lock, `coarse.rs`).
+//! the software lock as the fallback.
 //!
 //! Invariants: the hardware transaction touches only lock words (loads, and
 //! stores of the locked form), so no flush, fence or allocation runs inside
@@ -17,7 +16,6 @@
 //! Crash behaviour: only lock bits change here; they are volatile in
 //! meaning (a stale lock of an older epoch reads as unlocked).
 
-use super::coarse::Commit;
 use super::tx::{Kind, STx};
 use super::{word_at, StmError, StmResult};
 use crate::htm::abort::code;
@@ -27,10 +25,8 @@ use crate::stm::word;
 
 impl STx<'_> {
     /// Locks the write set; returns whether the reads were validated with
-    /// it (only a hardware commit does that). When the hardware attempts
-    /// fail, a `Hybrid` commit falls back to the coarse lock (level 3,
-    /// `coarse` becomes exclusive), any other to the fine-grain locks.
-    pub(super) fn lock_writes_rt(&self, via: Option<&'static Htm>, coarse: &mut Commit) -> StmResult<bool> {
+    /// it (only a hardware commit does that).
+    pub(super) fn lock_writes_rt(&self, via: Option<&Htm>) -> StmResult<bool> {
         if !runtime::current().uses_htm() || !runtime::htm_armed() {
             self.lock_writes(via)?;
             return Ok(false);
@@ -59,8 +55,7 @@ impl STx<'_> {
             }
         }
         runtime::count(|s| s.sw_fallbacks += 1);
-        let plain = coarse.escalate(via);
-        self.lock_writes_as(via, plain)?;
+        self.lock_writes(via)?;
         Ok(false)
     }
 
