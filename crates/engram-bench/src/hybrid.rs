@@ -245,7 +245,8 @@ fn shares(s: &HybridStats) -> String {
     s.commits.iter().map(|&c| format!("{:.1}", 100.0 * c as f64 / total)).collect::<Vec<_>>().join(" / ")
 }
 
-fn causes(c: &[u64; Cause::COUNT]) -> String {
+/// Abort counts by cause, `name n, ...` (or `-`), for the report tables.
+pub(crate) fn causes(c: &[u64; Cause::COUNT]) -> String {
     let v: Vec<String> = Cause::NAMES.iter().zip(c).filter(|(_, &n)| n > 0).map(|(name, n)| format!("{name} {n}")).collect();
     if v.is_empty() {
         "-".into()

@@ -21,7 +21,7 @@
 //! (Fine's too) goes through the emulator's stripe table, so Fine here is
 //! slower than in `engram-bench stm`.
 
-use crate::hybrid::HybridArgs;
+use crate::hybrid::{causes, HybridArgs};
 use engram::htm::Cause;
 use engram::stm::atomically;
 use engram::stm::runtime::{self, Runtime, RuntimeStats};
@@ -151,15 +151,6 @@ fn point(a: &HybridArgs, structure: usize, layout: usize, rt: Runtime, threads: 
     p.rate = p.ops as f64 / el;
     map.check().map_err(|e| format!("shape after the run: {e}"))?;
     Ok(p)
-}
-
-fn causes(c: &[u64; Cause::COUNT]) -> String {
-    let v: Vec<String> = Cause::NAMES.iter().zip(c).filter(|(_, &n)| n > 0).map(|(name, n)| format!("{name} {n}")).collect();
-    if v.is_empty() {
-        "-".into()
-    } else {
-        v.join(", ")
-    }
 }
 
 fn row(md: &mut String, p: &Point) {
