@@ -251,7 +251,15 @@ func cmdHIncrByFloat(x *ctx) error {
 	return h.done()
 }
 
+// cmdHRandField: HRANDFIELD key [count [WITHVALUES]], as Redis 7.0.15:
+// the count and the options are checked before the key is looked up (so a
+// bad count is reported for a missing key or a key of another type too);
+// count >= 0 picks distinct fields, < 0 |count| with repeats.
 func cmdHRandField(x *ctx) error {
+	n, withv, ok := randCountArgs(x, "withvalues")
+	if !ok {
+		return nil
+	}
 	return hread(x, func(h *hobj) {
 		if len(x.args) == 2 {
 			if h.n() == 0 {
@@ -261,20 +269,45 @@ func cmdHRandField(x *ctx) error {
 			}
 			return
 		}
-		n, ok := x.intArg(2)
-		if !ok {
-			return
-		}
-		if n < -math.MaxInt64/2 {
-			x.w.Err("ERR value is out of range")
-			return
-		}
-		withv := len(x.args) > 3 && eq(x.args[3], "withvalues")
 		replyPicks(x.w, randomPicks(h.keys(), n), withv, func(k string) {
 			v, _ := h.get([]byte(k))
 			x.w.Bulk(v)
 		})
 	})
+}
+
+// maxRandPicks bounds a negative count of HRANDFIELD / ZRANDMEMBER (picks
+// with repeats): Redis streams |count| replies whatever their number; here
+// the reply is built in memory, so a count beyond this is refused with
+// Redis's out-of-range error rather than exhausting the heap.
+const maxRandPicks = 1 << 24
+
+// randCountArgs checks HRANDFIELD's / ZRANDMEMBER's arguments after the
+// key as Redis 7.0.15 does (getRangeLongFromObjectOrReply over
+// [-LONG_MAX, LONG_MAX], then the option word opt, then the WITHVALUES /
+// WITHSCORES range LONG_MAX/2); it writes the error and returns ok false
+// on bad ones. With no count it returns n 0.
+func randCountArgs(x *ctx, opt string) (n int64, with bool, ok bool) {
+	if len(x.args) < 3 {
+		return 0, false, true
+	}
+	if n, ok = x.intArg(2); !ok {
+		return 0, false, false
+	}
+	if n == math.MinInt64 {
+		x.w.Err("ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807")
+		return 0, false, false
+	}
+	if len(x.args) > 4 || (len(x.args) == 4 && !eq(x.args[3], opt)) {
+		x.w.Err(errSyntax)
+		return 0, false, false
+	}
+	with = len(x.args) == 4
+	if (with && (n < -math.MaxInt64/2 || n > math.MaxInt64/2)) || n < -maxRandPicks {
+		x.w.Err("ERR value is out of range")
+		return 0, false, false
+	}
+	return n, with, true
 }
 
 // replyPicks answers HRANDFIELD / ZRANDMEMBER: the picked names, each with
@@ -298,7 +331,7 @@ func replyPicks(w *W, picks []string, withv bool, val func(k string)) {
 
 // randomPicks: n >= 0 distinct (at most all), n < 0 |n| with repeats.
 func randomPicks(keys []string, n int64) []string {
-	if len(keys) == 0 || n < -math.MaxInt64/2 {
+	if len(keys) == 0 || n < -maxRandPicks {
 		return nil
 	}
 	if n < 0 {

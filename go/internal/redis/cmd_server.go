@@ -247,7 +247,7 @@ func cmdInfo(x *ctx) error {
 	fmt.Fprintf(&b, "# Server\r\nredis_version:%s\r\nengram_redis:1\r\nredis_mode:standalone\r\nprocess_id:%d\r\ntcp_port:%s\r\nuptime_in_seconds:%d\r\n\r\n",
 		version, pid(), portOf(s.Addr()), int64(time.Since(s.start).Seconds()))
 	fmt.Fprintf(&b, "# Clients\r\nconnected_clients:%d\r\nblocked_clients:%d\r\n\r\n", len(s.clients), len(s.blocked))
-	fmt.Fprintf(&b, "# Memory\r\nmaxmemory:%d\r\n\r\n", s.cfg.MaxMemory)
+	fmt.Fprintf(&b, "# Memory\r\nmaxmemory:%d\r\nengram_pool_max_size:%d\r\n\r\n", s.maxmemory, s.cfg.MaxMemory)
 	fmt.Fprintf(&b, "# Persistence\r\nloading:0\r\nengram_pool:%s\r\nengram_durability:%s\r\nengram_last_recovery:%s\r\nengram_group_commit_batches:%d\r\nrdb_changes_since_last_save:0\r\nrdb_last_save_time:%d\r\naof_enabled:0\r\n\r\n",
 		s.cfg.Pool, durabilityName(s.cfg.Durability), s.recovery, s.stats.batches, s.lastSave)
 	fmt.Fprintf(&b, "# Stats\r\ntotal_commands_processed:%d\r\nkeyspace_hits:%d\r\nkeyspace_misses:%d\r\n\r\n", s.stats.cmds, s.stats.keyspaceHits, s.stats.keyspaceMiss)
@@ -335,8 +335,9 @@ func cmdConfig(x *ctx) error {
 					return nil
 				}
 				x.s.softMax = n
+				x.s.maxmemory = n
 			case "save", "appendonly", "appendfsync", "maxmemory-policy", "hz", "lazyfree-lazy-user-del", "lazyfree-lazy-user-flush":
-				// maxmemory is the pool's size, fixed at open; the rest do not apply.
+				// Persistence and eviction settings that do not apply here.
 			default:
 				// Accepted and ignored: Redis's other settings (of its
 				// encodings, persistence, memory) that do not apply here.
@@ -356,7 +357,7 @@ func (s *Server) configMap() map[string]string {
 	host = host[:len(host)-len(port)-1]
 	m := map[string]string{
 		"port": port, "bind": host, "dir": path.Dir(s.cfg.Pool), "dbfilename": path.Base(s.cfg.Pool),
-		"maxmemory": strconv.FormatUint(s.cfg.MaxMemory, 10), "requirepass": s.cfg.RequirePass,
+		"maxmemory": strconv.FormatUint(s.maxmemory, 10), "requirepass": s.cfg.RequirePass,
 		"appendonly": "no", "save": "", "databases": "16", "maxmemory-policy": "noeviction",
 		"appendfsync": "always", "maxclients": strconv.Itoa(s.maxClients()),
 	}

@@ -446,26 +446,9 @@ func cmdZInterCard(x *ctx) error {
 // cmdZRandMember: ZRANDMEMBER key [count [WITHSCORES]], as HRANDFIELD
 // (count >= 0 distinct members, < 0 |count| with repeats).
 func cmdZRandMember(x *ctx) error {
-	var n int64
-	withs := false
-	if len(x.args) >= 3 {
-		var ok bool
-		if n, ok = x.intArg(2); !ok {
-			return nil
-		}
-		if n == math.MinInt64 {
-			x.w.Err("ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807")
-			return nil
-		}
-		if len(x.args) > 4 || (len(x.args) == 4 && !eq(x.args[3], "withscores")) {
-			x.w.Err(errSyntax)
-			return nil
-		}
-		withs = len(x.args) == 4
-		if withs && (n < -math.MaxInt64/2 || n > math.MaxInt64/2) {
-			x.w.Err("ERR value is out of range")
-			return nil
-		}
+	n, withs, ok := randCountArgs(x, "withscores")
+	if !ok {
+		return nil
 	}
 	z, _, ok, err := x.zset(x.args[1])
 	if err != nil || !ok {

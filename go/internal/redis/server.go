@@ -53,6 +53,7 @@ type Server struct {
 	reqs         chan *request
 	nextID       atomic.Int64
 	softMax      uint64            // CONFIG SET maxmemory (maxmem.go); 0: none
+	maxmemory    uint64            // what CONFIG GET maxmemory reports: --maxmemory, then the last CONFIG SET
 	hasPass      atomic.Bool       // cfg.RequirePass != "", for the readers (CONFIG SET changes it in the executor)
 	clients      map[int64]*client // executor-owned
 	mu           sync.Mutex        // guards conns for Close
@@ -128,6 +129,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, pool: pool, lim: defaultLimits, reqs: make(chan *request, 1024), clients: map[int64]*client{},
 		conns: map[int64]*client{}, start: time.Now(), watch: map[string]int64{},
 		blocked: map[*client]*blockState{}, ready: map[string]bool{}, closed: make(chan struct{})}
+	s.maxmemory = cfg.MaxMemory
 	s.pubsub.init()
 	s.hasPass.Store(cfg.RequirePass != "")
 	err = pool.Txn(func(tx *engram.Tx) error {
