@@ -248,8 +248,7 @@ func cmdInfo(x *ctx) error {
 		version, pid(), portOf(s.Addr()), int64(time.Since(s.start).Seconds()))
 	fmt.Fprintf(&b, "# Clients\r\nconnected_clients:%d\r\nblocked_clients:%d\r\n\r\n", len(s.clients), len(s.blocked))
 	fmt.Fprintf(&b, "# Memory\r\nmaxmemory:%d\r\nengram_pool_max_size:%d\r\n\r\n", s.maxmemory, s.cfg.MaxMemory)
-	fmt.Fprintf(&b, "# Persistence\r\nloading:0\r\nengram_pool:%s\r\nengram_durability:%s\r\nengram_last_recovery:%s\r\nengram_group_commit_batches:%d\r\nrdb_changes_since_last_save:0\r\nrdb_last_save_time:%d\r\naof_enabled:0\r\n\r\n",
-		s.cfg.Pool, durabilityName(s.cfg.Durability), s.recovery, s.stats.batches, s.lastSave)
+	s.writePersistenceInfo(&b)
 	fmt.Fprintf(&b, "# Stats\r\ntotal_commands_processed:%d\r\nkeyspace_hits:%d\r\nkeyspace_misses:%d\r\n\r\n", s.stats.cmds, s.stats.keyspaceHits, s.stats.keyspaceMiss)
 	b.WriteString("# Keyspace\r\n")
 	for i, d := range s.root.DBs {

@@ -59,7 +59,7 @@ type Server struct {
 	mu           sync.Mutex        // guards conns for Close
 	conns        map[int64]*client
 	start        time.Time
-	recovery     string
+	open         openInfo // what the open did (persistinfo.go)
 	lastSave     int64
 	watch        map[string]int64 // db/key -> version (executor-owned)
 	watchGen     int64
@@ -68,7 +68,7 @@ type Server struct {
 	ready        map[string]bool // db/key of lists pushed in this batch
 	unblocks     []unblockReq    // CLIENT UNBLOCKs to carry out after the batch commits
 	closed       chan struct{}
-	stats        struct{ cmds, conns, batches, keyspaceHits, keyspaceMiss int64 }
+	stats        struct{ cmds, conns, batches, batchCmds, keyspaceHits, keyspaceMiss int64 }
 	done         sync.WaitGroup
 	shutdown     atomic.Bool
 	closeOnce    atomic.Bool
@@ -140,7 +140,11 @@ func New(cfg Config) (*Server, error) {
 		pool.Close()
 		return nil, fmt.Errorf("pool root: %w", err)
 	}
-	s.recovery = fmt.Sprintf("opened in %s (new pool: %v)", time.Since(t0).Round(time.Microsecond), first)
+	s.open = openInfo{took: time.Since(t0), created: first}
+	if s.open.rep, err = pool.OpenReport(); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open report: %w", err)
+	}
 	s.lastSave = time.Now().Unix()
 	return s, nil
 }
@@ -389,6 +393,9 @@ func (s *Server) runBatch(batch []*request) {
 		return
 	}
 	s.stats.batches++
+	for _, r := range live {
+		s.stats.batchCmds += int64(len(r.cmds))
+	}
 	saved := make([]clientState, len(live))
 	for i, r := range live {
 		saved[i] = r.c.save()
@@ -518,7 +525,7 @@ func Run(cfg Config, logw io.Writer) error {
 	if got, err := raiseFDLimit(want); err != nil || got < want {
 		fmt.Fprintf(logw, "engram-redis: open-file limit %d is below maxclients+32 = %d (%v); connections beyond it wait\n", got, want, err)
 	}
-	fmt.Fprintf(logw, "engram-redis: pool %s, %s, listening on %s\n", cfg.Pool, s.recovery, s.Addr())
+	fmt.Fprintf(logw, "engram-redis: pool %s (durability %s), %s, listening on %s\n", cfg.Pool, durabilityName(s.pool.Mode()), s.open, s.Addr())
 	err = s.Serve()
 	if cerr := s.Close(); err == nil && cerr != nil && !errors.Is(cerr, engram.ErrClosed) {
 		err = cerr

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -265,23 +266,70 @@ func TestKill9(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
 	}
-	kills := 100
-	if v, err := strconv.Atoi(os.Getenv("ENGRAM_REDIS_KILLS")); err == nil {
-		kills = v
+	kill9(t, tmpDir(t), "auto", killCount(100))
+}
+
+// TestKill9Disk is the same torture with the pool on an ordinary disk
+// (ext4 here) in the server's default mode there, wal: a write-ahead log
+// with one fdatasync per batch (group commit). ENGRAM_REDIS_DISK_DIR picks
+// the directory (default: the test's temp dir, or target/ when that is
+// tmpfs); ENGRAM_REDIS_KILLS the count (30 by default: the disk is slow).
+func TestKill9Disk(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
 	}
-	dir := tmpDir(t)
+	kill9(t, diskDir(t), "wal", killCount(30))
+}
+
+func killCount(def int) int {
+	if v, err := strconv.Atoi(os.Getenv("ENGRAM_REDIS_KILLS")); err == nil {
+		return v
+	}
+	return def
+}
+
+// diskDir is a temp directory that is not on tmpfs (skips if none).
+func diskDir(t *testing.T) string {
+	for _, base := range []string{os.Getenv("ENGRAM_REDIS_DISK_DIR"), os.TempDir(), "../../target"} {
+		if base == "" {
+			continue
+		}
+		var fs syscall.Statfs_t
+		if syscall.Statfs(base, &fs) != nil || fs.Type == 0x01021994 { // TMPFS_MAGIC
+			continue
+		}
+		d, err := os.MkdirTemp(base, "engram-redis-disk-")
+		if err != nil {
+			continue
+		}
+		t.Cleanup(func() { os.RemoveAll(d) })
+		return d
+	}
+	t.Skip("no directory off tmpfs")
+	return ""
+}
+
+// kill9 starts the built server on a pool in dir with --durability mode,
+// writes from a client that records every acknowledged write, kills the
+// server with SIGKILL at a random moment, restarts it and checks every
+// acknowledged write (and that no MULTI is partly visible), kills times.
+func kill9(t *testing.T, dir, mode string, kills int) {
 	bin := buildServer(t, dir)
 	ctx := context.Background()
 	acked := map[string]int{} // key -> last acknowledged value
 	pushed := 0               // acknowledged MULTI pushes into q, h, z, s
 	port := freePort(t)
 	for k := 0; k < kills; k++ {
-		cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--pool", filepath.Join(dir, "t.pool"))
+		cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--pool", filepath.Join(dir, "t.pool"), "--durability", mode)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port), MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Minute})
 		waitUp(t, c)
+		if info := c.Info(ctx, "persistence").Val(); mode != "auto" && !strings.Contains(info, "engram_durability:"+mode+"\r\n") ||
+			k > 0 && !strings.Contains(info, "engram_was_clean:0\r\n") {
+			t.Fatalf("kill %d: INFO persistence does not say %s after a kill:\n%s", k, mode, info)
+		}
 		for key, v := range acked {
 			got, err := c.Get(ctx, key).Result()
 			if err != nil || got != strconv.Itoa(v) && got != strconv.Itoa(v+1) {
@@ -347,7 +395,7 @@ func TestKill9(t *testing.T) {
 	if total == 0 {
 		t.Fatal("no write was acknowledged in any run")
 	}
-	t.Logf("%d kills, %d acknowledged SETs and %d MULTI pushes (list, hash, sorted set, set) checked", kills, total, pushed)
+	t.Logf("%s: %d kills, %d acknowledged SETs and %d MULTI pushes (list, hash, sorted set, set) checked", mode, kills, total, pushed)
 }
 
 // checkColls checks the collections the kill test pushes to in one MULTI
