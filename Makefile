@@ -312,6 +312,8 @@ test-redis-proxy: go-deps redis-deps ffi-lib
 # engram-redis vs redis-server (AOF always/everysec, off) with redis-benchmark
 # and the 1M-key restart, into docs/bench/redis.md and redis.png (about
 # 15 minutes; BENCH_REDIS_FLAGS=--quick for a smoke run). Release FFI.
+# BENCH_REDIS_FLAGS=--throughput-only or --restart-only runs one part and keeps
+# the other part's section of docs/bench/redis.md.
 bench-redis: go-deps redis-deps $(REDIS_PY_VENV)/bin/python
 	@$(MAKE) --no-print-directory ffi-lib FFI_PROFILE=release
 	cd go && $(GO_ENV) $(GO) build -o $(CURDIR)/target/go-bin/engram-redis-release ./cmd/engram-redis

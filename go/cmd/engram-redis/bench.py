@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
-"""bench.py ENGRAM_BIN OUT_DIR [--quick]: engram-redis against Debian's
-redis-server 7.0 with redis-benchmark, and the restart time with 1M keys.
+"""bench.py ENGRAM_BIN OUT_DIR [--quick] [--throughput-only | --restart-only]:
+engram-redis against Debian's redis-server 7.0 with redis-benchmark, and
+the restart time with 1M keys. --throughput-only / --restart-only run one
+part and keep the other part's section of the existing OUT_DIR/redis.md
+(marked as from an earlier run).
 
 Throughput: SET, GET, INCR, LPUSH, HSET, ZADD, MSET (random keys/members
 over 100k, so the list, hash and sorted set grow to tens of thousands of
 elements), 50 clients, and SET, GET with 1 client, pipeline 1 and 16, for
-  engram-redis pmem  (pool on /dev/shm: flush + fence, no msync)
-  engram-redis msync (pool on the disk: group commit, one msync per batch)
+  engram-redis pmem  (pool on /dev/shm, --durability pmem: flush + fence)
+  engram-redis wal   (pool on the disk, the default there: write-ahead log,
+                      group commit: one fdatasync per batch of requests)
   redis-server appendonly yes, appendfsync always   (AOF on the disk)
   redis-server appendonly yes, appendfsync everysec (AOF on the disk)
   redis-server appendonly yes, appendfsync always   (AOF on /dev/shm)
@@ -15,19 +19,18 @@ each configuration's runs interleaved with the others' (round-robin, median
 of the rounds). Restart: 1M keys written with redis-cli --pipe; then the
 time from process start to the first PONG and to the first GET of an
 existing key (Redis answers -LOADING while it loads) for engram-redis
-(clean shutdown and kill -9, pmem and msync) and redis-server loading its
+(clean shutdown and kill -9, pmem and wal) and redis-server loading its
 AOF and its RDB. Writes OUT_DIR/redis.md and OUT_DIR/redis.png."""
 import os, shutil, socket, statistics, subprocess, sys, tempfile, time
 
 QUICK = "--quick" in sys.argv
+RUN_THROUGHPUT = "--restart-only" not in sys.argv
+RUN_RESTART = "--throughput-only" not in sys.argv
 ENGRAM, OUT = sys.argv[1], sys.argv[2]
 # "name/cN": the test with N clients instead of 50.
 TESTS = ["set", "get", "incr", "lpush", "hset", "zadd", "mset", "set/c1", "get/c1"]
 ROUNDS = 1 if QUICK else 3
 N = {1: 2000 if QUICK else 20000, 16: 10000 if QUICK else 100000}
-# engram-redis in msync mode on this disk does tens to hundreds of writes/s
-# (one msync of every dirtied page per batch): fewer requests there.
-N_MSYNC = {1: 300 if QUICK else 1000, 16: 500 if QUICK else 2000}
 KEYS = 20000 if QUICK else 1000000
 DISK = os.path.abspath("target/redis-bench-disk")
 SHM = "/dev/shm"
@@ -52,8 +55,8 @@ def ask(port, cmd, timeout=0.2):
 
 
 class Server:
-    def __init__(self, name, kind, fsdir, mode=None):
-        self.name, self.kind, self.mode, self.durability = name, kind, mode, "auto"
+    def __init__(self, name, kind, fsdir, mode=None, durability="auto"):
+        self.name, self.kind, self.mode, self.durability = name, kind, mode, durability
         self.dir = tempfile.mkdtemp(prefix="engram-redis-bench.", dir=fsdir)
         self.port, self.proc = free_port(), None
 
@@ -114,8 +117,8 @@ def bench(port, test, pipe, n):
 
 
 def throughput():
-    configs = [Server("engram-redis pmem (/dev/shm)", "engram", SHM),
-               Server("engram-redis msync (disk)", "engram", DISK),
+    configs = [Server("engram-redis pmem (/dev/shm)", "engram", SHM, durability="pmem"),
+               Server("engram-redis wal (disk)", "engram", DISK, durability="wal"),
                Server("redis AOF always (disk)", "redis", DISK, "always"),
                Server("redis AOF everysec (disk)", "redis", DISK, "everysec"),
                Server("redis AOF always (/dev/shm)", "redis", SHM, "always"),
@@ -128,8 +131,7 @@ def throughput():
             for test in TESTS:
                 for pipe in (1, 16):
                     for s in configs:
-                        n = N_MSYNC if "msync" in s.name else N
-                        res.setdefault((s.name, test, pipe), []).append(bench(s.port, test, pipe, n))
+                        res.setdefault((s.name, test, pipe), []).append(bench(s.port, test, pipe, N))
             print(f"round {rnd + 1}/{ROUNDS} done", flush=True)
     finally:
         for s in configs:
@@ -151,30 +153,18 @@ def fill(port):
 def restart():
     cases = [("engram-redis pmem, clean shutdown", "engram", SHM, None, False),
              ("engram-redis pmem, after kill -9", "engram", SHM, None, True),
-             ("engram-redis msync (disk), clean shutdown", "engram", DISK, None, False),
-             ("engram-redis msync (disk), after kill -9", "engram", DISK, None, True),
+             ("engram-redis wal (disk), clean shutdown", "engram", DISK, None, False),
+             ("engram-redis wal (disk), after kill -9", "engram", DISK, None, True),
              ("redis-server loading its AOF (disk)", "redis", DISK, "everysec", False),
              ("redis-server loading its RDB (disk)", "redis", DISK, "rdb", False)]
     out = []
     for name, kind, fs, mode, kill in cases:
-        s = Server(name, kind, fs, mode)
+        dur = "auto" if kind != "engram" else ("pmem" if fs == SHM else "wal")
+        s = Server(name, kind, fs, mode, durability=dur)
         try:
             t0 = time.perf_counter()
-            if kind == "engram" and fs == DISK:
-                # Filling in msync mode would take hours here: fill the
-                # same pool format on /dev/shm, shut down, copy it to the
-                # disk and reopen it there in msync mode.
-                tmp = Server("fill", "engram", SHM)
-                tmp.start()
-                fill(tmp.port)
-                tmp.stop()
-                shutil.copy(os.path.join(tmp.dir, "b.pool"), os.path.join(s.dir, "b.pool"))
-                tmp.clean()
-                s.durability = "msync"
-                s.start()
-            else:
-                s.start()
-                fill(s.port)
+            s.start()
+            fill(s.port)
             filled = time.perf_counter() - t0
             if mode == "rdb":
                 subprocess.run(["redis-cli", "-p", str(s.port), "save"], capture_output=True)
@@ -213,49 +203,90 @@ def plot(names, res, path):
     return True
 
 
-def main():
-    os.makedirs(DISK, exist_ok=True)
-    os.makedirs(OUT, exist_ok=True)
-    names, res = throughput()
-    rs = restart()
-    have_plot = plot(names, res, os.path.join(OUT, "redis.png"))
+def header():
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     load = open("/proc/loadavg").read().split()[0]
     fsline = subprocess.run(["df", "-T", DISK], capture_output=True, text=True).stdout.splitlines()[-1].split()
-    with open(os.path.join(OUT, "redis.md"), "w") as f:
-        f.write("# engram-redis vs redis-server 7.0\n\n")
-        f.write(f"`make bench-redis` (`go/cmd/engram-redis/bench.py`{' --quick' if QUICK else ''}), "
-                f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: {os.cpu_count()} cores ({cpu}), "
-                f"load average {load} at the end (a shared machine: other builds ran), "
-                f"disk: {fsline[1]} on {fsline[0]}, /dev/shm: tmpfs. engram-redis built with the release "
-                f"FFI library; Debian's redis-server {subprocess.run(['redis-server', '--version'], capture_output=True, text=True).stdout.split()[2][2:]}.\n\n")
-        f.write("Durability: engram-redis acknowledges a write after its batch's region committed: in pmem mode "
-                "(pool on /dev/shm) flush + fence, in msync mode (pool on the disk) one msync per batch (the "
-                "engine's current msync path; its WAL + group-commit rework is on another branch and not "
-                "measured here). redis-server with `appendfsync always` fsyncs its AOF once per event-loop "
-                "turn before replying; `everysec` may lose the last second; off loses everything since start.\n\n")
-        f.write(f"## Throughput (requests/s, median of {ROUNDS} interleaved rounds)\n\n")
-        f.write(f"redis-benchmark -c 50 -r 100000, -n {N[1]} (pipeline 1) and {N[16]} (pipeline 16); "
-                f"engram-redis msync: -n {N_MSYNC[1]} and {N_MSYNC[16]} (it is that slow).\n\n")
-        f.write("| configuration | " + " | ".join(f"{t.upper()} P{p}" for p in (1, 16) for t in TESTS) + " |\n")
-        f.write("|---|" + "---:|" * (2 * len(TESTS)) + "\n")
-        for n in names:
-            f.write(f"| {n} | " + " | ".join(f"{res[(n, t, p)]:,.0f}" for p in (1, 16) for t in TESTS) + " |\n")
-        off = "redis persistence off"
-        f.write("\nRatios engram-redis / redis-server:\n\n| | " + " | ".join(f"{t.upper()} P{p}" for p in (1, 16) for t in TESTS) + " |\n")
-        f.write("|---|" + "---:|" * (2 * len(TESTS)) + "\n")
-        for a, b in [("engram-redis pmem (/dev/shm)", off), ("engram-redis pmem (/dev/shm)", "redis AOF always (/dev/shm)"),
-                     ("engram-redis msync (disk)", "redis AOF always (disk)"), ("engram-redis msync (disk)", "redis AOF everysec (disk)")]:
-            f.write(f"| {a} / {b} | " + " | ".join(f"{res[(a, t, p)] / res[(b, t, p)]:.2f}" for p in (1, 16) for t in TESTS) + " |\n")
-        if have_plot:
-            f.write("\n![throughput](redis.png)\n")
-        f.write(f"\n## Restart with {KEYS:,} keys (median of {ROUNDS})\n\n")
-        f.write("Process start to the first `+PONG`, and to the first successful GET of an existing key.\n\n")
-        f.write("The msync pools were filled on /dev/shm and copied to the disk (filling in msync mode takes hours here).\n\n")
-        f.write("| case | fill (redis-cli --pipe) s | first PONG ms | first GET ms |\n|---|---:|---:|---:|\n")
-        for name, filled, pong, get in rs:
-            f.write(f"| {name} | {filled:.1f} | {pong * 1000:.1f} | {get * 1000:.1f} |\n")
-    print(open(os.path.join(OUT, "redis.md")).read())
+    ver = subprocess.run(['redis-server', '--version'], capture_output=True, text=True).stdout.split()[2][2:]
+    flags = " ".join(a for a in sys.argv[3:])
+    return ("# engram-redis vs redis-server 7.0\n\n"
+            f"`make bench-redis` (`go/cmd/engram-redis/bench.py{' ' + flags if flags else ''}`), "
+            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: {os.cpu_count()} cores ({cpu}), "
+            f"load average {load} at the end (a shared machine: other builds ran), "
+            f"disk: {fsline[1]} on {fsline[0]}, /dev/shm: tmpfs. engram-redis built with the release "
+            f"FFI library; Debian's redis-server {ver}.\n\n"
+            "Durability: engram-redis acknowledges a write after its batch's region committed: in pmem mode "
+            "(pool on /dev/shm, `--durability pmem`) flush + fence; in wal mode (pool on the disk, the "
+            "default there) the region's record is appended to the pool's write-ahead log and fdatasync'ed "
+            "once per batch, the batch holding every request waiting when the executor took it (group "
+            "commit across clients). redis-server with `appendfsync always` fsyncs its AOF once per "
+            "event-loop turn before replying; `everysec` may lose the last second; off loses everything "
+            "since start.\n\n")
+
+
+def throughput_md(names, res, have_plot):
+    f = [f"## Throughput (requests/s, median of {ROUNDS} interleaved rounds)\n\n",
+         f"redis-benchmark -c 50 -r 100000 (/c1: -c 1, a tenth of the requests), -n {N[1]} (pipeline 1) "
+         f"and {N[16]} (pipeline 16).\n\n"]
+    cols = [(t, p) for p in (1, 16) for t in TESTS]
+    head = "| " + " | ".join(f"{t.upper()} P{p}" for t, p in cols) + " |\n|---|" + "---:|" * len(cols) + "\n"
+    f.append("| configuration " + head)
+    for n in names:
+        f.append(f"| {n} | " + " | ".join(f"{res[(n, t, p)]:,.0f}" for t, p in cols) + " |\n")
+    off = "redis persistence off"
+    f.append("\nRatios engram-redis / redis-server:\n\n| " + head)
+    for a, b in [("engram-redis pmem (/dev/shm)", off), ("engram-redis pmem (/dev/shm)", "redis AOF always (/dev/shm)"),
+                 ("engram-redis wal (disk)", "redis AOF always (disk)"), ("engram-redis wal (disk)", "redis AOF everysec (disk)")]:
+        f.append(f"| {a} / {b} | " + " | ".join(f"{res[(a, t, p)] / res[(b, t, p)]:.2f}" for t, p in cols) + " |\n")
+    if have_plot:
+        f.append("\n![throughput](redis.png)\n")
+    return "".join(f)
+
+
+def restart_md(rs):
+    f = [f"## Restart with {KEYS:,} keys (median of {ROUNDS})\n\n",
+         "Process start to the first `+PONG`, and to the first successful GET of an existing key. "
+         "Each pool is filled with `redis-cli --pipe` by the server itself, in the mode it then restarts in.\n\n",
+         "| case | fill (redis-cli --pipe) s | first PONG ms | first GET ms |\n|---|---:|---:|---:|\n"]
+    for name, filled, pong, get in rs:
+        f.append(f"| {name} | {filled:.1f} | {pong * 1000:.1f} | {get * 1000:.1f} |\n")
+    return "".join(f)
+
+
+def old_section(path, title):
+    """The section of the existing file starting at '## title' (to the next
+    '## ' heading), marked as from an earlier run; '' if there is none."""
+    try:
+        text = open(path).read()
+    except OSError:
+        return ""
+    i = text.find("\n## " + title)
+    if i < 0:
+        return ""
+    j = text.find("\n## ", i + 1)
+    body = text[i + 1:] if j < 0 else text[i + 1:j + 1]
+    first, _, rest = body.partition("\n")
+    return f"{first}\n\n_From an earlier run of this benchmark (this regeneration ran only the other part)._\n{rest}"
+
+
+def main():
+    os.makedirs(DISK, exist_ok=True)
+    os.makedirs(OUT, exist_ok=True)
+    md = os.path.join(OUT, "redis.md")
+    parts = []
+    if RUN_THROUGHPUT:
+        names, res = throughput()
+        parts.append(throughput_md(names, res, plot(names, res, os.path.join(OUT, "redis.png"))))
+    else:
+        parts.append(old_section(md, "Throughput"))
+    if RUN_RESTART:
+        parts.append(restart_md(restart()))
+    else:
+        parts.append(old_section(md, "Restart"))
+    text = header() + "\n".join(p.rstrip("\n") + "\n" for p in parts if p)
+    with open(md, "w") as f:
+        f.write(text)
+    print(text)
 
 
 if __name__ == "__main__":
