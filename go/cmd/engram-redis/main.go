@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 
@@ -41,6 +42,19 @@ func main() {
 		os.Exit(2)
 	}
 	cfg := redis.Config{Addr: *bind + ":" + strconv.Itoa(*port), Pool: p, MaxMemory: mm, RequirePass: *pass, Durability: mode, MaxClients: *maxClients}
+	// ENGRAM_REDIS_CPUPROFILE=FILE: a Go CPU profile of the whole run,
+	// written at SHUTDOWN (go tool pprof FILE; docs/redis.md, profiling).
+	if f := os.Getenv("ENGRAM_REDIS_CPUPROFILE"); f != "" {
+		out, err := os.Create(f)
+		if err == nil {
+			err = pprof.StartCPUProfile(out)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "engram-redis: ENGRAM_REDIS_CPUPROFILE:", err)
+			os.Exit(2)
+		}
+		defer func() { pprof.StopCPUProfile(); out.Close() }()
+	}
 	if err := redis.Run(cfg, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "engram-redis:", err)
 		os.Exit(1)

@@ -31,8 +31,18 @@ type protoError string
 func (e protoError) Error() string { return protoErrHead + string(e) }
 
 // readLine reads a CRLF (or LF) terminated line of at most max bytes.
+//
+// The common case, a line inside the reader's buffer, is returned without a
+// copy: it is valid until the next read from r (callers parse it at once).
 func readLine(r *bufio.Reader, max int) ([]byte, error) {
-	var line []byte
+	chunk, err := r.ReadSlice('\n')
+	if err == nil {
+		return trimLine(chunk, max)
+	}
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		return nil, err
+	}
+	line := append([]byte(nil), chunk...)
 	for {
 		chunk, err := r.ReadSlice('\n')
 		line = append(line, chunk...)
@@ -46,6 +56,11 @@ func readLine(r *bufio.Reader, max int) ([]byte, error) {
 			return nil, protoError("too big inline request")
 		}
 	}
+	return trimLine(line, max)
+}
+
+// trimLine drops the line's LF (and CR), refusing one longer than max.
+func trimLine(line []byte, max int) ([]byte, error) {
 	if len(line) > max {
 		return nil, protoError("too big inline request")
 	}
@@ -70,7 +85,7 @@ func readCommand(r *bufio.Reader) ([][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	n, err := strconv.ParseInt(string(line[1:]), 10, 64)
+	n, err := parseLen(line[1:])
 	if err != nil || n > maxArgs {
 		return nil, protoError("invalid multibulk length")
 	}
@@ -100,9 +115,20 @@ func readBulk(r *bufio.Reader) ([]byte, error) {
 		}
 		return nil, protoError("expected '$', got '" + got + "'")
 	}
-	n, err := strconv.ParseInt(string(line[1:]), 10, 64)
+	n, err := parseLen(line[1:])
 	if err != nil || n < 0 || n > maxBulk {
 		return nil, protoError("invalid bulk length")
+	}
+	if n+2 <= 64<<10 {
+		// Small (the common case): one allocation, read straight into it.
+		buf := make([]byte, n+2)
+		if _, err := ioReadFull(r, buf); err != nil {
+			return nil, err
+		}
+		if buf[n] != '\r' || buf[n+1] != '\n' {
+			return nil, protoError("invalid bulk terminator")
+		}
+		return buf[:n:n], nil
 	}
 	// Read in chunks so a lying length cannot make us allocate it up front.
 	buf := make([]byte, 0, min(n+2, 64<<10))
@@ -118,6 +144,22 @@ func readBulk(r *bufio.Reader) ([]byte, error) {
 		return nil, protoError("invalid bulk terminator")
 	}
 	return buf[:n], nil
+}
+
+// parseLen parses a length: plain digits without allocating (the common
+// case), anything else as strconv.ParseInt does.
+func parseLen(b []byte) (int64, error) {
+	if len(b) > 0 && len(b) <= 18 {
+		n := int64(0)
+		for _, c := range b {
+			if c < '0' || c > '9' {
+				return strconv.ParseInt(string(b), 10, 64)
+			}
+			n = n*10 + int64(c-'0')
+		}
+		return n, nil
+	}
+	return strconv.ParseInt(string(b), 10, 64)
 }
 
 func ioReadFull(r *bufio.Reader, b []byte) (int, error) {
