@@ -41,7 +41,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, "engram-redis: --durability must be auto, pmem, msync, wal or process")
 		os.Exit(2)
 	}
-	cfg := redis.Config{Addr: *bind + ":" + strconv.Itoa(*port), Pool: p, MaxMemory: mm, RequirePass: *pass, Durability: mode, MaxClients: *maxClients}
+	cfg := redis.Config{Addr: *bind + ":" + strconv.Itoa(*port), Pool: p, MaxMemory: mm, RequirePass: *pass, Durability: mode, MaxClients: *maxClients,
+		Handoff: os.Getenv("ENGRAM_REDIS_HANDOFF") == "1"}
 	// ENGRAM_REDIS_CPUPROFILE=FILE: a Go CPU profile of the whole run,
 	// written at SHUTDOWN (go tool pprof FILE; docs/redis.md, profiling).
 	if f := os.Getenv("ENGRAM_REDIS_CPUPROFILE"); f != "" {

@@ -1,8 +1,10 @@
 // server.go: connections and the executor. Each connection has a reader
 // goroutine that parses every command already buffered (pipelining) and
-// hands them to the single executor goroutine as one request. The executor
-// takes every request waiting (from many connections, up to maxBatch
-// commands) and runs them all in ONE pool transaction — group commit: one
+// queues them as one request. The executor — one at a time, under execMu:
+// the reader that queued the request if no batch is running (combining: no
+// goroutine hand-off when the server is idle), else the executor goroutine
+// it kicks — takes every request waiting (from many connections, up to
+// maxBatch commands) and runs them all in ONE pool transaction — group commit: one
 // region, one commit (one msync in msync mode) for the whole batch — and
 // only after that commit writes the replies. If the batch's transaction
 // fails (the pool is full), it is rolled back and each request is run
@@ -14,6 +16,10 @@
 //
 // Crash behaviour: a kill at any point loses at most the batch being
 // committed, none of whose replies has been sent.
+//
+// Invariant (no request left waiting): whoever releases execMu looks at the
+// queue again afterwards and runs it or kicks the executor goroutine; a
+// reader that fails to take execMu leaves its request to the holder.
 package redis
 
 import (
@@ -42,6 +48,9 @@ type Config struct {
 	RequirePass string
 	Durability  engram.Durability
 	MaxClients  int // connections beyond are refused as Redis does (0: 10000)
+	// Handoff: every batch runs on the executor goroutine (the design before
+	// combining; ENGRAM_REDIS_HANDOFF=1, for before/after measurements).
+	Handoff bool
 }
 
 // Server is one engram-redis instance.
@@ -71,6 +80,9 @@ type Server struct {
 	stats        struct{ cmds, conns, batches, batchCmds, keyspaceHits, keyspaceMiss int64 }
 	done         sync.WaitGroup
 	shutdown     atomic.Bool
+	execMu       sync.Mutex    // held while a batch runs: guards every executor-owned field
+	kick         chan struct{} // wakes the executor goroutine: requests wait
+	stopped      atomic.Bool   // set under execMu by Close: no batch runs any more
 	closeOnce    atomic.Bool
 	needCollect  bool
 	blockSeq     int64
@@ -128,7 +140,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, pool: pool, lim: defaultLimits, reqs: make(chan *request, 1024), clients: map[int64]*client{},
 		conns: map[int64]*client{}, start: time.Now(), watch: map[string]int64{},
-		blocked: map[*client]*blockState{}, ready: map[string]bool{}, closed: make(chan struct{})}
+		blocked: map[*client]*blockState{}, ready: map[string]bool{}, closed: make(chan struct{}), kick: make(chan struct{}, 1)}
 	s.maxmemory = cfg.MaxMemory
 	s.pubsub.init()
 	s.hasPass.Store(cfg.RequirePass != "")
@@ -197,6 +209,9 @@ func (s *Server) Close() error {
 	}
 	close(s.closed)
 	s.done.Wait()
+	s.execMu.Lock()
+	s.stopped.Store(true)
+	s.execMu.Unlock()
 	s.mu.Lock()
 	for _, c := range s.conns {
 		c.conn.Close()
@@ -293,9 +308,45 @@ func (s *Server) readLoop(c *client) {
 func (s *Server) submit(r *request) bool {
 	select {
 	case s.reqs <- r:
-		return true
 	case <-s.closed:
 		return false
+	}
+	s.combine()
+	return true
+}
+
+// combine runs one batch on the calling goroutine if no batch is running;
+// requests still waiting after it go to the executor goroutine (so a
+// reader does not serve others for long while its own client waits).
+func (s *Server) combine() {
+	if s.cfg.Handoff {
+		return
+	}
+	for first := true; len(s.reqs) > 0; first = false {
+		if !first {
+			s.kickExecutor()
+			return
+		}
+		if !s.execMu.TryLock() {
+			return // the holder looks at the queue after it unlocks
+		}
+		if !s.stopped.Load() {
+			s.runNext()
+		}
+		s.execMu.Unlock()
+	}
+}
+
+func (s *Server) kickExecutor() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// runWaiting runs batches until the queue is empty (execMu held).
+func (s *Server) runWaiting() {
+	for !s.stopped.Load() && s.runNext() {
 	}
 }
 
@@ -317,38 +368,72 @@ func (s *Server) executor() {
 	defer s.done.Done()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
+	var reqs chan *request // only with Handoff: the executor takes every request
+	if s.cfg.Handoff {
+		reqs = s.reqs
+	}
 	for {
 		select {
 		case <-s.closed:
 			return
 		case <-tick.C:
-			s.activeExpire()
-			s.expireBlocked()
-		case r := <-s.reqs:
-			batch := []*request{r}
-			n := len(r.cmds)
-		drain:
-			for n < maxBatch {
-				select {
-				case r := <-s.reqs:
-					batch = append(batch, r)
-					n += len(r.cmds)
-				default:
-					break drain
-				}
+			s.execMu.Lock()
+			if !s.stopped.Load() {
+				s.activeExpire()
+				s.expireBlocked()
+				s.runWaiting()
 			}
-			if hasBlocking(batch) || len(s.blocked) > 0 {
-				// Readers woken with this one may not have submitted yet:
-				// give them a moment, then run the batch in arrival order
-				// (also while a client is blocked: any write may serve it,
-				// and a WATCHing EXEC sent before that write must run first).
-				time.Sleep(200 * time.Microsecond)
-				batch = s.drainMore(batch, n)
-				orderByArrival(batch)
-			}
-			s.runBatch(batch)
+			s.execMu.Unlock()
+		case <-s.kick:
+			s.execMu.Lock()
+			s.runWaiting()
+			s.execMu.Unlock()
+		case r := <-reqs:
+			s.execMu.Lock()
+			s.runFrom(r)
+			s.execMu.Unlock()
+		}
+		if !s.cfg.Handoff && len(s.reqs) > 0 {
+			s.kickExecutor() // queued while this goroutine held execMu
 		}
 	}
+}
+
+// runNext runs one batch from the queue; false if it was empty.
+func (s *Server) runNext() bool {
+	select {
+	case r := <-s.reqs:
+		s.runFrom(r)
+		return true
+	default:
+		return false
+	}
+}
+
+// runFrom runs r and every request waiting behind it (up to maxBatch
+// commands) as one batch.
+func (s *Server) runFrom(r *request) {
+	batch := []*request{r}
+	n := len(r.cmds)
+	batch = s.drainMore(batch, n)
+	if hasBlocking(batch) || len(s.blocked) > 0 {
+		// Readers woken with this one may not have submitted yet:
+		// give them a moment, then run the batch in arrival order
+		// (also while a client is blocked: any write may serve it,
+		// and a WATCHing EXEC sent before that write must run first).
+		time.Sleep(200 * time.Microsecond)
+		batch = s.drainMore(batch, batchLen(batch))
+		orderByArrival(batch)
+	}
+	s.runBatch(batch)
+}
+
+func batchLen(batch []*request) int {
+	n := 0
+	for _, r := range batch {
+		n += len(r.cmds)
+	}
+	return n
 }
 
 func (s *Server) drainMore(batch []*request, n int) []*request {
