@@ -36,7 +36,7 @@
 //!
 //! The coarse lock is armed the same way (at the first commit: when any
 //! runtime was chosen explicitly before, [`configure_emulated`] was called,
-//! or `ENGRAM_STM_RUNTIME=coarse`): then every other update commit holds it
+//! or `ENGRAM_STM_RUNTIME=coarse|hybrid`): then every other update commit holds it
 //! shared from locking its write set to its last in-place store, and
 //! level-1 hardware transactions subscribe to its word. Asking for
 //! `Coarse` after an unarmed start is an error.
@@ -62,8 +62,10 @@ pub enum Runtime {
     FineHtm,
     /// Hybrid (Yates & Scott's three levels) for volatile transactions:
     /// level 1 runs the whole body and the write-set locking in one
-    /// hardware transaction; level 2 is `FineHtm`; level 3 the software
-    /// lock commit. `Pool::atomically` starts at level 2.
+    /// hardware transaction; level 2 is `FineHtm`; level 3 the commit
+    /// under the coarse lock (as [`Runtime::Coarse`]'s) when it is armed,
+    /// else the fine-grain software commit. `Pool::atomically` starts at
+    /// level 2.
     Hybrid,
     /// Coarse-grain STM: one global commit lock, the read set validated
     /// under it, no per-variable lock CAS (volatile and persistent).
@@ -219,7 +221,7 @@ fn init() -> &'static Backend {
         };
         let explicit = ASKED.load(Ordering::SeqCst);
         let asked = explicit || env_runtime().is_some_and(|r| r != Runtime::Fine);
-        let coarse = explicit || env_runtime() == Some(Runtime::Coarse);
+        let coarse = explicit || matches!(env_runtime(), Some(Runtime::Coarse | Runtime::Hybrid));
         Backend { armed: htm.is_rtm() || asked, coarse, htm }
     })
 }
@@ -371,7 +373,8 @@ pub struct RuntimeStats {
     /// `LOCKED` a subscribed lock word was held, `RETRY` the body retried,
     /// `USER` it failed).
     pub l1_aborts: [u64; Cause::COUNT],
-    /// Update commits under the coarse lock (`Coarse`).
+    /// Update commits under the coarse lock: every `Coarse` commit, and
+    /// `Hybrid`'s level-3 commits (those count in `sw_fallbacks` too).
     pub coarse_commits: u64,
 }
 
