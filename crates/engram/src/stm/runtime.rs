@@ -48,6 +48,8 @@
 use crate::error::{Error, Result};
 pub use crate::htm::hybrid::{Attempts, Subscription};
 use crate::htm::{Abort, Cause, EmuConfig, Htm};
+/// Value-based validation counts of `Coarse` commits (`engine/values.rs`).
+pub use crate::stm::engine::{value_checks, ValueChecks};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -68,7 +70,9 @@ pub enum Runtime {
     /// level 2.
     Hybrid,
     /// Coarse-grain STM: one global commit lock, the read set validated
-    /// under it, no per-variable lock CAS (volatile and persistent).
+    /// under it (by value where recorded: `TVar`s by `Arc` pointer, plain
+    /// pool values by bytes), no per-variable lock CAS (volatile and
+    /// persistent).
     Coarse,
 }
 
@@ -241,6 +245,12 @@ pub fn htm_armed() -> bool {
 /// coordinate with them (see the module doc).
 pub fn coarse_armed() -> bool {
     init().coarse
+}
+
+/// Whether `Coarse` commits may run (false only once the process's first
+/// commit ran without arming the lock); cheap: never initialises.
+pub(crate) fn coarse_possible() -> bool {
+    BACKEND.get().is_none_or(|b| b.coarse)
 }
 
 /// Uses the emulated backend with schedule `cfg` (even where RTM exists:

@@ -23,9 +23,9 @@
 //! the store would overwrite that lock (a lost update; docs/hybrid.md).
 //! A `Hybrid` commit whose hardware attempts failed escalates to this
 //! commit ([`Commit::escalate`]: level 3). The
-//! read set is validated by its words (every commit writes a new version,
-//! so an unchanged word is an unchanged value; values of arbitrary `T`
-//! cannot be compared). Both only when the lock is armed
+//! read set is validated by value where a value was recorded (`Coarse`
+//! transactions: the `TVar`'s `Arc` by pointer, a plain pool value by its
+//! bytes; `values.rs`), else by its words. Both only when the lock is armed
 //! (`runtime::coarse_armed`): otherwise no `Coarse` thread can exist and
 //! other commits skip the lock.
 //!

@@ -61,7 +61,9 @@ impl STx<'_> {
         //    so while one may run (`htm_armed`) a commit that saw no newer
         //    timestamp can still have missed its locks: always validate.
         let skip = wv == self.rv.get() + 1 && !runtime::htm_armed();
-        if !validated && !skip && !self.reads_valid(true) {
+        // (A coarse commit compares values where it recorded them: values.rs.)
+        let valid = || if coarse.exclusive() { self.reads_valid_by_value() } else { self.reads_valid(true) };
+        if !validated && !skip && !valid() {
             self.unlock_writes(via);
             return Err(StmError::Conflict);
         }
