@@ -156,7 +156,8 @@ fn point(a: &HybridArgs, structure: usize, layout: usize, rt: Runtime, threads: 
 fn row(md: &mut String, p: &Point) {
     let n = p.ops.max(1) as f64;
     let s = &p.st;
-    let lock = s.sw_fallbacks + s.coarse_commits;
+    // Hybrid's level-3 commits count in both; Coarse has no fallbacks.
+    let lock = if p.rt == Runtime::Coarse { s.coarse_commits } else { s.sw_fallbacks };
     let sw = p.ops.saturating_sub(s.l1_commits + s.hw_commits + lock);
     let pc = |x: u64| format!("{:.1}", 100.0 * x as f64 / n);
     let _ = writeln!(

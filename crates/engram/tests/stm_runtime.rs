@@ -177,14 +177,15 @@ fn every_hybrid_level() {
             ("level 1 meets a held lock", vec![Abort::explicit(code::LOCKED)], |d, _| {
                 d.l1_aborts[Cause::Explicit(0).index()] == 1 && d.l1_commits == 1
             }),
-            ("level 3", vec![c; 6], |d, _| d.l1_commits == 0 && d.hw_commits == 0 && d.sw_fallbacks == 1),
+            // level 3 is the coarse lock (Yates & Scott), not the fine-grain locks
+            ("level 3", vec![c; 6], |d, _| d.l1_commits == 0 && d.hw_commits == 0 && d.sw_fallbacks == 1 && d.coarse_commits == 1),
         ];
         for (name, statuses, ok) in cases {
             expect_path(&v, name, &statuses, ok);
         }
         // a user error leaves level 1 at once, and is returned from software
         let before = runtime::stats();
-        let mut runs = 0;
+        let mut runs = 0u64;
         let r: engram::Result<()> = stm::atomically(|tx| {
             runs += 1;
             tx.read(&v)?;
@@ -192,8 +193,13 @@ fn every_hybrid_level() {
         });
         assert!(r.is_err());
         let d = delta(before, runtime::stats());
-        assert_eq!(runs, 2);
-        assert!(d.l1_aborts[ex] >= 1);
+        // every level-1 run ends in an abort (the user error, or a random
+        // 2 % conflict before it, which runs level 1 again), then one
+        // software run returns the error
+        let l1_runs: u64 = d.l1_aborts.iter().sum();
+        assert_eq!(runs, l1_runs + 1, "{d:?}");
+        assert!(d.l1_aborts[ex] + d.l1_aborts[Cause::Conflict.index()] >= 1, "{d:?}");
+        assert!(d.l1_aborts[ex] == 1 || d.l1_aborts[Cause::Conflict.index()] == 2, "{d:?}");
         // retry leaves level 1 and blocks in software until the read changes
         let flag = TVar::new(false);
         let before = runtime::stats();
@@ -756,4 +762,135 @@ fn persistent_treap_under_mixed_commits() {
 fn tx_incr(tr: &engram::stm::collections::Treap<u64, u64>, tx: &stm::STx<'_>, k: u64) -> StmResult<()> {
     let v = tr.get(tx, &k)?.unwrap_or(0);
     tr.insert(tx, k, v + 1).map(|_| ())
+}
+
+/// Coarse threads beside Hybrid threads on the same counters, no
+/// escalation involved: every increment must land. A coarse commit locks
+/// its words with plain stores; it must see the locks of a level-1 commit
+/// that validated before the coarse word was set even while the emulated
+/// commit is still publishing them (`runtime::word_load`), or it takes a
+/// word that commit owns and one increment is lost. (Before that fix this
+/// lost increments here too, not only under Hybrid's level 3.)
+#[test]
+fn coarse_beside_hybrid_loses_no_update() {
+    let _g = setup();
+    bounded("coarse beside hybrid", || {
+        use Runtime::{Coarse, Hybrid};
+        const PER: u64 = 2500;
+        let ctrs: Arc<Vec<TVar<u64>>> = Arc::new((0..3).map(|_| TVar::new(0)).collect());
+        let hs: Vec<_> = [Coarse, Hybrid, Coarse, Hybrid]
+            .into_iter()
+            .map(|rt| {
+                let ctrs = ctrs.clone();
+                std::thread::spawn(move || {
+                    runtime::set_thread_runtime(Some(rt)).unwrap();
+                    let before = runtime::stats();
+                    for k in 0..PER {
+                        let c = &ctrs[k as usize % ctrs.len()];
+                        stm::atomically(|tx| tx.write(c, tx.read(c)? + 1)).unwrap();
+                    }
+                    runtime::set_thread_runtime(None).unwrap();
+                    delta(before, runtime::stats())
+                })
+            })
+            .collect();
+        let ds: Vec<RuntimeStats> = hs.into_iter().map(|h| h.join().unwrap()).collect();
+        let total: u64 = ctrs.iter().map(TVar::load).sum();
+        let l1: u64 = ds.iter().map(|d| d.l1_commits).sum();
+        let l3: u64 = ds.iter().skip(1).step_by(2).map(|d| d.coarse_commits).sum();
+        println!("coarse beside hybrid: {l1} level-1 commits, {l3} Hybrid level-3 commits, total {total}");
+        assert_eq!(total, 4 * PER, "increments lost or duplicated");
+    });
+}
+
+/// Runs `body` as one transaction under `rt` on this thread and returns
+/// how many times the body ran; on its first run, after the body's reads,
+/// `interfere` commits on another thread.
+fn runs_with_interference(rt: Runtime, body: impl Fn(&stm::STx<'_>) -> StmResult<()>, interfere: impl Fn() + Sync) -> u32 {
+    runtime::set_thread_runtime(Some(rt)).unwrap();
+    let runs = std::cell::Cell::new(0u32);
+    stm::atomically(|tx| {
+        runs.set(runs.get() + 1);
+        body(tx)?;
+        if runs.get() == 1 {
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    runtime::set_thread_runtime(Some(Runtime::Fine)).unwrap();
+                    interfere();
+                });
+            });
+        }
+        Ok(())
+    })
+    .unwrap();
+    runtime::set_thread_runtime(None).unwrap();
+    runs.get()
+}
+
+/// `Coarse` validates by value (Yates & Scott's coarse level, GHC's STM): a
+/// `TVar` read whose variable was rewritten since with the very same `Arc`
+/// still validates (one run), one rewritten with another `Arc` of an equal
+/// value does not (pointer equality only: two runs); `Fine` validates by
+/// version, so the same-`Arc` rewrite makes it run again. A `PTVar`
+/// rewritten with the same bytes validates, with other bytes it does not.
+#[test]
+fn coarse_validates_by_value() {
+    let _g = setup();
+    bounded("value validation", || {
+        let (v, out) = (TVar::new(5u64), TVar::new(0u64));
+        let shared: Arc<u64> = stm::atomically(|tx| v.read_arc(tx)).unwrap();
+        let body = |tx: &stm::STx<'_>| {
+            let a = v.read_arc(tx)?;
+            tx.write(&out, *a + 1)
+        };
+        let same_arc = || stm::atomically(|tx| v.write_arc(tx, shared.clone())).unwrap();
+        let before = runtime::value_checks();
+        assert_eq!(runs_with_interference(Runtime::Coarse, body, same_arc), 1, "same Arc: valid by value");
+        let d = runtime::value_checks();
+        assert_eq!((d.same_value - before.same_value, d.changed - before.changed), (1, 0));
+        assert_eq!(runs_with_interference(Runtime::Fine, body, same_arc), 2, "Fine validates versions");
+        let other_arc = || stm::atomically(|tx| v.write_arc(tx, Arc::new(5))).unwrap();
+        assert_eq!(runs_with_interference(Runtime::Coarse, body, other_arc), 2, "another Arc, equal value: invalid");
+        assert!(runtime::value_checks().changed > d.changed);
+        // tx.read/write under Coarse (a fresh Arc per write) is still correct
+        let plain = |tx: &stm::STx<'_>| {
+            let x = tx.read(&v)?;
+            tx.write(&out, x + 1)
+        };
+        assert_eq!(runs_with_interference(Runtime::Coarse, plain, || stm::atomically(|tx| tx.write(&v, 7)).unwrap()), 2);
+        assert_eq!(out.load(), 8);
+
+        let t = TempPool::new("stm-value-validation");
+        let pool = Pool::create(&t.0, CreateOptions::new("vv").durability(Durability::Process)).unwrap();
+        let (x, y): (PTVar<u64>, PTVar<u64>) = (pool.root("x", || 5).unwrap(), pool.root("y", || 0).unwrap());
+        let pbody = |tx: &stm::STx<'_>| {
+            let a = tx.read(&x)?;
+            tx.write(&y, a + 1)
+        };
+        let prun = |val: u64| {
+            runtime::set_thread_runtime(Some(Runtime::Coarse)).unwrap();
+            let runs = std::cell::Cell::new(0u32);
+            pool.atomically(|tx| {
+                runs.set(runs.get() + 1);
+                pbody(tx)?;
+                if runs.get() == 1 {
+                    std::thread::scope(|s| {
+                        s.spawn(|| {
+                            runtime::set_thread_runtime(Some(Runtime::Fine)).unwrap();
+                            pool.atomically(|tx| tx.write(&x, val)).unwrap();
+                        });
+                    });
+                }
+                Ok(())
+            })
+            .unwrap();
+            runtime::set_thread_runtime(None).unwrap();
+            runs.get()
+        };
+        assert_eq!(prun(5), 1, "PTVar rewritten with the same bytes: valid by value");
+        assert_eq!(prun(9), 2, "PTVar rewritten with other bytes: invalid");
+        assert_eq!(pool.atomically(|tx| tx.read(&y)).unwrap(), 10);
+        pool.close().unwrap();
+        drop(t);
+    });
 }

@@ -376,6 +376,13 @@ impl EmuTx {
             }
             held.push((s, v));
         }
+        // The write stripes held before the read stripes are checked, and a
+        // non-transactional store (`nt_store`: the coarse lock's word) is
+        // followed by a SeqCst fence before its writer loads a word this
+        // commit publishes: store-buffering, so both sides fence. Either
+        // this commit sees the store and aborts, or the writer sees the
+        // held stripe and `nt_load` waits for the publication.
+        std::sync::atomic::fence(SeqCst);
         let ok = self.sets.reads.iter().all(|(&s, &v)| match held.binary_search_by_key(&s, |h| h.0) {
             Ok(i) => held[i].1 == v,
             Err(_) => self.emu.versions[s].load(Acquire) == v,

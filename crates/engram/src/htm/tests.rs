@@ -212,3 +212,74 @@ fn rtm_backend_where_available() {
     }
     panic!("dropped RTM handle never reported DROPPED");
 }
+
+/// An emulated commit that validated a word before a non-transactional
+/// store to it (the coarse lock's word, `stm/engine/coarse.rs`) is ordered
+/// before that store: a `nt_load` after the store (and a SeqCst fence) sees
+/// the commit's writes, never the memory before them. A plain load may not
+/// (the emulated `xend` publishes after validating): that is the race that
+/// made the coarse commit overwrite a level-1 commit's lock. Stress: the
+/// plain-load misses are printed, the `nt_load` misses must be 0.
+#[test]
+fn emulated_commit_is_ordered_before_a_later_nt_store_it_read() {
+    use std::sync::atomic::{fence, AtomicBool};
+    #[repr(align(128))]
+    struct Line(AtomicU64);
+    let h = emu(EmuConfig::default());
+    let (sub, w) = (Line(AtomicU64::new(0)), Line(AtomicU64::new(0)));
+    let (go_a, loaded, done) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
+    let committed = AtomicBool::new(false);
+    const ROUNDS: u64 = 8000;
+    let wait = |c: &AtomicU64, r: u64| {
+        let mut spins = 0u32;
+        while c.load(SeqCst) < r {
+            spins += 1;
+            if spins > 1000 {
+                std::thread::yield_now();
+            }
+            std::hint::spin_loop();
+        }
+    };
+    let (mut plain_misses, mut nt_misses, mut commits) = (0u64, 0u64, 0u64);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for r in 1..=ROUNDS {
+                wait(&go_a, r);
+                let ok = (|| {
+                    let mut t = h.begin()?;
+                    let seen = t.load(&sub.0);
+                    loaded.store(r, SeqCst);
+                    if seen? != 0 {
+                        return Err(t.abort(code::LOCKED));
+                    }
+                    t.store(&w.0, r)?;
+                    t.commit()
+                })()
+                .is_ok();
+                committed.store(ok, SeqCst);
+                done.store(r, SeqCst);
+            }
+        });
+        for r in 1..=ROUNDS {
+            go_a.store(r, SeqCst);
+            // the store lands around the transaction's commit
+            wait(&loaded, r);
+            for _ in 0..(r % 16) {
+                std::hint::spin_loop();
+            }
+            h.nt_store(&sub.0, 1);
+            fence(SeqCst);
+            let plain = w.0.load(SeqCst);
+            let nt = h.nt_load(&w.0);
+            wait(&done, r);
+            if committed.load(SeqCst) {
+                commits += 1;
+                plain_misses += u64::from(plain != r);
+                nt_misses += u64::from(nt != r);
+            }
+            h.nt_store(&sub.0, 0);
+        }
+    });
+    println!("{commits} of {ROUNDS} commits before the store; plain loads missed {plain_misses}, nt_load {nt_misses}");
+    assert_eq!(nt_misses, 0, "nt_load read a word an emulated commit ordered before it had not yet published");
+}

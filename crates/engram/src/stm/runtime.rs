@@ -36,7 +36,7 @@
 //!
 //! The coarse lock is armed the same way (at the first commit: when any
 //! runtime was chosen explicitly before, [`configure_emulated`] was called,
-//! or `ENGRAM_STM_RUNTIME=coarse`): then every other update commit holds it
+//! or `ENGRAM_STM_RUNTIME=coarse|hybrid`): then every other update commit holds it
 //! shared from locking its write set to its last in-place store, and
 //! level-1 hardware transactions subscribe to its word. Asking for
 //! `Coarse` after an unarmed start is an error.
@@ -48,6 +48,8 @@
 use crate::error::{Error, Result};
 pub use crate::htm::hybrid::{Attempts, Subscription};
 use crate::htm::{Abort, Cause, EmuConfig, Htm};
+/// Value-based validation counts of `Coarse` commits (`engine/values.rs`).
+pub use crate::stm::engine::{value_checks, ValueChecks};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -62,11 +64,15 @@ pub enum Runtime {
     FineHtm,
     /// Hybrid (Yates & Scott's three levels) for volatile transactions:
     /// level 1 runs the whole body and the write-set locking in one
-    /// hardware transaction; level 2 is `FineHtm`; level 3 the software
-    /// lock commit. `Pool::atomically` starts at level 2.
+    /// hardware transaction; level 2 is `FineHtm`; level 3 the commit
+    /// under the coarse lock (as [`Runtime::Coarse`]'s) when it is armed,
+    /// else the fine-grain software commit. `Pool::atomically` starts at
+    /// level 2.
     Hybrid,
     /// Coarse-grain STM: one global commit lock, the read set validated
-    /// under it, no per-variable lock CAS (volatile and persistent).
+    /// under it (by value where recorded: `TVar`s by `Arc` pointer, plain
+    /// pool values by bytes), no per-variable lock CAS (volatile and
+    /// persistent).
     Coarse,
 }
 
@@ -219,7 +225,7 @@ fn init() -> &'static Backend {
         };
         let explicit = ASKED.load(Ordering::SeqCst);
         let asked = explicit || env_runtime().is_some_and(|r| r != Runtime::Fine);
-        let coarse = explicit || env_runtime() == Some(Runtime::Coarse);
+        let coarse = explicit || matches!(env_runtime(), Some(Runtime::Coarse | Runtime::Hybrid));
         Backend { armed: htm.is_rtm() || asked, coarse, htm }
     })
 }
@@ -239,6 +245,12 @@ pub fn htm_armed() -> bool {
 /// coordinate with them (see the module doc).
 pub fn coarse_armed() -> bool {
     init().coarse
+}
+
+/// Whether `Coarse` commits may run (false only once the process's first
+/// commit ran without arming the lock); cheap: never initialises.
+pub(crate) fn coarse_possible() -> bool {
+    BACKEND.get().is_none_or(|b| b.coarse)
 }
 
 /// Uses the emulated backend with schedule `cfg` (even where RTM exists:
@@ -371,7 +383,8 @@ pub struct RuntimeStats {
     /// `LOCKED` a subscribed lock word was held, `RETRY` the body retried,
     /// `USER` it failed).
     pub l1_aborts: [u64; Cause::COUNT],
-    /// Update commits under the coarse lock (`Coarse`).
+    /// Update commits under the coarse lock: every `Coarse` commit, and
+    /// `Hybrid`'s level-3 commits (those count in `sw_fallbacks` too).
     pub coarse_commits: u64,
 }
 

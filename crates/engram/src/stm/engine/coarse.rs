@@ -16,10 +16,16 @@
 //! shared; a level-1 transaction that read [`WORD`] free is aborted by the
 //! store that sets it); a word it finds locked belongs to a level-1
 //! transaction past its `xend` that is still installing, so it is a
-//! conflict, never overwritten. Hence plain stores suffice to lock. The
-//! read set is validated by its words (every commit writes a new version,
-//! so an unchanged word is an unchanged value; values of arbitrary `T`
-//! cannot be compared). Both only when the lock is armed
+//! conflict, never overwritten. Hence plain stores suffice to lock, if
+//! the word is loaded with `runtime::word_load`: an emulated level-1
+//! commit publishes its locks after validating (not atomic to a plain
+//! load), so a plain load could read a word just before its lock lands and
+//! the store would overwrite that lock (a lost update; docs/hybrid.md).
+//! A `Hybrid` commit whose hardware attempts failed escalates to this
+//! commit ([`Commit::escalate`]: level 3). The
+//! read set is validated by value where a value was recorded (`Coarse`
+//! transactions: the `TVar`'s `Arc` by pointer, a plain pool value by its
+//! bytes; `values.rs`), else by its words. Both only when the lock is armed
 //! (`runtime::coarse_armed`): otherwise no `Coarse` thread can exist and
 //! other commits skip the lock.
 //!
@@ -64,6 +70,25 @@ impl Commit {
         // seen, or after it, and it aborted).
         fence(Ordering::SeqCst);
         Commit::Exclusive(g, via)
+    }
+
+    /// Hybrid's level 3 (Yates & Scott): a `Hybrid` commit whose hardware
+    /// commit attempts all failed, holding the lock shared and nothing
+    /// else locked yet, takes the lock exclusively instead and becomes a
+    /// coarse commit. Returns whether it did (not for other runtimes, nor
+    /// when the lock is not armed).
+    pub(super) fn escalate(&mut self, via: Option<&'static Htm>) -> bool {
+        if !matches!(self, Commit::Shared(_)) || runtime::current() != Runtime::Hybrid {
+            return false;
+        }
+        // Drops the shared guard first: the write lock waits for readers.
+        *self = Commit::None;
+        let g = LOCK.write();
+        runtime::word_store(via, &WORD, 1);
+        // As in `take`: the word set before any write-set word is loaded.
+        fence(Ordering::SeqCst);
+        *self = Commit::Exclusive(g, via);
+        true
     }
 
     /// Whether this is a coarse commit (it locks its words by plain

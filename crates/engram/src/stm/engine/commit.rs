@@ -43,14 +43,14 @@ impl STx<'_> {
         let via = runtime::route();
         // The coarse lock (coarse.rs): exclusive for a Coarse commit, shared
         // for the others, until the last in-place store.
-        let coarse = Commit::take(via);
+        let mut coarse = Commit::take(via);
         // 2. lock the write set (FineHtm: and validate the reads, in one
         //    hardware transaction; `validated` then. Coarse: plain stores).
         let validated = if coarse.exclusive() {
             self.lock_writes_as(via, true)?;
             false
         } else {
-            self.lock_writes_rt(via)?
+            self.lock_writes_rt(via, &mut coarse)?
         };
         // 3. the commit timestamp.
         let wv = CLOCK.fetch_add(1, Ordering::AcqRel) + 1;
@@ -61,7 +61,9 @@ impl STx<'_> {
         //    so while one may run (`htm_armed`) a commit that saw no newer
         //    timestamp can still have missed its locks: always validate.
         let skip = wv == self.rv.get() + 1 && !runtime::htm_armed();
-        if !validated && !skip && !self.reads_valid(true) {
+        // (A coarse commit compares values where it recorded them: values.rs.)
+        let valid = || if coarse.exclusive() { self.reads_valid_by_value() } else { self.reads_valid(true) };
+        if !validated && !skip && !valid() {
             self.unlock_writes(via);
             return Err(StmError::Conflict);
         }
@@ -117,6 +119,15 @@ impl STx<'_> {
     /// a coarse commit, under which nobody else can lock a word
     /// (`coarse.rs`) — by a plain store. A word locked already is a
     /// conflict (the words locked so far are restored).
+    ///
+    /// A coarse commit loads each word with `runtime::word_load`: with the
+    /// emulated backend, a level-1 commit that validated before the coarse
+    /// word was set may still be publishing its locks (an emulated `xend`
+    /// is not atomic to plain loads); a plain load could read the word
+    /// unlocked just before that lock lands, and the plain store would
+    /// then overwrite it — two owners of one word, a lost update.
+    /// `nt_load` waits the publication out and sees the lock. (A CAS needs
+    /// no such load: `nt_cas` fails on a stale `cur`.)
     pub(super) fn lock_writes_as(&self, via: Option<&Htm>, plain: bool) -> StmResult<()> {
         let epoch = self.epoch();
         let mut st = self.st.borrow_mut();
@@ -125,7 +136,7 @@ impl STx<'_> {
             // SAFETY: a write-set word: a pool cell checked by write_cell, or
             // a TVar whose Arc the write holds (`Kind::V::cell`).
             let w = unsafe { word_at(st.writes[i].word) };
-            let cur = w.load(Ordering::Acquire);
+            let cur = if plain { runtime::word_load(via, w) } else { w.load(Ordering::Acquire) };
             let ok = !word::is_locked(cur, e)
                 && if plain {
                     runtime::word_store(via, w, word::locked(cur, e));

@@ -2,7 +2,8 @@
 //! fine-grain software lock of the write set, or — `FineHtm` — one hardware
 //! transaction that locks the write set and validates the read set
 //! together (the CAS loop and step 4 elided), retried by the policy, with
-//! the software lock as the fallback.
+//! the software lock as the fallback (for `Hybrid`, level 3: the coarse
+//! lock, `coarse.rs`).
 //!
 //! Invariants: the hardware transaction touches only lock words (loads, and
 //! stores of the locked form), so no flush, fence or allocation runs inside
@@ -16,6 +17,7 @@
 //! Crash behaviour: only lock bits change here; they are volatile in
 //! meaning (a stale lock of an older epoch reads as unlocked).
 
+use super::coarse::Commit;
 use super::tx::{Kind, STx};
 use super::{word_at, StmError, StmResult};
 use crate::htm::abort::code;
@@ -25,8 +27,10 @@ use crate::stm::word;
 
 impl STx<'_> {
     /// Locks the write set; returns whether the reads were validated with
-    /// it (only a hardware commit does that).
-    pub(super) fn lock_writes_rt(&self, via: Option<&Htm>) -> StmResult<bool> {
+    /// it (only a hardware commit does that). When the hardware attempts
+    /// fail, a `Hybrid` commit falls back to the coarse lock (level 3,
+    /// `coarse` becomes exclusive), any other to the fine-grain locks.
+    pub(super) fn lock_writes_rt(&self, via: Option<&'static Htm>, coarse: &mut Commit) -> StmResult<bool> {
         if !runtime::current().uses_htm() || !runtime::htm_armed() {
             self.lock_writes(via)?;
             return Ok(false);
@@ -55,7 +59,8 @@ impl STx<'_> {
             }
         }
         runtime::count(|s| s.sw_fallbacks += 1);
-        self.lock_writes(via)?;
+        let plain = coarse.escalate(via);
+        self.lock_writes_as(via, plain)?;
         Ok(false)
     }
 

@@ -40,12 +40,14 @@ mod level1;
 mod pool_state;
 mod run;
 mod tx;
+mod values;
 
 pub(crate) use pool_state::quiesce;
 pub(crate) use run::in_atomically;
 pub use run::{atomically, stats, StmStats};
 pub use tx::STx;
 pub(crate) use tx::VCell;
+pub use values::{value_checks, ValueChecks};
 
 use crate::error::Error;
 use std::sync::atomic::AtomicU64;

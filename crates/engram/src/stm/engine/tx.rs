@@ -105,6 +105,8 @@ pub(super) struct State {
     pub(super) frames: Vec<Frame>,
     /// Commit's scratch list of copy checksums (offset, length, CRC32C).
     pub(super) checks: Vec<(u64, u64, u32)>,
+    /// `Coarse`: the values read, for value-based validation (`values.rs`).
+    pub(super) seen: Vec<super::values::Seen>,
 }
 
 /// Sets above this many entries are freed rather than kept for the
@@ -124,6 +126,7 @@ impl State {
         self.index.clear();
         self.made.clear();
         self.frames.clear();
+        self.seen.clear();
     }
 }
 
@@ -146,6 +149,8 @@ pub struct STx<'p> {
     bounds: (u64, u64),
     /// Level 1 of the Hybrid runtime (`level1.rs`).
     pub(super) l1: super::level1::Level1,
+    /// A `Coarse` transaction: reads record their values (`values.rs`).
+    pub(super) by_value: bool,
 }
 
 impl Drop for STx<'_> {
@@ -181,7 +186,8 @@ impl<'p> STx<'p> {
             let space = &c.inner.space;
             (space.base() + crate::format::HEAP_OFF, space.base() + space.size())
         });
-        STx { ctx, st: RefCell::new(st), rv: Cell::new(CLOCK.load(Ordering::Acquire)), epoch, bounds, l1: Default::default() }
+        let by_value = crate::stm::runtime::coarse_possible() && crate::stm::runtime::current() == crate::stm::runtime::Runtime::Coarse;
+        STx { ctx, st: RefCell::new(st), rv: Cell::new(CLOCK.load(Ordering::Acquire)), epoch, bounds, l1: Default::default(), by_value }
     }
 
     pub(super) fn epoch(&self) -> u16 {
@@ -309,6 +315,9 @@ impl<'p> STx<'p> {
                 *w = unsafe { word_at(addr as usize + 8 + 8 * i) }.load(Ordering::Relaxed);
             }
         })?;
+        if self.by_value {
+            self.saw_bytes::<P>(&words[..n]);
+        }
         // SAFETY: `words` holds at least size_of::<P>() bytes of a consistent
         // snapshot of the cell's value; every bit pattern is a valid P.
         Ok(unsafe { std::ptr::read_unaligned(words.as_ptr() as *const P) })
@@ -520,6 +529,9 @@ impl<'p> STx<'p> {
     // ----- volatile TVars --------------------------------------------------
 
     pub(crate) fn read_tvar<T: Clone + Send + Sync + 'static>(&self, v: &Arc<TVarInner<T>>) -> StmResult<T> {
+        if self.by_value {
+            return self.read_tvar_arc(v).map(|a| (*a).clone());
+        }
         // The value is cloned under the read lock (no count taken on its Arc).
         self.read_volatile(&v.word, || (**v.value.read()).clone(), || v.clone())
     }
