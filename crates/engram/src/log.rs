@@ -25,6 +25,11 @@
 //! live again, is `Corrupt` instead of a silent rollback of committed data.
 //! Overflow chunks are checked before the writer or the scan follows a link:
 //! the link must name a live `engram::log_chunk` object.
+//!
+//! A writer learns its generation from the word (`LogWriter::open`) or, on
+//! the fast path, from the slot set's cache (`LogWriter::resume`, see
+//! `tx/slots.rs`), which holds a value only after the commit that wrote it
+//! has fenced; the cache is volatile and plays no part in recovery.
 
 use crate::error::{Error, Result};
 use crate::format::*;

@@ -6,7 +6,9 @@
 //!
 //! 1. flush every range the region wrote and every object it allocated;
 //! 2. fence: the new data is durable;
-//! 3. bump the log generation and fence: the region is committed;
+//! 3. bump the log generation and fence: the region is committed (the new
+//!    generation is then cached with the slot, so the slot's next region
+//!    does not read the word; `tx/slots.rs`);
 //! 4. apply deferred frees, release locks, the log slot and the GC gate.
 //!
 //! A region that wrote nothing issues no flush and no fence. Rollback (an
