@@ -90,6 +90,7 @@ bench: bench-deps
 	$(CARGO) run --release -p engram-bench -- lazy --out docs/bench
 	$(CARGO) run --release -p engram-bench -- hybrid --out docs/bench
 	$(MAKE) --no-print-directory bench-arp
+	$(MAKE) --no-print-directory bench-fence-floor
 	$(MAKE) --no-print-directory bench-disk
 	$(CARGO) run --release -q -p engram-cli -- crashtest --deep
 	$(MAKE) --no-print-directory bench-go
@@ -338,3 +339,12 @@ redis: go-deps
 	@mkdir -p data
 	@echo "engram-redis on 127.0.0.1:6379, pool ./data/redis.pool; connect with: redis-cli -p 6379"
 	$(REDIS_BIN) --port 6379 --pool data/redis.pool
+
+# What the persistence steps of one n-body region cost on this CPU with no
+# engine around them: 3-fence vs 2-fence commit, a locked RMW after it, and the
+# unsound entry-fence-only floor (docs/bench/fast-paths.md). Needs clwb.
+.PHONY: bench-fence-floor
+bench-fence-floor:
+	@mkdir -p target/c-bench
+	cc -O2 -Wall -Wextra -o target/c-bench/fence_floor crates/engram-bench/peers/fence_floor.c
+	target/c-bench/fence_floor 200000 3 /dev/shm || [ $$? -eq 2 ]

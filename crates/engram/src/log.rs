@@ -25,6 +25,11 @@
 //! live again, is `Corrupt` instead of a silent rollback of committed data.
 //! Overflow chunks are checked before the writer or the scan follows a link:
 //! the link must name a live `engram::log_chunk` object.
+//!
+//! A writer learns its generation from the word (`LogWriter::open`) or, on
+//! the fast path, from the slot set's cache (`LogWriter::resume`, see
+//! `tx/slots.rs`), which holds a value only after the commit that wrote it
+//! has fenced; the cache is volatile and plays no part in recovery.
 
 use crate::error::{Error, Result};
 use crate::format::*;
@@ -95,17 +100,31 @@ fn is_chunk(space: &Space, addr: u64, cap: u64) -> bool {
 impl LogWriter {
     /// A writer at the start of slot `slot`, for the slot's current generation.
     pub fn open(space: &Space, slot: u32) -> Result<Self> {
-        let gen = slot_gen(space, slot)?;
+        Ok(Self::resume(slot, slot_gen(space, slot)?))
+    }
+
+    /// A writer at the start of slot `slot` whose generation `gen` the
+    /// caller knows (the slot set's cache, `tx/slots.rs`): what `open`
+    /// returns, without reading and checking the word.
+    pub fn resume(slot: u32, gen: u64) -> Self {
         let start = slot_off(slot) + LOG_SLOT_HEADER;
-        Ok(LogWriter { slot, gen, cur: Cursor { chunk: None, at: start, end: slot_off(slot) + LOG_SLOT_SIZE as u64 }, entries: 0 })
+        LogWriter { slot, gen, cur: Cursor { chunk: None, at: start, end: slot_off(slot) + LOG_SLOT_SIZE as u64 }, entries: 0 }
+    }
+
+    /// The generation this writer logs under.
+    pub fn gen(&self) -> u64 {
+        self.gen
     }
 
     /// Commits the region: bumps the slot's generation past the one this
-    /// writer logged under (read and checked by `open`; the slot is this
-    /// region's alone, so it has not changed since), as `invalidate` does
-    /// without reading and decoding the word again.
-    pub fn commit(&self, space: &Space) -> Result<()> {
-        space.write_persist(slot_off(self.slot), &log_gen_word(self.gen + 1), "log generation bump: the region is committed")
+    /// writer logged under (read and checked by `open`, or known to the
+    /// slot set's cache; the slot is this region's alone, so it has not
+    /// changed since), as `invalidate` does without reading and decoding the
+    /// word again. Returns the new generation, durable on return.
+    pub fn commit(&self, space: &Space) -> Result<u64> {
+        let gen = (self.gen + 1) & LOG_GEN_MASK;
+        space.write_persist(slot_off(self.slot), &log_gen_word(gen), "log generation bump: the region is committed")?;
+        Ok(gen)
     }
 
     /// Entries written since the last reset.
@@ -348,6 +367,40 @@ mod tests {
         let mut w = LogWriter::open(space, 7).unwrap();
         w.append(space, &Chunks(p), off, 8).unwrap();
         assert_eq!(live_entries(space, 7, &|v| v).unwrap(), vec![slot + LOG_SLOT_HEADER]);
+    }
+
+    /// The slot set's generation cache (`tx/slots.rs`) lets a region skip
+    /// reading its slot's word: if the cached value were stale, the region's
+    /// entries would carry a dead generation and its rollback would undo
+    /// nothing. Commit, rollback, rollback, commit on one slot (a lone
+    /// thread always takes the lowest free slot).
+    #[test]
+    fn a_cached_generation_is_the_one_on_the_media() {
+        let t = pool("gencache");
+        let p = &t.0;
+        let a = p.txn(|tx| tx.alloc_array::<u64>(4)).unwrap();
+        let set = |v: u64, fail: bool| {
+            p.txn(|tx| {
+                tx.set(a, 1, v)?;
+                if fail {
+                    return Err(Error::Aborted);
+                }
+                Ok(())
+            })
+        };
+        let get = || p.txn(|tx| tx.get(a, 1)).unwrap();
+        set(1, false).unwrap();
+        assert!(set(2, true).is_err());
+        assert_eq!(get(), 1, "rolled back with the cached generation");
+        assert!(set(3, true).is_err());
+        assert_eq!(get(), 1, "rolled back after a rollback (generation read from the slot)");
+        set(4, false).unwrap();
+        assert!(set(5, true).is_err());
+        assert_eq!(get(), 4);
+        let space = &p.inner().space;
+        for slot in 0..LOG_SLOTS {
+            assert!(live_entries(space, slot, &|v| v).unwrap().is_empty(), "slot {slot} has live entries");
+        }
     }
 
     #[test]

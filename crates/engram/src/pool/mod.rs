@@ -277,9 +277,18 @@ pub(crate) struct PoolInner {
 }
 
 impl PoolInner {
+    /// Takes a free log slot, with its generation if the slot set knows it
+    /// (`tx/slots.rs`, generation cache).
     #[inline]
-    pub fn take_slot(&self) -> u32 {
-        self.slots.take()
+    pub fn take_slot(&self) -> (u32, Option<u64>) {
+        let i = self.slots.take();
+        (i, self.slots.take_gen(i))
+    }
+
+    /// Records the generation the owner of slot `i` left durable on the media.
+    #[inline]
+    pub fn slot_gen_known(&self, i: u32, gen: u64) {
+        self.slots.put_gen(i, gen)
     }
 
     #[inline]

@@ -6,7 +6,9 @@
 //!
 //! 1. flush every range the region wrote and every object it allocated;
 //! 2. fence: the new data is durable;
-//! 3. bump the log generation and fence: the region is committed;
+//! 3. bump the log generation and fence: the region is committed (the new
+//!    generation is then cached with the slot, so the slot's next region
+//!    does not read the word; `tx/slots.rs`);
 //! 4. apply deferred frees, release locks, the log slot and the GC gate.
 //!
 //! A region that wrote nothing issues no flush and no fence. Rollback (an
@@ -83,7 +85,9 @@ struct TxState {
     /// Rust type -> type id, for the types this region used.
     type_ids: Vec<(std::any::TypeId, u32)>,
     log: LogWriter,
-    sets: RegionSets,
+    /// Boxed so that a region moves a pointer, not the sets, in and out of
+    /// the thread's spare; taken back by `Drop` (hence `ManuallyDrop`).
+    sets: std::mem::ManuallyDrop<Box<RegionSets>>,
     doomed: bool,
 }
 
@@ -119,7 +123,7 @@ impl RegionSets {
     /// Empties the sets; keeps their memory unless it grew very large.
     /// Clearing costs what the region marked, not what the sets hold, so
     /// one big region does not tax every small one after it.
-    fn recycle(mut self) -> Option<Self> {
+    fn recycle(&mut self) {
         let logged = self.logged.iter().map(|&(off, len)| (off, len as u64));
         self.words.clear(logged.chain(self.fresh.iter().copied()));
         self.logged.clear();
@@ -130,7 +134,6 @@ impl RegionSets {
         self.frees.clear();
         self.freed_order.clear();
         self.locks.clear();
-        Some(self)
     }
 }
 
@@ -146,7 +149,7 @@ impl RegionSets {
 }
 
 thread_local! {
-    static SPARE_SETS: std::cell::Cell<Option<RegionSets>> = const { std::cell::Cell::new(None) };
+    static SPARE_SETS: std::cell::Cell<Option<Box<RegionSets>>> = const { std::cell::Cell::new(None) };
 }
 
 /// Records `[off, off+len)` for the commit flush, merged with the previous
@@ -168,13 +171,16 @@ static NEXT_TX_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::
 impl<'p> Tx<'p> {
     pub(crate) fn begin(pool: &'p PoolInner) -> Result<Self> {
         let gate = pool.gate.read();
-        let slot = pool.take_slot();
-        let log = match LogWriter::open(&pool.space, slot) {
-            Ok(l) => l,
-            Err(e) => {
-                pool.put_slot(slot);
-                return Err(e);
-            }
+        let (slot, gen) = pool.take_slot();
+        let log = match gen {
+            Some(gen) => LogWriter::resume(slot, gen),
+            None => match LogWriter::open(&pool.space, slot) {
+                Ok(l) => l,
+                Err(e) => {
+                    pool.put_slot(slot);
+                    return Err(e);
+                }
+            },
         };
         Ok(Tx {
             pool,
@@ -187,7 +193,7 @@ impl<'p> Tx<'p> {
                 cache: None,
                 type_ids: Vec::new(),
                 log,
-                sets: SPARE_SETS.with(|s| s.take()).unwrap_or_default(),
+                sets: std::mem::ManuallyDrop::new(SPARE_SETS.with(|s| s.take()).unwrap_or_default()),
                 doomed: false,
             }),
             _gate: gate,
@@ -577,10 +583,12 @@ impl<'p> Tx<'p> {
                 space.persist.fence("region data before the log is invalidated")?;
             }
             crate::failpoint::Failpoint::TxBeforeCommit.hit();
-            if st.log.entries() > 0 {
-                // 3. one generation bump commits the region.
-                st.log.commit(space)?;
-            }
+            // 3. one generation bump commits the region. The generation the
+            // slot now holds on the media goes to the slot set's cache, for
+            // the slot's next region (only here: any other way out of the
+            // region leaves the cache "unknown").
+            let gen = if st.log.entries() > 0 { st.log.commit(space)? } else { st.log.gen() };
+            self.pool.slot_gen_known(st.slot, gen);
         }
         crate::failpoint::Failpoint::TxAfterCommit.hit();
         // 4. deferred frees, then release.
@@ -634,8 +642,11 @@ impl Drop for Tx<'_> {
             self.pool.heap.return_magazine(&self.pool.space, cache, &mut st.sets.mag);
         }
         self.pool.put_slot(st.slot);
-        let sets = std::mem::take(&mut st.sets).recycle();
+        // SAFETY: `sets` is taken once, here, and `st` is not used again
+        // (`drop` runs once; a `ManuallyDrop` field is not dropped after it).
+        let mut sets = unsafe { std::mem::ManuallyDrop::take(&mut st.sets) };
+        sets.recycle();
         // try_with: a region may end while its thread's locals are torn down.
-        let _ = SPARE_SETS.try_with(|s| s.set(sets));
+        let _ = SPARE_SETS.try_with(|s| s.set(Some(sets)));
     }
 }

@@ -10,6 +10,18 @@
 //! one running region. The set is volatile (rebuilt full on open), so it
 //! plays no part in crash recovery.
 //!
+//! Generation cache: beside each slot the set keeps the slot's log
+//! generation as the last region that owned it left it on the media, so the
+//! next region need not read and check the slot's generation word at begin.
+//! A region takes the cached value with its slot ([`SlotSet::take_gen`],
+//! which leaves "unknown" behind) and stores the generation it leaves only
+//! when it knows it ([`SlotSet::put_gen`], after a successful commit); a
+//! rollback, an error or a simulated crash leaves "unknown", and the next
+//! region reads the word from the pool. Only the slot's owner touches its
+//! entry, and ownership passes through `free` (AcqRel / SeqCst), so relaxed
+//! accesses suffice. Nothing else writes a slot's generation while the pool
+//! is open (recovery runs before the set exists).
+//!
 //! No lost wake-up: a waiter increments `waiters` and then re-reads `free`
 //! under the mutex, both `SeqCst`; a releaser sets its bit and then reads
 //! `waiters`, both `SeqCst`. Either the waiter sees the bit, or the releaser
@@ -21,9 +33,15 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 const _: () = assert!(crate::format::LOG_SLOTS <= 64 && crate::format::LOG_SLOTS > 0);
 
+/// A cached generation meaning "read the slot's word": generations are
+/// 48-bit (`format::LOG_GEN_MASK`), so no real one is all ones.
+const GEN_UNKNOWN: u64 = u64::MAX;
+
 /// Free log slots.
 pub(crate) struct SlotSet {
     free: AtomicU64,
+    /// Per slot: its generation on the media, or `GEN_UNKNOWN`.
+    gens: Box<[AtomicU64]>,
     waiters: AtomicUsize,
     lock: Mutex<()>,
     cv: Condvar,
@@ -34,7 +52,8 @@ impl SlotSet {
     pub fn new(n: u32) -> Self {
         let n = n.min(64);
         let all = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
-        SlotSet { free: AtomicU64::new(all), waiters: AtomicUsize::new(0), lock: Mutex::new(()), cv: Condvar::new() }
+        let gens = (0..n).map(|_| AtomicU64::new(GEN_UNKNOWN)).collect();
+        SlotSet { free: AtomicU64::new(all), gens, waiters: AtomicUsize::new(0), lock: Mutex::new(()), cv: Condvar::new() }
     }
 
     /// Takes a free slot, waiting for one if all are taken.
@@ -73,6 +92,28 @@ impl SlotSet {
         self.waiters.fetch_sub(1, Ordering::SeqCst);
     }
 
+    /// The cached generation of slot `i`, which the caller owns; leaves
+    /// "unknown" behind until [`SlotSet::put_gen`].
+    #[inline]
+    pub fn take_gen(&self, i: u32) -> Option<u64> {
+        let e = self.gens.get(i as usize)?;
+        let g = e.load(Ordering::Relaxed);
+        if g == GEN_UNKNOWN {
+            return None;
+        }
+        e.store(GEN_UNKNOWN, Ordering::Relaxed);
+        Some(g)
+    }
+
+    /// Records `gen` as slot `i`'s generation on the media (the caller owns
+    /// the slot and its last write of the word is durable).
+    #[inline]
+    pub fn put_gen(&self, i: u32, gen: u64) {
+        if let Some(e) = self.gens.get(i as usize) {
+            e.store(gen & crate::format::LOG_GEN_MASK, Ordering::Relaxed);
+        }
+    }
+
     /// Gives slot `i` back.
     #[inline]
     pub fn put(&self, i: u32) {
@@ -98,6 +139,16 @@ mod tests {
         assert_eq!(s.try_take(), None);
         s.put(17);
         assert_eq!(s.take(), 17);
+    }
+
+    #[test]
+    fn a_cached_generation_is_taken_once() {
+        let s = SlotSet::new(4);
+        assert_eq!(s.take_gen(2), None);
+        s.put_gen(2, 41);
+        assert_eq!(s.take_gen(2), Some(41));
+        assert_eq!(s.take_gen(2), None, "taking leaves unknown until the next put");
+        assert_eq!(s.take_gen(9), None, "a slot out of range has none");
     }
 
     #[test]
