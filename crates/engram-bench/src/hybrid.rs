@@ -274,15 +274,32 @@ fn throughput(a: &HybridArgs, md: &mut String) {
         (Structure::RbTree, "red-black tree (embedded fields)", "real conflicts only", 0),
         (Structure::Trie, "hash trie (HAMT without compression, embedded slots)", "real conflicts only", 0),
     ];
-    for (st, name, sched, ppm) in points {
+    for (n, (st, name, sched, ppm)) in points.into_iter().enumerate() {
         let _ = writeln!(md, "\n### 90:5:5 {name}, {sched}\n");
+        if a.out.is_some() {
+            let _ = writeln!(md, "![{name}, {sched}: commits/s against threads](hybrid-proto-{n}.png)\n");
+        }
         let _ = writeln!(md, "| mode | threads | commits/s | L1 / L2 / L3 % | level-1 aborts | level-2 commit aborts |");
         let _ = writeln!(md, "|---|---:|---:|---|---|---|");
-        for (name, policy) in modes() {
+        let mut drawn = Vec::new();
+        for (mi, (mode, policy)) in modes().into_iter().enumerate() {
             for &t in threads {
                 let (rate, s) = point(a, st, Policy { threads: t as u32, ..policy.clone() }, ppm, t);
+                drawn.push((mi, t as u32, rate));
                 let _ =
-                    writeln!(md, "| {name} | {t} | {rate:.0} | {} | {} | {} |", shares(&s), causes(&s.hw_aborts), causes(&s.commit_aborts));
+                    writeln!(md, "| {mode} | {t} | {rate:.0} | {} | {} | {} |", shares(&s), causes(&s.hw_aborts), causes(&s.commit_aborts));
+            }
+        }
+        if let Some(out) = &a.out {
+            let path = out.join(format!("hybrid-proto-{n}.png"));
+            let names: Vec<&str> = modes().iter().map(|m| m.0).collect();
+            let ts: Vec<u32> = threads.iter().map(|&t| t as u32).collect();
+            let title = format!("{name}, {sched}");
+            if let Err(e) = std::fs::create_dir_all(out)
+                .map_err(|e| e.to_string())
+                .and_then(|()| crate::hybrid_plot::draw(&title, &names, &ts, &drawn, &path))
+            {
+                eprintln!("engram-bench hybrid: plot {}: {e}", path.display());
             }
         }
     }

@@ -209,8 +209,8 @@ pub fn section(a: &HybridArgs, md: &mut String) {
         md,
         "90:5:5 lookups:inserts:removes, keys 1..=100,000, 50,000 pre-inserted, one transaction per operation, {} s per point; \
          structures from `engram::stm::vcollections` (`tvar`: one `TVar` per node field; `embedded`: `TField`s inside the node, \
-         keys immutable). Backend: **{}**. L1 = all hardware, L2 = software body + hardware commit, L3 = lock commit (the software \
-         commit after hardware attempts, or under `coarse` the global commit lock), SW = software commit with no hardware step (read-only commits; under `fine`, every commit); \
+         keys immutable). Backend: **{}**. L1 = all hardware, L2 = software body + hardware commit, L3 = lock commit \
+         (`hybrid`: the global commit lock after the hardware attempts; `fine-htm`: the fine-grain software commit after them; `coarse`: the global commit lock, every update), SW = software commit with no hardware step (read-only commits; under `fine`, every commit); \
          shares of all operations. Level-1 / level-2 aborts are hardware aborts by cause; STM conflicts are software attempts \
          that failed validation and ran again.\n",
         if a.quick { 0.05 } else { a.secs },

@@ -21,6 +21,7 @@ pub mod disk;
 pub mod disk_plot;
 pub mod engram_impl;
 pub mod hybrid;
+pub mod hybrid_plot;
 pub mod hybrid_stm;
 pub mod hybrid_stm_plot;
 pub mod job;
