@@ -136,7 +136,8 @@ fn field_kinds(input: &DeriveInput, plain: &Generics, fields: &Fields) -> syn::R
     let members = named.named.iter().map(|f| {
         let (fid, fvis, ty) = (&f.ident, &f.vis, &f.ty);
         let kind = if is_immutable(f) { quote!(Immutable) } else { quote!(Mutable) };
-        quote!(#fvis #fid: ::engram::stm::#kind<#ty>)
+        let cfgs = f.attrs.iter().filter(|a| a.path().is_ident("cfg"));
+        quote!(#(#cfgs)* #fvis #fid: ::engram::stm::#kind<#ty>)
     });
     let (_, plain_ty_g, plain_where) = plain.split_for_impl();
     let (impl_g, ty_g, where_g) = input.generics.split_for_impl();
