@@ -24,7 +24,13 @@ use syn::{
 };
 
 /// Derives `engram::Persistent`. The struct must also be `Copy`.
-#[proc_macro_derive(Persistent, attributes(engram))]
+///
+/// For a struct with named fields it also implements
+/// `engram::stm::TFields`, which `engram::field!` uses to tell the kind of
+/// a `PTField`: a field marked `#[immutable]` gets a read-only handle
+/// (`ImmutableRef`, read without a read-set entry, no write), the others a
+/// `FieldRef`. `#[immutable]` is refused on a tuple struct's fields.
+#[proc_macro_derive(Persistent, attributes(engram, immutable))]
 pub fn derive_persistent(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
     match expand(input) {
@@ -94,6 +100,7 @@ fn expand(mut input: DeriveInput) -> syn::Result<TokenStream2> {
     }
     let type_params: Vec<_> =
         input.generics.params.iter().filter_map(|p| if let GenericParam::Type(t) = p { Some(t.ident.clone()) } else { None }).collect();
+    let plain_generics = input.generics.clone();
     for p in input.generics.params.iter_mut() {
         if let GenericParam::Type(t) = p {
             t.bounds.push(syn::parse_quote!(::engram::Persistent));
@@ -106,7 +113,43 @@ fn expand(mut input: DeriveInput) -> syn::Result<TokenStream2> {
         None => quote!(concat!(module_path!(), "::", stringify!(#ident))),
     };
     let name_params = type_params.iter().map(|t| quote!(<#t as ::engram::Persistent>::type_name())).collect();
-    Ok(persistent_impl(&ident, &input.generics, &members, base_name, name_params, true))
+    let kinds = field_kinds(&input, &plain_generics, &fields)?;
+    let imp = persistent_impl(&ident, &input.generics, &members, base_name, name_params, true);
+    Ok(quote!(#imp #kinds))
+}
+
+/// The `TFields` companion of a struct with named fields: a struct with the
+/// same field names, each of type `Mutable<F>` or (`#[immutable]`)
+/// `Immutable<F>`, with the struct's and the fields' visibility, and the
+/// impl naming it. Nothing for tuple and unit structs.
+fn field_kinds(input: &DeriveInput, plain: &Generics, fields: &Fields) -> syn::Result<TokenStream2> {
+    let is_immutable = |f: &syn::Field| f.attrs.iter().any(|a| a.path().is_ident("immutable"));
+    let Fields::Named(named) = fields else {
+        if let Some(f) = fields.iter().find(|f| is_immutable(f)) {
+            return Err(syn::Error::new_spanned(&f.ty, "#[immutable] needs a named field (reached with engram::field!)"));
+        }
+        return Ok(quote!());
+    };
+    let ident = &input.ident;
+    let vis = &input.vis;
+    let companion = format_ident!("__EngramFieldsOf{}", ident);
+    let members = named.named.iter().map(|f| {
+        let (fid, fvis, ty) = (&f.ident, &f.vis, &f.ty);
+        let kind = if is_immutable(f) { quote!(Immutable) } else { quote!(Mutable) };
+        let cfgs = f.attrs.iter().filter(|a| a.path().is_ident("cfg"));
+        quote!(#(#cfgs)* #fvis #fid: ::engram::stm::#kind<#ty>)
+    });
+    let (_, plain_ty_g, plain_where) = plain.split_for_impl();
+    let (impl_g, ty_g, where_g) = input.generics.split_for_impl();
+    let params = &plain.params;
+    Ok(quote! {
+        #[doc(hidden)]
+        #[allow(non_camel_case_types, dead_code, missing_docs)]
+        #vis struct #companion <#params> #plain_where { #(#members,)* }
+        impl #impl_g ::engram::stm::TFields for #ident #ty_g #where_g {
+            type Fields = #companion #plain_ty_g;
+        }
+    })
 }
 
 /// The `unsafe impl ::engram::Persistent` for struct `ident` (and a function

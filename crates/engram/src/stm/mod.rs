@@ -59,4 +59,7 @@ pub use engram_derive::{Persist, TStruct};
 pub use persist::{CopyCx, POption, PPair, PSlice, PStr, Persist};
 pub use redo::StmRecovery;
 pub use tfield::{TCell, TField};
-pub use vars::{field_of, FieldRef, PTField, PTVar, TVar, Var, VarCell, PTVAR_MAX_VALUE};
+pub use vars::{
+    field_at, field_of, FieldKind, FieldRef, Immutable, ImmutableRef, Mutable, PTField, PTVar, ReadVar, TFields, TVar, Var, VarCell,
+    PTVAR_MAX_VALUE,
+};

@@ -221,15 +221,121 @@ impl<T: Persistent + Persist<P = T>> Var for FieldRef<T> {
     }
 }
 
-/// `field!(ptr, Type, field)`: the [`FieldRef`] of the [`PTField`] `field`
-/// of the `Type` that `ptr` (a `PPtr<Type>`) points to. The value type is
-/// the field's own (the macro does not compile for a field that is not a
-/// `PTField`).
+/// `field!(ptr, Type, field)`: the handle of the [`PTField`] `field` of
+/// the `Type` that `ptr` (a `PPtr<Type>`) points to: a [`FieldRef`] (read
+/// and write) for an ordinary field, an [`ImmutableRef`] (read only, no
+/// read-set entry) for one marked `#[immutable]` in `#[derive(Persistent)]`.
+/// The value type is the field's own. It does not compile for a field that
+/// is not a `PTField`, nor for a struct that does not derive `Persistent`.
 #[macro_export]
 macro_rules! field {
     ($ptr:expr, $ty:ty, $field:ident) => {
-        $crate::stm::field_of::<$ty, _>($ptr, ::core::mem::offset_of!($ty, $field), |s: &$ty| &s.$field)
+        $crate::stm::field_at::<$ty, _>($ptr, ::core::mem::offset_of!($ty, $field), |f: <$ty as $crate::stm::TFields>::Fields| f.$field)
     };
+}
+
+/// What `#[derive(Persistent)]` says about a struct's fields, for
+/// [`field!`]: `Fields` is a generated struct with one member per field of
+/// `Self`, of type [`Mutable<F>`] or [`Immutable<F>`] (`F` the field's
+/// type). It is never built; only its member types are used.
+pub trait TFields {
+    /// The generated companion (named fields only).
+    type Fields;
+}
+
+/// The kind of an ordinary field of a derived struct (see [`TFields`]).
+pub struct Mutable<F>(PhantomData<fn() -> F>);
+
+/// The kind of a field marked `#[immutable]` (see [`TFields`]).
+pub struct Immutable<F>(PhantomData<fn() -> F>);
+
+/// A field kind that has a handle: a `PTField`, mutable or immutable.
+pub trait FieldKind {
+    /// The handle [`field!`] gives.
+    type Ref;
+    /// The handle of the field whose lock word is at `addr`.
+    fn at(addr: u64) -> Self::Ref;
+}
+
+impl<T: Persistent> FieldKind for Mutable<PTField<T>> {
+    type Ref = FieldRef<T>;
+    fn at(addr: u64) -> FieldRef<T> {
+        FieldRef { addr, _t: PhantomData }
+    }
+}
+
+impl<T: Persistent> FieldKind for Immutable<PTField<T>> {
+    type Ref = ImmutableRef<T>;
+    fn at(addr: u64) -> ImmutableRef<T> {
+        ImmutableRef(FieldRef { addr, _t: PhantomData })
+    }
+}
+
+/// The handle of the field at offset `off` of the `S` at `p`, of the kind
+/// `pick` selects from `S`'s [`TFields`] (never called: it only names the
+/// field's kind). Used by [`field!`].
+#[doc(hidden)]
+pub fn field_at<S: TFields, K: FieldKind>(p: PPtr<S>, off: usize, pick: fn(S::Fields) -> K) -> K::Ref {
+    let _ = pick;
+    K::at(p.addr() + off as u64)
+}
+
+/// A handle to a [`PTField`] marked `#[immutable]`: its value is set when
+/// its object is made (`STx::alloc`, `PTVar::new`) and never written by a
+/// transaction afterwards, since this handle has no write (`tx.write` on it
+/// does not compile). `tx.read` on it costs the seqlock read alone, with no
+/// read-set entry ([`STx::read_immutable`]).
+///
+/// ```compile_fail,E0277
+/// use engram::stm::PTField;
+/// use engram::{PPtr, Persistent};
+/// #[repr(C)]
+/// #[derive(Clone, Copy, Persistent)]
+/// struct Node {
+///     #[immutable]
+///     key: PTField<u64>,
+///     value: PTField<u64>,
+/// }
+/// fn set_key(tx: &engram::stm::STx<'_>, n: PPtr<Node>) -> engram::stm::StmResult<()> {
+///     tx.write(&engram::field!(n, Node, key), 1) // no write for an immutable field
+/// }
+/// ```
+pub struct ImmutableRef<T>(FieldRef<T>);
+
+impl<T> Clone for ImmutableRef<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for ImmutableRef<T> {}
+
+impl<T> ImmutableRef<T> {
+    /// The field's address (its lock word).
+    pub fn addr(&self) -> u64 {
+        self.0.addr
+    }
+}
+
+/// Something a transaction can read: every [`Var`], and [`ImmutableRef`].
+pub trait ReadVar {
+    /// What `read` gives.
+    type Out;
+    /// Reads it in `tx`.
+    fn read_var(&self, tx: &STx<'_>) -> StmResult<Self::Out>;
+}
+
+impl<V: Var> ReadVar for V {
+    type Out = V::Out;
+    fn read_var(&self, tx: &STx<'_>) -> StmResult<V::Out> {
+        self.read_in(tx)
+    }
+}
+
+impl<T: Persistent + Persist<P = T>> ReadVar for ImmutableRef<T> {
+    type Out = T;
+    fn read_var(&self, tx: &STx<'_>) -> StmResult<T> {
+        tx.read_immutable(&self.0)
+    }
 }
 
 /// The [`FieldRef`] of the `PTField<T>` at offset `off` of the `S` at `p`

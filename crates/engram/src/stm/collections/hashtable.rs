@@ -33,7 +33,8 @@ use std::mem::size_of;
 #[derive(Clone, Copy, Persistent)]
 #[engram(name = "engram::stm::HashTable.Node")]
 struct HNode<K, V> {
-    /// Written once, before the node is linked.
+    /// Set when the node is made, never written (`#[immutable]`).
+    #[immutable]
     key: PTField<K>,
     value: PTField<V>,
     next: PTField<Link<K, V>>,
@@ -123,7 +124,7 @@ impl<K: Plain + Hash + Eq, V: Plain> HashTable<K, V> {
         let mut link = self.head(tx, key)?;
         loop {
             let n = tx.read(&link)?;
-            if n.is_null() || tx.read_immutable(&fld!(n, HNode<K, V>, key))? == *key {
+            if n.is_null() || tx.read(&fld!(n, HNode<K, V>, key))? == *key {
                 return Ok((link, n));
             }
             link = fld!(n, HNode<K, V>, next);
@@ -176,7 +177,7 @@ impl<K: Plain + Hash + Eq, V: Plain> HashTable<K, V> {
         for i in 0..self.buckets(tx)? {
             let mut n = tx.read(&self.bucket(i))?;
             while !n.is_null() {
-                f(tx.read_immutable(&fld!(n, HNode<K, V>, key))?, tx.read(&fld!(n, HNode<K, V>, value))?);
+                f(tx.read(&fld!(n, HNode<K, V>, key))?, tx.read(&fld!(n, HNode<K, V>, value))?);
                 n = tx.read(&fld!(n, HNode<K, V>, next))?;
             }
         }
@@ -216,7 +217,7 @@ impl<K: Plain + Hash + Eq, V: Plain> HashTable<K, V> {
         for i in 0..buckets {
             let (mut n, mut chain) = (tx.read(&self.bucket(i))?, 0);
             while !n.is_null() {
-                let k: K = tx.read_immutable(&fld!(n, HNode<K, V>, key))?;
+                let k: K = tx.read(&fld!(n, HNode<K, V>, key))?;
                 if crate::hash::stable_hash(&k) % buckets != i || !seen.insert(n.addr()) {
                     return Err(broken(format!("hash node {:#x}: in bucket {i}, or reached twice", n.addr())));
                 }

@@ -13,11 +13,12 @@
 //!   links, colour) are [`PTField`](crate::stm::PTField)s, so a transaction reads
 //!   and writes exactly the words the algorithm touches, with no
 //!   indirection per variable. Keys and values are plain values of at most
-//!   8 bytes (`u64` in the benchmarks). The key is a `PTField` too, written
-//!   once when the node is made (before it is linked), and read with
-//!   [`STx::read_immutable`](super::STx::read_immutable): the bounds-checked
-//!   seqlock read without a read-set entry, so a lookup's read set holds
-//!   only the links and values it followed.
+//!   8 bytes (`u64` in the benchmarks). The key is a `PTField` too, set
+//!   when the node is made (before it is linked) and declared
+//!   `#[immutable]`, so `field!` gives a read-only
+//!   [`ImmutableRef`](super::ImmutableRef): the bounds-checked seqlock read
+//!   without a read-set entry, so a lookup's read set holds only the links
+//!   and values it followed, and no code can write a key afterwards.
 //!
 //! Every collection is a *handle*: `Copy`, [`Persistent`](crate::Persistent)
 //! and [`Persist`], one pool pointer. It can sit in a

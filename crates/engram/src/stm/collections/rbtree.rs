@@ -32,8 +32,9 @@ use crate::{PPtr, Persistent, Pool, Result};
 #[derive(Clone, Copy, Persistent)]
 #[engram(name = "engram::stm::RbTree.Node")]
 struct RbNode<K, V> {
-    /// Written once, before the node is linked (read without a read-set
-    /// entry: `STx::read_immutable`).
+    /// Set when the node is made, never written (`#[immutable]`: read
+    /// without a read-set entry, no write handle).
+    #[immutable]
     key: PTField<K>,
     // What a lookup reads (key, left, right) comes first: with the object
     // header, the three share the slot's first 64-byte line.
@@ -173,7 +174,7 @@ impl<K: Plain + Ord, V: Plain> RbTree<K, V> {
 
 impl<K: Plain + Ord, V: Plain> Rb<'_, '_, K, V> {
     fn key(&self, n: Link<K, V>) -> StmResult<K> {
-        self.tx.read_immutable(&fld!(n, RbNode<K, V>, key))
+        self.tx.read(&fld!(n, RbNode<K, V>, key))
     }
 
     fn value(&self, n: Link<K, V>) -> StmResult<V> {

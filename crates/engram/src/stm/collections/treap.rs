@@ -31,7 +31,8 @@ use std::hash::Hash;
 #[derive(Clone, Copy, Persistent)]
 #[engram(name = "engram::stm::Treap.Node")]
 struct TreapNode<K, V> {
-    /// Written once, before the node is linked.
+    /// Set when the node is made, never written (`#[immutable]`).
+    #[immutable]
     key: PTField<K>,
     // What a lookup reads (key, left, right) first.
     left: PTField<Link<K, V>>,
@@ -199,7 +200,7 @@ struct Step<K, V> {
 
 impl<K: Plain + Ord + Hash, V: Plain> Tr<'_, '_, K, V> {
     fn key(&self, n: Link<K, V>) -> StmResult<K> {
-        self.tx.read_immutable(&fld!(n, TreapNode<K, V>, key))
+        self.tx.read(&fld!(n, TreapNode<K, V>, key))
     }
 
     fn value(&self, n: Link<K, V>) -> StmResult<V> {

@@ -238,9 +238,10 @@ impl<'p> STx<'p> {
         }
     }
 
-    /// Reads `var`.
-    pub fn read<V: crate::stm::Var>(&self, var: &V) -> StmResult<V::Out> {
-        var.read_in(self)
+    /// Reads `var` (a [`crate::stm::ImmutableRef`]: without a read-set
+    /// entry, see [`STx::read_immutable`]).
+    pub fn read<V: crate::stm::ReadVar>(&self, var: &V) -> StmResult<V::Out> {
+        var.read_var(self)
     }
 
     /// Writes `v` into `var` (visible to this transaction now, to others
