@@ -198,3 +198,48 @@ impl CacheCell {
         spill
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Magazine;
+
+    /// A batch as `Heap::refill` starts one (after `Heap::close_batch`).
+    fn start(m: &mut Magazine, class: usize, slots: &[u64]) {
+        m.class = class;
+        m.slots.extend_from_slice(slots);
+    }
+
+    /// What `Heap::close_batch` does, without a cache: cut the unused rest.
+    fn close(m: &mut Magazine) -> Vec<u64> {
+        let unused = m.slots.split_off(m.next);
+        if m.next > m.start {
+            m.runs.push((m.class, m.next));
+        }
+        m.start = m.next;
+        unused
+    }
+
+    #[test]
+    fn records_exactly_the_handed_out_slots_across_batches() {
+        let mut m = Magazine::default();
+        assert!(m.is_empty() && m.handed_out().next().is_none());
+        start(&mut m, 0, &[10, 11, 12]);
+        assert_eq!(m.pop(1), None, "another class");
+        assert_eq!((m.pop(0), m.pop(0)), (Some(10), Some(11)));
+        assert_eq!(close(&mut m), vec![12]);
+        start(&mut m, 2, &[20, 21]);
+        assert_eq!(close(&mut m), vec![20, 21], "a batch closed untouched records nothing");
+        start(&mut m, 3, &[30, 31]);
+        assert_eq!(m.pop(3), Some(30));
+        let all: Vec<_> = m.handed_out().collect();
+        assert_eq!(all, vec![(0, 10), (0, 11), (3, 30)]);
+        assert_eq!(m.handed_out_count(), 3);
+        assert_eq!(m.handed_out_from(1).collect::<Vec<_>>(), vec![(0, 11), (3, 30)]);
+        assert_eq!(m.handed_out_from(3).count(), 0);
+        assert_eq!(m.pop(3), Some(31));
+        assert_eq!(m.pop(3), None, "batch used up");
+        assert!(close(&mut m).is_empty());
+        m.reset();
+        assert!(m.is_empty() && m.handed_out_count() == 0 && m.handed_out().next().is_none());
+    }
+}
