@@ -5,10 +5,11 @@
 //! holds every cache, so closing the pool or collecting can take the slots
 //! back (`Heap::drain_caches`). A cache's mutex is taken by its own thread
 //! (uncontended) and by the drainer only while no region runs. A region
-//! (`Tx`) takes slots a batch at a time into its [`Magazine`] and frees a
-//! whole commit's objects under one lock, so the mutex is taken about once
-//! per 32 allocations, not per allocation; the magazine goes back into the
-//! cache when the region ends, so no slot is held outside a cache or an
+//! (`Tx`) takes slots a batch at a time into its [`Magazine`] (which is also
+//! its record of what it allocated) and frees a whole commit's objects under
+//! one lock, so the mutex is taken about once per 32 allocations, not per
+//! allocation; the magazine's unused slots go back into the cache when the
+//! region ends, so no slot is held outside a cache or an
 //! object across regions (a collection, which runs while no region runs,
 //! sees every slot).
 
@@ -88,30 +89,79 @@ impl CacheCell {
     }
 }
 
-/// Free slots of one class that a running region took from its thread's
-/// cache in one batch (header addresses). Emptied back into the cache when
-/// the region ends (`Heap::return_magazine`). While a region runs, its
-/// magazine's slots count as live in `Heap::live` (at most one batch).
+/// The slots a running region took from its thread's cache, a batch of
+/// one class at a time, and which of them it handed out: the region's
+/// whole allocation record (rollback frees exactly the handed-out slots).
+///
+/// Per allocation it costs one index increment: the slots taken are kept in
+/// one vector, batch after batch, and a batch's handed-out part is always a
+/// prefix of it (`slots[start..next]` for the current batch, a recorded
+/// range for every earlier one). No per-object entry, no hashing. Unused
+/// slots of a batch go back into the cache when the batch ends (a refill of
+/// another class, or the region ends: `Heap::close_batch`), so the vector
+/// then holds only handed-out slots. While a region runs, its magazine's
+/// slots count as live in `Heap::live` (handed out, or one unused batch).
+/// Volatile: a crash loses it, and recovery's GC frees every slot no
+/// committed region linked.
 #[derive(Default)]
 pub(crate) struct Magazine {
-    pub(super) class: usize,
+    /// Header addresses of every slot taken in this region, in batches.
     pub(super) slots: Vec<u64>,
+    /// Finished batches: (class, end in `slots`); each starts where the
+    /// previous one ends, and every slot in it was handed out.
+    pub(super) runs: Vec<(usize, usize)>,
+    /// Class of the current batch.
+    pub(super) class: usize,
+    /// Where the current batch starts in `slots`.
+    pub(super) start: usize,
+    /// The current batch's next slot to hand out (`slots[next..]` unused).
+    pub(super) next: usize,
 }
 
 impl Magazine {
-    /// A slot of class `c`, if the magazine holds that class.
+    /// Hands out a slot of class `c`, if the current batch has one.
     #[inline]
     pub(crate) fn pop(&mut self, c: usize) -> Option<u64> {
-        if self.class == c {
-            self.slots.pop()
-        } else {
-            None
-        }
+        let h = *self.slots.get(self.next).filter(|_| self.class == c)?;
+        self.next += 1;
+        Some(h)
     }
 
-    /// Whether it holds no slot.
+    /// Whether it holds no unused slot.
     pub(crate) fn is_empty(&self) -> bool {
-        self.slots.is_empty()
+        self.next == self.slots.len()
+    }
+
+    /// Slots handed out in this region so far. They are exactly
+    /// `slots[..handed_out_count()]`: the unused rest of an ended batch is
+    /// cut off when it goes back to the cache.
+    #[inline]
+    pub(crate) fn handed_out_count(&self) -> usize {
+        self.next
+    }
+
+    /// The slots handed out from the `from`-th one on: (class, header address).
+    pub(crate) fn handed_out_from(&self, from: usize) -> impl Iterator<Item = (usize, u64)> + '_ {
+        let mut lo = 0;
+        let runs = self.runs.iter().copied().chain(std::iter::once((self.class, self.next)));
+        runs.flat_map(move |(c, end)| {
+            let r = lo.max(from).min(end)..end;
+            lo = end;
+            self.slots[r].iter().map(move |&h| (c, h))
+        })
+    }
+
+    /// Every slot handed out in this region: (class, header address).
+    pub(crate) fn handed_out(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
+        self.handed_out_from(0)
+    }
+
+    /// Forgets everything (the region ended; its unused slots went back).
+    pub(crate) fn reset(&mut self) {
+        debug_assert!(self.is_empty(), "unused slots must go back to the cache first");
+        self.slots.clear();
+        self.runs.clear();
+        (self.class, self.start, self.next) = (0, 0, 0);
     }
 }
 
@@ -124,12 +174,12 @@ impl CacheCell {
         out.extend(bin.drain(n..));
     }
 
-    /// Caches every slot of `hdrs` (class `c`), leaving it empty; returns
-    /// slots to give back if the bin overflows.
-    pub(crate) fn put_from(&self, c: usize, hdrs: &mut Vec<u64>) -> Option<Vec<u64>> {
+    /// Caches every slot of `hdrs` (class `c`); returns slots to give back
+    /// if the bin overflows.
+    pub(crate) fn put_from(&self, c: usize, hdrs: &[u64]) -> Option<Vec<u64>> {
         let mut bins = self.bins.lock();
         let bin = &mut bins[c];
-        bin.append(hdrs);
+        bin.extend_from_slice(hdrs);
         (bin.len() > 2 * BATCH).then(|| bin.split_off(BATCH))
     }
 
@@ -146,5 +196,50 @@ impl CacheCell {
             }
         }
         spill
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Magazine;
+
+    /// A batch as `Heap::refill` starts one (after `Heap::close_batch`).
+    fn start(m: &mut Magazine, class: usize, slots: &[u64]) {
+        m.class = class;
+        m.slots.extend_from_slice(slots);
+    }
+
+    /// What `Heap::close_batch` does, without a cache: cut the unused rest.
+    fn close(m: &mut Magazine) -> Vec<u64> {
+        let unused = m.slots.split_off(m.next);
+        if m.next > m.start {
+            m.runs.push((m.class, m.next));
+        }
+        m.start = m.next;
+        unused
+    }
+
+    #[test]
+    fn records_exactly_the_handed_out_slots_across_batches() {
+        let mut m = Magazine::default();
+        assert!(m.is_empty() && m.handed_out().next().is_none());
+        start(&mut m, 0, &[10, 11, 12]);
+        assert_eq!(m.pop(1), None, "another class");
+        assert_eq!((m.pop(0), m.pop(0)), (Some(10), Some(11)));
+        assert_eq!(close(&mut m), vec![12]);
+        start(&mut m, 2, &[20, 21]);
+        assert_eq!(close(&mut m), vec![20, 21], "a batch closed untouched records nothing");
+        start(&mut m, 3, &[30, 31]);
+        assert_eq!(m.pop(3), Some(30));
+        let all: Vec<_> = m.handed_out().collect();
+        assert_eq!(all, vec![(0, 10), (0, 11), (3, 30)]);
+        assert_eq!(m.handed_out_count(), 3);
+        assert_eq!(m.handed_out_from(1).collect::<Vec<_>>(), vec![(0, 11), (3, 30)]);
+        assert_eq!(m.handed_out_from(3).count(), 0);
+        assert_eq!(m.pop(3), Some(31));
+        assert_eq!(m.pop(3), None, "batch used up");
+        assert!(close(&mut m).is_empty());
+        m.reset();
+        assert!(m.is_empty() && m.handed_out_count() == 0 && m.handed_out().next().is_none());
     }
 }

@@ -421,23 +421,18 @@ impl Heap {
     }
 
     /// [`Heap::alloc`] for a region: small slots come from `mag`, refilled
-    /// from `cell` a batch at a time (one cache lock per batch). `head`:
-    /// the type id, flags and count of the header to write (the tag is added).
+    /// from `cell` a batch at a time (one cache lock per batch), and `mag`
+    /// records them as handed out. `head`: the type id, flags and count of
+    /// the header to write (the tag is added). Large and huge objects are
+    /// not recorded in `mag` (the caller records their `Loc`).
+    #[inline]
     pub fn alloc_batched(&self, space: &Space, cell: &CacheCell, mag: &mut Magazine, payload: u64, head: ObjHeader) -> Result<(u64, Loc)> {
         let ObjHeader { type_id, flags, count } = head;
         let need = payload.checked_add(OBJ_HEADER).ok_or_else(|| Error::invalid("allocation size overflows"))?;
         let Some(c) = class_for(need) else { return self.alloc(space, cell, payload, type_id, flags, count) };
         let hdr = match mag.pop(c) {
             Some(h) => h,
-            None => {
-                self.return_magazine(space, cell, mag);
-                mag.class = c;
-                cell.take_batch(c, &mut mag.slots);
-                if mag.slots.is_empty() {
-                    mag.slots = self.take_from_class(space, c, BATCH)?;
-                }
-                mag.slots.pop().ok_or_else(|| Error::corrupt("refill returned nothing"))?
-            }
+            None => self.refill(space, cell, mag, c)?,
         };
         let off = hdr - space.base();
         let g = (off - HEAP_OFF) / SPAN_SIZE;
@@ -446,13 +441,41 @@ impl Heap {
         Ok((hdr + OBJ_HEADER, loc))
     }
 
-    /// Puts the slots of `mag` back into `cell` (the region ends).
-    pub fn return_magazine(&self, space: &Space, cell: &CacheCell, mag: &mut Magazine) {
+    /// Ends `mag`'s batch and starts one of class `c`; hands out its first slot.
+    #[cold]
+    fn refill(&self, space: &Space, cell: &CacheCell, mag: &mut Magazine, c: usize) -> Result<u64> {
+        self.close_batch(space, cell, mag);
+        mag.class = c;
+        cell.take_batch(c, &mut mag.slots);
         if mag.is_empty() {
-            return;
+            let got = self.take_from_class(space, c, BATCH)?;
+            mag.slots.extend(got);
         }
-        if let Some(spill) = cell.put_from(mag.class, &mut mag.slots) {
-            self.give_back(space, mag.class, spill);
+        mag.pop(c).ok_or_else(|| Error::corrupt("refill returned nothing"))
+    }
+
+    /// Ends `mag`'s current batch: its unused slots go back into `cell`,
+    /// its handed-out ones stay recorded (the region ends, or it refills).
+    pub fn close_batch(&self, space: &Space, cell: &CacheCell, mag: &mut Magazine) {
+        if !mag.is_empty() {
+            if let Some(spill) = cell.put_from(mag.class, &mag.slots[mag.next..]) {
+                self.give_back(space, mag.class, spill);
+            }
+            mag.slots.truncate(mag.next);
+        }
+        if mag.next > mag.start {
+            mag.runs.push((mag.class, mag.next));
+        }
+        mag.start = mag.next;
+    }
+
+    /// Rollback: every slot `mag` handed out goes back into `cell` (under
+    /// one lock), as do its unused ones. `mag` still lists them (the region
+    /// unmarks its bookkeeping by it) until `Magazine::reset`.
+    pub fn free_magazine(&self, space: &Space, cell: &CacheCell, mag: &mut Magazine) {
+        self.close_batch(space, cell, mag);
+        for (c, spill) in cell.push_many(mag.handed_out()) {
+            self.give_back(space, c, spill);
         }
     }
 

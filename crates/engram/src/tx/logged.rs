@@ -7,7 +7,9 @@
 //! 32 KiB pages (one per 2 MiB of pool), found by index in a table.
 //!
 //! The same bits cover the objects the region allocated (they need no
-//! undo: a rollback frees them), so allocation inserts into no hash set.
+//! undo: a rollback frees them), marked lazily: an allocation marks
+//! nothing; the region's first log of a range not yet covered marks the
+//! objects allocated since (`Tx::log_new_range`), then asks again.
 //!
 //! Invariants: a bit is set only for a word that lies entirely inside a
 //! range the region logged or an object it allocated, so `covered` may answer "no" for bytes that are
@@ -71,9 +73,32 @@ impl LoggedWords {
         for_each_mask(first, end, |page, word, mask| matches!(self.pages.get(page), Some(Some(p)) if p[word] & mask == mask))
     }
 
+    /// The bitmap word and mask for word indices `[first, end)` when they
+    /// share one bitmap `u64` in an existing page (the common case: one
+    /// small object or range), else None.
+    #[inline]
+    fn one_word(&mut self, first: u64, end: u64) -> Option<(&mut u64, u64)> {
+        if first >= end || first / 64 != (end - 1) / 64 {
+            return None;
+        }
+        let mask = (u64::MAX >> (63 - (end - 1 - first))) << (first & 63);
+        let page = self.pages.get_mut((first / PAGE_BITS) as usize)?.as_mut()?;
+        Some((&mut page[((first % PAGE_BITS) / 64) as usize], mask))
+    }
+
     /// Marks the words that lie entirely inside `[off, off+len)`.
+    #[inline]
     pub fn mark(&mut self, off: u64, len: u64) {
         let (first, end) = (off.div_ceil(8), (off + len) / 8);
+        if let Some((w, mask)) = self.one_word(first, end) {
+            *w |= mask;
+            return;
+        }
+        self.mark_slow(first, end);
+    }
+
+    #[cold]
+    fn mark_slow(&mut self, first: u64, end: u64) {
         let (pages, allocated) = (&mut self.pages, &mut self.allocated);
         for_each_mask(first, end, |page, word, mask| {
             if pages.len() <= page {
@@ -89,8 +114,13 @@ impl LoggedWords {
     }
 
     /// Unmarks what `mark(off, len)` marked.
+    #[inline]
     pub fn unmark(&mut self, off: u64, len: u64) {
         let (first, end) = (off.div_ceil(8), (off + len) / 8);
+        if let Some((w, mask)) = self.one_word(first, end) {
+            *w &= !mask;
+            return;
+        }
         let pages = &mut self.pages;
         for_each_mask(first, end, |page, word, mask| {
             if let Some(Some(p)) = pages.get_mut(page) {

@@ -97,18 +97,25 @@ struct TxState {
 struct RegionSets {
     /// Ranges (pool offset, len) logged in this region, in log order.
     logged: Vec<(u64, u32)>,
-    /// The words of `logged` and `fresh`: what the region may change
-    /// without logging, for an O(1) "already logged?" check.
+    /// The words of `logged`, and of the region's new objects up to
+    /// `marked`: what the region may change without logging, for an O(1)
+    /// "already logged?" check.
     words: logged::LoggedWords,
+    /// How many of the region's new objects (small, large) are marked in
+    /// `words`. Marked lazily, in `log_new_range`: an allocation marks
+    /// nothing; a range that is not covered first marks the objects
+    /// allocated since, then asks again (O(1) per object in all).
+    marked: (usize, usize),
     /// Ranges (pool offset, len) to flush at commit.
     dirty: Vec<(u64, u64)>,
-    /// Objects allocated in this region: (payload pool offset, bytes marked
-    /// in `words`). Pushed, never hashed: the allocation fast path.
-    fresh: Vec<(u64, u64)>,
-    allocated: Vec<Loc>,
-    /// Free slots taken from the thread's cache a batch at a time; given
-    /// back when the region ends (`Drop`), so empty between regions.
+    /// The small objects allocated in this region: the slots its magazine
+    /// handed out (one index increment per allocation, no per-object
+    /// entry). Free slots come from the thread's cache a batch at a time;
+    /// unused ones go back when the region ends (`Drop`).
     mag: crate::alloc::cache::Magazine,
+    /// Large and huge objects allocated in this region (rare): payload pool
+    /// offset, bytes to mark in `words`, and where the object lives.
+    large: Vec<(u64, u64, Loc)>,
     frees: Vec<Loc>,
     /// The first payload word of each object in `frees`, to refuse a
     /// double free: one bit per word, like `words` (no hashing per free).
@@ -123,21 +130,60 @@ impl RegionSets {
     /// Empties the sets; keeps their memory unless it grew very large.
     /// Clearing costs what the region marked, not what the sets hold, so
     /// one big region does not tax every small one after it.
-    fn recycle(&mut self) {
+    /// The magazine's unused slots must be back in the cache.
+    fn recycle(&mut self, base: u64) {
         let logged = self.logged.iter().map(|&(off, len)| (off, len as u64));
-        self.words.clear(logged.chain(self.fresh.iter().copied()));
+        let (small, large) = self.marked;
+        let marked = self.mag.handed_out().take(small).map(|(c, hdr)| fresh_small(base, c, hdr));
+        let marked_large = self.large[..large].iter().map(|&(off, len, _)| (off, len));
+        self.words.clear(logged.chain(marked.map(|(off, len, _)| (off, len))).chain(marked_large));
+        self.marked = (0, 0);
         self.logged.clear();
-        self.fresh.clear();
+        self.mag.reset();
+        self.large.clear();
         self.freed.clear(self.freed_order.iter().map(|&off| (off, 8)));
         self.dirty.clear();
-        self.allocated.clear();
         self.frees.clear();
         self.freed_order.clear();
         self.locks.clear();
     }
 }
 
+/// A small object the region allocated (header at absolute `hdr`, class
+/// `c`): (payload pool offset, its capacity, slot size). Its whole payload
+/// capacity is what `mark_fresh` marks.
+#[inline]
+fn fresh_small(base: u64, c: usize, hdr: u64) -> (u64, u64, u64) {
+    let slot = crate::alloc::classes::slot_size(c);
+    (hdr - base + OBJ_HEADER, slot - OBJ_HEADER, slot)
+}
+
 impl RegionSets {
+    /// Whether some object the region allocated is not yet marked in `words`.
+    #[inline]
+    fn unmarked_fresh(&self) -> bool {
+        self.marked != (self.mag.handed_out_count(), self.large.len())
+    }
+
+    /// Marks the objects allocated since the last call as "logged" in
+    /// `words`: the lazy half of the allocation fast path. A small object's
+    /// whole capacity is marked (its payload size is not recorded), so its
+    /// whole slot joins the commit flush, as stores anywhere in it may now
+    /// skip the log.
+    #[cold]
+    fn mark_fresh(&mut self, base: u64) {
+        let (small, large) = self.marked;
+        for (c, hdr) in self.mag.handed_out_from(small) {
+            let (off, cap, slot) = fresh_small(base, c, hdr);
+            self.words.mark(off, cap);
+            mark_dirty(&mut self.dirty, off - OBJ_HEADER, slot);
+        }
+        for &(off, len, _) in &self.large[large..] {
+            self.words.mark(off, len);
+        }
+        self.marked = (self.mag.handed_out_count(), self.large.len());
+    }
+
     /// Whether the region frees the object whose payload is at pool
     /// address `p` (exactly: only a freed payload's first word is marked,
     /// and payloads are 16-aligned).
@@ -153,13 +199,17 @@ thread_local! {
 }
 
 /// Records `[off, off+len)` for the commit flush, merged with the previous
-/// range when they touch the same or adjacent cache lines (objects from one
-/// span are usually allocated in address order), so no line is flushed twice.
+/// range when they touch the same or adjacent cache lines, on either side
+/// (objects from one span are usually allocated in address order, up or
+/// down), so no line is flushed twice. A merged range may take in the rest
+/// of a line it already touches: flushing a clean line is harmless.
+#[inline]
 fn mark_dirty(dirty: &mut Vec<(u64, u64)>, off: u64, len: u64) {
     if let Some(last) = dirty.last_mut() {
-        let end = last.0 + last.1;
-        if off >= last.0 && off <= end.next_multiple_of(64) {
-            last.1 = last.1.max(off + len - last.0);
+        let (start, end) = (last.0, last.0 + last.1);
+        if off <= end.next_multiple_of(64) && off + len >= start / 64 * 64 {
+            let (s, e) = (start.min(off), end.max(off + len));
+            *last = (s, e - s);
             return;
         }
     }
@@ -264,7 +314,8 @@ impl<'p> Tx<'p> {
         let st = self.st.borrow();
         let freed = |v: u64| st.sets.is_freed(self.pool.space.base(), v);
         let c = crate::pointers::FieldCheck { space, types: &self.pool.types, freed: &freed };
-        for &(off, _) in &st.sets.fresh {
+        let small = st.sets.mag.handed_out().map(|(_, hdr)| hdr - space.base() + OBJ_HEADER);
+        for off in small.chain(st.sets.large.iter().map(|&(off, _, _)| off)) {
             let p = space.base() + off;
             if !st.sets.is_freed(space.base(), p) {
                 c.object(p, 0, u64::MAX)?;
@@ -312,12 +363,14 @@ impl<'p> Tx<'p> {
         let cache = st.cache.get_or_insert_with(|| self.pool.heap.cache());
         let (addr, loc) = self.pool.heap.alloc_batched(space, cache, &mut st.sets.mag, payload, ObjHeader { type_id, flags, count })?;
         self.spans.learn(loc);
-        // No undo is needed for the new object: its words count as logged.
-        let marked = payload.next_multiple_of(8).min(loc.capacity());
-        st.sets.words.mark(addr - space.base(), marked);
-        st.sets.fresh.push((addr - space.base(), marked));
-        st.sets.allocated.push(loc);
-        mark_dirty(&mut st.sets.dirty, addr - OBJ_HEADER - space.base(), payload + OBJ_HEADER);
+        let off = addr - space.base();
+        // No undo is needed for the new object (a rollback frees it): its
+        // words count as logged, marked lazily (`mark_fresh`). The magazine
+        // recorded a small one; a large one is recorded here.
+        if !matches!(loc, Loc::Small { .. }) {
+            st.sets.large.push((off, payload.next_multiple_of(8).min(loc.capacity()), loc));
+        }
+        mark_dirty(&mut st.sets.dirty, off - OBJ_HEADER, payload + OBJ_HEADER);
         Ok(addr)
     }
 
@@ -517,6 +570,13 @@ impl<'p> Tx<'p> {
         let space = &self.pool.space;
         let off = addr.wrapping_sub(space.base());
         let mut st = self.st.borrow_mut();
+        if st.sets.unmarked_fresh() {
+            // The region's new objects need no undo: mark them now, once.
+            st.sets.mark_fresh(space.base());
+            if st.sets.words.covered(off, len) {
+                return Ok(());
+            }
+        }
         let object = if addr >= space.base() + HEAP_OFF && space.contains(addr, len) {
             self.locate_containing(addr).filter(|&(p, loc)| addr >= p && addr + len <= p + loc.capacity())
         } else {
@@ -530,7 +590,7 @@ impl<'p> Tx<'p> {
             return Err(Error::ReadOnly);
         }
         // (Objects allocated by this region need no undo, a rollback frees
-        // them: their words are marked in `words` when allocated.)
+        // them: their words are in `words` since `mark_fresh`.)
         let st = &mut *st;
         st.log.append(space, self, off, len as u32)?;
         st.sets.logged.push((off, len as u32));
@@ -617,9 +677,12 @@ impl<'p> Tx<'p> {
         if entries > 0 {
             crate::log::undo_slot(space, slot, &|a| a)?;
         }
-        let st = self.st.borrow();
+        let mut st = self.st.borrow_mut();
+        let st = &mut *st;
         let Some(cache) = &st.cache else { return Ok(()) };
-        self.pool.heap.free_many(space, cache, &st.sets.allocated)
+        self.pool.heap.free_magazine(space, cache, &mut st.sets.mag);
+        let large: Vec<Loc> = st.sets.large.iter().map(|&(_, _, loc)| loc).collect();
+        self.pool.heap.free_many(space, cache, &large)
     }
 }
 
@@ -639,13 +702,13 @@ impl Drop for Tx<'_> {
             self.pool.locks.release(key);
         }
         if let Some(cache) = &st.cache {
-            self.pool.heap.return_magazine(&self.pool.space, cache, &mut st.sets.mag);
+            self.pool.heap.close_batch(&self.pool.space, cache, &mut st.sets.mag);
         }
         self.pool.put_slot(st.slot);
         // SAFETY: `sets` is taken once, here, and `st` is not used again
         // (`drop` runs once; a `ManuallyDrop` field is not dropped after it).
         let mut sets = unsafe { std::mem::ManuallyDrop::take(&mut st.sets) };
-        sets.recycle();
+        sets.recycle(self.pool.space.base());
         // try_with: a region may end while its thread's locals are torn down.
         let _ = SPARE_SETS.try_with(|s| s.set(Some(sets)));
     }

@@ -1,0 +1,176 @@
+//! A region's allocation record (issue 13): what a region allocated is the
+//! run of slots its magazine handed out (no per-object entry), and the new
+//! objects' words are marked "logged" lazily, on the region's first log of
+//! a range not yet covered. These tests pin the behaviour that must not
+//! change: a rollback frees exactly what the region allocated (across
+//! batches and size classes, and large objects), stores into new objects
+//! need no undo but are durable at commit, and no mark outlives its region
+//! (a later region's store to the same words is logged and undone).
+//! Crash behaviour is covered by the crash explorer's region workloads.
+
+mod common;
+use common::TempPool;
+use engram::{CreateOptions, Durability, Error, OpenOptions, PArray, PPtr, Persistent, Pool};
+
+#[derive(Clone, Copy, Debug, PartialEq, Persistent)]
+struct Small {
+    a: u64,
+    b: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Persistent)]
+struct Wide {
+    w: [u64; 12],
+}
+
+fn create(t: &TempPool) -> Pool {
+    Pool::create(&t.0, CreateOptions::new("test").durability(Durability::Process)).unwrap()
+}
+
+fn open(t: &TempPool) -> Pool {
+    Pool::open(&t.0, OpenOptions::new("test").durability(Durability::Process)).unwrap()
+}
+
+fn live(pool: &Pool) -> u64 {
+    pool.info().live_objects
+}
+
+#[test]
+fn rollback_frees_every_batch_and_class() {
+    let t = TempPool::new("ra-rollback");
+    let pool = create(&t);
+    let before = live(&pool);
+    // Interleaved classes end a batch at every switch; 1000 objects of one
+    // class span many batches; a large array is recorded apart.
+    let r: Result<(), Error> = pool.txn(|tx| {
+        for i in 0..300u64 {
+            tx.alloc(Small { a: i, b: i })?;
+            if i % 3 == 0 {
+                tx.alloc(Wide { w: [i; 12] })?;
+            }
+        }
+        for i in 0..1000u64 {
+            tx.alloc(Small { a: i, b: 0 })?;
+        }
+        tx.alloc_array::<u64>(100_000)?;
+        Err(Error::Aborted)
+    });
+    assert!(r.is_err());
+    assert_eq!(live(&pool), before, "a rolled-back region leaves nothing allocated");
+    // The slots are usable again, and a committed region keeps what it made.
+    pool.txn(|tx| {
+        let mut head = PPtr::<Small>::null();
+        for i in 0..500u64 {
+            let _ = tx.alloc(Wide { w: [i; 12] })?;
+            head = tx.alloc(Small { a: i, b: head.addr() })?;
+        }
+        tx.set_root("head", head)
+    })
+    .unwrap();
+    assert_eq!(live(&pool), before + 1000);
+    pool.close().unwrap();
+}
+
+#[test]
+fn stores_into_new_objects_need_no_undo_and_are_durable() {
+    let t = TempPool::new("ra-fresh");
+    let pool = create(&t);
+    pool.txn(|tx| {
+        let old = tx.alloc(Small { a: 1, b: 2 })?;
+        tx.set_root("old", old)
+    })
+    .unwrap();
+    pool.txn(|tx| {
+        let a = tx.alloc(Small { a: 0, b: 0 })?;
+        // a logged store to an old object first: marks the new objects
+        let old = tx.root::<Small>("old")?.unwrap();
+        tx.write(old, Small { a: 10, b: 20 })?;
+        let arr: PArray<u64> = tx.alloc_array(5)?;
+        // stores through raw pointers after `log_range`, as front ends do,
+        // into objects allocated before and after the first log
+        tx.log_range(a.addr(), 16)?;
+        // SAFETY: `a` is a live 16-byte object of this region, logged above.
+        unsafe { std::ptr::write(a.addr() as *mut Small, Small { a: 7, b: 8 }) };
+        tx.log_range(arr.addr() + 8, 8)?;
+        // SAFETY: element 1 of the 5-element array, logged above.
+        unsafe { std::ptr::write((arr.addr() + 8) as *mut u64, 99) };
+        tx.set_root("a", a)?;
+        tx.set_root_array("arr", arr)
+    })
+    .unwrap();
+    pool.close().unwrap();
+    let pool = open(&t);
+    pool.txn(|tx| {
+        assert_eq!(tx.read(tx.root::<Small>("a")?.unwrap())?, Small { a: 7, b: 8 });
+        assert_eq!(tx.read(tx.root::<Small>("old")?.unwrap())?, Small { a: 10, b: 20 });
+        assert_eq!(tx.get(tx.root_array::<u64>("arr")?.unwrap(), 1)?, 99);
+        Ok::<_, Error>(())
+    })
+    .unwrap();
+    pool.close().unwrap();
+}
+
+/// A region that marked its new objects (committed or rolled back) leaves
+/// no mark behind: the next region's store to the same words is logged,
+/// so its rollback restores them.
+#[test]
+fn no_mark_outlives_its_region() {
+    let t = TempPool::new("ra-marks");
+    let pool = create(&t);
+    let keep = pool
+        .txn(|tx| {
+            let keep = tx.alloc(Small { a: 1, b: 1 })?;
+            let old = tx.alloc(Small { a: 0, b: 0 })?;
+            tx.write(old, Small { a: 5, b: 5 })?; // first log: marks `keep`
+            tx.set_root("keep", keep)?;
+            Ok::<_, Error>(keep)
+        })
+        .unwrap();
+    let r: Result<(), Error> = pool.txn(|tx| {
+        tx.write(keep, Small { a: 2, b: 2 })?;
+        Err(Error::Aborted)
+    });
+    assert!(r.is_err());
+    pool.txn(|tx| {
+        assert_eq!(tx.read(keep)?, Small { a: 1, b: 1 });
+        Ok::<_, Error>(())
+    })
+    .unwrap();
+    // The same after a rolled-back region that marked: its slots are
+    // handed out again (the thread cache is LIFO) to a committed object.
+    let r: Result<(), Error> = pool.txn(|tx| {
+        let old = tx.root::<Small>("keep")?.unwrap();
+        for i in 0..40u64 {
+            tx.alloc(Small { a: i, b: i })?;
+        }
+        tx.write(old, Small { a: 3, b: 3 })?;
+        Err(Error::Aborted)
+    });
+    assert!(r.is_err());
+    let again = pool
+        .txn(|tx| {
+            let mut all = Vec::new();
+            for i in 0..40u64 {
+                all.push(tx.alloc(Small { a: i, b: 100 + i })?);
+            }
+            tx.set_root("again", all[39])?;
+            Ok::<_, Error>(all)
+        })
+        .unwrap();
+    let r: Result<(), Error> = pool.txn(|tx| {
+        for &p in &again {
+            tx.write(p, Small { a: 0, b: 0 })?;
+        }
+        Err(Error::Aborted)
+    });
+    assert!(r.is_err());
+    pool.txn(|tx| {
+        for (i, &p) in again.iter().enumerate() {
+            assert_eq!(tx.read(p)?, Small { a: i as u64, b: 100 + i as u64 });
+        }
+        assert_eq!(tx.read(keep)?, Small { a: 1, b: 1 });
+        Ok::<_, Error>(())
+    })
+    .unwrap();
+    pool.close().unwrap();
+}
