@@ -26,6 +26,18 @@ final class Charts {
     private Charts() {
     }
 
+    /**
+     * Redraws the plots and {@code results.md} of {@code DIR} from its
+     * {@code results.csv} (a run cut short writes the CSV after every store
+     * and thread count, the plots only at its end). Usage: {@code Charts DIR TITLE}.
+     */
+    public static void main(String[] args) throws IOException {
+        Path dir = Path.of(args[0]);
+        List<String> rows = java.nio.file.Files.readAllLines(dir.resolve("results.csv"));
+        write(dir, rows);
+        markdown(dir, rows, args[1]);
+    }
+
     static final Color[] COLORS = {new Color(0x4C72B0), new Color(0xDD8452), new Color(0x55A868), new Color(0xC44E52)};
 
     static void write(Path dir, List<String> rows) throws IOException {

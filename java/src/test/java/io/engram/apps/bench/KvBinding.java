@@ -21,26 +21,49 @@ import java.util.Vector;
 /**
  * The YCSB binding for the memcached-protocol server (as YCSB's own
  * memcached binding: a record's fields are encoded into one value, an
- * update overwrites the record with the fields it carries). One
- * spymemcached client per YCSB thread; property {@code kv.server=host:port}.
+ * update overwrites the record with the fields it carries). One client per
+ * YCSB thread; property {@code kv.server=host:port}. Property
+ * {@code kv.client}: {@code direct} (default) is {@link TextClient}, a
+ * blocking socket the YCSB thread reads and writes itself; {@code spy} is
+ * spymemcached 2.12.3 (YCSB's own memcached binding's library), whose
+ * per-request hand-off to its I/O thread made it the benchmark's bottleneck
+ * (docs/bench/java.md, "Why the harness was slow").
  */
 public class KvBinding extends DB {
     private MemcachedClient mc;
+    private TextClient tc;
 
     @Override
     public void init() throws DBException {
+        String server = getProperties().getProperty("kv.server", "127.0.0.1:11211");
+        String client = getProperties().getProperty("kv.client", "direct");
         try {
+            if (client.equals("direct")) {
+                tc = TextClient.connect(server);
+                return;
+            }
+            if (!client.equals("spy")) {
+                throw new DBException("kv.client must be direct or spy, not " + client);
+            }
             mc = new MemcachedClient(new ConnectionFactoryBuilder()
                     .setProtocol(ConnectionFactoryBuilder.Protocol.TEXT).setOpTimeout(120_000).build(),
-                    AddrUtil.getAddresses(getProperties().getProperty("kv.server", "127.0.0.1:11211")));
+                    AddrUtil.getAddresses(server));
         } catch (IOException e) {
             throw new DBException(e);
         }
     }
 
     @Override
-    public void cleanup() {
-        mc.shutdown();
+    public void cleanup() throws DBException {
+        try {
+            if (tc != null) {
+                tc.close();
+            } else if (mc != null) {
+                mc.shutdown();
+            }
+        } catch (IOException e) {
+            throw new DBException(e);
+        }
     }
 
     static byte[] encode(Map<String, ByteIterator> values) {
@@ -76,7 +99,7 @@ public class KvBinding extends DB {
     @Override
     public Status read(String table, String key, Set<String> fields, Map<String, ByteIterator> result) {
         try {
-            Object v = mc.get(key);
+            Object v = tc != null ? tc.get(key) : mc.get(key);
             if (v == null) {
                 return Status.NOT_FOUND;
             }
@@ -95,7 +118,8 @@ public class KvBinding extends DB {
 
     private Status store(String key, Map<String, ByteIterator> values) {
         try {
-            return mc.set(key, 0, encode(values)).get() ? Status.OK : Status.ERROR;
+            boolean ok = tc != null ? tc.set(key, encode(values)) : mc.set(key, 0, encode(values)).get();
+            return ok ? Status.OK : Status.ERROR;
         } catch (Exception e) {
             return Status.ERROR;
         }
@@ -114,7 +138,8 @@ public class KvBinding extends DB {
     @Override
     public Status delete(String table, String key) {
         try {
-            return mc.delete(key).get() ? Status.OK : Status.NOT_FOUND;
+            boolean gone = tc != null ? tc.delete(key) : mc.delete(key).get();
+            return gone ? Status.OK : Status.NOT_FOUND;
         } catch (Exception e) {
             return Status.ERROR;
         }

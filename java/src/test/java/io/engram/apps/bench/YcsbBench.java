@@ -24,11 +24,14 @@ import java.util.concurrent.TimeUnit;
  *
  * <p>Usage: {@code YcsbBench OUTDIR RECORDS OPS THREADS(1,2) STORES(off,h2,engram) [engram-durability]};
  * {@code -Dengram.bench.dir=DIR} puts the store files in DIR (default OUTDIR),
- * e.g. /dev/shm for the pmem setup.
+ * e.g. /dev/shm for the pmem setup; {@code -Dengram.bench.client=direct|spy} the
+ * binding's client ({@link KvBinding}, default direct).
  */
 public final class YcsbBench {
     private YcsbBench() {
     }
+
+    static final String CLIENT = System.getProperty("engram.bench.client", "direct");
 
     static final Map<String, String> WORKLOADS = new LinkedHashMap<>();
 
@@ -86,7 +89,7 @@ public final class YcsbBench {
         List<String> cmd = new ArrayList<>(List.of(java(), "-cp", System.getProperty("java.class.path"),
                 "site.ycsb.Client", load ? "-load" : "-t", "-db", KvBinding.class.getName(),
                 "-threads", String.valueOf(threads), "-p", "workload=site.ycsb.workloads.CoreWorkload",
-                "-p", "kv.server=127.0.0.1:" + port, "-p", "recordcount=" + records,
+                "-p", "kv.server=127.0.0.1:" + port, "-p", "kv.client=" + CLIENT, "-p", "recordcount=" + records,
                 "-p", "operationcount=" + (load ? records : ops), "-p", "fieldcount=10", "-p", "fieldlength=100"));
         for (String kv : WORKLOADS.get(workload).split(" ")) {
             cmd.add("-p");
