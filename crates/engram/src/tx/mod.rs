@@ -312,6 +312,7 @@ impl<'p> Tx<'p> {
         st.sets.fresh.push((addr - space.base(), marked));
         st.sets.allocated.push(loc);
         mark_dirty(&mut st.sets.dirty, addr - OBJ_HEADER - space.base(), payload + OBJ_HEADER);
+        self.pool.deferred.card(addr - OBJ_HEADER - space.base(), payload + OBJ_HEADER);
         Ok(addr)
     }
 
@@ -530,6 +531,7 @@ impl<'p> Tx<'p> {
         st.sets.logged.push((off, len as u32));
         st.sets.words.mark(off, len);
         mark_dirty(&mut st.sets.dirty, off, len);
+        self.pool.deferred.card(off, len);
         Ok(())
     }
 
