@@ -574,7 +574,7 @@ pub unsafe extern "C" fn engram_collect(pool: engram_pool, stats: *mut engram_ma
 /// tracks soft-dirty bits), in the background while the program runs.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
-pub struct engram_recovery_gc_status {
+pub struct engram_recovery_gc_report {
     /// 0 not needed (clean open), 1 collected in open, 2 pending in the
     /// background, 3 finished, 4 stopped by close (the next open recovers
     /// again), 5 failed (`error_code`; the next open recovers again).
@@ -599,7 +599,7 @@ pub struct engram_recovery_gc_status {
     pub pause_cpu_ns: u64,
 }
 
-impl From<engram::RecoveryGcStatus> for engram_recovery_gc_status {
+impl From<engram::RecoveryGcStatus> for engram_recovery_gc_report {
     fn from(s: engram::RecoveryGcStatus) -> Self {
         use engram::RecoveryGcState as S;
         let state = match s.state {
@@ -611,7 +611,7 @@ impl From<engram::RecoveryGcStatus> for engram_recovery_gc_status {
             S::Failed => 5,
         };
         let ns = |d: Duration| d.as_nanos().min(u64::MAX as u128) as u64;
-        engram_recovery_gc_status {
+        engram_recovery_gc_report {
             state,
             error_code: s.error_code,
             marked: s.marked,
@@ -631,7 +631,7 @@ impl From<engram::RecoveryGcStatus> for engram_recovery_gc_status {
 /// # Safety
 /// `status` is writable.
 #[no_mangle]
-pub unsafe extern "C" fn engram_recovery_gc_status(pool: engram_pool, status: *mut engram_recovery_gc_status) -> engram_status {
+pub unsafe extern "C" fn engram_recovery_gc_status(pool: engram_pool, status: *mut engram_recovery_gc_report) -> engram_status {
     call(|| {
         let s = crate::handles::pool(pool)?.pool.recovery_gc_status();
         // SAFETY: caller's contract.
@@ -646,7 +646,7 @@ pub unsafe extern "C" fn engram_recovery_gc_status(pool: engram_pool, status: *m
 /// # Safety
 /// `status` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn engram_recovery_gc_wait(pool: engram_pool, status: *mut engram_recovery_gc_status) -> engram_status {
+pub unsafe extern "C" fn engram_recovery_gc_wait(pool: engram_pool, status: *mut engram_recovery_gc_report) -> engram_status {
     call(|| {
         let s = crate::handles::pool(pool)?.pool.wait_recovery_gc()?;
         if !status.is_null() {
