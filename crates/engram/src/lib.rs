@@ -94,8 +94,8 @@ pub use gc::MarkStats;
 pub use pmem::Durability;
 pub use pointers::BadField;
 pub use pool::{
-    default_durability, CheckReport, CreateOptions, OpenOptions, OpenReport, Pool, PoolInfo, RecoveryGc, RecoveryGcHook, RecoveryGcState, RecoveryGcStatus,
-    Region,
+    default_durability, CheckReport, CreateOptions, OpenOptions, OpenReport, Pool, PoolInfo, RecoveryGc, RecoveryGcHook, RecoveryGcState,
+    RecoveryGcStatus, Region,
 };
 pub use ptr::{PArray, PPtr};
 pub use tx::{RootEntryInfo, RootInfo, Tx};
