@@ -120,7 +120,10 @@ pub struct RecoveryGcStatus {
 /// says whether the pool is being closed or crashed. A hook that blocks
 /// holds the GC there (and must return once the pool is stopping).
 #[derive(Clone)]
-pub struct RecoveryGcHook(pub Arc<dyn Fn(u64, &dyn Fn() -> bool) + Send + Sync>);
+pub struct RecoveryGcHook(pub Arc<HookFn>);
+
+/// The function of a [`RecoveryGcHook`]: (objects marked, is the pool stopping).
+pub type HookFn = dyn Fn(u64, &dyn Fn() -> bool) + Send + Sync;
 
 // A test hook: options stay usable across `catch_unwind` (as before it).
 impl std::panic::UnwindSafe for RecoveryGcHook {}
