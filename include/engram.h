@@ -503,6 +503,57 @@ typedef struct engram_mark_stats {
 } engram_mark_stats;
 
 /**
+ * Progress of the recovery GC of this open (`engram_recovery_gc_status`).
+ * After a crash the garbage is collected in `engram_pool_open`, or, with
+ * `ENGRAM_RECOVERY_GC=deferred` in the environment (and a kernel that
+ * tracks soft-dirty bits), in the background while the program runs.
+ */
+typedef struct engram_recovery_gc_report {
+  /**
+   * 0 not needed (clean open), 1 collected in open, 2 pending in the
+   * background, 3 finished, 4 stopped by close (the next open recovers
+   * again), 5 failed (`error_code`; the next open recovers again).
+   */
+  uint32_t state;
+  /**
+   * With state 5: the error's status code.
+   */
+  uint32_t error_code;
+  /**
+   * Objects marked by the concurrent phase.
+   */
+  uint64_t marked;
+  /**
+   * Live objects after the sweep.
+   */
+  uint64_t live_objects;
+  /**
+   * Slots and objects the sweep freed.
+   */
+  uint64_t freed;
+  /**
+   * Pool pages written during the concurrent phase.
+   */
+  uint64_t dirty_pages;
+  /**
+   * Pointer fields found pointing at no live object (treated as null).
+   */
+  uint64_t bad_fields;
+  /**
+   * Wall time of the concurrent phase, in nanoseconds.
+   */
+  uint64_t concurrent_ns;
+  /**
+   * Wall time of the final pause (world stopped), in nanoseconds.
+   */
+  uint64_t pause_ns;
+  /**
+   * CPU time of the final pause, in nanoseconds.
+   */
+  uint64_t pause_cpu_ns;
+} engram_recovery_gc_report;
+
+/**
  * A region handle (0 is never valid). Usable only on the thread that began it.
  */
 typedef uint64_t engram_region;
@@ -755,6 +806,23 @@ engram_status engram_persist(engram_pool pool, uint64_t addr, uint64_t len);
  * `stats` is NULL or writable.
  */
 engram_status engram_collect(engram_pool pool, struct engram_mark_stats *stats);
+
+/**
+ * Where the recovery GC of this open stands (never blocks).
+ *
+ * # Safety
+ * `status` is writable.
+ */
+engram_status engram_recovery_gc_status(engram_pool pool, struct engram_recovery_gc_report *status);
+
+/**
+ * Waits until a background recovery GC is no longer pending (BUSY inside
+ * a region of this thread). `status` may be NULL.
+ *
+ * # Safety
+ * `status` is NULL or writable.
+ */
+engram_status engram_recovery_gc_wait(engram_pool pool, struct engram_recovery_gc_report *status);
 
 /**
  * Checks every reachable object and pointer; CORRUPT or BAD_POINTER names

@@ -568,6 +568,95 @@ pub unsafe extern "C" fn engram_collect(pool: engram_pool, stats: *mut engram_ma
     })
 }
 
+/// Progress of the recovery GC of this open (`engram_recovery_gc_status`).
+/// After a crash the garbage is collected in `engram_pool_open`, or, with
+/// `ENGRAM_RECOVERY_GC=deferred` in the environment (and a kernel that
+/// tracks soft-dirty bits), in the background while the program runs.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct engram_recovery_gc_report {
+    /// 0 not needed (clean open), 1 collected in open, 2 pending in the
+    /// background, 3 finished, 4 stopped by close (the next open recovers
+    /// again), 5 failed (`error_code`; the next open recovers again).
+    pub state: u32,
+    /// With state 5: the error's status code.
+    pub error_code: u32,
+    /// Objects marked by the concurrent phase.
+    pub marked: u64,
+    /// Live objects after the sweep.
+    pub live_objects: u64,
+    /// Slots and objects the sweep freed.
+    pub freed: u64,
+    /// Pool pages written during the concurrent phase.
+    pub dirty_pages: u64,
+    /// Pointer fields found pointing at no live object (treated as null).
+    pub bad_fields: u64,
+    /// Wall time of the concurrent phase, in nanoseconds.
+    pub concurrent_ns: u64,
+    /// Wall time of the final pause (world stopped), in nanoseconds.
+    pub pause_ns: u64,
+    /// CPU time of the final pause, in nanoseconds.
+    pub pause_cpu_ns: u64,
+}
+
+impl From<engram::RecoveryGcStatus> for engram_recovery_gc_report {
+    fn from(s: engram::RecoveryGcStatus) -> Self {
+        use engram::RecoveryGcState as S;
+        let state = match s.state {
+            S::NotNeeded => 0,
+            S::Eager => 1,
+            S::Pending => 2,
+            S::Finished => 3,
+            S::Stopped => 4,
+            S::Failed => 5,
+        };
+        let ns = |d: Duration| d.as_nanos().min(u64::MAX as u128) as u64;
+        engram_recovery_gc_report {
+            state,
+            error_code: s.error_code,
+            marked: s.marked,
+            live_objects: s.live_objects,
+            freed: s.freed,
+            dirty_pages: s.dirty_pages,
+            bad_fields: s.bad_fields,
+            concurrent_ns: ns(s.concurrent),
+            pause_ns: ns(s.pause),
+            pause_cpu_ns: ns(s.pause_cpu),
+        }
+    }
+}
+
+/// Where the recovery GC of this open stands (never blocks).
+///
+/// # Safety
+/// `status` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn engram_recovery_gc_status(pool: engram_pool, status: *mut engram_recovery_gc_report) -> engram_status {
+    call(|| {
+        let s = crate::handles::pool(pool)?.pool.recovery_gc_status();
+        // SAFETY: caller's contract.
+        *unsafe { out(status, "status") }? = s.into();
+        Ok(())
+    })
+}
+
+/// Waits until a background recovery GC is no longer pending (BUSY inside
+/// a region of this thread). `status` may be NULL.
+///
+/// # Safety
+/// `status` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn engram_recovery_gc_wait(pool: engram_pool, status: *mut engram_recovery_gc_report) -> engram_status {
+    call(|| {
+        let s = crate::handles::pool(pool)?.pool.wait_recovery_gc()?;
+        if !status.is_null() {
+            // SAFETY: caller's contract.
+            *unsafe { out(status, "status") }? = s.into();
+        }
+        Ok(())
+    })
+}
+
 /// Checks every reachable object and pointer; CORRUPT or BAD_POINTER names
 /// the first inconsistency. `stats` may be NULL.
 ///

@@ -21,12 +21,13 @@
 //! unmarked large objects are freed (`Heap::sweep`). Online collection runs
 //! only while no region is active (the pool's GC gate).
 
-use crate::alloc::{locate, Marks};
+use crate::alloc::{locate, Loc, Marks};
 use crate::error::Result;
 use crate::format::*;
-use crate::pointers::{object_problem, BadField};
+use crate::pointers::BadField;
 use crate::pool::space::Space;
-use crate::types::TypeTable;
+use crate::types::{TypeDesc, TypeTable};
+use std::sync::Arc;
 
 /// Pointers in `[from[i], from[i] + len)` move to `[to, to + len)`.
 pub(crate) struct Reloc {
@@ -70,25 +71,42 @@ pub(crate) struct MarkResult {
     pub doubts: Vec<String>,
 }
 
-/// Who holds a pointer field: for reports.
+/// An object marked but not yet scanned: its payload address, where it
+/// lives, the pool offset of the field that named it and the payload
+/// address of the object holding that field (0 for a root or a log link).
+/// Its header is validated when it is scanned, so the walk reads each
+/// header once (see "Mark cost" in docs/gc.md).
 #[derive(Clone, Copy)]
-struct Holder<'a> {
-    object: u64,
-    name: &'a str,
-    field: u64,
+struct Grey {
+    v: u64,
+    loc: Loc,
+    at: u64,
+    holder: u64,
 }
+
+/// Objects taken off the stack ahead of their scan, their headers
+/// prefetched meanwhile: the walk is bound by cache misses on headers, and
+/// this keeps several in flight.
+const PREFETCH_AHEAD: usize = 16;
 
 /// The mark walk's state.
 struct Marker<'a> {
     space: &'a Space,
     types: &'a TypeTable,
+    /// The type table as the walk started, indexed by type id - 1.
+    tys: Vec<Option<Arc<TypeDesc>>>,
     reloc: Option<&'a Reloc>,
     marks: Marks,
-    stack: Vec<u64>,
+    stack: Vec<Grey>,
     stats: MarkStats,
     bad: Vec<BadField>,
+    /// Names of the roots and log links, by the pool offset of their word.
+    named: Vec<(u64, String)>,
     /// Some when headers are doubted too (`engram check`).
     doubts: Option<Vec<String>>,
+    /// The deferred GC's concurrent phase: bad fields become suspects.
+    quiet: bool,
+    suspects: Vec<Grey>,
 }
 
 /// Marks from the roots and logs. `progress` is called with the number of
@@ -111,22 +129,22 @@ fn mark_with(
     doubts: Option<Vec<String>>,
     progress: &dyn Fn(u64),
 ) -> Result<MarkResult> {
-    let mut m =
-        Marker { space, types, reloc, marks: Marks::default(), stack: Vec::new(), stats: MarkStats::default(), bad: Vec::new(), doubts };
-    for (i, _, name) in crate::tx::used_root_entries(space)? {
-        let holder = format!("root {name:?}");
-        m.field(ROOTS_OFF + i as u64 * crate::format::ROOT_ENTRY_SIZE, Holder { object: 0, name: &holder, field: 0 })?;
-    }
-    for slot in 0..LOG_SLOTS {
-        let holder = format!("log slot {slot}");
-        m.field(crate::log::chunk_links(slot), Holder { object: 0, name: &holder, field: 0 })?;
-    }
-    while let Some(addr) = m.stack.pop() {
-        m.scan(addr)?;
-        if m.stats.objects % 4096 == 0 {
-            progress(m.stats.objects);
-        }
-    }
+    let mut m = Marker {
+        space,
+        types,
+        tys: types.snapshot(),
+        reloc,
+        marks: Marks::default(),
+        stack: Vec::new(),
+        stats: MarkStats::default(),
+        bad: Vec::new(),
+        named: Vec::new(),
+        doubts,
+        quiet: false,
+        suspects: Vec::new(),
+    };
+    m.grey_roots()?;
+    m.drain(progress, &|| false)?;
     if m.stats.swizzled > 0 {
         space.persist.fence("swizzled pointers before the relocation is finished")?;
     }
@@ -135,84 +153,295 @@ fn mark_with(
     Ok(MarkResult { marks: m.marks, stats: m.stats, bad: m.bad, doubts: m.doubts.unwrap_or_default() })
 }
 
+/// Asks the CPU to start loading the cache line at `addr` (a hint: any
+/// address is allowed, a bad one is ignored).
+#[inline(always)]
+fn prefetch(addr: u64) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: PREFETCHT0 never faults and changes no architectural state,
+    // whatever the address; SSE is in the x86_64 baseline.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(addr as *const i8)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = addr;
+}
+
 impl Marker<'_> {
-    /// Handles the pointer stored at pool offset `off`: marks its target,
-    /// or reports it and treats it as null.
-    fn field(&mut self, off: u64, holder: Holder<'_>) -> Result<()> {
-        let mut v: u64 = self.space.read(off)?;
-        if let Some(r) = self.reloc {
-            let t = r.translate(v);
-            if t != v {
-                self.space.write(off, &t)?;
-                self.space.flush(off, 8);
-                self.stats.swizzled += 1;
-                v = t;
-                crate::failpoint::Failpoint::GcSwizzle.hit();
-            }
+    /// Greys what the named roots and the log slots' chunk links point at.
+    fn grey_roots(&mut self) -> Result<()> {
+        for (i, _, name) in crate::tx::used_root_entries(self.space)? {
+            let at = ROOTS_OFF + i as u64 * crate::format::ROOT_ENTRY_SIZE;
+            self.named.push((at, format!("root {name:?}")));
+            self.field(at, 0)?;
         }
-        if v == 0 {
-            return Ok(());
-        }
-        let problem = match locate(self.space, v) {
-            Some(loc) if self.marks.is_marked(loc) => None,
-            Some(loc) => {
-                // A slot that holds no live object (a dangling pointer's
-                // target) is marked but not scanned: kept out of allocation
-                // until the field is repaired, so the bad field never comes
-                // to alias a new object.
-                self.marks.mark(loc);
-                let p = object_problem(self.space, self.types, v, loc);
-                if p.is_none() {
-                    self.stack.push(v);
-                    self.doubt(v, loc, &holder);
-                }
-                p
-            }
-            None => crate::pointers::problem(self.space, self.types, v),
-        };
-        if let Some(reason) = problem {
-            self.bad.push(BadField {
-                object: holder.object,
-                holder: holder.name.to_string(),
-                field: holder.field,
-                at: off,
-                value: v,
-                reason,
-            });
+        for slot in 0..LOG_SLOTS {
+            let at = crate::log::chunk_links(slot);
+            self.named.push((at, format!("log slot {slot}")));
+            self.field(at, 0)?;
         }
         Ok(())
     }
 
-    /// With header doubts on, records one for the live object `v` if its
-    /// header disagrees with how the engine writes headers.
-    fn doubt(&mut self, v: u64, loc: crate::alloc::Loc, holder: &Holder<'_>) {
-        if let Some(doubts) = self.doubts.as_mut() {
-            if let Some(why) = crate::pointers::header_doubt(self.space, self.types, v, loc) {
-                doubts.push(format!("object {v:#x} (from {} field {}): {why}", holder.name, holder.field));
+    /// Scans grey objects until none is left, a few taken ahead with their
+    /// headers prefetched. Returns false if `stop` (asked every 4096
+    /// objects) said to stop first.
+    fn drain(&mut self, progress: &dyn Fn(u64), stop: &dyn Fn() -> bool) -> Result<bool> {
+        let mut ahead = std::collections::VecDeque::with_capacity(PREFETCH_AHEAD);
+        let mut n = 0u64;
+        loop {
+            while ahead.len() < PREFETCH_AHEAD {
+                let Some(g) = self.stack.pop() else { break };
+                prefetch(g.v - OBJ_HEADER);
+                ahead.push_back(g);
+            }
+            let Some(g) = ahead.pop_front() else { return Ok(true) };
+            self.scan(g)?;
+            n += 1;
+            if n % 4096 == 0 {
+                progress(self.stats.objects);
+                if stop() {
+                    return Ok(false);
+                }
             }
         }
     }
 
-    /// Counts the (validated, marked) object at `addr` and visits its pointer fields.
-    fn scan(&mut self, addr: u64) -> Result<()> {
-        let space = self.space;
-        let Some(loc) = locate(space, addr) else { return Ok(()) };
-        let h: ObjHeader = space.read(addr - OBJ_HEADER - space.base())?;
-        let Some(ty) = self.types.get(h.type_id) else { return Ok(()) };
-        let count = if h.flags & OBJ_ARRAY != 0 { h.count } else { 1 };
-        let bytes = count.saturating_mul(ty.size).min(loc.capacity());
-        self.stats.objects += 1;
-        self.stats.bytes += bytes;
-        if ty.ptrs.is_empty() || count.checked_mul(ty.size).is_none_or(|b| b > loc.capacity()) {
+    /// Handles the pointer stored at pool offset `at` of the object at
+    /// `holder` (0: a root or log link): marks its target and greys it, or
+    /// reports it and treats it as null. A slot that holds no live object
+    /// (a dangling pointer's target) is marked too but, found bad when it
+    /// is scanned, never scanned: kept out of allocation until the field
+    /// is repaired, so the bad field never comes to alias a new object.
+    fn field(&mut self, at: u64, holder: u64) -> Result<()> {
+        let v = self.read_field(at)?;
+        if v == 0 {
             return Ok(());
         }
-        let base_off = addr - space.base();
+        match locate(self.space, v) {
+            Some(loc) => {
+                if self.marks.mark(loc) {
+                    self.stack.push(Grey { v, loc, at, holder });
+                }
+            }
+            None => {
+                if let Some(reason) = crate::pointers::problem(self.space, self.types, v) {
+                    self.report(Grey { v, loc: Loc::Large { span: 0, spans: 0 }, at, holder }, reason);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The pointer at pool offset `at`, rewritten first if it points into
+    /// an old base's range.
+    fn read_field(&mut self, at: u64) -> Result<u64> {
+        let v: u64 = self.space.read(at)?;
+        let Some(r) = self.reloc else { return Ok(v) };
+        let t = r.translate(v);
+        if t != v {
+            self.space.write(at, &t)?;
+            self.space.flush(at, 8);
+            self.stats.swizzled += 1;
+            crate::failpoint::Failpoint::GcSwizzle.hit();
+        }
+        Ok(t)
+    }
+
+    /// Records the bad field that named `g` (a suspect, while quiet).
+    fn report(&mut self, g: Grey, reason: &'static str) {
+        if self.quiet {
+            self.suspects.push(g);
+            return;
+        }
+        let (holder, field) = self.holder_of(&g);
+        self.bad.push(BadField { object: g.holder, holder, field, at: g.at, value: g.v, reason });
+    }
+
+    /// For reports (rare, so names are built here): who holds the field
+    /// that named `g`, and the field's offset in its payload.
+    fn holder_of(&self, g: &Grey) -> (String, u64) {
+        if g.holder == 0 {
+            let name = self.named.iter().find(|(at, _)| *at == g.at).map(|(_, n)| n.clone()).unwrap_or_default();
+            return (name, 0);
+        }
+        let base = self.space.base();
+        let h: Option<ObjHeader> = self.space.read(g.holder - OBJ_HEADER - base).ok();
+        let name = h.and_then(|h| self.ty(h.type_id)).map(|t| t.name.clone()).unwrap_or_default();
+        (name, g.at - (g.holder - base))
+    }
+
+    /// The type with id `id`, from the snapshot (or the table, for a type
+    /// registered since the walk started).
+    #[inline]
+    fn ty(&self, id: u32) -> Option<Arc<TypeDesc>> {
+        match self.tys.get((id as usize).wrapping_sub(1)) {
+            Some(t) => t.clone(),
+            None => self.types.get(id),
+        }
+    }
+
+    /// With header doubts on, records one for the live object `g` if its
+    /// header disagrees with how the engine writes headers.
+    fn doubt(&mut self, g: &Grey) {
+        if self.doubts.is_none() {
+            return;
+        }
+        if let Some(why) = crate::pointers::header_doubt(self.space, self.types, g.v, g.loc) {
+            let (holder, field) = self.holder_of(g);
+            if let Some(doubts) = self.doubts.as_mut() {
+                doubts.push(format!("object {:#x} (from {holder} field {field}): {why}", g.v));
+            }
+        }
+    }
+
+    /// Validates the marked object `g` (a bad one is reported, not
+    /// scanned), counts it and visits its pointer fields.
+    fn scan(&mut self, g: Grey) -> Result<()> {
+        let space = self.space;
+        let h: ObjHeader = space.read(g.v - OBJ_HEADER - space.base())?;
+        let ty = self.ty(h.type_id);
+        if let Some(reason) = crate::pointers::header_problem(ty.as_deref(), &h, g.loc) {
+            if g.holder != RESCAN {
+                self.report(g, reason);
+            }
+            return Ok(());
+        }
+        let Some(ty) = ty else { return Ok(()) };
+        self.doubt(&g);
+        let count = if h.flags & OBJ_ARRAY != 0 { h.count } else { 1 };
+        if g.holder != RESCAN {
+            self.stats.objects += 1;
+            self.stats.bytes += count.saturating_mul(ty.size).min(g.loc.capacity());
+        }
+        let base_off = g.v - space.base();
         for i in 0..count {
             for &p in &ty.ptrs {
-                let field = i * ty.size + p as u64;
-                self.field(base_off + field, Holder { object: addr, name: &ty.name, field })?;
+                self.field(base_off + i * ty.size + p as u64, g.v)?;
             }
         }
         Ok(())
     }
 }
+
+/// `Grey::holder` of an object rescanned by the deferred GC's final pause
+/// because it lies on a page written during the concurrent mark: if its
+/// header no longer validates (the program freed it), it is skipped, not
+/// reported: nothing need point at it.
+const RESCAN: u64 = u64::MAX;
+
+/// The deferred recovery GC's mark (`pool/deferred.rs`): a concurrent phase
+/// that only reads the heap while the program runs, then a final phase with
+/// the world stopped that catches up with what the program wrote meanwhile.
+///
+/// During the concurrent phase a field that fails validation is not
+/// reported (the program may be changing it): it is kept as a suspect. The
+/// final phase re-reads each suspect field: one that still holds the value
+/// is validated again (reported if still bad, scanned if good now); one that
+/// changed was written, so its page is rescanned anyway.
+pub(crate) struct ConcurrentMark<'a> {
+    m: Marker<'a>,
+}
+
+impl<'a> ConcurrentMark<'a> {
+    pub fn new(space: &'a Space, types: &'a TypeTable) -> Self {
+        let m = Marker {
+            space,
+            types,
+            tys: types.snapshot(),
+            reloc: None,
+            marks: Marks::default(),
+            stack: Vec::new(),
+            stats: MarkStats::default(),
+            bad: Vec::new(),
+            named: Vec::new(),
+            doubts: None,
+            quiet: true,
+            suspects: Vec::new(),
+        };
+        ConcurrentMark { m }
+    }
+
+    /// The concurrent phase: marks from the roots and logs. Returns false
+    /// if `stop` said so (checked every 4096 objects) before the end.
+    pub fn concurrent(&mut self, stop: &dyn Fn() -> bool) -> Result<bool> {
+        self.m.grey_roots()?;
+        self.m.drain(&|_| {}, stop)
+    }
+
+    /// The final phase (world stopped): the roots and logs again, the
+    /// suspects, and every marked object on a page of the heap that
+    /// `written` (one bool per page from pool offset 0) says was written;
+    /// then marks to a fixpoint. Returns how many objects it rescanned.
+    pub fn finish(&mut self, written: &[bool]) -> Result<u64> {
+        self.m.quiet = false;
+        self.m.named.clear();
+        self.m.grey_roots()?;
+        for g in std::mem::take(&mut self.m.suspects) {
+            self.recheck(g)?;
+        }
+        let mut rescanned = 0;
+        let mut seen_large = crate::hash::FastSet::default();
+        let first = HEAP_OFF / PAGE;
+        let last = (self.m.space.size() / PAGE).min(written.len() as u64);
+        for p in first..last {
+            if written[p as usize] {
+                rescanned += self.rescan_page(p * PAGE, &mut seen_large);
+            }
+        }
+        self.m.drain(&|_| {}, &|| false)?;
+        Ok(rescanned)
+    }
+
+    /// Objects marked so far.
+    pub fn marked(&self) -> u64 {
+        self.m.stats.objects
+    }
+
+    /// The marks and findings.
+    pub fn result(self) -> MarkResult {
+        let mut m = self.m;
+        m.stats.bad_fields = m.bad.len() as u64;
+        MarkResult { marks: m.marks, stats: m.stats, bad: m.bad, doubts: Vec::new() }
+    }
+
+    /// A suspect field, read again with the world stopped.
+    fn recheck(&mut self, g: Grey) -> Result<()> {
+        let v: u64 = self.m.space.read(g.at)?;
+        if v != g.v {
+            return Ok(());
+        }
+        match locate(self.m.space, v) {
+            // marked when first seen: scanned now (reported if still bad)
+            Some(loc) => self.m.stack.push(Grey { loc, ..g }),
+            None => {
+                if let Some(reason) = crate::pointers::problem(self.m.space, self.m.types, v) {
+                    self.m.report(g, reason);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Greys the marked objects overlapping the page at pool offset `off`.
+    fn rescan_page(&mut self, off: u64, seen_large: &mut crate::hash::FastSet<u64>) -> u64 {
+        let base = self.m.space.base();
+        let (mut a, end, mut n) = (off, off + PAGE, 0);
+        while a < end {
+            let Some((v, loc)) = crate::alloc::locate_containing(self.m.space, base + a) else { break };
+            let next = match loc {
+                Loc::Small { class, .. } => v - OBJ_HEADER - base + crate::alloc::classes::slot_size(class),
+                _ => end,
+            };
+            let fresh = matches!(loc, Loc::Small { .. }) || seen_large.insert(v);
+            if fresh && self.m.marks.is_marked(loc) {
+                self.m.stack.push(Grey { v, loc, at: 0, holder: RESCAN });
+                n += 1;
+            }
+            a = next.max(a + 16);
+        }
+        n
+    }
+}
+
+const PAGE: u64 = 4096;

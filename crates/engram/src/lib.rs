@@ -93,7 +93,10 @@ pub use error::{Error, Result};
 pub use gc::MarkStats;
 pub use pmem::Durability;
 pub use pointers::BadField;
-pub use pool::{default_durability, CheckReport, CreateOptions, OpenOptions, OpenReport, Pool, PoolInfo, Region};
+pub use pool::{
+    default_durability, CheckReport, CreateOptions, OpenOptions, OpenReport, Pool, PoolInfo, RecoveryGc, RecoveryGcHook, RecoveryGcState,
+    RecoveryGcStatus, Region,
+};
 pub use ptr::{PArray, PPtr};
 pub use tx::{RootEntryInfo, RootInfo, Tx};
 pub use types::{Persistent, TypeDesc};

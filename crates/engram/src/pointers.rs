@@ -75,12 +75,19 @@ pub(crate) fn object_problem(space: &Space, types: &TypeTable, v: u64, loc: crat
     let Ok(h) = space.read::<ObjHeader>(v - OBJ_HEADER - space.base()) else {
         return Some("unreadable object header");
     };
+    header_problem(types.get(h.type_id).as_deref(), &h, loc)
+}
+
+/// [`object_problem`] for a header already read (the GC reads each header once).
+#[inline]
+/// `ty`: the registered type of `h.type_id`, if any.
+pub(crate) fn header_problem(ty: Option<&crate::types::TypeDesc>, h: &ObjHeader, loc: crate::alloc::Loc) -> Option<&'static str> {
     match h.flags & OBJ_TAG_MASK {
         OBJ_TAG => {}
         0 => return Some("a freed object, or a slot that holds none (a dangling pointer)"),
         _ => return Some("an object whose header is damaged (bad tag)"),
     }
-    let Some(ty) = types.get(h.type_id) else {
+    let Some(ty) = ty else {
         return Some("an object of an unknown type");
     };
     let count = if h.flags & OBJ_ARRAY != 0 { h.count } else { 1 };

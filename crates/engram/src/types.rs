@@ -177,6 +177,11 @@ impl TypeTable {
         v.get(id.checked_sub(1)? as usize).and_then(|d| d.clone())
     }
 
+    /// The types by id - 1, as now (the GC looks types up without the lock).
+    pub fn snapshot(&self) -> Vec<Option<Arc<TypeDesc>>> {
+        self.by_id.read().clone()
+    }
+
     /// All registered types with their ids.
     pub fn all(&self) -> Vec<(u32, Arc<TypeDesc>)> {
         let v = self.by_id.read();

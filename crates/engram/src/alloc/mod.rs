@@ -415,6 +415,24 @@ impl Heap {
         }
     }
 
+    /// For the deferred recovery GC (`pool/deferred.rs`): every slot of
+    /// every small span counts as allocated (it may hold a live object until
+    /// the final mark says otherwise), so the program allocates from free
+    /// spans only until the sweep replaces these bitmaps with the marks.
+    pub fn seal_small_spans(&self) {
+        for (c, cls) in self.classes.iter().enumerate() {
+            let per = slots_per_span(c);
+            let mut cls = cls.lock();
+            for sb in cls.spans.values_mut() {
+                for i in 0..per {
+                    sb.bits[(i / 64) as usize] |= 1 << (i % 64);
+                }
+                sb.live = per;
+            }
+            cls.partial.clear();
+        }
+    }
+
     /// This thread's allocation cache (look it up once per region).
     pub fn cache(&self) -> Arc<CacheCell> {
         cache::cell(self)

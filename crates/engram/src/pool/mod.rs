@@ -7,13 +7,16 @@
 //! the header marked clean so the next open costs O(metadata). A pool that
 //! was not closed cleanly is recovered on open (`open.rs`).
 
+mod deferred;
 pub(crate) mod layer;
 mod map;
 mod open;
 mod raw;
 mod region;
+mod softdirty;
 pub(crate) mod space;
 
+pub use deferred::{RecoveryGc, RecoveryGcHook, RecoveryGcState, RecoveryGcStatus};
 pub use open::default_durability;
 pub use region::Region;
 
@@ -128,6 +131,22 @@ pub struct OpenOptions {
     pub check_pointers: bool,
     /// Wal mode: records the log's file operations (the WAL crash explorer).
     pub wal_recorder: Option<std::sync::Arc<crate::wal::Recorder>>,
+    /// After a crash: collect garbage in open, or in the background while
+    /// the program runs (`docs/gc.md`).
+    pub recovery_gc: RecoveryGc,
+    /// Test hook: behave as on a kernel without soft-dirty bits (the
+    /// deferred recovery GC falls back to eager).
+    #[doc(hidden)]
+    pub no_soft_dirty: bool,
+    /// Test hook of the deferred recovery GC (see [`RecoveryGcHook`]).
+    #[doc(hidden)]
+    pub recovery_gc_hook: Option<RecoveryGcHook>,
+    /// Test hook: the deferred recovery GC learns the written pages from
+    /// the regions (which log every range they change and allocate every
+    /// object they link) instead of the kernel's soft-dirty bits; blind to
+    /// STM writes, so only for programs that write through regions alone.
+    #[doc(hidden)]
+    pub region_write_cards: bool,
 }
 
 impl OpenOptions {
@@ -147,12 +166,22 @@ impl OpenOptions {
             tracer: None,
             check_pointers: cfg!(debug_assertions),
             wal_recorder: None,
+            recovery_gc: RecoveryGc::Auto,
+            no_soft_dirty: false,
+            recovery_gc_hook: None,
+            region_write_cards: false,
         }
     }
 
     /// Sets the durability mode.
     pub fn durability(mut self, d: Durability) -> Self {
         self.durability = Some(d);
+        self
+    }
+
+    /// Sets when the garbage of a crash is collected.
+    pub fn recovery_gc(mut self, when: RecoveryGc) -> Self {
+        self.recovery_gc = when;
         self
     }
 
@@ -201,6 +230,9 @@ pub struct OpenReport {
     /// Pointer fields the recovery GC found pointing at no live object and
     /// treated as null (`Pool::repair` clears them).
     pub bad_fields: Vec<crate::BadField>,
+    /// The recovery GC runs in the background (`Pool::recovery_gc_status`);
+    /// `recovered` is None and the heap is sealed until it finishes.
+    pub deferred_gc: bool,
 }
 
 /// What [`Pool::check_report`] found.
@@ -274,6 +306,8 @@ pub(crate) struct PoolInner {
     pub layer_state: Mutex<Option<Arc<dyn std::any::Any + Send + Sync>>>,
     /// Checked mode: regions validate the pointer fields they store.
     pub check_pointers: bool,
+    /// The deferred recovery GC's state (`deferred.rs`).
+    pub(crate) deferred: deferred::Deferred,
 }
 
 impl PoolInner {
@@ -375,7 +409,12 @@ impl Pool {
 
     /// Opens an existing pool, recovering it if it was not closed cleanly.
     pub fn open(path: impl AsRef<Path>, opts: OpenOptions) -> Result<Pool> {
-        open::open(path.as_ref(), &opts).map(|inner| Pool { inner: Arc::new(inner) })
+        let (inner, claim) = open::open(path.as_ref(), &opts)?;
+        let inner = Arc::new(inner);
+        if let Some(claim) = claim {
+            deferred::start(&inner, claim)?;
+        }
+        Ok(Pool { inner })
     }
 
     /// Opens the pool at `path`, or creates it with `create` if there is no
@@ -500,8 +539,24 @@ impl Pool {
         if self.in_region() {
             return Err(Error::Busy { what: "collect called inside a region" });
         }
+        self.inner.deferred.wait();
         let _excl = self.inner.gate.write();
         open::collect(&self.inner, None, progress)
+    }
+
+    /// Where the recovery GC of this open stands (a deferred one runs in
+    /// the background: see [`RecoveryGc`]).
+    pub fn recovery_gc_status(&self) -> RecoveryGcStatus {
+        self.inner.deferred.status()
+    }
+
+    /// Waits until a deferred recovery GC is no longer pending; fails with
+    /// [`Error::Busy`] inside a region (its final pause needs none running).
+    pub fn wait_recovery_gc(&self) -> Result<RecoveryGcStatus> {
+        if self.in_region() {
+            return Err(Error::Busy { what: "wait_recovery_gc called inside a region" });
+        }
+        Ok(self.inner.deferred.wait())
     }
 
     /// Whether this thread is inside a region of this pool.
@@ -560,6 +615,10 @@ impl Pool {
     /// Closes the pool cleanly. Fails with [`Error::Busy`] if other handles
     /// are still alive (the pool then closes when the last one drops).
     pub fn close(self) -> Result<()> {
+        // The recovery GC's thread holds a handle: stop it if ours is the last other.
+        if Arc::strong_count(&self.inner) <= 2 {
+            self.inner.deferred.stop_and_join();
+        }
         match Arc::try_unwrap(self.inner) {
             Ok(inner) => open::close(inner),
             Err(_) => Err(Error::Busy { what: "other handles to the pool are alive" }),
@@ -575,6 +634,7 @@ impl Pool {
     #[doc(hidden)]
     pub fn simulate_crash(self) {
         self.inner.crashed.store(true, std::sync::atomic::Ordering::Release);
+        self.inner.deferred.stop_and_join();
     }
 
     /// Checks the whole reachable heap: every pointer and header. Returns

@@ -16,6 +16,7 @@
 //!    base moved) and sweep, which frees everything allocated and never linked;
 //! 5. mark the pool open (clean = 0) so a crash from now on is recovered.
 
+use super::deferred::{RecoveryGc, RecoveryGcState};
 use super::map::{random_base, Mapping};
 use super::space::{allocate_file, Space};
 use super::{CreateOptions, OpenOptions, OpenReport, PoolInner};
@@ -204,6 +205,7 @@ fn assemble(
         crashed: std::sync::atomic::AtomicBool::new(false),
         layer_state: Mutex::new(None),
         check_pointers: false,
+        deferred: Default::default(),
     }
 }
 
@@ -284,7 +286,9 @@ fn validate_geometry(h: &PoolHeader) -> Result<()> {
     }
 }
 
-pub(super) fn open(path: &Path, o: &OpenOptions) -> Result<PoolInner> {
+/// Opens the pool; with a claim on the soft-dirty bits when the recovery
+/// GC is left to the background (`deferred.rs`, which the caller starts).
+pub(super) fn open(path: &Path, o: &OpenOptions) -> Result<(PoolInner, Option<super::softdirty::Claim>)> {
     let file = std::fs::OpenOptions::new().read(true).write(!o.read_only).open(path).map_err(|e| Error::io("open pool file", e))?;
     lock_file(&file, path, o.read_only)?;
     let mode = if o.read_only { Durability::Process } else { choose_mode(o.durability, &file) };
@@ -331,15 +335,29 @@ pub(super) fn open(path: &Path, o: &OpenOptions) -> Result<PoolInner> {
     //    fails its checksum; then (as after a crash) marking rebuilds them.
     let clean_heap = if report.was_clean && report.undone_entries == 0 { Heap::load_clean(&space)? } else { None };
     report.bitmaps_rebuilt = report.was_clean && clean_heap.is_none();
+    let mut claim = None;
+    let mut gc_state = RecoveryGcState::NotNeeded;
     let (heap, stats) = if let Some(heap) = clean_heap {
         let stats = MarkStats { objects: h.stat_objects, bytes: h.stat_bytes, ..Default::default() };
         (heap, stats)
     } else {
         let heap = Heap::load(&space)?;
-        let (stats, bad) = collect_parts(&space, &heap, &types, reloc.as_ref(), &|_| {})?;
-        report.recovered = Some(stats);
-        report.bad_fields = bad;
-        (heap, stats)
+        claim = deferred_claim(o, mode, reloc.is_some());
+        if claim.is_some() {
+            // 4b. deferred: sealed now, collected in the background.
+            heap.seal_small_spans();
+            if !o.region_write_cards {
+                super::softdirty::clear()?;
+            }
+            report.deferred_gc = true;
+            (heap, MarkStats::default())
+        } else {
+            let (stats, bad) = collect_parts(&space, &heap, &types, reloc.as_ref(), &|_| {})?;
+            report.recovered = Some(stats);
+            report.bad_fields = bad;
+            gc_state = RecoveryGcState::Eager;
+            (heap, stats)
+        }
     };
     // 5. relocation done; the pool is open.
     space.update_header(|h| {
@@ -349,7 +367,25 @@ pub(super) fn open(path: &Path, o: &OpenOptions) -> Result<PoolInner> {
     })?;
     let mut inner = assemble(space, heap, types, report, stats, o.lock_timeout);
     inner.check_pointers = o.check_pointers;
-    Ok(inner)
+    inner.deferred = super::deferred::Deferred::settled(gc_state);
+    inner.deferred.hook = o.recovery_gc_hook.clone();
+    if claim.is_some() && o.region_write_cards {
+        inner.deferred.cards = Some(super::deferred::Cards::new(h.max_size));
+    }
+    Ok((inner, claim))
+}
+
+/// The soft-dirty bits for a deferred recovery GC, if this open may use
+/// one: asked for, not read-only, not relocated (swizzling is eager), not
+/// `trace` mode (the crash explorer replays one thread), a kernel that
+/// tracks soft-dirty bits, and no other deferred GC in this process.
+fn deferred_claim(o: &OpenOptions, mode: Durability, relocated: bool) -> Option<super::softdirty::Claim> {
+    let wanted = o.recovery_gc.resolve() == RecoveryGc::Deferred;
+    let tracked = o.region_write_cards || (!o.no_soft_dirty && super::softdirty::available());
+    if !wanted || o.read_only || relocated || mode == Durability::Trace || !tracked {
+        return None;
+    }
+    super::softdirty::Claim::take()
 }
 
 /// Decides whether pointers must be rewritten, and records the move in the
@@ -419,8 +455,13 @@ pub(super) fn shutdown(inner: &PoolInner) -> Result<()> {
     let space = &inner.space;
     super::layer::quiesce_all(inner)?;
     inner.heap.drain_caches(space);
-    // 1. bitmaps durable before the flag that says they are valid.
-    inner.heap.save_bitmaps(space)?;
+    // 1. bitmaps durable before the flag that says they are valid; sealed
+    //    ones (a deferred recovery GC that did not finish) are not exact:
+    //    the pool stays unclean and the next open recovers again.
+    let exact = !inner.deferred.unfinished();
+    if exact {
+        inner.heap.save_bitmaps(space)?;
+    }
     if space.persist.mode() == Durability::Msync {
         space.map.sync_all()?;
     }
@@ -429,11 +470,13 @@ pub(super) fn shutdown(inner: &PoolInner) -> Result<()> {
     }
     let (objects, bytes) = inner.heap.live();
     // 2. the clean flag (two-copy header protocol).
-    space.update_header(|h| {
-        h.clean = 1;
-        h.stat_objects = objects;
-        h.stat_bytes = bytes;
-    })?;
+    if exact {
+        space.update_header(|h| {
+            h.clean = 1;
+            h.stat_objects = objects;
+            h.stat_bytes = bytes;
+        })?;
+    }
     // 3. wal mode: the flag into the pool file; the log, empty now, goes
     //    (were the removal lost, its new generation holds no record).
     if let Some(w) = space.persist.wal() {

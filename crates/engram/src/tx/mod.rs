@@ -371,6 +371,7 @@ impl<'p> Tx<'p> {
             st.sets.large.push((off, payload.next_multiple_of(8).min(loc.capacity()), loc));
         }
         mark_dirty(&mut st.sets.dirty, off - OBJ_HEADER, payload + OBJ_HEADER);
+        self.pool.deferred.card(off - OBJ_HEADER, payload + OBJ_HEADER);
         Ok(addr)
     }
 
@@ -596,6 +597,7 @@ impl<'p> Tx<'p> {
         st.sets.logged.push((off, len as u32));
         st.sets.words.mark(off, len);
         mark_dirty(&mut st.sets.dirty, off, len);
+        self.pool.deferred.card(off, len);
         Ok(())
     }
 

@@ -1,0 +1,380 @@
+//! The deferred recovery GC (docs/gc.md): after a crash the pool opens with
+//! its heap sealed and collects in the background while the program keeps
+//! mutating it; afterwards every reachable object is intact (checked
+//! against a model), the crash's garbage is freed and `check` is clean. A
+//! crash while it runs recovers on the next open; a clean close before it
+//! finished leaves the next open recovering again; the eager fallbacks
+//! (forced, or a kernel without soft-dirty bits) collect in open.
+
+mod common;
+use common::TempPool;
+use engram::{CreateOptions, Durability, OpenOptions, PArray, PPtr, Persistent, Pool, RecoveryGc, RecoveryGcHook, RecoveryGcState};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// The soft-dirty bits are per process: one deferred GC at a time, so
+/// these tests take turns (a second one would fall back to eager).
+fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Persistent)]
+struct Node {
+    value: u64,
+    next: PPtr<Node>,
+}
+
+/// Lists per root array; two root arrays ("left", "right").
+const LISTS: u64 = 32;
+const ROOTS: [&str; 2] = ["left", "right"];
+
+/// The program's view: the values of every list, head first.
+type Model = Vec<Vec<Vec<u64>>>;
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn create(t: &TempPool) -> Pool {
+    Pool::create(&t.0, CreateOptions::new("lists").durability(Durability::Process)).unwrap()
+}
+
+/// Written pages come from the regions' logs (`region_write_cards`): the
+/// kernel this runs on may lack soft-dirty bits (see
+/// `kernel_soft_dirty_or_the_eager_fallback` for the kernel's own).
+fn opts(when: RecoveryGc) -> OpenOptions {
+    let mut o = OpenOptions::new("lists").durability(Durability::Process).recovery_gc(when);
+    o.region_write_cards = true;
+    o
+}
+
+/// Builds the two root arrays with `per_list` nodes in each list, plus
+/// `garbage` unlinked nodes; returns the model.
+fn build(pool: &Pool, per_list: u64, garbage: u64, rng: &mut Rng) -> Model {
+    let mut model = vec![vec![Vec::new(); LISTS as usize]; 2];
+    for (r, name) in ROOTS.iter().enumerate() {
+        pool.txn(|tx| {
+            let arr = tx.alloc_array::<PPtr<Node>>(LISTS)?;
+            tx.set_root_array(name, arr)
+        })
+        .unwrap();
+        for l in 0..LISTS {
+            pool.txn(|tx| {
+                let arr = tx.root_array::<PPtr<Node>>(name)?.expect("root");
+                for _ in 0..per_list {
+                    let v = rng.next();
+                    let head = tx.get(arr, l)?;
+                    tx.set(arr, l, tx.alloc(Node { value: v, next: head })?)?;
+                    model[r][l as usize].insert(0, v);
+                }
+                Ok::<_, engram::Error>(())
+            })
+            .unwrap();
+        }
+    }
+    pool.txn(|tx| {
+        for g in 0..garbage {
+            tx.alloc(Node { value: g, next: PPtr::null() })?;
+        }
+        Ok::<_, engram::Error>(())
+    })
+    .unwrap();
+    model
+}
+
+fn arrays(tx: &engram::Tx<'_>) -> engram::Result<[PArray<PPtr<Node>>; 2]> {
+    Ok([tx.root_array(ROOTS[0])?.expect("left"), tx.root_array(ROOTS[1])?.expect("right")])
+}
+
+/// One region of mutation: move a list between roots, unlink a node and
+/// relink it elsewhere, allocate, or free; the model follows.
+fn mutate(pool: &Pool, model: &mut Model, rng: &mut Rng) {
+    let (r1, l1, r2, l2) = (rng.below(2) as usize, rng.below(LISTS), rng.below(2) as usize, rng.below(LISTS));
+    // moving or relinking onto the same list allocates instead
+    let op = match rng.below(4) {
+        0 | 1 if (r1, l1) == (r2, l2) => 3,
+        op => op,
+    };
+    let v = rng.next();
+    pool.txn(|tx| {
+        let a = arrays(tx)?;
+        match op {
+            // move a whole list (a subtree) onto the front of another
+            0 if (r1, l1) != (r2, l2) => {
+                let head = tx.get(a[r1], l1)?;
+                if head.is_null() {
+                    return Ok(());
+                }
+                let mut last = head;
+                while !tx.read(last)?.next.is_null() {
+                    last = tx.read(last)?.next;
+                }
+                let other = tx.get(a[r2], l2)?;
+                tx.update(last, |n| n.next = other)?;
+                tx.set(a[r2], l2, head)?;
+                tx.set(a[r1], l1, PPtr::null())?;
+            }
+            // unlink the second node and relink it at the front of another list
+            1 if (r1, l1) != (r2, l2) => {
+                let head = tx.get(a[r1], l1)?;
+                if head.is_null() || tx.read(head)?.next.is_null() {
+                    return Ok(());
+                }
+                let second = tx.read(head)?.next;
+                let after = tx.read(second)?.next;
+                tx.update(head, |n| n.next = after)?;
+                let other = tx.get(a[r2], l2)?;
+                tx.update(second, |n| n.next = other)?;
+                tx.set(a[r2], l2, second)?;
+            }
+            // free the head
+            2 => {
+                let head = tx.get(a[r1], l1)?;
+                if head.is_null() {
+                    return Ok(());
+                }
+                tx.set(a[r1], l1, tx.read(head)?.next)?;
+                tx.free(head)?;
+            }
+            // allocate a new head
+            _ => {
+                let head = tx.get(a[r1], l1)?;
+                tx.set(a[r1], l1, tx.alloc(Node { value: v, next: head })?)?;
+            }
+        }
+        Ok::<_, engram::Error>(())
+    })
+    .unwrap();
+    apply(model, op, (r1, l1 as usize), (r2, l2 as usize), v);
+}
+
+fn apply(model: &mut Model, op: u64, (r1, l1): (usize, usize), (r2, l2): (usize, usize), v: u64) {
+    let same = (r1, l1) == (r2, l2);
+    match op {
+        0 if !same => {
+            let moved = std::mem::take(&mut model[r1][l1]);
+            let mut to = moved;
+            to.extend(model[r2][l2].iter().copied());
+            model[r2][l2] = to;
+        }
+        1 if !same => {
+            if model[r1][l1].len() >= 2 {
+                let x = model[r1][l1].remove(1);
+                model[r2][l2].insert(0, x);
+            }
+        }
+        0 | 1 => {}
+        2 => {
+            if !model[r1][l1].is_empty() {
+                model[r1][l1].remove(0);
+            }
+        }
+        _ => model[r1][l1].insert(0, v),
+    }
+}
+
+/// Every list holds what the model says; returns the reachable nodes.
+fn verify(pool: &Pool, model: &Model) -> u64 {
+    pool.txn(|tx| {
+        let a = arrays(tx)?;
+        let mut n = 0;
+        for r in 0..2 {
+            for l in 0..LISTS {
+                let mut got = Vec::new();
+                let mut p = tx.get(a[r], l)?;
+                while !p.is_null() {
+                    let node = tx.read(p)?;
+                    got.push(node.value);
+                    p = node.next;
+                }
+                let want = &model[r][l as usize];
+                assert!(got == *want, "list {r}/{l}: {} values, the model has {}", got.len(), want.len());
+                n += got.len() as u64;
+            }
+        }
+        Ok::<_, engram::Error>(n)
+    })
+    .unwrap()
+}
+
+/// A hook that holds the GC at its first stop check until `go` is set
+/// (or the pool stops), counting its calls.
+fn holding_hook(go: Arc<AtomicBool>, calls: Arc<AtomicU64>) -> RecoveryGcHook {
+    RecoveryGcHook(Arc::new(move |_, stopping| {
+        calls.fetch_add(1, Ordering::Relaxed);
+        while !go.load(Ordering::Acquire) && !stopping() {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }))
+}
+
+/// Crash with garbage, reopen deferred, mutate while the GC is held
+/// mid-mark (and then while it runs freely), check everything after.
+fn run_seed(seed: u64, hold: bool) {
+    let _turn = serial();
+    let t = TempPool::new("deferred");
+    let mut rng = Rng(seed | 1);
+    let pool = create(&t);
+    let mut model = build(&pool, 300, 5000, &mut rng);
+    pool.simulate_crash();
+
+    let (go, calls) = (Arc::new(AtomicBool::new(!hold)), Arc::new(AtomicU64::new(0)));
+    let mut o = opts(RecoveryGc::Deferred);
+    o.recovery_gc_hook = Some(holding_hook(go.clone(), calls.clone()));
+    let pool = Pool::open(&t.0, o).unwrap();
+    let report = pool.open_report().clone();
+    assert!(report.deferred_gc, "the deferred GC was chosen: {report:?}");
+    assert_eq!(report.recovered, None);
+    for _ in 0..1500 {
+        mutate(&pool, &mut model, &mut rng);
+    }
+    go.store(true, Ordering::Release);
+    for _ in 0..500 {
+        mutate(&pool, &mut model, &mut rng);
+    }
+    let st = pool.wait_recovery_gc().unwrap();
+    assert_eq!(st.state, RecoveryGcState::Finished, "{st:?}");
+    assert!(calls.load(Ordering::Relaxed) >= 1, "the hook ran");
+    assert!(st.freed >= 5000, "the crash's garbage was freed: {st:?}");
+    assert_eq!(st.bad_fields, 0, "{st:?}");
+    let reachable = verify(&pool, &model);
+    let checked = pool.check().expect("check is clean after the deferred GC");
+    // the nodes, the two arrays
+    assert_eq!(checked.objects, reachable + 2);
+    // more regions after the GC, then a clean close and reopen
+    for _ in 0..200 {
+        mutate(&pool, &mut model, &mut rng);
+    }
+    let after = pool.collect().unwrap();
+    assert_eq!(after.objects, verify(&pool, &model) + 2);
+    pool.close().unwrap();
+    let pool = Pool::open(&t.0, opts(RecoveryGc::Deferred)).unwrap();
+    assert!(pool.open_report().was_clean && !pool.open_report().deferred_gc);
+    verify(&pool, &model);
+    pool.check().unwrap();
+    pool.close().unwrap();
+}
+
+#[test]
+fn held_mid_mark_while_the_program_mutates() {
+    for seed in [1, 2, 3] {
+        run_seed(seed * 0x9E37_79B9, true);
+    }
+}
+
+#[test]
+fn free_running_while_the_program_mutates() {
+    for seed in [4, 5] {
+        run_seed(seed * 0x9E37_79B9, false);
+    }
+}
+
+#[test]
+fn a_crash_during_the_deferred_phase_recovers() {
+    let _turn = serial();
+    let t = TempPool::new("deferred-crash");
+    let mut rng = Rng(77);
+    let pool = create(&t);
+    let mut model = build(&pool, 200, 3000, &mut rng);
+    pool.simulate_crash();
+    let (go, calls) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
+    let mut o = opts(RecoveryGc::Deferred);
+    o.recovery_gc_hook = Some(holding_hook(go, calls));
+    let pool = Pool::open(&t.0, o).unwrap();
+    assert!(pool.open_report().deferred_gc);
+    for _ in 0..800 {
+        mutate(&pool, &mut model, &mut rng);
+    }
+    // held mid-mark: the crash stops it before anything is freed
+    pool.simulate_crash();
+    let pool = Pool::open(&t.0, opts(RecoveryGc::Deferred)).unwrap();
+    assert!(pool.open_report().deferred_gc);
+    let st = pool.wait_recovery_gc().unwrap();
+    assert_eq!(st.state, RecoveryGcState::Finished);
+    assert!(st.freed >= 3000, "{st:?}");
+    verify(&pool, &model);
+    pool.check().unwrap();
+    pool.close().unwrap();
+}
+
+#[test]
+fn a_clean_close_before_it_finished_recovers_again() {
+    let _turn = serial();
+    let t = TempPool::new("deferred-close");
+    let mut rng = Rng(99);
+    let pool = create(&t);
+    let mut model = build(&pool, 100, 1000, &mut rng);
+    pool.simulate_crash();
+    let (go, calls) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
+    let mut o = opts(RecoveryGc::Deferred);
+    o.recovery_gc_hook = Some(holding_hook(go, calls));
+    let pool = Pool::open(&t.0, o).unwrap();
+    for _ in 0..300 {
+        mutate(&pool, &mut model, &mut rng);
+    }
+    pool.close().unwrap();
+    let pool = Pool::open(&t.0, opts(RecoveryGc::Eager)).unwrap();
+    let r = pool.open_report();
+    assert!(!r.was_clean, "sealed bitmaps were not saved as exact: {r:?}");
+    assert_eq!(pool.recovery_gc_status().state, RecoveryGcState::Eager);
+    let reachable = verify(&pool, &model);
+    assert_eq!(r.recovered.unwrap().objects, reachable + 2);
+    pool.check().unwrap();
+    pool.close().unwrap();
+}
+
+#[test]
+fn without_soft_dirty_bits_recovery_is_eager() {
+    let _turn = serial();
+    let t = TempPool::new("deferred-nosd");
+    let mut rng = Rng(5);
+    let pool = create(&t);
+    let model = build(&pool, 50, 500, &mut rng);
+    pool.simulate_crash();
+    let mut o = opts(RecoveryGc::Deferred);
+    o.region_write_cards = false;
+    o.no_soft_dirty = true;
+    let pool = Pool::open(&t.0, o).unwrap();
+    let r = pool.open_report().clone();
+    assert!(!r.deferred_gc);
+    assert_eq!(r.recovered.unwrap().objects, verify(&pool, &model) + 2);
+    assert_eq!(pool.recovery_gc_status().state, RecoveryGcState::Eager);
+    pool.close().unwrap();
+}
+
+#[test]
+fn kernel_soft_dirty_or_the_eager_fallback() {
+    let _turn = serial();
+    let t = TempPool::new("deferred-kernel");
+    let mut rng = Rng(11);
+    let pool = create(&t);
+    let mut model = build(&pool, 100, 2000, &mut rng);
+    pool.simulate_crash();
+    let mut o = opts(RecoveryGc::Deferred);
+    o.region_write_cards = false;
+    let pool = Pool::open(&t.0, o).unwrap();
+    for _ in 0..300 {
+        mutate(&pool, &mut model, &mut rng);
+    }
+    let st = pool.wait_recovery_gc().unwrap();
+    if pool.open_report().deferred_gc {
+        assert_eq!(st.state, RecoveryGcState::Finished, "{st:?}");
+        assert!(st.freed >= 2000, "{st:?}");
+    } else {
+        // this kernel does not track soft-dirty bits: collected in open
+        assert_eq!(st.state, RecoveryGcState::Eager);
+    }
+    let reachable = verify(&pool, &model);
+    assert_eq!(pool.check().unwrap().objects, reachable + 2);
+    pool.close().unwrap();
+}
