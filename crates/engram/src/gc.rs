@@ -314,6 +314,10 @@ impl Marker<'_> {
             self.stats.objects += 1;
             self.stats.bytes += count.saturating_mul(ty.size).min(g.loc.capacity());
         }
+        if ty.ptrs.is_empty() {
+            // Nothing to scan: a big array of plain data costs no loop.
+            return Ok(());
+        }
         let base_off = g.v - space.base();
         for i in 0..count {
             for &p in &ty.ptrs {
