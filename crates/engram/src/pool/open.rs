@@ -380,9 +380,14 @@ pub(super) fn open(path: &Path, o: &OpenOptions) -> Result<(PoolInner, Option<su
 /// `trace` mode (the crash explorer replays one thread), a kernel that
 /// tracks soft-dirty bits, and no other deferred GC in this process.
 fn deferred_claim(o: &OpenOptions, mode: Durability, relocated: bool) -> Option<super::softdirty::Claim> {
+    // The probe clears the whole process's soft-dirty bits (every page's
+    // next write then faults once), so only an open that could defer asks.
     let wanted = o.recovery_gc.resolve() == RecoveryGc::Deferred;
+    if !wanted || o.read_only || relocated || mode == Durability::Trace {
+        return None;
+    }
     let tracked = o.region_write_cards || (!o.no_soft_dirty && super::softdirty::available());
-    if !wanted || o.read_only || relocated || mode == Durability::Trace || !tracked {
+    if !tracked {
         return None;
     }
     super::softdirty::Claim::take()
