@@ -212,8 +212,11 @@ thread_local! {
     static STATS: Cell<RuntimeStats> = const { Cell::new(RuntimeStats::ZERO) };
 }
 
+/// `ENGRAM_STM_RUNTIME`, read once per process: [`current`] runs on every
+/// transaction, and reading the environment takes a lock and allocates.
 fn env_runtime() -> Option<Runtime> {
-    std::env::var("ENGRAM_STM_RUNTIME").ok().and_then(|s| Runtime::parse(&s).ok())
+    static ENV: OnceLock<Option<Runtime>> = OnceLock::new();
+    *ENV.get_or_init(|| std::env::var("ENGRAM_STM_RUNTIME").ok().and_then(|s| Runtime::parse(&s).ok()))
 }
 
 fn init() -> &'static Backend {
