@@ -244,6 +244,13 @@ pub fn htm_armed() -> bool {
     init().armed
 }
 
+/// Whether hardware commits may run in this process: [`htm_armed`] once
+/// the backend is chosen (at the first commit), `true` before (without
+/// choosing it, so a later `configure_emulated` still takes effect).
+pub(crate) fn htm_maybe_armed() -> bool {
+    BACKEND.get().is_none_or(|b| b.armed)
+}
+
 /// Whether `Coarse` commits can run in this process, so the others
 /// coordinate with them (see the module doc).
 pub fn coarse_armed() -> bool {

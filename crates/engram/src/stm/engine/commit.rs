@@ -61,6 +61,11 @@ impl STx<'_> {
         //    so while one may run (`htm_armed`) a commit that saw no newer
         //    timestamp can still have missed its locks: always validate.
         let skip = wv == self.rv.get() + 1 && !runtime::htm_armed();
+        // Reads without read-set entries (tx.rs) hold only under the skip.
+        if self.unrecorded() && !skip {
+            self.unlock_writes(via);
+            return Err(StmError::Conflict);
+        }
         // (A coarse commit compares values where it recorded them: values.rs.)
         let valid = || if coarse.exclusive() { self.reads_valid_by_value() } else { self.reads_valid(true) };
         if !validated && !skip && !valid() {

@@ -1,6 +1,10 @@
 //! The run loop: runs a transaction body until it commits, waits on retry
 //! (Bloom-filter wake-ups), backs off on conflicts and, after
 //! `SERIAL_AFTER` conflicts in a row, runs the transaction serially.
+//! An attempt starts with unrecorded reads (`tx.rs`) unless an earlier
+//! attempt of the same call conflicted or met a retry with unrecorded
+//! reads, or an update of this thread failed for them within its last
+//! `RECORD_FOR` transactions; then it records from the start.
 //! Also `Pool::atomically` / `Pool::root` and the per-thread statistics.
 
 use super::pool_state::{local, PoolCtx};
@@ -44,10 +48,27 @@ impl Drop for SerialGuard {
 }
 /// Conflicts in a row after which a transaction runs serially.
 const SERIAL_AFTER: u32 = 8;
+/// Transactions of a thread that record their reads from the start after
+/// an update with unrecorded reads of that thread conflicted (under
+/// contention, updates would otherwise often run twice).
+const RECORD_FOR: u32 = 32;
 
 thread_local! {
     static IN_TX: Cell<bool> = const { Cell::new(false) };
     static STATS: Cell<StmStats> = const { Cell::new(StmStats { conflicts: 0, retries: 0, serial: 0 }) };
+    /// Transactions left that record from the start (`RECORD_FOR`).
+    static RECORDING: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Whether this call's next attempt records its reads from the start.
+fn record_from_start(earlier_failed: bool) -> bool {
+    RECORDING.with(|r| match r.get() {
+        0 => earlier_failed,
+        n => {
+            r.set(n - 1);
+            true
+        }
+    })
 }
 
 /// Counts kept by the calling thread's transaction loop since the thread
@@ -106,6 +127,7 @@ fn run<'p, R>(mut ctx: impl FnMut() -> Result<Option<PoolCtx<'p>>>, mut f: impl 
     }
     let _reset = Reset;
     let mut conflicts = 0u32;
+    let mut record = false;
     // Hybrid level 1 (level1.rs): volatile transactions only.
     let mut l1_left = runtime::level1_attempts();
     loop {
@@ -116,7 +138,7 @@ fn run<'p, R>(mut ctx: impl FnMut() -> Result<Option<PoolCtx<'p>>>, mut f: impl 
         let _excl = serial.then(SerialGuard::take);
         let c = ctx()?;
         let _gate = c.as_ref().map(|c| c.inner.gate.read_recursive());
-        let tx = STx::begin(c);
+        let tx = STx::begin(c, record_from_start(record || conflicts > 0));
         let at_l1 = l1_left > 0 && !serial && tx.ctx.is_none();
         if at_l1 {
             // With RTM, an abort anywhere in the attempt returns here again.
@@ -145,10 +167,18 @@ fn run<'p, R>(mut ctx: impl FnMut() -> Result<Option<PoolCtx<'p>>>, mut f: impl 
                 return Err(e);
             }
             Err(StmError::Conflict) => {
+                if tx.unrecorded() && !tx.st.borrow().writes.is_empty() {
+                    RECORDING.with(|r| r.set(RECORD_FOR));
+                }
                 tx.discard();
                 count_stat(|s| s.conflicts += 1);
                 conflicts += 1;
                 backoff(conflicts);
+            }
+            Err(StmError::Retry) if tx.unrecorded() => {
+                // Nothing to wait on: run again recording what it reads.
+                tx.discard();
+                record = true;
             }
             Err(StmError::Retry) => {
                 tx.discard();

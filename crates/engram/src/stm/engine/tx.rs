@@ -11,6 +11,19 @@
 //! but not freed, so a transaction allocates nothing once the thread's
 //! buffers have grown to its size. [`STx::read_immutable`] skips the
 //! read-set entry for fields written only before their object was shared.
+//!
+//! Unrecorded reads (TL2's read-only mode): an attempt normally starts with
+//! `rec` off, and until its first write its reads push no read-set entry
+//! (`unrec` says some read went unrecorded). Each such read is still
+//! checked against the snapshot `rv`, so a read-only attempt that commits
+//! saw the state at `rv`. What it gives up: the snapshot cannot be
+//! extended (a version newer than `rv` is a conflict), and an update commit
+//! cannot validate the unrecorded reads, so it commits only if nobody took
+//! a timestamp since `rv` (TL2's `wv == rv + 1`; else a conflict); a retry
+//! has no read set to wait on. In each of those cases the run loop runs the
+//! body again with `rec` on from the start (`run.rs`), which is the full
+//! protocol. Attempts that may run beside a hardware commit, or validate
+//! by value (`Coarse`), always record.
 
 use super::pool_state::PoolCtx;
 use super::{word_at, StmError, StmResult, CLOCK, MAX_VALUE};
@@ -123,7 +136,10 @@ impl State {
         self.reads.clear();
         self.keep.clear();
         self.writes.clear();
-        self.index.clear();
+        if !self.index.is_empty() {
+            // (clearing a map with capacity rewrites all its control bytes)
+            self.index.clear();
+        }
         self.made.clear();
         self.frames.clear();
         self.seen.clear();
@@ -151,6 +167,11 @@ pub struct STx<'p> {
     pub(super) l1: super::level1::Level1,
     /// A `Coarse` transaction: reads record their values (`values.rs`).
     pub(super) by_value: bool,
+    /// Reads push read-set entries (see the module doc): on from the start
+    /// when the run loop asks, else from the first write on.
+    rec: Cell<bool>,
+    /// Some read of this attempt pushed no read-set entry.
+    unrec: Cell<bool>,
 }
 
 impl Drop for STx<'_> {
@@ -179,7 +200,8 @@ impl<T: Send + Sync + 'static> VCell for TVarInner<T> {
 }
 
 impl<'p> STx<'p> {
-    pub(super) fn begin(ctx: Option<PoolCtx<'p>>) -> Self {
+    /// Starts an attempt; `record`: push read-set entries from the start.
+    pub(super) fn begin(ctx: Option<PoolCtx<'p>>, record: bool) -> Self {
         let st = SPARE.with(Cell::take).unwrap_or_default();
         let epoch = ctx.as_ref().map_or(0, |c| c.stm().epoch);
         let bounds = ctx.as_ref().map_or((0, 0), |c| {
@@ -187,7 +209,24 @@ impl<'p> STx<'p> {
             (space.base() + crate::format::HEAP_OFF, space.base() + space.size())
         });
         let by_value = crate::stm::runtime::coarse_possible() && crate::stm::runtime::current() == crate::stm::runtime::Runtime::Coarse;
-        STx { ctx, st: RefCell::new(st), rv: Cell::new(CLOCK.load(Ordering::Acquire)), epoch, bounds, l1: Default::default(), by_value }
+        let rec = record || by_value || crate::stm::runtime::htm_maybe_armed();
+        STx {
+            ctx,
+            st: RefCell::new(st),
+            rv: Cell::new(CLOCK.load(Ordering::Acquire)),
+            epoch,
+            bounds,
+            l1: Default::default(),
+            by_value,
+            rec: Cell::new(rec),
+            unrec: Cell::new(false),
+        }
+    }
+
+    /// Whether some read of this attempt pushed no read-set entry (see the
+    /// module doc): it cannot be validated, extended or waited on.
+    pub(super) fn unrecorded(&self) -> bool {
+        self.unrec.get()
     }
 
     pub(super) fn epoch(&self) -> u16 {
@@ -382,7 +421,11 @@ impl<'p> STx<'p> {
     /// word is stable and not newer than the snapshot.
     pub(super) fn read_versioned(&self, word: usize, epoch: u16, load: impl FnMut()) -> StmResult<()> {
         let version = self.read_stable(word, epoch, load)?;
-        self.st.borrow_mut().reads.push(Read { word, version, epoch });
+        if self.rec.get() {
+            self.st.borrow_mut().reads.push(Read { word, version, epoch });
+        } else {
+            self.unrec.set(true);
+        }
         Ok(())
     }
 
@@ -404,6 +447,10 @@ impl<'p> STx<'p> {
                 continue;
             }
             if word::version(w1) > self.rv.get() {
+                if self.unrec.get() {
+                    // Unrecorded reads cannot be revalidated: run again.
+                    return Err(StmError::Conflict);
+                }
                 self.extend()?;
                 continue;
             }
@@ -459,6 +506,8 @@ impl<'p> STx<'p> {
     }
 
     pub(super) fn put(&self, word: usize, kind: Kind) {
+        // An update from here on: record the reads that follow.
+        self.rec.set(true);
         let mut st = self.st.borrow_mut();
         let w = Write { word, kind, old: 0 };
         match self.find(&st, word) {
@@ -563,7 +612,9 @@ impl<'p> STx<'p> {
         }
         let mut out = None;
         self.read_versioned(w, 0, || out = Some(load()))?;
-        self.st.borrow_mut().keep.push(keep());
+        if self.rec.get() {
+            self.st.borrow_mut().keep.push(keep());
+        }
         Ok(out.ok_or_else(|| Error::corrupt("volatile read produced nothing"))?)
     }
 
