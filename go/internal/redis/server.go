@@ -222,6 +222,9 @@ func (s *Server) Close() error {
 		c.conn.Close()
 	}
 	s.mu.Unlock()
+	// A background recovery GC still running finishes first: closed before
+	// it, the pool would be left to recover again on the next start.
+	_, _ = s.pool.WaitRecoveryGC()
 	return s.pool.Close()
 }
 
