@@ -160,9 +160,13 @@ pub(crate) struct Deferred {
     stop: AtomicBool,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     pub hook: Option<RecoveryGcHook>,
-    /// With `OpenOptions::region_write_cards`: the pages regions wrote,
-    /// used instead of the soft-dirty bits.
+    /// With `RecoveryGc::DeferredCards`: the pages regions wrote, used
+    /// instead of the soft-dirty bits.
     pub cards: Option<Cards>,
+    /// Regions card their writes (set in open with `cards`; cleared when
+    /// the collection ended, so later regions pay one load, not an atomic
+    /// read-modify-write).
+    pub carding: AtomicBool,
 }
 
 /// A bit per pool page, set by regions when they log a range or allocate
@@ -204,7 +208,9 @@ impl Deferred {
     #[inline]
     pub fn card(&self, off: u64, len: u64) {
         if let Some(c) = &self.cards {
-            c.mark(off, len);
+            if self.carding.load(Ordering::Relaxed) {
+                c.mark(off, len);
+            }
         }
     }
 
@@ -307,6 +313,8 @@ fn run(inner: &PoolInner) {
         Ok(false) => Ok(false),
         Err(e) => Err(e),
     };
+    // No one reads the cards any more (the pause is over, or never comes).
+    d.carding.store(false, Ordering::Relaxed);
     d.set(|s| match r {
         Ok(true) => s.state = RecoveryGcState::Finished,
         Ok(false) => s.state = RecoveryGcState::Stopped,

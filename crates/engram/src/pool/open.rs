@@ -371,6 +371,7 @@ pub(super) fn open(path: &Path, o: &OpenOptions) -> Result<(PoolInner, Option<su
     inner.deferred.hook = o.recovery_gc_hook.clone();
     if claim.is_some() && uses_cards(o) {
         inner.deferred.cards = Some(super::deferred::Cards::new(h.max_size));
+        inner.deferred.carding = true.into();
     }
     Ok((inner, claim))
 }
