@@ -546,3 +546,38 @@ fn a_fresh_object_scanned_before_its_only_store() {
     assert!(st.freed >= 1000, "{st:?}");
     pool.close().unwrap();
 }
+
+/// Card tables are per pool: two pools recovered at once in one process
+/// both collect in the background (soft-dirty bits would admit one).
+#[test]
+fn two_card_tracked_pools_at_once() {
+    let _turn = serial();
+    let (t1, t2) = (TempPool::new("deferred-two-a"), TempPool::new("deferred-two-b"));
+    let mut rng = Rng(123);
+    let (p1, p2) = (create(&t1), create(&t2));
+    let (mut m1, mut m2) = (build(&p1, 20, 300, &mut rng), build(&p2, 20, 300, &mut rng));
+    p1.simulate_crash();
+    p2.simulate_crash();
+    let go = Arc::new(AtomicBool::new(false));
+    let open = |t: &TempPool| {
+        let mut o = opts(RecoveryGc::Deferred);
+        o.recovery_gc_hook = Some(holding_hook(go.clone(), Arc::new(AtomicU64::new(0))));
+        Pool::open(&t.0, o).unwrap()
+    };
+    let (p1, p2) = (open(&t1), open(&t2));
+    assert!(p1.open_report().deferred_gc && p2.open_report().deferred_gc);
+    for _ in 0..100 {
+        mutate(&p1, &mut m1, &mut rng);
+        mutate(&p2, &mut m2, &mut rng);
+    }
+    go.store(true, Ordering::Release);
+    for (p, m) in [(&p1, &m1), (&p2, &m2)] {
+        let st = p.wait_recovery_gc().unwrap();
+        assert_eq!(st.state, RecoveryGcState::Finished, "{st:?}");
+        assert!(st.freed >= 300, "{st:?}");
+        scribble_free_slots(p, 5_000);
+        assert_eq!(p.check().unwrap().objects, verify(p, m) + 2);
+    }
+    p1.close().unwrap();
+    p2.close().unwrap();
+}

@@ -30,8 +30,8 @@
 //!   recovery GC again. Close stops the background mark (it does not wait).
 //! - Online collection waits for the deferred GC to finish first.
 //! - Relocation, `trace` mode, read-only opens, a kernel without soft-dirty
-//!   bits (unless the region card table is asked for), a second deferred GC
-//!   in the same process (the bits are process-wide) and
+//!   bits (unless the region card table is asked for), a second soft-dirty
+//!   deferred GC in the same process (the bits are process-wide) and
 //!   `ENGRAM_RECOVERY_GC=eager` collect eagerly in open.
 //! - With the region card table (`RecoveryGc::DeferredCards`) the write
 //!   barrier is the regions' own bookkeeping: every logged range and every

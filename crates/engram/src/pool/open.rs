@@ -384,9 +384,10 @@ fn uses_cards(o: &OpenOptions) -> bool {
 
 /// The soft-dirty bits for a deferred recovery GC, if this open may use
 /// one: asked for, not read-only, not relocated (swizzling is eager), not
-/// `trace` mode (the crash explorer replays one thread), a kernel that
-/// tracks soft-dirty bits (or the regions' card table asked for), and no
-/// other deferred GC in this process.
+/// `trace` mode (the crash explorer replays one thread), and either the
+/// regions' card table asked for (any number of pools at once) or a kernel
+/// that tracks soft-dirty bits and no other soft-dirty deferred GC in this
+/// process.
 fn deferred_claim(o: &OpenOptions, mode: Durability, relocated: bool) -> Option<super::softdirty::Claim> {
     // The probe clears the whole process's soft-dirty bits (every page's
     // next write then faults once), so only an open that could defer asks.
@@ -394,8 +395,11 @@ fn deferred_claim(o: &OpenOptions, mode: Durability, relocated: bool) -> Option<
     if !wanted || o.read_only || relocated || mode == Durability::Trace {
         return None;
     }
-    let tracked = uses_cards(o) || (!o.no_soft_dirty && super::softdirty::available());
-    if !tracked {
+    if uses_cards(o) {
+        // The card table is the pool's own: no process-wide bits to hold.
+        return Some(super::softdirty::Claim::none());
+    }
+    if o.no_soft_dirty || !super::softdirty::available() {
         return None;
     }
     super::softdirty::Claim::take()
