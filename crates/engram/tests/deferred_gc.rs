@@ -581,3 +581,73 @@ fn two_card_tracked_pools_at_once() {
     p1.close().unwrap();
     p2.close().unwrap();
 }
+
+/// Undo-log chunks are linked without logging: a region whose log outgrows
+/// the chunk its slot already had links a new chunk into that chunk's
+/// header (log.rs `new_chunk`), a store no card sees. If the concurrent
+/// mark scanned the old chunk first, only the final pause's walk of every
+/// slot's whole chunk chain keeps the new chunk; otherwise the sweep frees
+/// a chunk the log still uses (the heap then counts fewer objects than
+/// are reachable).
+#[test]
+fn a_log_chunk_linked_during_the_mark_stays_live() {
+    const X: u64 = 3 << 17; // u64s: 3 MiB, fills the 4 MiB chunk mostly
+    const Y: u64 = 2 << 17; // 2 MiB more: a second chunk linked behind it
+    let _turn = serial();
+    let t = TempPool::new("deferred-chunk");
+    let pool = create(&t);
+    pool.txn(|tx| {
+        tx.set_root_array("x", tx.alloc_array::<u64>(X)?)?;
+        tx.set_root_array("y", tx.alloc_array::<u64>(Y)?)
+    })
+    .unwrap();
+    let log_all = |pool: &Pool, v: u64, both: bool| {
+        pool.txn(|tx| {
+            let x = tx.root_array::<u64>("x")?.expect("x");
+            tx.write_slice(x, 0, &vec![v; X as usize])?;
+            if both {
+                let y = tx.root_array::<u64>("y")?.expect("y");
+                tx.write_slice(y, 0, &vec![v; Y as usize])?;
+            }
+            Ok::<_, engram::Error>(())
+        })
+        .unwrap()
+    };
+    // slot 0 (the lowest free one, as every region here) gets one chunk
+    log_all(&pool, 1, false);
+    pool.txn(|tx| (0..500).try_for_each(|g| tx.alloc(Node { value: g, next: PPtr::null() }).map(|_| ()))).unwrap();
+    pool.simulate_crash();
+
+    let (go, done) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    let mut o = opts(RecoveryGc::Deferred);
+    let (g, d) = (go.clone(), done.clone());
+    o.recovery_gc_hook = Some(RecoveryGcHook(Arc::new(move |n, stopping| {
+        if n == u64::MAX {
+            d.store(true, Ordering::Release);
+            while !g.load(Ordering::Acquire) && !stopping() {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+    })));
+    let pool = Pool::open(&t.0, o).unwrap();
+    assert!(pool.open_report().deferred_gc);
+    while !done.load(Ordering::Acquire) && pool.recovery_gc_status().state == RecoveryGcState::Pending {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    // the concurrent mark is over (it saw the old chunk's link empty)
+    log_all(&pool, 2, true);
+    go.store(true, Ordering::Release);
+    let st = pool.wait_recovery_gc().unwrap();
+    assert_eq!(st.state, RecoveryGcState::Finished, "{st:?}");
+    let reachable = pool.check().unwrap().objects;
+    assert_eq!(pool.info().live_objects, reachable, "every reachable object (log chunks too) is live after the sweep: {st:?}");
+    // the chain is used again, and the data is intact
+    log_all(&pool, 3, true);
+    pool.txn(|tx| {
+        let (x, y) = (tx.root_array::<u64>("x")?.expect("x"), tx.root_array::<u64>("y")?.expect("y"));
+        assert_eq!((tx.get(x, X - 1)?, tx.get(y, Y - 1)?), (3, 3));
+        Ok::<_, engram::Error>(())
+    })
+    .unwrap();
+    pool.close().unwrap();
+}
