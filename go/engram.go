@@ -90,7 +90,30 @@ type Options struct {
 	Checked bool
 	// Tracer records the pool's stores, flushes and fences (Trace mode).
 	Tracer *Tracer
+	// RecoveryGC: when an open after a crash collects the crash's garbage
+	// (default RecoveryGCAuto: ENGRAM_RECOVERY_GC, else in the open).
+	RecoveryGC RecoveryGC
 }
+
+// RecoveryGC says when an open after a crash collects the garbage the
+// crash left (docs/gc.md); Pool.RecoveryGCStatus says where it stands.
+type RecoveryGC uint32
+
+const (
+	// RecoveryGCAuto: ENGRAM_RECOVERY_GC (eager, deferred,
+	// deferred-cards) if set, else RecoveryGCEager.
+	RecoveryGCAuto RecoveryGC = C.ENGRAM_RECOVERY_GC_AUTO
+	// RecoveryGCEager collects in the open, before it returns.
+	RecoveryGCEager RecoveryGC = C.ENGRAM_RECOVERY_GC_EAGER
+	// RecoveryGCDeferred collects in the background with the kernel's
+	// soft-dirty bits as the write barrier (eagerly without them).
+	RecoveryGCDeferred RecoveryGC = C.ENGRAM_RECOVERY_GC_DEFERRED
+	// RecoveryGCDeferredCards collects in the background on any kernel,
+	// its write barrier the transactions' own bookkeeping. Only for
+	// programs that write the pool inside transactions alone: data written
+	// directly and made durable with Persist is not seen.
+	RecoveryGCDeferredCards RecoveryGC = C.ENGRAM_RECOVERY_GC_DEFERRED_CARDS
+)
 
 // Pool is an open pool. Its methods are safe for concurrent use.
 type Pool struct {
@@ -212,7 +235,11 @@ func openExisting(path string, opts *Options) (*Pool, error) {
 				o.tracer = opts.Tracer.h
 			}
 		}
-		return C.engram_pool_open(cpath, &o, &h)
+		rgc := C.uint32_t(0)
+		if opts != nil {
+			rgc = C.uint32_t(opts.RecoveryGC)
+		}
+		return C.engram_pool_open_recovery_gc(cpath, &o, rgc, &h)
 	})
 	if err != nil {
 		return nil, err

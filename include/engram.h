@@ -190,6 +190,31 @@ typedef enum engram_durability {
 } engram_durability;
 
 /**
+ * When a pool opened after a crash collects its garbage
+ * (`engram_pool_open_recovery_gc`; docs/gc.md).
+ */
+typedef enum engram_recovery_gc {
+  /**
+   * `ENGRAM_RECOVERY_GC` (`eager`, `deferred`, `deferred-cards`) if set, else EAGER.
+   */
+  ENGRAM_RECOVERY_GC_AUTO = 0,
+  /**
+   * In the open, before it returns.
+   */
+  ENGRAM_RECOVERY_GC_EAGER = 1,
+  /**
+   * In the background with the kernel's soft-dirty bits; eager without them.
+   */
+  ENGRAM_RECOVERY_GC_DEFERRED = 2,
+  /**
+   * In the background with the regions' card table (any kernel): only
+   * for programs that write the pool through regions alone (no stores
+   * outside a region, e.g. `engram_persist` of data written directly).
+   */
+  ENGRAM_RECOVERY_GC_DEFERRED_CARDS = 3,
+} engram_recovery_gc;
+
+/**
  * Result of every call: `ENGRAM_OK` (0) or a value of [`engram_code`].
  * An int rather than the enum, so that a code added by a newer engine
  * never makes a value the C enum cannot hold.
@@ -504,9 +529,10 @@ typedef struct engram_mark_stats {
 
 /**
  * Progress of the recovery GC of this open (`engram_recovery_gc_status`).
- * After a crash the garbage is collected in `engram_pool_open`, or, with
- * `ENGRAM_RECOVERY_GC=deferred` in the environment (and a kernel that
- * tracks soft-dirty bits), in the background while the program runs.
+ * After a crash the garbage is collected in `engram_pool_open`, or in the
+ * background while the program runs: with `ENGRAM_RECOVERY_GC=deferred`
+ * in the environment (and a kernel that tracks soft-dirty bits), or
+ * `deferred-cards` (`engram_recovery_gc`, any kernel, region-only programs).
  */
 typedef struct engram_recovery_gc_report {
   /**
@@ -689,6 +715,19 @@ engram_status engram_pool_create(const char *path,
 engram_status engram_pool_open(const char *path,
                                const struct engram_open_options *opts,
                                engram_pool *pool);
+
+/**
+ * `engram_pool_open` with the recovery GC's policy after a crash: a value
+ * of `engram_recovery_gc` (`engram_recovery_gc_status` then says where it
+ * stands). INVALID_ARGUMENT for another value.
+ *
+ * # Safety
+ * As `engram_pool_open`.
+ */
+engram_status engram_pool_open_recovery_gc(const char *path,
+                                           const struct engram_open_options *opts,
+                                           uint32_t recovery_gc,
+                                           engram_pool *pool);
 
 /**
  * Opens the pool at `path` (expecting `opts->layout`), or creates it with

@@ -36,6 +36,23 @@ pub enum engram_durability {
     ENGRAM_DURABILITY_WAL = 5,
 }
 
+/// When a pool opened after a crash collects its garbage
+/// (`engram_pool_open_recovery_gc`; docs/gc.md).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum engram_recovery_gc {
+    /// `ENGRAM_RECOVERY_GC` (`eager`, `deferred`, `deferred-cards`) if set, else EAGER.
+    ENGRAM_RECOVERY_GC_AUTO = 0,
+    /// In the open, before it returns.
+    ENGRAM_RECOVERY_GC_EAGER = 1,
+    /// In the background with the kernel's soft-dirty bits; eager without them.
+    ENGRAM_RECOVERY_GC_DEFERRED = 2,
+    /// In the background with the regions' card table (any kernel): only
+    /// for programs that write the pool through regions alone (no stores
+    /// outside a region, e.g. `engram_persist` of data written directly).
+    ENGRAM_RECOVERY_GC_DEFERRED_CARDS = 3,
+}
+
 /// Options of `engram_pool_create`. Fill with `engram_create_options_init`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -283,14 +300,38 @@ pub unsafe extern "C" fn engram_pool_create(
 /// `path` is a C string; `opts` is NULL (defaults) or initialised options; `pool` is writable.
 #[no_mangle]
 pub unsafe extern "C" fn engram_pool_open(path: *const c_char, opts: *const engram_open_options, pool: *mut engram_pool) -> engram_status {
+    // SAFETY: the caller's contract is this function's.
+    unsafe { engram_pool_open_recovery_gc(path, opts, 0, pool) }
+}
+
+/// `engram_pool_open` with the recovery GC's policy after a crash: a value
+/// of `engram_recovery_gc` (`engram_recovery_gc_status` then says where it
+/// stands). INVALID_ARGUMENT for another value.
+///
+/// # Safety
+/// As `engram_pool_open`.
+#[no_mangle]
+pub unsafe extern "C" fn engram_pool_open_recovery_gc(
+    path: *const c_char,
+    opts: *const engram_open_options,
+    recovery_gc: u32,
+    pool: *mut engram_pool,
+) -> engram_status {
     call(|| {
         // SAFETY: caller's contract, for each argument.
         let (path, dst) = unsafe { (text(path, "path")?, out(pool, "pool")?) };
-        let o = if opts.is_null() {
+        let mut o = if opts.is_null() {
             OpenOptions::any()
         } else {
             // SAFETY: caller's contract.
             unsafe { open_options(input(opts, "opts")?) }?
+        };
+        o.recovery_gc = match recovery_gc {
+            0 => engram::RecoveryGc::Auto,
+            1 => engram::RecoveryGc::Eager,
+            2 => engram::RecoveryGc::Deferred,
+            3 => engram::RecoveryGc::DeferredCards,
+            v => return Err(invalid(format!("recovery_gc {v} is not a value of engram_recovery_gc"))),
         };
         *dst = add_pool(Pool::open(path, o)?);
         Ok(())
@@ -569,9 +610,10 @@ pub unsafe extern "C" fn engram_collect(pool: engram_pool, stats: *mut engram_ma
 }
 
 /// Progress of the recovery GC of this open (`engram_recovery_gc_status`).
-/// After a crash the garbage is collected in `engram_pool_open`, or, with
-/// `ENGRAM_RECOVERY_GC=deferred` in the environment (and a kernel that
-/// tracks soft-dirty bits), in the background while the program runs.
+/// After a crash the garbage is collected in `engram_pool_open`, or in the
+/// background while the program runs: with `ENGRAM_RECOVERY_GC=deferred`
+/// in the environment (and a kernel that tracks soft-dirty bits), or
+/// `deferred-cards` (`engram_recovery_gc`, any kernel, region-only programs).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct engram_recovery_gc_report {

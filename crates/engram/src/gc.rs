@@ -381,6 +381,7 @@ impl<'a> ConcurrentMark<'a> {
         self.m.quiet = false;
         self.m.named.clear();
         self.m.grey_roots()?;
+        self.grey_log_chains()?;
         for g in std::mem::take(&mut self.m.suspects) {
             self.recheck(g)?;
         }
@@ -407,6 +408,29 @@ impl<'a> ConcurrentMark<'a> {
         let mut m = self.m;
         m.stats.bad_fields = m.bad.len() as u64;
         MarkResult { marks: m.marks, stats: m.stats, bad: m.bad, doubts: Vec::new() }
+    }
+
+    /// Every chunk of every log slot's chain, followed from the slot (the
+    /// roots grey only the first): a region links a new chunk into the
+    /// header of the chunk before it without logging (`log.rs`,
+    /// `new_chunk`), a store the regions' card table does not see. Chains
+    /// are short; a cycle (a corrupt pool) ends at `MAX_CHAIN` hops.
+    fn grey_log_chains(&mut self) -> Result<()> {
+        const MAX_CHAIN: u32 = 1 << 16;
+        let base = self.m.space.base();
+        for slot in 0..LOG_SLOTS {
+            let (mut at, mut holder) = (crate::log::chunk_links(slot), 0);
+            for _ in 0..MAX_CHAIN {
+                self.m.field(at, holder)?;
+                let v: u64 = self.m.space.read(at)?;
+                if v == 0 || locate(self.m.space, v).is_none() {
+                    break;
+                }
+                // the next chunk's link is the first word of its payload
+                (at, holder) = (v - base, v);
+            }
+        }
+        Ok(())
     }
 
     /// A suspect field, read again with the world stopped.

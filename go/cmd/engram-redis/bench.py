@@ -19,8 +19,9 @@ each configuration's runs interleaved with the others' (round-robin, median
 of the rounds). Restart: 1M keys written with redis-cli --pipe; then the
 time from process start to the first PONG and to the first GET of an
 existing key (Redis answers -LOADING while it loads) for engram-redis
-(clean shutdown and kill -9, pmem and wal) and redis-server loading its
-AOF and its RDB. Writes OUT_DIR/redis.md and OUT_DIR/redis.png."""
+(clean shutdown and kill -9, pmem and wal; kill -9 with --recovery-gc
+eager too; after a kill also until the background recovery GC is done)
+and redis-server loading its AOF and its RDB. Writes OUT_DIR/redis.md and OUT_DIR/redis.png."""
 import os, shutil, socket, statistics, subprocess, sys, tempfile, time
 
 QUICK = "--quick" in sys.argv
@@ -150,17 +151,34 @@ def fill(port):
     os.unlink(proto.name)
 
 
+class EagerGcServer(Server):
+    """engram-redis with --recovery-gc eager (the heap collected in the open)."""
+
+    def argv(self):
+        return super().argv() + ["--recovery-gc", "eager"]
+
+
+def gc_finished(port, t0):
+    """Seconds from t0 until INFO persistence no longer says the recovery GC is pending."""
+    while True:
+        r = subprocess.run(["redis-cli", "-p", str(port), "info", "persistence"], capture_output=True, text=True).stdout
+        if "engram_recovery_gc:pending" not in r:
+            return time.perf_counter() - t0
+        time.sleep(0.01)
+
+
 def restart():
     cases = [("engram-redis pmem, clean shutdown", "engram", SHM, None, False),
              ("engram-redis pmem, after kill -9", "engram", SHM, None, True),
+             ("engram-redis pmem, after kill -9, --recovery-gc eager", "engram-eager", SHM, None, True),
              ("engram-redis wal (disk), clean shutdown", "engram", DISK, None, False),
              ("engram-redis wal (disk), after kill -9", "engram", DISK, None, True),
              ("redis-server loading its AOF (disk)", "redis", DISK, "everysec", False),
              ("redis-server loading its RDB (disk)", "redis", DISK, "rdb", False)]
     out = []
     for name, kind, fs, mode, kill in cases:
-        dur = "auto" if kind != "engram" else ("pmem" if fs == SHM else "wal")
-        s = Server(name, kind, fs, mode, durability=dur)
+        dur = "auto" if not kind.startswith("engram") else ("pmem" if fs == SHM else "wal")
+        s = (EagerGcServer if kind == "engram-eager" else Server)(name, "engram" if kind.startswith("engram") else kind, fs, mode, durability=dur)
         try:
             t0 = time.perf_counter()
             s.start()
@@ -173,8 +191,15 @@ def restart():
                 if kill:
                     time.sleep(0.2)  # the last batch's commit
                 s.stop(kill=kill)
-                times.append(s.start())
-            out.append((name, filled, statistics.median(t[0] for t in times), statistics.median(t[1] for t in times)))
+                t1 = time.perf_counter()
+                pong, get = s.start()
+                # engram after a kill: until the background recovery GC is done
+                # (so the next kill interrupts no GC); redis: no such phase
+                done = gc_finished(s.port, t1) if kill and kind.startswith("engram") else None
+                times.append((pong, get, done))
+            dones = [t[2] for t in times if t[2] is not None]
+            out.append((name, filled, statistics.median(t[0] for t in times), statistics.median(t[1] for t in times),
+                        statistics.median(dones) if dones else None))
             print(f"restart: {name}: {out[-1][2]*1000:.1f} / {out[-1][3]*1000:.1f} ms", flush=True)
         finally:
             s.clean()
@@ -246,10 +271,22 @@ def throughput_md(names, res, have_plot):
 def restart_md(rs):
     f = [f"## Restart with {KEYS:,} keys (median of {ROUNDS})\n\n",
          "Process start to the first `+PONG`, and to the first successful GET of an existing key. "
-         "Each pool is filled with `redis-cli --pipe` by the server itself, in the mode it then restarts in.\n\n",
-         "| case | fill (redis-cli --pipe) s | first PONG ms | first GET ms |\n|---|---:|---:|---:|\n"]
-    for name, filled, pong, get in rs:
-        f.append(f"| {name} | {filled:.1f} | {pong * 1000:.1f} | {get * 1000:.1f} |\n")
+         "Each pool is filled with `redis-cli --pipe` by the server itself, in the mode it then restarts in. "
+         "After a kill -9 engram-redis answers while its recovery GC runs in the background (the default); "
+         "the last column is when INFO persistence stopped saying `engram_recovery_gc:pending` "
+         "(polled with redis-cli every 10 ms). `--recovery-gc eager` collects in the open, before the first reply.\n\n",
+         "| case | fill (redis-cli --pipe) s | first PONG ms | first GET ms | recovery GC done ms |\n|---|---:|---:|---:|---:|\n"]
+    for name, filled, pong, get, done in rs:
+        d = f"{done * 1000:.1f}" if done is not None else "-"
+        f.append(f"| {name} | {filled:.1f} | {pong * 1000:.1f} | {get * 1000:.1f} | {d} |\n")
+    rows = {r[0]: r for r in rs}
+    aof, rdb = rows.get("redis-server loading its AOF (disk)"), rows.get("redis-server loading its RDB (disk)")
+    if aof and rdb:
+        f.append("\nRatios (redis-server's load to engram-redis's first GET, higher is faster):\n\n"
+                 "| case | vs AOF load | vs RDB load |\n|---|---:|---:|\n")
+        for r in rs:
+            if r[0].startswith("engram"):
+                f.append(f"| {r[0]} | {aof[3] / r[3]:.0f}x | {rdb[3] / r[3]:.0f}x |\n")
     return "".join(f)
 
 

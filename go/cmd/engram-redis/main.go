@@ -25,6 +25,7 @@ func main() {
 	pass := flag.String("requirepass", "", "password clients must AUTH with")
 	dur := flag.String("durability", "auto", "auto | pmem | msync | wal | process")
 	maxClients := flag.Int("maxclients", 10000, "connections beyond are refused (the open-file limit is raised to this + 32)")
+	rgc := flag.String("recovery-gc", "background", "after a crash, collect the crash's garbage in the background while serving (background) or before serving (eager)")
 	flag.Parse()
 	p := *pool
 	if p == "" {
@@ -41,7 +42,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "engram-redis: --durability must be auto, pmem, msync, wal or process")
 		os.Exit(2)
 	}
-	cfg := redis.Config{Addr: *bind + ":" + strconv.Itoa(*port), Pool: p, MaxMemory: mm, RequirePass: *pass, Durability: mode, MaxClients: *maxClients,
+	if *rgc != "background" && *rgc != "eager" {
+		fmt.Fprintln(os.Stderr, "engram-redis: --recovery-gc must be background or eager")
+		os.Exit(2)
+	}
+	cfg := redis.Config{EagerRecoveryGC: *rgc == "eager", Addr: *bind + ":" + strconv.Itoa(*port), Pool: p, MaxMemory: mm, RequirePass: *pass, Durability: mode, MaxClients: *maxClients,
 		Handoff: os.Getenv("ENGRAM_REDIS_HANDOFF") == "1"}
 	// ENGRAM_REDIS_CPUPROFILE=FILE: a Go CPU profile of the whole run,
 	// written at SHUTDOWN (go tool pprof FILE; docs/redis.md, profiling).

@@ -560,7 +560,8 @@ func cmdWatch(x *ctx) error {
 // activeExpire samples keys with a TTL and deletes expired ones in one
 // transaction per tick.
 func (s *Server) activeExpire() {
-	if g := gcGen.Load(); s.needCollect || g != s.gcSeen {
+	// (Collect waits for a background recovery GC: not on the executor.)
+	if g := gcGen.Load(); (s.needCollect || g != s.gcSeen) && !s.recoveryGCPending() {
 		s.needCollect, s.gcSeen = false, g
 		_ = s.pool.Collect()
 	}

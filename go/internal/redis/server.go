@@ -51,6 +51,11 @@ type Config struct {
 	// Handoff: every batch runs on the executor goroutine (the design before
 	// combining; ENGRAM_REDIS_HANDOFF=1, for before/after measurements).
 	Handoff bool
+	// EagerRecoveryGC: after a crash, collect the crash's garbage in the
+	// open, before the server answers (--recovery-gc eager). By default
+	// it runs in the background while the server answers (the engine's
+	// region card table: every pool write of the server is in a region).
+	EagerRecoveryGC bool
 }
 
 // Server is one engram-redis instance.
@@ -132,7 +137,7 @@ const (
 
 // New opens (or creates) the pool and builds the server.
 func New(cfg Config) (*Server, error) {
-	opts := &engram.Options{Layout: "engram-redis", MaxSize: cfg.MaxMemory, Durability: cfg.Durability}
+	opts := &engram.Options{Layout: "engram-redis", MaxSize: cfg.MaxMemory, Durability: cfg.Durability, RecoveryGC: recoveryGCPolicy(cfg)}
 	t0 := time.Now()
 	pool, first, err := engram.Open(cfg.Pool, opts)
 	if err != nil {
@@ -217,6 +222,9 @@ func (s *Server) Close() error {
 		c.conn.Close()
 	}
 	s.mu.Unlock()
+	// A background recovery GC still running finishes first: closed before
+	// it, the pool would be left to recover again on the next start.
+	_, _ = s.pool.WaitRecoveryGC()
 	return s.pool.Close()
 }
 

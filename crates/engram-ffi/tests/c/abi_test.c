@@ -546,6 +546,16 @@ static void test_recovery(void) {
     OK(engram_pool_open_report(p, &rep));
     CHECK(rep.was_clean == 0 && rep.recovered == 1 && rep.live_objects == 4);
     CHECK(list_sum(p, node_type(p)) == 11);
+    /* the background recovery GC with the region card table */
+    OK(engram_pool_abandon(p));
+    EXPECT(engram_pool_open_recovery_gc(path, &oo, 99, &p), ENGRAM_ERR_INVALID_ARGUMENT);
+    OK(engram_pool_open_recovery_gc(path, &oo, ENGRAM_RECOVERY_GC_DEFERRED_CARDS, &p));
+    struct engram_recovery_gc_report gc;
+    OK(engram_recovery_gc_status(p, &gc));
+    CHECK(gc.state == 2 || gc.state == 3); /* pending, or already finished */
+    CHECK(list_sum(p, node_type(p)) == 11);
+    OK(engram_recovery_gc_wait(p, &gc));
+    CHECK(gc.state == 3 && gc.live_objects == 4);
     OK(engram_pool_close(p));
 }
 

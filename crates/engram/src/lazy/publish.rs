@@ -76,6 +76,8 @@ pub(crate) struct Staged<'p> {
 /// Step 1: copies `v` into the pool, boxed; returns the staging and the
 /// address of the boxed `T::P`.
 pub(crate) fn stage<'p, T: Persist>(inner: &'p PoolInner, v: &T) -> Result<(Staged<'p>, u64)> {
+    // Staged copies and the link set no region cards (pool/deferred.rs).
+    inner.before_unregioned_writes()?;
     let mut s = Staged { inner, cache: inner.heap.cache(), made: Vec::new() };
     let r = s.with_cx(|cx| {
         let p = v.persist(cx)?;

@@ -30,8 +30,14 @@
 //!   recovery GC again. Close stops the background mark (it does not wait).
 //! - Online collection waits for the deferred GC to finish first.
 //! - Relocation, `trace` mode, read-only opens, a kernel without soft-dirty
-//!   bits, a second deferred GC in the same process (the bits are
-//!   process-wide) and `ENGRAM_RECOVERY_GC=eager` collect eagerly in open.
+//!   bits (unless the region card table is asked for), a second soft-dirty
+//!   deferred GC in the same process (the bits are process-wide) and
+//!   `ENGRAM_RECOVERY_GC=eager` collect eagerly in open.
+//! - With the region card table (`RecoveryGc::DeferredCards`) the write
+//!   barrier is the regions' own bookkeeping: every logged range and every
+//!   allocated object marks its pages. Write paths outside regions (the STM,
+//!   persistent laziness) would not, so their first use in this open waits
+//!   for the collection to finish ([`Deferred::before_unregioned_writes`]).
 
 use super::PoolInner;
 use crate::error::{Error, Result};
@@ -44,13 +50,23 @@ use std::time::{Duration, Instant};
 /// When a pool opened after a crash collects its garbage.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum RecoveryGc {
-    /// `ENGRAM_RECOVERY_GC` (`eager` or `deferred`) if set, else `Eager`.
+    /// `ENGRAM_RECOVERY_GC` (`eager`, `deferred` or `deferred-cards`) if
+    /// set, else `Eager`.
     #[default]
     Auto,
     /// In `Pool::open`, before it returns.
     Eager,
-    /// In the background, where possible (else eagerly).
+    /// In the background, with the kernel's soft-dirty bits as the write
+    /// barrier; eagerly where the kernel lacks them.
     Deferred,
+    /// In the background, with the regions' card table as the write
+    /// barrier (any kernel): for programs whose pool writes all go through
+    /// regions (`Pool::txn`, the C ABI's regions, the Go front end's
+    /// transactions). The STM and persistent laziness wait for the
+    /// collection to finish before their first write; stores a front end
+    /// makes outside any region (Go's `Persist` of data written directly)
+    /// are not seen, so such a program must not ask for this (docs/gc.md).
+    DeferredCards,
 }
 
 impl RecoveryGc {
@@ -59,6 +75,7 @@ impl RecoveryGc {
         match self {
             RecoveryGc::Auto => match std::env::var("ENGRAM_RECOVERY_GC").as_deref() {
                 Ok("deferred") => RecoveryGc::Deferred,
+                Ok("deferred-cards") => RecoveryGc::DeferredCards,
                 _ => RecoveryGc::Eager,
             },
             other => other,
@@ -143,15 +160,22 @@ pub(crate) struct Deferred {
     stop: AtomicBool,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     pub hook: Option<RecoveryGcHook>,
-    /// With `OpenOptions::region_write_cards`: the pages regions wrote,
-    /// used instead of the soft-dirty bits.
+    /// With `RecoveryGc::DeferredCards`: the pages regions wrote, used
+    /// instead of the soft-dirty bits.
     pub cards: Option<Cards>,
+    /// Regions card their writes (set in open with `cards`; cleared when
+    /// the collection ended, so later regions pay one load, not an atomic
+    /// read-modify-write).
+    pub carding: AtomicBool,
 }
 
 /// A bit per pool page, set by regions when they log a range or allocate
 /// an object: a software stand-in for the soft-dirty bits that sees region
-/// writes only (not the STM's in-place writes), so it is a test hook
-/// (`OpenOptions::region_write_cards`), for kernels without soft-dirty bits.
+/// writes only (`RecoveryGc::DeferredCards`; docs/gc.md argues why that is
+/// every pointer a region can change). A bit is set before the write it
+/// stands for and never cleared during the phase, and the final pause
+/// reads the table under the GC gate held exclusively, after every region
+/// that set a bit has ended.
 pub(crate) struct Cards(Box<[std::sync::atomic::AtomicU64]>);
 
 impl Cards {
@@ -184,8 +208,26 @@ impl Deferred {
     #[inline]
     pub fn card(&self, off: u64, len: u64) {
         if let Some(c) = &self.cards {
-            c.mark(off, len);
+            if self.carding.load(Ordering::Relaxed) {
+                c.mark(off, len);
+            }
         }
+    }
+
+    /// Called before the first write of a path that bypasses regions (the
+    /// STM's state, persistent laziness): with the card table collecting,
+    /// waits until it finished, as those writes set no card. Inside a
+    /// region (whose GC gate the final pause needs) it cannot wait:
+    /// [`Error::Busy`].
+    pub fn before_unregioned_writes(&self, in_region: bool) -> Result<()> {
+        if self.cards.is_none() || self.status().state != RecoveryGcState::Pending {
+            return Ok(());
+        }
+        if in_region {
+            return Err(Error::Busy { what: "STM or lazy writes inside a region while the card-tracked recovery GC runs" });
+        }
+        self.wait();
+        Ok(())
     }
 
     pub fn status(&self) -> RecoveryGcStatus {
@@ -271,6 +313,8 @@ fn run(inner: &PoolInner) {
         Ok(false) => Ok(false),
         Err(e) => Err(e),
     };
+    // No one reads the cards any more (the pause is over, or never comes).
+    d.carding.store(false, Ordering::Relaxed);
     d.set(|s| match r {
         Ok(true) => s.state = RecoveryGcState::Finished,
         Ok(false) => s.state = RecoveryGcState::Stopped,

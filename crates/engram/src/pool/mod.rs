@@ -311,6 +311,18 @@ pub(crate) struct PoolInner {
 }
 
 impl PoolInner {
+    /// Whether this thread is inside a region of this pool.
+    pub(crate) fn in_region(&self) -> bool {
+        let id = self.heap.id;
+        ACTIVE.with(|a| a.borrow().iter().any(|(h, _)| *h == id))
+    }
+
+    /// Before the first write of a path that bypasses regions (the STM,
+    /// persistent laziness): see `Deferred::before_unregioned_writes`.
+    pub(crate) fn before_unregioned_writes(&self) -> Result<()> {
+        self.deferred.before_unregioned_writes(self.in_region())
+    }
+
     /// Takes a free log slot, with its generation if the slot set knows it
     /// (`tx/slots.rs`, generation cache).
     #[inline]
@@ -561,8 +573,7 @@ impl Pool {
 
     /// Whether this thread is inside a region of this pool.
     fn in_region(&self) -> bool {
-        let id = self.inner.heap.id;
-        ACTIVE.with(|a| a.borrow().iter().any(|(h, _)| *h == id))
+        self.inner.in_region()
     }
 
     /// Lists the named roots.

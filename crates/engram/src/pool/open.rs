@@ -346,7 +346,7 @@ pub(super) fn open(path: &Path, o: &OpenOptions) -> Result<(PoolInner, Option<su
         if claim.is_some() {
             // 4b. deferred: sealed now, collected in the background.
             heap.seal_small_spans();
-            if !o.region_write_cards {
+            if !uses_cards(o) {
                 super::softdirty::clear()?;
             }
             report.deferred_gc = true;
@@ -369,25 +369,37 @@ pub(super) fn open(path: &Path, o: &OpenOptions) -> Result<(PoolInner, Option<su
     inner.check_pointers = o.check_pointers;
     inner.deferred = super::deferred::Deferred::settled(gc_state);
     inner.deferred.hook = o.recovery_gc_hook.clone();
-    if claim.is_some() && o.region_write_cards {
+    if claim.is_some() && uses_cards(o) {
         inner.deferred.cards = Some(super::deferred::Cards::new(h.max_size));
+        inner.deferred.carding = true.into();
     }
     Ok((inner, claim))
 }
 
+/// Whether a deferred recovery GC of this open learns the written pages
+/// from the regions' card table rather than the soft-dirty bits.
+fn uses_cards(o: &OpenOptions) -> bool {
+    o.region_write_cards || o.recovery_gc.resolve() == RecoveryGc::DeferredCards
+}
+
 /// The soft-dirty bits for a deferred recovery GC, if this open may use
 /// one: asked for, not read-only, not relocated (swizzling is eager), not
-/// `trace` mode (the crash explorer replays one thread), a kernel that
-/// tracks soft-dirty bits, and no other deferred GC in this process.
+/// `trace` mode (the crash explorer replays one thread), and either the
+/// regions' card table asked for (any number of pools at once) or a kernel
+/// that tracks soft-dirty bits and no other soft-dirty deferred GC in this
+/// process.
 fn deferred_claim(o: &OpenOptions, mode: Durability, relocated: bool) -> Option<super::softdirty::Claim> {
     // The probe clears the whole process's soft-dirty bits (every page's
     // next write then faults once), so only an open that could defer asks.
-    let wanted = o.recovery_gc.resolve() == RecoveryGc::Deferred;
+    let wanted = matches!(o.recovery_gc.resolve(), RecoveryGc::Deferred | RecoveryGc::DeferredCards);
     if !wanted || o.read_only || relocated || mode == Durability::Trace {
         return None;
     }
-    let tracked = o.region_write_cards || (!o.no_soft_dirty && super::softdirty::available());
-    if !tracked {
+    if uses_cards(o) {
+        // The card table is the pool's own: no process-wide bits to hold.
+        return Some(super::softdirty::Claim::none());
+    }
+    if o.no_soft_dirty || !super::softdirty::available() {
         return None;
     }
     super::softdirty::Claim::take()

@@ -12,8 +12,9 @@
 //!   present (never touched, evicted or swapped: its bit may be lost) and a
 //!   page whose entry cannot be read are reported dirty.
 //! - The bits are per process: one clear serves one user at a time, so
-//!   [`Claim`] admits one deferred GC per process (a second pool recovered
-//!   meanwhile collects eagerly).
+//!   [`Claim`] admits one deferred GC per process on them (a second pool
+//!   recovered meanwhile collects eagerly); GCs on the regions' card table
+//!   (per pool) do not take them.
 //! - [`available`] probes once per process that the kernel really tracks
 //!   writes (CONFIG_MEM_SOFT_DIRTY, a readable pagemap): a probe write must
 //!   show up after a clear, and must not before it.
@@ -82,19 +83,28 @@ fn probe() -> Result<bool> {
 
 static CLAIMED: AtomicBool = AtomicBool::new(false);
 
-/// The process's soft-dirty bits, held by one deferred GC until dropped.
-pub(crate) struct Claim(());
+/// The process's soft-dirty bits, held by one deferred GC until dropped;
+/// or, for a GC whose barrier is the regions' card table (per pool), a
+/// claim on nothing.
+pub(crate) struct Claim(bool);
 
 impl Claim {
     /// The bits, if no other deferred GC of this process holds them.
     pub fn take() -> Option<Claim> {
-        CLAIMED.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire).ok().map(|_| Claim(()))
+        CLAIMED.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire).ok().map(|_| Claim(true))
+    }
+
+    /// For a card-tracked GC: the bits stay free for others.
+    pub fn none() -> Claim {
+        Claim(false)
     }
 }
 
 impl Drop for Claim {
     fn drop(&mut self) {
-        CLAIMED.store(false, Ordering::Release);
+        if self.0 {
+            CLAIMED.store(false, Ordering::Release);
+        }
     }
 }
 

@@ -123,6 +123,9 @@ pub(super) fn stm_pool(pool: &Pool) -> Result<Arc<StmPool>> {
     if let Some(s) = state(inner) {
         return Ok(s);
     }
+    // The STM's writes set no region cards: a card-tracked recovery GC
+    // must finish before the STM starts on this pool (pool/deferred.rs).
+    inner.before_unregioned_writes()?;
     // Regions lock nothing by themselves: without the root table's lock,
     // two threads starting at once would both find no root, and the second
     // `set_root` would unlink the first one's metadata (and its logs).
