@@ -104,16 +104,31 @@ class Server:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def bench(port, test, pipe, n):
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid):
+    """The process's user + system CPU time so far (all its threads)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime: fields 14, 15
+
+
+def bench(server, test, pipe, n):
+    """One redis-benchmark run: (requests/s, the server's CPU microseconds
+    per request over the run). The CPU time is what the server process
+    itself spent, so it holds on a loaded machine where requests/s do not."""
     test, _, clients = test.partition("/c")
     reqs = n[pipe] // 10 if clients == "1" else n[pipe]  # one client is slower: fewer requests
-    out = subprocess.run(["redis-benchmark", "-p", str(port), "-c", clients or "50", "-P", str(pipe), "-n", str(reqs),
+    cpu0 = cpu_seconds(server.proc.pid)
+    out = subprocess.run(["redis-benchmark", "-p", str(server.port), "-c", clients or "50", "-P", str(pipe), "-n", str(reqs),
                           "-r", "100000", "-t", test, "--csv"], capture_output=True, text=True).stdout
+    cpu = (cpu_seconds(server.proc.pid) - cpu0) * 1e6 / reqs
     for line in out.splitlines():
         f = [x.strip('"') for x in line.split(",")]
         if len(f) > 1 and f[0] != "test":
-            return float(f[1])
-    return float("nan")
+            return float(f[1]), cpu
+    return float("nan"), cpu
 
 
 def throughput():
@@ -123,7 +138,7 @@ def throughput():
                Server("redis AOF everysec (disk)", "redis", DISK, "everysec"),
                Server("redis AOF always (/dev/shm)", "redis", SHM, "always"),
                Server("redis persistence off", "redis", SHM, "off")]
-    res = {}
+    res, cpu = {}, {}
     try:
         for s in configs:
             s.start()
@@ -131,12 +146,15 @@ def throughput():
             for test in TESTS:
                 for pipe in (1, 16):
                     for s in configs:
-                        res.setdefault((s.name, test, pipe), []).append(bench(s.port, test, pipe, N))
+                        rps, us = bench(s, test, pipe, N)
+                        res.setdefault((s.name, test, pipe), []).append(rps)
+                        cpu.setdefault((s.name, test, pipe), []).append(us)
             print(f"round {rnd + 1}/{ROUNDS} done", flush=True)
     finally:
         for s in configs:
             s.clean()
-    return [s.name for s in configs], {k: statistics.median(v) for k, v in res.items()}
+    med = lambda d: {k: statistics.median(v) for k, v in d.items()}
+    return [s.name for s in configs], med(res), med(cpu)
 
 
 def fill(port):
@@ -224,7 +242,29 @@ def header():
             "since start.\n\n")
 
 
-def throughput_md(names, res, have_plot):
+def cpu_md(names, cpu, cols, head):
+    """The server's CPU time per request, and its ratio to redis's."""
+    f = ["\n### Server CPU time per request (microseconds, median of the rounds)\n\n"
+         "utime + stime of the server process (all threads, /proc/PID/stat) over one redis-benchmark run, "
+         "divided by its requests. On a shared 2-core machine requests/s swing with the other load; the "
+         "CPU the server spends per request does much less, so this is the comparison that holds there "
+         "(it leaves out waiting: an fdatasync's latency is not CPU time).\n\n",
+         "| configuration " + head]
+    for n in names:
+        f.append(f"| {n} | " + " | ".join(f"{cpu[(n, t, p)]:.1f}" for t, p in cols) + " |\n")
+    f.append("\nCPU per request, redis-server / engram-redis (above 1: engram-redis spends less):\n\n| " + head)
+    for a, b in RATIOS:
+        f.append(f"| {b} / {a} | " + " | ".join(f"{cpu[(b, t, p)] / max(cpu[(a, t, p)], 1e-9):.2f}" for t, p in cols) + " |\n")
+    return "".join(f)
+
+
+RATIOS = [("engram-redis pmem (/dev/shm)", "redis persistence off"),
+          ("engram-redis pmem (/dev/shm)", "redis AOF always (/dev/shm)"),
+          ("engram-redis wal (disk)", "redis AOF always (disk)"),
+          ("engram-redis wal (disk)", "redis AOF everysec (disk)")]
+
+
+def throughput_md(names, res, cpu, have_plot):
     f = [f"## Throughput (requests/s, median of {ROUNDS} interleaved rounds)\n\n",
          f"redis-benchmark -c 50 -r 100000 (/c1: -c 1, a tenth of the requests), -n {N[1]} (pipeline 1) "
          f"and {N[16]} (pipeline 16).\n\n"]
@@ -233,13 +273,12 @@ def throughput_md(names, res, have_plot):
     f.append("| configuration " + head)
     for n in names:
         f.append(f"| {n} | " + " | ".join(f"{res[(n, t, p)]:,.0f}" for t, p in cols) + " |\n")
-    off = "redis persistence off"
     f.append("\nRatios engram-redis / redis-server:\n\n| " + head)
-    for a, b in [("engram-redis pmem (/dev/shm)", off), ("engram-redis pmem (/dev/shm)", "redis AOF always (/dev/shm)"),
-                 ("engram-redis wal (disk)", "redis AOF always (disk)"), ("engram-redis wal (disk)", "redis AOF everysec (disk)")]:
+    for a, b in RATIOS:
         f.append(f"| {a} / {b} | " + " | ".join(f"{res[(a, t, p)] / res[(b, t, p)]:.2f}" for t, p in cols) + " |\n")
     if have_plot:
         f.append("\n![throughput](redis.png)\n")
+    f.append(cpu_md(names, cpu, cols, head))
     return "".join(f)
 
 
@@ -275,8 +314,8 @@ def main():
     md = os.path.join(OUT, "redis.md")
     parts = []
     if RUN_THROUGHPUT:
-        names, res = throughput()
-        parts.append(throughput_md(names, res, plot(names, res, os.path.join(OUT, "redis.png"))))
+        names, res, cpu = throughput()
+        parts.append(throughput_md(names, res, cpu, plot(names, res, os.path.join(OUT, "redis.png"))))
     else:
         parts.append(old_section(md, "Throughput"))
     if RUN_RESTART:
