@@ -112,7 +112,7 @@ func (a *argArena) list(n int) [][]byte {
 	}
 	l := len(a.args)
 	a.args = a.args[:l+n]
-	return a.args[l:l:l+n]
+	return a.args[l : l : l+n]
 }
 
 // readCommand reads one command; nil args (and nil error) for an empty
