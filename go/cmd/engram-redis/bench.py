@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench.py ENGRAM_BIN OUT_DIR [--quick] [--throughput-only | --restart-only]:
+"""bench.py ENGRAM_BIN OUT_DIR [--quick] [--throughput-only | --restart-only] [--before=BIN]:
 engram-redis against Debian's redis-server 7.0 with redis-benchmark, and
 the restart time with 1M keys. --throughput-only / --restart-only run one
 part and keep the other part's section of the existing OUT_DIR/redis.md
@@ -24,6 +24,9 @@ AOF and its RDB. Writes OUT_DIR/redis.md and OUT_DIR/redis.png."""
 import os, shutil, socket, statistics, subprocess, sys, tempfile, time
 
 QUICK = "--quick" in sys.argv
+# --before=BIN: also run an earlier engram-redis binary (pmem and wal rows
+# marked "before"), interleaved with the rest, for before/after figures.
+BEFORE = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--before=")), None)
 RUN_THROUGHPUT = "--restart-only" not in sys.argv
 RUN_RESTART = "--throughput-only" not in sys.argv
 ENGRAM, OUT = sys.argv[1], sys.argv[2]
@@ -55,14 +58,15 @@ def ask(port, cmd, timeout=0.2):
 
 
 class Server:
-    def __init__(self, name, kind, fsdir, mode=None, durability="auto"):
+    def __init__(self, name, kind, fsdir, mode=None, durability="auto", binary=None):
         self.name, self.kind, self.mode, self.durability = name, kind, mode, durability
+        self.binary = binary or ENGRAM
         self.dir = tempfile.mkdtemp(prefix="engram-redis-bench.", dir=fsdir)
         self.port, self.proc = free_port(), None
 
     def argv(self):
         if self.kind == "engram":
-            return [ENGRAM, "--port", str(self.port), "--pool", os.path.join(self.dir, "b.pool"),
+            return [self.binary, "--port", str(self.port), "--pool", os.path.join(self.dir, "b.pool"),
                     "--maxmemory", "4gb", "--durability", self.durability]
         a = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir, "--save", ""]
         if self.mode == "off":
@@ -108,7 +112,22 @@ TICK = os.sysconf("SC_CLK_TCK")
 
 
 def cpu_seconds(pid):
-    """The process's user + system CPU time so far (all its threads)."""
+    """The process's CPU time so far (user + system, all its threads): the
+    sum of its threads' on-CPU nanoseconds (/proc/PID/task/*/schedstat),
+    finer than /proc/PID/stat's clock ticks (10 ms: a one-client run of
+    2,000 requests would show 5 us steps); a thread that exited during a
+    run drops out, so the ticks are the fallback if the sum went down."""
+    total = 0
+    try:
+        for t in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{t}/schedstat") as f:
+                total += int(f.read().split()[0])
+        return total / 1e9
+    except (OSError, ValueError, IndexError):
+        return ticks_seconds(pid)
+
+
+def ticks_seconds(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime: fields 14, 15
@@ -120,10 +139,13 @@ def bench(server, test, pipe, n):
     itself spent, so it holds on a loaded machine where requests/s do not."""
     test, _, clients = test.partition("/c")
     reqs = n[pipe] // 10 if clients == "1" else n[pipe]  # one client is slower: fewer requests
-    cpu0 = cpu_seconds(server.proc.pid)
+    cpu0, tick0 = cpu_seconds(server.proc.pid), ticks_seconds(server.proc.pid)
     out = subprocess.run(["redis-benchmark", "-p", str(server.port), "-c", clients or "50", "-P", str(pipe), "-n", str(reqs),
                           "-r", "100000", "-t", test, "--csv"], capture_output=True, text=True).stdout
-    cpu = (cpu_seconds(server.proc.pid) - cpu0) * 1e6 / reqs
+    spent = cpu_seconds(server.proc.pid) - cpu0
+    if spent < 0:
+        spent = ticks_seconds(server.proc.pid) - tick0
+    cpu = spent * 1e6 / reqs
     for line in out.splitlines():
         f = [x.strip('"') for x in line.split(",")]
         if len(f) > 1 and f[0] != "test":
@@ -138,6 +160,9 @@ def throughput():
                Server("redis AOF everysec (disk)", "redis", DISK, "everysec"),
                Server("redis AOF always (/dev/shm)", "redis", SHM, "always"),
                Server("redis persistence off", "redis", SHM, "off")]
+    if BEFORE:
+        configs[2:2] = [Server(PMEM_BEFORE, "engram", SHM, durability="pmem", binary=BEFORE),
+                        Server(WAL_BEFORE, "engram", DISK, durability="wal", binary=BEFORE)]
     res, cpu = {}, {}
     try:
         for s in configs:
@@ -226,7 +251,7 @@ def header():
     load = open("/proc/loadavg").read().split()[0]
     fsline = subprocess.run(["df", "-T", DISK], capture_output=True, text=True).stdout.splitlines()[-1].split()
     ver = subprocess.run(['redis-server', '--version'], capture_output=True, text=True).stdout.split()[2][2:]
-    flags = " ".join(a for a in sys.argv[3:])
+    flags = " ".join(a if not a.startswith("--before=") else "--before=" + os.path.basename(a[9:]) for a in sys.argv[3:])
     return ("# engram-redis vs redis-server 7.0\n\n"
             f"`make bench-redis` (`go/cmd/engram-redis/bench.py{' ' + flags if flags else ''}`), "
             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: {os.cpu_count()} cores ({cpu}), "
@@ -242,10 +267,14 @@ def header():
             "since start.\n\n")
 
 
+def ratio(x, y):
+    return f"{x / y:.2f}" if x > 0 and y > 0 else "-"
+
+
 def cpu_md(names, cpu, cols, head):
     """The server's CPU time per request, and its ratio to redis's."""
     f = ["\n### Server CPU time per request (microseconds, median of the rounds)\n\n"
-         "utime + stime of the server process (all threads, /proc/PID/stat) over one redis-benchmark run, "
+         "On-CPU time of the server process (user + system, all threads: /proc/PID/task/*/schedstat) over one redis-benchmark run, "
          "divided by its requests. On a shared 2-core machine requests/s swing with the other load; the "
          "CPU the server spends per request does much less, so this is the comparison that holds there "
          "(it leaves out waiting: an fdatasync's latency is not CPU time).\n\n",
@@ -253,11 +282,17 @@ def cpu_md(names, cpu, cols, head):
     for n in names:
         f.append(f"| {n} | " + " | ".join(f"{cpu[(n, t, p)]:.1f}" for t, p in cols) + " |\n")
     f.append("\nCPU per request, redis-server / engram-redis (above 1: engram-redis spends less):\n\n| " + head)
-    for a, b in RATIOS:
-        f.append(f"| {b} / {a} | " + " | ".join(f"{cpu[(b, t, p)] / max(cpu[(a, t, p)], 1e-9):.2f}" for t, p in cols) + " |\n")
+    for a, b in RATIOS + ([(PMEM_BEFORE, "redis persistence off"), (WAL_BEFORE, "redis AOF always (disk)")] if BEFORE else []):
+        f.append(f"| {b} / {a} | " + " | ".join(ratio(cpu[(b, t, p)], cpu[(a, t, p)]) for t, p in cols) + " |\n")
+    if BEFORE:
+        f.append("\nCPU per request, before / after this change (above 1: the change saves CPU):\n\n| " + head)
+        for a, b in [("engram-redis pmem (/dev/shm)", PMEM_BEFORE), ("engram-redis wal (disk)", WAL_BEFORE)]:
+            f.append(f"| {b} / {a} | " + " | ".join(ratio(cpu[(b, t, p)], cpu[(a, t, p)]) for t, p in cols) + " |\n")
     return "".join(f)
 
 
+PMEM_BEFORE = "engram-redis pmem, before (/dev/shm)"
+WAL_BEFORE = "engram-redis wal, before (disk)"
 RATIOS = [("engram-redis pmem (/dev/shm)", "redis persistence off"),
           ("engram-redis pmem (/dev/shm)", "redis AOF always (/dev/shm)"),
           ("engram-redis wal (disk)", "redis AOF always (disk)"),
@@ -274,7 +309,7 @@ def throughput_md(names, res, cpu, have_plot):
     for n in names:
         f.append(f"| {n} | " + " | ".join(f"{res[(n, t, p)]:,.0f}" for t, p in cols) + " |\n")
     f.append("\nRatios engram-redis / redis-server:\n\n| " + head)
-    for a, b in RATIOS:
+    for a, b in RATIOS + ([(PMEM_BEFORE, "redis persistence off"), (WAL_BEFORE, "redis AOF always (disk)")] if BEFORE else []):
         f.append(f"| {a} / {b} | " + " | ".join(f"{res[(a, t, p)] / res[(b, t, p)]:.2f}" for t, p in cols) + " |\n")
     if have_plot:
         f.append("\n![throughput](redis.png)\n")
