@@ -433,16 +433,25 @@ impl Extents {
     /// Applies one piece: it overrides what it overlaps, and joins every
     /// run it overlaps or touches into one.
     fn insert(&mut self, off: u64, b: &[u8]) {
+        if b.is_empty() {
+            return;
+        }
         let end = off + b.len() as u64;
+        // The common case (the same log slot, the same buckets again): the
+        // piece lies inside one run; overwrite it there.
+        if let Some((&s, v)) = self.runs.range_mut(..=off).next_back() {
+            if s + v.len() as u64 >= end {
+                let at = (off - s) as usize;
+                v[at..at + b.len()].copy_from_slice(b);
+                return;
+            }
+        }
         // The run starting at or before `off` that reaches it, else `off`.
         let start = match self.runs.range(..=off).next_back() {
             Some((&s, v)) if s + v.len() as u64 >= off => s,
             _ => off,
         };
-        let mut run = match self.runs.remove(&start) {
-            Some(v) => v,
-            None => Vec::new(),
-        };
+        let mut run = self.runs.remove(&start).unwrap_or_default();
         self.bytes -= run.len() as u64;
         // Runs starting inside [start, end] are swallowed (their bytes kept
         // where the piece does not cover them).
