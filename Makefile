@@ -314,7 +314,8 @@ test-redis-proxy: go-deps redis-deps ffi-lib
 # and the 1M-key restart, into docs/bench/redis.md and redis.png (about
 # 15 minutes; BENCH_REDIS_FLAGS=--quick for a smoke run). Release FFI.
 # BENCH_REDIS_FLAGS=--throughput-only or --restart-only runs one part and keeps
-# the other part's section of docs/bench/redis.md.
+# the other part's section of docs/bench/redis.md; --before=BIN adds an
+# earlier engram-redis binary's pmem and wal rows (before/after figures).
 bench-redis: go-deps redis-deps $(REDIS_PY_VENV)/bin/python
 	@$(MAKE) --no-print-directory ffi-lib FFI_PROFILE=release
 	cd go && $(GO_ENV) $(GO) build -o $(CURDIR)/target/go-bin/engram-redis-release ./cmd/engram-redis

@@ -129,6 +129,47 @@ func TestErrorAndPanicRollBack(t *testing.T) {
 	}
 }
 
+// A Tx answers a Log of a range it logged recently without the engine
+// (tx.recent); a wider range, and the same field in the next region, must
+// still be logged: the rollbacks restore every byte.
+func TestRecentLogsStillUndo(t *testing.T) {
+	p, _ := mustOpen(t, tmpPool(t, "recent.pool"), processOpts)
+	defer p.Close()
+	buildList(t, p, 12)
+	head, _ := Root[node](p, "list")
+	var nodes []*node
+	for n := head; n != nil; n = n.Next {
+		nodes = append(nodes, n)
+	}
+	boom := errors.New("boom")
+	for round := 0; round < 2; round++ {
+		err := p.Txn(func(tx *Tx) error {
+			for i, n := range nodes { // more ranges than the Tx remembers
+				for _, f := range []any{&n.Value, &n.Value, n, &n.Next} {
+					if err := tx.Log(f); err != nil {
+						return err
+					}
+				}
+				n.Value, n.Next = uint64(1000+i), nil
+			}
+			return boom
+		})
+		if !errors.Is(err, boom) {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		i := 0
+		for n := head; n != nil; n = n.Next {
+			if n.Value != uint64(12-i) {
+				t.Fatalf("round %d: node %d holds %d after the rollback", round, i, n.Value)
+			}
+			i++
+		}
+		if i != 12 {
+			t.Fatalf("round %d: %d nodes after the rollback", round, i)
+		}
+	}
+}
+
 func TestNestingFlattened(t *testing.T) {
 	p, _ := mustOpen(t, tmpPool(t, "nest.pool"), processOpts)
 	defer p.Close()

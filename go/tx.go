@@ -36,7 +36,20 @@ type Tx struct {
 	// The last type allocated and its pool id (allocation loops use one type).
 	lastType reflect.Type
 	lastID   uint32
+	// The ranges this region logged last (a ring): a Log inside one of
+	// them is answered here, without the cgo call (the engine would find
+	// it covered and do nothing). Volatile, per region, like the engine's
+	// own set; only ranges the engine accepted go in.
+	recent [logCacheSize]span
+	next   int
 }
+
+// logCacheSize is how many recently logged ranges a Tx remembers: enough
+// for a command's counters and headers (a list's length, a dict's count)
+// that every command of a batch logs again.
+const logCacheSize = 8
+
+type span struct{ addr, end uintptr }
 
 type checked struct {
 	addr uintptr
@@ -143,10 +156,21 @@ func (tx *Tx) logRange(addr, size uintptr) error {
 	if size == 0 {
 		return nil
 	}
+	end := addr + size
+	for _, r := range &tx.recent {
+		if r.addr <= addr && end <= r.end {
+			return nil // logged by this region already
+		}
+	}
 	if !tx.pool.contains(addr, size) {
 		return fail(ErrBadPointer, "%#x+%d is not in the pool (Go heap memory needs no log)", addr, size)
 	}
-	return status(C.engram_region_log(tx.r, C.uint64_t(addr), C.uint64_t(size)))
+	if err := status(C.engram_region_log(tx.r, C.uint64_t(addr), C.uint64_t(size))); err != nil {
+		return err
+	}
+	tx.recent[tx.next] = span{addr, end}
+	tx.next = (tx.next + 1) % logCacheSize
+	return nil
 }
 
 func (tx *Tx) track(addr uintptr, t reflect.Type, n int) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench.py ENGRAM_BIN OUT_DIR [--quick] [--throughput-only | --restart-only]:
+"""bench.py ENGRAM_BIN OUT_DIR [--quick] [--throughput-only | --restart-only] [--before=BIN]:
 engram-redis against Debian's redis-server 7.0 with redis-benchmark, and
 the restart time with 1M keys. --throughput-only / --restart-only run one
 part and keep the other part's section of the existing OUT_DIR/redis.md
@@ -25,6 +25,9 @@ and redis-server loading its AOF and its RDB. Writes OUT_DIR/redis.md and OUT_DI
 import os, shutil, socket, statistics, subprocess, sys, tempfile, time
 
 QUICK = "--quick" in sys.argv
+# --before=BIN: also run an earlier engram-redis binary (pmem and wal rows
+# marked "before"), interleaved with the rest, for before/after figures.
+BEFORE = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--before=")), None)
 RUN_THROUGHPUT = "--restart-only" not in sys.argv
 RUN_RESTART = "--throughput-only" not in sys.argv
 ENGRAM, OUT = sys.argv[1], sys.argv[2]
@@ -56,14 +59,15 @@ def ask(port, cmd, timeout=0.2):
 
 
 class Server:
-    def __init__(self, name, kind, fsdir, mode=None, durability="auto"):
+    def __init__(self, name, kind, fsdir, mode=None, durability="auto", binary=None):
         self.name, self.kind, self.mode, self.durability = name, kind, mode, durability
+        self.binary = binary or ENGRAM
         self.dir = tempfile.mkdtemp(prefix="engram-redis-bench.", dir=fsdir)
         self.port, self.proc = free_port(), None
 
     def argv(self):
         if self.kind == "engram":
-            return [ENGRAM, "--port", str(self.port), "--pool", os.path.join(self.dir, "b.pool"),
+            return [self.binary, "--port", str(self.port), "--pool", os.path.join(self.dir, "b.pool"),
                     "--maxmemory", "4gb", "--durability", self.durability]
         a = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir, "--save", ""]
         if self.mode == "off":
@@ -105,16 +109,49 @@ class Server:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def bench(port, test, pipe, n):
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid):
+    """The process's CPU time so far (user + system, all its threads): the
+    sum of its threads' on-CPU nanoseconds (/proc/PID/task/*/schedstat),
+    finer than /proc/PID/stat's clock ticks (10 ms: a one-client run of
+    2,000 requests would show 5 us steps); a thread that exited during a
+    run drops out, so the ticks are the fallback if the sum went down."""
+    total = 0
+    try:
+        for t in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{t}/schedstat") as f:
+                total += int(f.read().split()[0])
+        return total / 1e9
+    except (OSError, ValueError, IndexError):
+        return ticks_seconds(pid)
+
+
+def ticks_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime: fields 14, 15
+
+
+def bench(server, test, pipe, n):
+    """One redis-benchmark run: (requests/s, the server's CPU microseconds
+    per request over the run). The CPU time is what the server process
+    itself spent, so it holds on a loaded machine where requests/s do not."""
     test, _, clients = test.partition("/c")
     reqs = n[pipe] // 10 if clients == "1" else n[pipe]  # one client is slower: fewer requests
-    out = subprocess.run(["redis-benchmark", "-p", str(port), "-c", clients or "50", "-P", str(pipe), "-n", str(reqs),
+    cpu0, tick0 = cpu_seconds(server.proc.pid), ticks_seconds(server.proc.pid)
+    out = subprocess.run(["redis-benchmark", "-p", str(server.port), "-c", clients or "50", "-P", str(pipe), "-n", str(reqs),
                           "-r", "100000", "-t", test, "--csv"], capture_output=True, text=True).stdout
+    spent = cpu_seconds(server.proc.pid) - cpu0
+    if spent < 0:
+        spent = ticks_seconds(server.proc.pid) - tick0
+    cpu = spent * 1e6 / reqs
     for line in out.splitlines():
         f = [x.strip('"') for x in line.split(",")]
         if len(f) > 1 and f[0] != "test":
-            return float(f[1])
-    return float("nan")
+            return float(f[1]), cpu
+    return float("nan"), cpu
 
 
 def throughput():
@@ -124,7 +161,10 @@ def throughput():
                Server("redis AOF everysec (disk)", "redis", DISK, "everysec"),
                Server("redis AOF always (/dev/shm)", "redis", SHM, "always"),
                Server("redis persistence off", "redis", SHM, "off")]
-    res = {}
+    if BEFORE:
+        configs[2:2] = [Server(PMEM_BEFORE, "engram", SHM, durability="pmem", binary=BEFORE),
+                        Server(WAL_BEFORE, "engram", DISK, durability="wal", binary=BEFORE)]
+    res, cpu = {}, {}
     try:
         for s in configs:
             s.start()
@@ -132,12 +172,15 @@ def throughput():
             for test in TESTS:
                 for pipe in (1, 16):
                     for s in configs:
-                        res.setdefault((s.name, test, pipe), []).append(bench(s.port, test, pipe, N))
+                        rps, us = bench(s, test, pipe, N)
+                        res.setdefault((s.name, test, pipe), []).append(rps)
+                        cpu.setdefault((s.name, test, pipe), []).append(us)
             print(f"round {rnd + 1}/{ROUNDS} done", flush=True)
     finally:
         for s in configs:
             s.clean()
-    return [s.name for s in configs], {k: statistics.median(v) for k, v in res.items()}
+    med = lambda d: {k: statistics.median(v) for k, v in d.items()}
+    return [s.name for s in configs], med(res), med(cpu)
 
 
 def fill(port):
@@ -233,7 +276,7 @@ def header():
     load = open("/proc/loadavg").read().split()[0]
     fsline = subprocess.run(["df", "-T", DISK], capture_output=True, text=True).stdout.splitlines()[-1].split()
     ver = subprocess.run(['redis-server', '--version'], capture_output=True, text=True).stdout.split()[2][2:]
-    flags = " ".join(a for a in sys.argv[3:])
+    flags = " ".join(a if not a.startswith("--before=") else "--before=" + os.path.basename(a[9:]) for a in sys.argv[3:])
     return ("# engram-redis vs redis-server 7.0\n\n"
             f"`make bench-redis` (`go/cmd/engram-redis/bench.py{' ' + flags if flags else ''}`), "
             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: {os.cpu_count()} cores ({cpu}), "
@@ -249,7 +292,39 @@ def header():
             "since start.\n\n")
 
 
-def throughput_md(names, res, have_plot):
+def ratio(x, y):
+    return f"{x / y:.2f}" if x > 0 and y > 0 else "-"
+
+
+def cpu_md(names, cpu, cols, head):
+    """The server's CPU time per request, and its ratio to redis's."""
+    f = ["\n### Server CPU time per request (microseconds, median of the rounds)\n\n"
+         "On-CPU time of the server process (user + system, all threads: /proc/PID/task/*/schedstat) over one redis-benchmark run, "
+         "divided by its requests. On a shared 2-core machine requests/s swing with the other load; the "
+         "CPU the server spends per request does much less, so this is the comparison that holds there "
+         "(it leaves out waiting: an fdatasync's latency is not CPU time).\n\n",
+         "| configuration " + head]
+    for n in names:
+        f.append(f"| {n} | " + " | ".join(f"{cpu[(n, t, p)]:.1f}" for t, p in cols) + " |\n")
+    f.append("\nCPU per request, redis-server / engram-redis (above 1: engram-redis spends less):\n\n| " + head)
+    for a, b in RATIOS + ([(PMEM_BEFORE, "redis persistence off"), (WAL_BEFORE, "redis AOF always (disk)")] if BEFORE else []):
+        f.append(f"| {b} / {a} | " + " | ".join(ratio(cpu[(b, t, p)], cpu[(a, t, p)]) for t, p in cols) + " |\n")
+    if BEFORE:
+        f.append("\nCPU per request, before / after this change (above 1: the change saves CPU):\n\n| " + head)
+        for a, b in [("engram-redis pmem (/dev/shm)", PMEM_BEFORE), ("engram-redis wal (disk)", WAL_BEFORE)]:
+            f.append(f"| {b} / {a} | " + " | ".join(ratio(cpu[(b, t, p)], cpu[(a, t, p)]) for t, p in cols) + " |\n")
+    return "".join(f)
+
+
+PMEM_BEFORE = "engram-redis pmem, before (/dev/shm)"
+WAL_BEFORE = "engram-redis wal, before (disk)"
+RATIOS = [("engram-redis pmem (/dev/shm)", "redis persistence off"),
+          ("engram-redis pmem (/dev/shm)", "redis AOF always (/dev/shm)"),
+          ("engram-redis wal (disk)", "redis AOF always (disk)"),
+          ("engram-redis wal (disk)", "redis AOF everysec (disk)")]
+
+
+def throughput_md(names, res, cpu, have_plot):
     f = [f"## Throughput (requests/s, median of {ROUNDS} interleaved rounds)\n\n",
          f"redis-benchmark -c 50 -r 100000 (/c1: -c 1, a tenth of the requests), -n {N[1]} (pipeline 1) "
          f"and {N[16]} (pipeline 16).\n\n"]
@@ -258,13 +333,12 @@ def throughput_md(names, res, have_plot):
     f.append("| configuration " + head)
     for n in names:
         f.append(f"| {n} | " + " | ".join(f"{res[(n, t, p)]:,.0f}" for t, p in cols) + " |\n")
-    off = "redis persistence off"
     f.append("\nRatios engram-redis / redis-server:\n\n| " + head)
-    for a, b in [("engram-redis pmem (/dev/shm)", off), ("engram-redis pmem (/dev/shm)", "redis AOF always (/dev/shm)"),
-                 ("engram-redis wal (disk)", "redis AOF always (disk)"), ("engram-redis wal (disk)", "redis AOF everysec (disk)")]:
+    for a, b in RATIOS + ([(PMEM_BEFORE, "redis persistence off"), (WAL_BEFORE, "redis AOF always (disk)")] if BEFORE else []):
         f.append(f"| {a} / {b} | " + " | ".join(f"{res[(a, t, p)] / res[(b, t, p)]:.2f}" for t, p in cols) + " |\n")
     if have_plot:
         f.append("\n![throughput](redis.png)\n")
+    f.append(cpu_md(names, cpu, cols, head))
     return "".join(f)
 
 
@@ -312,8 +386,8 @@ def main():
     md = os.path.join(OUT, "redis.md")
     parts = []
     if RUN_THROUGHPUT:
-        names, res = throughput()
-        parts.append(throughput_md(names, res, plot(names, res, os.path.join(OUT, "redis.png"))))
+        names, res, cpu = throughput()
+        parts.append(throughput_md(names, res, cpu, plot(names, res, os.path.join(OUT, "redis.png"))))
     else:
         parts.append(old_section(md, "Throughput"))
     if RUN_RESTART:

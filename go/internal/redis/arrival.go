@@ -19,6 +19,7 @@ import (
 	"sort"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // tsReader reads a TCP connection with recvmsg, keeping the receive time
@@ -27,6 +28,13 @@ type tsReader struct {
 	rc   syscall.RawConn
 	oob  []byte
 	last int64
+	// One read's state, for recvOnce (kept here so a read allocates nothing).
+	recv    func(fd uintptr) bool
+	p       []byte
+	msg     syscall.Msghdr
+	iov     syscall.Iovec
+	n, oobn int
+	err     error
 }
 
 // arrivalReader is a reader of conn and a function giving the arrival
@@ -42,6 +50,7 @@ func arrivalReader(conn net.Conn) (io.Reader, func() int64) {
 			})
 			if serr == nil {
 				t := &tsReader{rc: rc, oob: make([]byte, 128)}
+				t.recv = t.recvOnce
 				return t, func() int64 { return t.last }
 			}
 		}
@@ -58,13 +67,17 @@ type readerFunc func(p []byte) (int, error)
 
 func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
 
+// Read is one recvmsg into p. It allocates nothing: the message header
+// and the read callback live in t (syscall.Recvmsg and
+// ParseSocketControlMessage allocated on every read).
 func (t *tsReader) Read(p []byte) (int, error) {
-	var n, oobn int
-	var err error
-	rerr := t.rc.Read(func(fd uintptr) bool {
-		n, oobn, _, _, err = syscall.Recvmsg(int(fd), p, t.oob, 0)
-		return err != syscall.EAGAIN
-	})
+	if len(p) == 0 {
+		return 0, nil
+	}
+	t.p = p
+	rerr := t.rc.Read(t.recv)
+	t.p = nil
+	n, oobn, err := t.n, t.oobn, t.err
 	switch {
 	case rerr != nil:
 		return 0, rerr
@@ -74,15 +87,51 @@ func (t *tsReader) Read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	t.last = time.Now().UnixNano()
-	if msgs, err := syscall.ParseSocketControlMessage(t.oob[:oobn]); err == nil {
-		for _, m := range msgs {
-			if m.Header.Level == syscall.SOL_SOCKET && m.Header.Type == syscall.SO_TIMESTAMPNS && len(m.Data) >= 16 {
-				sec, nsec := binary.LittleEndian.Uint64(m.Data), binary.LittleEndian.Uint64(m.Data[8:])
-				t.last = int64(sec)*1e9 + int64(nsec)
-			}
-		}
+	if ts, ok := timestampNS(t.oob[:oobn]); ok {
+		t.last = ts
 	}
 	return n, nil
+}
+
+// recvOnce is the rc.Read callback (bound once as t.recv): one recvmsg of
+// t.p; false (wait for readiness) on EAGAIN.
+func (t *tsReader) recvOnce(fd uintptr) bool {
+	t.iov.Base = &t.p[0]
+	t.iov.SetLen(len(t.p))
+	t.msg.Iov = &t.iov
+	t.msg.Iovlen = 1
+	t.msg.Control = &t.oob[0]
+	t.msg.SetControllen(len(t.oob))
+	t.msg.Flags = 0
+	r, _, errno := syscall.Syscall(syscall.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&t.msg)), 0)
+	t.n, t.oobn, t.err = int(r), int(t.msg.Controllen), nil
+	if errno != 0 {
+		t.n, t.oobn, t.err = 0, 0, errno
+	}
+	return errno != syscall.EAGAIN
+}
+
+// timestampNS finds the SO_TIMESTAMPNS control message in oob (Unix ns).
+func timestampNS(oob []byte) (int64, bool) {
+	for len(oob) >= syscall.SizeofCmsghdr {
+		l := int(binary.LittleEndian.Uint64(oob))
+		level := int32(binary.LittleEndian.Uint32(oob[8:]))
+		typ := int32(binary.LittleEndian.Uint32(oob[12:]))
+		if l < syscall.SizeofCmsghdr || l > len(oob) {
+			return 0, false
+		}
+		if level == syscall.SOL_SOCKET && typ == syscall.SO_TIMESTAMPNS && l-syscall.SizeofCmsghdr >= 16 {
+			data := oob[syscall.SizeofCmsghdr:]
+			sec, nsec := binary.LittleEndian.Uint64(data), binary.LittleEndian.Uint64(data[8:])
+			return int64(sec)*1e9 + int64(nsec), true
+		}
+		adv := (l + 7) &^ 7
+		if adv > len(oob) {
+			return 0, false
+		}
+		oob = oob[adv:]
+	}
+	return 0, false
 }
 
 var blockingCmds = map[string]bool{"blpop": true, "brpop": true, "brpoplpush": true, "blmove": true, "blmpop": true,

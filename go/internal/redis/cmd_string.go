@@ -121,7 +121,7 @@ func setGeneric(x *ctx, k, v []byte, at int64, cond string, keep, get, intReply 
 	}
 	skip := (cond == "nx" && e != nil) || (cond == "xx" && e == nil)
 	if !skip {
-		ne, err := x.put(k, tString, v, keep)
+		ne, err := x.putLooked(k, e, tString, v, keep)
 		if err != nil {
 			return err
 		}

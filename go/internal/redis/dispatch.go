@@ -218,11 +218,22 @@ func (x *ctx) put(k []byte, t int64, val []byte, keepTTL bool) (*pEntry, error) 
 }
 
 func (s *Server) putDB(tx *engram.Tx, db int, k []byte, t int64, val []byte, keepTTL bool) (*pEntry, error) {
-	s.touchKey(db, k)
 	e, err := s.lookupDB(tx, db, k)
 	if err != nil {
 		return nil, err
 	}
+	return s.putFound(tx, db, k, e, t, val, keepTTL)
+}
+
+// putLooked is put for a caller that has just looked k up (e: what
+// x.lookup returned, nil if absent), saving the second hash-table walk.
+func (x *ctx) putLooked(k []byte, e *pEntry, t int64, val []byte, keepTTL bool) (*pEntry, error) {
+	return x.s.putFound(x.tx, x.c.db, k, e, t, val, keepTTL)
+}
+
+// putFound stores val under k, whose live entry is e (nil: absent).
+func (s *Server) putFound(tx *engram.Tx, db int, k []byte, e *pEntry, t int64, val []byte, keepTTL bool) (*pEntry, error) {
+	s.touchKey(db, k)
 	if e == nil {
 		return s.root.DBs[db].add(tx, k, t, val)
 	}
@@ -230,9 +241,9 @@ func (s *Server) putDB(tx *engram.Tx, db int, k []byte, t int64, val []byte, kee
 		return nil, err
 	}
 	if !keepTTL {
-		err = setExpire(tx, e, 0)
+		return e, setExpire(tx, e, 0)
 	}
-	return e, err
+	return e, nil
 }
 
 // store writes a collection value as a whole (v: a list's [][]byte, a

@@ -164,7 +164,7 @@ func (c *pColl) zslInsert(tx *engram.Tx, s float64, m []byte) error {
 		return err
 	}
 	for i := 0; i < level; i++ {
-		if err := tx.Log(&update[i].Lv[i]); err != nil {
+		if err := logLevels(tx, &update, i, level); err != nil {
 			return err
 		}
 		n.Lv[i].Fwd = update[i].Lv[i].Fwd
@@ -189,6 +189,19 @@ func (c *pColl) zslInsert(tx *engram.Tx, s float64, m []byte) error {
 	}
 	c.Len++
 	return nil
+}
+
+// logLevels logs update[i].Lv[i] together with the levels above it that
+// the same node holds in update (a run: the search path visits a node on
+// consecutive levels), as one range: one undo record and one fence for
+// the run instead of one per level; the later levels of the run then find
+// it logged already (the Tx's recent ranges, no cgo call).
+func logLevels(tx *engram.Tx, update *[zMaxLevel]*pZNode, i, top int) error {
+	j := i + 1
+	for j < top && update[j] == update[i] {
+		j++
+	}
+	return engram.LogSlice(tx, update[i].Lv[i:j])
 }
 
 // linkBack points next's back link (or the tail) at n.
@@ -221,7 +234,7 @@ func (c *pColl) zslDelete(tx *engram.Tx, s float64, m []byte) error {
 		return errCorruptZSet
 	}
 	for i := 0; i < int(c.ZLevel); i++ {
-		if err := tx.Log(&update[i].Lv[i]); err != nil {
+		if err := logLevels(tx, &update, i, int(c.ZLevel)); err != nil {
 			return err
 		}
 		if update[i].Lv[i].Fwd == x {

@@ -71,9 +71,59 @@ func trimLine(line []byte, max int) ([]byte, error) {
 	return line, nil
 }
 
+// argArena hands out the argument bytes and argument lists of the
+// commands one connection reads, carved from shared blocks, so a small
+// command costs no allocation of its own (a block serves hundreds). A block
+// is never reused: a carved slice stays valid however long a command keeps
+// it (a MULTI queue, a blocked client), the GC freeing the block after its
+// last one. Each carved slice's capacity ends at its length, so an append
+// to it copies instead of writing over its neighbour.
+type argArena struct {
+	buf  []byte
+	args [][]byte
+}
+
+const (
+	arenaBlock   = 16 << 10 // bytes per block
+	arenaArgs    = 512      // argument slots per block
+	arenaMaxPart = 1 << 10  // larger pieces get an allocation of their own
+)
+
+// bytes returns a zeroed-or-stale n-byte slice (the caller overwrites it).
+func (a *argArena) bytes(n int) []byte {
+	if a == nil || n > arenaMaxPart {
+		return make([]byte, n)
+	}
+	if cap(a.buf)-len(a.buf) < n {
+		a.buf = make([]byte, 0, arenaBlock)
+	}
+	l := len(a.buf)
+	a.buf = a.buf[:l+n]
+	return a.buf[l : l+n : l+n]
+}
+
+// list returns an empty argument list with room for n.
+func (a *argArena) list(n int) [][]byte {
+	if a == nil || n > 64 {
+		return make([][]byte, 0, min(n, 1024))
+	}
+	if cap(a.args)-len(a.args) < n {
+		a.args = make([][]byte, 0, arenaArgs)
+	}
+	l := len(a.args)
+	a.args = a.args[:l+n]
+	return a.args[l : l : l+n]
+}
+
 // readCommand reads one command; nil args (and nil error) for an empty
 // inline line.
 func readCommand(r *bufio.Reader) ([][]byte, error) {
+	return readCommandIn(r, nil)
+}
+
+// readCommandIn is readCommand with its argument memory from a (nil: the
+// heap).
+func readCommandIn(r *bufio.Reader, a *argArena) ([][]byte, error) {
 	b, err := r.Peek(1)
 	if err != nil {
 		return nil, err
@@ -92,18 +142,18 @@ func readCommand(r *bufio.Reader) ([][]byte, error) {
 	if n <= 0 {
 		return nil, nil
 	}
-	args := make([][]byte, 0, min(n, 1024))
+	args := a.list(int(n))
 	for i := int64(0); i < n; i++ {
-		a, err := readBulk(r)
+		b, err := readBulk(r, a)
 		if err != nil {
 			return nil, err
 		}
-		args = append(args, a)
+		args = append(args, b)
 	}
 	return args, nil
 }
 
-func readBulk(r *bufio.Reader) ([]byte, error) {
+func readBulk(r *bufio.Reader, a *argArena) ([]byte, error) {
 	line, err := readLine(r, maxInline)
 	if err != nil {
 		return nil, err
@@ -120,8 +170,8 @@ func readBulk(r *bufio.Reader) ([]byte, error) {
 		return nil, protoError("invalid bulk length")
 	}
 	if n+2 <= 64<<10 {
-		// Small (the common case): one allocation, read straight into it.
-		buf := make([]byte, n+2)
+		// Small (the common case): read straight into arena memory.
+		buf := a.bytes(int(n) + 2)
 		if _, err := ioReadFull(r, buf); err != nil {
 			return nil, err
 		}

@@ -4,7 +4,7 @@
 // the reader that queued the request if no batch is running (combining: no
 // goroutine hand-off when the server is idle), else the executor goroutine
 // it kicks — takes every request waiting (from many connections, up to
-// maxBatch commands) and runs them all in ONE pool transaction — group commit: one
+// s.batchMax commands) and runs them all in ONE pool transaction — group commit: one
 // region, one commit (one msync in msync mode) for the whole batch — and
 // only after that commit writes the replies. If the batch's transaction
 // fails (the pool is full), it is rolled back and each request is run
@@ -38,7 +38,17 @@ import (
 	engram "github.com/engram-pm/engram-go"
 )
 
-const maxBatch = 256
+// maxBatch is the most commands one batch (one region, one commit) takes
+// where a commit is a flush + fence (pmem): more would only delay the
+// first replies. Where a commit is a device flush (wal, msync: an
+// fdatasync or msync of about a millisecond) a batch takes up to
+// maxSyncBatch, so 50 clients pipelining 16 commands each share one
+// flush, as redis-server's appendfsync always shares one fsync per
+// event-loop turn (docs/bench/redis.md).
+const (
+	maxBatch     = 256
+	maxSyncBatch = 4096
+)
 
 // Config is the server's settings (flags and CONFIG GET/SET).
 type Config struct {
@@ -94,6 +104,7 @@ type Server struct {
 	shutdownReq  bool
 	expireCursor [numDBs]uint64
 	lim          limits // encoding thresholds (CONFIG SET *-max-*)
+	batchMax     int    // commands per batch: maxBatch, or maxSyncBatch when a commit syncs a device
 	gcSeen       int64  // gcGen when this server last collected
 }
 
@@ -147,6 +158,10 @@ func New(cfg Config) (*Server, error) {
 		conns: map[int64]*client{}, start: time.Now(), watch: map[string]int64{},
 		blocked: map[*client]*blockState{}, ready: map[string]bool{}, closed: make(chan struct{}), kick: make(chan struct{}, 1)}
 	s.maxmemory = cfg.MaxMemory
+	s.batchMax = maxBatch
+	if m := pool.Mode(); m == engram.Wal || m == engram.Msync {
+		s.batchMax = maxSyncBatch
+	}
 	s.pubsub.init()
 	s.hasPass.Store(cfg.RequirePass != "")
 	err = pool.Txn(func(tx *engram.Tx) error {
@@ -278,6 +293,7 @@ func raiseFDLimit(want uint64) (uint64, error) {
 func (s *Server) readLoop(c *client) {
 	src, arrived := arrivalReader(c.conn)
 	r := bufio.NewReaderSize(src, 8<<10)
+	var arena argArena
 	defer func() {
 		// The executor closes the connection after the replies to what
 		// was read before (the close request queues behind them).
@@ -289,7 +305,7 @@ func (s *Server) readLoop(c *client) {
 	for {
 		var cmds [][][]byte
 		for {
-			args, err := readCommand(r)
+			args, err := readCommandIn(r, &arena)
 			if err != nil {
 				var pe protoError
 				if errors.As(err, &pe) {
@@ -303,7 +319,7 @@ func (s *Server) readLoop(c *client) {
 			if len(args) > 0 {
 				cmds = append(cmds, args)
 			}
-			if r.Buffered() == 0 || len(cmds) >= maxBatch {
+			if r.Buffered() == 0 || len(cmds) >= s.batchMax {
 				break
 			}
 		}
@@ -418,7 +434,7 @@ func (s *Server) runNext() bool {
 	}
 }
 
-// runFrom runs r and every request waiting behind it (up to maxBatch
+// runFrom runs r and every request waiting behind it (up to s.batchMax
 // commands) as one batch.
 func (s *Server) runFrom(r *request) {
 	batch := []*request{r}
@@ -445,7 +461,7 @@ func batchLen(batch []*request) int {
 }
 
 func (s *Server) drainMore(batch []*request, n int) []*request {
-	for n < maxBatch {
+	for n < s.batchMax {
 		select {
 		case r := <-s.reqs:
 			batch = append(batch, r)

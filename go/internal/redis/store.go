@@ -297,10 +297,9 @@ func storeVal(tx *engram.Tx, e *pEntry, typ int64, val []byte, raw bool) error {
 		return err
 	}
 	nv = nv[:len(val)]
-	if err := tx.Log(&e.Val); err != nil {
-		return err
-	}
-	if err := tx.Log(&e.Type); err != nil {
+	// The whole entry in one log (one undo record, one fence) rather than
+	// Val and Type apart: a later setExpire in the batch is then covered.
+	if err := tx.Log(e); err != nil {
 		return err
 	}
 	old := e.Val
