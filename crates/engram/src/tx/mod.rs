@@ -380,7 +380,9 @@ impl<'p> Tx<'p> {
     }
 
     /// Allocates `payload` bytes with an explicit type id and header; the
-    /// contents are left as they were (the caller initialises them).
+    /// contents are left as they were (the caller initialises them). Inlined
+    /// into `alloc`: the magazine pop and the header write are the fast path.
+    #[inline]
     pub(crate) fn alloc_raw(&self, payload: u64, type_id: u32, flags: u32, count: u64) -> Result<u64> {
         let space = &self.pool.space;
         let mut st = self.st.borrow_mut();
@@ -410,11 +412,15 @@ impl<'p> Tx<'p> {
         self.free_addr(a.addr())
     }
 
+    /// Records the object at `addr` to free at commit (inlined into
+    /// `free`: a span-cache hit, one header word, two bitmap operations
+    /// and one push).
+    #[inline]
     pub(crate) fn free_addr(&self, addr: u64) -> Result<()> {
         let space = &self.pool.space;
         let loc = self.locate(addr).ok_or(Error::BadPointer { addr })?;
-        let h: ObjHeader = space.read(addr - OBJ_HEADER - space.base())?;
-        if h.flags & OBJ_TAG_MASK != OBJ_TAG {
+        let flags: u32 = space.read(addr - OBJ_HEADER - space.base() + OBJ_FLAGS_OFF)?;
+        if flags & OBJ_TAG_MASK != OBJ_TAG {
             return Err(Error::BadPointer { addr });
         }
         let mut st = self.st.borrow_mut();
@@ -465,12 +471,34 @@ impl<'p> Tx<'p> {
 
     /// Checks that `[addr, addr+len)` lies inside one allocated object's
     /// slot (as writes must): never its header, never a neighbour's.
+    ///
+    /// Inlined into the caller's `read` for the two common answers: the
+    /// object checked last, or an object of a span in the region's span
+    /// cache (whose slots lie inside the mapping and above `HEAP_OFF`, so
+    /// `check`'s bounds hold for any range inside one); anything else
+    /// asks the tables (`check_in_object_slow`).
+    #[inline]
     fn check_in_object(&self, addr: u64, len: u64, align: usize) -> Result<()> {
-        self.check(addr, len, align)?;
+        let aligned = addr % align as u64 == 0;
+        let within = |start: u64, end: u64| addr >= start && addr.checked_add(len).is_some_and(|e| e <= end);
         let (start, end) = self.last_object.get();
-        if addr >= start && addr + len <= end {
+        if aligned && start != 0 && within(start, end) {
             return Ok(());
         }
+        if let Some((p, loc)) = self.spans.containing(self.pool.space.base(), addr) {
+            let end = p + loc.capacity();
+            if aligned && within(p, end) {
+                self.last_object.set((p, end));
+                return Ok(());
+            }
+        }
+        self.check_in_object_slow(addr, len, align)
+    }
+
+    /// [`Tx::check_in_object`] by the span and arena tables.
+    #[inline(never)]
+    fn check_in_object_slow(&self, addr: u64, len: u64, align: usize) -> Result<()> {
+        self.check(addr, len, align)?;
         match self.locate_containing(addr) {
             Some((p, loc)) if addr >= p && addr + len <= p + loc.capacity() => {
                 self.last_object.set((p, p + loc.capacity()));
