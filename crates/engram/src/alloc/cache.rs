@@ -12,8 +12,14 @@
 //! region ends, so no slot is held outside a cache or an
 //! object across regions (a collection, which runs while no region runs,
 //! sees every slot).
+//!
+//! A bin holds up to [`bin_cap`] slots: one span's worth of its class
+//! (at least `2 * BATCH`), so a region that frees a whole structure keeps
+//! a span's worth of slots for the next one; beyond that, half the bin goes
+//! back to its spans in one batch (`Heap::give_back`, one span-map lookup
+//! per run of slots of one span, not per slot).
 
-use super::classes::NUM_CLASSES;
+use super::classes::{slots_per_span, NUM_CLASSES};
 use super::{Heap, BATCH};
 use parking_lot::Mutex;
 use std::cell::RefCell;
@@ -46,6 +52,22 @@ impl CacheCell {
     pub fn retire(&self) {
         self.dead.store(true, Ordering::Relaxed);
     }
+}
+
+/// Most slots a bin of class `c` holds: one span's worth, at least
+/// `2 * BATCH` (the large classes). Bounds what one thread keeps out of
+/// other threads' reach between collections to about 64 KiB per class
+/// (2 MiB for the largest classes, as before).
+#[inline]
+pub(crate) fn bin_cap(c: usize) -> usize {
+    (slots_per_span(c) as usize).max(2 * BATCH)
+}
+
+/// The slots to give back when bin `c` holds more than [`bin_cap`]: the
+/// older half (the bin keeps the recently freed, cache-warm ones on top).
+#[inline]
+fn overflow(c: usize, bin: &mut Vec<u64>) -> Option<Vec<u64>> {
+    (bin.len() > bin_cap(c)).then(|| bin.drain(..bin.len() - bin_cap(c) / 2).collect())
 }
 
 thread_local! {
@@ -85,7 +107,7 @@ impl CacheCell {
         let mut bins = self.bins.lock();
         let bin = &mut bins[c];
         bin.push(hdr);
-        (bin.len() > 2 * BATCH).then(|| bin.split_off(BATCH))
+        overflow(c, bin)
     }
 }
 
@@ -180,7 +202,7 @@ impl CacheCell {
         let mut bins = self.bins.lock();
         let bin = &mut bins[c];
         bin.extend_from_slice(hdrs);
-        (bin.len() > 2 * BATCH).then(|| bin.split_off(BATCH))
+        overflow(c, bin)
     }
 
     /// Caches freed slots `(class, header)` under one lock; returns the
@@ -191,8 +213,8 @@ impl CacheCell {
         for (c, hdr) in hdrs {
             let bin = &mut bins[c];
             bin.push(hdr);
-            if bin.len() > 2 * BATCH {
-                spill.push((c, bin.split_off(BATCH)));
+            if let Some(over) = overflow(c, bin) {
+                spill.push((c, over));
             }
         }
         spill
@@ -201,7 +223,21 @@ impl CacheCell {
 
 #[cfg(test)]
 mod tests {
-    use super::Magazine;
+    use super::{bin_cap, overflow, Magazine, BATCH};
+    use crate::alloc::classes::{slots_per_span, NUM_CLASSES};
+
+    #[test]
+    fn a_bin_holds_a_span_worth_and_spills_its_older_half() {
+        assert_eq!(bin_cap(0), slots_per_span(0) as usize, "32-byte slots: 2048");
+        assert_eq!(bin_cap(NUM_CLASSES - 1), 2 * BATCH, "the largest classes keep the old floor");
+        let cap = bin_cap(0);
+        let mut bin: Vec<u64> = (0..cap as u64).collect();
+        assert_eq!(overflow(0, &mut bin), None, "full is not over");
+        bin.push(cap as u64);
+        let spilled = overflow(0, &mut bin).expect("over the cap");
+        assert_eq!(spilled, (0..(cap / 2 + 1) as u64).collect::<Vec<_>>(), "the oldest go back");
+        assert_eq!(bin, ((cap / 2 + 1) as u64..=cap as u64).collect::<Vec<_>>(), "the newest stay, in order");
+    }
 
     /// A batch as `Heap::refill` starts one (after `Heap::close_batch`).
     fn start(m: &mut Magazine, class: usize, slots: &[u64]) {

@@ -497,6 +497,13 @@ impl Heap {
         }
     }
 
+    /// Frees small objects `(class, header address)` into `cell` under one lock.
+    pub fn free_slots(&self, space: &Space, cell: &CacheCell, hdrs: impl Iterator<Item = (usize, u64)>) {
+        for (c, spill) in cell.push_many(hdrs) {
+            self.give_back(space, c, spill);
+        }
+    }
+
     /// [`Heap::free`] for many objects: the small ones go into `cell`
     /// under one lock.
     pub fn free_many(&self, space: &Space, cell: &CacheCell, locs: &[Loc]) -> Result<()> {
@@ -569,19 +576,10 @@ impl Heap {
                 }
             };
             let sb = cls.spans.get_mut(&g).ok_or_else(|| Error::corrupt("partial span without state"))?;
-            let mut i = 0u32;
-            while i < per && out.len() < want {
-                let (w, b) = ((i / 64) as usize, 1u64 << (i % 64));
-                if sb.bits[w] == u64::MAX && i % 64 == 0 {
-                    i += 64;
-                    continue;
-                }
-                if sb.bits[w] & b == 0 {
-                    sb.bits[w] |= b;
-                    sb.live += 1;
-                    out.push(space.base() + span_off(g) + i as u64 * slot);
-                }
-                i += 1;
+            let had = out.len();
+            take_free_slots(sb, per, want - out.len(), |i| out.push(space.base() + span_off(g) + i as u64 * slot));
+            if out.len() == had {
+                return Err(Error::corrupt(format!("span {g}: on the partial list with no free slot")));
             }
             if sb.live >= per {
                 cls.partial.pop();
@@ -590,22 +588,35 @@ impl Heap {
         Ok(out)
     }
 
-    /// Returns header addresses of class `c` to their spans.
+    /// Returns header addresses of class `c` to their spans. Slots of one
+    /// span usually come in runs (freed in allocation order): the span map
+    /// is looked up once per run, not per slot.
     pub(crate) fn give_back(&self, space: &Space, c: usize, hdrs: impl IntoIterator<Item = u64>) {
         let per = slots_per_span(c);
         let mut cls = self.classes[c].lock();
-        for h in hdrs {
-            let off = h - space.base();
-            let g = (off - HEAP_OFF) / SPAN_SIZE;
-            let i = classes::slot_index(c, off - span_off(g)) as u32;
-            let Some(sb) = cls.spans.get_mut(&g) else { continue };
-            let (w, b) = ((i / 64) as usize, 1u64 << (i % 64));
-            if sb.bits[w] & b != 0 {
-                sb.bits[w] &= !b;
-                sb.live -= 1;
-                if sb.live == per - 1 {
-                    cls.partial.push(g);
+        let Class { spans, partial } = &mut *cls;
+        let span_of = |h: u64| (h - space.base() - HEAP_OFF) / SPAN_SIZE;
+        let mut hdrs = hdrs.into_iter().peekable();
+        while let Some(first) = hdrs.next() {
+            let g = span_of(first);
+            let Some(sb) = spans.get_mut(&g) else { continue };
+            let was_full = sb.live >= per;
+            let base = space.base() + span_off(g);
+            let mut h = first;
+            loop {
+                let i = classes::slot_index(c, h - base) as u32;
+                let (w, b) = ((i / 64) as usize, 1u64 << (i % 64));
+                if sb.bits[w] & b != 0 {
+                    sb.bits[w] &= !b;
+                    sb.live -= 1;
                 }
+                match hdrs.next_if(|&n| span_of(n) == g) {
+                    Some(n) => h = n,
+                    None => break,
+                }
+            }
+            if was_full && sb.live < per {
+                partial.push(g);
             }
         }
     }
@@ -1006,6 +1017,29 @@ fn find_run(ss: &SpanSpace, n: u64) -> Option<u64> {
     None
 }
 
+/// Marks up to `want` free slots of span `sb` (`per` slots) in use, lowest
+/// first, calling `take(index)` for each: a whole bitmap word at a time,
+/// skipping full words.
+#[inline]
+fn take_free_slots(sb: &mut SpanBits, per: u32, want: usize, mut take: impl FnMut(u32)) {
+    let mut left = want;
+    for w in 0..per.div_ceil(64) as usize {
+        if left == 0 {
+            break;
+        }
+        let valid = if (w as u32 + 1) * 64 <= per { u64::MAX } else { (1u64 << (per % 64)) - 1 };
+        let mut free = !sb.bits[w] & valid;
+        while free != 0 && left > 0 {
+            let bit = free.trailing_zeros();
+            free &= free - 1;
+            sb.bits[w] |= 1 << bit;
+            sb.live += 1;
+            left -= 1;
+            take(w as u32 * 64 + bit);
+        }
+    }
+}
+
 /// Spans from `from` up to the pool's new size were never in the heap, so
 /// they are free: a span-table word there that is not 0 (damage to bytes no
 /// one read until now) is cleared, so no later open trips over it.
@@ -1071,6 +1105,28 @@ mod tests {
         let huge = Loc::Huge { arena: 2, arenas: 2 };
         assert_eq!(huge.capacity(), 2 * ARENA_SIZE - OBJ_HEADER);
         assert_eq!(huge.meta_range(), (ARENA_TABLE_OFF + 16, 16));
+    }
+
+    #[test]
+    fn free_slots_are_taken_lowest_first_a_word_at_a_time() {
+        let mut sb = SpanBits::empty();
+        // 200 slots; 0, 2 and all of word 1 (64..128) in use
+        sb.bits[0] = 0b101;
+        sb.bits[1] = u64::MAX;
+        sb.live = 2 + 64;
+        let mut got = Vec::new();
+        take_free_slots(&mut sb, 200, 3, |i| got.push(i));
+        assert_eq!(got, vec![1, 3, 4]);
+        assert_eq!(sb.live, 69);
+        got.clear();
+        take_free_slots(&mut sb, 200, 1000, |i| got.push(i));
+        let want: Vec<u32> = (5..64).chain(128..200).collect();
+        assert_eq!(got, want, "the rest of word 0, none of full word 1, never beyond slot 199");
+        assert_eq!(sb.live, 200);
+        assert_eq!(sb.bits[3], 0xFF);
+        got.clear();
+        take_free_slots(&mut sb, 200, 5, |i| got.push(i));
+        assert!(got.is_empty(), "a full span yields nothing");
     }
 
     #[test]

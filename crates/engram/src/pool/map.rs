@@ -59,11 +59,13 @@ impl Mapping {
     }
 
     /// First address of the pool.
+    #[inline]
     pub fn base(&self) -> u64 {
         self.base
     }
 
     /// Bytes of the file mapped so far.
+    #[inline]
     pub fn mapped(&self) -> u64 {
         self.mapped.load(Ordering::Acquire)
     }

@@ -116,12 +116,16 @@ struct RegionSets {
     /// Large and huge objects allocated in this region (rare): payload pool
     /// offset, bytes to mark in `words`, and where the object lives.
     large: Vec<(u64, u64, Loc)>,
-    frees: Vec<Loc>,
+    /// The objects the region frees when it commits, one word each: the
+    /// payload pool offset, with `class + 1` in the top byte for a small
+    /// object ([`pack_free`]); 0 there for a large or huge one, whose
+    /// place is in `frees_large`.
+    frees: Vec<u64>,
+    /// Large and huge objects in `frees` (rare).
+    frees_large: Vec<Loc>,
     /// The first payload word of each object in `frees`, to refuse a
     /// double free: one bit per word, like `words` (no hashing per free).
     freed: logged::LoggedWords,
-    /// Payload pool offsets of the objects in `frees`, in the same order.
-    freed_order: Vec<u64>,
     /// Keys this region holds in the pool's lock table.
     locks: Vec<u64>,
 }
@@ -141,10 +145,10 @@ impl RegionSets {
         self.logged.clear();
         self.mag.reset();
         self.large.clear();
-        self.freed.clear(self.freed_order.iter().map(|&off| (off, 8)));
+        self.freed.clear(self.frees.iter().map(|&f| (unpack_free(f).0, 8)));
         self.dirty.clear();
         self.frees.clear();
-        self.freed_order.clear();
+        self.frees_large.clear();
         self.locks.clear();
     }
 }
@@ -192,6 +196,27 @@ impl RegionSets {
         let off = p.wrapping_sub(base);
         off % 16 == 0 && self.freed.covered(off, 8)
     }
+}
+
+/// Payload offsets fit in the low 56 bits (a pool is at most
+/// `HEAP_OFF + MAX_ARENAS * ARENA_SIZE`, about 2^38 bytes).
+const FREE_OFF_MASK: u64 = (1 << 56) - 1;
+const _: () = assert!(HEAP_OFF + MAX_ARENAS * ARENA_SIZE < FREE_OFF_MASK);
+
+/// One entry of `RegionSets::frees`: payload pool offset `off` of the
+/// object at `loc`.
+#[inline]
+fn pack_free(off: u64, loc: Loc) -> u64 {
+    match loc {
+        Loc::Small { class, .. } => off | (class as u64 + 1) << 56,
+        _ => off,
+    }
+}
+
+/// (payload pool offset, small class) of a `RegionSets::frees` entry.
+#[inline]
+fn unpack_free(f: u64) -> (u64, Option<usize>) {
+    (f & FREE_OFF_MASK, (f >> 56).checked_sub(1).map(|c| c as usize))
 }
 
 thread_local! {
@@ -355,7 +380,9 @@ impl<'p> Tx<'p> {
     }
 
     /// Allocates `payload` bytes with an explicit type id and header; the
-    /// contents are left as they were (the caller initialises them).
+    /// contents are left as they were (the caller initialises them). Inlined
+    /// into `alloc`: the magazine pop and the header write are the fast path.
+    #[inline]
     pub(crate) fn alloc_raw(&self, payload: u64, type_id: u32, flags: u32, count: u64) -> Result<u64> {
         let space = &self.pool.space;
         let mut st = self.st.borrow_mut();
@@ -385,11 +412,15 @@ impl<'p> Tx<'p> {
         self.free_addr(a.addr())
     }
 
+    /// Records the object at `addr` to free at commit (inlined into
+    /// `free`: a span-cache hit, one header word, two bitmap operations
+    /// and one push).
+    #[inline]
     pub(crate) fn free_addr(&self, addr: u64) -> Result<()> {
         let space = &self.pool.space;
         let loc = self.locate(addr).ok_or(Error::BadPointer { addr })?;
-        let h: ObjHeader = space.read(addr - OBJ_HEADER - space.base())?;
-        if h.flags & OBJ_TAG_MASK != OBJ_TAG {
+        let flags: u32 = space.read(addr - OBJ_HEADER - space.base() + OBJ_FLAGS_OFF)?;
+        if flags & OBJ_TAG_MASK != OBJ_TAG {
             return Err(Error::BadPointer { addr });
         }
         let mut st = self.st.borrow_mut();
@@ -398,8 +429,10 @@ impl<'p> Tx<'p> {
         }
         let off = addr - space.base();
         st.sets.freed.mark(off, 8);
-        st.sets.frees.push(loc);
-        st.sets.freed_order.push(off);
+        st.sets.frees.push(pack_free(off, loc));
+        if !matches!(loc, Loc::Small { .. }) {
+            st.sets.frees_large.push(loc);
+        }
         Ok(())
     }
 
@@ -438,12 +471,34 @@ impl<'p> Tx<'p> {
 
     /// Checks that `[addr, addr+len)` lies inside one allocated object's
     /// slot (as writes must): never its header, never a neighbour's.
+    ///
+    /// Inlined into the caller's `read` for the two common answers: the
+    /// object checked last, or an object of a span in the region's span
+    /// cache (whose slots lie inside the mapping and above `HEAP_OFF`, so
+    /// `check`'s bounds hold for any range inside one); anything else
+    /// asks the tables (`check_in_object_slow`).
+    #[inline]
     fn check_in_object(&self, addr: u64, len: u64, align: usize) -> Result<()> {
-        self.check(addr, len, align)?;
+        let aligned = addr % align as u64 == 0;
+        let within = |start: u64, end: u64| addr >= start && addr.checked_add(len).is_some_and(|e| e <= end);
         let (start, end) = self.last_object.get();
-        if addr >= start && addr + len <= end {
+        if aligned && start != 0 && within(start, end) {
             return Ok(());
         }
+        if let Some((p, loc)) = self.spans.containing(self.pool.space.base(), addr) {
+            let end = p + loc.capacity();
+            if aligned && within(p, end) {
+                self.last_object.set((p, end));
+                return Ok(());
+            }
+        }
+        self.check_in_object_slow(addr, len, align)
+    }
+
+    /// [`Tx::check_in_object`] by the span and arena tables.
+    #[inline(never)]
+    fn check_in_object_slow(&self, addr: u64, len: u64, align: usize) -> Result<()> {
+        self.check(addr, len, align)?;
         match self.locate_containing(addr) {
             Some((p, loc)) if addr >= p && addr + len <= p + loc.capacity() => {
                 self.last_object.set((p, p + loc.capacity()));
@@ -659,14 +714,20 @@ impl<'p> Tx<'p> {
             return Ok(());
         }
         let cache = st.cache.clone().unwrap_or_else(|| self.pool.heap.cache());
-        for &off in &st.sets.freed_order {
+        for &f in &st.sets.frees {
             // A freed object loses its tag, so a second free or a dangling
             // pointer is caught (`free`, `check`). Not logged: the region
             // that unlinked it is committed. (All tags first: a slot handed
             // back may be reused by another thread at once.)
-            space.write(off - OBJ_HEADER + crate::format::OBJ_FLAGS_OFF, &0u32)?;
+            space.write(unpack_free(f).0 - OBJ_HEADER + crate::format::OBJ_FLAGS_OFF, &0u32)?;
         }
-        self.pool.heap.free_many(space, &cache, &st.sets.frees)
+        let base = space.base();
+        let small = st.sets.frees.iter().filter_map(|&f| match unpack_free(f) {
+            (off, Some(c)) => Some((c, base + off - OBJ_HEADER)),
+            (_, None) => None,
+        });
+        self.pool.heap.free_slots(space, &cache, small);
+        self.pool.heap.free_many(space, &cache, &st.sets.frees_large)
     }
 
     /// Undoes the region.
