@@ -30,11 +30,9 @@
 //! is an ordinary failure-atomic region, so a crash leaves the last committed
 //! state and any tree being built is garbage the recovery GC reclaims.
 
+use engram::{CreateOptions, Durability, Error, PArray, PPtr, Persistent, Pool, Tx};
 use std::num::NonZeroU64;
 use std::path::Path;
-use std::time::Instant;
-
-use engram::{CreateOptions, Durability, Error, PArray, PPtr, Persistent, Pool, Tx};
 
 use crate::peers::{binary_trees_pool_bytes, nbody_pool_bytes, sps_pool_bytes};
 use crate::workloads::{
@@ -61,17 +59,17 @@ pub struct EngramRun<T> {
 
 /// Clock and persistence counters from the start of a measured part.
 struct Meter {
-    start: Instant,
+    start: crate::clock::Stopwatch,
     counters: engram::pmem::Counters,
 }
 
 impl Meter {
     fn start() -> Self {
-        Meter { counters: engram::pmem::counters(), start: Instant::now() }
+        Meter { counters: engram::pmem::counters(), start: crate::clock::Stopwatch::start() }
     }
 
     fn stop<T>(self, value: T, regions: u64) -> EngramRun<T> {
-        let nanos = self.start.elapsed().as_nanos() as u64;
+        let nanos = self.start.elapsed_ns();
         let now = engram::pmem::counters();
         EngramRun { value, nanos, flushes: now.flushes - self.counters.flushes, fences: now.fences - self.counters.fences, regions }
     }
