@@ -98,5 +98,5 @@ pub use pool::{
     RecoveryGcStatus, Region,
 };
 pub use ptr::{PArray, PPtr};
-pub use tx::{RootEntryInfo, RootInfo, Tx};
+pub use tx::{ArrayView, RootEntryInfo, RootInfo, Tx};
 pub use types::{Persistent, TypeDesc};
