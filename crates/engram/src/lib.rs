@@ -60,6 +60,7 @@ mod alloc;
 pub mod collections;
 #[cfg(feature = "testing")]
 pub mod crashtest;
+mod crc;
 mod error;
 pub mod failpoint;
 pub mod format;

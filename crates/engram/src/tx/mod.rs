@@ -221,6 +221,9 @@ fn mark_dirty(dirty: &mut Vec<(u64, u64)>, off: u64, len: u64) {
 static NEXT_TX_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl<'p> Tx<'p> {
+    /// Inlined so that the `Tx` (about 400 bytes) is built in the caller's
+    /// frame instead of being returned and copied there.
+    #[inline]
     pub(crate) fn begin(pool: &'p PoolInner) -> Result<Self> {
         let gate = pool.gate.read();
         let (slot, gen) = pool.take_slot();
