@@ -44,6 +44,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -68,11 +69,22 @@ enum peer_status {
 enum { TYPE_BT_ROOT = 1, TYPE_BT_NODE, TYPE_NBODY_ROOT, TYPE_SPS_ROOT,
 	TYPE_SPS_ARRAY };
 
+/*
+ * The job's clock: wall time, or this thread's CPU time when
+ * ENGRAM_BENCH_CLOCK=cpu (as the Rust side's `clock.rs`; every timed part
+ * runs on the calling thread).
+ */
 static uint64_t
 now_ns(void)
 {
+	static int clock_id = -1;
+	if (clock_id < 0) {
+		const char *c = getenv("ENGRAM_BENCH_CLOCK");
+		clock_id = c != NULL && strcmp(c, "cpu") == 0 ?
+			CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC;
+	}
 	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(clock_id, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 

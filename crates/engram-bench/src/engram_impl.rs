@@ -13,7 +13,8 @@
 //!   range, like the peer's `pmemobj_tx_add_range` of the whole array).
 //! - **sps**: a `PArray<u64>` with `a[i] = i` is built and committed before
 //!   the clock starts; the timed part is ONE region doing all the swaps with
-//!   `tx.get`/`tx.set` (each element logged the first time it changes).
+//!   an array view's `get`/`set` (`Tx::array`; each element logged the
+//!   first time it changes).
 //!
 //! What this module keeps true:
 //!
@@ -30,11 +31,9 @@
 //! is an ordinary failure-atomic region, so a crash leaves the last committed
 //! state and any tree being built is garbage the recovery GC reclaims.
 
+use engram::{CreateOptions, Durability, Error, PArray, PPtr, Persistent, Pool, Tx};
 use std::num::NonZeroU64;
 use std::path::Path;
-use std::time::Instant;
-
-use engram::{CreateOptions, Durability, Error, PArray, PPtr, Persistent, Pool, Tx};
 
 use crate::peers::{binary_trees_pool_bytes, nbody_pool_bytes, sps_pool_bytes};
 use crate::workloads::{
@@ -61,17 +60,17 @@ pub struct EngramRun<T> {
 
 /// Clock and persistence counters from the start of a measured part.
 struct Meter {
-    start: Instant,
+    start: crate::clock::Stopwatch,
     counters: engram::pmem::Counters,
 }
 
 impl Meter {
     fn start() -> Self {
-        Meter { counters: engram::pmem::counters(), start: Instant::now() }
+        Meter { counters: engram::pmem::counters(), start: crate::clock::Stopwatch::start() }
     }
 
     fn stop<T>(self, value: T, regions: u64) -> EngramRun<T> {
-        let nanos = self.start.elapsed().as_nanos() as u64;
+        let nanos = self.start.elapsed_ns();
         let now = engram::pmem::counters();
         EngramRun { value, nanos, flushes: now.flushes - self.counters.flushes, fences: now.fences - self.counters.fences, regions }
     }
@@ -239,16 +238,19 @@ fn sps_setup(pool: &Pool, n: u64) -> Result<PArray<u64>, Error> {
     })
 }
 
-/// The timed part: one region of `swaps` swaps, both elements logged.
+/// The timed part: one region of `swaps` swaps, both elements logged,
+/// through an array view (`Tx::array`: the header checked once, like the
+/// peer's one `pmemobj_direct`).
 fn sps_swaps(pool: &Pool, a: PArray<u64>, n: u64, swaps: u64, seed: NonZeroU64) -> Result<(), Error> {
     pool.txn(|tx| {
+        let v = tx.array(a)?;
         let mut rng = XorShift64Star::new(seed);
         for _ in 0..swaps {
             let i = rng.next_u64() % n;
             let j = rng.next_u64() % n;
-            let (vi, vj) = (tx.get(a, i)?, tx.get(a, j)?);
-            tx.set(a, i, vj)?;
-            tx.set(a, j, vi)?;
+            let (vi, vj) = (v.get(i)?, v.get(j)?);
+            v.set(i, vj)?;
+            v.set(j, vi)?;
         }
         Ok(())
     })

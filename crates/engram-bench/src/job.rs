@@ -21,7 +21,6 @@
 use std::fmt;
 use std::num::NonZeroU64;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use clap::ValueEnum;
 use engram::Durability;
@@ -361,9 +360,9 @@ fn nbody(job: &Job, path: &Path) -> Result<Outcome, JobError> {
         Impl::Engram | Impl::EngramProcess => from_engram(engram_impl::nbody(path, job.size, durability(job.mode))?, Check::Energy),
         Impl::PmdkTx => from_peer(peers::pmdk_nbody(path, job.size)?, Check::Energy),
         Impl::Volatile => {
-            let start = Instant::now();
+            let start = crate::clock::Stopwatch::start();
             let energy = std::hint::black_box(workloads::nbody_run(std::hint::black_box(job.size)));
-            Outcome { check: Check::Energy(energy), nanos: start.elapsed().as_nanos() as u64, counts: None }
+            Outcome { check: Check::Energy(energy), nanos: start.elapsed_ns(), counts: None }
         }
         Impl::PmdkAtomic | Impl::Malloc => return Err(JobError::Unsupported(Box::new(job.clone()))),
     })
@@ -378,9 +377,9 @@ fn sps(job: &Job, path: &Path) -> Result<Outcome, JobError> {
         Impl::PmdkTx => from_peer(peers::pmdk_sps(path, n as usize, job.swaps, SPS_SEED)?, Check::Count),
         Impl::Volatile => {
             let mut a: Vec<u64> = (0..n).collect();
-            let start = Instant::now();
+            let start = crate::clock::Stopwatch::start();
             workloads::sps_swap(std::hint::black_box(&mut a), job.swaps, SPS_SEED);
-            let nanos = start.elapsed().as_nanos() as u64;
+            let nanos = start.elapsed_ns();
             Outcome { check: Check::Count(workloads::sps_checksum(&a)), nanos, counts: None }
         }
         Impl::PmdkAtomic | Impl::Malloc => return Err(JobError::Unsupported(Box::new(job.clone()))),

@@ -17,6 +17,7 @@
 pub mod arp;
 pub mod chart;
 pub mod child;
+pub mod clock;
 pub mod disk;
 pub mod disk_plot;
 pub mod engram_impl;

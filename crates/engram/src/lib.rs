@@ -60,6 +60,7 @@ mod alloc;
 pub mod collections;
 #[cfg(feature = "testing")]
 pub mod crashtest;
+mod crc;
 mod error;
 pub mod failpoint;
 pub mod format;
@@ -98,5 +99,5 @@ pub use pool::{
     RecoveryGcStatus, Region,
 };
 pub use ptr::{PArray, PPtr};
-pub use tx::{RootEntryInfo, RootInfo, Tx};
+pub use tx::{ArrayView, RootEntryInfo, RootInfo, Tx};
 pub use types::{Persistent, TypeDesc};

@@ -48,14 +48,11 @@ pub(crate) fn slot_off(i: u32) -> u64 {
 }
 
 /// CRC32C over `gen`, `off`, `len` (little-endian) and `data`, in that
-/// order. The 20 header bytes go in one call: two calls per entry, not four.
+/// order (`crc.rs`: the header in three instructions, the data in three
+/// lanes from 192 bytes on; the same value as the crc32c crate's).
 #[inline]
 fn entry_crc(gen: u64, off: u64, len: u32, data: &[u8]) -> u32 {
-    let mut h = [0u8; 20];
-    h[..8].copy_from_slice(&gen.to_le_bytes());
-    h[8..16].copy_from_slice(&off.to_le_bytes());
-    h[16..].copy_from_slice(&len.to_le_bytes());
-    crc32c::crc32c_append(crc32c::crc32c(&h), data)
+    crate::crc::entry(gen, off, len, data)
 }
 
 /// A region of log space: `[at, end)` in pool offsets, inside the slot or a chunk.

@@ -11,6 +11,13 @@
 //! nothing; the region's first log of a range not yet covered marks the
 //! objects allocated since (`Tx::log_new_range`), then asks again.
 //!
+//! Pages are owned through raw pointers ([`Page`]), not `Box`es, so that a
+//! page's address can be cached by an array view for the rest of the
+//! region ([`LoggedWords::page_ptr`]): a page is never freed or moved
+//! before the set is cleared at the region's end, and every access to its
+//! bits is a raw-pointer load or store, so marking through the set does not
+//! invalidate the cached pointer.
+//!
 //! Invariants: a bit is set only for a word that lies entirely inside a
 //! range the region logged or an object it allocated, so `covered` may answer "no" for bytes that are
 //! logged (a word only partly logged: the range is simply logged again), but
@@ -19,18 +26,62 @@
 //! marked), so it plays no part in crash recovery.
 
 /// Bits per page: one per 8-byte word of 2 MiB of pool.
-const PAGE_BITS: u64 = 1 << 18;
+pub(crate) const PAGE_BITS: u64 = 1 << 18;
 /// `u64`s per page.
 const PAGE_WORDS: usize = (PAGE_BITS / 64) as usize;
 /// Pages kept between regions; a region that marked more gives them back.
 const KEEP_PAGES: usize = 64;
 
+/// One page of bits: `PAGE_WORDS` `u64`s, owned through a raw pointer
+/// (from `Box<[u64]>::into_raw`, given back in `Drop`).
+struct Page(std::ptr::NonNull<u64>);
+
+impl Page {
+    fn new() -> Self {
+        let b: &'static mut [u64] = Box::leak(vec![0u64; PAGE_WORDS].into_boxed_slice());
+        Page(std::ptr::NonNull::from(b).cast::<u64>())
+    }
+
+    /// Bitmap word `i` (`i < PAGE_WORDS`, checked by the callers' index
+    /// arithmetic: `i = (w % PAGE_BITS) / 64`).
+    #[inline]
+    fn get(&self, i: usize) -> u64 {
+        debug_assert!(i < PAGE_WORDS);
+        // SAFETY: the page holds PAGE_WORDS initialised u64s and i is below
+        // that; nothing else holds a reference into it.
+        unsafe { *self.0.as_ptr().add(i) }
+    }
+
+    #[inline]
+    fn set(&mut self, i: usize, v: u64) {
+        debug_assert!(i < PAGE_WORDS);
+        // SAFETY: as in `get`; a raw store, so pointers cached by array
+        // views (raw, read-only) stay valid.
+        unsafe { *self.0.as_ptr().add(i) = v }
+    }
+}
+
+impl Drop for Page {
+    fn drop(&mut self) {
+        let slice = std::ptr::slice_from_raw_parts_mut(self.0.as_ptr(), PAGE_WORDS);
+        // SAFETY: the pointer came from Box::leak of a PAGE_WORDS slice in
+        // `new` and is given back once, here.
+        drop(unsafe { Box::from_raw(slice) });
+    }
+}
+
 /// Words of the pool (by offset) that the running region has logged.
 #[derive(Default)]
 pub(crate) struct LoggedWords {
-    pages: Vec<Option<Box<[u64]>>>,
+    pages: Vec<Option<Page>>,
     /// Pages allocated, to bound what an idle thread keeps.
     allocated: usize,
+}
+
+/// The bit for word `w` (pool offset / 8): (page, bitmap word in the page).
+#[inline]
+pub(crate) fn bit_at(w: u64) -> (usize, usize) {
+    ((w / PAGE_BITS) as usize, ((w % PAGE_BITS) / 64) as usize)
 }
 
 /// The words `[first, end)` (word indices) as runs inside one bitmap `u64`:
@@ -58,8 +109,8 @@ impl LoggedWords {
         if len > 0 && first / 64 == last / 64 {
             // The common case: the words share one bitmap word.
             let mask = (u64::MAX >> (63 - (last - first))) << (first & 63);
-            let (page, word) = ((first / PAGE_BITS) as usize, ((first % PAGE_BITS) / 64) as usize);
-            return matches!(self.pages.get(page), Some(Some(p)) if p[word] & mask == mask);
+            let (page, word) = bit_at(first);
+            return matches!(self.pages.get(page), Some(Some(p)) if p.get(word) & mask == mask);
         }
         self.covered_slow(off, end)
     }
@@ -70,28 +121,42 @@ impl LoggedWords {
             return true;
         }
         let (first, end) = (off / 8, end.div_ceil(8));
-        for_each_mask(first, end, |page, word, mask| matches!(self.pages.get(page), Some(Some(p)) if p[word] & mask == mask))
+        for_each_mask(first, end, |page, word, mask| matches!(self.pages.get(page), Some(Some(p)) if p.get(word) & mask == mask))
     }
 
     /// The bitmap word and mask for word indices `[first, end)` when they
     /// share one bitmap `u64` in an existing page (the common case: one
     /// small object or range), else None.
     #[inline]
-    fn one_word(&mut self, first: u64, end: u64) -> Option<(&mut u64, u64)> {
+    fn one_word(&mut self, first: u64, end: u64) -> Option<(&mut Page, usize, u64)> {
         if first >= end || first / 64 != (end - 1) / 64 {
             return None;
         }
         let mask = (u64::MAX >> (63 - (end - 1 - first))) << (first & 63);
-        let page = self.pages.get_mut((first / PAGE_BITS) as usize)?.as_mut()?;
-        Some((&mut page[((first % PAGE_BITS) / 64) as usize], mask))
+        let (page, word) = bit_at(first);
+        let page = self.pages.get_mut(page)?.as_mut()?;
+        Some((page, word, mask))
+    }
+
+    /// The address of the bitmap of page `page` (bit `w % PAGE_BITS` of it
+    /// is word `w`'s), if the page exists. Valid until the set is next
+    /// cleared (the region's end): pages are never freed or moved before,
+    /// and the set writes them only through raw pointers. Read it only with
+    /// raw loads.
+    #[inline]
+    pub fn page_ptr(&self, page: usize) -> Option<*const u64> {
+        match self.pages.get(page) {
+            Some(Some(p)) => Some(p.0.as_ptr() as *const u64),
+            _ => None,
+        }
     }
 
     /// Marks the words that lie entirely inside `[off, off+len)`.
     #[inline]
     pub fn mark(&mut self, off: u64, len: u64) {
         let (first, end) = (off.div_ceil(8), (off + len) / 8);
-        if let Some((w, mask)) = self.one_word(first, end) {
-            *w |= mask;
+        if let Some((p, w, mask)) = self.one_word(first, end) {
+            p.set(w, p.get(w) | mask);
             return;
         }
         self.mark_slow(first, end);
@@ -106,9 +171,9 @@ impl LoggedWords {
             }
             let p = pages[page].get_or_insert_with(|| {
                 *allocated += 1;
-                vec![0u64; PAGE_WORDS].into_boxed_slice()
+                Page::new()
             });
-            p[word] |= mask;
+            p.set(word, p.get(word) | mask);
             true
         });
     }
@@ -117,14 +182,14 @@ impl LoggedWords {
     #[inline]
     pub fn unmark(&mut self, off: u64, len: u64) {
         let (first, end) = (off.div_ceil(8), (off + len) / 8);
-        if let Some((w, mask)) = self.one_word(first, end) {
-            *w &= !mask;
+        if let Some((p, w, mask)) = self.one_word(first, end) {
+            p.set(w, p.get(w) & !mask);
             return;
         }
         let pages = &mut self.pages;
         for_each_mask(first, end, |page, word, mask| {
             if let Some(Some(p)) = pages.get_mut(page) {
-                p[word] &= !mask;
+                p.set(word, p.get(word) & !mask);
             }
             true
         });
@@ -163,7 +228,7 @@ mod tests {
         assert!(s.covered(big, 5000) && s.covered(big + 1000, 8) && !s.covered(big - 8, 16));
         s.clear([(64, 8), (100, 6), (big, 5000)].into_iter());
         assert!(!s.covered(64, 8) && !s.covered(big + 1000, 8));
-        assert!(s.pages.iter().flatten().all(|p| p.iter().all(|&w| w == 0)));
+        assert!(s.pages.iter().flatten().all(|p| (0..PAGE_WORDS).all(|i| p.get(i) == 0)));
     }
 
     #[test]

@@ -32,6 +32,7 @@ mod raw;
 mod roots;
 mod slots;
 mod spans;
+mod view;
 
 pub(crate) use locks::LockTable;
 pub(crate) use slots::SlotSet;
@@ -53,6 +54,7 @@ pub use raw::RootEntryInfo;
 pub(crate) use roots::used_entries as used_root_entries;
 pub use roots::RootInfo;
 pub(crate) use roots::ROOTS_LOCK;
+pub use view::ArrayView;
 
 /// A running failure-atomic region. Obtained from [`crate::Pool::txn`].
 ///
@@ -244,6 +246,9 @@ fn mark_dirty(dirty: &mut Vec<(u64, u64)>, off: u64, len: u64) {
 static NEXT_TX_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl<'p> Tx<'p> {
+    /// Inlined so that the `Tx` (about 400 bytes) is built in the caller's
+    /// frame instead of being returned and copied there.
+    #[inline]
     pub(crate) fn begin(pool: &'p PoolInner) -> Result<Self> {
         let gate = pool.gate.read();
         let (slot, gen) = pool.take_slot();
@@ -551,9 +556,13 @@ impl<'p> Tx<'p> {
         if h.flags & OBJ_TAG_MASK != OBJ_TAG || h.flags & OBJ_ARRAY == 0 {
             return Err(Error::BadPointer { addr: a.addr() });
         }
-        if h.count.checked_mul(size_of::<T>() as u64).is_none_or(|b| b > loc.capacity()) {
+        let bytes = h.count.checked_mul(size_of::<T>() as u64);
+        if bytes.is_none_or(|b| b > loc.capacity()) {
             return Err(Error::corrupt(format!("array at {:#x}: {} elements overrun its slot", a.addr(), h.count)));
         }
+        // Aligned and in the mapping as a whole, once: `elem_addr` and
+        // array views then check only the index.
+        self.check(a.addr(), bytes.unwrap_or(0), align_of::<T>())?;
         self.last_array.set((key.0, key.1, h.count));
         Ok(h.count)
     }
@@ -600,12 +609,10 @@ impl<'p> Tx<'p> {
         if i.checked_add(n).is_none_or(|e| e > len) {
             return Err(Error::OutOfBounds { index: i, count: n, len });
         }
-        // i + n <= len and len * size fits the slot (checked by `len`), so
-        // these cannot overflow.
-        let size = size_of::<T>() as u64;
-        let addr = a.addr() + i * size;
-        self.check(addr, n * size, align_of::<T>())?;
-        Ok(addr)
+        // i + n <= len and len * size fits the slot, which lies in the
+        // mapping and is aligned for T (checked by `len`), so this cannot
+        // overflow and needs no further check.
+        Ok(a.addr() + i * size_of::<T>() as u64)
     }
 
     /// Logs `[addr, addr+len)` so the region may modify it in place. Ranges

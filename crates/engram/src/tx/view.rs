@@ -1,0 +1,166 @@
+//! Array views: [`Tx::array`] checks an array once and then reads and
+//! writes its elements with only a bounds check and, for a write, an
+//! "already logged?" test against a cached page of the region's logged-word
+//! bitmap.
+//!
+//! `Tx::get`/`Tx::set` look the array up (a compare against the region's
+//! last validated array), then reach the bitmap through the region's state
+//! (`RefCell`, the boxed sets, the page table, the page): about 7 ns per
+//! already-logged `set` in sps. A view does the header check at creation
+//! and keeps the address of the bitmap page its last write found, so a
+//! write to an element the region already logged costs one compare, one
+//! load and one test before the store.
+//!
+//! Invariants:
+//! - A view exists only inside its region (it borrows the `Tx`), the array
+//!   cannot be freed before the region ends, and its header (element count)
+//!   never changes while allocated: the bounds checked at creation hold for
+//!   the view's life.
+//! - The cached page pointer comes from [`LoggedWords::page_ptr`] and is
+//!   valid until the set is cleared at the region's end (`Tx`'s `Drop`),
+//!   which cannot happen while the view borrows the `Tx`. It is read only
+//!   with raw loads. A bit it finds set means the word is logged (or fresh)
+//!   in this region, exactly what `Tx::log_range` would answer; anything
+//!   else (bit clear, another page, an element spanning two bitmap words)
+//!   goes through `Tx::log_range`, so the view never skips a log the
+//!   generic path would write.
+//!
+//! Crash behaviour: the same as `Tx::set` (the old bytes are logged before
+//! the store; the view adds no state of its own to the pool).
+//!
+//! [`LoggedWords::page_ptr`]: super::logged::LoggedWords::page_ptr
+
+use super::logged::bit_at;
+use super::Tx;
+use crate::error::{Error, Result};
+use crate::ptr::PArray;
+use crate::types::Persistent;
+use std::cell::Cell;
+use std::marker::PhantomData;
+use std::mem::size_of;
+
+/// A checked view of one array for the rest of a region: [`Tx::array`].
+pub struct ArrayView<'t, 'p, T: Persistent> {
+    tx: &'t Tx<'p>,
+    /// The array (its payload address: element 0).
+    array: PArray<T>,
+    /// Element count, validated against the array's slot at creation.
+    len: u64,
+    /// Pool offset of element 0.
+    off: u64,
+    /// In checked mode, whether `T` has pointer fields to validate on `set`.
+    check_values: bool,
+    /// The logged-word bitmap page the last write found: (page index, its
+    /// bits), or (usize::MAX, null) before the first.
+    page: Cell<(usize, *const u64)>,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<'p> Tx<'p> {
+    /// A view of array `a` for the rest of the region: its header and slot
+    /// are checked once here, so [`ArrayView::get`] and [`ArrayView::set`]
+    /// cost a bounds check (and, for an element the region already logged,
+    /// a bit test) each. Same errors as [`Tx::len`].
+    pub fn array<T: Persistent>(&self, a: PArray<T>) -> Result<ArrayView<'_, 'p, T>> {
+        let len = self.len(a)?;
+        let check_values = self.pool.check_pointers && {
+            let mut ptrs = Vec::new();
+            T::pointer_offsets(&mut ptrs, 0);
+            !ptrs.is_empty()
+        };
+        let off = a.addr() - self.pool.space.base();
+        Ok(ArrayView { tx: self, array: a, len, off, check_values, page: Cell::new((usize::MAX, std::ptr::null())), _t: PhantomData })
+    }
+}
+
+impl<T: Persistent> ArrayView<'_, '_, T> {
+    /// Number of elements.
+    #[inline]
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the array has no elements.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The array viewed.
+    #[inline]
+    pub fn array(&self) -> PArray<T> {
+        self.array
+    }
+
+    #[inline]
+    fn bounds(&self, i: u64) -> Result<u64> {
+        if i >= self.len {
+            return Err(Error::OutOfBounds { index: i, count: 1, len: self.len });
+        }
+        // i < len and len * size fits the slot (checked by `Tx::len`).
+        Ok(self.array.addr() + i * size_of::<T>() as u64)
+    }
+
+    /// Element `i`.
+    #[inline]
+    pub fn get(&self, i: u64) -> Result<T> {
+        let addr = self.bounds(i)?;
+        // SAFETY: in bounds of the array, whose slot lies in the mapped heap
+        // and is aligned for T (checked by `Tx::len`); every bit pattern is
+        // a valid T (Persistent's contract).
+        Ok(unsafe { std::ptr::read(addr as *const T) })
+    }
+
+    /// Sets element `i` (logging its old bytes the first time in the region).
+    #[inline]
+    pub fn set(&self, i: u64, value: T) -> Result<()> {
+        let addr = self.bounds(i)?;
+        if self.check_values {
+            self.tx.check_values(self.array.addr(), i, std::slice::from_ref(&value))?;
+        }
+        let off = self.off + i * size_of::<T>() as u64;
+        if !self.logged(off) {
+            self.log(addr, off)?;
+        }
+        // SAFETY: in bounds (checked); the old bytes are logged (or the
+        // array is new in this region).
+        unsafe { std::ptr::write(addr as *mut T, value) };
+        crate::failpoint::Failpoint::TxAfterWrite.hit();
+        Ok(())
+    }
+
+    /// Whether the region's bitmap marks element bytes `[off, off+size)` as
+    /// logged, answered from the cached page only ("no" when in doubt).
+    #[inline]
+    fn logged(&self, off: u64) -> bool {
+        let size = size_of::<T>() as u64;
+        if size == 0 {
+            return true;
+        }
+        let (first, last) = (off / 8, (off + size - 1) / 8);
+        if first / 64 != last / 64 {
+            return false;
+        }
+        let (page, word) = bit_at(first);
+        let (cached, bits) = self.page.get();
+        if cached != page {
+            return false;
+        }
+        let mask = (u64::MAX >> (63 - (last - first))) << (first & 63);
+        // SAFETY: `bits` is a live page of the region's bitmap (module
+        // invariant) and `word` < its length (`bit_at`); a raw load.
+        unsafe { *bits.add(word) & mask == mask }
+    }
+
+    /// The slow half of `set`: logs through the region, then caches the
+    /// bitmap page the element's bits are in.
+    #[cold]
+    fn log(&self, addr: u64, off: u64) -> Result<()> {
+        self.tx.log_range(addr, size_of::<T>() as u64)?;
+        let (page, _) = bit_at(off / 8);
+        if let Some(bits) = self.tx.st.borrow().sets.words.page_ptr(page) {
+            self.page.set((page, bits));
+        }
+        Ok(())
+    }
+}
