@@ -72,8 +72,13 @@ impl STx<'_> {
             self.unlock_writes(via);
             return Err(StmError::Failed(e));
         }
+        // The boxes this commit replaces (boxed.rs), read under its locks.
+        let boxes = self.touches_boxes().then(|| self.old_boxes());
         // 7. in place, then wake waiters.
         self.apply(wv, via);
+        if let Some(old) = boxes {
+            self.settle_boxes(&old);
+        }
         if coarse.exclusive() {
             runtime::count(|s| s.coarse_commits += 1);
         }

@@ -37,6 +37,7 @@ mod coarse;
 mod commit;
 mod hw_commit;
 mod level1;
+mod boxed;
 mod pool_state;
 mod run;
 mod tx;

@@ -36,6 +36,8 @@ pub(crate) struct StmPool {
     pub(super) reserved: Mutex<u64>,
     pub(super) reserved_fast: AtomicU64,
     pub(super) logs: Mutex<Vec<Arc<Mutex<ThreadLog>>>>,
+    /// Who created the boxes of boxed variables (`boxed.rs`).
+    pub(super) boxes: Mutex<super::boxed::BoxBook>,
     /// Set when the pool drops its state (close): threads prune their
     /// [`Local`] entries for it.
     closed: AtomicBool,
@@ -162,6 +164,7 @@ pub(super) fn stm_pool(pool: &Pool) -> Result<Arc<StmPool>> {
         reserved_fast: AtomicU64::new(m.clock_reserved),
         logs: Mutex::new(earlier),
         closed: AtomicBool::new(false),
+        boxes: Mutex::new(Default::default()),
     });
     *slot = Some(Arc::new(StmSlot(s.clone())));
     Ok(s)
@@ -281,6 +284,8 @@ fn logs_field(meta: PPtr<StmMeta>) -> PPtr<PArray<PArray<u8>>> {
 pub(crate) fn quiesce(inner: &PoolInner) -> Result<()> {
     let Some(stm) = state(inner) else { return Ok(()) };
     let space = &inner.space;
+    // Every record is cleared below: no box is listed by one any more.
+    stm.boxes.lock().clear();
     let logs = stm.logs.lock();
     for l in logs.iter() {
         for &(off, len) in &l.lock().unfenced {
