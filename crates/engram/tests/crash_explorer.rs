@@ -516,3 +516,15 @@ fn explorer_catches_a_dropped_lazy_result_fence() {
     let m = first_violation(|| failpoint::drop_fence(engram::lazy::FENCE_RESULT), "lazy-force");
     assert!(!m.is_empty());
 }
+
+/// Boxed `PTVar` values (`stm-box`): a box is listed, with its checksum, by
+/// the redo record of the commit that made it, so the commit that replaces
+/// it must not free it while that record may still be replayed. With the
+/// planted bug (every replaced box freed at once) a box made and replaced
+/// in one commit is reused by the next commit's copy before its fence, and
+/// a crash then drops the earlier record although that commit had returned.
+#[test]
+fn boxes_are_not_freed_while_a_record_lists_them() {
+    let m = first_violation(|| failpoint::plant("stm.box_freed_early"), "stm-box");
+    assert!(m.contains("lost") || m.contains("partial") || m.contains("torn"), "{m}");
+}

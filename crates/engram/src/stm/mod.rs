@@ -60,6 +60,6 @@ pub use persist::{CopyCx, POption, PPair, PSlice, PStr, Persist};
 pub use redo::StmRecovery;
 pub use tfield::{TCell, TField};
 pub use vars::{
-    field_at, field_of, FieldKind, FieldRef, Immutable, ImmutableRef, Mutable, PTField, PTVar, ReadVar, TFields, TVar, Var, VarCell, BoxCell,
-    PTVAR_MAX_VALUE,
+    field_at, field_of, BoxCell, FieldKind, FieldRef, Immutable, ImmutableRef, Mutable, PTField, PTVar, ReadVar, TFields, TVar, Var,
+    VarCell, PTVAR_MAX_VALUE,
 };

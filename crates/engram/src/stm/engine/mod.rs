@@ -33,11 +33,11 @@
 //! snapshot when a newer version is met), so user code never sees an
 //! inconsistent state.
 
+mod boxed;
 mod coarse;
 mod commit;
 mod hw_commit;
 mod level1;
-mod boxed;
 mod pool_state;
 mod run;
 mod tx;
