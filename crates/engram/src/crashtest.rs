@@ -21,6 +21,7 @@ mod lazy;
 mod raw;
 mod stm;
 mod stm_box;
+mod stm_young;
 pub mod wal;
 
 use crate::error::{Error, Result};
@@ -103,6 +104,16 @@ pub fn workloads() -> &'static [Workload] {
             name: "mt-stm-made",
             about: "one thread's write-free STM transactions allocate nodes another thread's commits link (merged trace)",
             run: stm::w_threads_made,
+        },
+        Workload {
+            name: "mt-stm-young",
+            about: "one thread's new STM object, carried in its idle record, changed by another thread's commits (merged trace)",
+            run: stm_young::w_young,
+        },
+        Workload {
+            name: "mt-stm-young-gc",
+            about: "as mt-stm-young, then an online GC clears both threads' records (merged trace)",
+            run: stm_young::w_young_gc,
         },
         Workload { name: "stm-first", about: "a pool's first STM transactions: the thread's redo log created", run: stm::w_first },
         Workload { name: "stm-bank", about: "STM transfers: copies (large ones too), or_else, retry", run: stm::w_bank },
