@@ -29,6 +29,9 @@ struct Vars {
     link: PTVar<Link>,
     y: PTVar<u64>,
     warm: PTVar<u64>,
+    /// Written by A alone, in a cell of a cache line of its own (a 40-byte
+    /// value): only A's flush, and a helper's, ever cover it.
+    a: PTVar<[u64; 5]>,
 }
 
 impl Vars {
@@ -38,12 +41,19 @@ impl Vars {
             link: pool.root("young.link", PPtr::null)?,
             y: pool.root("young.y", || 0u64)?,
             warm: pool.root("young.warm", || 0u64)?,
+            a: pool.root("young.a", || [0u64; 5])?,
         })
     }
 
     fn find(pool: &Pool) -> Result<Vars> {
         let d = Dir::of(pool)?;
-        Ok(Vars { n: d.var("young.n")?, link: d.var("young.link")?, y: d.var("young.y")?, warm: d.var("young.warm")? })
+        Ok(Vars {
+            n: d.var("young.n")?,
+            link: d.var("young.link")?,
+            y: d.var("young.y")?,
+            warm: d.var("young.warm")?,
+            a: d.var("young.a")?,
+        })
     }
 
     /// Commit 1 (thread A): M made, holding 0, and linked.
@@ -51,6 +61,7 @@ impl Vars {
         pool.atomically(|tx| {
             let m = PTVar::new(tx, 0u64)?;
             tx.write(&self.link, m.cell())?;
+            tx.write(&self.a, [1; 5])?;
             tx.write(&self.n, 1)
         })
     }
@@ -68,24 +79,31 @@ impl Vars {
         })
     }
 
-    /// (n, M or none, y) as a plain region reads them.
-    fn read(&self, pool: &Pool) -> Result<(u64, Option<u64>, u64)> {
+    /// (n, M or none, y, a's element) as a plain region reads them.
+    fn read(&self, pool: &Pool) -> Result<State> {
         raw(pool, Dir::of(pool)?.ptr::<StmMeta>(META_ROOT)?, |r| {
             let link = r.cell(self.link.cell(), "the link")?;
             let m = if link.is_null() { None } else { Some(r.cell(link, "the new variable")?) };
-            Ok((r.cell(self.n.cell(), "the count")?, m, r.cell(self.y.cell(), "y")?))
+            let a = r.cell(self.a.cell(), "a")?;
+            if a.iter().any(|&x| x != a[0]) {
+                return Err(Error::corrupt(format!("a torn value {a:?}")));
+            }
+            Ok((r.cell(self.n.cell(), "the count")?, m, r.cell(self.y.cell(), "y")?, a[0]))
         })
     }
 }
 
-/// The state after `n` commits: (n, M, y).
-fn model(n: u64) -> (u64, Option<u64>, u64) {
+/// (n, M or none, y, a's element).
+type State = (u64, Option<u64>, u64, u64);
+
+/// The state after `n` commits.
+fn model(n: u64) -> State {
     let m = match n {
         0 => None,
         1 => Some(0),
         _ => Some(1),
     };
-    (n, m, if n >= 3 { n - 1 } else { 0 })
+    (n, m, if n >= 3 { n - 1 } else { 0 }, (n >= 1) as u64)
 }
 
 fn check(pool: &Pool, returned: u64) -> Check<()> {

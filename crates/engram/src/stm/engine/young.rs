@@ -21,10 +21,11 @@
 //! - Before a thread overwrites its half holding a record of timestamp w,
 //!   it *helps* every other log with a registered record older than w:
 //!   under that log's lock it flushes the log's unfenced in-place values,
-//!   fences, clears both of its halves and fences again (two fences, only
-//!   when another thread created objects and made no commit since; the
-//!   common case costs one atomic load). Then no record of T can be
-//!   retained while a record of a later change to T's objects is gone.
+//!   fences, and clears its registered records, older first, each clear
+//!   fenced (two or three fences, only when another thread created objects
+//!   and made no commit since; the common case costs one atomic load).
+//!   Then no record of T can be retained while a record of a later change
+//!   to T's objects is gone.
 //! - Online GC and close clear every record (quiesce) and the map.
 //!
 //! Lock order: a log, then the map; the map is never held while a log is
@@ -115,28 +116,30 @@ pub(super) fn help_before_reuse(ctx: &PoolCtx<'_>) -> Result<()> {
     Ok(())
 }
 
-/// Makes `log`'s in-place values durable and clears its records, the
-/// older first: a record with new objects must never be retained while a
-/// later one (which may have changed them) is gone, not even for a
-/// moment, so each clear is fenced before the next. The older record's
-/// in-place values are durable already (the log's last fence), so its
-/// clear shares the first fence with the newer one's in-place values.
+/// Makes `log`'s in-place values durable, then clears its registered
+/// records, the older first, each clear fenced before the next: a record
+/// with new objects must never be retained while a later one (which may
+/// have changed them) is gone, not even for a moment. Only registered
+/// halves are cleared: a record the log's thread has fenced but not yet
+/// applied (its values not in place, so not in `unfenced`) is not
+/// registered yet, and must stay (nobody can reach its objects yet).
 fn help(ctx: &PoolCtx<'_>, log: &mut ThreadLog) -> Result<()> {
-    if !log.young.iter().any(|&y| y) {
+    let mut halves: Vec<usize> = (0..2).filter(|&h| log.young[h]).collect();
+    if halves.is_empty() {
         return Ok(()); // it fenced and overwrote them meanwhile
     }
+    halves.sort_by_key(|&h| log.half_wv[h]);
     let space = &ctx.inner.space;
-    let (older, newer) = if log.half_wv[0] <= log.half_wv[1] { (0, 1) } else { (1, 0) };
     for &(off, len) in &log.unfenced {
         space.flush(off, len);
     }
-    clear_half(space, log, older)?;
     space.persist.fence("another thread's in-place STM values before its records with new objects are cleared")?;
     log.unfenced.clear();
-    ctx.stm().young.unregister(log, older);
-    clear_half(space, log, newer)?;
-    space.persist.fence("records with new objects cleared before a later record is overwritten")?;
-    ctx.stm().young.unregister(log, newer);
+    for h in halves {
+        clear_half(space, log, h)?;
+        space.persist.fence("records with new objects cleared before a later record is overwritten")?;
+        ctx.stm().young.unregister(log, h);
+    }
     HELPS.fetch_add(1, Ordering::Relaxed);
     Ok(())
 }
