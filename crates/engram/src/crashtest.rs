@@ -20,6 +20,8 @@
 mod lazy;
 mod raw;
 mod stm;
+mod stm_box;
+mod stm_young;
 pub mod wal;
 
 use crate::error::{Error, Result};
@@ -103,10 +105,25 @@ pub fn workloads() -> &'static [Workload] {
             about: "one thread's write-free STM transactions allocate nodes another thread's commits link (merged trace)",
             run: stm::w_threads_made,
         },
+        Workload {
+            name: "mt-stm-young",
+            about: "one thread's new STM object, carried in its idle record, changed by another thread's commits (merged trace)",
+            run: stm_young::w_young,
+        },
+        Workload {
+            name: "mt-stm-young-gc",
+            about: "as mt-stm-young, then an online GC clears both threads' records (merged trace)",
+            run: stm_young::w_young_gc,
+        },
         Workload { name: "stm-first", about: "a pool's first STM transactions: the thread's redo log created", run: stm::w_first },
         Workload { name: "stm-bank", about: "STM transfers: copies (large ones too), or_else, retry", run: stm::w_bank },
         Workload { name: "stm-map", about: "STM sorted list and snapshot map against a model", run: stm::w_map },
         Workload { name: "stm-overflow", about: "STM commits whose redo records overflow the log half", run: stm::w_overflow },
+        Workload {
+            name: "stm-box",
+            about: "STM values over 40 bytes in boxes: replaced, freed, made and written in one commit",
+            run: stm_box::w_box,
+        },
         Workload { name: "stm-gc", about: "online GC (STM quiesce) between STM commits", run: stm::w_gc },
         Workload { name: "stm-recovery", about: "STM redo replay after a crash past the fence, crashed", run: stm::w_recovery },
         Workload { name: "stm-relocation", about: "STM redo replay at a new base (pointers in values)", run: stm::w_relocation },

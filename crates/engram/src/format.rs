@@ -342,7 +342,8 @@ pub const REDO_CRC_FROM: usize = offset_of!(RedoRecordHeader, wv);
 /// bytes follow: its CRC32C, then zero. An overflow entry (`vlen` is
 /// exactly [`REDO_OVERFLOW`]), the only entry of a record too large for a
 /// log half: the whole record (header included) lies in a byte array at pool
-/// offset `off`, and 8 bytes follow: its length, then its CRC32C.
+/// offset `off`, and 8 bytes follow: its length, then its CRC32C. An init
+/// entry (`vlen` has [`REDO_INIT_FLAG`]) carries a new object's bytes.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RedoEntryHeader {
@@ -359,6 +360,11 @@ pub const REDO_CHECK_FLAG: u32 = 0x8000_0000;
 /// `RedoEntryHeader::vlen` of an overflow entry (no value is that long, and
 /// it lacks [`REDO_CHECK_FLAG`]).
 pub const REDO_OVERFLOW: u32 = 0x4000_0000;
+/// `RedoEntryHeader::vlen` flag of an init entry: the low bits are the
+/// length of an object the commit created (header included, at pool offset
+/// `off`), whose initial bytes follow (padded to 8). Recovery writes them
+/// back before the record's values (see `stm/redo.rs`).
+pub const REDO_INIT_FLAG: u32 = 0x2000_0000;
 
 const _: () = assert!(size_of::<RedoRecordHeader>() == 24);
 const _: () = assert!(offset_of!(RedoRecordHeader, crc) == 4);

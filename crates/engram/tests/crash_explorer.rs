@@ -191,7 +191,6 @@ const FAULTS: &[(&str, &str, &str)] = &[
     ("fence", "region data before the log is invalidated", "commit"),
     ("fence", "header copy written before it is relied on", "relocation"),
     ("fence", "grown size recorded before the new space is used", "growth"),
-    ("fence", "new transactional objects before the record that links them", "stm-map"),
     ("fence", "STM redo record and copies before the new values are visible", "stm-bank"),
     ("fence", "in-place STM values of idle threads before their records are cleared", "stm-gc"),
     ("fence", "replayed STM values before their records are cleared", "stm-recovery"),
@@ -201,6 +200,9 @@ const FAULTS: &[(&str, &str, &str)] = &[
     ("fence", "span tables cleared before the arenas are handed back", "huge"),
     ("fence", "arena table entries of a huge object before its payload overwrites the span tables", "huge"),
     ("fence", "objects allocated by a transaction that wrote no variable", "mt-stm-made"),
+    ("fence", "another thread's in-place STM values before its records with new objects are cleared", "mt-stm-young"),
+    ("fence", "records with new objects cleared before a later record is overwritten", "mt-stm-young"),
+    ("fence", "an STM record with new objects cleared before later records", "mt-stm-young-gc"),
     ("fence", "arena table entries of a freed huge object", "mt-huge-free"),
 ];
 
@@ -515,4 +517,36 @@ fn explorer_catches_a_dropped_lazy_result_fence() {
     // first_violation panics if the dropped fence goes unnoticed
     let m = first_violation(|| failpoint::drop_fence(engram::lazy::FENCE_RESULT), "lazy-force");
     assert!(!m.is_empty());
+}
+
+/// Boxed `PTVar` values (`stm-box`): a box is listed, with its checksum, by
+/// the redo record of the commit that made it, so the commit that replaces
+/// it must not free it while that record may still be replayed. With the
+/// planted bug (every replaced box freed at once) a box made and replaced
+/// in one commit is reused by the next commit's copy before its fence, and
+/// a crash then drops the earlier record although that commit had returned.
+#[test]
+fn boxes_are_not_freed_while_a_record_lists_them() {
+    let m = first_violation(|| failpoint::plant("stm.box_freed_early"), "stm-box");
+    assert!(m.contains("lost") || m.contains("partial") || m.contains("torn"), "{m}");
+}
+
+/// One fence for allocating commits: the record carries the new objects'
+/// bytes. Without them (planted bug: neither carried nor fenced first) a
+/// crash after the record's fence can leave a linked node that never
+/// reached the media.
+#[test]
+fn new_objects_are_carried_in_the_record() {
+    let m = first_violation(|| failpoint::plant("stm.young_not_carried"), "stm-map");
+    assert!(m.contains("torn") || m.contains("lost") || m.contains("partial"), "{m}");
+}
+
+/// `mt-stm-young`: a thread whose record carries a new object stays idle
+/// while another thread changes the object and overwrites the record of
+/// that change. Without the helping rule (planted bug) recovery writes the
+/// object's initial bytes back over the change.
+#[test]
+fn young_objects_changed_by_another_thread_are_not_written_back() {
+    let m = first_violation(|| failpoint::plant("stm.young_not_helped"), "mt-stm-young");
+    assert!(m.contains("initial bytes") || m.contains("lost"), "{m}");
 }

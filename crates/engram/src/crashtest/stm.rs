@@ -35,7 +35,7 @@ use crate::{OpenOptions, PPtr, Persistent, Pool, Tx};
 use engram_model::Trace;
 use std::collections::BTreeMap;
 
-type Check<T> = std::result::Result<T, String>;
+pub(super) type Check<T> = std::result::Result<T, String>;
 
 const N: usize = 8;
 const START: u64 = 100;
@@ -233,14 +233,14 @@ impl BankState {
 
 /// The pool's named roots, read in one pass (a lookup by name scans the
 /// whole root table, and every image needs some twenty of them).
-struct Dir(std::collections::HashMap<String, (u64, String)>);
+pub(super) struct Dir(std::collections::HashMap<String, (u64, String)>);
 
 impl Dir {
-    fn of(pool: &Pool) -> Result<Dir> {
+    pub(super) fn of(pool: &Pool) -> Result<Dir> {
         Ok(Dir(pool.roots()?.into_iter().map(|r| (r.name, (r.addr, r.type_name))).collect()))
     }
 
-    fn ptr<T: Persistent>(&self, name: &str) -> Result<PPtr<T>> {
+    pub(super) fn ptr<T: Persistent>(&self, name: &str) -> Result<PPtr<T>> {
         match self.0.get(name) {
             Some((addr, ty)) if *ty == T::type_name() => Ok(PPtr::from_addr(*addr)),
             Some((_, ty)) => Err(Error::corrupt(format!("root {name} holds a {ty}, not a {}", T::type_name()))),
@@ -248,7 +248,7 @@ impl Dir {
         }
     }
 
-    fn var<T: Persist>(&self, name: &str) -> Result<PTVar<T>> {
+    pub(super) fn var<T: Persist>(&self, name: &str) -> Result<PTVar<T>> {
         self.ptr::<VarCell<T::P>>(name).map(PTVar::from_cell)
     }
 }
@@ -263,8 +263,8 @@ impl Dir {
 /// reservation: a fresh process starts its clock there, so such a version
 /// would be handed out again (the checking process shares the traced one's
 /// clock, which hides this unless the pool is checked directly).
-struct Raw<'t, 'p> {
-    tx: &'t Tx<'p>,
+pub(super) struct Raw<'t, 'p> {
+    pub(super) tx: &'t Tx<'p>,
     epoch: u16,
     reserved: u64,
 }
@@ -279,7 +279,7 @@ impl<'t, 'p> Raw<'t, 'p> {
         self.cell(v.cell(), "a variable")
     }
 
-    fn cell<P: Persistent>(&self, c: PPtr<VarCell<P>>, what: &str) -> Result<P> {
+    pub(super) fn cell<P: Persistent>(&self, c: PPtr<VarCell<P>>, what: &str) -> Result<P> {
         let v = self.tx.read(c)?;
         if word::is_locked(v.word, self.epoch) {
             return Err(Error::corrupt(format!("{what} at {:#x} is still locked in epoch {}", c.addr(), self.epoch)));
@@ -307,7 +307,7 @@ impl<'t, 'p> Raw<'t, 'p> {
 }
 
 /// Reads `f` with a [`Raw`] reader in a plain region.
-fn raw<R>(pool: &Pool, meta: PPtr<StmMeta>, f: impl Fn(&Raw<'_, '_>) -> Result<R>) -> Result<R> {
+pub(super) fn raw<R>(pool: &Pool, meta: PPtr<StmMeta>, f: impl Fn(&Raw<'_, '_>) -> Result<R>) -> Result<R> {
     pool.txn(|tx| f(&Raw::new(tx, meta)?))
 }
 

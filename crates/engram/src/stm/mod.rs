@@ -45,7 +45,7 @@ pub mod wait;
 pub(crate) mod word;
 
 pub(crate) use engine::in_atomically;
-pub use engine::{atomically, stats, STx, StmError, StmResult, StmStats};
+pub use engine::{atomically, stats, young_helps, STx, StmError, StmResult, StmStats};
 /// The STM as a layer of the pool: redo-record replay on open, quiesce
 /// before GC and close.
 pub(crate) const LAYER: crate::pool::layer::Layer = crate::pool::layer::Layer {
@@ -60,6 +60,6 @@ pub use persist::{CopyCx, POption, PPair, PSlice, PStr, Persist};
 pub use redo::StmRecovery;
 pub use tfield::{TCell, TField};
 pub use vars::{
-    field_at, field_of, FieldKind, FieldRef, Immutable, ImmutableRef, Mutable, PTField, PTVar, ReadVar, TFields, TVar, Var, VarCell,
-    PTVAR_MAX_VALUE,
+    field_at, field_of, BoxCell, FieldKind, FieldRef, Immutable, ImmutableRef, Mutable, PTField, PTVar, ReadVar, TFields, TVar, Var,
+    VarCell, PTVAR_MAX_VALUE,
 };

@@ -261,6 +261,17 @@ impl<T: Persist> Persist for Vec<T> {
     }
 }
 
+impl<T: Persist, const N: usize> Persist for [T; N] {
+    type P = [T::P; N];
+    fn persist(&self, cx: &mut CopyCx<'_>) -> Result<Self::P> {
+        let items = self.iter().map(|x| x.persist(cx)).collect::<Result<Vec<_>>>()?;
+        items.try_into().map_err(|_| Error::corrupt("an array changed length while it was persisted"))
+    }
+    fn plain(&self) -> Option<Self::P> {
+        self.iter().map(Persist::plain).collect::<Option<Vec<_>>>()?.try_into().ok()
+    }
+}
+
 impl<T: Persist> Persist for Box<T> {
     type P = PPtr<T::P>;
     fn persist(&self, cx: &mut CopyCx<'_>) -> Result<Self::P> {

@@ -21,6 +21,14 @@
 //!    lines reached the media in. Then the records are cleared, and the epoch
 //!    is bumped so that locks left in the pool by the crash read as free.
 //!
+//! New objects: a commit that creates transactional objects carries their
+//! bytes in its record (init entries); recovery writes them back whole,
+//! before the record's values, and every later retained record is replayed
+//! after it. A record with init entries is cleared durably before any later
+//! record (here, in quiesce, and by a helping thread: `engine/young.rs`), so
+//! a retained one never writes its objects' first bytes over a later change
+//! whose record is gone.
+//!
 //! Log overflow: a record larger than a half (a transaction writing more
 //! than about 1,300 variables) is written whole to a byte array of its own,
 //! and the half gets a stand-in record naming the array's offset, length
@@ -32,7 +40,9 @@
 
 use crate::error::{Error, Result};
 use crate::format::{ObjHeader, RedoEntryHeader, RedoRecordHeader, HEAP_OFF, OBJ_ARRAY, OBJ_HEADER, OBJ_TAG, OBJ_TAG_MASK};
-use crate::format::{REDO_CHECK_FLAG as CHECK_FLAG, REDO_CRC_FROM, REDO_MAGIC as MAGIC, REDO_OVERFLOW as OVERFLOW};
+use crate::format::{
+    REDO_CHECK_FLAG as CHECK_FLAG, REDO_CRC_FROM, REDO_INIT_FLAG as INIT_FLAG, REDO_MAGIC as MAGIC, REDO_OVERFLOW as OVERFLOW,
+};
 use crate::pool::space::Space;
 use crate::ptr::PArray;
 use crate::Persistent;
@@ -84,6 +94,17 @@ pub(crate) fn object_crc(space: &Space, off: u64, len: u64) -> Result<u32> {
     Ok(crc32c::crc32c(b))
 }
 
+/// The `len` bytes at pool offset `off` (an object this commit created and
+/// still owns alone).
+pub(crate) fn object_bytes(space: &Space, off: u64, len: u64) -> Result<&[u8]> {
+    if !space.contains(space.base() + off, len) {
+        return Err(Error::corrupt(format!("object {off:#x}+{len} is outside the pool")));
+    }
+    // SAFETY: inside the mapping (checked); the object is private to the
+    // committing transaction until its values are stored in place.
+    Ok(unsafe { std::slice::from_raw_parts((space.base() + off) as *const u8, len as usize) })
+}
+
 /// Starts a record in `buf` (cleared first): its header, counts zero.
 fn begin(buf: &mut Vec<u8>, wv: u64) {
     buf.clear();
@@ -103,11 +124,27 @@ fn finish(buf: &mut [u8], n: u32) {
     buf[R_CRC..R_CRC + 4].copy_from_slice(&crc.to_le_bytes());
 }
 
-/// Encodes a record into `buf` (cleared first): the values, then the
-/// checksums `checks` (offset, length, CRC32C) of the copies it links.
-pub(crate) fn encode_of<'a>(buf: &mut Vec<u8>, wv: u64, entries: impl Iterator<Item = (u64, &'a [u8])>, checks: &[(u64, u64, u32)]) {
+/// Encodes a record into `buf` (cleared first): the initial bytes of the
+/// transactional objects the commit created (`inits`: pool offset, bytes),
+/// the values, then the checksums `checks` (offset, length, CRC32C) of the
+/// copies it links.
+pub(crate) fn encode_of<'a>(
+    buf: &mut Vec<u8>,
+    wv: u64,
+    inits: impl Iterator<Item = (u64, &'a [u8])>,
+    entries: impl Iterator<Item = (u64, &'a [u8])>,
+    checks: &[(u64, u64, u32)],
+) {
     begin(buf, wv);
     let mut entry_count = 0usize;
+    for (off, v) in inits {
+        entry_count += 1;
+        buf.extend_from_slice(&off.to_le_bytes());
+        buf.extend_from_slice(&(INIT_FLAG | v.len() as u32).to_le_bytes());
+        buf.extend_from_slice(&0u32.to_le_bytes());
+        buf.extend_from_slice(v);
+        buf.resize(buf.len().div_ceil(8) * 8, 0);
+    }
     for (off, v) in entries {
         entry_count += 1;
         buf.extend_from_slice(&off.to_le_bytes());
@@ -144,6 +181,8 @@ pub(crate) fn encode_overflow(buf: &mut Vec<u8>, wv: u64, off: u64, len: u32, cr
 /// where the whole record is (offset, length, CRC32C).
 struct Record {
     wv: u64,
+    /// New objects' initial bytes (pool offset, bytes).
+    inits: Vec<(u64, Vec<u8>)>,
     entries: Vec<(u64, Vec<u8>)>,
     checks: Vec<(u64, u64, u32)>,
     overflow: Option<(u64, u64, u32)>,
@@ -162,6 +201,7 @@ fn decode(half: &[u8]) -> Option<Record> {
     }
     let (wv, n) = (u64_at(R_WV), u32_at(R_N) as usize);
     let mut entries = Vec::with_capacity(n.min(4096));
+    let mut inits = Vec::new();
     let mut checks = Vec::new();
     let mut overflow = None;
     let mut at = REC_HDR as usize;
@@ -187,15 +227,16 @@ fn decode(half: &[u8]) -> Option<Record> {
             at += ENT_HDR as usize + 8;
             continue;
         }
-        let vlen = raw as usize;
+        let vlen = (raw & !INIT_FLAG) as usize;
         let v0 = at + ENT_HDR as usize;
         if v0 + vlen > end {
             return None;
         }
-        entries.push((off, half[v0..v0 + vlen].to_vec()));
+        let to = if raw & INIT_FLAG != 0 { &mut inits } else { &mut entries };
+        to.push((off, half[v0..v0 + vlen].to_vec()));
         at = v0 + vlen.div_ceil(8) * 8;
     }
-    Some(Record { wv, entries, checks, overflow })
+    Some(Record { wv, inits, entries, checks, overflow })
 }
 
 /// The record a half holds: itself, or for a stand-in the overflowing
@@ -264,23 +305,44 @@ pub(crate) fn recover(space: &Space, translate: &dyn Fn(u64) -> u64) -> Result<O
         }
         for h in 0..2u64 {
             let half = &bytes[(h * HALF) as usize..((h + 1) * HALF) as usize];
+            let at = log + h * HALF - space.base();
             if let Some(r) = decode(half).and_then(|r| resolve(space, r)) {
-                records.push(r);
+                records.push((at, r));
             }
-            halves.push(log + h * HALF - space.base());
+            halves.push(at);
         }
     }
     // A record whose copies did not all reach the media never committed:
     // its fence did not complete, so nothing of it was visible in place.
-    records.retain(|r| r.checks.iter().all(|&(off, len, crc)| object_crc(space, off, len).is_ok_and(|c| c == crc)));
+    records.retain(|(_, r)| r.checks.iter().all(|&(off, len, crc)| object_crc(space, off, len).is_ok_and(|c| c == crc)));
     let mut rep = StmRecovery { records: records.len() as u64, replayed: 0 };
-    records.sort_by_key(|r| r.wv);
-    for r in &records {
+    records.sort_by_key(|(_, r)| r.wv);
+    for (_, r) in &records {
+        // New objects first, whole: no later commit changed them unless its
+        // record is retained too, and replayed after this one (the helping
+        // rule in `stm/engine/young.rs`).
+        for (off, v) in &r.inits {
+            if *off < HEAP_OFF || !space.contains(space.base() + off, v.len() as u64) {
+                return Err(Error::corrupt(format!("STM record creates an object at {off:#x}+{}, outside the heap", v.len())));
+            }
+            space.write_bytes(*off, v)?;
+            space.flush(*off, v.len() as u64);
+        }
         for (off, v) in &r.entries {
             rep.replayed += replay(space, *off, v, r.wv)? as u64;
         }
     }
     space.persist.fence("replayed STM values before their records are cleared")?;
+    // A record with new objects is cleared (durably) before any later one:
+    // were it retained alone, the next recovery would write its objects'
+    // first bytes back over the later changes (stm/engine/young.rs).
+    for (at, r) in &records {
+        if !r.inits.is_empty() {
+            space.write(*at, &0u32)?;
+            space.flush(*at, 4);
+            space.persist.fence("an STM record with new objects cleared before later records")?;
+        }
+    }
     for off in halves {
         space.write(off, &0u32)?;
         space.flush(off, 4);
@@ -331,7 +393,18 @@ mod tests {
     }
 
     fn encode(buf: &mut Vec<u8>, wv: u64, entries: &[(u64, &[u8])], checks: &[(u64, u64, u32)]) {
-        encode_of(buf, wv, entries.iter().copied(), checks)
+        encode_of(buf, wv, std::iter::empty(), entries.iter().copied(), checks)
+    }
+
+    #[test]
+    fn init_entries_roundtrip_before_the_values() {
+        let mut buf = Vec::new();
+        let obj = [7u8; 44];
+        encode_of(&mut buf, 9, [(0x2000u64, &obj[..])].into_iter(), [(0x3000u64, &[1u8; 8][..])].into_iter(), &[(0x4000, 64, 5)]);
+        let r = decode(&buf).unwrap();
+        assert_eq!((r.wv, r.inits.len(), r.entries.len(), r.checks.len()), (9, 1, 1, 1));
+        assert_eq!(r.inits[0], (0x2000, obj.to_vec()));
+        assert_eq!(r.entries[0], (0x3000, vec![1u8; 8]));
     }
 
     #[test]

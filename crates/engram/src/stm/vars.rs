@@ -6,9 +6,10 @@
 //! redo-log replay rule depends on it): a `PTVar` cell object is allocated
 //! with a 16- or 48-byte payload, whose slot (class 32 or 64) never makes it
 //! straddle a line, and a `PTField<T>` is 16-aligned and 16 bytes. Values
-//! are plain pool data (`Persistent`), at most 40 bytes for a `PTVar` and 8
-//! for a `PTField`, aligned to at most 8; bigger values go behind a pointer
-//! (`Box<T>` copies to a `PPtr`).
+//! are plain pool data (`Persistent`), at most 8 bytes for a `PTField`; a
+//! `PTVar` value of more than 40 bytes (or aligned to more than 8) is boxed
+//! transparently: the cell holds a pointer to an immutable pool object
+//! with the value (`engine/boxed.rs`), replaced by every write.
 
 use super::engine::{STx, StmResult};
 use super::persist::Persist;
@@ -90,55 +91,79 @@ unsafe impl<T: Persist> Persistent for PTVar<T> {
     }
 }
 
-/// Largest value a [`PTVar`] holds, bytes (its cell is a lock word and the
-/// value in one 48-byte payload; bigger values go behind a pointer: `Box<T>`).
-/// Checked when the program compiles:
-///
-/// ```compile_fail
-/// use engram::stm::{PTVar, STx, StmResult};
-/// type Six = (u64, (u64, (u64, (u64, (u64, u64))))); // 48 bytes
-/// fn make(tx: &STx<'_>) -> StmResult<PTVar<Six>> {
-///     PTVar::new(tx, (0, (0, (0, (0, (0, 0)))))) // does not compile
-/// }
-/// let _used: fn(&STx<'_>) -> StmResult<PTVar<Six>> = make;
-/// ```
+/// Largest value a [`PTVar`] holds in its cell, bytes (the cell is a lock
+/// word and the value in one 48-byte payload). A larger value, or one
+/// aligned to more than 8, is boxed transparently: the cell holds a pointer
+/// to a pool object with the value ([`BoxCell`]), a write copies the new
+/// value into a new box at commit and the old box is freed once no redo
+/// record can need it (docs/stm.md, "Values of any size"):
 ///
 /// ```
 /// use engram::stm::{PTVar, STx, StmResult};
-/// type Five = (u64, (u64, (u64, (u64, u64)))); // 40 bytes
-/// type Six = (u64, (u64, (u64, (u64, (u64, u64)))));
-/// fn make(tx: &STx<'_>) -> StmResult<(PTVar<Five>, PTVar<Box<Six>>)> {
-///     // at the limit, and behind a pointer: fine
-///     Ok((PTVar::new(tx, (0, (0, (0, (0, 0)))))?, PTVar::new(tx, Box::new((0, (0, (0, (0, (0, 0)))))))?))
+/// type Five = (u64, (u64, (u64, (u64, u64)))); // 40 bytes: in the cell
+/// type Six = (u64, (u64, (u64, (u64, (u64, u64))))); // 48 bytes: boxed
+/// fn make(tx: &STx<'_>) -> StmResult<(PTVar<Five>, PTVar<Six>, PTVar<[u64; 512]>)> {
+///     Ok((PTVar::new(tx, (0, (0, (0, (0, 0)))))?, PTVar::new(tx, (0, (0, (0, (0, (0, 0))))))?, PTVar::new(tx, [7; 512])?))
 /// }
+/// assert!(!PTVar::<Five>::BOXED && PTVar::<Six>::BOXED && PTVar::<[u64; 512]>::BOXED);
 /// ```
 pub const PTVAR_MAX_VALUE: usize = 40;
 
+/// The cell object of a boxed [`PTVar`] (see [`PTVAR_MAX_VALUE`]): the
+/// lock word and a pointer to the box holding the value.
+pub type BoxCell<P> = VarCell<PPtr<P>>;
+
 impl<T: Persist> PTVar<T> {
-    /// Fails to compile (when a `PTVar<T>` is created, opened or used) if
-    /// `T`'s pool form does not fit a cell.
-    const FITS: () = assert!(
-        std::mem::size_of::<T::P>() <= PTVAR_MAX_VALUE && std::mem::align_of::<T::P>() <= 8,
-        "a PTVar value is at most 40 bytes, 8-aligned: box it"
-    );
+    /// Whether `T`'s pool form is kept in a box of its own (more than
+    /// [`PTVAR_MAX_VALUE`] bytes, or aligned to more than 8) rather than in
+    /// the cell.
+    pub const BOXED: bool = std::mem::size_of::<T::P>() > PTVAR_MAX_VALUE || std::mem::align_of::<T::P>() > 8;
 
     /// Creates a variable holding `init` (copied into the pool). The new
     /// variable is private to `tx` until it commits.
     pub fn new(tx: &STx<'_>, init: T) -> StmResult<Self> {
-        let () = Self::FITS;
-        let addr = tx.new_cell::<T>(&init)?;
+        let addr = if Self::BOXED { tx.new_boxed_cell::<T>(&init)? } else { tx.new_cell::<T>(&init)? };
         Ok(PTVar { cell: PPtr::from_addr(addr), _t: PhantomData })
     }
 
     /// The handle of the cell object at `cell` (from a root or a field).
+    /// For a boxed variable ([`PTVar::BOXED`]) the object is a
+    /// [`BoxCell<T::P>`]: use [`PTVar::from_box_cell`].
     pub fn from_cell(cell: PPtr<VarCell<T::P>>) -> Self {
-        let () = Self::FITS;
         PTVar { cell, _t: PhantomData }
     }
 
-    /// The cell object.
+    /// The handle of a boxed variable's cell object.
+    pub fn from_box_cell(cell: PPtr<BoxCell<T::P>>) -> Self {
+        PTVar { cell: PPtr::from_addr(cell.addr()), _t: PhantomData }
+    }
+
+    /// The cell object (a [`BoxCell<T::P>`] at this address if the
+    /// variable is boxed: see [`PTVar::box_cell`]).
     pub fn cell(self) -> PPtr<VarCell<T::P>> {
         self.cell
+    }
+
+    /// The cell object of a boxed variable, `None` if it is not boxed.
+    pub fn box_cell(self) -> Option<PPtr<BoxCell<T::P>>> {
+        Self::BOXED.then(|| PPtr::from_addr(self.cell.addr()))
+    }
+
+    /// The variable root `name` names, if any (typed by its cell object).
+    pub(crate) fn find_root(tx: &crate::Tx<'_>, name: &str) -> crate::Result<Option<Self>> {
+        Ok(if Self::BOXED {
+            tx.root::<BoxCell<T::P>>(name)?.map(Self::from_box_cell)
+        } else {
+            tx.root::<VarCell<T::P>>(name)?.map(Self::from_cell)
+        })
+    }
+
+    /// Points root `name` at this variable's cell object.
+    pub(crate) fn set_root(self, tx: &crate::Tx<'_>, name: &str) -> crate::Result<()> {
+        match self.box_cell() {
+            Some(c) => tx.set_root(name, c),
+            None => tx.set_root(name, self.cell),
+        }
     }
 }
 
@@ -146,9 +171,15 @@ impl<T: Persist> Var for PTVar<T> {
     type In = T;
     type Out = T::P;
     fn read_in(&self, tx: &STx<'_>) -> StmResult<T::P> {
+        if Self::BOXED {
+            return tx.read_boxed::<T::P>(self.cell.addr());
+        }
         tx.read_cell::<T::P>(self.cell.addr(), PTVAR_MAX_VALUE)
     }
     fn write_in(&self, tx: &STx<'_>, v: T) -> StmResult<()> {
+        if Self::BOXED {
+            return tx.write_boxed::<T>(self.cell.addr(), v);
+        }
         tx.write_cell::<T>(self.cell.addr(), PTVAR_MAX_VALUE, v)
     }
 }

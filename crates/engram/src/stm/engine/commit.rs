@@ -77,8 +77,13 @@ impl STx<'_> {
             self.unlock_writes(via);
             return Err(StmError::Failed(e));
         }
+        // The boxes this commit replaces (boxed.rs), read under its locks.
+        let boxes = self.touches_boxes().then(|| self.old_boxes());
         // 7. in place, then wake waiters.
         self.apply(wv, via);
+        if let Some(old) = boxes {
+            self.settle_boxes(&old);
+        }
         if coarse.exclusive() {
             runtime::count(|s| s.coarse_commits += 1);
         }
@@ -182,31 +187,38 @@ impl STx<'_> {
         if entries().next().is_none() {
             return Ok(());
         }
-        let len = redo::record_len_of(entries());
         reserve_clock(ctx, wv)?;
         let space = &ctx.inner.space;
         // New transactional objects (cells, nodes) change in later commits,
-        // so recovery cannot check them against the record: they are made
-        // durable before the record exists (a second fence, only for
-        // transactions that create them).
-        if st.made.iter().any(|m| m.mutable) {
-            for m in st.made.iter().filter(|m| m.mutable) {
-                space.flush(m.off, m.len);
-            }
-            space.persist.fence("new transactional objects before the record that links them")?;
-        }
+        // so recovery cannot check them against the record: the record
+        // carries their initial bytes, written back whole at recovery
+        // (young.rs says why that is sound).
+        let inits = || st.made.iter().filter(|m| m.mutable).map(|m| (m.off, m.len));
+        let young = inits().next().is_some() && !crate::failpoint::planted("stm.young_not_carried");
+        let init_len: u64 = if young { inits().map(|(_, l)| redo::ENT_HDR + l.div_ceil(8) * 8).sum() } else { 0 };
+        let len = redo::record_len_of(entries()) + init_len;
         // Copies are immutable: the record carries their checksums, and
         // recovery replays it only if every copy reached the media whole.
-        // (The allocator metadata that makes each copy an object is checked
-        // too: it was flushed, not fenced, when the copy was allocated.)
+        // (The allocator metadata that makes each copy, or new object, an
+        // object is checked too: it was flushed, not fenced, when the object
+        // was allocated.)
         st.checks.clear();
-        for (off, len) in st.made.iter().filter(|m| !m.mutable).flat_map(|m| [(m.off, m.len), m.loc.meta_range()]) {
+        let checked = |m: &crate::stm::persist::Made| {
+            if m.mutable {
+                [None, Some(m.loc.meta_range())]
+            } else {
+                [Some((m.off, m.len)), Some(m.loc.meta_range())]
+            }
+        };
+        for (off, len) in st.made.iter().flat_map(checked).flatten() {
             st.checks.push((off, len, redo::object_crc(space, off, len)?));
         }
         let needed = len + st.checks.len() as u64 * (redo::ENT_HDR + 8);
         if needed > u32::MAX as u64 {
             return Err(Error::TxTooLarge { needed, limit: u32::MAX as u64 });
         }
+        // Another thread's records with new objects may have to go first.
+        super::young::help_before_reuse(ctx)?;
         let mut log = ctx.log().lock();
         let log = &mut *log;
         let h = (log.commits % 2) as usize;
@@ -216,19 +228,26 @@ impl STx<'_> {
         if let Some(loc) = log.overflow[h].take() {
             ctx.inner.heap.free(space, ctx.cache(), loc)?;
         }
-        redo::encode_of(&mut log.buf, wv, entries(), &st.checks);
+        let init_bytes =
+            inits().filter(|_| young).map(|(off, len)| Ok((off, redo::object_bytes(space, off, len)?))).collect::<Result<Vec<_>>>()?;
+        redo::encode_of(&mut log.buf, wv, init_bytes.into_iter(), entries(), &st.checks);
         if log.buf.len() as u64 > HALF {
             overflow(ctx, log, h, wv)?;
         }
         space.write_bytes(half_off, &log.buf)?;
         space.flush(half_off, log.buf.len() as u64);
-        for m in st.made.iter().filter(|m| !m.mutable) {
+        for m in &st.made {
             space.flush(m.off, m.len);
         }
-        // 6. the one fence: record, copies, and the previous commit's in-place
-        //    values are durable; the other half may be reused next time.
+        // 6. the one fence: record, copies, new objects, and the previous
+        //    commit's in-place values are durable; the other half may be
+        //    reused next time.
         space.persist.fence("STM redo record and copies before the new values are visible")?;
         log.unfenced.clear();
+        // This half's previous record is overwritten on the media now.
+        ctx.stm().young.unregister(log, h);
+        log.half_wv[h] = wv;
+        log.young_pending = young.then_some(h);
         log.commits += 1;
         crate::failpoint::Failpoint::StmAfterFence.hit();
         Ok(())
@@ -239,6 +258,13 @@ impl STx<'_> {
         let space = self.ctx.as_ref().map(|c| &c.inner.space);
         let new_word = word::unlocked(wv);
         let mut log = self.ctx.as_ref().map(|c| c.log().lock());
+        // A record with new objects is registered before they can be
+        // reached (their links are stored below), under the log's lock.
+        if let (Some(c), Some(l)) = (self.ctx.as_ref(), log.as_mut()) {
+            if let Some(h) = l.young_pending.take() {
+                c.stm().young.register(l, h, wv);
+            }
+        }
         for w in &st.writes {
             match &w.kind {
                 Kind::P { off, value: Some(b), .. } => {

@@ -33,6 +33,7 @@
 //! snapshot when a newer version is met), so user code never sees an
 //! inconsistent state.
 
+mod boxed;
 mod coarse;
 mod commit;
 mod hw_commit;
@@ -41,6 +42,7 @@ mod pool_state;
 mod run;
 mod tx;
 mod values;
+mod young;
 
 pub(crate) use pool_state::quiesce;
 pub(crate) use run::in_atomically;
@@ -48,6 +50,7 @@ pub use run::{atomically, stats, StmStats};
 pub use tx::STx;
 pub(crate) use tx::VCell;
 pub use values::{value_checks, ValueChecks};
+pub use young::young_helps;
 
 use crate::error::Error;
 use std::sync::atomic::AtomicU64;

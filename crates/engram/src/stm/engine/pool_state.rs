@@ -36,6 +36,10 @@ pub(crate) struct StmPool {
     pub(super) reserved: Mutex<u64>,
     pub(super) reserved_fast: AtomicU64,
     pub(super) logs: Mutex<Vec<Arc<Mutex<ThreadLog>>>>,
+    /// Who created the boxes of boxed variables (`boxed.rs`).
+    pub(super) boxes: Mutex<super::boxed::BoxBook>,
+    /// Retained records that carry new objects (`young.rs`).
+    pub(super) young: super::young::Young,
     /// Set when the pool drops its state (close): threads prune their
     /// [`Local`] entries for it.
     closed: AtomicBool,
@@ -61,6 +65,7 @@ pub(crate) struct Local {
 }
 
 /// One thread's redo log in one pool.
+#[derive(Default)]
 pub(crate) struct ThreadLog {
     /// Pool offset of the log bytes (two halves).
     pub(super) log_off: u64,
@@ -70,6 +75,13 @@ pub(crate) struct ThreadLog {
     pub(super) buf: Vec<u8>,
     /// The overflow array of the record in each half, if it has one.
     pub(super) overflow: [Option<Loc>; 2],
+    /// The timestamp of the record in each half (0: none).
+    pub(super) half_wv: [u64; 2],
+    /// Halves whose record carries new objects, registered in the pool's
+    /// [`super::young::Young`] (`young.rs`).
+    pub(super) young: [bool; 2],
+    /// The half just written holds new objects: `apply` registers it.
+    pub(super) young_pending: Option<usize>,
 }
 
 thread_local! {
@@ -165,6 +177,8 @@ pub(super) fn stm_pool(pool: &Pool) -> Result<Arc<StmPool>> {
         reserved_fast: AtomicU64::new(m.clock_reserved),
         logs: Mutex::new(earlier),
         closed: AtomicBool::new(false),
+        boxes: Mutex::new(Default::default()),
+        young: Default::default(),
     });
     *slot = Some(Arc::new(StmSlot(s.clone())));
     Ok(s)
@@ -192,10 +206,7 @@ fn earlier_logs(tx: &crate::tx::Tx<'_>, logs: PArray<PArray<u8>>) -> Result<Vec<
 /// by the open (`redo::recover`), so a log can be reused from its first
 /// half; without this every open would link new logs and leak the old ones.
 fn adoptable(found: Vec<u64>) -> Vec<Arc<Mutex<ThreadLog>>> {
-    found
-        .into_iter()
-        .map(|log_off| Arc::new(Mutex::new(ThreadLog { log_off, commits: 0, unfenced: Vec::new(), buf: Vec::new(), overflow: [None; 2] })))
-        .collect()
+    found.into_iter().map(|log_off| Arc::new(Mutex::new(ThreadLog { log_off, ..Default::default() }))).collect()
 }
 
 /// A redo log for this thread (kept in its [`Local`]): an exited thread's,
@@ -247,13 +258,7 @@ fn thread_log(pool: &Pool, stm: &Arc<StmPool>) -> Result<Arc<Mutex<ThreadLog>>> 
                     Ok::<_, Error>(bytes)
                 })
             })?;
-            let l = Arc::new(Mutex::new(ThreadLog {
-                log_off: log.addr() - pool.inner().space.base(),
-                commits: 0,
-                unfenced: Vec::new(),
-                buf: Vec::new(),
-                overflow: [None; 2],
-            }));
+            let l = Arc::new(Mutex::new(ThreadLog { log_off: log.addr() - pool.inner().space.base(), ..Default::default() }));
             stm.logs.lock().push(l.clone());
             l
         }
@@ -284,16 +289,38 @@ fn logs_field(meta: PPtr<StmMeta>) -> PPtr<PArray<PArray<u8>>> {
 pub(crate) fn quiesce(inner: &PoolInner) -> Result<()> {
     let Some(stm) = state(inner) else { return Ok(()) };
     let space = &inner.space;
+    // Every record is cleared below: no box is listed by one any more.
+    stm.boxes.lock().clear();
     let logs = stm.logs.lock();
+    let mut records = Vec::new();
     for l in logs.iter() {
-        for &(off, len) in &l.lock().unfenced {
+        let l = l.lock();
+        for &(off, len) in &l.unfenced {
             space.flush(off, len);
+        }
+        for h in 0..2 {
+            if l.half_wv[h] != 0 {
+                records.push((l.half_wv[h], l.log_off + h as u64 * HALF, l.young[h]));
+            }
         }
     }
     space.persist.fence("in-place STM values of idle threads before their records are cleared")?;
+    // Oldest first, and a record with new objects durably cleared before
+    // any later one (young.rs: it must never outlive a later record).
+    records.sort_unstable();
+    for (_, off, young) in records {
+        space.write(off, &0u32)?;
+        space.flush(off, 4);
+        if young {
+            space.persist.fence("an STM record with new objects cleared before later records")?;
+        }
+    }
+    stm.young.clear();
     for l in logs.iter() {
         let mut l = l.lock();
         l.unfenced.clear();
+        l.half_wv = [0; 2];
+        l.young = [false; 2];
         // The overflow arrays become garbage with their records (the GC
         // frees them).
         l.overflow = [None; 2];

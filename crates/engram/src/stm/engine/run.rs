@@ -13,7 +13,6 @@ use super::{word_at, StmError, StmResult};
 use crate::error::{Error, Result};
 use crate::htm::abort::code;
 use crate::stm::persist::Persist;
-use crate::stm::vars::VarCell;
 use crate::stm::{runtime, wait, word};
 use crate::Pool;
 use parking_lot::RwLock;
@@ -250,17 +249,17 @@ impl Pool {
     /// The persistent variable named `name`, created holding `init()` if it
     /// does not exist (PSTM's `getRoot`).
     pub fn root<T: Persist>(&self, name: &str, init: impl FnOnce() -> T) -> Result<crate::stm::PTVar<T>> {
-        if let Some(c) = self.txn(|tx| tx.root::<VarCell<T::P>>(name))? {
-            return Ok(crate::stm::PTVar::from_cell(c));
+        if let Some(v) = self.txn(|tx| crate::stm::PTVar::<T>::find_root(tx, name))? {
+            return Ok(v);
         }
         let mut init = Some(init);
         let v = self.atomically(|tx| {
             let x = init.take().map(|f| f()).ok_or(StmError::Failed(Error::invalid("root initialiser ran twice")))?;
             crate::stm::PTVar::new(tx, x)
         })?;
-        self.txn(|tx| match tx.root::<VarCell<T::P>>(name)? {
-            Some(c) => Ok(crate::stm::PTVar::from_cell(c)), // another thread won
-            None => tx.set_root(name, v.cell()).map(|_| v),
+        self.txn(|tx| match crate::stm::PTVar::<T>::find_root(tx, name)? {
+            Some(c) => Ok(c), // another thread won
+            None => v.set_root(tx, name).map(|_| v),
         })
     }
 }

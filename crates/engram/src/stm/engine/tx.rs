@@ -87,8 +87,9 @@ impl Bytes {
 }
 
 pub(super) enum Kind {
-    /// A persistent cell at pool offset `off`.
-    P { off: u64, value: Option<Bytes>, pending: Option<Box<dyn Pending>> },
+    /// A persistent cell at pool offset `off`; `boxed`: its value is the
+    /// pointer to a box (`boxed.rs`), and the old box is freed at commit.
+    P { off: u64, value: Option<Bytes>, pending: Option<Box<dyn Pending>>, boxed: bool },
     /// A volatile TVar.
     V { cell: Arc<dyn VCell>, value: Box<dyn Any + Send + Sync> },
 }
@@ -120,6 +121,9 @@ pub(super) struct State {
     pub(super) checks: Vec<(u64, u64, u32)>,
     /// `Coarse`: the values read, for value-based validation (`values.rs`).
     pub(super) seen: Vec<super::values::Seen>,
+    /// Boxes of boxed variables this attempt created (`boxed.rs`): pool
+    /// offsets, recorded with their creating commit when it commits.
+    pub(super) new_boxes: Vec<u64>,
 }
 
 /// Sets above this many entries are freed rather than kept for the
@@ -143,6 +147,7 @@ impl State {
         self.made.clear();
         self.frames.clear();
         self.seen.clear();
+        self.new_boxes.clear();
     }
 }
 
@@ -490,19 +495,24 @@ impl<'p> STx<'p> {
 
     pub(crate) fn write_cell<T: Persist>(&self, addr: u64, max: usize, v: T) -> StmResult<()> {
         self.check_cell::<T::P>(addr, max)?;
-        let ctx = self.ctx()?;
-        let space = &ctx.inner.space;
-        let inside = crate::alloc::locate_containing(space, addr)
-            .is_some_and(|(p, loc)| addr >= p && addr + 8 + size_of::<T::P>() as u64 <= p + loc.capacity());
-        if !inside {
-            return Err(StmError::Failed(Error::BadPointer { addr }));
-        }
+        let off = self.cell_offset(addr, size_of::<T::P>() as u64)?;
         let kind = match v.plain() {
-            Some(p) => Kind::P { off: addr - space.base(), value: Some(Bytes::of(&p)), pending: None },
-            None => Kind::P { off: addr - space.base(), value: None, pending: Some(Box::new(PendingVal(v))) },
+            Some(p) => Kind::P { off, value: Some(Bytes::of(&p)), pending: None, boxed: false },
+            None => Kind::P { off, value: None, pending: Some(Box::new(PendingVal(v))), boxed: false },
         };
         self.put(addr as usize, kind);
         Ok(())
+    }
+
+    /// The pool offset of the cell at `addr`, checked to lie, with a value
+    /// of `len` bytes, inside one allocated object.
+    pub(super) fn cell_offset(&self, addr: u64, len: u64) -> StmResult<u64> {
+        let space = &self.ctx()?.inner.space;
+        let inside = crate::alloc::locate_containing(space, addr).is_some_and(|(p, loc)| addr >= p && addr + 8 + len <= p + loc.capacity());
+        if !inside {
+            return Err(StmError::Failed(Error::BadPointer { addr }));
+        }
+        Ok(addr - space.base())
     }
 
     pub(super) fn put(&self, word: usize, kind: Kind) {
@@ -535,27 +545,33 @@ impl<'p> STx<'p> {
 
     /// Allocates a cell object holding `init` (for `PTVar::new`).
     pub(crate) fn new_cell<T: Persist>(&self, init: &T) -> StmResult<u64> {
+        self.new_cell_with(|cx| match init.plain() {
+            Some(p) => Ok(p),
+            None => init.persist(cx),
+        })
+    }
+
+    /// Allocates a cell object holding the value `make` copies into the
+    /// pool (with the commit's copy context).
+    pub(super) fn new_cell_with<P: Persistent>(&self, make: impl FnOnce(&mut CopyCx<'_>) -> Result<P>) -> StmResult<u64> {
         let ctx = self.ctx()?;
-        if size_of::<T::P>() > MAX_VALUE || std::mem::align_of::<T::P>() > 8 {
-            self.check_cell::<T::P>(0, MAX_VALUE)?;
+        if size_of::<P>() > MAX_VALUE || std::mem::align_of::<P>() > 8 {
+            self.check_cell::<P>(0, MAX_VALUE)?;
         }
         let mut cx = CopyCx::new(ctx.inner, ctx.cache());
         let r = (|| {
-            let p = match init.plain() {
-                Some(p) => p,
-                None => init.persist(&mut cx)?,
-            };
-            let id = ctx.inner.types.id_of::<VarCell<T::P>>(&ctx.inner.space)?;
+            let p = make(&mut cx)?;
+            let id = ctx.inner.types.id_of::<VarCell<P>>(&ctx.inner.space)?;
             // 16- or 48-byte payloads land in classes 32/64: the cell never
             // straddles a cache line (see vars.rs).
-            let payload = if 8 + size_of::<T::P>() <= 16 { 16 } else { 48 };
+            let payload = if 8 + size_of::<P>() <= 16 { 16 } else { 48 };
             let space = &ctx.inner.space;
             let (addr, loc) = ctx.inner.heap.alloc(space, ctx.cache(), payload, id, 0, 1)?;
             cx.made.push(Made { loc, off: addr - OBJ_HEADER - space.base(), len: payload + OBJ_HEADER, mutable: true });
             // SAFETY: a fresh slot of `payload` >= size_of::<VarCell<P>>() bytes.
             unsafe {
                 std::ptr::write_bytes(addr as *mut u8, 0, payload as usize);
-                std::ptr::write(addr as *mut VarCell<T::P>, VarCell { word: 0, value: p });
+                std::ptr::write(addr as *mut VarCell<P>, VarCell { word: 0, value: p });
             }
             Ok(addr)
         })();
