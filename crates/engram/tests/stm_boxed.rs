@@ -42,7 +42,7 @@ fn is_fill<const N: usize>(a: &[u64; N], k: u64) -> bool {
 #[test]
 fn values_of_41_bytes_4_kib_and_1_mib_commit_read_and_reopen() {
     big_stack(|| {
-        assert!(PTVar::<[u8; 41]>::BOXED && PTVar::<[u64; 512]>::BOXED && !PTVar::<[u64; 5]>::BOXED);
+        const { assert!(PTVar::<[u8; 41]>::BOXED && PTVar::<[u64; 512]>::BOXED && !PTVar::<[u64; 5]>::BOXED) };
         let t = TempPool::new("stm-boxed-sizes");
         let pool = create(&t, Durability::Process);
         let small: PTVar<[u8; 41]> = pool.root("small", || [1u8; 41]).unwrap();
@@ -50,7 +50,7 @@ fn values_of_41_bytes_4_kib_and_1_mib_commit_read_and_reopen() {
         let huge: PTVar<[u64; MIB]> = pool.root("huge", || *fill::<MIB>(1)).unwrap();
         assert_eq!(pool.atomically(|tx| tx.read(&small)).unwrap(), [1u8; 41]);
         assert!(is_fill(&pool.atomically(|tx| tx.read(&page)).unwrap(), 1));
-        assert!(is_fill(&*Box::new(pool.atomically(|tx| tx.read(&huge)).unwrap()), 1));
+        assert!(is_fill(&Box::new(pool.atomically(|tx| tx.read(&huge)).unwrap()), 1));
         // Write all three, read the own writes back in the same transaction.
         let own = pool
             .atomically(|tx| {
