@@ -11,12 +11,35 @@ import java.util.Arrays;
  * most of its time there. Not thread-safe; no removal (recovery only adds).
  */
 final class LongMap<V> {
-    private long[] keys = new long[64];
-    private Object[] vals = new Object[64];
+    private long[] keys;
+    private Object[] vals;
     private int size;
 
-    private static int slot(long k, int mask) {
-        return (int) ((k * 0x9E3779B97F4A7C15L) >>> 40) & mask;
+    LongMap() {
+        this(32);
+    }
+
+    /** A map that holds {@code expected} keys without growing. */
+    LongMap(int expected) {
+        int n = Integer.highestOneBit(Math.max(32, expected) * 2 - 1) * 2;
+        keys = new long[n];
+        vals = new Object[n];
+    }
+
+    /**
+     * The home slot: every bit of the address mixed into the low bits (the
+     * finaliser of MurmurHash3). A plain multiplicative hash's middle bits
+     * are not enough: images of one size class sit a power of two apart
+     * (1 KiB for a YCSB record's bytes), and with {@code (k * φ) >>> 40}
+     * 400,000 keys 4 KiB apart took 24.6 probes per insert instead of 1.3.
+     */
+    static int slot(long k, int mask) {
+        long h = k ^ (k >>> 33);
+        h *= 0xff51afd7ed558ccdL;
+        h ^= h >>> 33;
+        h *= 0xc4ceb9fe1a85ec53L;
+        h ^= h >>> 33;
+        return (int) h & mask;
     }
 
     private int find(long k) {
@@ -70,6 +93,18 @@ final class LongMap<V> {
 
     int size() {
         return size;
+    }
+
+    /** Mean probes a lookup of a present key takes (1 = every key in its home slot); for tests. */
+    double meanProbes() {
+        int mask = keys.length - 1;
+        long probes = 0;
+        for (int j = 0; j < keys.length; j++) {
+            if (keys[j] != 0) {
+                probes += ((j - slot(keys[j], mask)) & mask) + 1;
+            }
+        }
+        return size == 0 ? 0 : (double) probes / size;
     }
 
     @Override

@@ -9,13 +9,10 @@ import java.lang.foreign.MemorySegment;
 import java.lang.reflect.Array;
 import java.lang.reflect.Field;
 import java.lang.reflect.RecordComponent;
-import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.HashMap;
-import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
 
 /**
  * Rebuilds the typed Java graph from the images reachable from the pool's
@@ -31,6 +28,13 @@ import java.util.Set;
  * components or comparator must be known at construction) are built on
  * demand, their dependencies first. Reads only; a bad pointer or unknown
  * type is a typed error (CORRUPT, LAYOUT_MISMATCH).
+ *
+ * <p>Each image is one {@link Node} (address, type, object), found by
+ * address in one table only when a pointer is followed; the steps iterate
+ * the nodes in walk order. (With separate address-keyed tables for types
+ * and objects, each image cost about a dozen lookups, each a cache miss in
+ * a table of 100,000s of entries: the largest share of a 100,000-record
+ * restart's recovery.)
  */
 final class Recovery {
     private static final sun.misc.Unsafe UNSAFE = unsafe();
@@ -38,10 +42,21 @@ final class Recovery {
     private final Graph g;
     private final Heap heap;
     private final ClassLoader loader;
-    private final LongMap<JType> typeAt = new LongMap<>();
-    private final LongMap<Object> objects = new LongMap<>();
-    private final List<Long> order = new ArrayList<>();
-    private final Set<Long> building = new HashSet<>();
+    /** One image: its address, type, and (once built) object. */
+    private static final class Node {
+        final long a;
+        final JType t;
+        Object o;
+        boolean building;
+
+        Node(long a, JType t) {
+            this.a = a;
+            this.t = t;
+        }
+    }
+
+    private final LongMap<Node> nodes = new LongMap<>();
+    private final List<Node> order = new ArrayList<>();
 
     Recovery(Graph g, ClassLoader loader) {
         this.g = g;
@@ -64,11 +79,11 @@ final class Recovery {
         for (long a : roots.values()) {
             walk(a);
         }
-        for (long a : order) {
-            shell(a);
+        for (Node n : order) {
+            shell(n);
         }
-        for (long a : order) {
-            fill(a);
+        for (Node n : order) {
+            fill(n);
         }
         for (int i = order.size() - 1; i >= 0; i--) {
             fillCollection(order.get(i));
@@ -80,22 +95,21 @@ final class Recovery {
 
     /** Registers every rebuilt object as recoverable, with its image. */
     void publish() {
-        for (long a : order) {
-            Img img = new Img(a, typeAt.get(a));
+        for (Node n : order) {
+            Img img = new Img(n.a, n.t);
             img.ready = true;
-            g.publish(resolve(a), img);
+            g.publish(resolve(n), img);
         }
     }
 
     /** Is {@code addr} an image (or image data) the rebuilt graph uses? */
     LongMap<Boolean> liveAddresses() {
-        LongMap<Boolean> live = new LongMap<>();
-        for (long a : order) {
-            live.put(a, Boolean.TRUE);
-            JType t = typeAt.get(a);
-            switch (t.kind) {
+        LongMap<Boolean> live = new LongMap<>(order.size() * 2);
+        for (Node n : order) {
+            live.put(n.a, Boolean.TRUE);
+            switch (n.t.kind) {
                 case ARRAY, STRING, COLLECTION, MAP -> {
-                    long d = heap.getLong(a + 16);
+                    long d = heap.getLong(n.a + 16);
                     if (d != 0) {
                         live.put(d, Boolean.TRUE);
                     }
@@ -107,35 +121,31 @@ final class Recovery {
         return live;
     }
 
-    private JType typeAt(long a) {
-        JType t = typeAt.get(a);
-        if (t == null) {
-            heap.validate(a, 8);
-            long word = heap.getLong(a);
-            if (word <= 0 || word > Integer.MAX_VALUE) {
-                throw new EngramException(Code.CORRUPT, "image at " + a + " has no type (word " + word + ")");
-            }
-            t = g.typeById((int) word, loader);
-            typeAt.put(a, t);
+    /** The node of the image at {@code a}, reading its type; {@code a} is not in the table yet. */
+    private Node newNode(long a) {
+        heap.validate(a, 8);
+        long word = heap.getLong(a);
+        if (word <= 0 || word > Integer.MAX_VALUE) {
+            throw new EngramException(Code.CORRUPT, "image at " + a + " has no type (word " + word + ")");
         }
-        return t;
+        Node n = new Node(a, g.typeById((int) word, loader));
+        nodes.put(a, n);
+        order.add(n);
+        return n;
     }
 
     // 1. the walk
     private void walk(long root) {
-        ArrayDeque<Long> queue = new ArrayDeque<>();
-        if (root != 0 && !typeAt.containsKey(root)) {
-            typeAt(root);
-            order.add(root);
-            queue.add(root);
+        if (root == 0 || nodes.get(root) != null) {
+            return;
         }
-        while (!queue.isEmpty()) {
-            long a = queue.poll();
-            for (long c : children(a, typeAt.get(a))) {
-                if (c != 0 && !typeAt.containsKey(c)) {
-                    typeAt(c);
-                    order.add(c);
-                    queue.add(c);
+        int next = order.size(); // breadth first: the nodes added from here on are the queue
+        newNode(root);
+        while (next < order.size()) {
+            Node n = order.get(next++);
+            for (long c : children(n.a, n.t)) {
+                if (c != 0 && nodes.get(c) == null) {
+                    newNode(c);
                 }
             }
         }
@@ -175,8 +185,9 @@ final class Recovery {
     }
 
     // 2. shells
-    private void shell(long a) {
-        JType t = typeAt.get(a);
+    private void shell(Node n) {
+        long a = n.a;
+        JType t = n.t;
         Object o = switch (t.kind) {
             case OBJECT -> allocate(t.type);
             case ARRAY -> Array.newInstance(t.type.getComponentType(), (int) heap.getLong(a + 8));
@@ -192,9 +203,7 @@ final class Recovery {
             case COLLECTION, MAP -> heap.getLong(a + 24) == 0 ? newCollection(t.type) : null;
             case RECORD -> null;
         };
-        if (o != null) {
-            objects.put(a, o);
-        }
+        n.o = o;
     }
 
     private static Object allocate(Class<?> c) {
@@ -226,21 +235,25 @@ final class Recovery {
         if (a == 0) {
             return null;
         }
-        Object o = objects.get(a);
-        if (o != null) {
-            return o;
-        }
-        JType t = typeAt.get(a);
-        if (t == null) {
+        Node n = nodes.get(a);
+        if (n == null) {
             throw new EngramException(Code.CORRUPT, "pointer " + a + " to an image the walk did not reach");
         }
-        if (!building.add(a)) {
-            throw new EngramException(Code.CORRUPT, "a cycle through records or sorted-collection comparators at "
-                    + t.type.getName() + " cannot be rebuilt");
+        return resolve(n);
+    }
+
+    private Object resolve(Node n) {
+        if (n.o != null) {
+            return n.o;
         }
-        o = t.kind == JType.Kind.RECORD ? buildRecord(a, t) : buildSorted(a, t);
-        building.remove(a);
-        objects.put(a, o);
+        if (n.building) {
+            throw new EngramException(Code.CORRUPT, "a cycle through records or sorted-collection comparators at "
+                    + n.t.type.getName() + " cannot be rebuilt");
+        }
+        n.building = true;
+        Object o = n.t.kind == JType.Kind.RECORD ? buildRecord(n.a, n.t) : buildSorted(n.a, n.t);
+        n.building = false;
+        n.o = o;
         return o;
     }
 
@@ -276,11 +289,12 @@ final class Recovery {
     }
 
     // 3. fields and elements
-    private void fill(long a) {
-        JType t = typeAt.get(a);
+    private void fill(Node n) {
+        long a = n.a;
+        JType t = n.t;
         switch (t.kind) {
             case OBJECT -> {
-                Object o = resolve(a);
+                Object o = resolve(n);
                 for (JType.Slot s : t.slots) {
                     Object v = slotValue(a, s);
                     if (s.isRef() && v != null && !s.field().getType().isInstance(v)) {
@@ -290,15 +304,17 @@ final class Recovery {
                     Codec.set(s.field(), o, v);
                 }
             }
-            case ARRAY -> fillArray(a, t);
-            case RECORD -> resolve(a);
+            case ARRAY -> fillArray(n);
+            case RECORD -> resolve(n);
             default -> {
             }
         }
     }
 
-    private void fillArray(long a, JType t) {
-        Object arr = resolve(a);
+    private void fillArray(Node node) {
+        long a = node.a;
+        JType t = node.t;
+        Object arr = resolve(node);
         int n = Array.getLength(arr);
         if (n == 0) {
             return;
@@ -318,8 +334,9 @@ final class Recovery {
     }
 
     // 4. collections, deepest first
-    private void fillCollection(long a) {
-        JType t = typeAt.get(a);
+    private void fillCollection(Node node) {
+        long a = node.a;
+        JType t = node.t;
         if (t.kind != JType.Kind.COLLECTION && t.kind != JType.Kind.MAP) {
             return;
         }
@@ -329,6 +346,6 @@ final class Recovery {
         for (int i = 0; i < w.length; i++) {
             elems[i] = resolve(w[i]);
         }
-        Codec.restore(resolve(a), elems);
+        Codec.restore(resolve(node), elems);
     }
 }

@@ -227,8 +227,16 @@ class KvServerTest {
         }
     }
 
+    private static long casOf(Conn c, String key) throws Exception {
+        String[] v = c.cmd("gets " + key).split(" ");
+        c.line(); // the data
+        c.line(); // END
+        return Long.parseLong(v[4]);
+    }
+
     @Test
     void dataSurvivesRestartWithEngramOn() throws Exception {
+        long casBefore;
         try (Conn c = new Conn(server.port())) {
             for (int i = 0; i < 300; i++) {
                 assertEquals("STORED", c.cmd("set k" + i + " " + i + " 0 " + ("v" + i).length() + "\r\nv" + i));
@@ -236,6 +244,7 @@ class KvServerTest {
             assertEquals("DELETED", c.cmd("delete k7"));
             assertEquals("STORED", c.cmd("set ctr 0 0 1\r\n7"));
             assertEquals("12", c.cmd("incr ctr 5"));
+            casBefore = casOf(c, "k1");
         }
         server.close();
         pool.close();
@@ -244,6 +253,12 @@ class KvServerTest {
         server = new KvServer(EngramStore.attach(64), 0, 4096);
         try (Conn c = new Conn(server.port())) {
             assertEquals("13", c.cmd("incr ctr 1"), "the counter came back as 12");
+            // the item keeps its unique across the restart; uniques handed out after it are larger than any before
+            assertEquals(casBefore, casOf(c, "k1"));
+            assertEquals("STORED", c.cmd("set k0 0 0 1\r\nz"));
+            assertTrue(casOf(c, "k0") > casBefore, "a unique after the restart is larger than one before it");
+            assertEquals("STORED", c.cmd("cas k1 1 0 2 " + casBefore + "\r\nv1"));
+            assertEquals("STORED", c.cmd("set k0 0 0 2\r\nv0"));
             for (int i = 0; i < 300; i++) {
                 String first = c.cmd("get k" + i);
                 if (i == 7) {

@@ -1,6 +1,7 @@
 package io.engram.apps.kv;
 
 import io.engram.DurableRoot;
+import io.engram.Unrecoverable;
 
 import java.util.HashMap;
 
@@ -13,20 +14,32 @@ import java.util.HashMap;
  * <p>The keys are spread over {@code shards} HashMaps (lock stripes) rather
  * than one: the runtime re-images a JDK map on every change that is not an
  * append (docs/java.md, "Collections"), so a change costs O(entries of its
- * map); sharding keeps that O(items / shards). Each shard's cas counter is a
- * plain long field (one durable store per increment).
+ * map); sharding keeps that O(items / shards).
+ *
+ * <p>Cas uniques cost no durable store per item: each shard counts in an
+ * {@link Unrecoverable} field, under an epoch that {@link #attach} bumps
+ * with one durable store per open, so every unique of this open is larger
+ * than any handed out before the restart (a unique is {@code ((epoch << 32)
+ * + count) * shards + shard}). With the counter durable, every set cost two
+ * commits (two {@code fdatasync}s in {@code wal} mode): the counter's, then
+ * the put's.
  */
 public final class EngramStore implements KvMap {
     /** One lock stripe: its map and its cas counter. */
     static final class Shard {
         final HashMap<String, Item> map = new HashMap<>();
-        long cas;
+        /** Uniques handed out under {@link #epoch} in this open (not persisted). */
+        @Unrecoverable long cas;
+        /** This shard's epoch in this open (not persisted; 0: not taken yet). */
+        @Unrecoverable long epoch;
     }
 
     /** Everything the server keeps. */
     static final class Data {
         final Shard[] shards;
         long flushAt;
+        /** Bumped at every open and whenever a shard's count runs out: the high part of every cas unique. */
+        long epoch;
 
         Data(int n) {
             shards = new Shard[n];
@@ -50,6 +63,9 @@ public final class EngramStore implements KvMap {
         if (data == null) {
             data = new Data(shards);
         }
+        synchronized (data) {
+            data.epoch++; // durable before any unique of this open is handed out
+        }
         return new EngramStore(data);
     }
 
@@ -72,8 +88,14 @@ public final class EngramStore implements KvMap {
     @Override
     public long nextCas(String key) {
         Shard s = shard(key);
+        if (s.epoch == 0 || s.cas == 0xFFFF_FFFFL) { // the first unique of this open, or the count ran out
+            synchronized (d) {
+                s.epoch = s.epoch == 0 ? d.epoch : ++d.epoch;
+            }
+            s.cas = 0;
+        }
         s.cas++;
-        return s.cas * d.shards.length + Math.floorMod(key.hashCode() * 0x9E3779B9, d.shards.length);
+        return ((s.epoch << 32) + s.cas) * d.shards.length + Math.floorMod(key.hashCode() * 0x9E3779B9, d.shards.length);
     }
 
     @Override

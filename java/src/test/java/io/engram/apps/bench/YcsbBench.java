@@ -156,8 +156,20 @@ public final class YcsbBench {
         Files.write(csv, rows);
         Charts.write(out, rows);
         Charts.markdown(out, rows, "YCSB: " + records + " records, " + ops + " operations per workload, engram in "
-                + durability + " mode, stores in " + data);
+                + durability + " mode, stores " + where(data));
         System.out.println(String.join("\n", rows));
+    }
+
+    /**
+     * Where the store files were, for a title: the file system type and the
+     * directory relative to the working directory (or only its name), never
+     * an absolute path (results.md is committed).
+     */
+    static String where(Path data) throws IOException {
+        Path cwd = Path.of("").toAbsolutePath();
+        Path abs = data.toAbsolutePath().normalize();
+        String dir = abs.startsWith(cwd) ? cwd.relativize(abs).toString() : String.valueOf(abs.getFileName());
+        return "on " + Files.getFileStore(abs).type() + " (" + dir + ")";
     }
 
     static String fmt(double v) {
