@@ -377,6 +377,8 @@ def old_section(path, title):
     j = text.find("\n## ", i + 1)
     body = text[i + 1:] if j < 0 else text[i + 1:j + 1]
     first, _, rest = body.partition("\n")
+    if rest.lstrip("\n").startswith("_"):
+        return body  # already says which run it is from
     return f"{first}\n\n_From an earlier run of this benchmark (this regeneration ran only the other part)._\n{rest}"
 
 
