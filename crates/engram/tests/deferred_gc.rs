@@ -267,6 +267,32 @@ fn holding_hook(go: Arc<AtomicBool>, calls: Arc<AtomicU64>) -> RecoveryGcHook {
     }))
 }
 
+/// A hook that sets `done` when the collection reaches its final pause
+/// (`n == u64::MAX`) and holds it there until `go`; with `hold_mark`, it
+/// holds every earlier call (the concurrent mark) until `go` too.
+fn final_pause_hook(go: &Arc<AtomicBool>, done: &Arc<AtomicBool>, hold_mark: bool) -> RecoveryGcHook {
+    let (go, done) = (go.clone(), done.clone());
+    RecoveryGcHook(Arc::new(move |n, stopping| {
+        let last = n == u64::MAX;
+        if last {
+            done.store(true, Ordering::Release);
+        }
+        if last || hold_mark {
+            while !go.load(Ordering::Acquire) && !stopping() {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+    }))
+}
+
+/// Waits until `final_pause_hook` saw the final pause or the collection is
+/// no longer pending.
+fn wait_final_pause(pool: &Pool, done: &AtomicBool) {
+    while !done.load(Ordering::Acquire) && pool.recovery_gc_status().state == RecoveryGcState::Pending {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 /// Crash with garbage, reopen deferred, mutate while the GC is held
 /// mid-mark (and then while it runs freely), check everything after.
 fn run_seed(seed: u64, hold: bool) {
@@ -495,15 +521,7 @@ fn a_fresh_object_scanned_before_its_only_store() {
 
     let (go, done) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
     let mut o = opts(RecoveryGc::Deferred);
-    let (g, d) = (go.clone(), done.clone());
-    o.recovery_gc_hook = Some(RecoveryGcHook(Arc::new(move |n, stopping| {
-        if n == u64::MAX {
-            d.store(true, Ordering::Release);
-        }
-        while !g.load(Ordering::Acquire) && !stopping() {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-    })));
+    o.recovery_gc_hook = Some(final_pause_hook(&go, &done, true));
     let pool = Pool::open(&t.0, o).unwrap();
     assert!(pool.open_report().deferred_gc);
     pool.txn(|tx| {
@@ -516,9 +534,7 @@ fn a_fresh_object_scanned_before_its_only_store() {
         tx.update(k, |n| n.next = fresh)?;
         go.store(true, Ordering::Release);
         // the concurrent mark ends (its final pause waits for this region)
-        while !done.load(Ordering::Acquire) && pool.recovery_gc_status().state == RecoveryGcState::Pending {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
+        wait_final_pause(&pool, &done);
         tx.update(fresh, |n| n.next = rest)
     })
     .unwrap();
@@ -620,20 +636,10 @@ fn a_log_chunk_linked_during_the_mark_stays_live() {
 
     let (go, done) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
     let mut o = opts(RecoveryGc::Deferred);
-    let (g, d) = (go.clone(), done.clone());
-    o.recovery_gc_hook = Some(RecoveryGcHook(Arc::new(move |n, stopping| {
-        if n == u64::MAX {
-            d.store(true, Ordering::Release);
-            while !g.load(Ordering::Acquire) && !stopping() {
-                std::thread::sleep(std::time::Duration::from_millis(1));
-            }
-        }
-    })));
+    o.recovery_gc_hook = Some(final_pause_hook(&go, &done, false));
     let pool = Pool::open(&t.0, o).unwrap();
     assert!(pool.open_report().deferred_gc);
-    while !done.load(Ordering::Acquire) && pool.recovery_gc_status().state == RecoveryGcState::Pending {
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
+    wait_final_pause(&pool, &done);
     // the concurrent mark is over (it saw the old chunk's link empty)
     log_all(&pool, 2, true);
     go.store(true, Ordering::Release);
