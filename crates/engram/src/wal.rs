@@ -437,20 +437,21 @@ impl Extents {
             return;
         }
         let end = off + b.len() as u64;
-        // The common case (the same log slot, the same buckets again): the
-        // piece lies inside one run; overwrite it there.
+        // The run starting at or before `off` that reaches it, else `off`.
+        let mut start = off;
         if let Some((&s, v)) = self.runs.range_mut(..=off).next_back() {
-            if s + v.len() as u64 >= end {
+            let run_end = s + v.len() as u64;
+            // The common case (the same log slot, the same buckets again):
+            // the piece lies inside one run; overwrite it there.
+            if run_end >= end {
                 let at = (off - s) as usize;
                 v[at..at + b.len()].copy_from_slice(b);
                 return;
             }
+            if run_end >= off {
+                start = s;
+            }
         }
-        // The run starting at or before `off` that reaches it, else `off`.
-        let start = match self.runs.range(..=off).next_back() {
-            Some((&s, v)) if s + v.len() as u64 >= off => s,
-            _ => off,
-        };
         let mut run = self.runs.remove(&start).unwrap_or_default();
         self.bytes -= run.len() as u64;
         // Runs starting inside [start, end] are swallowed (their bytes kept
