@@ -80,28 +80,29 @@ pub(crate) struct StmMeta {
 
 /// Bytes a record of these entries needs.
 pub(crate) fn record_len_of<'a>(entries: impl Iterator<Item = (u64, &'a [u8])>) -> u64 {
-    REC_HDR + entries.map(|(_, v)| ENT_HDR + (v.len() as u64).div_ceil(8) * 8).sum::<u64>()
+    REC_HDR + entries.map(|(_, v)| entry_len(v.len() as u64)).sum::<u64>()
+}
+
+/// Bytes one entry of `len` value bytes takes in a record (header, value
+/// padded to 8).
+pub(crate) fn entry_len(len: u64) -> u64 {
+    ENT_HDR + len.div_ceil(8) * 8
 }
 
 /// CRC32C of `len` bytes at pool offset `off`.
 pub(crate) fn object_crc(space: &Space, off: u64, len: u64) -> Result<u32> {
-    if !space.contains(space.base() + off, len) {
-        return Err(Error::corrupt(format!("object {off:#x}+{len} is outside the pool")));
-    }
-    // SAFETY: inside the mapping (checked); the object is immutable (a
-    // committed copy, or one this commit just wrote and owns).
-    let b = unsafe { std::slice::from_raw_parts((space.base() + off) as *const u8, len as usize) };
-    Ok(crc32c::crc32c(b))
+    Ok(crc32c::crc32c(object_bytes(space, off, len)?))
 }
 
-/// The `len` bytes at pool offset `off` (an object this commit created and
-/// still owns alone).
+/// The `len` bytes at pool offset `off`: an object nobody writes while the
+/// caller reads it (a committed copy, immutable; or one this commit created
+/// and still owns alone; or, at recovery, any object).
 pub(crate) fn object_bytes(space: &Space, off: u64, len: u64) -> Result<&[u8]> {
     if !space.contains(space.base() + off, len) {
         return Err(Error::corrupt(format!("object {off:#x}+{len} is outside the pool")));
     }
-    // SAFETY: inside the mapping (checked); the object is private to the
-    // committing transaction until its values are stored in place.
+    // SAFETY: inside the mapping (checked); no writer while it is read (the
+    // callers' contract above).
     Ok(unsafe { std::slice::from_raw_parts((space.base() + off) as *const u8, len as usize) })
 }
 

@@ -195,7 +195,7 @@ impl STx<'_> {
         // (young.rs says why that is sound).
         let inits = || st.made.iter().filter(|m| m.mutable).map(|m| (m.off, m.len));
         let young = inits().next().is_some() && !crate::failpoint::planted("stm.young_not_carried");
-        let init_len: u64 = if young { inits().map(|(_, l)| redo::ENT_HDR + l.div_ceil(8) * 8).sum() } else { 0 };
+        let init_len: u64 = if young { inits().map(|(_, l)| redo::entry_len(l)).sum() } else { 0 };
         let len = redo::record_len_of(entries()) + init_len;
         // Copies are immutable: the record carries their checksums, and
         // recovery replays it only if every copy reached the media whole.
