@@ -70,15 +70,28 @@ pub enum RecoveryGc {
 }
 
 impl RecoveryGc {
-    /// `Auto` resolved from the environment.
-    pub fn resolve(self) -> RecoveryGc {
+    /// `Auto` resolved from the environment: `ENGRAM_RECOVERY_GC` unset or
+    /// empty means `Eager`; a value other than `eager`, `deferred` or
+    /// `deferred-cards` is an [`Error::InvalidArgument`] (a misspelt policy
+    /// must not silently become another one).
+    pub fn resolve(self) -> Result<RecoveryGc> {
         match self {
-            RecoveryGc::Auto => match std::env::var("ENGRAM_RECOVERY_GC").as_deref() {
-                Ok("deferred") => RecoveryGc::Deferred,
-                Ok("deferred-cards") => RecoveryGc::DeferredCards,
-                _ => RecoveryGc::Eager,
+            RecoveryGc::Auto => match std::env::var("ENGRAM_RECOVERY_GC") {
+                Err(std::env::VarError::NotPresent) => Ok(RecoveryGc::Eager),
+                Ok(v) => Self::parse(&v),
+                Err(std::env::VarError::NotUnicode(_)) => Err(Error::invalid("ENGRAM_RECOVERY_GC is not UTF-8")),
             },
-            other => other,
+            other => Ok(other),
+        }
+    }
+
+    /// The policy an `ENGRAM_RECOVERY_GC` value names (`""` is `Eager`).
+    pub fn parse(v: &str) -> Result<RecoveryGc> {
+        match v {
+            "" | "eager" => Ok(RecoveryGc::Eager),
+            "deferred" => Ok(RecoveryGc::Deferred),
+            "deferred-cards" => Ok(RecoveryGc::DeferredCards),
+            _ => Err(Error::invalid(format!("ENGRAM_RECOVERY_GC={v:?}: expected eager, deferred or deferred-cards"))),
         }
     }
 }
@@ -369,4 +382,25 @@ fn thread_cpu() -> Duration {
         return Duration::ZERO;
     }
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RecoveryGc;
+    use crate::Error;
+
+    #[test]
+    fn recovery_gc_values_parse_and_a_misspelt_one_is_refused() {
+        assert_eq!(RecoveryGc::parse("").unwrap(), RecoveryGc::Eager);
+        assert_eq!(RecoveryGc::parse("eager").unwrap(), RecoveryGc::Eager);
+        assert_eq!(RecoveryGc::parse("deferred").unwrap(), RecoveryGc::Deferred);
+        assert_eq!(RecoveryGc::parse("deferred-cards").unwrap(), RecoveryGc::DeferredCards);
+        for bad in ["defered", "Deferred", "cards", "deferred_cards", " eager"] {
+            match RecoveryGc::parse(bad) {
+                Err(Error::InvalidArgument { what }) => assert!(what.contains("ENGRAM_RECOVERY_GC"), "{what}"),
+                other => panic!("{bad:?} gave {other:?}"),
+            }
+        }
+        assert_eq!(RecoveryGc::Deferred.resolve().unwrap(), RecoveryGc::Deferred);
+    }
 }

@@ -420,7 +420,12 @@ impl Pool {
     }
 
     /// Opens an existing pool, recovering it if it was not closed cleanly.
-    pub fn open(path: impl AsRef<Path>, opts: OpenOptions) -> Result<Pool> {
+    ///
+    /// An `ENGRAM_RECOVERY_GC` value the engine does not know (with
+    /// [`RecoveryGc::Auto`], the default) is an [`Error::InvalidArgument`],
+    /// returned before the file is touched.
+    pub fn open(path: impl AsRef<Path>, mut opts: OpenOptions) -> Result<Pool> {
+        opts.recovery_gc = opts.recovery_gc.resolve()?;
         let (inner, claim) = open::open(path.as_ref(), &opts)?;
         let inner = Arc::new(inner);
         if let Some(claim) = claim {

@@ -377,9 +377,10 @@ pub(super) fn open(path: &Path, o: &OpenOptions) -> Result<(PoolInner, Option<su
 }
 
 /// Whether a deferred recovery GC of this open learns the written pages
-/// from the regions' card table rather than the soft-dirty bits.
+/// from the regions' card table rather than the soft-dirty bits
+/// (`o.recovery_gc` was resolved from the environment by `Pool::open`).
 fn uses_cards(o: &OpenOptions) -> bool {
-    o.region_write_cards || o.recovery_gc.resolve() == RecoveryGc::DeferredCards
+    o.region_write_cards || o.recovery_gc == RecoveryGc::DeferredCards
 }
 
 /// The soft-dirty bits for a deferred recovery GC, if this open may use
@@ -391,7 +392,7 @@ fn uses_cards(o: &OpenOptions) -> bool {
 fn deferred_claim(o: &OpenOptions, mode: Durability, relocated: bool) -> Option<super::softdirty::Claim> {
     // The probe clears the whole process's soft-dirty bits (every page's
     // next write then faults once), so only an open that could defer asks.
-    let wanted = matches!(o.recovery_gc.resolve(), RecoveryGc::Deferred | RecoveryGc::DeferredCards);
+    let wanted = matches!(o.recovery_gc, RecoveryGc::Deferred | RecoveryGc::DeferredCards);
     if !wanted || o.read_only || relocated || mode == Durability::Trace {
         return None;
     }
