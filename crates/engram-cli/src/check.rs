@@ -47,6 +47,18 @@ pub fn check(path: &Path, repair: bool, yes: bool) -> Result<(), CliError> {
                 return Err(at(engram::Error::Corrupt { what: format!("{} damaged object header(s)", r.header_doubts.len()) }));
             }
         }
+        if r.free_count > 0 {
+            // A reachable object in a free slot would be handed out again
+            // while linked: reported, not repaired (nothing says which side
+            // is wrong, the link or the allocator's record).
+            println!("{}: {} reachable object(s) the allocator holds as free:", path.display(), r.free_count);
+            for d in &r.free_reachable {
+                println!("  {d}");
+            }
+            if r.bad_fields.is_empty() {
+                return Err(at(engram::Error::Corrupt { what: format!("{} reachable object(s) in free slots", r.free_count) }));
+            }
+        }
         if r.bad_fields.is_empty() {
             println!(
                 "{}: consistent: {} objects ({} bytes) reachable from {} root(s){after}",

@@ -328,3 +328,22 @@ fn check_doubts_damaged_object_headers() {
         pool.close().unwrap();
     }
 }
+
+/// Without a crash in between (the freed slot is free in the allocator, not
+/// rebuilt from a mark), the dangling pointer is one bad field and nothing
+/// more: `check`'s comparison with the allocator skips targets it already
+/// reported.
+#[test]
+fn a_dangling_pointer_in_a_live_pool_is_reported_once() {
+    let t = TempPool::new("bad-pointers-live");
+    let pool = create(&t, false);
+    let nodes = build_list(&pool, 40);
+    let (_other_t, foreign) = other_pool_pointer();
+    let holders = plant(&pool, &nodes, foreign);
+    let r = pool.check_report(&|_| {}).unwrap();
+    assert_reported(&r.bad_fields, &holders);
+    assert_eq!((r.free_count, r.free_reachable.len()), (0, 0), "{:?}", r.free_reachable);
+    assert!(matches!(pool.check(), Err(Error::BadFields { count: 3, .. })));
+    assert_eq!(walk(&pool), (40, 39 * 40 / 2));
+    pool.close().unwrap();
+}

@@ -794,6 +794,54 @@ impl Heap {
         space.persist.fence("span tables of swept spans")
     }
 
+    /// Marked (reachable) objects the allocator holds as free: a small
+    /// object whose slot bit is clear or whose span no class owns, a large
+    /// or huge object not in the allocator's tables. Such an object would
+    /// be handed out again and overwritten while still linked (a pointer
+    /// kept after its object was freed, or damaged allocator metadata).
+    /// Returns how many there are and the first few, described. Caches
+    /// must be drained first (a slot freed into a thread cache still has
+    /// its bit set). `reported(payload_offset)` skips targets already
+    /// reported as bad fields (the mark keeps a dangling pointer's slot
+    /// marked, unscanned, so it is not handed out again).
+    pub fn reachable_but_free(&self, marks: &Marks, limit: usize, reported: &dyn Fn(u64) -> bool) -> (u64, Vec<String>) {
+        let mut found = (0u64, Vec::new());
+        let mut note = |what: String| {
+            found.0 += 1;
+            if found.1.len() < limit {
+                found.1.push(what);
+            }
+        };
+        for (&g, words) in &marks.small {
+            let owner = self.classes.iter().enumerate().find_map(|(c, cls)| cls.lock().spans.get(&g).map(|sb| (c, sb.bits)));
+            match owner {
+                None => note(format!("span {g}: holds reachable objects but no size class owns it")),
+                Some((c, bits)) => {
+                    for (w, (&m, &b)) in words.iter().zip(bits.iter()).enumerate() {
+                        let mut lost = m & !b;
+                        while lost != 0 {
+                            let index = w as u64 * 64 + lost.trailing_zeros() as u64;
+                            lost &= lost - 1;
+                            let at = span_off(g) + index * slot_size(c) + OBJ_HEADER;
+                            if reported(at) {
+                                continue;
+                            }
+                            note(format!("object at offset {at:#x} (span {g}, slot {index}): reachable but its slot is free"));
+                        }
+                    }
+                }
+            }
+        }
+        let (large, huge) = (self.large.lock(), self.huge.lock());
+        for &g in &marks.large {
+            let known = large.contains_key(&g) || (g % SPANS_PER_ARENA == 0 && huge.contains_key(&(g / SPANS_PER_ARENA)));
+            if !known {
+                note(format!("large object at span {g}: reachable but its spans are free"));
+            }
+        }
+        found
+    }
+
     /// Writes every small span's bitmap into its arena metadata (clean close).
     pub fn save_bitmaps(&self, space: &Space) -> Result<()> {
         for (c, cls) in self.classes.iter().enumerate() {

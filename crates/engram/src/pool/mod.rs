@@ -247,6 +247,12 @@ pub struct CheckReport {
     /// array count that does not match its slot): damage a checksum would
     /// catch, which heap objects do not carry. Reported, never repaired.
     pub header_doubts: Vec<String>,
+    /// Reachable objects the allocator holds as free (their slot bit is
+    /// clear, or their span is not allocated): each would be handed out
+    /// again while still linked. Reported, never repaired.
+    pub free_count: u64,
+    /// The first few of them, described.
+    pub free_reachable: Vec<String>,
 }
 
 /// Figures about an open pool (`engram info`).
@@ -657,7 +663,10 @@ impl Pool {
     /// what the mark walk found; pointer fields that point at no live object
     /// are [`Error::BadFields`] (see [`Pool::check_report`] for the list),
     /// and live objects whose header fields disagree with how the engine
-    /// writes headers are [`Error::Corrupt`] (`CheckReport::header_doubts`).
+    /// writes headers are [`Error::Corrupt`] (`CheckReport::header_doubts`),
+    /// as are reachable objects the allocator holds as free
+    /// (`CheckReport::free_reachable`: they would be handed out again while
+    /// still linked).
     pub fn check(&self) -> Result<MarkStats> {
         self.check_with_progress(&|_| {})
     }
@@ -665,23 +674,31 @@ impl Pool {
     /// [`Pool::check`], calling `progress` with the objects marked so far.
     pub fn check_with_progress(&self, progress: &dyn Fn(u64)) -> Result<MarkStats> {
         let r = self.check_report(progress)?;
-        match (r.bad_fields.first(), r.header_doubts.first()) {
-            (None, None) => Ok(r.stats),
-            (Some(first), _) => Err(Error::BadFields { count: r.bad_fields.len() as u64, first: first.to_string() }),
-            (None, Some(first)) => Err(Error::corrupt(format!("{} damaged object headers; the first: {first}", r.header_doubts.len()))),
+        match (r.bad_fields.first(), r.header_doubts.first(), r.free_reachable.first()) {
+            (None, None, None) => Ok(r.stats),
+            (Some(first), _, _) => Err(Error::BadFields { count: r.bad_fields.len() as u64, first: first.to_string() }),
+            (None, Some(first), _) => Err(Error::corrupt(format!("{} damaged object headers; the first: {first}", r.header_doubts.len()))),
+            (None, None, Some(first)) => {
+                Err(Error::corrupt(format!("{} reachable objects the allocator holds as free; the first: {first}", r.free_count)))
+            }
         }
     }
 
     /// Walks the whole reachable heap and lists every pointer field that
-    /// points at no live object (each treated as null for the walk), calling
-    /// `progress` with the objects marked so far.
+    /// points at no live object (each treated as null for the walk), then
+    /// compares the objects reached with the allocator's slot bitmaps and
+    /// span tables, calling `progress` with the objects marked so far.
     pub fn check_report(&self, progress: &dyn Fn(u64)) -> Result<CheckReport> {
         if self.in_region() {
             return Err(Error::Busy { what: "check called inside a region" });
         }
         let _excl = self.inner.gate.write();
         let m = crate::gc::mark_checking_headers(&self.inner.space, &self.inner.types, progress)?;
-        Ok(CheckReport { stats: m.stats, bad_fields: m.bad, header_doubts: m.doubts })
+        self.inner.heap.drain_caches(&self.inner.space);
+        let base = self.inner.space.base();
+        let bad_targets: crate::hash::FastSet<u64> = m.bad.iter().map(|b| b.value.wrapping_sub(base)).collect();
+        let (free_count, free_reachable) = self.inner.heap.reachable_but_free(&m.marks, 8, &|at| bad_targets.contains(&at));
+        Ok(CheckReport { stats: m.stats, bad_fields: m.bad, header_doubts: m.doubts, free_count, free_reachable })
     }
 
     /// Clears every pointer field that points at no live object (sets it to
@@ -715,5 +732,45 @@ impl Drop for PoolInner {
         if !self.closed.load(Ordering::Acquire) && !self.crashed.load(Ordering::Acquire) {
             let _ = open::shutdown(self);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::alloc::{classes::slot_size, locate, span_off, Loc};
+    use crate::{CreateOptions, Durability, Error, PArray, Pool};
+
+    /// `check` compares the mark with the allocator: a reachable object
+    /// whose slot the allocator holds as free (here: given back behind the
+    /// engine's back, as an allocator bug would) is reported, and a
+    /// consistent heap, small and large objects, is not.
+    #[test]
+    fn check_reports_a_reachable_object_in_a_free_slot() {
+        let path = std::env::temp_dir().join(format!("engram-check-free-{}.pool", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let pool = Pool::create(&path, CreateOptions::new("check").durability(Durability::Process)).unwrap();
+        let (small, _big) = pool
+            .txn(|tx| {
+                let small = tx.alloc(7u64)?;
+                let big: PArray<u64> = tx.alloc_array(100_000)?;
+                tx.set_root("small", small)?;
+                tx.set_root_array("big", big)?;
+                Ok::<_, Error>((small, big))
+            })
+            .unwrap();
+        assert_eq!(pool.check().unwrap().objects, 2);
+        let space = &pool.inner.space;
+        let Some(Loc::Small { span, class, index }) = locate(space, small.addr()) else { panic!("not a small object") };
+        let hdr = space.base() + span_off(span) + index as u64 * slot_size(class);
+        pool.inner.heap.give_back(space, class, [hdr]);
+        let r = pool.check_report(&|_| {}).unwrap();
+        assert_eq!(r.free_count, 1, "{:?}", r.free_reachable);
+        assert!(r.free_reachable[0].contains(&format!("{:#x}", small.addr() - space.base())), "{:?}", r.free_reachable);
+        match pool.check() {
+            Err(Error::Corrupt { what }) => assert!(what.contains("allocator holds as free"), "{what}"),
+            other => panic!("check: {other:?}"),
+        }
+        drop(pool);
+        let _ = std::fs::remove_file(&path);
     }
 }
