@@ -327,7 +327,27 @@ public final class Barriers {
         Img img = g.tracked(c);
         if (img != null) {
             g.beforeMutation(c);
+        } else {
+            Object root = viewRoot(g, c);
+            if (root != null) {
+                g.beforeMutation(root);
+            }
         }
+    }
+
+    /**
+     * The recoverable collection {@code c} writes through to when {@code c}
+     * is not itself recoverable: a registered view, iterator or map entry
+     * of it ({@link Views}), or null.
+     */
+    static Object viewRoot(Graph g, Object c) {
+        Object root = Views.root(c);
+        return root != null && g.tracked(root) != null ? root : null;
+    }
+
+    /** {@code c} if recoverable, else the recoverable collection it is a view of, else null. */
+    private static Object target(Graph g, Object c) {
+        return g.tracked(c) != null ? c : viewRoot(g, c);
     }
 
     /**
@@ -345,6 +365,11 @@ public final class Barriers {
             if (g.region() == null && KeyedImage.keyed(c)) {
                 KeyedImage.noteBefore(c, key);
             }
+        } else {
+            Object root = viewRoot(g, c);
+            if (root != null) {
+                g.beforeMutation(root); // a view's keyed call (keySet().remove(k), ...): re-imaged whole after
+            }
         }
     }
 
@@ -354,8 +379,9 @@ public final class Barriers {
         if (g == null || c == null || v == null) {
             return;
         }
-        if (g.tracked(c) != null) {
-            inserting(g, c, v);
+        Object t = target(g, c);
+        if (t != null) {
+            inserting(g, t, v);
         }
     }
 
@@ -375,12 +401,17 @@ public final class Barriers {
     /** The elements of a collection or map about to be inserted into {@code c}. */
     public static void insertAll(Object c, Object from) {
         Graph g = Graph.current;
-        if (g == null || c == null || from == null || g.tracked(c) == null) {
+        Object t = g == null || c == null || from == null ? null : target(g, c);
+        if (t == null) {
             return;
         }
         if (from instanceof Collection<?> || from instanceof Map<?, ?>) {
             for (Object v : Codec.snapshot(from)) {
-                inserting(g, c, v);
+                inserting(g, t, v);
+            }
+        } else if (from instanceof Object[] a) {
+            for (Object v : a) {
+                inserting(g, t, v);
             }
         }
     }
@@ -397,6 +428,7 @@ public final class Barriers {
         }
         Img img = g.trackedAfterStore(c);
         if (img == null) {
+            afterView(g, c);
             return;
         }
         if (!KeyedImage.keyed(c)) {
@@ -422,6 +454,19 @@ public final class Barriers {
         Img img = g.trackedAfterStore(c);
         if (img != null) {
             afterWhole(g, c, img);
+        } else {
+            afterView(g, c);
+        }
+    }
+
+    /** After a mutating call on a view, iterator or entry: its root collection is re-imaged whole. */
+    private static void afterView(Graph g, Object c) {
+        Object root = viewRoot(g, c);
+        if (root != null) {
+            Img img = g.tracked(root);
+            if (img != null) {
+                afterWhole(g, root, img);
+            }
         }
     }
 

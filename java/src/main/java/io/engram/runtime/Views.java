@@ -1,0 +1,106 @@
+package io.engram.runtime;
+
+import java.lang.ref.ReferenceQueue;
+import java.lang.ref.WeakReference;
+import java.util.concurrent.ConcurrentHashMap;
+
+/**
+ * Which recoverable collection a view, iterator or map entry writes
+ * through to: a weak identity map from the view object to its root
+ * collection (the recoverable collection itself, never another view).
+ *
+ * <p>The agent rewrites instrumented call sites that obtain a view
+ * ({@code iterator()}, {@code keySet()}, {@code subList(..)},
+ * {@code headMap(..)}, {@code Iterator.next()} returning a map entry,
+ * {@code Collections.synchronizedList(..)}, ...) to register the result
+ * here when the receiver is recoverable or is itself a registered view (so
+ * nested views map to the same root). The collection hooks
+ * ({@link Barriers#before}, {@link Barriers#after}, ...) that get a view
+ * instead of a recoverable collection look it up here and re-image the
+ * root. Identity, not equality: views compare by contents.
+ *
+ * <p>Invariants: keys are held weakly (a view dies with its last user);
+ * values are weak too (a view usually holds its parent, and the parent
+ * may cache the view, as {@code HashMap.keySet()} does, so a strong value
+ * would keep both alive for ever). While a view is reachable its root is,
+ * so a live key never maps to a cleared value. Cleared keys are dropped
+ * on the next {@link #put}.
+ *
+ * <p>Crash behaviour: none; this is Java-side bookkeeping only, rebuilt
+ * as views are obtained after an open.
+ */
+final class Views {
+    private Views() {
+    }
+
+    /** An identity key: the weak reference itself (stored) or a strong probe (lookups). */
+    private static final class Key extends WeakReference<Object> {
+        final int hash;
+
+        Key(Object o, ReferenceQueue<Object> q) {
+            super(o, q);
+            hash = System.identityHashCode(o);
+        }
+
+        @Override
+        public int hashCode() {
+            return hash;
+        }
+
+        @Override
+        public boolean equals(Object other) {
+            if (this == other) {
+                return true;
+            }
+            Object mine = get();
+            if (other instanceof Key k) {
+                return mine != null && mine == k.get();
+            }
+            return other instanceof Probe p && mine != null && mine == p.o;
+        }
+    }
+
+    /** A lookup key (no allocation of a weak reference). */
+    private static final class Probe {
+        final Object o;
+
+        Probe(Object o) {
+            this.o = o;
+        }
+
+        @Override
+        public int hashCode() {
+            return System.identityHashCode(o);
+        }
+
+        @Override
+        public boolean equals(Object other) {
+            return other instanceof Key k && k.get() == o;
+        }
+    }
+
+    private static final ConcurrentHashMap<Object, WeakReference<Object>> MAP = new ConcurrentHashMap<>();
+    private static final ReferenceQueue<Object> QUEUE = new ReferenceQueue<>();
+
+    /** Registers {@code view} as writing through to the recoverable collection {@code root}. */
+    static void put(Object view, Object root) {
+        for (Object k; (k = QUEUE.poll()) != null;) {
+            MAP.remove(k);
+        }
+        MAP.put(new Key(view, QUEUE), new WeakReference<>(root));
+    }
+
+    /** The root collection {@code o} is a view of, or null (also when nothing is registered). */
+    static Object root(Object o) {
+        if (o == null || MAP.isEmpty()) {
+            return null;
+        }
+        WeakReference<Object> r = MAP.get(new Probe(o));
+        return r == null ? null : r.get();
+    }
+
+    /** How many views are registered (tests). */
+    static int size() {
+        return MAP.size();
+    }
+}
