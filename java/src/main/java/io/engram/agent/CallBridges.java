@@ -16,7 +16,7 @@ import org.objectweb.asm.Type;
  *   coll     c.m(..) on a collection, view, iterator or entry   (Transformer.emitBridge)
  *   view     r = c.m(..); CallBarriers.view(c, r); return r    iterator(), keySet(), subList(..), ...
  *   elem     r = it.m(); CallBarriers.element(it, r); return r  Iterator.next(), ListIterator.previous()
- *   sview    r = Collections.m(c, ..); view(c, r); return r    synchronizedX, checkedX
+ *   sview    r = Collections.m(c, ..); view(c, r); return r    synchronizedX, checkedX, Arrays.asList
  *   chelper  Barriers.before(l); [insert]; Collections.m(l, ..); Barriers.after(l)
  *   array    [insertArray(a, v)]; s = beforeArray(a); Arrays.m(a, ..); afterArray(a, s)
  *   field    fieldPre(f, o, v|null); f.setX(o, v); fieldPost(f, o)
@@ -73,6 +73,9 @@ final class CallBridges {
         if (owner.equals("java/util/Arrays") && Transformer.ARRAYS_HELPERS.contains(name)
                 && args[0].getSort() == Type.ARRAY) {
             return "array";
+        }
+        if (owner.equals("java/util/Arrays") && name.equals("asList") && args.length == 1) {
+            return "sview"; // a list writing through to the array
         }
         if (owner.equals("java/lang/reflect/Array") && name.startsWith("set") && args.length == 3
                 && args[0].getDescriptor().equals(OBJ) && args[1].getSort() == Type.INT) {

@@ -23,6 +23,8 @@ import java.util.concurrent.ConcurrentHashMap;
  *   System.arraycopy -> arraycopy(...)
  *   coll.m(..) -> a bridge: before(c); insert(c, x)...; c.m(..); after(c)
  *   keyed calls (put(k, ..), remove(k), add(x), ...) end with afterKey(c, k) instead
+ *   c a registered view, iterator or entry ({@link Views}): the hooks act on its
+ *   root collection, which is re-imaged whole after the call
  * </pre>
  *
  * Outside a region, a collection change is one commit: insert only checks
@@ -330,8 +332,17 @@ public final class Barriers {
         } else {
             Object root = viewRoot(g, c);
             if (root != null) {
-                g.beforeMutation(root);
+                beforeRoot(g, root);
             }
+        }
+    }
+
+    /** Saves a view's root for the region's undo: a collection's contents, or an array's ({@code Arrays.asList}). */
+    private static void beforeRoot(Graph g, Object root) {
+        if (root.getClass().isArray()) {
+            g.saveArrayRange(root, 0, java.lang.reflect.Array.getLength(root));
+        } else {
+            g.beforeMutation(root);
         }
     }
 
@@ -368,7 +379,7 @@ public final class Barriers {
         } else {
             Object root = viewRoot(g, c);
             if (root != null) {
-                g.beforeMutation(root); // a view's keyed call (keySet().remove(k), ...): re-imaged whole after
+                beforeRoot(g, root); // a view's keyed call (keySet().remove(k), ...): re-imaged whole after
             }
         }
     }
@@ -462,7 +473,9 @@ public final class Barriers {
     /** After a mutating call on a view, iterator or entry: its root collection is re-imaged whole. */
     private static void afterView(Graph g, Object c) {
         Object root = viewRoot(g, c);
-        if (root != null) {
+        if (root != null && root.getClass().isArray()) {
+            CallBarriers.afterArray(root, null); // Arrays.asList(a): the array is re-imaged, one commit
+        } else if (root != null) {
             Img img = g.tracked(root);
             if (img != null) {
                 afterWhole(g, root, img);

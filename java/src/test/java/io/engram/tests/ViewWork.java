@@ -139,6 +139,10 @@ public final class ViewWork {
         vi.next();
         vi.remove();
         lhm.sequencedKeySet().reversed().removeFirst();
+        String[] strs = at(STRS);
+        List<String> asList = Arrays.asList(strs); // writes through to the recoverable array
+        asList.set(1, "viaAsList");
+        Collections.reverse(asList);
         ConcurrentHashMap<String, Integer> chm = at(CHM);
         chm.keySet(-1).add("cNew");
         chm.keySet().remove("c00");
