@@ -21,6 +21,8 @@ import org.objectweb.asm.Type;
  *   array    [insertArray(a, v)]; s = beforeArray(a); Arrays.m(a, ..); afterArray(a, s)
  *   field    fieldPre(f, o, v|null); f.setX(o, v); fieldPost(f, o)
  *   rarray   arrayPre(a, i, v|null); Array.setX(a, i, v); arrayPost(a, i)
+ *   mhsetter r = lookup.findSetter(..)/findStaticSetter(..)/unreflectSetter(f);
+ *            return CallBarriers.same-name(r, args)   the handle runs fieldPre/fieldPost around the store
  * </pre>
  *
  * Never throws for a call it does not know: {@link #kind} returns null and
@@ -31,6 +33,9 @@ final class CallBridges {
     }
 
     private static final String OBJ = "Ljava/lang/Object;";
+    /** Lookups that return a field-setting method handle: the handle is wrapped with the field hooks. */
+    static final java.util.Set<String> SETTER_LOOKUPS = java.util.Set.of("findSetter", "findStaticSetter",
+            "unreflectSetter");
 
     /** The bridge kind for a call, or null if the call is left alone. */
     static String kind(int opcode, String owner, String name, String desc) {
@@ -50,6 +55,10 @@ final class CallBridges {
                     return "elem";
                 }
                 return null;
+            }
+            if (owner.equals("java/lang/invoke/MethodHandles$Lookup") && SETTER_LOOKUPS.contains(name)
+                    && ret.getDescriptor().equals("Ljava/lang/invoke/MethodHandle;")) {
+                return "mhsetter";
             }
             if (owner.equals("java/lang/reflect/Field") && name.startsWith("set") && !name.equals("setAccessible")
                     && args.length == 2 && args[0].getDescriptor().equals(OBJ) && ret.getSort() == Type.VOID) {
@@ -104,6 +113,7 @@ final class CallBridges {
             case "array" -> arraysHelper(mv, params, locals, owner, name, desc);
             case "field" -> reflective(mv, params, "fieldPre", "(Ljava/lang/reflect/Field;Ljava/lang/Object;Ljava/lang/Object;)V",
                     "fieldPost", "(Ljava/lang/reflect/Field;Ljava/lang/Object;)V", opcode, owner, name, desc);
+            case "mhsetter" -> setterHandle(mv, params, owner, name, desc);
             case "rarray" -> reflective(mv, params, "arrayPre", "(Ljava/lang/Object;ILjava/lang/Object;)V",
                     "arrayPost", "(Ljava/lang/Object;I)V", opcode, owner, name, desc);
             default -> throw new IllegalArgumentException("bridge kind " + kind);
@@ -147,6 +157,20 @@ final class CallBridges {
         mv.visitVarInsn(Opcodes.ALOAD, 0);
         mv.visitInsn(Opcodes.SWAP);
         calls(mv, hook, "(" + OBJ + OBJ + ")V");
+    }
+
+    /** r = lookup.findSetter(..) / unreflectSetter(f); return CallBarriers.m(r, the call's arguments). */
+    private static void setterHandle(MethodVisitor mv, Type[] params, String owner, String name, String desc) {
+        loadAll(mv, params);
+        mv.visitMethodInsn(Opcodes.INVOKEVIRTUAL, owner, name, desc, false);
+        StringBuilder hd = new StringBuilder("(Ljava/lang/invoke/MethodHandle;");
+        int slot = params[0].getSize();
+        for (int i = 1; i < params.length; i++) {
+            mv.visitVarInsn(params[i].getOpcode(Opcodes.ILOAD), slot);
+            slot += params[i].getSize();
+            hd.append(params[i].getDescriptor());
+        }
+        calls(mv, name, hd.append(")Ljava/lang/invoke/MethodHandle;").toString());
     }
 
     /** Collections.m(l, ..): the list is a collection being mutated, as by its own mutators. */

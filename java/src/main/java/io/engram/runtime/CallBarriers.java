@@ -2,6 +2,9 @@ package io.engram.runtime;
 
 import io.engram.runtime.IdentityTable.Img;
 
+import java.lang.invoke.MethodHandle;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.MethodType;
 import java.lang.reflect.Array;
 import java.lang.reflect.Field;
 import java.lang.reflect.Modifier;
@@ -11,7 +14,8 @@ import java.util.Map;
  * The hooks for mutations that do not go through a store instruction or a
  * collection's own mutator: views and iterators, the JDK's in-place
  * helpers ({@code java.util.Arrays}, {@code java.util.Collections}) and
- * reflection ({@code Field.set*}, {@code java.lang.reflect.Array.set*}).
+ * reflection ({@code Field.set*}, {@code java.lang.reflect.Array.set*},
+ * setter method handles).
  * The agent rewrites those call sites in instrumented classes to private
  * static bridges in the class that call these around the real call.
  *
@@ -23,6 +27,7 @@ import java.util.Map;
  *   Collections.sort/reverse/... (l, ..)              -> Barriers.before(l); call; Barriers.after(l)
  *   field.setX(o, v)                                  -> fieldPre(f, o, v); call; fieldPost(f, o)
  *   Array.setX(a, i, v)                               -> arrayPre(a, i, v); call; arrayPost(a, i)
+ *   lookup.findSetter/findStaticSetter/unreflectSetter -> the handle wrapped: fieldPre; set; fieldPost
  * </pre>
  *
  * Mutations through a registered view (iterator remove, {@code
@@ -193,6 +198,73 @@ public final class CallBarriers {
         if (s != null) {
             g.resyncField(o, img, s);
         }
+    }
+
+    // ---- method handles that set fields ---------------------------------
+
+    private static final MethodHandle PRE;
+    private static final MethodHandle POST;
+
+    static {
+        try {
+            MethodHandles.Lookup l = MethodHandles.lookup();
+            PRE = l.findStatic(CallBarriers.class, "fieldPre",
+                    MethodType.methodType(void.class, Field.class, Object.class, Object.class));
+            POST = l.findStatic(CallBarriers.class, "fieldPost", MethodType.methodType(void.class, Field.class,
+                    Object.class));
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
+
+    /** {@code lookup.findSetter(refc, name, type)} returned {@code mh}: the same handle with the field hooks. */
+    public static MethodHandle findSetter(MethodHandle mh, Class<?> refc, String name, Class<?> type) {
+        Field f = declared(refc, name);
+        return f == null ? mh : hooked(mh, f);
+    }
+
+    /** {@code lookup.findStaticSetter(refc, name, type)}: as {@link #findSetter} (a durable root is rewritten after). */
+    public static MethodHandle findStaticSetter(MethodHandle mh, Class<?> refc, String name, Class<?> type) {
+        return findSetter(mh, refc, name, type);
+    }
+
+    /** {@code lookup.unreflectSetter(f)}: as {@link #findSetter}. */
+    public static MethodHandle unreflectSetter(MethodHandle mh, Field f) {
+        return hooked(mh, f);
+    }
+
+    /** The field {@code name} as the JVM resolves it from {@code refc} (its class, then superclasses), or null. */
+    private static Field declared(Class<?> refc, String name) {
+        for (Class<?> k = refc; k != null; k = k.getSuperclass()) {
+            for (Field f : k.getDeclaredFields()) {
+                if (f.getName().equals(name)) {
+                    return f;
+                }
+            }
+        }
+        return null;
+    }
+
+    /**
+     * {@code (o, v) -> { fieldPre(f, o, v); mh(o, v); fieldPost(f, o); }}
+     * (static: {@code (v) -> ...} with a null object), as method handle
+     * combinators, so it is a handle of {@code mh}'s type.
+     */
+    private static MethodHandle hooked(MethodHandle mh, Field f) {
+        MethodType t = mh.type();
+        boolean isStatic = t.parameterCount() == 1;
+        MethodHandle pre = MethodHandles.insertArguments(PRE, 0, f);
+        MethodHandle post = MethodHandles.insertArguments(POST, 0, f);
+        if (isStatic) {
+            pre = MethodHandles.insertArguments(pre, 0, (Object) null);
+            post = MethodHandles.dropArguments(MethodHandles.insertArguments(post, 0, (Object) null), 0,
+                    t.parameterType(0));
+        } else {
+            post = MethodHandles.dropArguments(post, 1, t.parameterType(1));
+        }
+        pre = pre.asType(t);
+        post = post.asType(t);
+        return MethodHandles.foldArguments(MethodHandles.foldArguments(post, mh), pre);
     }
 
     /** Before {@code Array.setX(a, i, v)} on a recoverable array: as {@link #fieldPre}. */

@@ -186,7 +186,10 @@ public final class ViewWork {
         Arrays.fill(objs, new Node(5, "shared-fill")); // made recoverable, one object in four slots
     }
 
-    /** Field.set* and Array.set* on recoverable objects and arrays, and Field.set of a durable root. */
+    /**
+     * Field.set* and Array.set* on recoverable objects and arrays, Field.set of a durable root, and
+     * setter method handles (findSetter, unreflectSetter, findStaticSetter of a durable root).
+     */
     public static void reflection() throws ReflectiveOperationException {
         Node n = at(NODE);
         Field value = Node.class.getDeclaredField("value");
@@ -198,6 +201,14 @@ public final class ViewWork {
         java.lang.reflect.Array.setInt(at(INTS), 0, -1);
         java.lang.reflect.Array.set(at(STRS), 4, "reflArr");
         Roots.class.getField("second").set(null, new Node(77, "root-by-reflection"));
+        java.lang.invoke.MethodHandles.Lookup lookup = java.lang.invoke.MethodHandles.lookup();
+        try {
+            lookup.findSetter(Node.class, "other", Node.class).invoke(n, new Node(8, "by-handle"));
+            lookup.unreflectSetter(value).invoke(n, 43L);
+            lookup.findStaticSetter(Roots.class, "head", Node.class).invoke(new Node(66, "root-by-handle"));
+        } catch (Throwable t) {
+            throw new IllegalStateException(t);
+        }
     }
 
     /** A canonical text of everything under Roots.list and Roots.second. */
@@ -206,13 +217,14 @@ public final class ViewWork {
         for (Object o : Roots.list) {
             sb.append(text(o)).append('\n');
         }
-        sb.append(text(Roots.second));
+        sb.append(text(Roots.second)).append('\n').append(text(Roots.head));
         return sb.toString();
     }
 
     private static String text(Object o) {
         if (o instanceof Node n) {
-            return "Node(" + n.value + "," + n.label + "," + (n.next == null ? "-" : text(n.next)) + ")";
+            return "Node(" + n.value + "," + n.label + "," + (n.next == null ? "-" : text(n.next)) + ","
+                    + (n.other == null ? "-" : text(n.other)) + ")";
         } else if (o instanceof int[] x) {
             return Arrays.toString(x);
         } else if (o instanceof long[] x) {

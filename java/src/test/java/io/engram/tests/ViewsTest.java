@@ -73,6 +73,8 @@ class ViewsTest {
     void reflectiveStoresArePersisted() throws Exception {
         persisted("views-reflection", ViewWork::reflection);
         assertEquals("root-by-reflection", Roots.second.label);
+        assertEquals("root-by-handle", Roots.head.label);
+        assertEquals("by-handle", ((Node) ViewWork.at(ViewWork.NODE)).other.label);
         assertTrue(Engram.isRecoverable(((Node) ViewWork.at(ViewWork.NODE)).next));
     }
 
@@ -132,6 +134,8 @@ class ViewsTest {
         Object holder = new Object[] {t};
         assertThrows(NotPersistableException.class, () -> other.set(n, new Holder(holder)));
         assertThrows(NotPersistableException.class, () -> java.lang.reflect.Array.set(objs, 0, t));
+        java.lang.invoke.MethodHandle setOther = java.lang.invoke.MethodHandles.lookup().unreflectSetter(other);
+        assertThrows(NotPersistableException.class, () -> setOther.invoke(n, new Holder(holder)));
         assertEquals(before, ViewWork.describe(), "nothing happened");
         assertNull(n.other);
         reopen(p);
