@@ -13,7 +13,8 @@ import java.util.*;
  * What the view, iterator and in-place-helper hooks cost, in CPU
  * nanoseconds of this thread per element or call (not a test: run by
  * {@code make bench-java-views}, once with this class excluded from the
- * agent for the uninstrumented baseline). Prints one line per case.
+ * agent for the uninstrumented baseline). Prints one line per case, the
+ * second of two runs where a case can be repeated.
  */
 public final class ViewCost {
     private ViewCost() {
@@ -31,9 +32,9 @@ public final class ViewCost {
             list.add(i);
             map.put(i, i);
         }
-        report("for-each over a 1000-element ArrayList, no pool open", iterate(list, 20_000));
-        report("entrySet for-each over a 1000-key HashMap, no pool open", entries(map, 5_000));
-        report("Arrays.sort(int[1000]), no pool open (per call)", sorts(new int[1000], 5_000));
+        report("for-each over a 1000-element ArrayList, no pool open", warm(() -> iterate(list, 20_000)));
+        report("entrySet for-each over a 1000-key HashMap, no pool open", warm(() -> entries(map, 5_000)));
+        report("Arrays.sort(int[1000]), no pool open (per call)", warm(() -> sorts(new int[1000], 5_000)));
         if (args.length > 1 && args[1].equals("baseline")) {
             return;
         }
@@ -42,16 +43,16 @@ public final class ViewCost {
         Roots.reset();
         try (Engram e = Engram.open(p, Engram.Options.defaults().withDurability(Durability.PROCESS)
                 .withSize(1L << 30))) {
-            report("for-each, pool open, list not recoverable", iterate(list, 20_000));
-            report("entrySet for-each, pool open, map not recoverable", entries(map, 5_000));
-            report("Arrays.sort(int[1000]), pool open, array not recoverable", sorts(new int[1000], 5_000));
+            report("for-each, pool open, list not recoverable", warm(() -> iterate(list, 20_000)));
+            report("entrySet for-each, pool open, map not recoverable", warm(() -> entries(map, 5_000)));
+            report("Arrays.sort(int[1000]), pool open, array not recoverable", warm(() -> sorts(new int[1000], 5_000)));
             Roots.list = list;
             Roots.map = map;
             int[] arr = new int[1000];
             Roots.any = arr;
-            report("for-each, recoverable list (iterator registered)", iterate(list, 5_000));
-            report("entrySet for-each, recoverable map (entries registered)", entries(map, 500));
-            report("Arrays.sort(int[1000]), recoverable array (one commit)", sorts(arr, 200));
+            report("for-each, recoverable list (iterator registered)", warm(() -> iterate(list, 5_000)));
+            report("entrySet for-each, recoverable map (entries registered)", warm(() -> entries(map, 500)));
+            report("Arrays.sort(int[1000]), recoverable array (one commit)", warm(() -> sorts(arr, 200)));
             List<Object> l2 = new ArrayList<>(list);
             Roots.list = l2;
             report("iterator remove of every 2nd of 1000, recoverable (per remove)", iteratorRemoves(l2));
@@ -60,6 +61,12 @@ public final class ViewCost {
             report("removeIf of every 2nd of 1000, recoverable (per removed)", removeIf(l3));
         }
         Files.deleteIfExists(p);
+    }
+
+    /** The second of two runs (the first warms the JIT up). */
+    private static double warm(java.util.function.DoubleSupplier run) {
+        run.getAsDouble();
+        return run.getAsDouble();
     }
 
     private static double iterate(List<Object> list, int rounds) {
