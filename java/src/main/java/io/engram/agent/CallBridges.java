@@ -14,9 +14,9 @@ import org.objectweb.asm.Type;
  *
  * <pre>
  *   coll     c.m(..) on a collection, view, iterator or entry   (Transformer.emitBridge)
- *   view     r = c.m(..); CallBarriers.view(c, r); return r    iterator(), keySet(), subList(..), ...
+ *   view     r = c.m(..); CallBarriers.view(c, r, kind); return r    iterator(), keySet(), subList(..), ...
  *   elem     r = it.m(); CallBarriers.element(it, r); return r  Iterator.next(), ListIterator.previous()
- *   sview    r = Collections.m(c, ..); view(c, r); return r    synchronizedX, checkedX, Arrays.asList
+ *   sview    r = Collections.m(c, ..); view(c, r, SAME); return r    synchronizedX, checkedX, Arrays.asList
  *   chelper  Barriers.before(l); [insert]; Collections.m(l, ..); Barriers.after(l)
  *   array    [insertArray(a, v)]; s = beforeArray(a); Arrays.m(a, ..); afterArray(a, s)
  *   field    fieldPre(f, o, v|null); f.setX(o, v); fieldPost(f, o)
@@ -107,8 +107,9 @@ final class CallBridges {
             locals += t.getSize();
         }
         switch (kind) {
-            case "view", "sview" -> registering(mv, "view", params, opcode, owner, name, desc, itf);
-            case "elem" -> registering(mv, "element", params, opcode, owner, name, desc, itf);
+            case "view", "sview" -> registering(mv, "view", kind.equals("sview") ? SAME : viewKind(name), params,
+                    opcode, owner, name, desc, itf);
+            case "elem" -> registering(mv, "element", -1, params, opcode, owner, name, desc, itf);
             case "chelper" -> collectionsHelper(mv, params, owner, name, desc);
             case "array" -> arraysHelper(mv, params, locals, owner, name, desc);
             case "field" -> reflective(mv, params, "fieldPre", "(Ljava/lang/reflect/Field;Ljava/lang/Object;Ljava/lang/Object;)V",
@@ -148,15 +149,34 @@ final class CallBridges {
         mv.visitMethodInsn(Opcodes.INVOKESTATIC, Transformer.BARRIERS, name, desc, false);
     }
 
-    /** r = call(args); hook(arg0, r); return r. */
-    private static void registering(MethodVisitor mv, String hook, Type[] params, int opcode, String owner,
-            String name, String desc, boolean itf) {
+    // The view kinds of io.engram.runtime.Views (what the call's result is to its parent).
+    static final int NONE = 0, KEYS = 1, ENTRIES = 2, SAME = 3, MAP_VIEW = 4;
+
+    /** What a view-returning call gives: a key set, an entry set, a sub-map, its parent's kind, or nothing known. */
+    static int viewKind(String name) {
+        return switch (name) {
+            case "keySet", "navigableKeySet", "descendingKeySet", "sequencedKeySet" -> KEYS;
+            case "entrySet", "sequencedEntrySet" -> ENTRIES;
+            case "headMap", "tailMap", "subMap", "descendingMap" -> MAP_VIEW;
+            case "values", "sequencedValues", "subList" -> NONE;
+            default -> SAME; // iterators, sub-sets, reversed()
+        };
+    }
+
+    /** r = call(args); hook(arg0, r[, viewKind]); return r (viewKind < 0: none passed). */
+    private static void registering(MethodVisitor mv, String hook, int viewKind, Type[] params, int opcode,
+            String owner, String name, String desc, boolean itf) {
         loadAll(mv, params);
         mv.visitMethodInsn(opcode, owner, name, desc, itf);
         mv.visitInsn(Opcodes.DUP);
         mv.visitVarInsn(Opcodes.ALOAD, 0);
         mv.visitInsn(Opcodes.SWAP);
-        calls(mv, hook, "(" + OBJ + OBJ + ")V");
+        if (viewKind >= 0) {
+            mv.visitLdcInsn(viewKind);
+            calls(mv, hook, "(" + OBJ + OBJ + "I)V");
+        } else {
+            calls(mv, hook, "(" + OBJ + OBJ + ")V");
+        }
     }
 
     /** r = lookup.findSetter(..) / unreflectSetter(f); return CallBarriers.m(r, the call's arguments). */

@@ -333,6 +333,7 @@ public final class Barriers {
             Object root = viewRoot(g, c);
             if (root != null) {
                 beforeRoot(g, root);
+                ViewKeys.before(g, c, root); // it.remove(), e.setValue(v): the one key it changes, if known
             }
         }
     }
@@ -379,7 +380,8 @@ public final class Barriers {
         } else {
             Object root = viewRoot(g, c);
             if (root != null) {
-                beforeRoot(g, root); // a view's keyed call (keySet().remove(k), ...): re-imaged whole after
+                beforeRoot(g, root);
+                ViewKeys.beforeKeyed(g, c, root, key); // keySet().remove(k), headMap(..).put(k, v), ...
             }
         }
     }
@@ -439,7 +441,12 @@ public final class Barriers {
         }
         Img img = g.trackedAfterStore(c);
         if (img == null) {
-            afterView(g, c);
+            Object root = viewRoot(g, c);
+            if (root != null && ViewKeys.keyedView(c, root)) {
+                afterKey(root, key); // a key set's or sub-map's keyed call changes that key of the root
+            } else {
+                afterView(g, c);
+            }
             return;
         }
         if (!KeyedImage.keyed(c)) {
@@ -470,10 +477,17 @@ public final class Barriers {
         }
     }
 
-    /** After a mutating call on a view, iterator or entry: its root collection is re-imaged whole. */
+    /**
+     * After a mutating call on a view, iterator or entry: its root changes
+     * the one key the call changed if it is known ({@link ViewKeys}),
+     * else the root is re-imaged whole.
+     */
     private static void afterView(Graph g, Object c) {
         Object root = viewRoot(g, c);
-        if (root != null && root.getClass().isArray()) {
+        Object key = ViewKeys.takePending(c);
+        if (root != null && key != ViewKeys.none() && ViewKeys.changed(c, root, key)) {
+            afterKey(root, key);
+        } else if (root != null && root.getClass().isArray()) {
             CallBarriers.afterArray(root, null); // Arrays.asList(a): the array is re-imaged, one commit
         } else if (root != null) {
             Img img = g.tracked(root);

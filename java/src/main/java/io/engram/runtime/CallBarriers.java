@@ -20,9 +20,9 @@ import java.util.Map;
  * static bridges in the class that call these around the real call.
  *
  * <pre>
- *   r = c.iterator() / keySet() / subList(..) / ...   -> view(c, r)      r registered in {@link Views}
+ *   r = c.iterator() / keySet() / subList(..) / ...   -> view(c, r, kind)  r registered in {@link Views}
  *   e = it.next() / previous()                        -> element(it, e)  a map entry registered
- *   r = Collections.synchronizedX(c) / checkedX(c)    -> view(c, r)
+ *   r = Collections.synchronizedX(c) / checkedX(c)    -> view(c, r, SAME)
  *   Arrays.fill/sort/setAll/parallel*(a, ..)          -> s = beforeArray(a); [insertArray(a, v)]; call; afterArray(a, s)
  *   Collections.sort/reverse/... (l, ..)              -> Barriers.before(l); call; Barriers.after(l)
  *   field.setX(o, v)                                  -> fieldPre(f, o, v); call; fieldPost(f, o)
@@ -56,22 +56,36 @@ public final class CallBarriers {
 
     // ---- views ---------------------------------------------------------
 
-    /** {@code v} was obtained from {@code parent} (a view, iterator or wrapper): registered if it writes through to a recoverable collection. */
-    public static void view(Object parent, Object v) {
+    /**
+     * {@code v} was obtained from {@code parent} (a view, iterator or
+     * wrapper): registered if it writes through to a recoverable
+     * collection. {@code kind} is what the call gives ({@link Views#KEYS}
+     * for a key set, {@link Views#ENTRIES}, {@link Views#MAP_VIEW} for a
+     * sub-map, {@link Views#SAME} for an iterator, sub-set or wrapper,
+     * {@link Views#NONE}), resolved against the parent's.
+     */
+    public static void view(Object parent, Object v, int kind) {
         Graph g = Graph.current;
         if (g == null || parent == null || v == null) {
             return;
         }
-        Object root = g.tracked(parent) != null ? parent : Barriers.viewRoot(g, parent);
+        if (g.tracked(parent) != null) {
+            int rootKind = parent instanceof Map<?, ?> ? Views.MAP_VIEW
+                    : parent instanceof java.util.Set<?> ? Views.KEYS : Views.NONE;
+            Views.put(v, parent, Views.derive(rootKind, kind));
+            return;
+        }
+        Object root = Barriers.viewRoot(g, parent);
         if (root != null) {
-            Views.put(v, root);
+            Views.put(v, root, Views.derive(Views.kind(parent), kind));
         }
     }
 
-    /** An element an iterator returned: a map entry (its {@code setValue} writes through) is registered. */
+    /** An element an iterator returned: a map entry (its {@code setValue} writes through) is registered, a key noted. */
     public static void element(Object it, Object v) {
-        if (v instanceof Map.Entry<?, ?> && Graph.current != null) {
-            view(it, v);
+        Graph g = Graph.current;
+        if (g != null && it != null && v != null) {
+            ViewKeys.element(g, it, v);
         }
     }
 

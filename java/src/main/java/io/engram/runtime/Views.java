@@ -79,24 +79,64 @@ final class Views {
         }
     }
 
-    private static final ConcurrentHashMap<Object, WeakReference<Object>> MAP = new ConcurrentHashMap<>();
+    // What a view's elements are to its root (a keyed call through it can then change one key in place).
+    /** Nothing known (a list's view, {@code values()}, an iterator over them). */
+    static final int NONE = 0;
+    /** Its elements (or its keyed calls' first argument) are keys of the root: a key set, a set's iterator or sub-set. */
+    static final int KEYS = 1;
+    /** Its elements are the root map's entries: {@code entrySet()} and its iterators. */
+    static final int ENTRIES = 2;
+    /** A request only: the view is of its parent's kind (an iterator, a sub-set, a wrapper). */
+    static final int SAME = 3;
+    /** A sub-map of the root map ({@code headMap}, ...): keyed calls take a key; its key set is KEYS. */
+    static final int MAP_VIEW = 4;
+    /** An entry of the root map (from an ENTRIES iterator): its {@code setValue} changes its key. */
+    static final int ENTRY = 5;
+
+    /** A registered view's root (weak) and kind. */
+    private record Link(WeakReference<Object> root, int kind) {
+    }
+
+    private static final ConcurrentHashMap<Object, Link> MAP = new ConcurrentHashMap<>();
     private static final ReferenceQueue<Object> QUEUE = new ReferenceQueue<>();
 
     /** Registers {@code view} as writing through to the recoverable collection {@code root}. */
-    static void put(Object view, Object root) {
+    static void put(Object view, Object root, int kind) {
         for (Object k; (k = QUEUE.poll()) != null;) {
             MAP.remove(k);
         }
-        MAP.put(new Key(view, QUEUE), new WeakReference<>(root));
+        MAP.put(new Key(view, QUEUE), new Link(new WeakReference<>(root), kind));
+    }
+
+    private static Link link(Object o) {
+        return o == null || MAP.isEmpty() ? null : MAP.get(new Probe(o));
     }
 
     /** The root collection {@code o} is a view of, or null (also when nothing is registered). */
     static Object root(Object o) {
-        if (o == null || MAP.isEmpty()) {
-            return null;
+        Link l = link(o);
+        return l == null ? null : l.root.get();
+    }
+
+    /** The kind of view {@code o} is ({@link #NONE} if not registered). */
+    static int kind(Object o) {
+        Link l = link(o);
+        return l == null ? NONE : l.kind;
+    }
+
+    /**
+     * The kind of a view obtained from {@code parent} (of kind {@code parentKind})
+     * by a call of requested kind {@code requested}: KEYS and ENTRIES views
+     * only of a map or sub-map, SAME inherits.
+     */
+    static int derive(int parentKind, int requested) {
+        if (requested == SAME) {
+            return parentKind;
         }
-        WeakReference<Object> r = MAP.get(new Probe(o));
-        return r == null ? null : r.get();
+        if (requested == KEYS || requested == ENTRIES) {
+            return parentKind == MAP_VIEW ? requested : NONE;
+        }
+        return requested == MAP_VIEW && parentKind == MAP_VIEW ? MAP_VIEW : NONE;
     }
 
     /** How many views are registered (tests). */

@@ -78,6 +78,71 @@ class ViewsTest {
         assertTrue(Engram.isRecoverable(((Node) ViewWork.at(ViewWork.NODE)).next));
     }
 
+    /**
+     * Through views of keyed roots (hash and sorted maps/sets), an iterator's
+     * remove, an entry's setValue and a key set's or sub-map's keyed call
+     * change one key of the image in place: a few re-imagings (the first
+     * change's, building the index), not one per mutation.
+     */
+    @Test
+    void keyedRootsChangeOneKeyThroughViews() throws Exception {
+        Path p = open("views-keyed");
+        Map<Object, Object> hash = new HashMap<>();
+        TreeMap<String, Integer> tree = new TreeMap<>();
+        TreeSet<String> set = new TreeSet<>();
+        for (int i = 0; i < 300; i++) {
+            hash.put("k" + i, i);
+            tree.put(String.format("t%03d", i), i);
+            set.add(String.format("s%03d", i));
+        }
+        Roots.map = hash;
+        Roots.list = new ArrayList<>(List.of(tree, set));
+        hash.put("warm", 0); // the first keyed change re-images once and builds the index
+        tree.put("warm", 0);
+        set.add("warm");
+        long r0 = io.engram.runtime.Graph.collectionReimages();
+        for (Map.Entry<Object, Object> e : hash.entrySet()) {
+            e.setValue((Integer) e.getValue() + 1000);
+        }
+        for (Iterator<Object> it = hash.keySet().iterator(); it.hasNext();) {
+            if (((String) it.next()).endsWith("3")) {
+                it.remove();
+            }
+        }
+        for (Iterator<Map.Entry<Object, Object>> it = hash.entrySet().iterator(); it.hasNext();) {
+            if (((String) it.next().getKey()).endsWith("7")) {
+                it.remove();
+            }
+        }
+        hash.keySet().remove("k1");
+        tree.headMap("t050").put("t000a", -1);
+        tree.tailMap("t250").remove("t260");
+        tree.descendingMap().entrySet().iterator().next().setValue(-5);
+        for (Iterator<String> it = tree.navigableKeySet().iterator(); it.hasNext();) {
+            if (it.next().endsWith("5")) {
+                it.remove();
+            }
+        }
+        for (Iterator<String> it = set.descendingSet().iterator(); it.hasNext();) {
+            if (it.next().endsWith("1")) {
+                it.remove();
+            }
+        }
+        set.headSet("s010").add("s000a");
+        Iterator<Object> stale = hash.keySet().iterator();
+        stale.next();
+        stale.forEachRemaining(k -> { }); // advanced where the agent does not see: remove() takes the last key
+        stale.remove(); // the noted key is still there: the map is re-imaged whole, not the wrong key changed
+        long reimages = io.engram.runtime.Graph.collectionReimages() - r0;
+        System.out.println("re-imagings through views of keyed roots: " + reimages);
+        assertTrue(reimages < 5, "in place, not re-imaged per mutation: " + reimages);
+        String expected = hash.size() + " " + new TreeMap<>(hash) + " " + tree + " " + set;
+        reopen(p);
+        TreeMap<?, ?> t2 = (TreeMap<?, ?>) Roots.list.get(0);
+        TreeSet<?> s2 = (TreeSet<?>) Roots.list.get(1);
+        assertEquals(expected, Roots.map.size() + " " + new TreeMap<>(Roots.map) + " " + t2 + " " + s2);
+    }
+
     @Test
     void abortedRegionRollsBackPoolAndObjectsAndCommittedOneHolds() throws Exception {
         Path p = open("views-regions");
