@@ -1,8 +1,6 @@
 package io.engram.runtime;
 
-import java.lang.ref.ReferenceQueue;
 import java.lang.ref.WeakReference;
-import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * Which recoverable collection a view, iterator or map entry writes
@@ -19,7 +17,7 @@ import java.util.concurrent.ConcurrentHashMap;
  * instead of a recoverable collection look it up here and re-image the
  * root. Identity, not equality: views compare by contents.
  *
- * <p>Invariants: keys are held weakly (a view dies with its last user);
+ * <p>Invariants: keys are held weakly ({@link WeakIdentityMap}: a view dies with its last user);
  * values are weak too (a view usually holds its parent, and the parent
  * may cache the view, as {@code HashMap.keySet()} does, so a strong value
  * would keep both alive for ever). While a view is reachable its root is,
@@ -31,52 +29,6 @@ import java.util.concurrent.ConcurrentHashMap;
  */
 final class Views {
     private Views() {
-    }
-
-    /** An identity key: the weak reference itself (stored) or a strong probe (lookups). */
-    private static final class Key extends WeakReference<Object> {
-        final int hash;
-
-        Key(Object o, ReferenceQueue<Object> q) {
-            super(o, q);
-            hash = System.identityHashCode(o);
-        }
-
-        @Override
-        public int hashCode() {
-            return hash;
-        }
-
-        @Override
-        public boolean equals(Object other) {
-            if (this == other) {
-                return true;
-            }
-            Object mine = get();
-            if (other instanceof Key k) {
-                return mine != null && mine == k.get();
-            }
-            return other instanceof Probe p && mine != null && mine == p.o;
-        }
-    }
-
-    /** A lookup key (no allocation of a weak reference). */
-    private static final class Probe {
-        final Object o;
-
-        Probe(Object o) {
-            this.o = o;
-        }
-
-        @Override
-        public int hashCode() {
-            return System.identityHashCode(o);
-        }
-
-        @Override
-        public boolean equals(Object other) {
-            return other instanceof Key k && k.get() == o;
-        }
     }
 
     // What a view's elements are to its root (a keyed call through it can then change one key in place).
@@ -97,19 +49,15 @@ final class Views {
     private record Link(WeakReference<Object> root, int kind) {
     }
 
-    private static final ConcurrentHashMap<Object, Link> MAP = new ConcurrentHashMap<>();
-    private static final ReferenceQueue<Object> QUEUE = new ReferenceQueue<>();
+    private static final WeakIdentityMap<Link> MAP = new WeakIdentityMap<>();
 
     /** Registers {@code view} as writing through to the recoverable collection {@code root}. */
     static void put(Object view, Object root, int kind) {
-        for (Object k; (k = QUEUE.poll()) != null;) {
-            MAP.remove(k);
-        }
-        MAP.put(new Key(view, QUEUE), new Link(new WeakReference<>(root), kind));
+        MAP.put(view, new Link(new WeakReference<>(root), kind));
     }
 
     private static Link link(Object o) {
-        return o == null || MAP.isEmpty() ? null : MAP.get(new Probe(o));
+        return o == null || MAP.isEmpty() ? null : MAP.get(o);
     }
 
     /** The root collection {@code o} is a view of, or null (also when nothing is registered). */
