@@ -41,6 +41,8 @@ final class ViewKeys {
         Object root;
         int kind;
         Object elem = NONE;
+        /** The link every entry this iterator returns is registered with (made once per iterator). */
+        Views.Link entryLink;
         Object pendingFor;
         Object pendingKey = NONE;
     }
@@ -55,12 +57,16 @@ final class ViewKeys {
             l.root = Views.root(it);
             l.kind = Views.kind(it);
             l.elem = NONE;
+            l.entryLink = null;
         }
         if (l.root == null) {
             return;
         }
         if (v instanceof Map.Entry<?, ?>) {
-            Views.put(v, l.root, l.kind == Views.ENTRIES ? Views.ENTRY : Views.NONE);
+            if (l.entryLink == null) {
+                l.entryLink = new Views.Link(l.root, l.kind == Views.ENTRIES ? Views.ENTRY : Views.NONE);
+            }
+            Views.put(v, l.entryLink);
         }
         if (l.kind == Views.KEYS || l.kind == Views.ENTRIES) {
             l.elem = v;

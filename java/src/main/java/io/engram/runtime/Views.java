@@ -45,15 +45,23 @@ final class Views {
     /** An entry of the root map (from an ENTRIES iterator): its {@code setValue} changes its key. */
     static final int ENTRY = 5;
 
-    /** A registered view's root (weak) and kind. */
-    private record Link(WeakReference<Object> root, int kind) {
+    /** A registered view's root (weak) and kind; one link may serve many views (an iterator's entries). */
+    record Link(WeakReference<Object> root, int kind) {
+        Link(Object root, int kind) {
+            this(new WeakReference<>(root), kind);
+        }
     }
 
     private static final WeakIdentityMap<Link> MAP = new WeakIdentityMap<>();
 
     /** Registers {@code view} as writing through to the recoverable collection {@code root}. */
     static void put(Object view, Object root, int kind) {
-        MAP.put(view, new Link(new WeakReference<>(root), kind));
+        MAP.put(view, new Link(root, kind));
+    }
+
+    /** Registers {@code view} with an existing link (its root and kind). */
+    static void put(Object view, Link link) {
+        MAP.put(view, link);
     }
 
     private static Link link(Object o) {
