@@ -84,7 +84,7 @@ public final class CallBarriers {
     /** An element an iterator returned: a map entry (its {@code setValue} writes through) is registered, a key noted. */
     public static void element(Object it, Object v) {
         Graph g = Graph.current;
-        if (g != null && it != null && v != null) {
+        if (g != null && it != null && v != null && (Views.keyViews || v instanceof Map.Entry<?, ?>)) {
             ViewKeys.element(g, it, v);
         }
     }

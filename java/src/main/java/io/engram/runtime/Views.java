@@ -54,8 +54,18 @@ final class Views {
 
     private static final WeakIdentityMap<Link> MAP = new WeakIdentityMap<>();
 
+    /**
+     * Set (for good) once a key-set or entry-set view is registered: until
+     * then an iterator's elements need not be looked at unless they are map
+     * entries, so iterating lists costs no per-thread note.
+     */
+    static volatile boolean keyViews;
+
     /** Registers {@code view} as writing through to the recoverable collection {@code root}. */
     static void put(Object view, Object root, int kind) {
+        if ((kind == KEYS || kind == ENTRIES) && !keyViews) {
+            keyViews = true;
+        }
         MAP.put(view, new Link(root, kind));
     }
 
