@@ -52,7 +52,12 @@ public final class ViewCost {
             Roots.any = arr;
             report("for-each, recoverable list (iterator registered)", warm(() -> iterate(list, 5_000)));
             report("entrySet for-each, recoverable map (entries registered)", warm(() -> entries(map, 500)));
+            report("for-each, recoverable list, after a key/entry-set view", warm(() -> iterate(list, 5_000)));
             report("Arrays.sort(int[1000]), recoverable array (one commit)", warm(() -> sorts(arr, 200)));
+            Map<Object, Object> m2 = new HashMap<>(map);
+            Roots.map = m2;
+            m2.put("warm", 0); // builds the keyed index
+            report("iterator remove of every 2nd of 1000 keys, recoverable HashMap (keyed)", keyRemoves(m2));
             List<Object> l2 = new ArrayList<>(list);
             Roots.list = l2;
             report("iterator remove of every 2nd of 1000, recoverable (per remove)", iteratorRemoves(l2));
@@ -104,6 +109,18 @@ public final class ViewCost {
         int removed = 0;
         for (Iterator<Object> it = list.iterator(); it.hasNext();) {
             if ((Integer) it.next() % 2 == 0) {
+                it.remove();
+                removed++;
+            }
+        }
+        return (CPU.getCurrentThreadCpuTime() - t0) / (double) removed;
+    }
+
+    private static double keyRemoves(Map<Object, Object> map) {
+        long t0 = CPU.getCurrentThreadCpuTime();
+        int removed = 0;
+        for (Iterator<Object> it = map.keySet().iterator(); it.hasNext();) {
+            if (it.next() instanceof Integer i && i % 2 == 0) {
                 it.remove();
                 removed++;
             }
