@@ -201,7 +201,7 @@ final class Transformer implements ClassFileTransformer {
             return new StoreInstrumenter(mv, this, name.equals("<init>"));
         }
 
-        /** The name of the bridge for a call (created on first use); {@code kind} as {@link #bridgeKind}. */
+        /** The name of the bridge for a call (created on first use); {@code kind} as {@link CallBridges#kind}. */
         String bridge(String kind, int opcode, String callOwner, String name, String desc, boolean itf) {
             String key = opcode + " " + callOwner + "." + name + desc;
             return bridges.computeIfAbsent(key, k -> {

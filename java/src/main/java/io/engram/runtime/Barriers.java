@@ -24,7 +24,7 @@ import java.util.concurrent.ConcurrentHashMap;
  *   coll.m(..) -> a bridge: before(c); insert(c, x)...; c.m(..); after(c)
  *   keyed calls (put(k, ..), remove(k), add(x), ...) end with afterKey(c, k) instead
  *   c a registered view, iterator or entry ({@link Views}): the hooks act on its
- *   root collection, which is re-imaged whole after the call
+ *   root collection: one key changed when it is known ({@link ViewKeys}), else re-imaged whole
  * </pre>
  *
  * Outside a region, a collection change is one commit: insert only checks
