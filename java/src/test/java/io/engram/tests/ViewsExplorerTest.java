@@ -110,6 +110,7 @@ class ViewsExplorerTest {
             });
         } finally {
             Explorer.free(tracer);
+            java.nio.file.Files.deleteIfExists(p);
         }
     }
 }

@@ -21,18 +21,22 @@ import static org.junit.jupiter.api.Assertions.*;
  */
 class ViewsTest {
     private Engram pool;
+    private Path path;
 
     @AfterEach
-    void close() {
+    void close() throws Exception {
         if (pool != null && Engram.isOpen()) {
             pool.close();
+        }
+        if (path != null) {
+            Files.deleteIfExists(path); // 64 MiB each: not kept after the test
         }
     }
 
     private Path open(String name) throws Exception {
-        Path p = Pools.fresh(name);
-        pool = Pools.open(p);
-        return p;
+        path = Pools.fresh(name);
+        pool = Pools.open(path);
+        return path;
     }
 
     private void reopen(Path p) {
@@ -256,6 +260,7 @@ class ViewsTest {
     @Test
     void childJvmHaltedAfterTheMutationsRecoversThem() throws Exception {
         Path p = Pools.fresh("views-child");
+        path = p;
         assertEquals(3, Pools.child(120, "views", p.toString()), "the child halts after writing");
         String expected = Files.readString(Path.of(p + ".expected"));
         pool = Pools.open(p);
