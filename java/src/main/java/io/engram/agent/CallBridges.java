@@ -16,6 +16,7 @@ import org.objectweb.asm.Type;
  *   coll     c.m(..) on a collection, view, iterator or entry   (Transformer.emitBridge)
  *   view     r = c.m(..); CallBarriers.view(c, r, kind); return r    iterator(), keySet(), subList(..), ...
  *   elem     r = it.m(); CallBarriers.element(it, r); return r  Iterator.next(), ListIterator.previous()
+ *   foreach  v.m(CallBarriers.consumer(v, c))               Iterable.forEach, Iterator.forEachRemaining
  *   sview    r = Collections.m(c, ..); view(c, r, SAME); return r    synchronizedX, checkedX, Arrays.asList
  *   chelper  Barriers.before(l); [insert]; Collections.m(l, ..); Barriers.after(l)
  *   array    [insertArray(a, v)]; s = beforeArray(a); Arrays.m(a, ..); afterArray(a, s)
@@ -49,6 +50,10 @@ final class CallBridges {
                 }
                 if (Transformer.VIEWS.contains(name) && refRet) {
                     return "view";
+                }
+                if ((name.equals("forEach") || name.equals("forEachRemaining"))
+                        && desc.equals("(Ljava/util/function/Consumer;)V")) {
+                    return "foreach";
                 }
                 if (Transformer.ELEMENTS.contains(name) && refRet && args.length == 0
                         && (owner.equals("java/util/Iterator") || owner.equals("java/util/ListIterator"))) {
@@ -111,6 +116,13 @@ final class CallBridges {
                     opcode, owner, name, desc, itf);
             case "elem" -> registering(mv, "element", -1, params, opcode, owner, name, desc, itf);
             case "chelper" -> collectionsHelper(mv, params, owner, name, desc);
+            case "foreach" -> {
+                mv.visitVarInsn(Opcodes.ALOAD, 0);
+                mv.visitVarInsn(Opcodes.ALOAD, 0);
+                mv.visitVarInsn(Opcodes.ALOAD, 1);
+                calls(mv, "consumer", "(" + OBJ + "Ljava/util/function/Consumer;)Ljava/util/function/Consumer;");
+                mv.visitMethodInsn(opcode, owner, name, desc, itf);
+            }
             case "array" -> arraysHelper(mv, params, locals, owner, name, desc);
             case "field" -> reflective(mv, params, "fieldPre", "(Ljava/lang/reflect/Field;Ljava/lang/Object;Ljava/lang/Object;)V",
                     "fieldPost", "(Ljava/lang/reflect/Field;Ljava/lang/Object;)V", opcode, owner, name, desc);

@@ -22,6 +22,7 @@ import java.util.Map;
  * <pre>
  *   r = c.iterator() / keySet() / subList(..) / ...   -> view(c, r, kind)  r registered in {@link Views}
  *   e = it.next() / previous()                        -> element(it, e)  a map entry registered
+ *   v.forEach(c) / it.forEachRemaining(c)             -> c wrapped: element(v, e) before each accept
  *   r = Collections.synchronizedX(c) / checkedX(c)    -> view(c, r, SAME)
  *   Arrays.fill/sort/setAll/parallel*(a, ..)          -> s = beforeArray(a); [insertArray(a, v)]; call; afterArray(a, s)
  *   Collections.sort/reverse/... (l, ..)              -> Barriers.before(l); call; Barriers.after(l)
@@ -87,6 +88,30 @@ public final class CallBarriers {
         if (g != null && it != null && v != null && (Views.keyViews || v instanceof Map.Entry<?, ?>)) {
             ViewKeys.element(g, it, v);
         }
+    }
+
+    /**
+     * The consumer to pass to {@code v.forEach(c)} or {@code
+     * it.forEachRemaining(c)}: for a key-set or entry-set view (or iterator)
+     * of a recoverable collection, {@code c} wrapped so that each element is
+     * seen as {@code next()} would show it (entries registered, keys noted
+     * for a later {@code remove()}); otherwise {@code c} itself.
+     */
+    public static <T> java.util.function.Consumer<T> consumer(Object v, java.util.function.Consumer<T> c) {
+        Graph g = Graph.current;
+        if (g == null || v == null || c == null || Views.root(v) == null) {
+            return c;
+        }
+        int kind = Views.kind(v);
+        if (kind != Views.KEYS && kind != Views.ENTRIES) {
+            return c;
+        }
+        return e -> {
+            if (e != null) {
+                ViewKeys.element(g, v, e);
+            }
+            c.accept(e);
+        };
     }
 
     // ---- java.util.Arrays ---------------------------------------------

@@ -99,6 +99,7 @@ public final class ViewWork {
         m.computeIfPresent("k07", (k, v) -> v + 1000);
         m.merge("k08", 5, Integer::sum);
         ViewOps.setAll(m.entrySet(), -7, "k09");
+        m.entrySet().forEach(e -> e.setValue(e.getValue() + 1)); // entries handed to a lambda by the JDK
 
         TreeMap<String, Integer> t = at(TREE);
         t.headMap("t05").clear();
@@ -139,6 +140,7 @@ public final class ViewWork {
         vi.next();
         vi.remove();
         lhm.sequencedKeySet().reversed().removeFirst();
+        lhm.entrySet().forEach(e -> e.setValue(-e.getValue()));
         String[] strs = at(STRS);
         List<String> asList = Arrays.asList(strs); // writes through to the recoverable array
         asList.set(1, "viaAsList");

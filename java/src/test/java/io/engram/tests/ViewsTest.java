@@ -119,6 +119,7 @@ class ViewsTest {
             }
         }
         hash.keySet().remove("k1");
+        hash.entrySet().forEach(e -> e.setValue((Integer) e.getValue() + 1)); // entries handed to a lambda
         tree.headMap("t050").put("t000a", -1);
         tree.tailMap("t250").remove("t260");
         tree.descendingMap().entrySet().iterator().next().setValue(-5);
@@ -135,11 +136,15 @@ class ViewsTest {
         set.headSet("s010").add("s000a");
         Iterator<Object> stale = hash.keySet().iterator();
         stale.next();
-        stale.forEachRemaining(k -> { }); // advanced where the agent does not see: remove() takes the last key
-        stale.remove(); // the noted key is still there: the map is re-imaged whole, not the wrong key changed
+        stale.forEachRemaining(k -> { }); // the wrapped consumer notes each key: remove() takes the last one
+        stale.remove();
+        Iterator<Object> unseen = hash.keySet().iterator();
+        unseen.next();
+        Spliterators.spliteratorUnknownSize(unseen, 0).tryAdvance(k -> { }); // JDK code calls next()
+        unseen.remove(); // the noted key is still there: the map is re-imaged whole, not the wrong key changed
         long reimages = io.engram.runtime.Graph.collectionReimages() - r0;
         System.out.println("re-imagings through views of keyed roots: " + reimages);
-        assertTrue(reimages < 5, "in place, not re-imaged per mutation: " + reimages);
+        assertTrue(reimages < 3, "in place, not re-imaged per mutation: " + reimages);
         String expected = hash.size() + " " + new TreeMap<>(hash) + " " + tree + " " + set;
         reopen(p);
         TreeMap<?, ?> t2 = (TreeMap<?, ?>) Roots.list.get(0);
