@@ -96,6 +96,7 @@ bench: bench-deps
 	$(MAKE) --no-print-directory bench-go
 	$(MAKE) --no-print-directory bench-java
 	$(MAKE) --no-print-directory bench-java-apps
+	$(MAKE) --no-print-directory bench-java-views
 	$(MAKE) --no-print-directory bench-redis
 
 clean:
@@ -209,6 +210,21 @@ bench-java: java-deps
 	  echo "instrumented:"; $$run -javaagent:$$agent io.engram.tests.StoreCost target/pools; \
 	  echo "durability points per change (msync on disk; count msyncs with strace -f -e trace=msync):"; \
 	  $$run -javaagent:$$agent -Dengram.counts.n=200 io.engram.tests.StoreCost target/pools counts msync
+
+# What the view/iterator/in-place-helper hooks cost (CPU ns, release library;
+# docs/java.md, "Views, iterators, in-place helpers, reflection"); the first
+# block is the same loops without the agent's hooks.
+.PHONY: bench-java-views
+bench-java-views: java-deps
+	$(JAVA25_REQUIRE)
+	$(CARGO) build -p engram-ffi --release
+	cd java && JAVA_HOME=$(JAVA25_HOME) MAVEN_OPTS="--sun-misc-unsafe-memory-access=allow" $(MVN) -q -B -ntp \
+	  -DskipTests package dependency:build-classpath -Dmdep.outputFile=target/cp.txt
+	@cd java && cp="target/test-classes:target/classes:$$(cat target/cp.txt)"; \
+	  run="$(JAVA25_HOME)/bin/java --enable-native-access=ALL-UNNAMED -Dengram.lib=$(CURDIR)/target/release/libengram_ffi.so -cp $$cp"; \
+	  agent=target/engram-java-0.1.0-agent.jar; \
+	  echo "uninstrumented:"; $$run -javaagent:$$agent=exclude=io.engram.tests.ViewCost io.engram.tests.ViewCost target/pools baseline; \
+	  echo "instrumented:"; $$run -javaagent:$$agent io.engram.tests.ViewCost target/pools
 
 # The Java apps (java/src/main/java/io/engram/apps, docs/java-apps.md): the
 # kernels' marking counts, and YCSB (site.ycsb:core) against the

@@ -31,7 +31,11 @@ import java.util.Set;
  * <li>System.arraycopy -> {@code Barriers.arraycopy}</li>
  * <li>a mutating call on a JDK collection or map -> a private static bridge
  *     in the class: before(c); insert(c, arg)...; c.m(args); after(c), or
- *     afterKey(c, key) for a call whose first argument is the key it changes</li>
+ *     afterKey(c, key) for a call whose first argument is the key it changes;
+ *     the same for the mutators of iterators and map entries</li>
+ * <li>calls that obtain a view or iterator, the JDK's in-place helpers
+ *     (Arrays, Collections) and reflective stores -> bridges calling
+ *     {@code CallBarriers} ({@link CallBridges})</li>
  * <li>nothing is rewritten for VarHandles, field updaters and Unsafe, but
  *     the class whose fields they write is noted in
  *     {@link Registry#HANDLE_WRITTEN} (the runtime refuses to persist it)</li>
@@ -116,15 +120,34 @@ final class Transformer implements ClassFileTransformer {
             "java/util/HashMap", "java/util/LinkedHashMap", "java/util/TreeMap", "java/util/HashSet",
             "java/util/LinkedHashSet", "java/util/TreeSet", "java/util/AbstractMap", "java/util/AbstractList",
             "java/util/AbstractCollection", "java/util/AbstractSet", "java/util/concurrent/ConcurrentHashMap",
-            "java/util/concurrent/ConcurrentMap");
+            "java/util/concurrent/ConcurrentMap", "java/util/concurrent/ConcurrentHashMap$KeySetView",
+            "java/util/Iterator", "java/util/ListIterator", "java/util/Map$Entry", "java/lang/Iterable");
     static final Set<String> MUTATORS = Set.of("add", "addAll", "addFirst", "addLast", "offer", "offerFirst",
             "offerLast", "push", "pop", "poll", "pollFirst", "pollLast", "remove", "removeAll", "removeIf",
             "removeFirst", "removeLast", "removeFirstOccurrence", "removeLastOccurrence", "retainAll", "clear", "set",
             "sort", "replaceAll", "put", "putAll", "putIfAbsent", "putFirst", "putLast", "replace", "compute",
-            "computeIfAbsent", "computeIfPresent", "merge", "pollFirstEntry", "pollLastEntry");
+            "computeIfAbsent", "computeIfPresent", "merge", "pollFirstEntry", "pollLastEntry", "setValue");
     static final Set<String> INSERTS = Set.of("add", "addFirst", "addLast", "offer", "offerFirst", "offerLast",
             "push", "set", "put", "putIfAbsent", "putFirst", "putLast", "replace", "merge", "compute",
-            "computeIfAbsent");
+            "computeIfAbsent", "setValue");
+
+    /**
+     * Calls on a collection (or view, iterator) that return a view writing
+     * through to it: their bridge registers the result ({@code CallBarriers.view}).
+     */
+    static final Set<String> VIEWS = Set.of("iterator", "listIterator", "descendingIterator", "entrySet", "keySet",
+            "values", "navigableKeySet", "descendingKeySet", "descendingMap", "headMap", "tailMap", "subMap",
+            "headSet", "tailSet", "subSet", "descendingSet", "subList", "reversed", "sequencedKeySet",
+            "sequencedValues", "sequencedEntrySet");
+    /** Iterator calls returning an element: a map entry is registered ({@code CallBarriers.element}). */
+    static final Set<String> ELEMENTS = Set.of("next", "previous");
+    /** {@code java.util.Collections} helpers that change their first argument in place. */
+    static final Set<String> COLLECTIONS_HELPERS = Set.of("sort", "reverse", "shuffle", "swap", "fill", "rotate",
+            "replaceAll", "copy", "addAll");
+    /** {@code java.util.Arrays} helpers that change their first argument (an array) in place. */
+    static final Set<String> ARRAYS_HELPERS = Set.of("fill", "sort", "setAll", "parallelSort", "parallelPrefix",
+            "parallelSetAll");
+    static final String CALLS = "io/engram/runtime/CallBarriers";
 
     /** Calls whose first argument is the one key they change: their bridge ends with afterKey(c, key). */
     static final Set<String> KEYED = Set.of("add", "remove", "put", "putIfAbsent", "replace", "compute",
@@ -178,12 +201,13 @@ final class Transformer implements ClassFileTransformer {
             return new StoreInstrumenter(mv, this, name.equals("<init>"));
         }
 
-        /** The name of the bridge for a call (created on first use). */
-        String bridge(int opcode, String callOwner, String name, String desc, boolean itf) {
+        /** The name of the bridge for a call (created on first use); {@code kind} as {@link CallBridges#kind}. */
+        String bridge(String kind, int opcode, String callOwner, String name, String desc, boolean itf) {
             String key = opcode + " " + callOwner + "." + name + desc;
             return bridges.computeIfAbsent(key, k -> {
                 String b = "$engram$" + bridges.size();
-                bridgeSpecs.add(new String[] {b, Integer.toString(opcode), callOwner, name, desc, itf ? "1" : "0"});
+                bridgeSpecs.add(new String[] {b, Integer.toString(opcode), callOwner, name, desc, itf ? "1" : "0",
+                    kind});
                 return b;
             });
         }
@@ -195,7 +219,12 @@ final class Transformer implements ClassFileTransformer {
         @Override
         public void visitEnd() {
             for (String[] b : bridgeSpecs) {
-                emitBridge(b[0], Integer.parseInt(b[1]), b[2], b[3], b[4], b[5].equals("1"));
+                int opcode = Integer.parseInt(b[1]);
+                boolean itf = b[5].equals("1");
+                switch (b[6]) {
+                    case "coll" -> emitBridge(b[0], opcode, b[2], b[3], b[4], itf);
+                    default -> CallBridges.emit(cv, b[6], b[0], opcode, b[2], b[3], b[4], itf);
+                }
             }
             super.visitEnd();
         }
@@ -405,11 +434,11 @@ final class Transformer implements ClassFileTransformer {
                 call("arraycopy", desc);
                 return;
             }
-            if ((opcode == Opcodes.INVOKEVIRTUAL || opcode == Opcodes.INVOKEINTERFACE)
-                    && COLLECTION_OWNERS.contains(owner) && MUTATORS.contains(name) && cls.canBridge()) {
-                String b = cls.bridge(opcode, owner, name, desc, itf);
-                super.visitMethodInsn(Opcodes.INVOKESTATIC, cls.owner, b, "(L" + owner + ";" + desc.substring(1),
-                        cls.isInterface);
+            String kind = cls.canBridge() ? CallBridges.kind(opcode, owner, name, desc) : null;
+            if (kind != null) {
+                String b = cls.bridge(kind, opcode, owner, name, desc, itf);
+                String bdesc = opcode == Opcodes.INVOKESTATIC ? desc : "(L" + owner + ";" + desc.substring(1);
+                super.visitMethodInsn(Opcodes.INVOKESTATIC, cls.owner, b, bdesc, cls.isInterface);
                 return;
             }
             super.visitMethodInsn(opcode, owner, name, desc, itf);

@@ -23,6 +23,8 @@ import java.util.concurrent.ConcurrentHashMap;
  *   System.arraycopy -> arraycopy(...)
  *   coll.m(..) -> a bridge: before(c); insert(c, x)...; c.m(..); after(c)
  *   keyed calls (put(k, ..), remove(k), add(x), ...) end with afterKey(c, k) instead
+ *   c a registered view, iterator or entry ({@link Views}): the hooks act on its
+ *   root collection: one key changed when it is known ({@link ViewKeys}), else re-imaged whole
  * </pre>
  *
  * Outside a region, a collection change is one commit: insert only checks
@@ -327,7 +329,37 @@ public final class Barriers {
         Img img = g.tracked(c);
         if (img != null) {
             g.beforeMutation(c);
+        } else {
+            Object root = viewRoot(g, c);
+            if (root != null) {
+                beforeRoot(g, root);
+                ViewKeys.before(g, c, root); // it.remove(), e.setValue(v): the one key it changes, if known
+            }
         }
+    }
+
+    /** Saves a view's root for the region's undo: a collection's contents, or an array's ({@code Arrays.asList}). */
+    private static void beforeRoot(Graph g, Object root) {
+        if (root.getClass().isArray()) {
+            g.saveArrayRange(root, 0, java.lang.reflect.Array.getLength(root));
+        } else {
+            g.beforeMutation(root);
+        }
+    }
+
+    /**
+     * The recoverable collection {@code c} writes through to when {@code c}
+     * is not itself recoverable: a registered view, iterator or map entry
+     * of it ({@link Views}), or null.
+     */
+    static Object viewRoot(Graph g, Object c) {
+        Object root = Views.root(c);
+        return root != null && g.tracked(root) != null ? root : null;
+    }
+
+    /** {@code c} if recoverable, else the recoverable collection it is a view of, else null. */
+    private static Object target(Graph g, Object c) {
+        return g.tracked(c) != null ? c : viewRoot(g, c);
     }
 
     /**
@@ -345,6 +377,12 @@ public final class Barriers {
             if (g.region() == null && KeyedImage.keyed(c)) {
                 KeyedImage.noteBefore(c, key);
             }
+        } else {
+            Object root = viewRoot(g, c);
+            if (root != null) {
+                beforeRoot(g, root);
+                ViewKeys.beforeKeyed(g, c, root, key); // keySet().remove(k), headMap(..).put(k, v), ...
+            }
         }
     }
 
@@ -354,8 +392,9 @@ public final class Barriers {
         if (g == null || c == null || v == null) {
             return;
         }
-        if (g.tracked(c) != null) {
-            inserting(g, c, v);
+        Object t = target(g, c);
+        if (t != null) {
+            inserting(g, t, v);
         }
     }
 
@@ -375,12 +414,17 @@ public final class Barriers {
     /** The elements of a collection or map about to be inserted into {@code c}. */
     public static void insertAll(Object c, Object from) {
         Graph g = Graph.current;
-        if (g == null || c == null || from == null || g.tracked(c) == null) {
+        Object t = g == null || c == null || from == null ? null : target(g, c);
+        if (t == null) {
             return;
         }
         if (from instanceof Collection<?> || from instanceof Map<?, ?>) {
             for (Object v : Codec.snapshot(from)) {
-                inserting(g, c, v);
+                inserting(g, t, v);
+            }
+        } else if (from instanceof Object[] a) {
+            for (Object v : a) {
+                inserting(g, t, v);
             }
         }
     }
@@ -397,6 +441,12 @@ public final class Barriers {
         }
         Img img = g.trackedAfterStore(c);
         if (img == null) {
+            Object root = viewRoot(g, c);
+            if (root != null && ViewKeys.keyedView(c, root)) {
+                afterKey(root, key); // a key set's or sub-map's keyed call changes that key of the root
+            } else {
+                afterView(g, c);
+            }
             return;
         }
         if (!KeyedImage.keyed(c)) {
@@ -422,6 +472,28 @@ public final class Barriers {
         Img img = g.trackedAfterStore(c);
         if (img != null) {
             afterWhole(g, c, img);
+        } else {
+            afterView(g, c);
+        }
+    }
+
+    /**
+     * After a mutating call on a view, iterator or entry: its root changes
+     * the one key the call changed if it is known ({@link ViewKeys}),
+     * else the root is re-imaged whole.
+     */
+    private static void afterView(Graph g, Object c) {
+        Object root = viewRoot(g, c);
+        Object key = ViewKeys.takePending(c);
+        if (root != null && key != ViewKeys.none() && ViewKeys.changed(c, root, key)) {
+            afterKey(root, key);
+        } else if (root != null && root.getClass().isArray()) {
+            CallBarriers.afterArray(root, null); // Arrays.asList(a): the array is re-imaged, one commit
+        } else if (root != null) {
+            Img img = g.tracked(root);
+            if (img != null) {
+                afterWhole(g, root, img);
+            }
         }
     }
 

@@ -494,7 +494,9 @@ public final class Graph {
             return;
         }
         if (r != null) {
-            heap.log(at, len);
+            if (!faultSkipRegionLog) {
+                heap.log(at, len);
+            }
             heap.write(at, src);
         } else {
             heap.write(at, src);

@@ -13,6 +13,7 @@ import java.nio.file.Path;
  * <li>{@code keyed POOL THREADS STEPS SEED HALT_AFTER}: the {@link KeyedWork} workload, halting
  *     after HALT_AFTER mutations (-1: close normally)</li>
  * <li>{@code keyed-forever POOL THREADS SEED}: the same until killed (writes POOL.ready once open)</li>
+ * <li>{@code views POOL}: the {@link ViewWork} mutations, writes POOL.expected, halts (exit 3)</li>
  * <li>{@code noagent POOL}: exits 4 if opening without the agent is the clear NO_POOL error</li>
  * <li>{@code concurrent POOL THREADS OPS HALT_AFTER}: the concurrent workload, halting after
  *     HALT_AFTER appends in total (-1: close normally)</li>
@@ -69,6 +70,13 @@ public final class ChildMain {
                 KeyedWork.init();
                 java.nio.file.Files.writeString(Path.of(pool + ".ready"), "ready");
                 KeyedWork.run(Integer.parseInt(args[2]), Integer.MAX_VALUE, Long.parseLong(args[3]), -1);
+            }
+            case "views" -> {
+                Pools.open(pool);
+                ViewWork.init();
+                ViewWork.all();
+                java.nio.file.Files.writeString(Path.of(pool + ".expected"), ViewWork.describe());
+                Runtime.getRuntime().halt(3);
             }
             case "noagent" -> {
                 try {
