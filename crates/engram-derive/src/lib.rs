@@ -180,9 +180,8 @@ fn persistent_impl(
     let ptr_calls = members.iter().map(|Member { access: m, ty, cfgs, .. }| {
         quote!(#(#cfgs)* <#ty as ::engram::Persistent>::pointer_offsets(out, at + ::core::mem::offset_of!(Self, #m) as u32);)
     });
-    let has_ptr_parts = members.iter().map(|Member { ty, cfgs, .. }| {
-        quote!(#(#cfgs)* { has = has || <#ty as ::engram::Persistent>::HAS_POINTERS; })
-    });
+    let has_ptr_parts =
+        members.iter().map(|Member { ty, cfgs, .. }| quote!(#(#cfgs)* { has = has || <#ty as ::engram::Persistent>::HAS_POINTERS; }));
     let sig_parts = members.iter().map(|Member { access: m, label, ty, cfgs }| {
         quote!(#(#cfgs)* sig.push_str(&format!("{}:{}@{};", #label, <#ty as ::engram::Persistent>::signature(), ::core::mem::offset_of!(Self, #m)));)
     });

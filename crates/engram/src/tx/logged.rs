@@ -188,7 +188,7 @@ impl LoggedWords {
     pub fn test_and_mark(&mut self, off: u64) -> bool {
         debug_assert!(off % 8 == 0);
         let (page, word) = bit_at(off / 8);
-        let bit = 1u64 << (off / 8 & 63);
+        let bit = 1u64 << ((off / 8) & 63);
         if let Some(Some(p)) = self.pages.get_mut(page) {
             let v = p.get(word);
             p.set(word, v | bit);

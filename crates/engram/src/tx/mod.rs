@@ -420,7 +420,8 @@ impl<'p> Tx<'p> {
     #[inline]
     pub(crate) fn free_addr(&self, addr: u64) -> Result<()> {
         let space = &self.pool.space;
-        let loc = self.locate(addr).ok_or_else(|| Error::BadPointer { addr })?;
+        // (Not `ok_or`: that builds and drops an `Error` on every call.)
+        let Some(loc) = self.locate(addr) else { return Err(Error::BadPointer { addr }) };
         let flags: u32 = space.read(addr - OBJ_HEADER - space.base() + OBJ_FLAGS_OFF)?;
         if flags & OBJ_TAG_MASK != OBJ_TAG {
             return Err(Error::BadPointer { addr });
@@ -545,7 +546,7 @@ impl<'p> Tx<'p> {
             return Ok(count);
         }
         let space = &self.pool.space;
-        let loc = self.locate(a.addr()).ok_or_else(|| Error::BadPointer { addr: a.addr() })?;
+        let Some(loc) = self.locate(a.addr()) else { return Err(Error::BadPointer { addr: a.addr() }) };
         let h: ObjHeader = space.read(a.addr() - OBJ_HEADER - space.base())?;
         if h.flags & OBJ_TAG_MASK != OBJ_TAG || h.flags & OBJ_ARRAY == 0 {
             return Err(Error::BadPointer { addr: a.addr() });

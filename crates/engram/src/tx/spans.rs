@@ -80,7 +80,7 @@ impl SpanCache {
             return None;
         }
         let within = rel % SPAN_SIZE;
-        let index = within * way.recip as u64 >> 32;
+        let index = (within * way.recip as u64) >> 32;
         let start = index * way.slot as u64;
         (start < way.used as u64).then_some(Hit { g, way, within, index, start })
     }
