@@ -180,6 +180,8 @@ fn persistent_impl(
     let ptr_calls = members.iter().map(|Member { access: m, ty, cfgs, .. }| {
         quote!(#(#cfgs)* <#ty as ::engram::Persistent>::pointer_offsets(out, at + ::core::mem::offset_of!(Self, #m) as u32);)
     });
+    let has_ptr_parts =
+        members.iter().map(|Member { ty, cfgs, .. }| quote!(#(#cfgs)* { has = has || <#ty as ::engram::Persistent>::HAS_POINTERS; }));
     let sig_parts = members.iter().map(|Member { access: m, label, ty, cfgs }| {
         quote!(#(#cfgs)* sig.push_str(&format!("{}:{}@{};", #label, <#ty as ::engram::Persistent>::signature(), ::core::mem::offset_of!(Self, #m)));)
     });
@@ -201,6 +203,12 @@ fn persistent_impl(
         // every bit pattern of each field is valid and its pointers are
         // reported; the struct adds no pointers of its own.
         unsafe impl #impl_g ::engram::Persistent for #ident #ty_g #where_g {
+            const HAS_POINTERS: bool = {
+                #[allow(unused_mut)]
+                let mut has = false;
+                #(#has_ptr_parts)*
+                has
+            };
             fn type_name() -> ::std::string::String { #type_name_body }
             fn pointer_offsets(out: &mut ::std::vec::Vec<u32>, at: u32) {
                 let _ = (&out, at);

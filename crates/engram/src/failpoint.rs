@@ -137,6 +137,11 @@ mod armed {
             "recovery leaves the arena-table entries of a multi-arena huge object that a crash left partial (a head \
              without its tail, a lone tail) as they are, and refuses the pool as corrupt",
         ),
+        (
+            "space.backing_fails",
+            "the file system cannot allocate the pool file's blocks for fresh heap spans (a full disk): `Space::back` \
+             fails with ENOSPC, so allocations that need a new span fail with `Io`",
+        ),
         ("stm.reservation_not_persisted", "the STM clock reservation is raised in memory but never written to the pool"),
         (
             "types.pointer_map_not_persisted",

@@ -100,4 +100,4 @@ pub use pool::{
 };
 pub use ptr::{PArray, PPtr};
 pub use tx::{ArrayView, RootEntryInfo, RootInfo, Tx};
-pub use types::{Persistent, TypeDesc};
+pub use types::{has_pointers, Persistent, TypeDesc};

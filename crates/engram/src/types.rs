@@ -28,8 +28,15 @@ use std::sync::Arc;
 /// is a valid value (integers, floats, byte arrays, [`crate::PPtr`] and
 /// structs of those; not `bool`, `char`, enums or references), that the type
 /// holds no pointer to volatile memory, and that `pointer_offsets` lists
-/// exactly the offsets of its pool pointers. Use `#[derive(Persistent)]`.
+/// exactly the offsets of its pool pointers, and that `HAS_POINTERS` is
+/// true when it lists any (registering a type whose `HAS_POINTERS` is false
+/// but which lists offsets is refused). Use `#[derive(Persistent)]`.
 pub unsafe trait Persistent: Copy + Send + Sync + 'static {
+    /// Whether `pointer_offsets` may list any offset. Checked writes skip
+    /// the pointer validation of types without pointers by this constant
+    /// alone (no offset list is built); the default, `true`, is always
+    /// sound. `#[derive(Persistent)]` computes it from the fields.
+    const HAS_POINTERS: bool = true;
     /// Stable name recorded in the pool's type table.
     fn type_name() -> String;
     /// Pushes the offsets (relative to `at`) of this type's pool pointers.
@@ -47,6 +54,7 @@ macro_rules! plain {
         // SAFETY: every bit pattern of a primitive integer or float is valid;
         // it holds no pointer.
         unsafe impl Persistent for $t {
+            const HAS_POINTERS: bool = false;
             fn type_name() -> String { stringify!($t).to_string() }
         }
     )*};
@@ -55,6 +63,7 @@ plain!(u8, u16, u32, u64, u128, i8, i16, i32, i64, i128, f32, f64);
 
 // SAFETY: an array of Persistent values is Persistent; offsets repeat per element.
 unsafe impl<T: Persistent, const N: usize> Persistent for [T; N] {
+    const HAS_POINTERS: bool = T::HAS_POINTERS && N > 0;
     fn type_name() -> String {
         format!("[{};{}]", T::type_name(), N)
     }
@@ -67,6 +76,14 @@ unsafe impl<T: Persistent, const N: usize> Persistent for [T; N] {
     fn signature() -> String {
         format!("[{};{}]", T::signature(), N)
     }
+}
+
+/// Whether values of `T` hold pool pointers to validate: the one place
+/// checked writes (`Tx::write`, `set`, `write_slice`, `alloc`) and array
+/// views ask. A constant, so a type without pointers costs nothing.
+#[inline(always)]
+pub const fn has_pointers<T: Persistent>() -> bool {
+    T::HAS_POINTERS
 }
 
 /// The layout of a Rust type, as recorded in the pool.
@@ -194,7 +211,12 @@ impl TypeTable {
         if let Some(&id) = self.by_rust.read().get(&TypeId::of::<T>()) {
             return Ok(id);
         }
-        let id = self.register(space, &TypeDesc::of::<T>())?;
+        let desc = TypeDesc::of::<T>();
+        if !has_pointers::<T>() && !desc.ptrs.is_empty() {
+            // Checked writes would skip this type's pointers.
+            return Err(Error::invalid(format!("type {} lists pointer fields but says HAS_POINTERS = false", desc.name)));
+        }
+        let id = self.register(space, &desc)?;
         self.by_rust.write().insert(TypeId::of::<T>(), id);
         Ok(id)
     }

@@ -346,4 +346,47 @@ fn a_dangling_pointer_in_a_live_pool_is_reported_once() {
     assert!(matches!(pool.check(), Err(Error::BadFields { count: 3, .. })));
     assert_eq!(walk(&pool), (40, 39 * 40 / 2));
     pool.close().unwrap();
+
+/// Plain data: no pointer field, so checked writes skip validation by
+/// `HAS_POINTERS` alone.
+#[derive(Clone, Copy, Debug, PartialEq, Persistent)]
+struct Plain {
+    a: u64,
+    b: [u32; 2],
+}
+
+/// Lies: lists a pointer offset but says it has none.
+#[derive(Clone, Copy, Debug)]
+#[allow(dead_code)] // only stored, never read back
+struct Liar {
+    next: PPtr<Liar>,
+}
+
+// SAFETY: a single PPtr field (every bit pattern valid); `HAS_POINTERS`
+// deliberately contradicts `pointer_offsets` (the registration must refuse it).
+unsafe impl Persistent for Liar {
+    const HAS_POINTERS: bool = false;
+    fn type_name() -> String {
+        "bad_pointers::Liar".into()
+    }
+    fn pointer_offsets(out: &mut Vec<u32>, at: u32) {
+        out.push(at);
+    }
+}
+
+#[test]
+fn has_pointers_is_derived_from_the_fields_and_a_liar_is_refused() {
+    use engram::has_pointers;
+    assert!(has_pointers::<Node>() && has_pointers::<PPtr<u64>>() && has_pointers::<[Node; 2]>());
+    assert!(!has_pointers::<Plain>() && !has_pointers::<u64>() && !has_pointers::<[Node; 0]>());
+    let t = TempPool::new("bad-pointers-has-pointers");
+    let pool = create(&t, true);
+    let p = pool.txn(|tx| tx.alloc(Plain { a: 1, b: [2, 3] })).unwrap();
+    pool.txn(|tx| tx.write(p, Plain { a: 4, b: [5, 6] })).unwrap();
+    assert_eq!(pool.txn(|tx| tx.read(p)).unwrap(), Plain { a: 4, b: [5, 6] });
+    let err = pool.txn(|tx| tx.alloc(Liar { next: PPtr::null() }).map(|_| ())).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument { .. }), "{err:?}");
+    // A stray pointer in a type with pointers is still refused.
+    let err = pool.txn(|tx| tx.alloc(node(0, PPtr::from_addr(0x10))).map(|_| ())).unwrap_err();
+    assert!(matches!(err, Error::BadPointerField { .. }), "{err:?}");
 }

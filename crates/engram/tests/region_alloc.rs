@@ -174,3 +174,56 @@ fn no_mark_outlives_its_region() {
     .unwrap();
     pool.close().unwrap();
 }
+
+/// Blocks the pool file holds, in bytes (`st_blocks` counts 512-byte units,
+/// including blocks allocated ahead of use).
+fn file_blocks(t: &TempPool) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(&t.0).unwrap().blocks() * 512
+}
+
+/// Allocates `n` arrays of 4 KiB in one region; returns them.
+fn alloc_pages(pool: &Pool, n: u64, fill: u64) -> Result<Vec<PArray<u64>>, Error> {
+    pool.txn(|tx| {
+        let mut out = Vec::new();
+        for _ in 0..n {
+            let a = tx.alloc_array::<u64>(500)?;
+            tx.write_slice(a, 0, &[fill; 500])?;
+            out.push(a);
+        }
+        Ok(out)
+    })
+}
+
+/// Lazy backing (issue 13, the pool's up-front fill): a new pool's heap is
+/// a hole in its file; the allocator allocates the file's blocks span by
+/// span before it hands them out, and a file system that cannot (a full
+/// disk, simulated by the `space.backing_fails` fault switch) fails the
+/// allocating region with `Io`, rolled back, with the pool intact.
+#[test]
+fn fresh_heap_spans_are_backed_on_first_use_and_a_full_disk_is_an_error() {
+    use engram::failpoint;
+    let t = TempPool::new("ra-backing");
+    let pool = Pool::create(&t.0, CreateOptions::new("test").durability(Durability::Process).initial_size(256 << 20)).unwrap();
+    let before = file_blocks(&t);
+    assert!(before < 32 << 20, "a new 256 MiB pool allocates only its metadata: {before} bytes");
+    let kept = alloc_pages(&pool, 4000, 7).unwrap(); // ~16 MiB of 4 KiB slots
+    assert!(file_blocks(&t) >= before + (16 << 20) * 9 / 10, "the used spans are backed");
+    let live_before = live(&pool);
+    failpoint::plant("space.backing_fails");
+    let err = alloc_pages(&pool, 8000, 9).unwrap_err();
+    failpoint::disarm_all();
+    assert!(matches!(err, Error::Io { .. }), "{err:?}");
+    assert_eq!(live(&pool), live_before, "the failed region's objects were freed");
+    let more = alloc_pages(&pool, 8000, 9).unwrap();
+    pool.txn(|tx| {
+        assert!(kept.iter().all(|&a| tx.get(a, 499).unwrap() == 7));
+        assert!(more.iter().all(|&a| tx.get(a, 0).unwrap() == 9));
+        tx.set_root_array("kept", kept[0])
+    })
+    .unwrap();
+    drop(pool);
+    let pool = open(&t);
+    let a = pool.txn(|tx| tx.root_array::<u64>("kept")).unwrap().unwrap();
+    assert_eq!(pool.txn(|tx| tx.get(a, 250)).unwrap(), 7);
+}

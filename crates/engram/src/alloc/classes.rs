@@ -83,6 +83,14 @@ static RECIPROCALS: [u64; NUM_CLASSES] = {
     t
 };
 
+/// `ceil(2^32 / slot_size(c))`, as [`slot_index`] uses it (below 2^28:
+/// the smallest slot is 32 bytes), for callers that keep a class's
+/// geometry at hand (the region's span cache).
+#[inline]
+pub fn reciprocal(c: usize) -> u32 {
+    RECIPROCALS[c] as u32
+}
+
 /// `within / slot_size(c)` for a byte offset `within < SPAN_SIZE` inside a span.
 #[inline]
 pub fn slot_index(c: usize, within: u64) -> u64 {
@@ -113,6 +121,7 @@ mod tests {
         const _: () = assert!((SPAN_SIZE - 1) * MAX_SMALL < 1 << 31);
         for c in 0..NUM_CLASSES {
             assert_eq!(slots_per_span(c) as u64, SPAN_SIZE / slot_size(c));
+            assert_eq!(reciprocal(c) as u64, (1u64 << 32).div_ceil(slot_size(c)), "fits u32");
             for within in 0..SPAN_SIZE {
                 assert_eq!(slot_index(c, within), within / slot_size(c), "class {c}, offset {within}");
             }

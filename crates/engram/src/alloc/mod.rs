@@ -672,6 +672,7 @@ impl Heap {
         space.grow(arena_off(a + k))?;
         clear_new_entries(space, ss.mapped_spans)?;
         incorporate(&mut ss, spans_in(space.size()));
+        space.back(arena_off(a + k))?;
         for g in a * SPANS_PER_ARENA..(a + k) * SPANS_PER_ARENA {
             set_free(&mut ss, g, false);
         }
@@ -735,6 +736,8 @@ impl Heap {
         let mut ss = self.spans.lock();
         loop {
             if let Some(g) = find_run(&ss, n) {
+                // The file's blocks exist before anything is stored in the run.
+                space.back(span_off(g + n))?;
                 for k in 0..n {
                     set_free(&mut ss, g + k, false);
                 }

@@ -52,15 +52,15 @@ pub(crate) fn read_elems<T: Persistent>(tx: &Tx<'_>, a: PArray<T>, start: u64, n
 /// Nulls the pool pointers of elements `from..to` of `a` (logged), so the
 /// GC does not reach through slots no longer in use.
 pub(crate) fn clear_pointers<T: Persistent>(tx: &Tx<'_>, a: PArray<T>, from: u64, to: u64) -> Result<()> {
-    let mut offsets = Vec::new();
-    T::pointer_offsets(&mut offsets, 0);
-    if offsets.is_empty() || from >= to {
+    if !crate::types::has_pointers::<T>() || from >= to {
         return Ok(());
     }
     let cap = tx.len(a)?;
     if to > cap {
         return Err(Error::corrupt(format!("length {to} beyond the capacity {cap}")));
     }
+    let mut offsets = Vec::new();
+    T::pointer_offsets(&mut offsets, 0);
     let size = size_of::<T>() as u64;
     for i in from..to {
         for &off in &offsets {

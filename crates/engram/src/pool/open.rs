@@ -18,7 +18,7 @@
 
 use super::deferred::{RecoveryGc, RecoveryGcState};
 use super::map::{random_base, Mapping};
-use super::space::{allocate_file, Space};
+use super::space::{size_new_file, Space};
 use super::{CreateOptions, OpenOptions, OpenReport, PoolInner};
 use crate::alloc::Heap;
 use crate::error::{Error, Result};
@@ -86,7 +86,7 @@ pub(super) fn create(path: &Path, o: &CreateOptions) -> Result<PoolInner> {
     })?;
     lock_file(&file, path, false)?;
     file.set_len(0).map_err(|e| Error::io("truncate pool file", e))?;
-    allocate_file(&file, initial)?;
+    size_new_file(&file, initial)?;
     // A log left by an earlier pool at this path belongs to that pool.
     match std::fs::remove_file(crate::wal::log_path(path)) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(Error::io("remove old log", e)),

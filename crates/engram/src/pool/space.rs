@@ -11,6 +11,16 @@
 //!   next address of the reservation, then persists the new size in the
 //!   header. A crash before the header write leaves a longer file, which is
 //!   harmless: nothing in the new part was linked yet.
+//! - the file's blocks under every byte the engine stores to are allocated
+//!   before the first store (so a full disk is an error, never a SIGBUS):
+//!   a new pool allocates only its metadata (the first `HEAP_OFF` bytes and
+//!   each arena's metadata spans), the rest of its length is a hole; the
+//!   allocator calls [`Space::back`] before it hands out spans beyond the
+//!   watermark `backed` (everything below it is allocated), and growth
+//!   allocates the whole new part as before. A hole reads as zeros, the
+//!   same bytes an allocated block holds, so nothing that reaches the media
+//!   changes and a crash sees the same pool; only the time the file system
+//!   spends allocating and zeroing blocks moves from creation to first use.
 
 use super::map::Mapping;
 use crate::error::{Error, Result};
@@ -24,6 +34,9 @@ use std::path::PathBuf;
 /// Growth step when the heap needs more room: at least this, or doubling.
 const GROW_MIN: u64 = 16 * 1024 * 1024;
 
+/// [`Space::back`] allocates the file ahead of use in steps of this.
+const BACKING_STEP: u64 = 2 * 1024 * 1024;
+
 /// The mapped pool and its header.
 pub(crate) struct Space {
     pub map: Mapping,
@@ -33,6 +46,9 @@ pub(crate) struct Space {
     pub read_only: bool,
     /// The current header (the durable copy with the larger `seq`).
     header: Mutex<PoolHeader>,
+    /// Bytes from the file's start whose blocks are known to be allocated
+    /// (`back`); only grows while the pool is open.
+    backed: Mutex<u64>,
 }
 
 impl Space {
@@ -40,7 +56,26 @@ impl Space {
         if let Some(t) = persist.tracer() {
             t.attach(map.base(), map.mapped());
         }
-        Space { map, persist, file, path, read_only, header: Mutex::new(header) }
+        let backed = Mutex::new(crate::format::arena_off(0) + crate::format::ARENA_META_SPANS * crate::format::SPAN_SIZE);
+        Space { map, persist, file, path, read_only, header: Mutex::new(header), backed }
+    }
+
+    /// Makes sure the file's blocks under `[0, end)` are allocated before
+    /// anything is stored there (rounded up to `BACKING_STEP`, clipped to
+    /// the mapped size): one `fallocate` per step of fresh heap, none for
+    /// bytes below the watermark. A full disk is an `Io` error here.
+    pub fn back(&self, end: u64) -> Result<()> {
+        let mut backed = self.backed.lock();
+        if end <= *backed || self.read_only {
+            return Ok(());
+        }
+        let to = end.next_multiple_of(BACKING_STEP).min(self.size());
+        if crate::failpoint::planted("space.backing_fails") {
+            return Err(Error::io("allocate pool blocks", std::io::Error::from_raw_os_error(libc::ENOSPC)));
+        }
+        allocate_range(&self.file, *backed, to.saturating_sub(*backed))?;
+        *backed = (*backed).max(to);
+        Ok(())
     }
 
     /// First address of the pool.
@@ -242,6 +277,44 @@ impl Drop for Space {
             t.detach();
         }
     }
+}
+
+/// Allocates the blocks of `file` under `[off, off+len)` where the file
+/// system supports it (the length does not change: `FALLOC_FL_KEEP_SIZE`).
+/// The kernel call, never glibc's emulation (which would write bytes into
+/// a file that is mapped and in use).
+pub(crate) fn allocate_range(file: &File, off: u64, len: u64) -> Result<()> {
+    if len == 0 {
+        return Ok(());
+    }
+    // SAFETY: plain syscall on an fd we own; no memory is passed.
+    let rc = unsafe { libc::fallocate(file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, off as i64, len as i64) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    match e.raw_os_error() {
+        // Nothing to allocate ahead on this file system: stores allocate.
+        Some(libc::EOPNOTSUPP) | Some(libc::EINVAL) => Ok(()),
+        _ => Err(Error::io("allocate pool blocks", e)),
+    }
+}
+
+/// Makes `file` `len` bytes long (sparse) and allocates the blocks of the
+/// pool's metadata: the first `HEAP_OFF` bytes and every arena's metadata
+/// spans below `len` (the heap's spans are allocated on first use,
+/// [`Space::back`]).
+pub(crate) fn size_new_file(file: &File, len: u64) -> Result<()> {
+    use crate::format::{arena_off, ARENA_META_SPANS, SPAN_SIZE};
+    file.set_len(len).map_err(|e| Error::io("extend pool file", e))?;
+    let meta = ARENA_META_SPANS * SPAN_SIZE;
+    allocate_range(file, 0, (arena_off(0) + meta).min(len))?;
+    let mut a = 1;
+    while arena_off(a) < len {
+        allocate_range(file, arena_off(a), meta.min(len - arena_off(a)))?;
+        a += 1;
+    }
+    Ok(())
 }
 
 /// Makes `file` at least `len` bytes long, with blocks allocated where the

@@ -267,7 +267,7 @@ impl<'p> Tx<'p> {
             id: std::cell::Cell::new(0),
             last_array: std::cell::Cell::new((0, 0, 0)),
             last_object: std::cell::Cell::new((0, 0)),
-            spans: spans::SpanCache::default(),
+            spans: spans::SpanCache::new(pool.space.base()),
             st: RefCell::new(TxState {
                 slot,
                 cache: None,
@@ -308,14 +308,11 @@ impl<'p> Tx<'p> {
     /// In checked mode, validates the pointer fields of `vals`, to be stored
     /// as elements `first..` of the object at `object` (0: not yet allocated).
     fn check_values<T: Persistent>(&self, object: u64, first: u64, vals: &[T]) -> Result<()> {
-        if !self.pool.check_pointers {
+        if !self.pool.check_pointers || !crate::types::has_pointers::<T>() {
             return Ok(());
         }
         let mut ptrs = Vec::new();
         T::pointer_offsets(&mut ptrs, 0);
-        if ptrs.is_empty() {
-            return Ok(());
-        }
         let st = self.st.borrow();
         let freed = |v: u64| st.sets.is_freed(self.pool.space.base(), v);
         let c = crate::pointers::FieldCheck { space: &self.pool.space, types: &self.pool.types, freed: &freed };
@@ -423,17 +420,18 @@ impl<'p> Tx<'p> {
     #[inline]
     pub(crate) fn free_addr(&self, addr: u64) -> Result<()> {
         let space = &self.pool.space;
-        let loc = self.locate(addr).ok_or(Error::BadPointer { addr })?;
+        // (Not `ok_or`: that builds and drops an `Error` on every call.)
+        let Some(loc) = self.locate(addr) else { return Err(Error::BadPointer { addr }) };
         let flags: u32 = space.read(addr - OBJ_HEADER - space.base() + OBJ_FLAGS_OFF)?;
         if flags & OBJ_TAG_MASK != OBJ_TAG {
             return Err(Error::BadPointer { addr });
         }
         let mut st = self.st.borrow_mut();
-        if st.sets.is_freed(space.base(), addr) {
+        let off = addr - space.base();
+        // `locate` found a payload start: 16-aligned, as `is_freed` asks.
+        if st.sets.freed.test_and_mark(off) {
             return Err(Error::DoubleFree { addr });
         }
-        let off = addr - space.base();
-        st.sets.freed.mark(off, 8);
         st.sets.frees.push(pack_free(off, loc));
         if !matches!(loc, Loc::Small { .. }) {
             st.sets.frees_large.push(loc);
@@ -455,8 +453,7 @@ impl<'p> Tx<'p> {
     /// `alloc::locate`, answered by the region's span cache when it can.
     #[inline]
     fn locate(&self, addr: u64) -> Option<Loc> {
-        let base = self.pool.space.base();
-        self.spans.at(base, addr).or_else(|| {
+        self.spans.at(addr).or_else(|| {
             let loc = crate::alloc::locate(&self.pool.space, addr)?;
             self.spans.learn(loc);
             Some(loc)
@@ -466,8 +463,7 @@ impl<'p> Tx<'p> {
     /// `alloc::locate_containing`, answered by the region's span cache when it can.
     #[inline]
     fn locate_containing(&self, addr: u64) -> Option<(u64, Loc)> {
-        let base = self.pool.space.base();
-        self.spans.containing(base, addr).or_else(|| {
+        self.spans.containing(addr).or_else(|| {
             let (p, loc) = crate::alloc::locate_containing(&self.pool.space, addr)?;
             self.spans.learn(loc);
             Some((p, loc))
@@ -477,25 +473,24 @@ impl<'p> Tx<'p> {
     /// Checks that `[addr, addr+len)` lies inside one allocated object's
     /// slot (as writes must): never its header, never a neighbour's.
     ///
-    /// Inlined into the caller's `read` for the two common answers: the
-    /// object checked last, or an object of a span in the region's span
-    /// cache (whose slots lie inside the mapping and above `HEAP_OFF`, so
-    /// `check`'s bounds hold for any range inside one); anything else
-    /// asks the tables (`check_in_object_slow`).
+    /// Inlined into the caller's `read` for the two common answers: an
+    /// object of a span in the region's span cache (`SpanCache::holds`: a
+    /// tag compare and a multiply on the cache's own line; a cached span's
+    /// slots lie inside the mapping and above `HEAP_OFF`, so `check`'s
+    /// bounds hold for any range inside one), or the object checked last
+    /// by the tables (a large one); anything else asks the tables
+    /// (`check_in_object_slow`).
     #[inline]
     fn check_in_object(&self, addr: u64, len: u64, align: usize) -> Result<()> {
-        let aligned = addr % align as u64 == 0;
-        let within = |start: u64, end: u64| addr >= start && addr.checked_add(len).is_some_and(|e| e <= end);
-        let (start, end) = self.last_object.get();
-        if aligned && start != 0 && within(start, end) {
+        if addr % align as u64 != 0 {
+            return Err(Error::BadPointer { addr });
+        }
+        if self.spans.holds(addr, len) {
             return Ok(());
         }
-        if let Some((p, loc)) = self.spans.containing(self.pool.space.base(), addr) {
-            let end = p + loc.capacity();
-            if aligned && within(p, end) {
-                self.last_object.set((p, end));
-                return Ok(());
-            }
+        let (start, end) = self.last_object.get();
+        if start != 0 && addr >= start && addr.checked_add(len).is_some_and(|e| e <= end) {
+            return Ok(());
         }
         self.check_in_object_slow(addr, len, align)
     }
@@ -551,7 +546,7 @@ impl<'p> Tx<'p> {
             return Ok(count);
         }
         let space = &self.pool.space;
-        let loc = self.locate(a.addr()).ok_or(Error::BadPointer { addr: a.addr() })?;
+        let Some(loc) = self.locate(a.addr()) else { return Err(Error::BadPointer { addr: a.addr() }) };
         let h: ObjHeader = space.read(a.addr() - OBJ_HEADER - space.base())?;
         if h.flags & OBJ_TAG_MASK != OBJ_TAG || h.flags & OBJ_ARRAY == 0 {
             return Err(Error::BadPointer { addr: a.addr() });

@@ -20,26 +20,69 @@
 //! Volatile and per region: nothing here outlives the region; no crash
 //! behaviour.
 
-use crate::alloc::classes::{slot_index, slot_size, slots_per_span};
-use crate::alloc::{span_off, Loc};
+use crate::alloc::classes::{reciprocal, slot_size, slots_per_span};
+use crate::alloc::Loc;
 use crate::format::{HEAP_OFF, OBJ_HEADER, SPAN_SIZE};
 use std::cell::Cell;
 
 /// Entries, direct-mapped by span index.
 const WAYS: u64 = 8;
 
+/// One cached span: its tag and its class's geometry, copied out of the
+/// class tables when learned so that a check loads nothing else.
+#[derive(Clone, Copy, Default)]
+struct Way {
+    /// Span index + 1; 0 = empty.
+    tag: u64,
+    /// `classes::reciprocal(class)`: `x * recip >> 32 == x / slot`.
+    recip: u32,
+    /// Slot size (header included).
+    slot: u32,
+    /// Bytes of the span covered by whole slots (`slots_per_span * slot`).
+    used: u32,
+    /// The class.
+    class: u32,
+}
+
 /// Spans of small objects the running region has seen, with their class.
-#[derive(Default)]
 pub(super) struct SpanCache {
-    /// `(span + 1) << 8 | class`; 0 = empty.
-    ways: [Cell<u64>; WAYS as usize],
+    /// Absolute address of the heap (pool base + `HEAP_OFF`).
+    heap: u64,
+    ways: [Cell<Way>; WAYS as usize],
+}
+
+/// Where an address falls in a cached span: span `g`, its way, the offset
+/// in the span, and the slot (`index`, starting `start` bytes in).
+struct Hit {
+    g: u64,
+    way: Way,
+    within: u64,
+    index: u64,
+    start: u64,
 }
 
 impl SpanCache {
+    /// An empty cache for the pool mapped at `base`.
+    pub fn new(base: u64) -> Self {
+        SpanCache { heap: base.wrapping_add(HEAP_OFF), ways: Default::default() }
+    }
+
+    /// The cached span holding `addr` and the slot of it `addr` falls in,
+    /// if the span is cached and the slot is a whole one. An address below
+    /// the heap wraps to a span index no tag can match (tags are below
+    /// 2^32, a wrapped index above 2^40).
     #[inline]
-    fn class_of(&self, g: u64) -> Option<usize> {
-        let v = self.ways[(g % WAYS) as usize].get();
-        (v >> 8 == g + 1).then_some((v & 0xFF) as usize)
+    fn hit(&self, addr: u64) -> Option<Hit> {
+        let rel = addr.wrapping_sub(self.heap);
+        let g = rel / SPAN_SIZE;
+        let way = self.ways[(g % WAYS) as usize].get();
+        if way.tag != g + 1 {
+            return None;
+        }
+        let within = rel % SPAN_SIZE;
+        let index = (within * way.recip as u64) >> 32;
+        let start = index * way.slot as u64;
+        (start < way.used as u64).then_some(Hit { g, way, within, index, start })
     }
 
     /// Remembers the span of `loc` if it holds small objects. `loc` must
@@ -47,72 +90,94 @@ impl SpanCache {
     #[inline]
     pub fn learn(&self, loc: Loc) {
         if let Loc::Small { span, class, .. } = loc {
-            self.ways[(span % WAYS) as usize].set((span + 1) << 8 | class as u64);
+            let cell = &self.ways[(span % WAYS) as usize];
+            if cell.get().tag == span + 1 {
+                return; // every allocation learns its span: keep this cheap
+            }
+            let slot = slot_size(class) as u32;
+            let way = Way { tag: span + 1, recip: reciprocal(class), slot, used: slots_per_span(class) * slot, class: class as u32 };
+            cell.set(way);
+        }
+    }
+
+    /// Whether `[addr, addr+len)` lies inside the payload of one object's
+    /// slot in a cached span (what `check_in_object` asks of every
+    /// `Tx::read`): a few instructions on the cache's own line, no table
+    /// load. false: ask the tables.
+    #[inline]
+    pub fn holds(&self, addr: u64, len: u64) -> bool {
+        match self.hit(addr) {
+            // pos < slot: the subtraction cannot wrap, nor `len` overflow.
+            Some(h) => {
+                let pos = h.within - h.start;
+                pos >= OBJ_HEADER && len <= h.way.slot as u64 - pos
+            }
+            None => false,
         }
     }
 
     /// What `alloc::locate_containing(space, addr)` answers, for an `addr`
-    /// in a cached span, else None (ask the tables). `base`: the pool's base.
+    /// in a cached span, else None (ask the tables).
     #[inline]
-    pub fn containing(&self, base: u64, addr: u64) -> Option<(u64, Loc)> {
-        let off = addr.checked_sub(base)?;
-        let g = off.checked_sub(HEAP_OFF)? / SPAN_SIZE;
-        let class = self.class_of(g)?;
-        let index = slot_index(class, off - span_off(g));
-        let payload = base + span_off(g) + index * slot_size(class) + OBJ_HEADER;
-        (index < slots_per_span(class) as u64).then_some((payload, Loc::Small { span: g, class, index: index as u32 }))
+    pub fn containing(&self, addr: u64) -> Option<(u64, Loc)> {
+        let h = self.hit(addr)?;
+        let payload = self.heap + h.g * SPAN_SIZE + h.start + OBJ_HEADER;
+        Some((payload, self.loc(&h)))
     }
 
     /// What `alloc::locate(space, addr)` answers, for a payload address in
     /// a cached span, else None (ask the tables).
     #[inline]
-    pub fn at(&self, base: u64, addr: u64) -> Option<Loc> {
+    pub fn at(&self, addr: u64) -> Option<Loc> {
         if addr % 16 != 0 {
             return None;
         }
-        let hdr = addr.checked_sub(base)?.checked_sub(OBJ_HEADER)?;
-        let g = hdr.checked_sub(HEAP_OFF)? / SPAN_SIZE;
-        let class = self.class_of(g)?;
-        let within = hdr - span_off(g);
-        let index = slot_index(class, within);
-        (index * slot_size(class) == within && index < slots_per_span(class) as u64).then_some(Loc::Small {
-            span: g,
-            class,
-            index: index as u32,
-        })
+        let h = self.hit(addr.wrapping_sub(OBJ_HEADER))?;
+        (h.within == h.start).then(|| self.loc(&h))
+    }
+
+    #[inline]
+    fn loc(&self, h: &Hit) -> Loc {
+        Loc::Small { span: h.g, class: h.way.class as usize, index: h.index as u32 }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::alloc::span_off;
     use crate::format::SPANS_PER_ARENA;
 
     #[test]
     fn answers_only_for_learned_spans_and_like_the_tables() {
         let base = 1 << 40;
-        let c = SpanCache::default();
+        let c = SpanCache::new(base);
         let g = SPANS_PER_ARENA + 9;
         let slot0 = base + span_off(g);
-        assert_eq!(c.containing(base, slot0 + 40), None, "nothing learned yet");
+        assert_eq!(c.containing(slot0 + 40), None, "nothing learned yet");
         c.learn(Loc::Small { span: g, class: 1, index: 0 }); // 48-byte slots
                                                              // slot 2 starts 96 bytes in; its payload 16 bytes later
         let p2 = slot0 + 96 + OBJ_HEADER;
-        assert_eq!(c.containing(base, p2 + 5), Some((p2, Loc::Small { span: g, class: 1, index: 2 })));
-        assert_eq!(c.containing(base, slot0 + 96), Some((p2, Loc::Small { span: g, class: 1, index: 2 })), "its header");
-        assert_eq!(c.at(base, p2), Some(Loc::Small { span: g, class: 1, index: 2 }));
-        assert_eq!(c.at(base, p2 + 16), None, "not a payload start");
-        assert_eq!(c.at(base, p2 + 8), None, "misaligned");
+        assert_eq!(c.containing(p2 + 5), Some((p2, Loc::Small { span: g, class: 1, index: 2 })));
+        assert_eq!(c.containing(slot0 + 96), Some((p2, Loc::Small { span: g, class: 1, index: 2 })), "its header");
+        assert_eq!(c.at(p2), Some(Loc::Small { span: g, class: 1, index: 2 }));
+        assert_eq!(c.at(p2 + 16), None, "not a payload start");
+        assert_eq!(c.at(p2 + 8), None, "misaligned");
+        // holds: inside one payload only, never the header or the next slot
+        assert!(c.holds(p2, 32) && c.holds(p2 + 8, 24) && c.holds(p2 + 31, 1));
+        assert!(!c.holds(p2, 33) && !c.holds(p2 - 8, 8) && !c.holds(p2 + 24, 16), "past the payload");
+        assert!(!c.holds(p2, u64::MAX) && !c.holds(p2 + 8, u64::MAX - 4), "no overflow");
         // the tail of the span past its last slot holds no object
         let per = slots_per_span(1) as u64;
-        assert_eq!(c.containing(base, slot0 + per * 48 + 4), None);
+        assert_eq!(c.containing(slot0 + per * 48 + 4), None);
         // a span that shares the way evicts, never aliases
         c.learn(Loc::Small { span: g + WAYS, class: 0, index: 0 });
-        assert_eq!(c.containing(base, p2), None);
+        assert_eq!(c.containing(p2), None);
         // large objects are never cached; addresses below the heap are refused
         c.learn(Loc::Large { span: g + 1, spans: 2 });
-        assert_eq!(c.containing(base, base + span_off(g + 1) + 64), None);
-        assert_eq!(c.containing(base, base + 8), None);
-        assert_eq!(c.at(base, base), None);
+        assert_eq!(c.containing(base + span_off(g + 1) + 64), None);
+        assert_eq!(c.containing(base + 8), None);
+        assert_eq!(c.at(base), None);
+        assert!(!c.holds(base + 8, 8) && !c.holds(0, 8) && !c.holds(u64::MAX - 7, 8));
     }
 }

@@ -63,11 +63,7 @@ impl<'p> Tx<'p> {
     /// a bit test) each. Same errors as [`Tx::len`].
     pub fn array<T: Persistent>(&self, a: PArray<T>) -> Result<ArrayView<'_, 'p, T>> {
         let len = self.len(a)?;
-        let check_values = self.pool.check_pointers && {
-            let mut ptrs = Vec::new();
-            T::pointer_offsets(&mut ptrs, 0);
-            !ptrs.is_empty()
-        };
+        let check_values = self.pool.check_pointers && crate::types::has_pointers::<T>();
         let off = a.addr() - self.pool.space.base();
         Ok(ArrayView { tx: self, array: a, len, off, check_values, page: Cell::new((usize::MAX, std::ptr::null())), _t: PhantomData })
     }
