@@ -346,6 +346,7 @@ fn a_dangling_pointer_in_a_live_pool_is_reported_once() {
     assert!(matches!(pool.check(), Err(Error::BadFields { count: 3, .. })));
     assert_eq!(walk(&pool), (40, 39 * 40 / 2));
     pool.close().unwrap();
+}
 
 /// Plain data: no pointer field, so checked writes skip validation by
 /// `HAS_POINTERS` alone.
