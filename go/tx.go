@@ -42,6 +42,9 @@ type Tx struct {
 	// own set; only ranges the engine accepted go in.
 	recent [logCacheSize]span
 	next   int
+	// LogBatch's pairs, copied here for the cgo call (a batch passed to C
+	// itself would escape to the heap: one allocation per batch).
+	logBuf [2 * logBatchMax]uint64
 }
 
 // logCacheSize is how many recently logged ranges a Tx remembers: enough
@@ -265,7 +268,8 @@ func (tx *Tx) LogBatch(b *LogBatch) error {
 		return nil
 	}
 	b.n = 0
-	if err := status(C.engram_region_log_many(tx.r, (*C.uint64_t)(unsafe.Pointer(&b.pairs[0])), C.uint64_t(n))); err != nil {
+	copy(tx.logBuf[:2*n], b.pairs[:2*n])
+	if err := status(C.engram_region_log_many(tx.r, (*C.uint64_t)(unsafe.Pointer(&tx.logBuf[0])), C.uint64_t(n))); err != nil {
 		return err
 	}
 	for i := 0; i < n; i++ {
