@@ -408,14 +408,21 @@ pub fn pending_pieces(pool_path: &Path) -> Result<Vec<(u64, Vec<u8>)>> {
 /// a page fault per touched page little. A piece past the file's end (none
 /// in practice: the pool file only grows) is written with its own `pwrite`
 /// at its turn (page-cache writes and stores through the mapping see each
-/// other, so log order holds); if the file cannot be mapped, every piece
-/// goes through [`Extents`], which merges them (a later piece wins,
-/// touching pieces join) into one `pwrite` per run.
+/// other, so log order holds); if the file cannot be mapped, or is sparse
+/// (see below), every piece goes through [`Extents`], which merges them (a
+/// later piece wins, touching pieces join) into one `pwrite` per run.
 /// Either way these are page-cache writes, so order does not matter before
 /// the `fsync`: a crash before it replays the whole log again.
 fn replay(files: &Files, sync: bool) -> Result<u64> {
-    let len = files.pool.metadata().map_err(|e| Error::io("stat pool file", e))?.len();
-    let map = if len > 0 { SharedSpan::map(&files.pool, 0, len) } else { None };
+    use std::os::unix::fs::MetadataExt;
+    let meta = files.pool.metadata().map_err(|e| Error::io("stat pool file", e))?;
+    let len = meta.len();
+    // Only a file whose blocks are all allocated (the pool grows with
+    // `fallocate`): a store into a hole of a sparse file must allocate a
+    // block, and on a full disk that is a SIGBUS where `pwrite` returns
+    // ENOSPC.
+    let allocated = meta.blocks().saturating_mul(512) >= len;
+    let map = if len > 0 && allocated { SharedSpan::map(&files.pool, 0, len) } else { None };
     let mut ext = Extents::default();
     let n = for_each_record(&files.log, |payload| {
         let mut failed = None;
@@ -683,7 +690,9 @@ mod tests {
     fn files(dir: &Path) -> (PathBuf, File) {
         let p = dir.join("p.pool");
         let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&p).unwrap();
-        f.set_len(8192).unwrap();
+        // Written, not `set_len`: a pool file's blocks are allocated (it
+        // grows with `fallocate`), which the mapped replay needs.
+        f.write_all_at(&[0; 8192], 0).unwrap();
         (p, f)
     }
 
@@ -774,6 +783,27 @@ mod tests {
         assert_eq!(&b, b"wyzBCD");
         f.read_exact_at(&mut b[..4], 4).unwrap();
         assert_eq!(&b[..4], b"head");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// A sparse pool file (no `fallocate` on its file system) is replayed
+    /// with `pwrite`s of merged runs, not through a mapping: the same bytes.
+    #[test]
+    fn a_sparse_pool_file_is_replayed_by_pwrite() {
+        let d = scratch("sparse");
+        let p = d.join("p.pool");
+        let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&p).unwrap();
+        f.set_len(1 << 20).unwrap();
+        let (wal, _) = Wal::open(&p, &f, None).unwrap();
+        let s = wal.record([(4096u64, &b"aaaa"[..]), (4098, &b"bb"[..]), (9000, &b"c"[..])].into_iter());
+        wal.wait_durable(s).unwrap();
+        drop(wal);
+        assert_eq!(replay_and_remove(&p, &f).unwrap(), 1);
+        let mut b = [0u8; 4];
+        f.read_exact_at(&mut b, 4096).unwrap();
+        assert_eq!(&b, b"aabb");
+        f.read_exact_at(&mut b[..1], 9000).unwrap();
+        assert_eq!(b[0], b'c');
         std::fs::remove_dir_all(&d).unwrap();
     }
 
