@@ -170,6 +170,66 @@ func TestRecentLogsStillUndo(t *testing.T) {
 	}
 }
 
+// A LogBatch logs its ranges with one engine call: more ranges than one
+// call takes (logBatchMax) and than the Tx remembers, a field and its
+// whole node, a range logged twice; a rollback restores every byte, a
+// commit keeps the stores, and a Go-heap pointer fails at LogBatch.
+func TestLogBatch(t *testing.T) {
+	p, _ := mustOpen(t, tmpPool(t, "batch.pool"), processOpts)
+	defer p.Close()
+	buildList(t, p, 40)
+	head, _ := Root[node](p, "list")
+	var nodes []*node
+	for n := head; n != nil; n = n.Next {
+		nodes = append(nodes, n)
+	}
+	write := func(tx *Tx, base uint64) error {
+		var b LogBatch
+		for _, n := range nodes {
+			BatchLog(tx, &b, &n.Value)
+			BatchLog(tx, &b, n)
+			BatchLog(tx, &b, &n.Value)
+		}
+		if err := tx.LogBatch(&b); err != nil {
+			return err
+		}
+		for i, n := range nodes {
+			n.Value = base + uint64(i)
+		}
+		return nil
+	}
+	boom := errors.New("boom")
+	if err := p.Txn(func(tx *Tx) error {
+		if err := write(tx, 1000); err != nil {
+			return err
+		}
+		return boom
+	}); !errors.Is(err, boom) {
+		t.Fatal(err)
+	}
+	for i, n := range nodes {
+		if n.Value != uint64(40-i) {
+			t.Fatalf("node %d holds %d after the rollback", i, n.Value)
+		}
+	}
+	if err := p.Txn(func(tx *Tx) error { return write(tx, 2000) }); err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range nodes {
+		if n.Value != uint64(2000+i) {
+			t.Fatalf("node %d holds %d after the commit", i, n.Value)
+		}
+	}
+	var x uint64
+	if err := p.Txn(func(tx *Tx) error {
+		var b LogBatch
+		BatchLog(tx, &b, &x)
+		return tx.LogBatch(&b)
+	}); !errors.Is(err, ErrBadPointer) {
+		t.Fatalf("a Go-heap range: %v", err)
+	}
+}
+
 func TestNestingFlattened(t *testing.T) {
 	p, _ := mustOpen(t, tmpPool(t, "nest.pool"), processOpts)
 	defer p.Close()

@@ -42,6 +42,9 @@ type Tx struct {
 	// own set; only ranges the engine accepted go in.
 	recent [logCacheSize]span
 	next   int
+	// LogBatch's pairs, copied here for the cgo call (a batch passed to C
+	// itself would escape to the heap: one allocation per batch).
+	logBuf [2 * logBatchMax]uint64
 }
 
 // logCacheSize is how many recently logged ranges a Tx remembers: enough
@@ -194,6 +197,85 @@ func LogSlice[T any](tx *Tx, s []T) error {
 		return err
 	}
 	tx.track(addr, reflect.TypeFor[T](), len(s))
+	return nil
+}
+
+// LogBatch collects ranges to undo-log together: Tx.LogBatch logs them
+// with one engine call and one fence (engram_region_log_many), where a Log
+// each costs a call and a fence per range not yet logged. Fill it with
+// BatchLog and BatchLogSlice, then call Tx.LogBatch before changing any
+// of them. The zero value is an empty batch.
+type LogBatch struct {
+	pairs [2 * logBatchMax]uint64
+	n     int
+	err   error
+}
+
+// logBatchMax is how many ranges a LogBatch holds; Tx.LogBatch takes
+// larger sets in several calls.
+const logBatchMax = 32
+
+// BatchLog adds what p points to (a field or a whole object) to b.
+func BatchLog[T any](tx *Tx, b *LogBatch, p *T) {
+	var zero T
+	batchAdd(tx, b, uintptr(unsafe.Pointer(p)), unsafe.Sizeof(zero), reflect.TypeFor[T](), 1)
+}
+
+// BatchLogSlice adds the elements of s to b.
+func BatchLogSlice[T any](tx *Tx, b *LogBatch, s []T) {
+	var zero T
+	batchAdd(tx, b, uintptr(unsafe.Pointer(unsafe.SliceData(s))), unsafe.Sizeof(zero)*uintptr(len(s)), reflect.TypeFor[T](), len(s))
+}
+
+func batchAdd(tx *Tx, b *LogBatch, addr, size uintptr, t reflect.Type, n int) {
+	if b.err != nil || size == 0 {
+		return
+	}
+	if b.err = tx.live(); b.err != nil {
+		return
+	}
+	for _, r := range &tx.recent {
+		if r.addr <= addr && addr+size <= r.end {
+			return // logged by this region already
+		}
+	}
+	if !tx.pool.contains(addr, size) {
+		b.err = fail(ErrBadPointer, "%#x+%d is not in the pool (Go heap memory needs no log)", addr, size)
+		return
+	}
+	if b.n == logBatchMax {
+		if b.err = tx.LogBatch(b); b.err != nil {
+			return
+		}
+	}
+	b.pairs[2*b.n], b.pairs[2*b.n+1] = uint64(addr), uint64(size)
+	b.n++
+	tx.track(addr, t, n)
+}
+
+// LogBatch undo-logs every range added to b (one engine call, one fence)
+// and empties b. An error from an earlier BatchLog is returned here.
+func (tx *Tx) LogBatch(b *LogBatch) error {
+	if err := b.err; err != nil {
+		*b = LogBatch{}
+		return err
+	}
+	if err := tx.live(); err != nil {
+		return err
+	}
+	n := b.n
+	if n == 0 {
+		return nil
+	}
+	b.n = 0
+	copy(tx.logBuf[:2*n], b.pairs[:2*n])
+	if err := status(C.engram_region_log_many(tx.r, (*C.uint64_t)(unsafe.Pointer(&tx.logBuf[0])), C.uint64_t(n))); err != nil {
+		return err
+	}
+	for i := 0; i < n; i++ {
+		tx.recent[tx.next] = span{uintptr(b.pairs[2*i]), uintptr(b.pairs[2*i] + b.pairs[2*i+1])}
+		tx.next = (tx.next + 1) % logCacheSize
+	}
 	return nil
 }
 

@@ -927,6 +927,19 @@ engram_status engram_region_depth(engram_region region, uint32_t *depth);
 engram_status engram_region_log(engram_region region, uint64_t addr, uint64_t len);
 
 /**
+ * Undo-logs `n` ranges, `ranges[2*i]` the address and `ranges[2*i+1]`
+ * the length of the i-th, as `engram_region_log` each, with one fence for
+ * all of them instead of one per range (the region may change none of
+ * them before the call returns). A bad range gives BAD_POINTER; ranges
+ * before it may be logged, which only costs their undo entries. `n` 0
+ * does nothing (`ranges` may then be NULL).
+ *
+ * # Safety
+ * `ranges` is NULL (with `n` 0) or points to `2*n` readable `uint64_t`s.
+ */
+engram_status engram_region_log_many(engram_region region, const uint64_t *ranges, uint64_t n);
+
+/**
  * Takes the lock `key` (any 64-bit value; an object's address is the
  * convention) until the region ends (two-phase locking). Waits up to the
  * pool's lock timeout, then LOCK_TIMEOUT: the region is doomed and rolls

@@ -150,6 +150,27 @@ pub extern "C" fn engram_region_log(region: engram_region, addr: u64, len: u64) 
     })
 }
 
+/// Undo-logs `n` ranges, `ranges[2*i]` the address and `ranges[2*i+1]`
+/// the length of the i-th, as `engram_region_log` each, with one fence for
+/// all of them instead of one per range (the region may change none of
+/// them before the call returns). A bad range gives BAD_POINTER; ranges
+/// before it may be logged, which only costs their undo entries. `n` 0
+/// does nothing (`ranges` may then be NULL).
+///
+/// # Safety
+/// `ranges` is NULL (with `n` 0) or points to `2*n` readable `uint64_t`s.
+#[no_mangle]
+pub unsafe extern "C" fn engram_region_log_many(region: engram_region, ranges: *const u64, n: u64) -> engram_status {
+    call(|| {
+        let Some(count) = usize::try_from(n).ok().and_then(|n| n.checked_mul(2)) else {
+            return Err(crate::invalid(format!("ranges: {n} ranges")));
+        };
+        // SAFETY: caller's contract.
+        let words = unsafe { crate::args::array(ranges, count, "ranges") }?;
+        tx(region, |t| t.log_ranges(words.chunks_exact(2).map(|r| (r[0], r[1]))))
+    })
+}
+
 /// Takes the lock `key` (any 64-bit value; an object's address is the
 /// convention) until the region ends (two-phase locking). Waits up to the
 /// pool's lock timeout, then LOCK_TIMEOUT: the region is doomed and rolls

@@ -18,6 +18,7 @@
 //! through.
 
 mod lazy;
+mod log_many;
 mod raw;
 mod stm;
 mod stm_box;
@@ -83,6 +84,11 @@ pub fn workloads() -> &'static [Workload] {
         },
         Workload { name: "roots", about: "setting, replacing and removing named roots", run: w_roots },
         Workload { name: "commit", about: "regions that commit (undo log, commit fence)", run: w_commit },
+        Workload {
+            name: "log-many",
+            about: "regions that log several ranges under one undo fence (log_ranges)",
+            run: log_many::w_log_many,
+        },
         Workload { name: "abort", about: "regions that return Err and roll back", run: w_abort },
         Workload { name: "nested", about: "nested regions, including a failing inner one", run: w_nested },
         Workload { name: "panic", about: "regions that panic and roll back", run: w_panic },

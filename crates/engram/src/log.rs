@@ -131,6 +131,18 @@ impl LogWriter {
 
     /// Logs the current `len` bytes at pool offset `off`, durably.
     pub fn append(&mut self, space: &Space, chunks: &dyn ChunkAlloc, off: u64, len: u32) -> Result<()> {
+        self.append_unfenced(space, chunks, off, len)?;
+        // Step 1 of the protocol: the entry is durable before the range changes.
+        space.persist.fence("undo entry before the logged range is modified")?;
+        crate::failpoint::Failpoint::LogAfterAppend.hit();
+        Ok(())
+    }
+
+    /// [`LogWriter::append`] without the fence: the entry is written and
+    /// flushed; the caller fences (under the same name) before it changes the
+    /// range, once for several entries (a crash before that fence finds
+    /// the entries torn or whole, and their ranges unchanged either way).
+    pub fn append_unfenced(&mut self, space: &Space, chunks: &dyn ChunkAlloc, off: u64, len: u32) -> Result<()> {
         let size = ENTRY + (len as u64).div_ceil(8) * 8;
         // Leave room for a jump entry at the end of every region.
         if self.cur.at + size + ENTRY > self.cur.end {
@@ -148,12 +160,9 @@ impl LogWriter {
         // checked by the cursor bounds; source and destination do not overlap
         // (the log area and chunks are never logged ranges).
         unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), (space.base() + at + ENTRY) as *mut u8, len as usize) };
-        // Step 1 of the protocol: the entry is durable before the range changes.
         space.flush(at, size);
-        space.persist.fence("undo entry before the logged range is modified")?;
         self.cur.at += size;
         self.entries += 1;
-        crate::failpoint::Failpoint::LogAfterAppend.hit();
         Ok(())
     }
 

@@ -390,4 +390,38 @@ fn has_pointers_is_derived_from_the_fields_and_a_liar_is_refused() {
     // A stray pointer in a type with pointers is still refused.
     let err = pool.txn(|tx| tx.alloc(node(0, PPtr::from_addr(0x10))).map(|_| ())).unwrap_err();
     assert!(matches!(err, Error::BadPointerField { .. }), "{err:?}");
+
+/// `Tx::log_ranges` (several undo entries, one fence: the C ABI's
+/// `engram_region_log_many`) logs whole nodes so plain writes need no
+/// further log, a rollback restores every one, a commit keeps them, and a
+/// range outside any object is refused with `BadPointer`.
+#[test]
+fn log_ranges_logs_several_and_refuses_a_bad_one() {
+    let t = TempPool::new("log-ranges");
+    let pool = create(&t, true);
+    let addrs = build_list(&pool, 4);
+    let size = std::mem::size_of::<Node>() as u64;
+    let bump = |by: u64, commit: bool| {
+        pool.txn(|tx| {
+            tx.log_ranges([(addrs[0], size), (addrs[2], size), (addrs[0], 8)])?;
+            for &a in [addrs[0], addrs[2]].iter() {
+                let p = PPtr::<Node>::from_addr(a);
+                let mut n = tx.read(p)?;
+                n.value += by;
+                tx.write(p, n)?;
+            }
+            if !commit {
+                return Err(Error::Aborted);
+            }
+            Ok(())
+        })
+    };
+    let before = walk(&pool);
+    assert!(bump(5, false).is_err());
+    assert_eq!(walk(&pool), before);
+    bump(10, true).unwrap();
+    assert_eq!(walk(&pool), (before.0, before.1 + 20));
+    let r = pool.txn(|tx| tx.log_ranges([(addrs[1], 8), (8, 8)]));
+    assert!(matches!(r, Err(Error::BadPointer { .. })), "{r:?}");
+    assert_eq!(walk(&pool), (before.0, before.1 + 20));
 }

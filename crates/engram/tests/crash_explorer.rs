@@ -70,6 +70,14 @@ fn two_threads_are_crash_consistent() {
     first_violation(|| failpoint::drop_fence("STM redo record and copies before the new values are visible"), "mt-stm");
 }
 
+/// `log_ranges` (`engram_region_log_many`) writes several undo entries and
+/// fences once: that one fence is what keeps their ranges recoverable, so
+/// dropping it must show in the `log-many` workload's images.
+#[test]
+fn log_many_needs_its_one_undo_fence() {
+    first_violation(|| failpoint::drop_fence("undo entry before the logged range is modified"), "log-many");
+}
+
 /// Each run of a two-thread workload is the one interleaving the threads
 /// happened to take: run the first-commit workloads a few more times. The
 /// STM's log-table race (two threads' first commits linking their redo

@@ -121,7 +121,7 @@ func freeColl(tx *engram.Tx, t int64, c *pColl) error {
 		}
 	case tZSet:
 		for n := c.ZHead; n != nil && err == nil; {
-			next := n.Lv[0].Fwd
+			next := n.lv(0).Fwd
 			err = freeZNode(tx, n)
 			n = next
 		}
@@ -191,7 +191,7 @@ func loadZSet(e *pEntry) *zsetv {
 		return decodeZSet(e.Val)
 	}
 	z := &zsetv{scores: map[string]float64{}}
-	for n := e.Coll.ZHead.Lv[0].Fwd; n != nil; n = n.Lv[0].Fwd {
+	for n := e.Coll.ZHead.lv(0).Fwd; n != nil; n = n.lv(0).Fwd {
 		z.els = append(z.els, zel{n.Score, string(n.Member)})
 		z.scores[string(n.Member)] = n.Score
 	}

@@ -159,24 +159,35 @@ func (d *pDict) rehashStep(tx *engram.Tx) error {
 
 func (d *pDict) moveBucket(tx *engram.Tx, i int64) error {
 	src := &d.T0[i]
+	// Every link the move changes (each entry's Next, its destination
+	// slot, the source slot), logged with one engine call and one fence.
+	var b engram.LogBatch
+	for e := *src; e != nil; e = e.Next {
+		engram.BatchLog(tx, &b, &e.Next)
+		engram.BatchLog(tx, &b, &d.T1[e.Hash&uint64(len(d.T1)-1)])
+	}
+	engram.BatchLog(tx, &b, src)
+	if err := tx.LogBatch(&b); err != nil {
+		return err
+	}
 	for e := *src; e != nil; {
 		next := e.Next
 		dst := &d.T1[e.Hash&uint64(len(d.T1)-1)]
-		if err := tx.Log(&e.Next); err != nil {
-			return err
-		}
-		if err := tx.Log(dst); err != nil {
-			return err
-		}
 		e.Next = *dst
 		*dst = e
 		e = next
 	}
-	if err := tx.Log(src); err != nil {
-		return err
-	}
 	*src = nil
 	return nil
+}
+
+// logLink logs a bucket slot and the entry count (what linking or
+// unlinking an entry changes) with one engine call.
+func (d *pDict) logLink(tx *engram.Tx, slot **pEntry) error {
+	var b engram.LogBatch
+	engram.BatchLog(tx, &b, slot)
+	engram.BatchLog(tx, &b, &d.Used)
+	return tx.LogBatch(&b)
 }
 
 func (d *pDict) finishRehash(tx *engram.Tx) error {
@@ -226,14 +237,11 @@ func (d *pDict) add(tx *engram.Tx, k []byte, typ int64, val []byte) (*pEntry, er
 	}
 	e.Type, e.Hash = typ, h
 	slot := d.insertSlot(h)
-	if err := tx.Log(slot); err != nil {
+	if err := d.logLink(tx, slot); err != nil {
 		return nil, err
 	}
 	e.Next = *slot
 	*slot = e
-	if err := tx.Log(&d.Used); err != nil {
-		return nil, err
-	}
 	d.Used++
 	return e, nil
 }
@@ -247,13 +255,10 @@ func (d *pDict) remove(tx *engram.Tx, k []byte) (bool, error) {
 	if e == nil {
 		return false, nil
 	}
-	if err := tx.Log(slot); err != nil {
+	if err := d.logLink(tx, slot); err != nil {
 		return false, err
 	}
 	*slot = e.Next
-	if err := tx.Log(&d.Used); err != nil {
-		return false, err
-	}
 	d.Used--
 	return true, freeEntry(tx, e)
 }

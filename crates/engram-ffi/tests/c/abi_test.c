@@ -236,6 +236,21 @@ static void test_regions(void) {
     CHECK(head->value == 10);
     EXPECT(engram_region_commit(r), ENGRAM_ERR_REGION_ENDED);
 
+    /* several ranges logged by one call (one fence), undone by an abort */
+    OK(engram_region_begin(p, &r));
+    node *second = head->next;
+    uint64_t second_was = second->value;
+    uint64_t many[4] = {(uint64_t)(uintptr_t)&head->value, 8, (uint64_t)(uintptr_t)&second->value, 8};
+    OK(engram_region_log_many(r, many, 2));
+    head->value = 3000;
+    second->value = 4000;
+    OK(engram_region_log_many(r, NULL, 0));
+    uint64_t bad[4] = {(uint64_t)(uintptr_t)&head->value, 8, 8, 8};
+    EXPECT(engram_region_log_many(r, bad, 2), ENGRAM_ERR_BAD_POINTER);
+    EXPECT(engram_region_log_many(r, NULL, 1), ENGRAM_ERR_INVALID_ARGUMENT);
+    OK(engram_region_abort(r));
+    CHECK(head->value == 10 && second->value == second_was);
+
     /* nesting is flattened; an inner abort makes the outer commit roll back */
     OK(engram_region_begin(p, &r));
     OK(engram_region_begin(p, &r2));

@@ -620,11 +620,33 @@ impl<'p> Tx<'p> {
         if self.st.borrow().sets.words.covered(off, len) {
             return Ok(());
         }
-        self.log_new_range(addr, len)
+        self.log_new_range(addr, len, true)
     }
 
-    /// `log_range` for a range not yet logged: validates and logs it.
-    fn log_new_range(&self, addr: u64, len: u64) -> Result<()> {
+    /// [`Tx::log_range`] for each `(addr, len)` of `ranges`, with one fence
+    /// for all of their undo entries instead of one each (the region may
+    /// modify none of them before this returns). On an error the ranges
+    /// before the bad one may be logged; none was modified.
+    pub fn log_ranges(&self, ranges: impl IntoIterator<Item = (u64, u64)>) -> Result<()> {
+        let base = self.pool.space.base();
+        let mut logged = false;
+        for (addr, len) in ranges {
+            if len == 0 || self.st.borrow().sets.words.covered(addr.wrapping_sub(base), len) {
+                continue;
+            }
+            self.log_new_range(addr, len, false)?;
+            logged = true;
+        }
+        if logged {
+            // Step 1 of the protocol for every entry above, under one fence.
+            self.pool.space.persist.fence("undo entry before the logged range is modified")?;
+        }
+        Ok(())
+    }
+
+    /// `log_range` for a range not yet logged: validates and logs it
+    /// (without `fence`, the caller fences before changing it).
+    fn log_new_range(&self, addr: u64, len: u64, fence: bool) -> Result<()> {
         let space = &self.pool.space;
         let off = addr.wrapping_sub(space.base());
         let mut st = self.st.borrow_mut();
@@ -650,7 +672,11 @@ impl<'p> Tx<'p> {
         // (Objects allocated by this region need no undo, a rollback frees
         // them: their words are in `words` since `mark_fresh`.)
         let st = &mut *st;
-        st.log.append(space, self, off, len as u32)?;
+        if fence {
+            st.log.append(space, self, off, len as u32)?;
+        } else {
+            st.log.append_unfenced(space, self, off, len as u32)?;
+        }
         st.sets.logged.push((off, len as u32));
         st.sets.words.mark(off, len);
         mark_dirty(&mut st.sets.dirty, off, len);
