@@ -142,6 +142,11 @@ mod armed {
             "the file system cannot allocate the pool file's blocks for fresh heap spans (a full disk): `Space::back` \
              fails with ENOSPC, so allocations that need a new span fail with `Io`",
         ),
+        (
+            "wal.reserve_fails",
+            "a wal checkpoint cannot reserve the pool file's blocks (a full disk, or a file system without \
+             `fallocate`): every piece is written with `pwrite` instead of through the mapping",
+        ),
         ("stm.reservation_not_persisted", "the STM clock reservation is raised in memory but never written to the pool"),
         (
             "types.pointer_map_not_persisted",

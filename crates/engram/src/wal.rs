@@ -408,26 +408,22 @@ pub fn pending_pieces(pool_path: &Path) -> Result<Vec<(u64, Vec<u8>)>> {
 /// a page fault per touched page little. A piece past the file's end (none
 /// in practice: the pool file only grows) is written with its own `pwrite`
 /// at its turn (page-cache writes and stores through the mapping see each
-/// other, so log order holds); if the file cannot be mapped, or is sparse
-/// (see below), every piece goes through [`Extents`], which merges them (a
-/// later piece wins, touching pieces join) into one `pwrite` per run.
+/// other, so log order holds), and so is a piece whose blocks could not be
+/// reserved ([`Reserve`]: pool files are sparse until the allocator backs
+/// their spans); if the file cannot be mapped, every piece goes through
+/// [`Extents`], which merges them (a later piece wins, touching pieces
+/// join) into one `pwrite` per run.
 /// Either way these are page-cache writes, so order does not matter before
 /// the `fsync`: a crash before it replays the whole log again.
 fn replay(files: &Files, sync: bool) -> Result<u64> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = files.pool.metadata().map_err(|e| Error::io("stat pool file", e))?;
-    let len = meta.len();
-    // Only a file whose blocks are all allocated (the pool grows with
-    // `fallocate`): a store into a hole of a sparse file must allocate a
-    // block, and on a full disk that is a SIGBUS where `pwrite` returns
-    // ENOSPC.
-    let allocated = meta.blocks().saturating_mul(512) >= len;
-    let map = if len > 0 && allocated { SharedSpan::map(&files.pool, 0, len) } else { None };
+    let len = files.pool.metadata().map_err(|e| Error::io("stat pool file", e))?.len();
+    let map = if len > 0 { SharedSpan::map(&files.pool, 0, len) } else { None };
+    let mut reserve = Reserve::new(&files.pool, len);
     let mut ext = Extents::default();
     let n = for_each_record(&files.log, |payload| {
         let mut failed = None;
         for_each_piece(payload, |off, b| match &map {
-            Some(m) if m.covers(off, b.len()) => {
+            Some(m) if m.covers(off, b.len()) && reserve.holds(off, b.len() as u64) => {
                 files.note_pool_write(off, b);
                 m.copy_in(off, b);
             }
@@ -448,6 +444,51 @@ fn replay(files: &Files, sync: bool) -> Result<u64> {
         files.pool_sync()?;
     }
     Ok(n)
+}
+
+/// The pool file's blocks a replay has reserved, a [`Reserve::STEP`] at a
+/// time: a store through the mapping into a hole of a sparse file must
+/// allocate a block, and on a full disk that is a SIGBUS where `pwrite`
+/// returns ENOSPC. So a piece is stored through the mapping only where
+/// `fallocate` (the kernel call, `FALLOC_FL_KEEP_SIZE`) reserved its
+/// blocks; where it fails or the file system has none, the piece is
+/// written with `pwrite`. Reserving blocks that are already there is one
+/// cheap call per step per checkpoint.
+struct Reserve<'a> {
+    file: &'a File,
+    /// The file's length: nothing past it is reserved.
+    len: u64,
+    steps: std::collections::HashMap<u64, bool>,
+}
+
+impl<'a> Reserve<'a> {
+    /// Bytes reserved by one `fallocate`.
+    const STEP: u64 = 2 << 20;
+
+    fn new(file: &'a File, len: u64) -> Self {
+        Reserve { file, len, steps: Default::default() }
+    }
+
+    /// Whether every block under `[off, off+len)` is reserved.
+    fn holds(&mut self, off: u64, len: u64) -> bool {
+        if len == 0 {
+            return true;
+        }
+        let (first, last) = (off / Self::STEP, (off + len - 1) / Self::STEP);
+        let (file, len) = (self.file, self.len);
+        (first..=last).all(|k| {
+            *self.steps.entry(k).or_insert_with(|| {
+                use std::os::fd::AsRawFd;
+                let at = k * Self::STEP;
+                let n = Self::STEP.min(len.saturating_sub(at));
+                if n == 0 || crate::failpoint::planted("wal.reserve_fails") {
+                    return false;
+                }
+                // SAFETY: a plain syscall on an fd we own; no memory is passed.
+                unsafe { libc::fallocate(file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, at as i64, n as i64) == 0 }
+            })
+        })
+    }
 }
 
 /// Bytes of merged pieces a replay holds before writing them out.
@@ -786,11 +827,23 @@ mod tests {
         std::fs::remove_dir_all(&d).unwrap();
     }
 
-    /// A sparse pool file (no `fallocate` on its file system) is replayed
-    /// with `pwrite`s of merged runs, not through a mapping: the same bytes.
+    /// A sparse pool file is replayed to the same bytes: through the
+    /// mapping where its blocks could be reserved, and (the planted bug
+    /// `wal.reserve_fails`: a full disk, or no `fallocate`) with a `pwrite`
+    /// per piece where they could not.
     #[test]
     fn a_sparse_pool_file_is_replayed_by_pwrite() {
-        let d = scratch("sparse");
+        sparse_replay("sparse");
+        #[cfg(feature = "failpoints")]
+        {
+            crate::failpoint::plant("wal.reserve_fails");
+            sparse_replay("sparse-unreserved");
+            crate::failpoint::disarm_all();
+        }
+    }
+
+    fn sparse_replay(name: &str) {
+        let d = scratch(name);
         let p = d.join("p.pool");
         let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&p).unwrap();
         f.set_len(1 << 20).unwrap();
