@@ -390,6 +390,7 @@ fn has_pointers_is_derived_from_the_fields_and_a_liar_is_refused() {
     // A stray pointer in a type with pointers is still refused.
     let err = pool.txn(|tx| tx.alloc(node(0, PPtr::from_addr(0x10))).map(|_| ())).unwrap_err();
     assert!(matches!(err, Error::BadPointerField { .. }), "{err:?}");
+}
 
 /// `Tx::log_ranges` (several undo entries, one fence: the C ABI's
 /// `engram_region_log_many`) logs whole nodes so plain writes need no
