@@ -12,7 +12,8 @@ import java.util.List;
  * What the write barrier costs: nanoseconds per field store and per
  * collection add in each situation (not a test: run by {@code make
  * bench-java}, twice: once with this class excluded from the agent for the
- * uninstrumented baseline). Prints one line per case.
+ * uninstrumented baseline). Prints one line per case. With
+ * {@code ENGRAM_BENCH_CLOCK=cpu} the figures are the thread's CPU time.
  */
 public final class StoreCost {
     private StoreCost() {
@@ -57,9 +58,9 @@ public final class StoreCost {
         for (int warm = 0; warm < 2; warm++) {
             loop(nodes, n / 4);
         }
-        long t0 = System.nanoTime();
+        long t0 = now();
         loop(nodes, n);
-        return (System.nanoTime() - t0) / (double) n;
+        return (now() - t0) / (double) n;
     }
 
     private static void loop(Node[] nodes, int n) {
@@ -69,12 +70,12 @@ public final class StoreCost {
     }
 
     private static double regionStores(Node[] nodes, int n) {
-        long t0 = System.nanoTime();
+        long t0 = now();
         for (int r = 0; r < n / 100; r++) {
             int base = r * 100;
             Engram.atomic(() -> loop100(nodes, base));
         }
-        return (System.nanoTime() - t0) / (double) (n / 100 * 100);
+        return (now() - t0) / (double) (n / 100 * 100);
     }
 
     private static void loop100(Node[] nodes, int base) {
@@ -84,7 +85,7 @@ public final class StoreCost {
     }
 
     private static double adds(int lists) {
-        long t0 = System.nanoTime();
+        long t0 = now();
         for (int l = 0; l < lists; l++) {
             List<Object> list = new ArrayList<>();
             Roots.list = list;
@@ -92,11 +93,11 @@ public final class StoreCost {
                 list.add(i);
             }
         }
-        return (System.nanoTime() - t0) / (double) (lists * 1000);
+        return (now() - t0) / (double) (lists * 1000);
     }
 
     private static double puts(int maps) {
-        long t0 = System.nanoTime();
+        long t0 = now();
         for (int m = 0; m < maps; m++) {
             java.util.Map<Object, Object> map = new java.util.HashMap<>();
             Roots.map = map;
@@ -104,7 +105,7 @@ public final class StoreCost {
                 map.put(i, i);
             }
         }
-        return (System.nanoTime() - t0) / (double) (maps * 1000);
+        return (now() - t0) / (double) (maps * 1000);
     }
 
     /**
@@ -142,6 +143,14 @@ public final class StoreCost {
         }
         System.out.printf("%-60s %5.2f commits %5.2f persist/fence calls per change%n", what,
                 (io.engram.heap.EngineHeap.commits() - c0) / (double) n, (io.engram.heap.EngineHeap.fences() - f0) / (double) n);
+    }
+
+    /** {@code ENGRAM_BENCH_CLOCK=cpu}: this thread's CPU time (for a machine shared with other work), else wall time. */
+    static final boolean CPU_CLOCK = "cpu".equals(System.getenv("ENGRAM_BENCH_CLOCK"));
+
+    private static long now() {
+        return CPU_CLOCK ? java.lang.management.ManagementFactory.getThreadMXBean().getCurrentThreadCpuTime()
+                : System.nanoTime();
     }
 
     private static void report(String what, double ns) {
