@@ -28,7 +28,9 @@ public final class StoreCost {
         for (int i = 0; i < OBJECTS; i++) {
             nodes[i] = new Node(i, null);
         }
+        int[] ints = new int[OBJECTS];
         report("field store, no pool open", stores(nodes, 20_000_000));
+        report("int[] store, no pool open", arrayStores(ints, 20_000_000));
         if (args.length > 1 && args[1].equals("baseline")) {
             return;
         }
@@ -36,15 +38,25 @@ public final class StoreCost {
             counts(dir, Durability.valueOf(args.length > 2 ? args[2].toUpperCase(java.util.Locale.ROOT) : "PROCESS"));
             return;
         }
-        for (Durability d : new Durability[] {Durability.PROCESS, Durability.MSYNC}) {
+        boolean processOnly = args.length > 1 && args[1].equals("process"); // the quick run: no msync cases
+        for (Durability d : processOnly ? new Durability[] {Durability.PROCESS}
+                : new Durability[] {Durability.PROCESS, Durability.MSYNC}) {
             Path p = dir.resolve("storecost-" + d + ".pool");
             Files.deleteIfExists(p);
             Roots.reset();
             try (Engram e = Engram.open(p, Engram.Options.defaults().withDurability(d).withSize(1L << 30))) {
                 if (d == Durability.PROCESS) {
                     report("field store, pool open, object not recoverable", stores(nodes, 20_000_000));
+                    report("int[] store, pool open, no int[] recoverable", arrayStores(ints, 20_000_000));
                 }
                 Roots.any = nodes;
+                if (d == Durability.PROCESS) {
+                    Node[] others = new Node[OBJECTS];
+                    for (int i = 0; i < OBJECTS; i++) {
+                        others[i] = new Node(i, null);
+                    }
+                    report("field store, object not recoverable, its class has recoverable ones", stores(others, 20_000_000));
+                }
                 int n = d == Durability.PROCESS ? 2_000_000 : 20_000;
                 report("field store, recoverable object, " + d, stores(nodes, n));
                 report("field store in a region of 100 stores, " + d, regionStores(nodes, n));
@@ -66,6 +78,21 @@ public final class StoreCost {
     private static void loop(Node[] nodes, int n) {
         for (int i = 0; i < n; i++) {
             nodes[i & (OBJECTS - 1)].value = i;
+        }
+    }
+
+    private static double arrayStores(int[] a, int n) {
+        for (int warm = 0; warm < 2; warm++) {
+            arrayLoop(a, n / 4);
+        }
+        long t0 = now();
+        arrayLoop(a, n);
+        return (now() - t0) / (double) n;
+    }
+
+    private static void arrayLoop(int[] a, int n) {
+        for (int i = 0; i < n; i++) {
+            a[(i * 7) & (OBJECTS - 1)] = i;
         }
     }
 
