@@ -117,7 +117,19 @@ public final class StoreGuards {
 
     /** True if {@link #unguard} has nothing to do for objects of {@code c} (the conversion's fast check). */
     static boolean unguarded(Class<?> c) {
-        return BROKEN || GUARDS.get(keyOf(c)).failed;
+        return BROKEN || (!c.isArray() && jdk(c)) || GUARDS.get(keyOf(c)).failed;
+    }
+
+    /**
+     * A class of the JDK (boot or platform loader): never instrumented, and
+     * the ones the runtime persists (strings, boxes, collections) have no
+     * field an instrumented putfield can name, so their objects need no
+     * guard failed (and cost no safepoint). Arrays are not: their hooks are
+     * keyed by kind.
+     */
+    private static boolean jdk(Class<?> c) {
+        ClassLoader l = c.getClassLoader();
+        return l == null || l == ClassLoader.getPlatformClassLoader();
     }
 
     /**
@@ -156,7 +168,7 @@ public final class StoreGuards {
             add(GUARDS.get(keyOf(c)), out);
             return;
         }
-        for (Class<?> k = c; k != null && k != Object.class; k = k.getSuperclass()) {
+        for (Class<?> k = c; k != null && !jdk(k); k = k.getSuperclass()) { // a JDK class's superclasses are too
             add(GUARDS.get(k), out);
         }
     }
