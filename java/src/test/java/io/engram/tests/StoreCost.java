@@ -67,11 +67,16 @@ public final class StoreCost {
     }
 
     private static double stores(Node[] nodes, int n) {
+        return timed(k -> loop(nodes, k), n);
+    }
+
+    /** ns per iteration of {@code loop(n)}, after two warm-up runs of n/4. */
+    private static double timed(java.util.function.IntConsumer loop, int n) {
         for (int warm = 0; warm < 2; warm++) {
-            loop(nodes, n / 4);
+            loop.accept(n / 4);
         }
         long t0 = now();
-        loop(nodes, n);
+        loop.accept(n);
         return (now() - t0) / (double) n;
     }
 
@@ -82,12 +87,7 @@ public final class StoreCost {
     }
 
     private static double arrayStores(int[] a, int n) {
-        for (int warm = 0; warm < 2; warm++) {
-            arrayLoop(a, n / 4);
-        }
-        long t0 = now();
-        arrayLoop(a, n);
-        return (now() - t0) / (double) n;
+        return timed(k -> arrayLoop(a, k), n);
     }
 
     private static void arrayLoop(int[] a, int n) {
