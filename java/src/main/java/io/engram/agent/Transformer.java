@@ -30,6 +30,8 @@ import java.util.Set;
  *     object is uninitialised and cannot be passed to a method)</li>
  * <li>putstatic of a reference -> {@code staticPre(v, id)}; putstatic; {@code staticPost(id)}</li>
  * <li>xastore -> {@code Barriers.xastore(a, i, v)}</li>
+ * <li>the putstatic hooks are invokedynamics linked by {@code StoreGuards.root}:
+ *     nothing unless the field is a durable root</li>
  * <li>the putfield and xastore hooks are invokedynamics of the same name and
  *     type, linked by {@code StoreGuards.bootstrap}: while no object of the
  *     field's owner class (of the array kind) is recoverable they do nothing
@@ -55,6 +57,10 @@ final class Transformer implements ClassFileTransformer {
     static final Handle GUARD_BOOTSTRAP = new Handle(Opcodes.H_INVOKESTATIC, "io/engram/runtime/StoreGuards",
             "bootstrap", "(Ljava/lang/invoke/MethodHandles$Lookup;Ljava/lang/String;Ljava/lang/invoke/MethodType;"
                     + "Ljava/lang/String;)Ljava/lang/invoke/CallSite;", false);
+    /** The bootstrap of the putstatic hooks: the hook for a durable root, nothing for any other field. */
+    static final Handle ROOT_BOOTSTRAP = new Handle(Opcodes.H_INVOKESTATIC, "io/engram/runtime/StoreGuards",
+            "root", "(Ljava/lang/invoke/MethodHandles$Lookup;Ljava/lang/String;Ljava/lang/invoke/MethodType;I)"
+                    + "Ljava/lang/invoke/CallSite;", false);
 
     /** Agent options: {@code exclude=a.b.,c.d.} adds package prefixes never instrumented. */
     record Options(List<String> excludes, boolean verbose) {
@@ -299,6 +305,15 @@ final class Transformer implements ClassFileTransformer {
             }
         }
 
+        /** A putstatic hook: linked to nothing unless the field is a durable root (older class files: the call). */
+        private void rootHook(String name, String desc, int id) {
+            if (cls.version >= Opcodes.V1_7) {
+                super.visitInvokeDynamicInsn(name, desc, ROOT_BOOTSTRAP, id);
+            } else {
+                call(name, desc);
+            }
+        }
+
         @Override
         public void visitTypeInsn(int opcode, String type) {
             if (opcode == Opcodes.NEW && !initialized) {
@@ -315,10 +330,10 @@ final class Transformer implements ClassFileTransformer {
                 int id = Registry.fieldId(owner, name, desc, true, cls.loader);
                 super.visitInsn(Opcodes.DUP);
                 push(id);
-                call("staticPre", "(Ljava/lang/Object;I)V");
+                rootHook("staticPre", "(Ljava/lang/Object;I)V", id);
                 super.visitFieldInsn(opcode, owner, name, desc);
                 push(id);
-                call("staticPost", "(I)V");
+                rootHook("staticPost", "(I)V", id);
             } else {
                 super.visitFieldInsn(opcode, owner, name, desc);
             }

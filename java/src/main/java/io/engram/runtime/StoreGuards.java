@@ -36,6 +36,9 @@ import java.util.List;
  * which re-synchronises the slot. docs/java.md ("Unrelated classes pay
  * nothing") gives the argument for the interpreter, C1 and C2.
  *
+ * <p>The putstatic hooks are linked by {@link #root}: nothing at all unless
+ * the field is a durable root.
+ *
  * <p>Guards are re-armed when the pool closes (no object is recoverable
  * then), so the next pool's first conversion of a class fails them again.
  * Crash behaviour: none (nothing here is persistent).
@@ -87,6 +90,17 @@ public final class StoreGuards {
         Guard g = GUARDS.get(keyOf(k));
         MethodHandle fast = fast(hook, type);
         return new ConstantCallSite(MethodHandles.guardWithTest(g.holds.dynamicInvoker(), fast, slow));
+    }
+
+    /**
+     * The bootstrap of the putstatic hooks ({@code staticPre}, {@code
+     * staticPost}): the full hook if field {@code id} is a durable root,
+     * else nothing, for good (an annotation never changes).
+     */
+    public static CallSite root(MethodHandles.Lookup caller, String hook, MethodType type, int id)
+            throws ReflectiveOperationException {
+        MethodHandle full = MethodHandles.lookup().findStatic(Barriers.class, hook, type);
+        return new ConstantCallSite(Barriers.isRoot(id) ? full : MethodHandles.empty(type));
     }
 
     /** What a hook does while its class is guarded: nothing (the value back, for preJ/preD), or the bare store. */
