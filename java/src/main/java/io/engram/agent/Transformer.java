@@ -6,6 +6,7 @@ import org.objectweb.asm.ClassReader;
 import org.objectweb.asm.ClassVisitor;
 import org.objectweb.asm.ClassWriter;
 import org.objectweb.asm.FieldVisitor;
+import org.objectweb.asm.Handle;
 import org.objectweb.asm.MethodVisitor;
 import org.objectweb.asm.Opcodes;
 import org.objectweb.asm.Type;
@@ -20,7 +21,8 @@ import java.util.Set;
 
 /**
  * Instruments an application class (ASM, no frames recomputed: no
- * branches are added, only straight-line stack shuffles and static calls).
+ * branches are added, only straight-line stack shuffles, static calls and
+ * invokedynamics).
  *
  * <ul>
  * <li>putfield -> {@code Barriers.preX(o, v, id)}; putfield; {@code post(o, id)}
@@ -28,6 +30,13 @@ import java.util.Set;
  *     object is uninitialised and cannot be passed to a method)</li>
  * <li>putstatic of a reference -> {@code staticPre(v, id)}; putstatic; {@code staticPost(id)}</li>
  * <li>xastore -> {@code Barriers.xastore(a, i, v)}</li>
+ * <li>the putstatic hooks are invokedynamics linked by {@code StoreGuards.root}:
+ *     nothing unless the field is a durable root</li>
+ * <li>the putfield and xastore hooks are invokedynamics of the same name and
+ *     type, linked by {@code StoreGuards.bootstrap}: while no object of the
+ *     field's owner class (of the array kind) is recoverable they do nothing
+ *     (the bare store), which the JIT folds away; otherwise they are the
+ *     Barriers methods above (class files before version 51 call those directly)</li>
  * <li>System.arraycopy -> {@code Barriers.arraycopy}</li>
  * <li>a mutating call on a JDK collection or map -> a private static bridge
  *     in the class: before(c); insert(c, arg)...; c.m(args); after(c), or
@@ -48,6 +57,14 @@ import java.util.Set;
 final class Transformer implements ClassFileTransformer {
     static final String BARRIERS = "io/engram/runtime/Barriers";
     static final String ROOT_DESC = "Lio/engram/DurableRoot;";
+    /** The bootstrap of the guarded store hooks (class files of version 51 and later). */
+    static final Handle GUARD_BOOTSTRAP = new Handle(Opcodes.H_INVOKESTATIC, "io/engram/runtime/StoreGuards",
+            "bootstrap", "(Ljava/lang/invoke/MethodHandles$Lookup;Ljava/lang/String;Ljava/lang/invoke/MethodType;"
+                    + "Ljava/lang/String;)Ljava/lang/invoke/CallSite;", false);
+    /** The bootstrap of the putstatic hooks: the hook for a durable root, nothing for any other field. */
+    static final Handle ROOT_BOOTSTRAP = new Handle(Opcodes.H_INVOKESTATIC, "io/engram/runtime/StoreGuards",
+            "root", "(Ljava/lang/invoke/MethodHandles$Lookup;Ljava/lang/String;Ljava/lang/invoke/MethodType;I)"
+                    + "Ljava/lang/invoke/CallSite;", false);
 
     /** Agent options: {@code exclude=a.b.,c.d.} adds package prefixes never instrumented. */
     record Options(List<String> excludes, boolean verbose) {
@@ -304,6 +321,28 @@ final class Transformer implements ClassFileTransformer {
             super.visitMethodInsn(Opcodes.INVOKESTATIC, BARRIERS, name, desc, false);
         }
 
+        /**
+         * A store hook guarded by its key class ({@code StoreGuards}): an
+         * invokedynamic of the same name and type, or the plain static call
+         * in class files older than invokedynamic.
+         */
+        private void guarded(String name, String desc, String keyInternalName) {
+            if (cls.version >= Opcodes.V1_7) {
+                super.visitInvokeDynamicInsn(name, desc, GUARD_BOOTSTRAP, keyInternalName.replace('/', '.'));
+            } else {
+                call(name, desc);
+            }
+        }
+
+        /** A putstatic hook: linked to nothing unless the field is a durable root (older class files: the call). */
+        private void rootHook(String name, String desc, int id) {
+            if (cls.version >= Opcodes.V1_7) {
+                super.visitInvokeDynamicInsn(name, desc, ROOT_BOOTSTRAP, id);
+            } else {
+                call(name, desc);
+            }
+        }
+
         @Override
         public void visitTypeInsn(int opcode, String type) {
             if (opcode == Opcodes.NEW && !initialized) {
@@ -320,10 +359,10 @@ final class Transformer implements ClassFileTransformer {
                 int id = Registry.fieldId(owner, name, desc, true, cls.loader);
                 super.visitInsn(Opcodes.DUP);
                 push(id);
-                call("staticPre", "(Ljava/lang/Object;I)V");
+                rootHook("staticPre", "(Ljava/lang/Object;I)V", id);
                 super.visitFieldInsn(opcode, owner, name, desc);
                 push(id);
-                call("staticPost", "(I)V");
+                rootHook("staticPost", "(I)V", id);
             } else {
                 super.visitFieldInsn(opcode, owner, name, desc);
             }
@@ -340,7 +379,8 @@ final class Transformer implements ClassFileTransformer {
                 super.visitInsn(Opcodes.DUP2_X2);
                 super.visitInsn(Opcodes.POP);
                 push(id);
-                call(k == 'J' ? "preJ" : "preD", k == 'J' ? "(JLjava/lang/Object;I)J" : "(DLjava/lang/Object;I)D");
+                guarded(k == 'J' ? "preJ" : "preD", k == 'J' ? "(JLjava/lang/Object;I)J" : "(DLjava/lang/Object;I)D",
+                        owner);
             } else {
                 // [o, v] -> [o, v, o, v] -> pre -> [o, v] -> [o, o, v]
                 super.visitInsn(Opcodes.DUP2);
@@ -355,14 +395,14 @@ final class Transformer implements ClassFileTransformer {
                     case 'F' -> "F";
                     default -> "I";
                 };
-                call(pre, "(Ljava/lang/Object;" + vd + "I)V");
+                guarded(pre, "(Ljava/lang/Object;" + vd + "I)V", owner);
                 super.visitInsn(Opcodes.SWAP);
                 super.visitInsn(Opcodes.DUP_X1);
                 super.visitInsn(Opcodes.SWAP);
             }
             super.visitFieldInsn(Opcodes.PUTFIELD, owner, name, desc);
             push(id);
-            call("post", "(Ljava/lang/Object;I)V");
+            guarded("post", "(Ljava/lang/Object;I)V", owner);
         }
 
         @Override
@@ -383,7 +423,10 @@ final class Transformer implements ClassFileTransformer {
                 return;
             }
             int p = hook.indexOf('(');
-            call(hook.substring(0, p), hook.substring(p));
+            String desc = hook.substring(p);
+            // keyed by the array kind: byte[] for bastore (byte[] and boolean[]), Object[] for every reference array
+            String kind = opcode == Opcodes.BASTORE ? "[B" : Type.getArgumentTypes(desc)[0].getDescriptor();
+            guarded(hook.substring(0, p), desc, kind);
         }
 
         @Override

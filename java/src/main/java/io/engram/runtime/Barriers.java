@@ -118,6 +118,11 @@ public final class Barriers {
     private static final ConcurrentHashMap<Integer, Object> ROOTS = new ConcurrentHashMap<>();
     private static final Object NOT_ROOT = new Object();
 
+    /** Is field {@code id} a durable root (a reference-typed {@code @DurableRoot} static)? For {@link StoreGuards#root}. */
+    static boolean isRoot(int id) {
+        return rootField(id) != null;
+    }
+
     private static RootField rootField(int id) {
         Object r = ROOTS.computeIfAbsent(id, Barriers::resolveRoot);
         return r == NOT_ROOT ? null : (RootField) r;

@@ -125,12 +125,14 @@ public final class Graph {
     }
 
     /**
-     * Per class: the last graph that published an object of it. The cheap
-     * check reads this first, so stores to objects of classes that never had
-     * a recoverable instance skip the identity table. A conversion sets it
-     * (a volatile write) before publishing, so the fence-then-check of a
-     * racing store still sees either the flag or the store is seen by the
-     * conversion.
+     * Per class: the last graph that published an object of it. The full
+     * hooks read this first, so stores to objects of classes with no
+     * recoverable instance in this graph skip the identity table. A
+     * conversion sets it (a volatile write) before publishing, so the
+     * fence-then-check of a racing store still sees either the flag or the
+     * store is seen by the conversion. Before that it fails the class's
+     * {@link StoreGuards} (the hooks of a class never flagged since the
+     * pool opened do not run at all).
      */
     private static final ClassValue<ClassFlag> FLAGS = new ClassValue<>() {
         @Override
@@ -146,6 +148,9 @@ public final class Graph {
     private void markClass(Object o) {
         ClassFlag f = FLAGS.get(o.getClass());
         if (f.graph != this) {
+            if (!StoreGuards.unguarded(o.getClass())) {
+                StoreGuards.unguard(List.of(o.getClass())); // store hooks of the class leave their guarded path
+            }
             f.graph = this;
         }
     }

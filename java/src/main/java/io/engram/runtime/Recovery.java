@@ -95,6 +95,11 @@ final class Recovery {
 
     /** Registers every rebuilt object as recoverable, with its image. */
     void publish() {
+        java.util.Set<Class<?>> classes = new java.util.HashSet<>();
+        for (Node n : order) {
+            classes.add(resolve(n).getClass());
+        }
+        StoreGuards.unguard(classes); // one safepoint for every class, not one per class
         for (Node n : order) {
             Img img = new Img(n.a, n.t);
             img.ready = true;

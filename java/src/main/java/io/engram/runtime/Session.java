@@ -145,6 +145,7 @@ public final class Session {
             if (Graph.current == graph) {
                 Graph.current = null;
                 currentSession = null;
+                StoreGuards.rearm(); // no object is recoverable now
             }
             heap.close();
         }
@@ -156,6 +157,7 @@ public final class Session {
             if (Graph.current == graph) {
                 Graph.current = null;
                 currentSession = null;
+                StoreGuards.rearm(); // no object is recoverable now
             }
             if (heap instanceof io.engram.heap.EngineHeap e) {
                 e.abandon();
