@@ -146,7 +146,10 @@ pub extern "C" fn engram_region_log(region: engram_region, addr: u64, len: u64) 
         if len == 0 {
             return with_region(region, |_| Ok(()));
         }
-        tx(region, |t| t.log_range(addr, len))
+        with_region(region, |slot| {
+            let r = slot.region.as_ref().expect("a slot in the table holds its region");
+            Ok(r.log_range(addr, len)?)
+        })
     })
 }
 
