@@ -84,6 +84,16 @@ impl Region {
         self.tx.log_range_cached(&self.page, addr, len)
     }
 
+    /// Whether `[addr, addr+len)` is already logged in this region (or
+    /// lies in an object it allocated and has marked), answered from the
+    /// cached bitmap page only: "no" when in doubt. Never panics and
+    /// changes nothing, so a C entry point may ask it before paying for
+    /// its panic guard (`engram_region_log`).
+    #[inline]
+    pub fn is_logged(&self, addr: u64, len: u64) -> bool {
+        self.page.get().covered(addr.wrapping_sub(self.pool.inner.space.base()), len)
+    }
+
     /// The pool this region runs on.
     pub fn pool(&self) -> &Pool {
         &self.pool
