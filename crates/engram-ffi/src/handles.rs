@@ -106,6 +106,22 @@ pub(crate) fn with_region<R>(id: u64, f: impl FnOnce(&mut RegionSlot) -> FfiResu
     })
 }
 
+/// Whether region `id` of this thread has already logged `[addr, addr+len)`
+/// by its cached bitmap page (`Region::is_logged`): false when in doubt,
+/// when the table is borrowed, or when the handle is not found (the caller
+/// then takes its guarded path, which reports the error). Cannot panic:
+/// `try_with`, `try_borrow` and a read-only check.
+#[inline]
+pub(crate) fn logged_already(id: u64, addr: u64, len: u64) -> bool {
+    REGIONS
+        .try_with(|r| {
+            let Ok(t) = r.try_borrow() else { return false };
+            let Some((_, slot)) = t.iter().find(|(h, _)| *h == id) else { return false };
+            slot.region.as_ref().is_some_and(|reg| reg.is_logged(addr, len))
+        })
+        .unwrap_or(false)
+}
+
 /// Takes region `id` out of this thread's table (its outermost end).
 pub(crate) fn take_region(id: u64) -> FfiResult<RegionSlot> {
     REGIONS

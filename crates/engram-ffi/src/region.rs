@@ -142,11 +142,19 @@ pub unsafe extern "C" fn engram_region_depth(region: engram_region, depth: *mut 
 /// this region, cost nothing. `len` 0 does nothing.
 #[no_mangle]
 pub extern "C" fn engram_region_log(region: engram_region, addr: u64, len: u64) -> engram_status {
+    // Already logged: answered without the panic guard and the error
+    // plumbing (the check cannot panic; see `handles::logged_already`).
+    if len != 0 && crate::handles::logged_already(region, addr, len) {
+        return 0;
+    }
     call(|| {
         if len == 0 {
             return with_region(region, |_| Ok(()));
         }
-        tx(region, |t| t.log_range(addr, len))
+        with_region(region, |slot| {
+            let r = slot.region.as_ref().expect("a slot in the table holds its region");
+            Ok(r.log_range(addr, len)?)
+        })
     })
 }
 

@@ -464,14 +464,50 @@ pub const LOG_GEN_MASK: u64 = (1 << 48) - 1;
 
 /// The stored word of log generation `gen` (taken modulo 2^48): `gen` low,
 /// its CRC-16 high. One 8-byte store writes it atomically.
-pub const fn log_gen_word(gen: u64) -> u64 {
+///
+/// Every commit computes one, so the CRC is taken by slicing: CRC-16 is
+/// affine in its input, so the CRC of the six bytes is the CRC of six zero
+/// bytes XOR one table entry per byte position ([`GEN_CRC_TABLES`]): six
+/// independent lookups instead of a chain of six dependent ones. The value
+/// is `crc16` of the six little-endian bytes (a test compares them).
+#[inline]
+pub fn log_gen_word(gen: u64) -> u64 {
     let g = gen & LOG_GEN_MASK;
-    let b = g.to_le_bytes();
-    g | (crc16(&[b[0], b[1], b[2], b[3], b[4], b[5]]) as u64) << 48
+    let t = &GEN_CRC_TABLES;
+    let b = |i: usize| ((g >> (8 * i)) & 0xFF) as usize;
+    let crc = GEN_CRC_ZEROS ^ t[0][b(0)] ^ t[1][b(1)] ^ t[2][b(2)] ^ t[3][b(3)] ^ t[4][b(4)] ^ t[5][b(5)];
+    g | (crc as u64) << 48
 }
 
+/// CRC-16/CCITT-FALSE of six zero bytes (the initial value's part).
+const GEN_CRC_ZEROS: u16 = crc16(&[0; 6]);
+
+/// `GEN_CRC_TABLES[i][v]`: the CRC-16 part contributed by byte value `v` at
+/// position `i` of six (initial value 0: the linear part of the CRC). A
+/// `static`: a `const` indexed at run time may be copied to the stack.
+static GEN_CRC_TABLES: [[u16; 256]; 6] = {
+    let mut t = [[0u16; 256]; 6];
+    let mut i = 0;
+    while i < 6 {
+        let mut v = 0;
+        while v < 256 {
+            let mut crc: u16 = 0;
+            let mut k = 0;
+            while k < 6 {
+                let byte = if k == i { v as u8 } else { 0 };
+                crc = (crc << 8) ^ CRC16_TABLE[((crc >> 8) as u8 ^ byte) as usize];
+                k += 1;
+            }
+            t[i][v] = crc;
+            v += 1;
+        }
+        i += 1;
+    }
+    t
+};
+
 /// The generation in a stored word, or None if its check fails.
-pub const fn log_gen_decode(word: u64) -> Option<u64> {
+pub fn log_gen_decode(word: u64) -> Option<u64> {
     let g = word & LOG_GEN_MASK;
     if log_gen_word(g) == word {
         Some(g)
@@ -609,6 +645,23 @@ mod tests {
     #[test]
     fn crc16_check_value() {
         assert_eq!(crc16(b"123456789"), 0x29B1);
+    }
+
+    /// The sliced generation CRC is `crc16` of the six little-endian bytes.
+    #[test]
+    fn log_gen_word_is_crc16_of_the_generation() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for i in 0..20_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            for gen in [i, x, x & 0xFF_FFFF, u64::MAX - i] {
+                let g = gen & LOG_GEN_MASK;
+                let b = g.to_le_bytes();
+                let want = g | (crc16(&b[..6]) as u64) << 48;
+                assert_eq!(log_gen_word(gen), want, "gen {gen:#x}");
+            }
+        }
     }
 
     /// Every change confined to one byte of a generation word is seen.

@@ -35,6 +35,11 @@ pub struct Region {
     /// Boxed so its address, registered in `ACTIVE`, stays put. Borrows
     /// `pool`'s inner state: declared first and dropped explicitly before it.
     tx: ManuallyDrop<Box<Tx<'static>>>,
+    /// The logged-word bitmap page [`Region::log_range`] last found (kept
+    /// here, not in the `Tx`, which `Pool::txn` moves: a bigger `Tx` made
+    /// every closure region slower). Valid while the Tx is: the region
+    /// ends by value (`commit`, `abort`, `Drop`).
+    page: std::cell::Cell<crate::tx::PageCache>,
     ended: bool,
     pool: Pool,
 }
@@ -60,7 +65,7 @@ impl Pool {
         inner.space.persist.region_begin();
         let id = inner.heap.id;
         ACTIVE.with(|a| a.borrow_mut().push((id, &*tx as *const Tx<'_> as *const ())));
-        Ok(Region { tx: ManuallyDrop::new(tx), ended: false, pool })
+        Ok(Region { tx: ManuallyDrop::new(tx), page: std::cell::Cell::new(crate::tx::PageCache::EMPTY), ended: false, pool })
     }
 }
 
@@ -68,6 +73,25 @@ impl Region {
     /// The region's transaction: allocate, log, lock, set roots through it.
     pub fn tx(&self) -> &Tx<'_> {
         &self.tx
+    }
+
+    /// [`Tx::log_range`], with an O(1) answer for a range the region has
+    /// already logged: one compare and one bit test against the bitmap page
+    /// the last call found (as [`Tx::array`]'s views do). For front ends
+    /// that log before every store through raw pointers (the C ABI).
+    #[inline]
+    pub fn log_range(&self, addr: u64, len: u64) -> Result<()> {
+        self.tx.log_range_cached(&self.page, addr, len)
+    }
+
+    /// Whether `[addr, addr+len)` is already logged in this region (or
+    /// lies in an object it allocated and has marked), answered from the
+    /// cached bitmap page only: "no" when in doubt. Never panics and
+    /// changes nothing, so a C entry point may ask it before paying for
+    /// its panic guard (`engram_region_log`).
+    #[inline]
+    pub fn is_logged(&self, addr: u64, len: u64) -> bool {
+        self.page.get().covered(addr.wrapping_sub(self.pool.inner.space.base()), len)
     }
 
     /// The pool this region runs on.
@@ -158,6 +182,49 @@ mod tests {
         let r = pool.begin().unwrap();
         assert!(pool.txn(|_| Err::<(), _>(Error::LockTimeout)).is_err());
         assert!(matches!(r.commit(), Err(Error::Aborted)));
+        pool.close().unwrap();
+        std::fs::remove_file(path).unwrap();
+    }
+
+    /// `Region::log_range` answers re-logs from its cached bitmap page but
+    /// never skips a first log: words logged in any order (repeats, words
+    /// next to logged ones, a second array far away, so another page of
+    /// the bitmap) are all restored by an abort and kept by a commit.
+    #[test]
+    fn cached_log_range_never_skips_a_first_log() {
+        let (pool, path) = pool("cached-log");
+        let n = 600u64;
+        let (a, b) = pool
+            .txn(|tx| {
+                let a = tx.alloc_array::<u64>(n)?;
+                tx.alloc_array::<u8>(3 << 20)?; // puts b on another bitmap page
+                let b = tx.alloc_array::<u64>(n)?;
+                Ok::<_, Error>((a, b))
+            })
+            .unwrap();
+        let sum = |arr| pool.txn(|tx| (0..n).map(|i| tx.get(arr, i)).sum::<crate::Result<u64>>()).unwrap();
+        let order: Vec<u64> = (0..3 * n).map(|i| (i * 7919) % n).collect();
+        for commit in [false, true] {
+            let r = pool.begin().unwrap();
+            for (k, &i) in order.iter().enumerate() {
+                let arr = if k % 3 == 0 { b } else { a };
+                let addr = arr.addr() + i * 8;
+                r.log_range(addr, 8).unwrap();
+                // SAFETY: inside the array (i < n), logged just above.
+                unsafe { *(addr as *mut u64) = 1000 + k as u64 };
+            }
+            if commit {
+                r.commit().unwrap();
+            } else {
+                r.abort().unwrap();
+            }
+            let (sa, sb) = (sum(a), sum(b));
+            if commit {
+                assert!(sa > 0 && sb > 0, "a commit keeps the stores");
+            } else {
+                assert_eq!((sa, sb), (0, 0), "an abort restores every word");
+            }
+        }
         pool.close().unwrap();
         std::fs::remove_file(path).unwrap();
     }

@@ -87,6 +87,56 @@ pub(crate) fn bit_at(w: u64) -> (usize, usize) {
     ((w / PAGE_BITS) as usize, ((w % PAGE_BITS) / 64) as usize)
 }
 
+/// The address of one bitmap page, as a region's fast paths cache it
+/// ([`LoggedWords::page_ptr`]): `Tx::log_range` keeps one for the region,
+/// an array view one for its array. Answers "covered?" for a range whose
+/// words share one bitmap `u64` in that page; "no" for anything else
+/// (the caller then asks the set itself).
+///
+/// Invariant (the holder's): the pointer is used only while the set it
+/// came from has not been cleared, i.e. within the region.
+#[derive(Clone, Copy)]
+pub(crate) struct PageCache {
+    page: usize,
+    bits: *const u64,
+}
+
+impl PageCache {
+    /// Caches nothing.
+    pub const EMPTY: PageCache = PageCache { page: usize::MAX, bits: std::ptr::null() };
+
+    /// The page of `words` that holds pool offset `off`'s bit, if it exists.
+    #[inline]
+    pub fn of(words: &LoggedWords, off: u64) -> Option<PageCache> {
+        let (page, _) = bit_at(off / 8);
+        words.page_ptr(page).map(|bits| PageCache { page, bits })
+    }
+
+    /// Whether the cached page marks every word of `[off, off+len)` (so
+    /// `LoggedWords::covered` would say yes); false when in doubt.
+    #[inline]
+    pub fn covered(&self, off: u64, len: u64) -> bool {
+        let Some(end) = off.checked_add(len) else { return false };
+        if len == 0 {
+            return false;
+        }
+        let (first, last) = (off / 8, (end - 1) / 8);
+        if first / 64 != last / 64 {
+            return false;
+        }
+        let (page, word) = bit_at(first);
+        if page != self.page {
+            return false;
+        }
+        let mask = (u64::MAX >> (63 - (last - first))) << (first & 63);
+        // SAFETY: `page == self.page`, so `bits` is not null: it came from
+        // `page_ptr` of a set that is not yet cleared (the holder's
+        // invariant), a live page of PAGE_WORDS u64s, and `word` is below
+        // that (`bit_at`). A raw load, as the set's own accesses are.
+        unsafe { *self.bits.add(word) & mask == mask }
+    }
+}
+
 /// The words `[first, end)` (word indices) as runs inside one bitmap `u64`:
 /// calls `f(page, word in page, mask)` for each.
 fn for_each_mask(first: u64, end: u64, mut f: impl FnMut(usize, usize, u64) -> bool) -> bool {

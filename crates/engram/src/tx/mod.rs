@@ -35,6 +35,7 @@ mod spans;
 mod view;
 
 pub(crate) use locks::LockTable;
+pub(crate) use logged::PageCache;
 pub(crate) use slots::SlotSet;
 
 use crate::alloc::cache::CacheCell;
@@ -640,6 +641,25 @@ impl<'p> Tx<'p> {
         if logged {
             // Step 1 of the protocol for every entry above, under one fence.
             self.pool.space.persist.fence("undo entry before the logged range is modified")?;
+        }
+        Ok(())
+    }
+
+    /// [`Tx::log_range`] for a caller that keeps a bitmap page between
+    /// calls (`Region::log_range`, the C ABI's `engram_region_log`): a range
+    /// already logged is answered from `page` with one compare and one bit
+    /// test; otherwise as `log_range`, and `page` then caches the page of
+    /// the range's first word. `page` must not outlive the region (it is
+    /// valid until the set is cleared in `Drop`; `logged::PageCache`).
+    #[inline]
+    pub(crate) fn log_range_cached(&self, page: &std::cell::Cell<logged::PageCache>, addr: u64, len: u64) -> Result<()> {
+        let off = addr.wrapping_sub(self.pool.space.base());
+        if page.get().covered(off, len) {
+            return Ok(());
+        }
+        self.log_range(addr, len)?;
+        if let Some(c) = logged::PageCache::of(&self.st.borrow().sets.words, off) {
+            page.set(c);
         }
         Ok(())
     }

@@ -30,7 +30,7 @@
 //!
 //! [`LoggedWords::page_ptr`]: super::logged::LoggedWords::page_ptr
 
-use super::logged::bit_at;
+use super::logged::PageCache;
 use super::Tx;
 use crate::error::{Error, Result};
 use crate::ptr::PArray;
@@ -50,9 +50,8 @@ pub struct ArrayView<'t, 'p, T: Persistent> {
     off: u64,
     /// In checked mode, whether `T` has pointer fields to validate on `set`.
     check_values: bool,
-    /// The logged-word bitmap page the last write found: (page index, its
-    /// bits), or (usize::MAX, null) before the first.
-    page: Cell<(usize, *const u64)>,
+    /// The logged-word bitmap page the last write found.
+    page: Cell<PageCache>,
     _t: PhantomData<fn() -> T>,
 }
 
@@ -65,7 +64,7 @@ impl<'p> Tx<'p> {
         let len = self.len(a)?;
         let check_values = self.pool.check_pointers && crate::types::has_pointers::<T>();
         let off = a.addr() - self.pool.space.base();
-        Ok(ArrayView { tx: self, array: a, len, off, check_values, page: Cell::new((usize::MAX, std::ptr::null())), _t: PhantomData })
+        Ok(ArrayView { tx: self, array: a, len, off, check_values, page: Cell::new(PageCache::EMPTY), _t: PhantomData })
     }
 }
 
@@ -115,7 +114,7 @@ impl<T: Persistent> ArrayView<'_, '_, T> {
             self.tx.check_values(self.array.addr(), i, std::slice::from_ref(&value))?;
         }
         let off = self.off + i * size_of::<T>() as u64;
-        if !self.logged(off) {
+        if size_of::<T>() != 0 && !self.page.get().covered(off, size_of::<T>() as u64) {
             self.log(addr, off)?;
         }
         // SAFETY: in bounds (checked); the old bytes are logged (or the
@@ -125,37 +124,13 @@ impl<T: Persistent> ArrayView<'_, '_, T> {
         Ok(())
     }
 
-    /// Whether the region's bitmap marks element bytes `[off, off+size)` as
-    /// logged, answered from the cached page only ("no" when in doubt).
-    #[inline]
-    fn logged(&self, off: u64) -> bool {
-        let size = size_of::<T>() as u64;
-        if size == 0 {
-            return true;
-        }
-        let (first, last) = (off / 8, (off + size - 1) / 8);
-        if first / 64 != last / 64 {
-            return false;
-        }
-        let (page, word) = bit_at(first);
-        let (cached, bits) = self.page.get();
-        if cached != page {
-            return false;
-        }
-        let mask = (u64::MAX >> (63 - (last - first))) << (first & 63);
-        // SAFETY: `bits` is a live page of the region's bitmap (module
-        // invariant) and `word` < its length (`bit_at`); a raw load.
-        unsafe { *bits.add(word) & mask == mask }
-    }
-
     /// The slow half of `set`: logs through the region, then caches the
     /// bitmap page the element's bits are in.
     #[cold]
     fn log(&self, addr: u64, off: u64) -> Result<()> {
         self.tx.log_range(addr, size_of::<T>() as u64)?;
-        let (page, _) = bit_at(off / 8);
-        if let Some(bits) = self.tx.st.borrow().sets.words.page_ptr(page) {
-            self.page.set((page, bits));
+        if let Some(c) = PageCache::of(&self.tx.st.borrow().sets.words, off) {
+            self.page.set(c);
         }
         Ok(())
     }
