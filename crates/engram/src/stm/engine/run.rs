@@ -136,7 +136,9 @@ fn run<'p, R>(mut ctx: impl FnMut() -> Result<Option<PoolCtx<'p>>>, mut f: impl 
         }
         let _excl = serial.then(SerialGuard::take);
         let c = ctx()?;
-        let _gate = c.as_ref().map(|c| c.inner.gate.read_recursive());
+        // The GC gate, through this thread's own slot (pool/gate.rs).
+        let held = c.as_ref().map(|c| (c.inner, c.local.clone()));
+        let _gate = held.as_ref().map(|(inner, local)| inner.gate.enter(&local.gate));
         let tx = STx::begin(c, record_from_start(record || conflicts > 0));
         let at_l1 = l1_left > 0 && !serial && tx.ctx.is_none();
         if at_l1 {
