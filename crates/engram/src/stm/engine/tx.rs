@@ -37,7 +37,7 @@ use crate::stm::word;
 use crate::Persistent;
 use std::any::Any;
 use std::cell::{Cell, RefCell};
-use std::mem::size_of;
+use std::mem::{size_of, ManuallyDrop};
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -161,7 +161,8 @@ thread_local! {
 /// must have no effects outside the transaction.
 pub struct STx<'p> {
     pub(super) ctx: Option<PoolCtx<'p>>,
-    pub(super) st: RefCell<Box<State>>,
+    /// Taken out (not replaced) when the transaction drops: see `Drop`.
+    pub(super) st: ManuallyDrop<RefCell<Box<State>>>,
     /// The snapshot: every read is of a version at or below it.
     pub(super) rv: Cell<u64>,
     /// The pool's epoch (lock words of its cells carry it); 0 without a pool.
@@ -181,7 +182,10 @@ pub struct STx<'p> {
 
 impl Drop for STx<'_> {
     fn drop(&mut self) {
-        let mut st = std::mem::take(self.st.get_mut());
+        // (Moved out rather than `mem::take`n: a default `Box<State>` would
+        // be one allocation and one free per transaction.)
+        // SAFETY: `st` is not used after this; `drop` runs once.
+        let mut st = unsafe { ManuallyDrop::take(&mut self.st) }.into_inner();
         st.clear();
         SPARE.with(|s| s.set(Some(st)));
     }
@@ -217,7 +221,7 @@ impl<'p> STx<'p> {
         let rec = record || by_value || crate::stm::runtime::htm_maybe_armed();
         STx {
             ctx,
-            st: RefCell::new(st),
+            st: ManuallyDrop::new(RefCell::new(st)),
             rv: Cell::new(CLOCK.load(Ordering::Acquire)),
             epoch,
             bounds,
@@ -668,6 +672,25 @@ impl<'p> STx<'p> {
         // committed copies are immutable, and the GC cannot free them while
         // a transaction runs (it waits for the gate this transaction holds).
         Ok(unsafe { std::slice::from_raw_parts(a.addr() as *const T, h.count as usize) })
+    }
+
+    /// The element count of array `a` from its header alone (no allocator
+    /// lookup, unlike [`STx::slice_of`]): for indexing into an array of
+    /// `PTField`s whose every read is bounds-checked itself (`check_cell`).
+    /// The header must carry the object tag and the array flag, and the
+    /// elements must lie inside the mapped pool.
+    pub(crate) fn array_len<T: Persistent>(&self, a: PArray<T>) -> Result<u64> {
+        let ctx = self.ctx().map_err(|_| Error::invalid("pool data needs Pool::atomically"))?;
+        let space = &ctx.inner.space;
+        let addr = a.addr();
+        let bad = || Error::BadPointer { addr };
+        let off = addr.checked_sub(space.base() + OBJ_HEADER).ok_or_else(bad)?;
+        let h: ObjHeader = space.read(off).map_err(|_| bad())?;
+        let fits = h.count.checked_mul(size_of::<T>() as u64).is_some_and(|b| space.contains(addr, b));
+        if h.flags & OBJ_TAG_MASK != OBJ_TAG || h.flags & OBJ_ARRAY == 0 || !fits {
+            return Err(bad());
+        }
+        Ok(h.count)
     }
 
     /// Frees what this attempt allocated (it was never linked).
