@@ -62,6 +62,7 @@ pub(crate) enum GateRead<'a> {
 }
 
 impl Drop for GateRead<'_> {
+    #[inline]
     fn drop(&mut self) {
         if let GateRead::Slot(s) = self {
             HELD.with(|h| h.set(0));
@@ -84,6 +85,7 @@ impl Drop for GateWrite<'_> {
 }
 
 impl Gate {
+    #[inline]
     fn held_here(&self) -> bool {
         HELD.with(Cell::get) == self as *const Gate as usize
     }
