@@ -25,6 +25,13 @@
 //! transaction) succeed without touching the lock — an exclusive holder
 //! may be waiting for that very slot, and blocking on it would deadlock.
 //!
+//! Lock order: unlike a reader of the old `RwLock`, which got in past a
+//! *waiting* exclusive holder, a slot user meets an exclusive holder that
+//! already holds the lock and waits for the slots. So the slot is taken
+//! before any other lock, and a thread must never hold a lock another
+//! slot holder may wait for while it waits to enter (the STM takes its
+//! serial lock after the gate: `stm/engine/run.rs`).
+//!
 //! Crash behaviour: volatile only; nothing here reaches the pool.
 
 use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};

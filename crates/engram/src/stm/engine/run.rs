@@ -140,9 +140,13 @@ fn run<'p, R, G>(
         if serial {
             count_stat(|s| s.serial += 1);
         }
-        let _excl = serial.then(SerialGuard::take);
-        // The pool's GC gate (through this thread's own slot: pool/gate.rs).
+        // The pool's GC gate (through this thread's own slot: pool/gate.rs)
+        // first, before any other lock: an exclusive holder waits for the
+        // slots while holding the gate's lock, so a thread that took the
+        // serial lock and then waited for the gate would deadlock with a
+        // committer that holds its slot and waits for the serial lock.
         let _gate = gate();
+        let _excl = serial.then(SerialGuard::take);
         let c = ctx()?;
         let tx = STx::begin(c, record_from_start(record || conflicts > 0));
         let at_l1 = l1_left > 0 && !serial && tx.ctx.is_none();
