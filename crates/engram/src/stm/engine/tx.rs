@@ -349,7 +349,30 @@ impl<'p> STx<'p> {
         Ok(())
     }
 
+    /// Reads the cell at `addr` (value of at most `max` bytes). A value of
+    /// at most 8 bytes (a `PTField`, a link, a counter) takes the inlined
+    /// one-word path: bounds check, the empty-write-set test, the seqlock
+    /// read of one word, no copy buffer.
+    #[inline]
     pub(crate) fn read_cell<P: Persistent>(&self, addr: u64, max: usize) -> StmResult<P> {
+        if size_of::<P>() > 8 || self.by_value || !self.st.borrow().writes.is_empty() {
+            return self.read_cell_any(addr, max);
+        }
+        self.check_cell::<P>(addr, max)?;
+        let mut v = 0u64;
+        self.read_versioned(addr as usize, self.epoch, || {
+            // SAFETY: check_cell proved [addr, addr+16) is inside the
+            // mapping and addr 8-aligned; the pool is borrowed for 'p.
+            v = unsafe { word_at(addr as usize + 8) }.load(Ordering::Relaxed);
+        })?;
+        // SAFETY: P is at most 8 bytes (above); `v` holds its bytes as
+        // read, and every bit pattern is a valid P.
+        Ok(unsafe { std::ptr::read_unaligned(&v as *const u64 as *const P) })
+    }
+
+    /// [`STx::read_cell`] for any value size, own writes and `Coarse`.
+    #[inline(never)]
+    fn read_cell_any<P: Persistent>(&self, addr: u64, max: usize) -> StmResult<P> {
         self.check_cell::<P>(addr, max)?;
         if let Some(b) = self.own_write(addr as usize)? {
             return Ok(b.get());
@@ -380,6 +403,7 @@ impl<'p> STx<'p> {
     /// must be read with [`STx::read`]: a change to it after this read is
     /// not noticed (memory stays safe, serialisability of that field does
     /// not).
+    #[inline]
     pub fn read_immutable<T: Persistent + Persist<P = T>>(&self, field: &crate::stm::FieldRef<T>) -> StmResult<T> {
         let addr = field.addr();
         self.check_cell::<T>(addr, 8)?;
@@ -428,6 +452,7 @@ impl<'p> STx<'p> {
 
     /// The seqlock read of one variable: `load` copies the value while the
     /// word is stable and not newer than the snapshot.
+    #[inline]
     pub(super) fn read_versioned(&self, word: usize, epoch: u16, load: impl FnMut()) -> StmResult<()> {
         let version = self.read_stable(word, epoch, load)?;
         if self.rec.get() {
