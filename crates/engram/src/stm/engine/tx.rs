@@ -704,7 +704,28 @@ impl<'p> STx<'p> {
     /// `PTField`s whose every read is bounds-checked itself (`check_cell`).
     /// The header must carry the object tag and the array flag, and the
     /// elements must lie inside the mapped pool.
+    #[inline]
     pub(crate) fn array_len<T: Persistent>(&self, a: PArray<T>) -> Result<u64> {
+        let addr = a.addr();
+        let (lo, hi) = self.bounds;
+        // (bounds are empty without a pool, so this never passes there)
+        if addr >= lo + OBJ_HEADER && addr <= hi {
+            // SAFETY: [addr - 16, addr) lies inside the heap's bounds seen
+            // at begin, which stay mapped while the pool is borrowed; an
+            // ObjHeader is plain data, any bit pattern is valid.
+            let h: ObjHeader = unsafe { std::ptr::read_unaligned((addr - OBJ_HEADER) as *const ObjHeader) };
+            let fits = h.count.checked_mul(size_of::<T>() as u64).and_then(|b| addr.checked_add(b)).is_some_and(|end| end <= hi);
+            if h.flags & OBJ_TAG_MASK == OBJ_TAG && h.flags & OBJ_ARRAY != 0 && fits {
+                return Ok(h.count);
+            }
+        }
+        self.array_len_slow(a)
+    }
+
+    /// [`STx::array_len`] against the current mapping (the pool may have
+    /// grown since begin), with the error.
+    #[cold]
+    fn array_len_slow<T: Persistent>(&self, a: PArray<T>) -> Result<u64> {
         let ctx = self.ctx().map_err(|_| Error::invalid("pool data needs Pool::atomically"))?;
         let space = &ctx.inner.space;
         let addr = a.addr();
