@@ -270,6 +270,25 @@ fn values_survive_close_and_reopen() {
     pool.close().unwrap();
 }
 
+/// A power-of-two bucket count takes the masked index (`HashTable::head`):
+/// every key must still sit in chain `hash % buckets`, which `check` verifies.
+#[test]
+fn a_power_of_two_hash_table_places_keys_as_modulo_does() {
+    let t = TempPool::new("stmc-ht-pow2");
+    let pool = create(&t);
+    let ht = HashTable::<u64, u64>::root(&pool, "ht", 64).unwrap();
+    for k in 0..500u64 {
+        pool.atomically(|tx| ht.insert(tx, k * 7919, k)).unwrap();
+    }
+    let shape = pool.atomically(|tx| ht.check(tx)).unwrap();
+    assert_eq!(shape.len, 500);
+    for k in 0..500u64 {
+        assert_eq!(pool.atomically(|tx| ht.get(tx, &(k * 7919))).unwrap(), Some(k));
+    }
+    assert_eq!(pool.atomically(|tx| ht.get(tx, &1)).unwrap(), None);
+    pool.close().unwrap();
+}
+
 /// Threads on one structure: thread `t` owns the keys `k % 4 == t` below
 /// 400 (checked against its own model at the end) and increments shared
 /// counters (keys 1000..1004) read-modify-write; a reader checks the

@@ -17,7 +17,6 @@ use crate::pool::PoolInner;
 use crate::ptr::{PArray, PPtr};
 use crate::stm::{POption, PPair, PSlice, PStr, Persist};
 use crate::{Persistent, Pool};
-use parking_lot::RwLockReadGuard;
 use std::mem::size_of;
 
 /// Where registered functions run: reads of immutable pool data, and
@@ -25,7 +24,7 @@ use std::mem::size_of;
 pub struct Cx<'p> {
     pub(crate) inner: &'p PoolInner,
     pub(crate) pool: Option<&'p Pool>,
-    _gate: RwLockReadGuard<'p, ()>,
+    _gate: crate::pool::gate::GateRead<'p>,
 }
 
 /// A value that can be read back from its persistent representation.

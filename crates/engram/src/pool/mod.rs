@@ -8,6 +8,7 @@
 //! was not closed cleanly is recovered on open (`open.rs`).
 
 mod deferred;
+pub(crate) mod gate;
 pub(crate) mod layer;
 mod map;
 mod open;
@@ -26,7 +27,7 @@ use crate::gc::MarkStats;
 use crate::pmem::Durability;
 use crate::tx::{RootInfo, Tx};
 use crate::types::TypeTable;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 use space::Space;
 use std::cell::RefCell;
 use std::path::Path;
@@ -300,7 +301,7 @@ pub(crate) struct PoolInner {
     slots: crate::tx::SlotSet,
     pub locks: crate::tx::LockTable,
     /// Regions hold it shared; collection and close hold it exclusively.
-    pub gate: RwLock<()>,
+    pub gate: gate::Gate,
     pub lock_timeout: Duration,
     report: OpenReport,
     stats: Mutex<MarkStats>,

@@ -27,7 +27,7 @@ use crate::gc::{MarkStats, Reloc};
 use crate::pmem::{Durability, Persister};
 use crate::pointers::BadField;
 use crate::types::TypeTable;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::Path;
@@ -197,7 +197,7 @@ fn assemble(
         types,
         slots: crate::tx::SlotSet::new(LOG_SLOTS),
         locks: crate::tx::LockTable::new(),
-        gate: RwLock::new(()),
+        gate: Default::default(),
         lock_timeout,
         report,
         stats: Mutex::new(stats),

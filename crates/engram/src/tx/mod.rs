@@ -76,7 +76,7 @@ pub struct Tx<'p> {
     /// Small spans seen by this region, for the pointer checks (`spans.rs`).
     spans: spans::SpanCache,
     st: RefCell<TxState>,
-    _gate: parking_lot::RwLockReadGuard<'p, ()>,
+    _gate: crate::pool::gate::GateRead<'p>,
     _not_send: PhantomData<*const ()>,
 }
 

@@ -109,8 +109,17 @@ impl<K: Plain + Hash + Eq, V: Plain> HashTable<K, V> {
         Ok(tx.slice_of(self.buckets)?.len() as u64)
     }
 
+    /// A key's chain head. The bucket count comes from the array's header
+    /// alone (`STx::array_len`, no allocator lookup: this is on every
+    /// operation); each head read is bounds-checked by the STM anyway.
     fn head(&self, tx: &STx<'_>, key: &K) -> StmResult<FieldRef<Link<K, V>>> {
-        let i = crate::hash::stable_hash(key) % self.buckets(tx)?;
+        let n = tx.array_len(self.buckets)?;
+        if n == 0 {
+            return Err(broken(format!("hash table {:#x} has no buckets", self.buckets.addr())));
+        }
+        let h = crate::hash::stable_hash(key);
+        // (a mask, not a division, for the usual power-of-two count)
+        let i = if n.is_power_of_two() { h & (n - 1) } else { h % n };
         Ok(self.bucket(i))
     }
 

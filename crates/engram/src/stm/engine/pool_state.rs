@@ -62,6 +62,8 @@ pub(crate) struct Local {
     pub(super) stm: Arc<StmPool>,
     pub(super) log: Arc<Mutex<ThreadLog>>,
     pub(super) cache: Arc<CacheCell>,
+    /// This thread's slot in the pool's GC gate (`pool/gate.rs`).
+    pub(super) gate: Arc<crate::pool::gate::GateSlot>,
 }
 
 /// One thread's redo log in one pool.
@@ -115,7 +117,8 @@ pub(super) fn local(pool: &Pool) -> Result<Rc<Local>> {
     }
     let stm = stm_pool(pool)?;
     let log = thread_log(pool, &stm)?;
-    let l = Rc::new(Local { heap_id: id, stm, log, cache: pool.inner().heap.cache() });
+    let gate = pool.inner().gate.register();
+    let l = Rc::new(Local { heap_id: id, stm, log, cache: pool.inner().heap.cache(), gate });
     LOCALS.with(|m| {
         let mut m = m.borrow_mut();
         m.retain(|l| !l.stm.closed.load(Ordering::Acquire));

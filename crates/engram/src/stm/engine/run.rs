@@ -106,14 +106,20 @@ pub(crate) fn in_atomically() -> bool {
 
 /// Runs `f` as a transaction over volatile [`crate::stm::TVar`]s only.
 pub fn atomically<R>(f: impl FnMut(&STx<'_>) -> StmResult<R>) -> Result<R> {
-    run(|| Ok(None), f)
+    run(|| Ok(None), || (), f)
 }
 
 fn nested_error() -> Error {
     Error::NestedTransaction { what: "atomically called inside a transaction (compose with or_else instead)" }
 }
 
-fn run<'p, R>(mut ctx: impl FnMut() -> Result<Option<PoolCtx<'p>>>, mut f: impl FnMut(&STx<'p>) -> StmResult<R>) -> Result<R> {
+/// `gate` enters the pool's GC gate for one attempt (its guard is held
+/// until the attempt ends, and dropped before a retry waits).
+fn run<'p, R, G>(
+    mut ctx: impl FnMut() -> Result<Option<PoolCtx<'p>>>,
+    mut gate: impl FnMut() -> G,
+    mut f: impl FnMut(&STx<'p>) -> StmResult<R>,
+) -> Result<R> {
     if IN_TX.with(Cell::get) {
         return Err(nested_error());
     }
@@ -134,9 +140,14 @@ fn run<'p, R>(mut ctx: impl FnMut() -> Result<Option<PoolCtx<'p>>>, mut f: impl 
         if serial {
             count_stat(|s| s.serial += 1);
         }
+        // The pool's GC gate (through this thread's own slot: pool/gate.rs)
+        // first, before any other lock: an exclusive holder waits for the
+        // slots while holding the gate's lock, so a thread that took the
+        // serial lock and then waited for the gate would deadlock with a
+        // committer that holds its slot and waits for the serial lock.
+        let _gate = gate();
         let _excl = serial.then(SerialGuard::take);
         let c = ctx()?;
-        let _gate = c.as_ref().map(|c| c.inner.gate.read_recursive());
         let tx = STx::begin(c, record_from_start(record || conflicts > 0));
         let at_l1 = l1_left > 0 && !serial && tx.ctx.is_none();
         if at_l1 {
@@ -243,7 +254,8 @@ impl Pool {
         }
         let inner = self.inner();
         let local = local(self)?;
-        run(|| Ok(Some(PoolCtx { inner, local: local.clone() })), f)
+        let slot = &local.gate;
+        run(|| Ok(Some(PoolCtx { inner, local: local.clone() })), || inner.gate.enter(slot), f)
     }
 
     /// The persistent variable named `name`, created holding `init()` if it

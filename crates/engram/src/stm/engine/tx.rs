@@ -37,7 +37,7 @@ use crate::stm::word;
 use crate::Persistent;
 use std::any::Any;
 use std::cell::{Cell, RefCell};
-use std::mem::size_of;
+use std::mem::{size_of, ManuallyDrop};
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -161,7 +161,8 @@ thread_local! {
 /// must have no effects outside the transaction.
 pub struct STx<'p> {
     pub(super) ctx: Option<PoolCtx<'p>>,
-    pub(super) st: RefCell<Box<State>>,
+    /// Taken out (not replaced) when the transaction drops: see `Drop`.
+    pub(super) st: ManuallyDrop<RefCell<Box<State>>>,
     /// The snapshot: every read is of a version at or below it.
     pub(super) rv: Cell<u64>,
     /// The pool's epoch (lock words of its cells carry it); 0 without a pool.
@@ -181,7 +182,10 @@ pub struct STx<'p> {
 
 impl Drop for STx<'_> {
     fn drop(&mut self) {
-        let mut st = std::mem::take(self.st.get_mut());
+        // (Moved out rather than `mem::take`n: a default `Box<State>` would
+        // be one allocation and one free per transaction.)
+        // SAFETY: `st` is not used after this; `drop` runs once.
+        let mut st = unsafe { ManuallyDrop::take(&mut self.st) }.into_inner();
         st.clear();
         SPARE.with(|s| s.set(Some(st)));
     }
@@ -217,7 +221,7 @@ impl<'p> STx<'p> {
         let rec = record || by_value || crate::stm::runtime::htm_maybe_armed();
         STx {
             ctx,
-            st: RefCell::new(st),
+            st: ManuallyDrop::new(RefCell::new(st)),
             rv: Cell::new(CLOCK.load(Ordering::Acquire)),
             epoch,
             bounds,
@@ -345,7 +349,30 @@ impl<'p> STx<'p> {
         Ok(())
     }
 
+    /// Reads the cell at `addr` (value of at most `max` bytes). A value of
+    /// at most 8 bytes (a `PTField`, a link, a counter) takes the inlined
+    /// one-word path: bounds check, the empty-write-set test, the seqlock
+    /// read of one word, no copy buffer.
+    #[inline]
     pub(crate) fn read_cell<P: Persistent>(&self, addr: u64, max: usize) -> StmResult<P> {
+        if size_of::<P>() > 8 || self.by_value || !self.st.borrow().writes.is_empty() {
+            return self.read_cell_any(addr, max);
+        }
+        self.check_cell::<P>(addr, max)?;
+        let mut v = 0u64;
+        self.read_versioned(addr as usize, self.epoch, || {
+            // SAFETY: check_cell proved [addr, addr+16) is inside the
+            // mapping and addr 8-aligned; the pool is borrowed for 'p.
+            v = unsafe { word_at(addr as usize + 8) }.load(Ordering::Relaxed);
+        })?;
+        // SAFETY: P is at most 8 bytes (above); `v` holds its bytes as
+        // read, and every bit pattern is a valid P.
+        Ok(unsafe { std::ptr::read_unaligned(&v as *const u64 as *const P) })
+    }
+
+    /// [`STx::read_cell`] for any value size, own writes and `Coarse`.
+    #[inline(never)]
+    fn read_cell_any<P: Persistent>(&self, addr: u64, max: usize) -> StmResult<P> {
         self.check_cell::<P>(addr, max)?;
         if let Some(b) = self.own_write(addr as usize)? {
             return Ok(b.get());
@@ -376,6 +403,7 @@ impl<'p> STx<'p> {
     /// must be read with [`STx::read`]: a change to it after this read is
     /// not noticed (memory stays safe, serialisability of that field does
     /// not).
+    #[inline]
     pub fn read_immutable<T: Persistent + Persist<P = T>>(&self, field: &crate::stm::FieldRef<T>) -> StmResult<T> {
         let addr = field.addr();
         self.check_cell::<T>(addr, 8)?;
@@ -424,6 +452,7 @@ impl<'p> STx<'p> {
 
     /// The seqlock read of one variable: `load` copies the value while the
     /// word is stable and not newer than the snapshot.
+    #[inline]
     pub(super) fn read_versioned(&self, word: usize, epoch: u16, load: impl FnMut()) -> StmResult<()> {
         let version = self.read_stable(word, epoch, load)?;
         if self.rec.get() {
@@ -668,6 +697,46 @@ impl<'p> STx<'p> {
         // committed copies are immutable, and the GC cannot free them while
         // a transaction runs (it waits for the gate this transaction holds).
         Ok(unsafe { std::slice::from_raw_parts(a.addr() as *const T, h.count as usize) })
+    }
+
+    /// The element count of array `a` from its header alone (no allocator
+    /// lookup, unlike [`STx::slice_of`]): for indexing into an array of
+    /// `PTField`s whose every read is bounds-checked itself (`check_cell`).
+    /// The header must carry the object tag and the array flag, and the
+    /// elements must lie inside the mapped pool.
+    #[inline]
+    pub(crate) fn array_len<T: Persistent>(&self, a: PArray<T>) -> Result<u64> {
+        let addr = a.addr();
+        let (lo, hi) = self.bounds;
+        // (bounds are empty without a pool, so this never passes there)
+        if addr >= lo + OBJ_HEADER && addr <= hi {
+            // SAFETY: [addr - 16, addr) lies inside the heap's bounds seen
+            // at begin, which stay mapped while the pool is borrowed; an
+            // ObjHeader is plain data, any bit pattern is valid.
+            let h: ObjHeader = unsafe { std::ptr::read_unaligned((addr - OBJ_HEADER) as *const ObjHeader) };
+            let fits = h.count.checked_mul(size_of::<T>() as u64).and_then(|b| addr.checked_add(b)).is_some_and(|end| end <= hi);
+            if h.flags & OBJ_TAG_MASK == OBJ_TAG && h.flags & OBJ_ARRAY != 0 && fits {
+                return Ok(h.count);
+            }
+        }
+        self.array_len_slow(a)
+    }
+
+    /// [`STx::array_len`] against the current mapping (the pool may have
+    /// grown since begin), with the error.
+    #[cold]
+    fn array_len_slow<T: Persistent>(&self, a: PArray<T>) -> Result<u64> {
+        let ctx = self.ctx().map_err(|_| Error::invalid("pool data needs Pool::atomically"))?;
+        let space = &ctx.inner.space;
+        let addr = a.addr();
+        let bad = || Error::BadPointer { addr };
+        let off = addr.checked_sub(space.base() + OBJ_HEADER).ok_or_else(bad)?;
+        let h: ObjHeader = space.read(off).map_err(|_| bad())?;
+        let fits = h.count.checked_mul(size_of::<T>() as u64).is_some_and(|b| space.contains(addr, b));
+        if h.flags & OBJ_TAG_MASK != OBJ_TAG || h.flags & OBJ_ARRAY == 0 || !fits {
+            return Err(bad());
+        }
+        Ok(h.count)
     }
 
     /// Frees what this attempt allocated (it was never linked).

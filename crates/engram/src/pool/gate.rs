@@ -1,0 +1,206 @@
+//! The pool's GC gate: regions, lazy readers and STM transactions hold it
+//! shared; collection, `check` and close hold it exclusively, so the GC
+//! never runs while anything reads or writes the heap through them.
+//!
+//! Two ways in, shared:
+//!
+//! - [`Gate::read`] / [`Gate::read_recursive`]: a reader count in a shared
+//!   `RwLock` (regions, lazy readers): two atomic read-modify-writes of one
+//!   shared line per use.
+//! - [`Gate::enter`] with a [`GateSlot`] of the calling thread (the STM, once
+//!   per attempt): the thread marks its own slot active (one exchange on a
+//!   line only it writes), then checks that no exclusive holder is in; no
+//!   write to any line another thread writes. If one is, it unmarks the
+//!   slot and takes the `RwLock` shared instead (waiting for the holder).
+//!
+//! Exclusive ([`Gate::write`]): take the `RwLock` exclusively (no new
+//! shared holder of the first kind), raise `excl`, then wait until every
+//! registered slot is inactive. The slot's exchange and the holder's
+//! `excl` store are both sequentially consistent and each then reads the
+//! other's flag (Dekker's pattern), so either the reader sees `excl` and
+//! backs off, or the holder sees the slot active and waits for it.
+//!
+//! Nesting: while a thread holds the gate through its slot, its
+//! `read`/`read_recursive` of the same gate (a lazy value forced inside a
+//! transaction) succeed without touching the lock — an exclusive holder
+//! may be waiting for that very slot, and blocking on it would deadlock.
+//!
+//! Lock order: unlike a reader of the old `RwLock`, which got in past a
+//! *waiting* exclusive holder, a slot user meets an exclusive holder that
+//! already holds the lock and waits for the slots. So the slot is taken
+//! before any other lock, and a thread must never hold a lock another
+//! slot holder may wait for while it waits to enter (the STM takes its
+//! serial lock after the gate: `stm/engine/run.rs`).
+//!
+//! Crash behaviour: volatile only; nothing here reaches the pool.
+
+use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// One thread's shared hold on one gate (on its own cache lines).
+#[repr(align(128))]
+#[derive(Default)]
+pub(crate) struct GateSlot {
+    active: AtomicBool,
+}
+
+/// See the module comment.
+#[derive(Default)]
+pub(crate) struct Gate {
+    lock: RwLock<()>,
+    /// An exclusive holder is in (or waiting for the slots).
+    excl: AtomicBool,
+    /// The registered slots; pruned of those only the gate still holds.
+    slots: Mutex<Vec<Arc<GateSlot>>>,
+}
+
+thread_local! {
+    /// The gate this thread holds through its slot (its address), if any.
+    static HELD: Cell<usize> = const { Cell::new(0) };
+}
+
+/// A shared hold: through the lock, through a slot, or nested in a slot's.
+pub(crate) enum GateRead<'a> {
+    Lock(#[allow(dead_code)] RwLockReadGuard<'a, ()>),
+    Slot(&'a GateSlot),
+    Nested,
+}
+
+impl Drop for GateRead<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        if let GateRead::Slot(s) = self {
+            HELD.with(|h| h.set(0));
+            s.active.store(false, Ordering::Release);
+        }
+    }
+}
+
+/// An exclusive hold: no shared holder of either kind is in.
+pub(crate) struct GateWrite<'a> {
+    gate: &'a Gate,
+    _lock: RwLockWriteGuard<'a, ()>,
+}
+
+impl Drop for GateWrite<'_> {
+    fn drop(&mut self) {
+        // Before the lock is released (fields drop after this).
+        self.gate.excl.store(false, Ordering::Release);
+    }
+}
+
+impl Gate {
+    #[inline]
+    fn held_here(&self) -> bool {
+        HELD.with(Cell::get) == self as *const Gate as usize
+    }
+
+    /// Shared, through the lock (queues behind a waiting exclusive holder).
+    pub(crate) fn read(&self) -> GateRead<'_> {
+        if self.held_here() {
+            return GateRead::Nested;
+        }
+        GateRead::Lock(self.lock.read())
+    }
+
+    /// Shared, through the lock, even if an exclusive holder is waiting
+    /// (this thread may already hold the gate shared).
+    pub(crate) fn read_recursive(&self) -> GateRead<'_> {
+        if self.held_here() {
+            return GateRead::Nested;
+        }
+        GateRead::Lock(self.lock.read_recursive())
+    }
+
+    /// A new slot for the calling thread (kept registered until only the
+    /// gate holds it).
+    pub(crate) fn register(&self) -> Arc<GateSlot> {
+        let s = Arc::new(GateSlot::default());
+        let mut slots = self.slots.lock();
+        slots.retain(|s| Arc::strong_count(s) > 1);
+        slots.push(s.clone());
+        s
+    }
+
+    /// Shared, through `slot` (a slot of this gate, of the calling thread,
+    /// not already active): no shared write unless an exclusive holder is in.
+    #[inline]
+    pub(crate) fn enter<'a>(&'a self, slot: &'a GateSlot) -> GateRead<'a> {
+        if self.held_here() {
+            return GateRead::Nested;
+        }
+        slot.active.swap(true, Ordering::SeqCst);
+        if !self.excl.load(Ordering::SeqCst) {
+            HELD.with(|h| h.set(self as *const Gate as usize));
+            return GateRead::Slot(slot);
+        }
+        slot.active.store(false, Ordering::Release);
+        GateRead::Lock(self.lock.read_recursive())
+    }
+
+    /// Exclusive: waits for every shared holder of either kind to leave.
+    pub(crate) fn write(&self) -> GateWrite<'_> {
+        let lock = self.lock.write();
+        self.excl.store(true, Ordering::SeqCst);
+        let g = GateWrite { gate: self, _lock: lock };
+        let slots = self.slots.lock();
+        for s in slots.iter() {
+            let mut spins = 0u32;
+            while s.active.load(Ordering::SeqCst) {
+                spins += 1;
+                if spins < 64 {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
+            }
+        }
+        g
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU64;
+
+    #[test]
+    fn a_slot_holder_keeps_the_exclusive_holder_out() {
+        let gate = Arc::new(Gate::default());
+        let slot = gate.register();
+        let inside = Arc::new(AtomicU64::new(0));
+        let g = gate.enter(&slot);
+        let (g2, in2) = (gate.clone(), inside.clone());
+        let t = std::thread::spawn(move || {
+            let _w = g2.write();
+            in2.load(Ordering::SeqCst)
+        });
+        inside.store(1, Ordering::SeqCst);
+        drop(g);
+        assert_eq!(t.join().unwrap(), 1, "the exclusive holder got in before the slot left");
+    }
+
+    #[test]
+    fn a_nested_read_inside_a_slot_hold_does_not_block() {
+        let gate = Gate::default();
+        let slot = gate.register();
+        let g = gate.enter(&slot);
+        assert!(matches!(gate.read_recursive(), GateRead::Nested));
+        assert!(matches!(gate.read(), GateRead::Nested));
+        drop(g);
+        assert!(matches!(gate.read(), GateRead::Lock(_)));
+        drop(gate.write());
+    }
+
+    #[test]
+    fn slots_only_the_gate_holds_are_pruned() {
+        let gate = Gate::default();
+        for _ in 0..10 {
+            drop(gate.register());
+        }
+        let _keep = gate.register();
+        assert_eq!(gate.slots.lock().len(), 1);
+    }
+}
