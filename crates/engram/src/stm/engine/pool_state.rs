@@ -11,7 +11,7 @@
 //! An entry whose pool has closed (`StmPool::closed`, set when the pool
 //! drops its state) is pruned the next time the thread links a pool.
 
-use super::CLOCK;
+use super::domain::Domain;
 use crate::alloc::cache::CacheCell;
 use crate::alloc::Loc;
 use crate::error::{Error, Result};
@@ -30,6 +30,9 @@ pub(super) const RESERVE: u64 = 1 << 20;
 
 /// Per-pool STM state (volatile).
 pub(crate) struct StmPool {
+    /// The pool's clock, serial lock and wait list (`domain.rs`); the
+    /// clock starts above the persisted reservation.
+    pub(super) domain: Domain,
     pub(super) meta_off: u64,
     pub(super) epoch: u16,
     /// Versions below this are covered by the persisted reservation.
@@ -97,6 +100,10 @@ pub(super) struct PoolCtx<'p> {
 impl<'p> PoolCtx<'p> {
     pub(super) fn stm(&self) -> &StmPool {
         &self.local.stm
+    }
+    #[inline]
+    pub(super) fn domain(&self) -> &Domain {
+        &self.local.stm.domain
     }
     pub(super) fn log(&self) -> &Mutex<ThreadLog> {
         &self.local.log
@@ -169,8 +176,8 @@ pub(super) fn stm_pool(pool: &Pool) -> Result<Arc<StmPool>> {
     if let Some(s) = slot.as_ref().and_then(|a| a.downcast_ref::<StmSlot>()) {
         return Ok(s.0.clone());
     }
-    CLOCK.fetch_max(m.clock_reserved + 1, Ordering::AcqRel);
     let s = Arc::new(StmPool {
+        domain: Domain::new(m.clock_reserved + 1),
         meta_off: meta.addr() - inner.space.base(),
         epoch: (m.epoch & 0x7FFF) as u16,
         reserved: Mutex::new(m.clock_reserved),
