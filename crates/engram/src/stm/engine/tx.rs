@@ -364,9 +364,21 @@ impl<'p> STx<'p> {
         // Outside the bounds seen at begin: the pool may have grown since.
         let space = &ctx.inner.space;
         if addr % 8 != 0 || addr < space.base() + crate::format::HEAP_OFF || !space.contains(addr, need) {
-            return Err(StmError::Failed(Error::BadPointer { addr }));
+            return Err(StmError::Failed(Self::foreign_or_bad(space, addr)));
         }
         Ok(())
+    }
+
+    /// The error for a cell outside this pool: `CrossPool` naming both
+    /// pools when another open pool holds it (one transaction uses one
+    /// pool), else `BadPointer`.
+    #[cold]
+    fn foreign_or_bad(space: &crate::pool::space::Space, addr: u64) -> Error {
+        let outside = addr < space.base() || addr >= space.base() + space.map.reserved();
+        match super::pool_state::owner_of(addr).filter(|_| outside) {
+            Some(other) => Error::CrossPool { pool: space.path.clone(), other },
+            None => Error::BadPointer { addr },
+        }
     }
 
     pub(crate) fn read_cell<P: Persistent>(&self, addr: u64, max: usize) -> StmResult<P> {
