@@ -150,7 +150,6 @@ fn run<'p, R>(
             }
         }
         let r = f(&tx).and_then(|v| tx.commit(serial).map(|_| v));
-        touched_v = tx.touched_volatile();
         if at_l1 && r.is_err() {
             let why = match &r {
                 Err(StmError::Retry) => code::RETRY,
@@ -167,6 +166,7 @@ fn run<'p, R>(
                 return Err(e);
             }
             Err(StmError::Conflict) => {
+                touched_v = tx.touched_volatile();
                 if tx.unrecorded() && !tx.st.borrow().writes.is_empty() {
                     RECORDING.with(|r| r.set(RECORD_FOR));
                 }
