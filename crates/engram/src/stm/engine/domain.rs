@@ -21,6 +21,7 @@
 //!   its snapshot (its own timestamp is `rv + 1`, or, in a domain it only
 //!   read, the clock still reads `rv`, loaded after a SeqCst fence that
 //!   follows the locks).
+//!
 //! Why that suffices: a writer U takes its timestamps only after locking
 //! all it writes. If a transaction T read a value U wrote, U's timestamp in
 //! that domain is at or below T's snapshot there, so U held all its locks
