@@ -143,6 +143,27 @@ fn a_retry_on_one_pool_is_woken_by_that_pool_and_not_scanned_by_another() {
     });
 }
 
+/// `n` random moves: `one(amount, up)` with amount below 30.
+fn moves(seed: u64, n: usize, mut one: impl FnMut(u64, bool)) {
+    let mut rng = Rng(seed);
+    for _ in 0..n {
+        let (amount, up) = (rng.below(30), rng.below(2) == 0);
+        one(amount, up);
+    }
+}
+
+/// `(x, y)` after moving up to `amount` units from x to y (`up`) or back,
+/// never below 0.
+fn shift(x: u64, y: u64, amount: u64, up: bool) -> (u64, u64) {
+    if up {
+        let m = amount.min(x);
+        (x - m, y + m)
+    } else {
+        let m = amount.min(y);
+        (x + m, y - m)
+    }
+}
+
 /// One unit spread over two volatile and two persistent variables: pool
 /// transactions move it between a `TVar` and a `PTVar`, volatile-only
 /// ones between the two `TVar`s, pool-only ones between the two `PTVar`s;
@@ -156,55 +177,45 @@ fn a_transaction_over_a_pool_and_tvars_is_atomic_across_both_domains() {
         let pv: PTVar<u64> = pool.root("pv", || 0).unwrap();
         let pw: PTVar<u64> = pool.root("pw", || 0).unwrap();
         let n = 1500;
-        let mv = |from: u64, amount: u64| amount.min(from);
         std::thread::scope(|s| {
+            // Each mover reads its pair, yields (widening the window in which
+            // the other domains' commits land), then moves some units.
             // pool + volatile: tv <-> pv
             s.spawn(|| {
-                let mut rng = Rng(11);
-                for _ in 0..n {
-                    let (amount, up) = (rng.below(30), rng.below(2) == 0);
+                moves(11, n, |amount, up| {
                     pool.atomically(|tx| {
                         let (x, y) = (tx.read(&tv)?, tx.read(&pv)?);
-                        // Widen the window in which the other domains' commits land.
                         std::thread::yield_now();
-                        let m = if up { mv(x, amount) } else { mv(y, amount) };
-                        let (x, y) = if up { (x - m, y + m) } else { (x + m, y - m) };
+                        let (x, y) = shift(x, y, amount, up);
                         tx.write(&tv, x)?;
                         tx.write(&pv, y)
                     })
-                    .unwrap();
-                }
+                    .unwrap()
+                })
             });
             // volatile only: tv <-> tw
             s.spawn(|| {
-                let mut rng = Rng(13);
-                for _ in 0..n {
-                    let (amount, up) = (rng.below(30), rng.below(2) == 0);
+                moves(13, n, |amount, up| {
                     atomically(|tx| {
                         let (x, y) = (tx.read(&tv)?, tx.read(&tw)?);
                         std::thread::yield_now();
-                        let m = if up { mv(x, amount) } else { mv(y, amount) };
-                        let (x, y) = if up { (x - m, y + m) } else { (x + m, y - m) };
+                        let (x, y) = shift(x, y, amount, up);
                         tx.write(&tv, x)?;
                         tx.write(&tw, y)
                     })
-                    .unwrap();
-                }
+                    .unwrap()
+                })
             });
             // pool only: pv <-> pw
             s.spawn(|| {
-                let mut rng = Rng(17);
-                for _ in 0..n {
-                    let (amount, up) = (rng.below(30), rng.below(2) == 0);
+                moves(17, n, |amount, up| {
                     pool.atomically(|tx| {
-                        let (x, y) = (tx.read(&pv)?, tx.read(&pw)?);
-                        let m = if up { mv(x, amount) } else { mv(y, amount) };
-                        let (x, y) = if up { (x - m, y + m) } else { (x + m, y - m) };
+                        let (x, y) = shift(tx.read(&pv)?, tx.read(&pw)?, amount, up);
                         tx.write(&pv, x)?;
                         tx.write(&pw, y)
                     })
-                    .unwrap();
-                }
+                    .unwrap()
+                })
             });
             // read-only snapshots over both domains
             s.spawn(|| {

@@ -123,7 +123,9 @@ pub fn wakeup_stats() -> WakeStats {
     }
 }
 
-/// Transactions blocked in `retry` now (in any domain).
+/// Transactions blocked in `retry` now (in any domain): each counted from
+/// when it is on the lists of every domain it read, so a commit that starts
+/// after this counts it will find it.
 pub fn waiting() -> usize {
     TOTALS.waiting.load(Ordering::SeqCst)
 }
@@ -148,10 +150,11 @@ pub(crate) fn wake(list: &WakeList, writes: impl IntoIterator<Item = usize>) {
 /// registering) tells.
 pub(crate) fn sleep(lists: &[&WakeList], reads: impl IntoIterator<Item = usize>, changed: impl Fn() -> bool) {
     let Some((first, rest)) = lists.split_first() else { return };
-    TOTALS.waiting.fetch_add(1, Ordering::SeqCst);
     count(&TOTALS.registered, 1);
     let t = first.register(Watch::new(wakeup_mode(), reads));
     let more: Vec<Ticket> = rest.iter().map(|l| l.register_again(&t)).collect();
+    // Counted once on every list: a commit that follows sees this waiter.
+    TOTALS.waiting.fetch_add(1, Ordering::SeqCst);
     // Pairs with the committer's fence in `anyone_waiting`.
     fence(Ordering::SeqCst);
     let mut woken = false;
@@ -165,9 +168,9 @@ pub(crate) fn sleep(lists: &[&WakeList], reads: impl IntoIterator<Item = usize>,
             break;
         }
     }
+    TOTALS.waiting.fetch_sub(1, Ordering::SeqCst);
     for (l, m) in rest.iter().zip(more) {
         l.unregister(m);
     }
     first.unregister(t);
-    TOTALS.waiting.fetch_sub(1, Ordering::SeqCst);
 }
