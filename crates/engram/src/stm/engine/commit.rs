@@ -373,6 +373,7 @@ fn reserve_clock(ctx: &PoolCtx<'_>, wv: u64) -> Result<()> {
         }
         *r = new;
         ctx.stm().reserved_fast.store(new, Ordering::Release);
+        super::domain::HIGH.fetch_max(new, Ordering::AcqRel);
     }
     Ok(())
 }

@@ -201,8 +201,10 @@ pub(super) fn stm_pool(pool: &Pool) -> Result<Arc<StmPool>> {
     if let Some(s) = slot.as_ref().and_then(|a| a.downcast_ref::<StmSlot>()) {
         return Ok(s.0.clone());
     }
+    // Above this pool's reservation and every reservation of this process.
+    let start = (m.clock_reserved + 1).max(super::domain::HIGH.fetch_max(m.clock_reserved, Ordering::AcqRel));
     let s = Arc::new(StmPool {
-        domain: Domain::new(m.clock_reserved + 1),
+        domain: Domain::new(start),
         meta_off: meta.addr() - inner.space.base(),
         epoch: (m.epoch & 0x7FFF) as u16,
         reserved: Mutex::new(m.clock_reserved),
