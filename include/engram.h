@@ -145,6 +145,10 @@ typedef enum engram_code {
    */
   ENGRAM_ERR_UNKNOWN_FUNCTION = 28,
   /**
+   * An STM transaction of one pool used a variable of another pool (the message names both).
+   */
+  ENGRAM_ERR_CROSS_POOL = 29,
+  /**
    * The pool (or tracer) handle is closed or was never valid.
    */
   ENGRAM_ERR_CLOSED = 100,

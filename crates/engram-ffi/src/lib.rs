@@ -111,6 +111,8 @@ pub enum engram_code {
     ENGRAM_ERR_BAD_FIELDS = 27,
     /// A lazy thunk names a function this program did not register.
     ENGRAM_ERR_UNKNOWN_FUNCTION = 28,
+    /// An STM transaction of one pool used a variable of another pool (the message names both).
+    ENGRAM_ERR_CROSS_POOL = 29,
     /// The pool (or tracer) handle is closed or was never valid.
     ENGRAM_ERR_CLOSED = 100,
     /// The region handle has ended, or belongs to another thread.
@@ -220,6 +222,7 @@ pub extern "C" fn engram_code_name(code: engram_status) -> *const c_char {
         26 => b"ENGRAM_ERR_BAD_POINTER_FIELD\0",
         27 => b"ENGRAM_ERR_BAD_FIELDS\0",
         28 => b"ENGRAM_ERR_UNKNOWN_FUNCTION\0",
+        29 => b"ENGRAM_ERR_CROSS_POOL\0",
         100 => b"ENGRAM_ERR_CLOSED\0",
         101 => b"ENGRAM_ERR_REGION_ENDED\0",
         102 => b"ENGRAM_ERR_INTERNAL\0",
@@ -274,6 +277,7 @@ mod tests {
             (Error::BadPointerField { type_name: "T".into(), field: 8, object: 16, value: 1, reason: "r" }, ENGRAM_ERR_BAD_POINTER_FIELD),
             (Error::BadFields { count: 1, first: "f".into() }, ENGRAM_ERR_BAD_FIELDS),
             (Error::UnknownFunction { name: "f".into() }, ENGRAM_ERR_UNKNOWN_FUNCTION),
+            (Error::CrossPool { pool: "a".into(), other: "b".into() }, ENGRAM_ERR_CROSS_POOL),
         ];
         for (e, c) in pairs {
             assert_eq!(e.code(), c as i32, "{e}");

@@ -228,6 +228,16 @@ pub enum Error {
         /// The stable name the pool records.
         name: String,
     },
+    /// An STM transaction of one pool used a variable of another open
+    /// pool: one transaction uses one pool (its commit is durable through
+    /// that pool's redo log alone), so it is refused and writes nothing.
+    #[error("{pool}: an STM transaction of this pool used a variable of {other}; one transaction uses one pool")]
+    CrossPool {
+        /// The pool the transaction runs on.
+        pool: PathBuf,
+        /// The pool the variable belongs to.
+        other: PathBuf,
+    },
 }
 
 impl Error {
@@ -262,6 +272,7 @@ impl Error {
             Error::BadPointerField { .. } => 26,
             Error::BadFields { .. } => 27,
             Error::UnknownFunction { .. } => 28,
+            Error::CrossPool { .. } => 29,
         }
     }
 
@@ -317,6 +328,7 @@ mod tests {
             Error::BadPointerField { type_name: "T".into(), field: 8, object: 16, value: 1, reason: "r" },
             Error::BadFields { count: 1, first: "f".into() },
             Error::UnknownFunction { name: "f".into() },
+            Error::CrossPool { pool: "a".into(), other: "b".into() },
         ];
         let mut codes: Vec<i32> = errs.iter().map(Error::code).collect();
         codes.sort();

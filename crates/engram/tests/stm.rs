@@ -623,8 +623,8 @@ fn one_thread_alternates_between_pools_and_reopens() {
         b.atomically(|tx| tx.modify(&vb, |x| x + 2)).unwrap();
     }
     // A transaction uses one pool: another pool's variable is refused.
-    assert!(matches!(a.atomically(|tx| tx.read(&vb)), Err(engram::Error::BadPointer { .. })));
-    assert!(matches!(a.atomically(|tx| tx.write(&vb, 1)), Err(engram::Error::BadPointer { .. })));
+    assert!(matches!(a.atomically(|tx| tx.read(&vb)), Err(engram::Error::CrossPool { .. })));
+    assert!(matches!(a.atomically(|tx| tx.write(&vb, 1)), Err(engram::Error::CrossPool { .. })));
     b.close().unwrap();
     a.atomically(|tx| tx.modify(&va, |x| x + 1)).unwrap();
     let b = reopen(&tb);
@@ -731,8 +731,8 @@ fn values_larger_than_a_log_half_commit_and_replay() {
 }
 
 /// One transaction uses one pool: a variable of another pool, read or
-/// written inside `pool.atomically`, is refused with a typed error
-/// (`BadPointer`: outside this pool's heap), and nothing is written.
+/// written inside `pool.atomically`, is refused with a typed error naming
+/// both pools (`CrossPool`, code 29), and nothing is written.
 #[test]
 fn a_variable_of_another_pool_is_refused() {
     let (ta, tb) = (TempPool::new("stm-two-a"), TempPool::new("stm-two-b"));
@@ -740,12 +740,18 @@ fn a_variable_of_another_pool_is_refused() {
     let x: PTVar<u64> = a.root("x", || 1).unwrap();
     let y: PTVar<u64> = b.root("y", || 2).unwrap();
     let r = a.atomically(|tx| tx.read(&y));
-    assert!(matches!(r, Err(engram::Error::BadPointer { .. })), "{r:?}");
+    match &r {
+        Err(e @ engram::Error::CrossPool { pool, other }) => {
+            assert_eq!((pool.as_path(), other.as_path()), (ta.0.as_path(), tb.0.as_path()));
+            assert_eq!(e.code(), 29);
+        }
+        r => panic!("expected CrossPool, got {r:?}"),
+    }
     let r = a.atomically(|tx| {
         tx.write(&x, 10)?;
         tx.write(&y, 20)
     });
-    assert!(matches!(r, Err(engram::Error::BadPointer { .. })), "{r:?}");
+    assert!(matches!(r, Err(engram::Error::CrossPool { .. })), "{r:?}");
     assert_eq!(a.atomically(|tx| tx.read(&x)).unwrap(), 1);
     assert_eq!(b.atomically(|tx| tx.read(&y)).unwrap(), 2);
     a.close().unwrap();

@@ -49,6 +49,15 @@ struct Chunk {
     slots: [Option<Arc<Waiter>>; CHUNK],
 }
 
+/// A free slot (chunk, slot), a new chunk if every slot is taken.
+fn free_slot(chunks: &mut Vec<Chunk>) -> (usize, usize) {
+    let free = chunks.iter().enumerate().find_map(|(c, ch)| ch.slots.iter().position(Option::is_none).map(|s| (c, s)));
+    free.unwrap_or_else(|| {
+        chunks.push(Chunk::default());
+        (chunks.len() - 1, 0)
+    })
+}
+
 /// A registration; give it back with [`WakeList::unregister`].
 #[derive(Debug)]
 pub struct Ticket {
@@ -125,12 +134,23 @@ impl WakeList {
         self.waiting.fetch_add(1, SeqCst);
         self.registered.fetch_add(1, Relaxed);
         let mut chunks = self.chunks.lock();
-        let free = chunks.iter().enumerate().find_map(|(c, ch)| ch.slots.iter().position(Option::is_none).map(|s| (c, s)));
-        let (chunk, slot) = free.unwrap_or_else(|| {
-            chunks.push(Chunk::default());
-            (chunks.len() - 1, 0)
-        });
+        let (chunk, slot) = free_slot(&mut chunks);
         chunks[chunk].filters[slot] = filter;
+        chunks[chunk].slots[slot] = Some(waiter.clone());
+        Ticket { chunk, slot, waiter }
+    }
+
+    /// Registers the waiter of `t` (a ticket of another list) here too,
+    /// watching the same read set: a commit scanning either list can wake
+    /// it, and [`WakeList::sleep`] on either ticket returns. Give the new
+    /// ticket back to this list.
+    pub fn register_again(&self, t: &Ticket) -> Ticket {
+        let waiter = t.waiter.clone();
+        self.waiting.fetch_add(1, SeqCst);
+        self.registered.fetch_add(1, Relaxed);
+        let mut chunks = self.chunks.lock();
+        let (chunk, slot) = free_slot(&mut chunks);
+        chunks[chunk].filters[slot] = waiter.watch.bloom.0;
         chunks[chunk].slots[slot] = Some(waiter.clone());
         Ticket { chunk, slot, waiter }
     }

@@ -64,6 +64,12 @@ impl Mapping {
         self.base
     }
 
+    /// Bytes of address space reserved for the pool (it never moves).
+    #[inline]
+    pub fn reserved(&self) -> u64 {
+        self.reserved
+    }
+
     /// Bytes of the file mapped so far.
     #[inline]
     pub fn mapped(&self) -> u64 {

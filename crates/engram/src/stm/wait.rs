@@ -1,9 +1,13 @@
 //! Blocking `retry` for the STM (volatile `TVar`s and PSTM alike): a
 //! transaction that retries sleeps until a commit writes a variable it read.
 //!
-//! The wait list is the hybrid TM's (Yates & Scott): one global
-//! [`WakeList`] of chunks, each slot a blocked transaction's read set and
-//! its thread. Two ways to watch a read set, chosen per process
+//! The wait lists are the hybrid TM's (Yates & Scott): [`WakeList`]s of
+//! chunks, each slot a blocked transaction's read set and its thread, one
+//! list per clock domain (each pool's, and the volatile variables'; see
+//! `engine/domain.rs`). A committer scans only the lists of the domains it
+//! wrote, so a commit on one pool never scans, or wakes, another pool's
+//! waiters. A waiter that read variables of two domains registers one
+//! waiter (one wake-up flag) in both lists. Two ways to watch a read set, chosen per process
 //! ([`set_wakeup_mode`], else `ENGRAM_STM_WAKEUP=bloom|precise`, else
 //! Bloom):
 //! - [`WatchMode::Bloom`] (the paper's): a 64-bit Bloom filter of the words
@@ -26,6 +30,10 @@
 //! it counts a false wake-up and sleeps again, still registered, without
 //! re-running the transaction.
 //!
+//! The counters ([`wakeup_stats`], [`waiting`]) are process-wide totals
+//! over every list, kept here (a registration or a scan, never a commit
+//! that finds nobody waiting, touches them).
+//!
 //! Safety net: a wait also ends after a timeout ([`set_safety_net`], 1 s by
 //! default) if a read word changed; such a *rescue* would be a lost wake-up
 //! and is counted ([`WakeStats::rescued`]), so tests can assert it is 0.
@@ -34,12 +42,33 @@
 
 use crate::htm::bloom::Watch;
 pub use crate::htm::bloom::WatchMode;
-use crate::htm::wakeup::WakeList;
 pub use crate::htm::wakeup::WakeStats;
-use std::sync::atomic::{fence, AtomicU64, AtomicU8, Ordering};
+use crate::htm::wakeup::{Ticket, WakeList};
+use std::sync::atomic::{fence, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::time::Duration;
 
-static LIST: WakeList = WakeList::new();
+/// Process-wide totals of every domain's list.
+struct Totals {
+    registered: AtomicU64,
+    scans: AtomicU64,
+    woken: AtomicU64,
+    false_wakeups: AtomicU64,
+    rescued: AtomicU64,
+    waiting: AtomicUsize,
+}
+
+static TOTALS: Totals = Totals {
+    registered: AtomicU64::new(0),
+    scans: AtomicU64::new(0),
+    woken: AtomicU64::new(0),
+    false_wakeups: AtomicU64::new(0),
+    rescued: AtomicU64::new(0),
+    waiting: AtomicUsize::new(0),
+};
+
+fn count(c: &AtomicU64, n: u64) {
+    c.fetch_add(n, Ordering::Relaxed);
+}
 
 const UNSET: u8 = u8::MAX;
 static MODE: AtomicU8 = AtomicU8::new(UNSET);
@@ -79,45 +108,69 @@ pub fn set_safety_net(timeout: Duration) {
     SAFETY_MS.store((timeout.as_millis() as u64).max(1), Ordering::SeqCst);
 }
 
-/// The wait list's counters since the process started (monotonic: take
-/// deltas): registrations, scans, wake-ups delivered, false wake-ups,
-/// rescues.
+/// The wait lists' counters since the process started, over every pool
+/// and the volatile domain (monotonic: take deltas): registrations, scans,
+/// wake-ups delivered, false wake-ups, rescues.
 pub fn wakeup_stats() -> WakeStats {
-    LIST.stats()
+    let t = &TOTALS;
+    let l = |c: &AtomicU64| c.load(Ordering::Relaxed);
+    WakeStats {
+        registered: l(&t.registered),
+        scans: l(&t.scans),
+        woken: l(&t.woken),
+        false_wakeups: l(&t.false_wakeups),
+        rescued: l(&t.rescued),
+    }
 }
 
-/// Transactions blocked in `retry` now.
+/// Transactions blocked in `retry` now (in any domain): each counted from
+/// when it is on the lists of every domain it read, so a commit that starts
+/// after this counts it will find it.
 pub fn waiting() -> usize {
-    LIST.waiting()
+    TOTALS.waiting.load(Ordering::SeqCst)
 }
 
-/// A committer, after its new values are visible: wakes every waiter whose
-/// read set meets the words it wrote. Cheap when nobody waits.
-pub(crate) fn wake(writes: impl IntoIterator<Item = usize>) {
-    if !LIST.anyone_waiting() {
+/// A committer, after its new values are visible: wakes every waiter on
+/// `list` (the written domain's) whose read set meets the words it wrote.
+/// Cheap when nobody waits there.
+pub(crate) fn wake(list: &WakeList, writes: impl IntoIterator<Item = usize>) {
+    if !list.anyone_waiting() {
         return;
     }
     let mut out = Vec::new();
-    LIST.collect(&Watch::new(wakeup_mode(), writes), &mut out);
-    LIST.wake(&mut out);
+    list.collect(&Watch::new(wakeup_mode(), writes), &mut out);
+    count(&TOTALS.scans, 1);
+    count(&TOTALS.woken, out.len() as u64);
+    list.wake(&mut out);
 }
 
-/// Registers `reads` (word addresses), then sleeps until woken by a commit
-/// that changed one, as `changed()` (called after registering) tells.
-pub(crate) fn sleep(reads: impl IntoIterator<Item = usize>, changed: impl Fn() -> bool) {
-    let t = LIST.register(Watch::new(wakeup_mode(), reads));
+/// Registers `reads` (word addresses) on `lists` (the lists of the domains
+/// read: one waiter, woken by a commit in any of them), then sleeps until
+/// woken by a commit that changed one, as `changed()` (called after
+/// registering) tells.
+pub(crate) fn sleep(lists: &[&WakeList], reads: impl IntoIterator<Item = usize>, changed: impl Fn() -> bool) {
+    let Some((first, rest)) = lists.split_first() else { return };
+    count(&TOTALS.registered, 1);
+    let t = first.register(Watch::new(wakeup_mode(), reads));
+    let more: Vec<Ticket> = rest.iter().map(|l| l.register_again(&t)).collect();
+    // Counted once on every list: a commit that follows sees this waiter.
+    TOTALS.waiting.fetch_add(1, Ordering::SeqCst);
     // Pairs with the committer's fence in `anyone_waiting`.
     fence(Ordering::SeqCst);
     let mut woken = false;
     while !changed() {
         if woken {
-            LIST.note_false();
+            count(&TOTALS.false_wakeups, 1);
         }
-        woken = LIST.sleep_for(&t, Duration::from_millis(SAFETY_MS.load(Ordering::Relaxed)));
+        woken = first.sleep_for(&t, Duration::from_millis(SAFETY_MS.load(Ordering::Relaxed)));
         if !woken && changed() {
-            LIST.note_rescued();
+            count(&TOTALS.rescued, 1);
             break;
         }
     }
-    LIST.unregister(t);
+    TOTALS.waiting.fetch_sub(1, Ordering::SeqCst);
+    for (l, m) in rest.iter().zip(more) {
+        l.unregister(m);
+    }
+    first.unregister(t);
 }

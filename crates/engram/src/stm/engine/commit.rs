@@ -9,10 +9,10 @@
 //! recovery replays the record (`redo.rs`).
 
 use super::coarse::Commit;
+use super::domain::{Domain, VOLATILE};
 use super::pool_state::{PoolCtx, ThreadLog, RESERVE};
-use super::run::{SERIAL, SERIAL_WANTED};
 use super::tx::{Kind, STx};
-use super::{word_at, StmError, StmResult, CLOCK, MAX_VALUE};
+use super::{word_at, StmError, StmResult, MAX_VALUE};
 use crate::error::{Error, Result};
 use crate::format::OBJ_ARRAY;
 use crate::htm::Htm;
@@ -38,7 +38,11 @@ impl STx<'_> {
         }
         // 1. copies of pending values, before taking any lock.
         self.materialize_all()?;
-        let _shared = (!serial && SERIAL_WANTED.load(Ordering::SeqCst) > 0).then(|| SERIAL.read());
+        let (wrote_p, wrote_v) = self.domains_written();
+        let pool = self.ctx.as_ref().map(|c| c.domain());
+        // The serial locks of the domains written, pool first (domain.rs).
+        let _shared_p = pool.filter(|_| wrote_p && !serial).and_then(Domain::commit_guard);
+        let _shared_v = (wrote_v && !serial).then(|| VOLATILE.commit_guard());
         // Lock words go through the emulated HTM when it is armed (runtime.rs).
         let via = runtime::route();
         // The coarse lock (coarse.rs): exclusive for a Coarse commit, shared
@@ -52,15 +56,16 @@ impl STx<'_> {
         } else {
             self.lock_writes_rt(via, &mut coarse)?
         };
-        // 3. the commit timestamp.
-        let wv = CLOCK.fetch_add(1, Ordering::AcqRel) + 1;
-        // 4. validate the reads unless nobody committed since we began. That
-        //    skip is sound only if every commit takes its timestamp before
-        //    validating (TL2); a hardware commit (FineHtm, Hybrid level 1)
-        //    locks and validates atomically and takes its timestamp after,
-        //    so while one may run (`htm_armed`) a commit that saw no newer
-        //    timestamp can still have missed its locks: always validate.
-        let skip = wv == self.rv.get() + 1 && !runtime::htm_armed();
+        // 3. the commit timestamps: one per domain written.
+        let wv = Stamps { p: pool.filter(|_| wrote_p).map_or(0, Domain::stamp), v: if wrote_v { VOLATILE.stamp() } else { 0 } };
+        // 4. validate the reads unless nobody committed since we began, in
+        //    any domain read (domain.rs). That skip is sound only if every
+        //    commit takes its timestamp before validating (TL2); a hardware
+        //    commit (FineHtm, Hybrid level 1) locks and validates atomically
+        //    and takes its timestamp after, so while one may run
+        //    (`htm_armed`) a commit that saw no newer timestamp can still
+        //    have missed its locks: always validate.
+        let skip = !runtime::htm_armed() && self.quiet_since_snapshot(pool, wv);
         // Reads without read-set entries (tx.rs) hold only under the skip.
         if self.unrecorded() && !skip {
             self.unlock_writes(via);
@@ -73,7 +78,7 @@ impl STx<'_> {
             return Err(StmError::Conflict);
         }
         // 5-6. the durable part: record, copies, one fence.
-        if let Err(e) = self.persist_record(wv) {
+        if let Err(e) = self.persist_record(wv.p) {
             self.unlock_writes(via);
             return Err(StmError::Failed(e));
         }
@@ -88,6 +93,24 @@ impl STx<'_> {
             runtime::count(|s| s.coarse_commits += 1);
         }
         Ok(())
+    }
+
+    /// Whether the write set has pool variables, and volatile ones.
+    fn domains_written(&self) -> (bool, bool) {
+        let st = self.st.borrow();
+        let v = st.writes.iter().filter(|w| matches!(w.kind, Kind::V { .. })).count();
+        (v < st.writes.len(), v > 0)
+    }
+
+    /// Step 4's skip test (domain.rs): in the pool's domain (any pool
+    /// transaction counts as having read it) and, if a volatile variable
+    /// was read, the volatile one, nobody took a timestamp since the
+    /// snapshot: ours is `rv + 1`, or, in a domain we only read, the clock
+    /// still reads `rv`.
+    fn quiet_since_snapshot(&self, pool: Option<&Domain>, wv: Stamps) -> bool {
+        let quiet = |d: &Domain, wv: u64, rv: u64| if wv != 0 { wv == rv + 1 } else { d.quiet_since(rv) };
+        let p = pool.is_none_or(|d| quiet(d, wv.p, self.rv.get()));
+        p && (!self.read_v.get() || quiet(&VOLATILE, wv.v, self.rv_v.get()))
     }
 
     /// Flushes and fences the objects this attempt allocated, if any.
@@ -253,16 +276,16 @@ impl STx<'_> {
         Ok(())
     }
 
-    pub(super) fn apply(&self, wv: u64, via: Option<&Htm>) {
+    pub(super) fn apply(&self, wv: Stamps, via: Option<&Htm>) {
         let st = self.st.borrow();
         let space = self.ctx.as_ref().map(|c| &c.inner.space);
-        let new_word = word::unlocked(wv);
+        let (new_word, new_word_v) = (word::unlocked(wv.p), word::unlocked(wv.v));
         let mut log = self.ctx.as_ref().map(|c| c.log().lock());
         // A record with new objects is registered before they can be
         // reached (their links are stored below), under the log's lock.
         if let (Some(c), Some(l)) = (self.ctx.as_ref(), log.as_mut()) {
             if let Some(h) = l.young_pending.take() {
-                c.stm().young.register(l, h, wv);
+                c.stm().young.register(l, h, wv.p);
             }
         }
         for w in &st.writes {
@@ -289,7 +312,7 @@ impl STx<'_> {
                 }
                 Kind::V { cell, value } => {
                     cell.install(value.as_ref());
-                    runtime::word_store(via, cell.word(), new_word);
+                    runtime::word_store(via, cell.word(), new_word_v);
                 }
                 // SAFETY: the cell's lock word (checked by write_cell).
                 Kind::P { .. } => runtime::word_store(via, unsafe { word_at(w.word) }, w.old),
@@ -297,9 +320,23 @@ impl STx<'_> {
         }
         drop(log);
         // A write without a value restored its old word: nothing to wake.
-        wait::wake(st.writes.iter().filter(|w| !matches!(w.kind, Kind::P { value: None, .. })).map(|w| w.word));
+        // Each domain's waiters are woken by writes of that domain.
+        if let Some(d) = self.ctx.as_ref().filter(|_| wv.p != 0).map(|c| c.domain()) {
+            wait::wake(&d.waiters, st.writes.iter().filter(|w| matches!(w.kind, Kind::P { value: Some(_), .. })).map(|w| w.word));
+        }
+        if wv.v != 0 {
+            wait::wake(&VOLATILE.waiters, st.writes.iter().filter(|w| matches!(w.kind, Kind::V { .. })).map(|w| w.word));
+        }
         crate::failpoint::Failpoint::StmAfterApply.hit();
     }
+}
+
+/// A commit's timestamps: in its pool's domain and in the volatile one
+/// (0: the commit writes nothing there).
+#[derive(Clone, Copy)]
+pub(super) struct Stamps {
+    pub(super) p: u64,
+    pub(super) v: u64,
 }
 
 /// Moves the record in `log.buf`, too large for a log half, to a byte
@@ -336,6 +373,7 @@ fn reserve_clock(ctx: &PoolCtx<'_>, wv: u64) -> Result<()> {
         }
         *r = new;
         ctx.stm().reserved_fast.store(new, Ordering::Release);
+        super::domain::HIGH.fetch_max(new, Ordering::AcqRel);
     }
     Ok(())
 }

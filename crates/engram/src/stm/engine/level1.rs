@@ -42,15 +42,17 @@
 //! (`Pool::atomically` never runs level 1), so nothing to recover.
 
 use super::coarse;
+use super::commit::Stamps;
+use super::domain::VOLATILE;
 use super::tx::{Kind, STx};
-use super::{word_at, StmError, StmResult, CLOCK};
+use super::{word_at, StmError, StmResult};
 use crate::error::Error;
 use crate::htm::abort::code;
 use crate::htm::{Abort, HwTx};
 use crate::stm::runtime::{self, Subscription};
 use crate::stm::word;
 use std::cell::{Cell, RefCell};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 
 /// A transaction's level-1 state: its hardware transaction while it runs,
 /// and the status of an emulated abort met in the body.
@@ -175,7 +177,7 @@ impl STx<'_> {
         t.commit().map_err(|a| self.hw_failed(a))?;
         runtime::count(|s| s.l1_commits += 1);
         if !self.st.borrow().writes.is_empty() {
-            let wv = CLOCK.fetch_add(1, Ordering::AcqRel) + 1;
+            let wv = Stamps { p: 0, v: VOLATILE.stamp() };
             self.apply(wv, runtime::route());
         }
         Ok(())

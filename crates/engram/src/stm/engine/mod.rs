@@ -12,14 +12,18 @@
 //! - `run.rs`: the run loop (`atomically`), retry waits, back-off and
 //!   serial mode, per-thread statistics;
 //! - `pool_state.rs`: per-pool STM state (clock reservation, the threads'
-//!   redo logs) and the quiesce hook used by GC and close.
+//!   redo logs) and the quiesce hook used by GC and close;
+//! - `domain.rs`: the clock, serial lock and `retry` wait list, one set
+//!   per pool and one for volatile variables, and the rules for a
+//!   transaction that touches both.
 //!
 //! Commit, as a numbered pipeline (one fence for an update commit, none for
 //! a read-only one):
 //!
 //! 1. copy the pending values into the pool (`Persist`), outside any lock;
 //! 2. lock the write set (CAS on each lock word; a held lock aborts);
-//! 3. take the commit timestamp `wv` from the global clock;
+//! 3. take the commit timestamp `wv` from the clock of each domain written
+//!    (the pool's; the volatile one if a `TVar` is written);
 //! 4. validate the read set (skipped when nobody committed since we began);
 //! 5. write the redo record, flush it and the copies;
 //! 6. ONE fence: the record and the copies are durable — and so are the
@@ -36,6 +40,7 @@
 mod boxed;
 mod coarse;
 mod commit;
+mod domain;
 mod hw_commit;
 mod level1;
 mod pool_state;
@@ -55,9 +60,6 @@ pub use young::young_helps;
 use crate::error::Error;
 use std::sync::atomic::AtomicU64;
 
-/// The global version clock (shared by volatile and persistent variables;
-/// raised past every pool's reservation when the pool is first used).
-pub(super) static CLOCK: AtomicU64 = AtomicU64::new(1);
 /// Largest persistent value in a cell, bytes.
 const MAX_VALUE: usize = crate::stm::PTVAR_MAX_VALUE;
 

@@ -11,7 +11,7 @@
 //! An entry whose pool has closed (`StmPool::closed`, set when the pool
 //! drops its state) is pruned the next time the thread links a pool.
 
-use super::CLOCK;
+use super::domain::Domain;
 use crate::alloc::cache::CacheCell;
 use crate::alloc::Loc;
 use crate::error::{Error, Result};
@@ -30,6 +30,9 @@ pub(super) const RESERVE: u64 = 1 << 20;
 
 /// Per-pool STM state (volatile).
 pub(crate) struct StmPool {
+    /// The pool's clock, serial lock and wait list (`domain.rs`); the
+    /// clock starts above the persisted reservation.
+    pub(super) domain: Domain,
     pub(super) meta_off: u64,
     pub(super) epoch: u16,
     /// Versions below this are covered by the persisted reservation.
@@ -43,6 +46,31 @@ pub(crate) struct StmPool {
     /// Set when the pool drops its state (close): threads prune their
     /// [`Local`] entries for it.
     closed: AtomicBool,
+    /// The pool's address reservation `[lo, hi)` (it never moves) and its
+    /// file, to name the pool a foreign variable belongs to ([`owner_of`]).
+    span: (u64, u64),
+    path: std::path::PathBuf,
+}
+
+/// Every pool whose STM state exists in this process, for [`owner_of`]
+/// (touched when a pool's state is made, and on the cross-pool error path).
+static POOLS: Mutex<Vec<std::sync::Weak<StmPool>>> = parking_lot::const_mutex(Vec::new());
+
+/// The file of the open pool whose reservation holds `addr`, if one has
+/// STM state (for `Error::CrossPool`).
+pub(super) fn owner_of(addr: u64) -> Option<std::path::PathBuf> {
+    let pools = POOLS.lock();
+    pools
+        .iter()
+        .filter_map(|w| w.upgrade())
+        .find(|p| !p.closed.load(Ordering::Acquire) && addr >= p.span.0 && addr < p.span.1)
+        .map(|p| p.path.clone())
+}
+
+fn register(s: &Arc<StmPool>) {
+    let mut pools = POOLS.lock();
+    pools.retain(|w| w.upgrade().is_some_and(|p| !p.closed.load(Ordering::Acquire)));
+    pools.push(Arc::downgrade(s));
 }
 
 /// What the pool's `layer_state` holds: dropping it (the pool closes)
@@ -99,6 +127,10 @@ pub(super) struct PoolCtx<'p> {
 impl<'p> PoolCtx<'p> {
     pub(super) fn stm(&self) -> &StmPool {
         &self.local.stm
+    }
+    #[inline]
+    pub(super) fn domain(&self) -> &Domain {
+        &self.local.stm.domain
     }
     pub(super) fn log(&self) -> &Mutex<ThreadLog> {
         &self.local.log
@@ -172,8 +204,10 @@ pub(super) fn stm_pool(pool: &Pool) -> Result<Arc<StmPool>> {
     if let Some(s) = slot.as_ref().and_then(|a| a.downcast_ref::<StmSlot>()) {
         return Ok(s.0.clone());
     }
-    CLOCK.fetch_max(m.clock_reserved + 1, Ordering::AcqRel);
+    // Above this pool's reservation and every reservation of this process.
+    let start = (m.clock_reserved + 1).max(super::domain::HIGH.fetch_max(m.clock_reserved, Ordering::AcqRel));
     let s = Arc::new(StmPool {
+        domain: Domain::new(start),
         meta_off: meta.addr() - inner.space.base(),
         epoch: (m.epoch & 0x7FFF) as u16,
         reserved: Mutex::new(m.clock_reserved),
@@ -182,8 +216,11 @@ pub(super) fn stm_pool(pool: &Pool) -> Result<Arc<StmPool>> {
         closed: AtomicBool::new(false),
         boxes: Mutex::new(Default::default()),
         young: Default::default(),
+        span: (inner.space.base(), inner.space.base() + inner.space.map.reserved()),
+        path: inner.space.path.clone(),
     });
     *slot = Some(Arc::new(StmSlot(s.clone())));
+    register(&s);
     Ok(s)
 }
 
@@ -340,6 +377,43 @@ mod tests {
     use super::*;
     use crate::{CreateOptions, Durability};
     use std::sync::Barrier;
+
+    /// Each pool has its own clock, and volatile variables theirs: commits
+    /// on one pool advance that pool's clock alone, and a reopened pool's
+    /// clock starts above every version its variables carry.
+    #[test]
+    fn each_pool_has_its_own_clock() {
+        let dir = if std::path::Path::new("/dev/shm").is_dir() { "/dev/shm".into() } else { std::env::temp_dir() };
+        let path = |t: &str| dir.join(format!("engram-unit-stm-clock-{t}-{}.pool", std::process::id()));
+        let (pa, pb) = (path("a"), path("b"));
+        let make = |p: &std::path::Path| {
+            let _ = std::fs::remove_file(p);
+            Pool::create(p, CreateOptions::new("stm-clock").durability(Durability::Process)).unwrap()
+        };
+        let (a, b) = (make(&pa), make(&pb));
+        let va: crate::stm::PTVar<u64> = a.root("v", || 0).unwrap();
+        let vb: crate::stm::PTVar<u64> = b.root("v", || 0).unwrap();
+        let (sa, sb) = (stm_pool(&a).unwrap(), stm_pool(&b).unwrap());
+        let (a0, b0) = (sa.domain.now(), sb.domain.now());
+        for i in 1..=10 {
+            a.atomically(|tx| tx.write(&va, i)).unwrap();
+        }
+        assert_eq!(sa.domain.now(), a0 + 10);
+        assert_eq!(sb.domain.now(), b0, "pool a's commits moved pool b's clock");
+        b.atomically(|tx| tx.write(&vb, 1)).unwrap();
+        assert_eq!(sb.domain.now(), b0 + 1);
+        let last = sa.domain.now();
+        drop((sa, sb));
+        a.close().unwrap();
+        let a = Pool::open(&pa, crate::OpenOptions::new("stm-clock").durability(Durability::Process)).unwrap();
+        let va: crate::stm::PTVar<u64> = a.root("v", || 0).unwrap();
+        assert!(stm_pool(&a).unwrap().domain.now() > last, "a reopened pool's clock must start above its versions");
+        a.atomically(|tx| tx.write(&va, 11)).unwrap();
+        assert_eq!(a.atomically(|tx| tx.read(&va)).unwrap(), 11);
+        a.close().unwrap();
+        b.close().unwrap();
+        let _ = (std::fs::remove_file(&pa), std::fs::remove_file(&pb));
+    }
 
     /// Threads that start using a fresh pool at the same moment each get a
     /// redo log of their own, every one linked from the metadata the pool's

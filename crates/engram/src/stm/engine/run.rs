@@ -7,6 +7,7 @@
 //! `RECORD_FOR` transactions; then it records from the start.
 //! Also `Pool::atomically` / `Pool::root` and the per-thread statistics.
 
+use super::domain::{Domain, SerialHold, VOLATILE};
 use super::pool_state::{local, PoolCtx};
 use super::tx::STx;
 use super::{word_at, StmError, StmResult};
@@ -15,34 +16,24 @@ use crate::htm::abort::code;
 use crate::stm::persist::Persist;
 use crate::stm::{runtime, wait, word};
 use crate::Pool;
-use parking_lot::RwLock;
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 
-/// Held exclusively by a transaction that keeps losing, for a whole
-/// attempt; commits take it shared only while `SERIAL_WANTED` says such a
-/// transaction exists, so a commit normally writes nothing here. A commit
-/// that checks the count just before a serial attempt starts runs beside
-/// it: that only costs the serial attempt a possible conflict (it runs
-/// serially again), never correctness, which the lock words keep.
-pub(super) static SERIAL: RwLock<()> = parking_lot::const_rwlock(());
-/// Transactions running, or waiting to run, serially.
-pub(super) static SERIAL_WANTED: AtomicU32 = AtomicU32::new(0);
+/// A serial attempt (`domain.rs`): the serial lock of the transaction's
+/// pool, held exclusively for the whole attempt, and the volatile domain's
+/// if the last attempt touched a volatile variable (or there is no pool),
+/// pool first. Commits take a domain's lock shared only while its count
+/// says a serial transaction exists, so a commit normally writes nothing
+/// there. A commit that checks the count just before a serial attempt
+/// starts runs beside it: that only costs the serial attempt a possible
+/// conflict (it runs serially again), never correctness, which the lock
+/// words keep.
+struct SerialGuard<'d>(#[allow(dead_code)] Option<SerialHold<'d>>, #[allow(dead_code)] Option<SerialHold<'static>>);
 
-/// A serial attempt: `SERIAL` held exclusively, counted in `SERIAL_WANTED`.
-struct SerialGuard(Option<parking_lot::RwLockWriteGuard<'static, ()>>);
-
-impl SerialGuard {
-    fn take() -> Self {
-        SERIAL_WANTED.fetch_add(1, Ordering::SeqCst);
-        SerialGuard(Some(SERIAL.write()))
-    }
-}
-
-impl Drop for SerialGuard {
-    fn drop(&mut self) {
-        drop(self.0.take());
-        SERIAL_WANTED.fetch_sub(1, Ordering::SeqCst);
+impl<'d> SerialGuard<'d> {
+    fn take(pool: Option<&'d Domain>, volatile: bool) -> Self {
+        let p = pool.map(SerialHold::take);
+        SerialGuard(p, (volatile || pool.is_none()).then(|| SerialHold::take(&VOLATILE)))
     }
 }
 /// Conflicts in a row after which a transaction runs serially.
@@ -106,16 +97,19 @@ pub(crate) fn in_atomically() -> bool {
 
 /// Runs `f` as a transaction over volatile [`crate::stm::TVar`]s only.
 pub fn atomically<R>(f: impl FnMut(&STx<'_>) -> StmResult<R>) -> Result<R> {
-    run(|| Ok(None), || (), f)
+    run(None, || Ok(None), || (), f)
 }
 
 fn nested_error() -> Error {
     Error::NestedTransaction { what: "atomically called inside a transaction (compose with or_else instead)" }
 }
 
-/// `gate` enters the pool's GC gate for one attempt (its guard is held
-/// until the attempt ends, and dropped before a retry waits).
+/// The run loop; `pool`: the domain of the pool `ctx` gives (None: a
+/// volatile-only transaction). `gate` enters the pool's GC gate for one
+/// attempt (its guard is held until the attempt ends, and dropped before a
+/// retry waits).
 fn run<'p, R, G>(
+    pool: Option<&Domain>,
     mut ctx: impl FnMut() -> Result<Option<PoolCtx<'p>>>,
     mut gate: impl FnMut() -> G,
     mut f: impl FnMut(&STx<'p>) -> StmResult<R>,
@@ -133,6 +127,9 @@ fn run<'p, R, G>(
     let _reset = Reset;
     let mut conflicts = 0u32;
     let mut record = false;
+    // The last attempt read or wrote a volatile variable (serial mode then
+    // holds the volatile domain's lock too).
+    let mut touched_v = false;
     // Hybrid level 1 (level1.rs): volatile transactions only.
     let mut l1_left = runtime::level1_attempts();
     loop {
@@ -146,7 +143,7 @@ fn run<'p, R, G>(
         // serial lock and then waited for the gate would deadlock with a
         // committer that holds its slot and waits for the serial lock.
         let _gate = gate();
-        let _excl = serial.then(SerialGuard::take);
+        let _excl = serial.then(|| SerialGuard::take(pool, touched_v));
         let c = ctx()?;
         let tx = STx::begin(c, record_from_start(record || conflicts > 0));
         let at_l1 = l1_left > 0 && !serial && tx.ctx.is_none();
@@ -177,6 +174,7 @@ fn run<'p, R, G>(
                 return Err(e);
             }
             Err(StmError::Conflict) => {
+                touched_v = tx.touched_volatile();
                 if tx.unrecorded() && !tx.st.borrow().writes.is_empty() {
                     RECORDING.with(|r| r.set(RECORD_FOR));
                 }
@@ -195,10 +193,11 @@ fn run<'p, R, G>(
                 count_stat(|s| s.retries += 1);
                 // `_keep` holds the TVars read, so their words outlive the wait.
                 let (reads, _keep) = tx.retry_set();
+                let lists = wait_lists(&tx, pool, &reads);
                 drop(tx);
                 drop(_gate);
                 drop(_excl);
-                wait::sleep(reads.iter().map(|r| r.0), || {
+                wait::sleep(lists.as_slice(), reads.iter().map(|r| r.0), || {
                     reads.iter().any(|&(w, v, e)| {
                         // SAFETY: a read-set word: a TVar held by `_keep`, or a
                         // cell of the pool this call borrows (its mapping
@@ -213,6 +212,20 @@ fn run<'p, R, G>(
             }
         }
     }
+}
+
+/// The wait lists a retry registers on: its pool's if it read a pool
+/// variable, the volatile domain's if it read a volatile one.
+fn wait_lists<'d>(tx: &STx<'_>, pool: Option<&'d Domain>, reads: &[(usize, u64, u16)]) -> Vec<&'d crate::htm::wakeup::WakeList> {
+    let (p, v) = reads.iter().fold((false, false), |(p, v), r| if tx.in_pool(r.0) { (true, v) } else { (p, true) });
+    let mut lists = Vec::with_capacity(2);
+    if let Some(d) = pool.filter(|_| p) {
+        lists.push(&d.waiters);
+    }
+    if v {
+        lists.push(&VOLATILE.waiters);
+    }
+    lists
 }
 
 fn backoff(conflicts: u32) {
@@ -255,7 +268,7 @@ impl Pool {
         let inner = self.inner();
         let local = local(self)?;
         let slot = &local.gate;
-        run(|| Ok(Some(PoolCtx { inner, local: local.clone() })), || inner.gate.enter(slot), f)
+        run(Some(&local.stm.domain), || Ok(Some(PoolCtx { inner, local: local.clone() })), || inner.gate.enter(slot), f)
     }
 
     /// The persistent variable named `name`, created holding `init()` if it

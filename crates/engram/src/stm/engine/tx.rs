@@ -25,8 +25,9 @@
 //! protocol. Attempts that may run beside a hardware commit, or validate
 //! by value (`Coarse`), always record.
 
+use super::domain::VOLATILE;
 use super::pool_state::PoolCtx;
-use super::{word_at, StmError, StmResult, CLOCK, MAX_VALUE};
+use super::{word_at, StmError, StmResult, MAX_VALUE};
 use crate::error::{Error, Result};
 use crate::format::{ObjHeader, OBJ_ARRAY, OBJ_HEADER, OBJ_TAG, OBJ_TAG_MASK};
 use crate::hash::FastMap;
@@ -163,8 +164,14 @@ pub struct STx<'p> {
     pub(super) ctx: Option<PoolCtx<'p>>,
     /// Taken out (not replaced) when the transaction drops: see `Drop`.
     pub(super) st: ManuallyDrop<RefCell<Box<State>>>,
-    /// The snapshot: every read is of a version at or below it.
+    /// The snapshot of the pool's clock (of the volatile clock without a
+    /// pool): every read of a pool variable is of a version at or below it.
     pub(super) rv: Cell<u64>,
+    /// The snapshot of the volatile domain's clock (`domain.rs`), for
+    /// volatile variables; sampled with `rv`, before the first read.
+    pub(super) rv_v: Cell<u64>,
+    /// Some volatile variable was read (its domain must be validated).
+    pub(super) read_v: Cell<bool>,
     /// The pool's epoch (lock words of its cells carry it); 0 without a pool.
     epoch: u16,
     /// The heap's bounds when the transaction began: `[lo, hi)`.
@@ -219,10 +226,15 @@ impl<'p> STx<'p> {
         });
         let by_value = crate::stm::runtime::coarse_possible() && crate::stm::runtime::current() == crate::stm::runtime::Runtime::Coarse;
         let rec = record || by_value || crate::stm::runtime::htm_maybe_armed();
+        // Both snapshots before any read (domain.rs).
+        let rv_v = VOLATILE.now();
+        let rv = ctx.as_ref().map_or(rv_v, |c| c.domain().now());
         STx {
             ctx,
             st: ManuallyDrop::new(RefCell::new(st)),
-            rv: Cell::new(CLOCK.load(Ordering::Acquire)),
+            rv: Cell::new(rv),
+            rv_v: Cell::new(rv_v),
+            read_v: Cell::new(false),
             epoch,
             bounds,
             l1: Default::default(),
@@ -240,6 +252,18 @@ impl<'p> STx<'p> {
 
     pub(super) fn epoch(&self) -> u16 {
         self.epoch
+    }
+
+    /// Whether `word` lies in this transaction's pool (else it is a
+    /// volatile variable's word).
+    pub(super) fn in_pool(&self, word: usize) -> bool {
+        let (lo, hi) = self.bounds;
+        (word as u64) >= lo && (word as u64) < hi
+    }
+
+    /// Whether this attempt read or wrote a volatile variable.
+    pub(super) fn touched_volatile(&self) -> bool {
+        self.read_v.get() || self.st.borrow().writes.iter().any(|w| matches!(w.kind, Kind::V { .. }))
     }
 
     /// The pool this transaction runs on (hook for `crate::lazy`).
@@ -344,9 +368,21 @@ impl<'p> STx<'p> {
         // Outside the bounds seen at begin: the pool may have grown since.
         let space = &ctx.inner.space;
         if addr % 8 != 0 || addr < space.base() + crate::format::HEAP_OFF || !space.contains(addr, need) {
-            return Err(StmError::Failed(Error::BadPointer { addr }));
+            return Err(StmError::Failed(Self::foreign_or_bad(space, addr)));
         }
         Ok(())
+    }
+
+    /// The error for a cell outside this pool: `CrossPool` naming both
+    /// pools when another open pool holds it (one transaction uses one
+    /// pool), else `BadPointer`.
+    #[cold]
+    fn foreign_or_bad(space: &crate::pool::space::Space, addr: u64) -> Error {
+        let outside = addr < space.base() || addr >= space.base() + space.map.reserved();
+        match super::pool_state::owner_of(addr).filter(|_| outside) {
+            Some(other) => Error::CrossPool { pool: space.path.clone(), other },
+            None => Error::BadPointer { addr },
+        }
     }
 
     /// Reads the cell at `addr` (value of at most `max` bytes). A value of
@@ -455,17 +491,37 @@ impl<'p> STx<'p> {
     #[inline]
     pub(super) fn read_versioned(&self, word: usize, epoch: u16, load: impl FnMut()) -> StmResult<()> {
         let version = self.read_stable(word, epoch, load)?;
+        self.record_read(word, version, epoch);
+        Ok(())
+    }
+
+    /// [`STx::read_versioned`] of a volatile variable (epoch 0, checked
+    /// against the volatile domain's snapshot).
+    pub(super) fn read_versioned_v(&self, word: usize, load: impl FnMut()) -> StmResult<()> {
+        self.read_v.set(true);
+        let version = self.read_stable_in(word, 0, &self.rv_v, load)?;
+        self.record_read(word, version, 0);
+        Ok(())
+    }
+
+    #[inline]
+    fn record_read(&self, word: usize, version: u64, epoch: u16) {
         if self.rec.get() {
             self.st.borrow_mut().reads.push(Read { word, version, epoch });
         } else {
             self.unrec.set(true);
         }
-        Ok(())
     }
 
     /// The seqlock read without a read-set entry: returns the version read.
     #[inline]
-    fn read_stable(&self, word: usize, epoch: u16, mut load: impl FnMut()) -> StmResult<u64> {
+    fn read_stable(&self, word: usize, epoch: u16, load: impl FnMut()) -> StmResult<u64> {
+        self.read_stable_in(word, epoch, &self.rv, load)
+    }
+
+    /// The seqlock read against snapshot `rv` (the variable's domain's).
+    #[inline]
+    fn read_stable_in(&self, word: usize, epoch: u16, rv: &Cell<u64>, mut load: impl FnMut()) -> StmResult<u64> {
         // SAFETY: callers pass a checked pool cell's word (check_cell) or a
         // TVar's word kept alive by `keep` and by the caller's Arc.
         let w = unsafe { word_at(word) };
@@ -480,7 +536,7 @@ impl<'p> STx<'p> {
                 std::hint::spin_loop();
                 continue;
             }
-            if word::version(w1) > self.rv.get() {
+            if word::version(w1) > rv.get() {
                 if self.unrec.get() {
                     // Unrecorded reads cannot be revalidated: run again.
                     return Err(StmError::Conflict);
@@ -496,13 +552,16 @@ impl<'p> STx<'p> {
         }
     }
 
-    /// Moves the snapshot forward if everything read is still current.
+    /// Moves both snapshots forward if everything read is still current
+    /// (both clocks sampled before the reads are checked).
     pub(super) fn extend(&self) -> StmResult<()> {
-        let now = CLOCK.load(Ordering::Acquire);
+        let now_v = VOLATILE.now();
+        let now = self.ctx.as_ref().map_or(now_v, |c| c.domain().now());
         if !self.reads_valid(false) {
             return Err(StmError::Conflict);
         }
         self.rv.set(now);
+        self.rv_v.set(now_v);
         Ok(())
     }
 
@@ -656,7 +715,7 @@ impl<'p> STx<'p> {
             return self.read_hw(word, load);
         }
         let mut out = None;
-        self.read_versioned(w, 0, || out = Some(load()))?;
+        self.read_versioned_v(w, || out = Some(load()))?;
         if self.rec.get() {
             self.st.borrow_mut().keep.push(keep());
         }

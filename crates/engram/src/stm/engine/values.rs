@@ -148,7 +148,7 @@ impl STx<'_> {
             return self.read_hw(&v.word, || v.value.read().clone());
         }
         let out = RefCell::new(None);
-        self.read_versioned(w, 0, || *out.borrow_mut() = Some(v.value.read().clone()))?;
+        self.read_versioned_v(w, || *out.borrow_mut() = Some(v.value.read().clone()))?;
         let a = out.into_inner().ok_or_else(|| crate::error::Error::corrupt("volatile read produced nothing"))?;
         let mut st = self.st.borrow_mut();
         st.keep.push(v.clone());
