@@ -467,7 +467,7 @@ pub const LOG_GEN_MASK: u64 = (1 << 48) - 1;
 ///
 /// Every commit computes one, so the CRC is taken by slicing: CRC-16 is
 /// affine in its input, so the CRC of the six bytes is the CRC of six zero
-/// bytes XOR one table entry per byte position ([`GEN_CRC_TABLES`]): six
+/// bytes XOR one table entry per byte position (`GEN_CRC_TABLES`): six
 /// independent lookups instead of a chain of six dependent ones. The value
 /// is `crc16` of the six little-endian bytes (a test compares them).
 #[inline]

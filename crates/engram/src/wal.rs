@@ -19,7 +19,7 @@
 //! - a checkpoint (when the log passes [`CHECKPOINT_BYTES`], and at close)
 //!   copies the records into the pool file *from the log* (never from the
 //!   private mapping, which may hold uncommitted stores; the copies are
-//!   stores into a second, shared mapping of the file, see [`replay`]),
+//!   stores into a second, shared mapping of the file, see `replay`),
 //!   `fsync`s the pool,
 //!   then starts a new log generation (a new salt in the log header; the
 //!   old records' blocks are overwritten by the new ones);
