@@ -196,16 +196,23 @@ test-java: java-deps
 	  | grep --line-buffered -E 'Tests run:|FAIL|ERROR|BUILD|Exception|	at ' || exit 1
 endif
 
+# What every Java bench target runs first: the release engine library, the
+# Java classes and their class path (java/target/cp.txt).
+JAVA_BENCH_BUILD = $(CARGO) build -p engram-ffi --release && cd java && JAVA_HOME=$(JAVA25_HOME) \
+  MAVEN_OPTS="--sun-misc-unsafe-memory-access=allow" $(MVN) -q -B -ntp \
+  -DskipTests package dependency:build-classpath -Dmdep.outputFile=target/cp.txt
+# Shell variables for a bench recipe running in java/: $run (the JDK with the
+# release library and the class path) and $agent (the agent jar).
+JAVA_BENCH_VARS = cp="target/test-classes:target/classes:$$(cat target/cp.txt)"; \
+  run="$(JAVA25_HOME)/bin/java --enable-native-access=ALL-UNNAMED -Dengram.lib=$(CURDIR)/target/release/libengram_ffi.so -cp $$cp"; \
+  agent=target/engram-java-0.1.0-agent.jar
+
 # What the Java write barrier costs (ns per store / add), with the release
 # library; the first line is the same loop without the agent's hooks.
 bench-java: java-deps
 	$(JAVA25_REQUIRE)
-	$(CARGO) build -p engram-ffi --release
-	cd java && JAVA_HOME=$(JAVA25_HOME) MAVEN_OPTS="--sun-misc-unsafe-memory-access=allow" $(MVN) -q -B -ntp \
-	  -DskipTests package dependency:build-classpath -Dmdep.outputFile=target/cp.txt
-	@cd java && cp="target/test-classes:target/classes:$$(cat target/cp.txt)"; \
-	  run="$(JAVA25_HOME)/bin/java --enable-native-access=ALL-UNNAMED -Dengram.lib=$(CURDIR)/target/release/libengram_ffi.so -cp $$cp"; \
-	  agent=target/engram-java-0.1.0-agent.jar; \
+	$(JAVA_BENCH_BUILD)
+	@cd java && $(JAVA_BENCH_VARS); \
 	  echo "uninstrumented:"; $$run -javaagent:$$agent=exclude=io.engram.tests.StoreCost io.engram.tests.StoreCost target/pools baseline; \
 	  echo "instrumented:"; $$run -javaagent:$$agent io.engram.tests.StoreCost target/pools; \
 	  echo "durability points per change (msync on disk; count msyncs with strace -f -e trace=msync):"; \
@@ -217,12 +224,8 @@ bench-java: java-deps
 .PHONY: bench-java-views
 bench-java-views: java-deps
 	$(JAVA25_REQUIRE)
-	$(CARGO) build -p engram-ffi --release
-	cd java && JAVA_HOME=$(JAVA25_HOME) MAVEN_OPTS="--sun-misc-unsafe-memory-access=allow" $(MVN) -q -B -ntp \
-	  -DskipTests package dependency:build-classpath -Dmdep.outputFile=target/cp.txt
-	@cd java && cp="target/test-classes:target/classes:$$(cat target/cp.txt)"; \
-	  run="$(JAVA25_HOME)/bin/java --enable-native-access=ALL-UNNAMED -Dengram.lib=$(CURDIR)/target/release/libengram_ffi.so -cp $$cp"; \
-	  agent=target/engram-java-0.1.0-agent.jar; \
+	$(JAVA_BENCH_BUILD)
+	@cd java && $(JAVA_BENCH_VARS); \
 	  echo "uninstrumented:"; $$run -javaagent:$$agent=exclude=io.engram.tests.ViewCost io.engram.tests.ViewCost target/pools baseline; \
 	  echo "instrumented:"; $$run -javaagent:$$agent io.engram.tests.ViewCost target/pools
 
@@ -234,9 +237,7 @@ bench-java-views: java-deps
 JAVA_APPS_BENCH ?= 1000 2000 1,2 off,h2,engram msync
 bench-java-apps: java-deps
 	$(JAVA25_REQUIRE)
-	$(CARGO) build -p engram-ffi --release
-	cd java && JAVA_HOME=$(JAVA25_HOME) MAVEN_OPTS="--sun-misc-unsafe-memory-access=allow" $(MVN) -q -B -ntp \
-	  -DskipTests package dependency:build-classpath -Dmdep.outputFile=target/cp.txt
+	$(JAVA_BENCH_BUILD)
 	cd java && $(JAVA25_HOME)/bin/java -cp target/classes io.engram.apps.kernels.Markings src/main/java
 	cd java && $(JAVA25_HOME)/bin/java -Dengram.agent.jar=target/engram-java-0.1.0-agent.jar \
 	  -Dengram.lib=$(CURDIR)/target/release/libengram_ffi.so \
@@ -256,9 +257,7 @@ JAVA_BENCH_RUN = cd java && $(JAVA25_HOME)/bin/java -javaagent:target/engram-jav
   -Dengram.agent.jar=target/engram-java-0.1.0-agent.jar -cp "target/test-classes:target/classes:$$(cat target/cp.txt)"
 bench-java-restart: java-deps
 	$(JAVA25_REQUIRE)
-	$(CARGO) build -p engram-ffi --release
-	cd java && JAVA_HOME=$(JAVA25_HOME) MAVEN_OPTS="--sun-misc-unsafe-memory-access=allow" $(MVN) -q -B -ntp \
-	  -DskipTests package dependency:build-classpath -Dmdep.outputFile=target/cp.txt
+	$(JAVA_BENCH_BUILD)
 	mkdir -p $(JAVA_SHM_DIR) $(JAVA_DISK_DIR)
 	@for setup in "engram $(JAVA_SHM_DIR)/restart.pool pmem pmem" "engram $(JAVA_DISK_DIR)/restart.pool process msync" \
 	    "h2 $(JAVA_DISK_DIR)/restart.h2 msync msync"; do set -- $$setup; \
@@ -284,9 +283,7 @@ JAVA_YCSB_MSYNC ?= 10000 10000 1,2 engram
 JAVA_YCSB_WAL ?= 100000 100000 1,2 off,h2,engram
 bench-java-ycsb-full: java-deps
 	$(JAVA25_REQUIRE)
-	$(CARGO) build -p engram-ffi --release
-	cd java && JAVA_HOME=$(JAVA25_HOME) MAVEN_OPTS="--sun-misc-unsafe-memory-access=allow" $(MVN) -q -B -ntp \
-	  -DskipTests package dependency:build-classpath -Dmdep.outputFile=target/cp.txt
+	$(JAVA_BENCH_BUILD)
 	mkdir -p $(JAVA_SHM_DIR) $(JAVA_DISK_DIR)
 	$(JAVA_BENCH_RUN) -Dengram.bench.dir=$(JAVA_SHM_DIR) io.engram.apps.bench.YcsbBench \
 	  ../docs/bench/java-ycsb/ycsb-pmem-shm $(JAVA_YCSB_PMEM) pmem
