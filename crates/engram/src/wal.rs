@@ -450,7 +450,7 @@ fn replay(files: &Files, sync: bool) -> Result<u64> {
 /// time: a store through the mapping into a hole of a sparse file must
 /// allocate a block, and on a full disk that is a SIGBUS where `pwrite`
 /// returns ENOSPC. So a piece is stored through the mapping only where
-/// `fallocate` (the kernel call, `FALLOC_FL_KEEP_SIZE`) reserved its
+/// `fallocate` (`pool::space::reserve_blocks`) reserved its
 /// blocks; where it fails or the file system has none, the piece is
 /// written with `pwrite`. Reserving blocks that are already there is one
 /// cheap call per step per checkpoint.
@@ -478,14 +478,9 @@ impl<'a> Reserve<'a> {
         let (file, len) = (self.file, self.len);
         (first..=last).all(|k| {
             *self.steps.entry(k).or_insert_with(|| {
-                use std::os::fd::AsRawFd;
                 let at = k * Self::STEP;
                 let n = Self::STEP.min(len.saturating_sub(at));
-                if n == 0 || crate::failpoint::planted("wal.reserve_fails") {
-                    return false;
-                }
-                // SAFETY: a plain syscall on an fd we own; no memory is passed.
-                unsafe { libc::fallocate(file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, at as i64, n as i64) == 0 }
+                n > 0 && !crate::failpoint::planted("wal.reserve_fails") && crate::pool::space::reserve_blocks(file, at, n).is_ok()
             })
         })
     }

@@ -287,16 +287,24 @@ pub(crate) fn allocate_range(file: &File, off: u64, len: u64) -> Result<()> {
     if len == 0 {
         return Ok(());
     }
+    match reserve_blocks(file, off, len) {
+        Ok(()) => Ok(()),
+        // Nothing to allocate ahead on this file system: stores allocate.
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP) | Some(libc::EINVAL)) => Ok(()),
+        Err(e) => Err(Error::io("allocate pool blocks", e)),
+    }
+}
+
+/// The kernel's `fallocate(FALLOC_FL_KEEP_SIZE)` of `[off, off+len)` of
+/// `file`: `Ok` only if the blocks are now allocated (the wal checkpoint
+/// needs that answer; [`allocate_range`] forgives a file system without it).
+pub(crate) fn reserve_blocks(file: &File, off: u64, len: u64) -> std::io::Result<()> {
     // SAFETY: plain syscall on an fd we own; no memory is passed.
     let rc = unsafe { libc::fallocate(file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, off as i64, len as i64) };
     if rc == 0 {
-        return Ok(());
-    }
-    let e = std::io::Error::last_os_error();
-    match e.raw_os_error() {
-        // Nothing to allocate ahead on this file system: stores allocate.
-        Some(libc::EOPNOTSUPP) | Some(libc::EINVAL) => Ok(()),
-        _ => Err(Error::io("allocate pool blocks", e)),
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }
 
