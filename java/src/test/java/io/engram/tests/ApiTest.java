@@ -32,9 +32,7 @@ class ApiTest {
     }
 
     private void reopen(Path p) {
-        pool.close();
-        Roots.reset();
-        pool = Pools.open(p);
+        pool = Pools.reopen(pool, p);
     }
 
     @Test

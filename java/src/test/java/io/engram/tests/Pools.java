@@ -33,6 +33,13 @@ public final class Pools {
         return Engram.open(p, OPTIONS);
     }
 
+    /** Closes {@code pool}, forgets the roots this JVM bound (as a restart would) and opens {@code p} again. */
+    public static Engram reopen(Engram pool, Path p) {
+        pool.close();
+        Roots.reset();
+        return open(p);
+    }
+
     /** Runs {@code ChildMain} with {@code args} in a new JVM with the agent; returns its exit code. */
     public static int child(long timeoutSeconds, String... args) throws IOException, InterruptedException {
         Process p = start(args);

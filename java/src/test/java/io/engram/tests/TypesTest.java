@@ -28,9 +28,7 @@ class TypesTest {
     }
 
     private void reopen(Path p) {
-        pool.close();
-        Roots.reset();
-        pool = Pools.open(p);
+        pool = Pools.reopen(pool, p);
     }
 
     @Test

@@ -40,9 +40,7 @@ class ViewsTest {
     }
 
     private void reopen(Path p) {
-        pool.close();
-        Roots.reset();
-        pool = Pools.open(p);
+        pool = Pools.reopen(pool, p);
     }
 
     /** Runs {@code work} on fresh structures, reopens and compares the graph. */
