@@ -20,6 +20,7 @@ final class AppPools {
         Files.createDirectories(DIR);
         Path p = DIR.resolve("apps-" + name + ".pool");
         Files.deleteIfExists(p);
+        io.engram.tests.Pools.deleteOnExit(p);
         return p;
     }
 

@@ -25,8 +25,21 @@ public final class Pools {
         Files.createDirectories(DIR);
         Path p = DIR.resolve(name + ".pool");
         Files.deleteIfExists(p);
+        deleteOnExit(p);
         Roots.reset();
         return p;
+    }
+
+    /**
+     * Deletes the pool file and its write-ahead log ({@code .wal}) when this JVM exits, after every test (and every
+     * child JVM it waited for) is done: 64 MiB pools are not kept between runs. Set {@code -Dengram.test.keep=true}
+     * to keep them for inspection.
+     */
+    public static void deleteOnExit(Path p) {
+        if (!Boolean.getBoolean("engram.test.keep")) {
+            p.toFile().deleteOnExit();
+            Path.of(p + ".wal").toFile().deleteOnExit();
+        }
     }
 
     public static Engram open(Path p) {
