@@ -1,0 +1,341 @@
+//go:build linux
+
+// evloop_linux.go: the epoll front end (Linux; the default, `--io epoll`).
+// Instead of one reader goroutine per connection, parked in Go's
+// netpoller, K event loops (`--io-loops`, default 1) each wait in
+// epoll_wait over their connections' sockets, as redis-server's event loop
+// does. One loop turn reads every ready socket once (level-triggered: what
+// is not read now is reported again), parses every whole command
+// (respscan.go frames them; a partial command waits in the connection's
+// buffer for the next read), and then runs all of them itself under
+// execMu, in batches of at most batchMax commands (one region, one commit
+// each: a turn is a natural group commit); the replies go out after each
+// commit with one write per client (client.write: no deadline timer unless
+// the socket is full). No goroutine wakes per request and no read ends in
+// EAGAIN.
+//
+// Invariants: a registered socket is never closed while the loop may read
+// it — the server hangs a client up with shutdown(2) (client.hangup), the
+// loop then reads EOF, deregisters the socket and queues the client's
+// close request after its commands; only dropClient (after that) and
+// Server.Close (after the loops stopped) close it. A connection's commands
+// run in the order read; with one loop all connections' commands run in
+// the order the loop read them (with more loops, turns of different loops
+// run in the order they take execMu).
+//
+// Crash behaviour: none of its own; it hands commands to the executor.
+package redis
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"sync"
+	"syscall"
+	"time"
+)
+
+const (
+	evReadSize  = 64 << 10 // bytes read per socket per turn
+	evMaxEvents = 256      // sockets handled per epoll_wait
+	evWakeToken = 0        // the event data of the loop's wake pipe (client ids start at 1)
+)
+
+// evLoop is one event loop: its epoll instance, its connections and the
+// buffers one turn uses.
+type evLoop struct {
+	s      *Server
+	epfd   int
+	wake   [2]int // a pipe: Server.Close writes one byte to wake[1]
+	mu     sync.Mutex
+	conns  map[int64]*evConn // guarded by mu (add runs on the accept goroutine)
+	events []syscall.EpollEvent
+	buf    []byte        // the read buffer of a connection with nothing pending
+	src    bytes.Reader  // the whole commands of one read, for br
+	br     *bufio.Reader // the parser's reader over src
+	arena  argArena
+	turn   []*request
+	errs   []protoFail
+}
+
+// evConn is a connection of a loop.
+type evConn struct {
+	c    *client
+	in   []byte // an incomplete command carried to the next read
+	need int    // len(in) the next command needs at least (skip the scan below it)
+}
+
+// protoFail is a connection that sent a protocol error this turn.
+type protoFail struct {
+	ec  *evConn
+	msg string
+}
+
+// ioEpollAvailable tells Config.IO's default.
+const ioEpollAvailable = true
+
+// newLoops creates k loops (not yet running).
+func newLoops(s *Server, k int) ([]*evLoop, error) {
+	var loops []*evLoop
+	for i := 0; i < k; i++ {
+		l, err := newLoop(s)
+		if err != nil {
+			for _, o := range loops {
+				o.closeFds()
+			}
+			return nil, err
+		}
+		loops = append(loops, l)
+	}
+	return loops, nil
+}
+
+func newLoop(s *Server) (*evLoop, error) {
+	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	l := &evLoop{s: s, epfd: epfd, conns: map[int64]*evConn{}, events: make([]syscall.EpollEvent, evMaxEvents),
+		buf: make([]byte, evReadSize)}
+	l.br = bufio.NewReaderSize(&l.src, 8<<10)
+	if err := syscall.Pipe2(l.wake[:], syscall.O_CLOEXEC|syscall.O_NONBLOCK); err != nil {
+		syscall.Close(epfd)
+		return nil, err
+	}
+	ev := syscall.EpollEvent{Events: syscall.EPOLLIN}
+	setToken(&ev, evWakeToken)
+	if err := syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, l.wake[0], &ev); err != nil {
+		l.closeFds()
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *evLoop) closeFds() {
+	syscall.Close(l.epfd)
+	syscall.Close(l.wake[0])
+	syscall.Close(l.wake[1])
+}
+
+func setToken(ev *syscall.EpollEvent, id int64) {
+	ev.Fd, ev.Pad = int32(uint32(id)), int32(uint32(id>>32))
+}
+
+func token(ev *syscall.EpollEvent) int64 {
+	return int64(uint32(ev.Fd)) | int64(uint32(ev.Pad))<<32
+}
+
+// wakeUp makes the loop's epoll_wait return (Server.Close).
+func (l *evLoop) wakeUp() {
+	syscall.Write(l.wake[1], []byte{1})
+}
+
+// add registers a connection (the accept goroutine); an error leaves it
+// to a reader goroutine.
+func (l *evLoop) add(c *client) error {
+	if c.rc == nil {
+		return errors.New("not a socket")
+	}
+	ec := &evConn{c: c}
+	l.mu.Lock()
+	l.conns[c.id] = ec
+	l.mu.Unlock()
+	var cerr error
+	err := c.rc.Control(func(fd uintptr) {
+		ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP}
+		setToken(&ev, c.id)
+		cerr = syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, int(fd), &ev)
+	})
+	if err == nil {
+		err = cerr
+	}
+	if err != nil {
+		l.mu.Lock()
+		delete(l.conns, c.id)
+		l.mu.Unlock()
+	}
+	return err
+}
+
+// run is the loop: wait, read, parse, run the turn's commands.
+func (l *evLoop) run() {
+	defer l.s.done.Done()
+	defer l.closeFds()
+	for {
+		n, err := syscall.EpollWait(l.epfd, l.events, -1)
+		if err != nil {
+			if errors.Is(err, syscall.EINTR) {
+				continue
+			}
+			return // the epoll fd is broken: nothing more can be read
+		}
+		select {
+		case <-l.s.closed:
+			return
+		default:
+		}
+		l.turnOnce(n)
+	}
+}
+
+// turnOnce handles n ready events and runs what they brought.
+func (l *evLoop) turnOnce(n int) {
+	at := time.Now().UnixNano()
+	for i := 0; i < n; i++ {
+		id := token(&l.events[i])
+		if id == evWakeToken {
+			var b [64]byte
+			syscall.Read(l.wake[0], b[:])
+			continue
+		}
+		l.mu.Lock()
+		ec := l.conns[id]
+		l.mu.Unlock()
+		if ec != nil {
+			l.readConn(ec, at)
+		}
+	}
+	if len(l.turn) > 0 {
+		l.s.runTurn(l.turn)
+	}
+	// Protocol errors: the reply after the replies to the commands before
+	// it, then the close.
+	if len(l.errs) > 0 {
+		l.turn = l.turn[:0]
+		for _, f := range l.errs {
+			f.ec.c.write([]byte("-" + f.msg + "\r\n"))
+			l.turn = append(l.turn, l.remove(f.ec, at))
+		}
+		l.s.runTurn(l.turn)
+		clear(l.errs)
+		l.errs = l.errs[:0]
+	}
+	clear(l.turn)
+	l.turn = l.turn[:0]
+}
+
+// readConn reads the socket once and queues its whole commands (and its
+// close at EOF) on the turn.
+func (l *evLoop) readConn(ec *evConn, at int64) {
+	data, n, err := l.read(ec)
+	if n > 0 {
+		data = l.parse(ec, data, at)
+		l.keep(ec, data)
+	}
+	if err != nil || n == 0 {
+		// EOF, reset, or hung up: what was read before is queued; an
+		// incomplete command is dropped with the connection.
+		ec.in = nil
+		l.turn = append(l.turn, l.remove(ec, at))
+	}
+}
+
+// read does one read(2): into the loop's buffer, or after the
+// connection's pending bytes. It returns all bytes to frame.
+func (l *evLoop) read(ec *evConn) ([]byte, int, error) {
+	dst := l.buf
+	if len(ec.in) > 0 {
+		if cap(ec.in)-len(ec.in) < evReadSize/4 {
+			grown := make([]byte, len(ec.in), 2*cap(ec.in)+evReadSize)
+			copy(grown, ec.in)
+			ec.in = grown
+		}
+		dst = ec.in[len(ec.in):cap(ec.in)]
+	}
+	var n int
+	var rerr error
+	err := ec.c.rc.Read(func(fd uintptr) bool {
+		n, rerr = syscall.Read(int(fd), dst)
+		return true // never park: epoll said it is readable
+	})
+	if err == nil {
+		err = rerr
+	}
+	if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EINTR) {
+		return nil, -1, nil // nothing after all (a spurious wake-up): try next turn
+	}
+	if err != nil || n <= 0 {
+		return nil, 0, err
+	}
+	if len(ec.in) > 0 {
+		return ec.in[:len(ec.in)+n], n, nil
+	}
+	return dst[:n], n, nil
+}
+
+// keep stores the unframed rest as the connection's pending bytes.
+func (l *evLoop) keep(ec *evConn, rest []byte) {
+	switch {
+	case len(rest) == 0:
+		if cap(ec.in) > 4*evReadSize {
+			ec.in = nil // a big command passed: do not hold its buffer
+		} else {
+			ec.in = ec.in[:0]
+		}
+	case len(ec.in) > 0 && &rest[0] == &ec.in[0]:
+		ec.in = rest // still waiting for the same command
+	default:
+		ec.in = append(ec.in[:0], rest...)
+	}
+}
+
+// parse queues the whole commands at the front of data on the turn and
+// returns the rest (an incomplete command).
+func (l *evLoop) parse(ec *evConn, data []byte, at int64) []byte {
+	if len(data) < ec.need {
+		return data
+	}
+	p, need := scanCommands(data)
+	ec.need = max(need-p, 0) // the rest is kept from data[p:]
+	if p == 0 {
+		return data
+	}
+	l.src.Reset(data[:p])
+	l.br.Reset(&l.src)
+	var cmds [][][]byte
+	for l.br.Buffered() > 0 || l.src.Len() > 0 {
+		args, err := readCommandIn(l.br, &l.arena)
+		if err != nil {
+			msg := protoErrHead + "unexpected end of command"
+			var pe protoError
+			if errors.As(err, &pe) {
+				msg = pe.Error()
+			}
+			l.queue(ec.c, cmds, at)
+			l.errs = append(l.errs, protoFail{ec, msg})
+			return nil
+		}
+		if len(args) > 0 {
+			cmds = append(cmds, args)
+		}
+		if len(cmds) >= l.s.batchMax {
+			l.queue(ec.c, cmds, at)
+			cmds = nil
+		}
+	}
+	l.queue(ec.c, cmds, at)
+	return data[p:]
+}
+
+func (l *evLoop) queue(c *client, cmds [][][]byte, at int64) {
+	if len(cmds) > 0 {
+		l.turn = append(l.turn, &request{c: c, cmds: cmds, at: at})
+	}
+}
+
+// remove deregisters a connection and returns its close request.
+func (l *evLoop) remove(ec *evConn, at int64) *request {
+	l.mu.Lock()
+	_, had := l.conns[ec.c.id]
+	delete(l.conns, ec.c.id)
+	l.mu.Unlock()
+	if had {
+		ec.c.rc.Control(func(fd uintptr) {
+			syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_DEL, int(fd), nil)
+		})
+	}
+	l.s.mu.Lock()
+	delete(l.s.conns, ec.c.id)
+	l.s.mu.Unlock()
+	return &request{c: ec.c, kind: reqClose, at: at}
+}
