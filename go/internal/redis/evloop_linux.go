@@ -61,8 +61,9 @@ type evLoop struct {
 // evConn is a connection of a loop.
 type evConn struct {
 	c    *client
-	in   []byte // an incomplete command carried to the next read
-	need int    // len(in) the next command needs at least (skip the scan below it)
+	f    *fdConn // c.conn
+	in   []byte  // an incomplete command carried to the next read
+	need int     // len(in) the next command needs at least (skip the scan below it)
 }
 
 // protoFail is a connection that sent a protocol error this turn.
@@ -136,7 +137,11 @@ func (l *evLoop) add(c *client) error {
 	if c.rc == nil {
 		return errors.New("not a socket")
 	}
-	ec := &evConn{c: c}
+	f, ok := c.conn.(*fdConn)
+	if !ok {
+		return errors.New("not a detached socket")
+	}
+	ec := &evConn{c: c, f: f}
 	l.mu.Lock()
 	l.conns[c.id] = ec
 	l.mu.Unlock()
@@ -242,15 +247,7 @@ func (l *evLoop) read(ec *evConn) ([]byte, int, error) {
 		}
 		dst = ec.in[len(ec.in):cap(ec.in)]
 	}
-	var n int
-	var rerr error
-	err := ec.c.rc.Read(func(fd uintptr) bool {
-		n, rerr = syscall.Read(int(fd), dst)
-		return true // never park: epoll said it is readable
-	})
-	if err == nil {
-		err = rerr
-	}
+	n, err := ec.f.tryRead(dst) // never parks: epoll said it is readable
 	if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EINTR) {
 		return nil, -1, nil // nothing after all (a spurious wake-up): try next turn
 	}

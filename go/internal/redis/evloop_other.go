@@ -27,5 +27,7 @@ func (*evLoop) wakeUp()           {}
 
 type fdConn struct{ net.Conn }
 
-func detach(net.Conn) (*fdConn, error) { return nil, errors.New("--io epoll needs Linux") }
-func (*fdConn) raw() syscall.RawConn   { return nil }
+func detach(net.Conn) (*fdConn, error)       { return nil, errors.New("--io epoll needs Linux") }
+func (*fdConn) raw() syscall.RawConn         { return nil }
+func (*fdConn) tryRead([]byte) (int, error)  { return 0, errors.New("--io epoll needs Linux") }
+func (*fdConn) tryWrite([]byte) (int, error) { return 0, errors.New("--io epoll needs Linux") }

@@ -77,6 +77,26 @@ func dupCloexec(fd int) (int, error) {
 	return int(r), nil
 }
 
+// tryRead is one read(2) (no closure, no allocation: the loop's path).
+func (f *fdConn) tryRead(b []byte) (int, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.fd < 0 {
+		return 0, net.ErrClosed
+	}
+	return syscall.Read(f.fd, b)
+}
+
+// tryWrite is one write(2) (the replies' path).
+func (f *fdConn) tryWrite(b []byte) (int, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.fd < 0 {
+		return 0, net.ErrClosed
+	}
+	return syscall.Write(f.fd, b)
+}
+
 // raw is the connection as a syscall.RawConn.
 func (f *fdConn) raw() syscall.RawConn { return fdRaw{f} }
 

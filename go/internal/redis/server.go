@@ -438,12 +438,7 @@ func (c *client) write(b []byte) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if c.rc != nil {
-		var n int
-		var werr error
-		err := c.rc.Write(func(fd uintptr) bool {
-			n, werr = syscall.Write(int(fd), b)
-			return true // never park here: the fallback below has a deadline
-		})
+		n, werr, err := c.tryWrite(b)
 		if err == nil && werr == nil && n == len(b) {
 			return
 		}
@@ -457,6 +452,23 @@ func (c *client) write(b []byte) {
 	if _, err := c.conn.Write(b); err != nil {
 		c.hangup()
 	}
+}
+
+// tryWrite is one write(2) of b, never parking (the fallback in write has
+// a deadline): err is set if the connection is closed.
+func (c *client) tryWrite(b []byte) (n int, werr, err error) {
+	if f, ok := c.conn.(*fdConn); ok {
+		n, werr = f.tryWrite(b)
+		if errors.Is(werr, net.ErrClosed) {
+			return 0, nil, werr
+		}
+		return n, werr, nil
+	}
+	err = c.rc.Write(func(fd uintptr) bool {
+		n, werr = syscall.Write(int(fd), b)
+		return true
+	})
+	return n, werr, err
 }
 
 // hangup ends the connection without closing its descriptor (the epoll
