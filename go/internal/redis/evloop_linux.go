@@ -33,6 +33,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 const (
@@ -167,7 +168,7 @@ func (l *evLoop) run() {
 	defer l.s.done.Done()
 	defer l.closeFds()
 	for {
-		n, err := syscall.EpollWait(l.epfd, l.events, -1)
+		n, err := l.wait()
 		if err != nil {
 			if errors.Is(err, syscall.EINTR) {
 				continue
@@ -181,6 +182,19 @@ func (l *evLoop) run() {
 		}
 		l.turnOnce(n)
 	}
+}
+
+// wait returns the ready events: first without blocking and without
+// telling the scheduler (under load a turn's sockets are usually ready
+// again by the next one), then, if none, blocking (the scheduler hands
+// the P on while it sleeps).
+func (l *evLoop) wait() (int, error) {
+	r, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(l.epfd), uintptr(unsafe.Pointer(&l.events[0])),
+		uintptr(len(l.events)), 0, 0, 0)
+	if e == 0 && r > 0 {
+		return int(r), nil
+	}
+	return syscall.EpollWait(l.epfd, l.events, -1)
 }
 
 // turnOnce handles n ready events and runs what they brought.

@@ -84,7 +84,7 @@ func (f *fdConn) tryRead(b []byte) (int, error) {
 	if f.fd < 0 {
 		return 0, net.ErrClosed
 	}
-	return syscall.Read(f.fd, b)
+	return rawRW(syscall.SYS_READ, f.fd, b)
 }
 
 // tryWrite is one write(2) (the replies' path).
@@ -94,7 +94,23 @@ func (f *fdConn) tryWrite(b []byte) (int, error) {
 	if f.fd < 0 {
 		return 0, net.ErrClosed
 	}
-	return syscall.Write(f.fd, b)
+	return rawRW(syscall.SYS_WRITE, f.fd, b)
+}
+
+// rawRW is a read(2) or write(2) of a non-blocking socket without telling
+// Go's scheduler (RawSyscall): it never blocks, so the scheduler need not
+// hand the thread's P to another thread, and sysmon does not wake to
+// retake it (syscall.Read/Write enter and leave a "syscall" state each).
+func rawRW(trap uintptr, fd int, b []byte) (int, error) {
+	var p unsafe.Pointer
+	if len(b) > 0 {
+		p = unsafe.Pointer(&b[0])
+	}
+	r, _, e := syscall.RawSyscall(trap, uintptr(fd), uintptr(p), uintptr(len(b)))
+	if e != 0 {
+		return -1, e
+	}
+	return int(r), nil
 }
 
 // raw is the connection as a syscall.RawConn.
