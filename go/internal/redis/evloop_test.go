@@ -2,7 +2,8 @@
 // relies on (respscan.go): commands split at every byte, many pipelining
 // connections, a client closing mid-pipeline, CLIENT KILL and QUIT (the
 // connection leaves the loop), a client blocked on one loop served by a
-// push from another, and the same checks on `--io goroutines`.
+// push from another, a client that does not read its replies (the others
+// are served meanwhile), and the same checks on `--io goroutines`.
 package redis
 
 import (
@@ -146,6 +147,7 @@ func TestFrontEnds(t *testing.T) {
 			t.Run("midPipeline", func(t *testing.T) { checkMidPipeline(t, s, c) })
 			t.Run("kill", func(t *testing.T) { checkKillQuit(t, s, c) })
 			t.Run("blocked", func(t *testing.T) { checkBlockedAcross(t, s.Addr()) })
+			t.Run("slowReader", func(t *testing.T) { checkSlowReader(t, s.Addr(), c) })
 		})
 	}
 }
@@ -343,6 +345,35 @@ func checkBlockedAcross(t *testing.T, addr string) {
 	for _, want := range []string{"*-1", "+PONG"} {
 		if l := line(t, ar); l != want {
 			t.Fatalf("timed-out BLPOP: %q want %q", l, want)
+		}
+	}
+}
+
+// checkSlowReader: a client asks for 32 MiB of replies and reads none of
+// them; another client is served meanwhile (the server keeps the backlog
+// instead of waiting on the socket), then the first reads every reply
+// whole.
+func checkSlowReader(t *testing.T, addr string, c *goredis.Client) {
+	ctx := context.Background()
+	big := strings.Repeat("b", 1<<20)
+	m(c.Set(ctx, "big", big, 0).Result())
+	slow, sr := dial(t, addr)
+	const n = 32
+	slow.Write([]byte(strings.Repeat("GET big\r\n", n)))
+	for i := 0; i < 50; i++ {
+		k := "other" + strconv.Itoa(i)
+		m(c.Set(ctx, k, "v", 0).Result())
+		if v := m(c.Get(ctx, k).Result()); v != "v" {
+			t.Fatal(v)
+		}
+	}
+	for i := 0; i < n; i++ {
+		if l := line(t, sr); l != "$"+strconv.Itoa(len(big)) {
+			t.Fatalf("reply %d: %q", i, l)
+		}
+		buf := make([]byte, len(big)+2)
+		if _, err := io.ReadFull(sr, buf); err != nil || string(buf[:len(big)]) != big {
+			t.Fatalf("reply %d: %v", i, err)
 		}
 	}
 }

@@ -14,7 +14,8 @@
 // Read, Write or Control callback runs (they hold mu shared, Close holds
 // it exclusively), so a closed number reused by a new connection is never
 // read or written by mistake. A Write blocks (in ppoll) only while the
-// socket is full, at most until the write deadline.
+// socket is full, at most until the write deadline or Close (which shuts
+// the socket down first).
 //
 // Crash behaviour: none; no pool memory.
 package redis
@@ -189,8 +190,15 @@ func (f *fdConn) waitWritable(fd int) error {
 	return nil
 }
 
-// Close closes the descriptor once (waiting for a running Read/Write).
+// Close closes the descriptor once. It shuts the socket down first, so a
+// Write waiting in ppoll returns (EPIPE) instead of holding the close up
+// until its deadline.
 func (f *fdConn) Close() error {
+	f.mu.RLock()
+	if f.fd >= 0 {
+		syscall.Shutdown(f.fd, syscall.SHUT_RDWR)
+	}
+	f.mu.RUnlock()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.fd < 0 {

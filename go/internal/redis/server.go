@@ -122,6 +122,8 @@ type client struct {
 	conn     net.Conn
 	rc       syscall.RawConn // conn's descriptor (nil if not a socket): raw reads and writes
 	wmu      sync.Mutex
+	out      []byte // replies the socket did not take yet (wmu; clientout.go)
+	flushing bool   // a flusher goroutine is writing out (wmu)
 	proto    int
 	db       int
 	name     string
@@ -427,56 +429,6 @@ func (s *Server) kickExecutor() {
 // runWaiting runs batches until the queue is empty (execMu held).
 func (s *Server) runWaiting() {
 	for !s.stopped.Load() && s.runNext() {
-	}
-}
-
-// write sends bytes to the client now (replies and pushes): one write(2)
-// if the socket takes them all (the common case: no deadline timer), else
-// the rest through conn with a 10 s deadline. A failed write hangs the
-// client up.
-func (c *client) write(b []byte) {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	if c.rc != nil {
-		n, werr, err := c.tryWrite(b)
-		if err == nil && werr == nil && n == len(b) {
-			return
-		}
-		if err != nil || (werr != nil && !errors.Is(werr, syscall.EAGAIN) && !errors.Is(werr, syscall.EINTR)) {
-			c.hangup()
-			return
-		}
-		b = b[max(n, 0):]
-	}
-	c.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
-	if _, err := c.conn.Write(b); err != nil {
-		c.hangup()
-	}
-}
-
-// tryWrite is one write(2) of b, never parking (the fallback in write has
-// a deadline): err is set if the connection is closed.
-func (c *client) tryWrite(b []byte) (n int, werr, err error) {
-	if f, ok := c.conn.(*fdConn); ok {
-		n, werr = f.tryWrite(b)
-		if errors.Is(werr, net.ErrClosed) {
-			return 0, nil, werr
-		}
-		return n, werr, nil
-	}
-	err = c.rc.Write(func(fd uintptr) bool {
-		n, werr = syscall.Write(int(fd), b)
-		return true
-	})
-	return n, werr, err
-}
-
-// hangup ends the connection without closing its descriptor (the epoll
-// front end may be about to read it): the reader then sees EOF and the
-// client's close request drops it (dropClient closes the descriptor).
-func (c *client) hangup() {
-	if c.rc == nil || c.rc.Control(func(fd uintptr) { syscall.Shutdown(int(fd), syscall.SHUT_RDWR) }) != nil {
-		c.conn.Close()
 	}
 }
 
