@@ -95,7 +95,14 @@ func (c *client) tryWrite(b []byte) (n int, werr, err error) {
 		}
 		return n, werr, nil
 	}
-	err = c.rc.Write(func(fd uintptr) bool {
+	return rawConnWrite(c.rc, b)
+}
+
+// rawConnWrite is one write(2) through a net.Conn's RawConn (its own
+// function: the closure's captured results would otherwise be allocated
+// on every tryWrite, the fdConn path's too).
+func rawConnWrite(rc syscall.RawConn, b []byte) (n int, werr, err error) {
+	err = rc.Write(func(fd uintptr) bool {
 		n, werr = syscall.Write(int(fd), b)
 		return true
 	})

@@ -57,6 +57,9 @@ type evLoop struct {
 	arena  argArena
 	turn   []*request
 	errs   []protoFail
+	cmds   [][][]byte // one request's commands while parsing (copied out by queue)
+	cmdBuf [][][]byte // carved into requests' command lists (never reused: see argArena)
+	reqBuf []request  // carved into requests (likewise)
 }
 
 // evConn is a connection of a loop.
@@ -303,7 +306,7 @@ func (l *evLoop) parse(ec *evConn, data []byte, at int64) []byte {
 	}
 	l.src.Reset(data[:p])
 	l.br.Reset(&l.src)
-	var cmds [][][]byte
+	cmds := l.cmds[:0]
 	for l.br.Buffered() > 0 || l.src.Len() > 0 {
 		args, err := readCommandIn(l.br, &l.arena)
 		if err != nil {
@@ -314,6 +317,7 @@ func (l *evLoop) parse(ec *evConn, data []byte, at int64) []byte {
 			}
 			l.queue(ec.c, cmds, at)
 			l.errs = append(l.errs, protoFail{ec, msg})
+			l.cmds = cmds[:0]
 			return nil
 		}
 		if len(args) > 0 {
@@ -321,17 +325,38 @@ func (l *evLoop) parse(ec *evConn, data []byte, at int64) []byte {
 		}
 		if len(cmds) >= l.s.batchMax {
 			l.queue(ec.c, cmds, at)
-			cmds = nil
+			cmds = cmds[:0]
 		}
 	}
 	l.queue(ec.c, cmds, at)
+	clear(cmds)
+	l.cmds = cmds[:0]
 	return data[p:]
 }
 
+// queue puts a request for cmds (copied: cmds is the loop's scratch list)
+// on the turn. The request and its command list are carved from blocks
+// (one allocation per many requests, as argArena's).
 func (l *evLoop) queue(c *client, cmds [][][]byte, at int64) {
-	if len(cmds) > 0 {
-		l.turn = append(l.turn, &request{c: c, cmds: cmds, at: at})
+	if len(cmds) == 0 {
+		return
 	}
+	var own [][][]byte
+	if len(cmds) > 64 {
+		own = append([][][]byte(nil), cmds...)
+	} else {
+		if cap(l.cmdBuf)-len(l.cmdBuf) < len(cmds) {
+			l.cmdBuf = make([][][]byte, 0, 512)
+		}
+		k := len(l.cmdBuf)
+		l.cmdBuf = append(l.cmdBuf, cmds...)
+		own = l.cmdBuf[k : k+len(cmds) : k+len(cmds)]
+	}
+	if len(l.reqBuf) == cap(l.reqBuf) {
+		l.reqBuf = make([]request, 0, 64)
+	}
+	l.reqBuf = append(l.reqBuf, request{c: c, cmds: own, at: at})
+	l.turn = append(l.turn, &l.reqBuf[len(l.reqBuf)-1])
 }
 
 // remove deregisters a connection and returns its close request.
