@@ -5,9 +5,9 @@
 // netpoller, K event loops (`--io-loops`, default 1) each wait in
 // epoll_wait over their connections' sockets, as redis-server's event loop
 // does. One loop turn reads every ready socket once (level-triggered: what
-// is not read now is reported again), parses every whole command
-// (respscan.go frames them; a partial command waits in the connection's
-// buffer for the next read), and then runs all of them itself under
+// is not read now is reported again), parses every whole command straight
+// from the read buffer (respscan.go; a partial command waits in the
+// connection's buffer for the next read), and then runs all of them itself under
 // execMu, in batches of at most batchMax commands (one region, one commit
 // each: a turn is a natural group commit); the replies go out after each
 // commit with one write per client (client.write: no deadline timer unless
@@ -27,8 +27,6 @@
 package redis
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"sync"
 	"syscall"
@@ -51,10 +49,9 @@ type evLoop struct {
 	mu     sync.Mutex
 	conns  map[int64]*evConn // guarded by mu (add runs on the accept goroutine)
 	events []syscall.EpollEvent
-	buf    []byte        // the read buffer of a connection with nothing pending
-	src    bytes.Reader  // the whole commands of one read, for br
-	br     *bufio.Reader // the parser's reader over src
+	buf    []byte // the read buffer of a connection with nothing pending
 	arena  argArena
+	offs   []argSpan // parseOne's scratch
 	turn   []*request
 	errs   []protoFail
 	cmds   [][][]byte // one request's commands while parsing (copied out by queue)
@@ -102,7 +99,6 @@ func newLoop(s *Server) (*evLoop, error) {
 	}
 	l := &evLoop{s: s, epfd: epfd, conns: map[int64]*evConn{}, events: make([]syscall.EpollEvent, evMaxEvents),
 		buf: make([]byte, evReadSize)}
-	l.br = bufio.NewReaderSize(&l.src, 8<<10)
 	if err := syscall.Pipe2(l.wake[:], syscall.O_CLOEXEC|syscall.O_NONBLOCK); err != nil {
 		syscall.Close(epfd)
 		return nil, err
@@ -299,27 +295,23 @@ func (l *evLoop) parse(ec *evConn, data []byte, at int64) []byte {
 	if len(data) < ec.need {
 		return data
 	}
-	p, need := scanCommands(data)
-	ec.need = max(need-p, 0) // the rest is kept from data[p:]
-	if p == 0 {
-		return data
-	}
-	l.src.Reset(data[:p])
-	l.br.Reset(&l.src)
+	ec.need = 0
 	cmds := l.cmds[:0]
-	for l.br.Buffered() > 0 || l.src.Len() > 0 {
-		args, err := readCommandIn(l.br, &l.arena)
+	pos := 0
+	for pos < len(data) {
+		args, n, ok, need, offs, err := parseOne(data[pos:], &l.arena, l.offs)
+		l.offs = offs
 		if err != nil {
-			msg := protoErrHead + "unexpected end of command"
-			var pe protoError
-			if errors.As(err, &pe) {
-				msg = pe.Error()
-			}
 			l.queue(ec.c, cmds, at)
-			l.errs = append(l.errs, protoFail{ec, msg})
+			l.errs = append(l.errs, protoFail{ec, err.Error()})
 			l.cmds = cmds[:0]
 			return nil
 		}
+		if !ok {
+			ec.need = need // relative to the rest, which keep stores
+			break
+		}
+		pos += n
 		if len(args) > 0 {
 			cmds = append(cmds, args)
 		}
@@ -331,7 +323,7 @@ func (l *evLoop) parse(ec *evConn, data []byte, at int64) []byte {
 	l.queue(ec.c, cmds, at)
 	clear(cmds)
 	l.cmds = cmds[:0]
-	return data[p:]
+	return data[pos:]
 }
 
 // queue puts a request for cmds (copied: cmds is the loop's scratch list)

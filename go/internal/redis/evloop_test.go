@@ -1,5 +1,5 @@
-// evloop_test.go: the epoll front end (evloop_linux.go) and the framing it
-// relies on (respscan.go): commands split at every byte, many pipelining
+// evloop_test.go: the epoll front end (evloop_linux.go) and its parser
+// (respscan.go): commands split at every byte, many pipelining
 // connections, a client closing mid-pipeline, CLIENT KILL and QUIT (the
 // connection leaves the loop), a client blocked on one loop served by a
 // push from another, a client that does not read its replies (the others
@@ -24,8 +24,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
-// TestScanCommands: every split of a pipeline into a framed prefix and a
-// rest gives the commands the parser reads from the whole pipeline.
+// TestScanCommands: every split of a pipeline into two reads gives, with
+// parseOne, the commands written (the inline ones too).
 func TestScanCommands(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var pipe bytes.Buffer
@@ -60,56 +60,63 @@ func TestScanCommands(t *testing.T) {
 	}
 }
 
-// framedParse frames all[:cut], parses the prefix, then frames what is
-// left plus the rest of all, as the loop does across two reads.
-func framedParse(t *testing.T, all []byte, cut int) [][]string {
+// parseAll parses b with parseOne as the loop does: the commands, the
+// bytes taken, and the length the rest needs (0: none left).
+func parseAll(b []byte) ([][]string, int, int, error) {
 	var out [][]string
-	parse := func(b []byte) {
-		r := bufio.NewReader(bytes.NewReader(b))
-		for {
-			args, err := readCommand(r)
-			if err == io.EOF {
-				return
-			}
-			if err != nil {
-				t.Fatalf("parse %q: %v", b, err)
-			}
+	var a argArena
+	var offs []argSpan
+	pos := 0
+	for pos < len(b) {
+		args, n, ok, need, o, err := parseOne(b[pos:], &a, offs)
+		offs = o
+		if err != nil {
+			return out, pos, 0, err
+		}
+		if !ok {
+			return out, pos, pos + need, nil
+		}
+		pos += n
+		if len(args) > 0 {
 			var s []string
-			for _, a := range args {
-				s = append(s, string(a))
+			for _, x := range args {
+				s = append(s, string(x))
 			}
 			out = append(out, s)
 		}
 	}
-	p, need := scanCommands(all[:cut])
-	if (p < cut) != (need > cut) {
-		t.Fatalf("cut %d: prefix %d, need %d", cut, p, need)
-	}
-	parse(all[:p])
-	rest := all[p:]
-	p2, need2 := scanCommands(rest)
-	if p2 != len(rest) || need2 != 0 {
-		t.Fatalf("cut %d: the whole rest is not framed (%d of %d)", cut, p2, len(rest))
-	}
-	parse(rest)
-	return out
+	return out, pos, 0, nil
 }
 
-// TestScanMalformed: a malformed header ends the prefix, so the parser
-// meets the protocol error instead of waiting.
+// framedParse parses all[:cut], then what was left plus the rest of all,
+// as the loop does across two reads.
+func framedParse(t *testing.T, all []byte, cut int) [][]string {
+	out, p, need, err := parseAll(all[:cut])
+	if err != nil || (p < cut) != (need > cut) {
+		t.Fatalf("cut %d: taken %d, need %d, %v", cut, p, need, err)
+	}
+	more, p2, need2, err := parseAll(all[p:])
+	if err != nil || p2 != len(all)-p || need2 != 0 {
+		t.Fatalf("cut %d: the whole rest is not parsed (%d of %d, %v)", cut, p2, len(all)-p, err)
+	}
+	return append(out, more...)
+}
+
+// TestScanMalformed: malformed input gets the bufio parser's protocol
+// error (never a wait for more bytes), a partial command says how much it
+// needs.
 func TestScanMalformed(t *testing.T) {
-	for _, in := range []string{"*x\r\n$1\r\n", "*1\r\n$1099511627776\r\n", "*2\r\n$3\r\nGET\r\n:12\r\nzz", "*1\r\n$-5\r\n"} {
-		p, _ := scanCommands([]byte(in))
-		r := bufio.NewReader(strings.NewReader(in[:p]))
-		if _, err := readCommand(r); err == nil || !strings.Contains(err.Error(), "Protocol error") {
-			t.Fatalf("%q: prefix %d, %v", in, p, err)
+	for _, in := range []string{"*x\r\n$1\r\n", "*1\r\n$1099511627776\r\n", "*2\r\n$3\r\nGET\r\n:12\r\nzz",
+		"*1\r\n$-5\r\n", "*1\r\n$3\r\nabcd\r\n", "SET \"a\r\n", "*1\r\n\r\n", "*3000000\r\n",
+		strings.Repeat("a", maxInline+1) + "\r\n", strings.Repeat("a", maxInline+20<<10)} {
+		_, _, _, err := parseAll([]byte(in))
+		_, want := readCommand(bufio.NewReaderSize(strings.NewReader(in), 8<<10))
+		if err == nil || want == nil || err.Error() != want.Error() {
+			t.Fatalf("%.40q: %v, the bufio parser: %v", in, err, want)
 		}
 	}
-	if p, need := scanCommands([]byte("*1\r\n$5\r\nab")); p != 0 || need != 4+4+7 {
-		t.Fatalf("partial bulk: %d %d", p, need)
-	}
-	if p, _ := scanCommands([]byte(strings.Repeat("a", maxInline+20<<10))); p == 0 {
-		t.Fatal("an endless inline line is waited for")
+	if _, p, need, err := parseAll([]byte("*1\r\n$5\r\nab")); p != 0 || need != 4+4+7 || err != nil {
+		t.Fatalf("partial bulk: %d %d %v", p, need, err)
 	}
 }
 

@@ -1,89 +1,120 @@
-// respscan.go: where the whole commands in a read buffer end, without
-// parsing them. The epoll front end (evloop_linux.go) reads whatever a
-// socket holds — possibly half a command — and must hand the parser
-// (resp.go, which reads until a command is complete) only whole commands,
-// keeping the rest for the next read. scanCommands mirrors the parser's
-// framing rules: a RESP array of `$len` bulk strings, or an inline line.
+// respscan.go: commands parsed straight from a read buffer. The epoll
+// front end (evloop_linux.go) reads whatever a socket holds — possibly
+// half a command — so it needs a parser that says "not yet, I need at
+// least N bytes" instead of waiting for more, as resp.go's bufio parser
+// (the goroutine readers') does. parseOne applies the same rules with the
+// same error replies: a RESP array of `$len` bulk strings, or an inline
+// line; limits maxArgs, maxBulk and maxInline.
 //
-// Invariants: the prefix it reports parses to whole commands or to a
-// protocol error inside it — a malformed header (a bad or too large
-// length, a missing '$', a line longer than maxInline) ends the prefix
-// right after the bad line, so the parser meets the error there and never
-// an end of input; a bulk length above maxBulk is never waited for.
+// Invariants: a command is parsed only once it is whole (the first pass
+// frames it and notes where its arguments are; only then are they copied
+// into the argument arena), so a partial command costs no copies; a bulk
+// length above maxBulk or a line above maxInline is an error, never waited
+// for. TestScanCommands checks every split of a pipeline against the bufio
+// parser, TestScanMalformed the error replies.
 //
 // Crash behaviour: none; this file touches no pool memory.
 package redis
 
 import "bytes"
 
-// scanCommands returns the length of the longest prefix of b made of whole
-// commands (or ending in a malformed one), and, if bytes remain, the
-// total length the next command needs at least (0 if the prefix is all
-// of b).
-func scanCommands(b []byte) (prefix, need int) {
-	for prefix < len(b) {
-		n, ok, want := scanOne(b[prefix:])
-		if !ok {
-			return prefix, prefix + want
-		}
-		prefix += n
+// argSpan is where one argument lies in the buffer.
+type argSpan struct{ at, n int }
+
+// parseOne parses the first command of b. Whole: its arguments (nil for an
+// empty command, which is skipped), the bytes it took and ok. Partial:
+// ok false and the length b needs at least. A protocol violation: err.
+// offs is scratch space (returned for reuse).
+func parseOne(b []byte, a *argArena, offs []argSpan) (args [][]byte, n int, ok bool, need int, o []argSpan, err error) {
+	end, ok, err := lineEnd(b, 0)
+	if err != nil || !ok {
+		return nil, 0, false, len(b) + 1, offs, err
 	}
-	return prefix, 0
+	line := trimCR(b[:end-1])
+	if b[0] != '*' {
+		args, err := inlineArgs(line)
+		return args, end, true, 0, offs, err
+	}
+	count, perr := parseLen(line[1:])
+	if perr != nil || count > maxArgs {
+		return nil, 0, false, 0, offs, protoError("invalid multibulk length")
+	}
+	if count <= 0 {
+		return nil, end, true, 0, offs, nil
+	}
+	offs, n, need, err = frameBulks(b, end, int(count), offs[:0])
+	if err != nil || need > 0 {
+		return nil, 0, false, need, offs, err
+	}
+	args = a.list(len(offs))
+	for _, s := range offs {
+		v := a.bytes(s.n)
+		copy(v, b[s.at:s.at+s.n])
+		args = append(args, v[:s.n:s.n])
+	}
+	return args, n, true, 0, offs, nil
 }
 
-// scanOne frames the first command of b: its length and true, or false
-// and the length it needs at least.
-func scanOne(b []byte) (n int, ok bool, need int) {
-	end, ok := lineEnd(b, 0)
-	if !ok {
-		return 0, false, len(b) + 1
-	}
-	if b[0] != '*' {
-		return end, true, 0 // inline (the parser splits or refuses it)
-	}
-	count, err := parseLen(trimCR(b[1 : end-1]))
-	if err != nil || count > maxArgs || count <= 0 {
-		return end, true, 0
-	}
-	pos := end
-	for i := int64(0); i < count; i++ {
+// frameBulks finds count bulk strings from pos: their spans and the end,
+// or the length b needs at least.
+func frameBulks(b []byte, pos, count int, offs []argSpan) ([]argSpan, int, int, error) {
+	for i := 0; i < count; i++ {
 		if pos >= len(b) {
-			return 0, false, pos + 1
+			return offs, 0, pos + 1, nil
 		}
-		hdr, ok := lineEnd(b, pos)
-		if !ok {
-			return 0, false, len(b) + 1
+		hdr, ok, err := lineEnd(b, pos)
+		if err != nil || !ok {
+			return offs, 0, len(b) + 1, err
 		}
-		if b[pos] != '$' {
-			return hdr, true, 0 // "expected '$'"
+		line := trimCR(b[pos : hdr-1])
+		if len(line) == 0 || line[0] != '$' {
+			got := "?"
+			if len(line) > 0 {
+				got = string(line[0])
+			}
+			return offs, 0, 0, protoError("expected '$', got '" + got + "'")
 		}
-		l, err := parseLen(trimCR(b[pos+1 : hdr-1]))
-		if err != nil || l < 0 || l > maxBulk {
-			return hdr, true, 0 // "invalid bulk length"
+		l, perr := parseLen(line[1:])
+		if perr != nil || l < 0 || l > maxBulk {
+			return offs, 0, 0, protoError("invalid bulk length")
 		}
 		pos = hdr + int(l) + 2
 		if pos > len(b) {
-			return 0, false, pos
+			return offs, 0, pos, nil
 		}
+		if b[pos-2] != '\r' || b[pos-1] != '\n' {
+			return offs, 0, 0, protoError("invalid bulk terminator")
+		}
+		offs = append(offs, argSpan{hdr, int(l)})
 	}
-	return pos, true, 0
+	return offs, pos, 0, nil
+}
+
+// inlineArgs splits an inline command line (as readInline).
+func inlineArgs(line []byte) ([][]byte, error) {
+	fields, ok := splitArgs(string(line))
+	if !ok {
+		return nil, protoError("unbalanced quotes in request")
+	}
+	args := make([][]byte, len(fields))
+	for i, f := range fields {
+		args[i] = []byte(f)
+	}
+	return args, nil
 }
 
 // lineEnd is the index just past the LF of the line starting at from, and
 // true; false if the line is unterminated and may still grow. A line
-// longer than maxInline (plus the parser's 8 KiB read buffer, so it
-// certainly passes the limit before the prefix ends) counts as ended at
-// len(b): the parser refuses it ("too big inline request") instead of it
-// being waited for.
-func lineEnd(b []byte, from int) (int, bool) {
+// (LF included) longer than maxInline is an error, as readLine's.
+func lineEnd(b []byte, from int) (int, bool, error) {
 	i := bytes.IndexByte(b[from:], '\n')
-	if i >= 0 {
-		return from + i + 1, true
+	switch {
+	case i >= 0 && i+1 > maxInline, i < 0 && len(b)-from > maxInline:
+		return 0, false, protoError("too big inline request")
+	case i < 0:
+		return 0, false, nil
 	}
-	if len(b)-from > maxInline+16<<10 {
-		return len(b), true
-	}
-	return 0, false
+	return from + i + 1, true, nil
 }
 
 func trimCR(b []byte) []byte {
