@@ -254,43 +254,48 @@ func checkSplit(t *testing.T, addr string) {
 	}
 }
 
-// connCount is the number of connections the server tracks.
-func connCount(s *Server) int {
+// tracked tells whether the server still tracks connection id.
+func tracked(s *Server, id int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.conns)
+	return s.conns[id] != nil
 }
 
-// waitConns waits until the server tracks n connections.
-func waitConns(t *testing.T, s *Server, n int) {
+// waitGone waits until the server no longer tracks connection id (other
+// tests' connections may still be closing: counts would race them).
+func waitGone(t *testing.T, s *Server, id int64) {
 	t.Helper()
-	for i := 0; i < 1000 && connCount(s) != n; i++ {
+	for i := 0; i < 2000 && tracked(s, id); i++ {
 		time.Sleep(5 * time.Millisecond)
 	}
-	if got := connCount(s); got != n {
-		t.Fatalf("%d connections tracked, want %d", got, n)
+	if tracked(s, id) {
+		t.Fatalf("connection %d still tracked", id)
 	}
+}
+
+// clientID asks the connection for its id.
+func clientID(t *testing.T, cn net.Conn, r *bufio.Reader) int64 {
+	t.Helper()
+	cn.Write([]byte("CLIENT ID\r\n"))
+	id, err := strconv.ParseInt(strings.TrimPrefix(line(t, r), ":"), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
 }
 
 // checkMidPipeline: a client that closes with a command half sent has its
 // whole commands run, the half one dropped, and leaves the server.
 func checkMidPipeline(t *testing.T, s *Server, c *goredis.Client) {
 	ctx := context.Background()
-	m(c.Ping(ctx).Result())
-	base := connCount(s)
-	cn, err := net.Dial("tcp", s.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
+	cn, r := dial(t, s.Addr())
+	id := clientID(t, cn, r)
 	cn.Write([]byte("*3\r\n$3\r\nSET\r\n$2\r\nmp\r\n$1\r\n1\r\n*3\r\n$3\r\nSET\r\n$2\r\nmq\r\n$5\r\nab"))
 	cn.Close()
-	for i := 0; i < 1000 && c.Get(ctx, "mp").Val() != "1"; i++ {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitGone(t, s, id)
 	if v := c.Get(ctx, "mp").Val(); v != "1" {
 		t.Fatalf("the whole command before the close did not run: %q", v)
 	}
-	waitConns(t, s, base)
 	if n := m(c.Exists(ctx, "mq").Result()); n != 0 {
 		t.Fatal("half a command ran")
 	}
@@ -300,20 +305,17 @@ func checkMidPipeline(t *testing.T, s *Server, c *goredis.Client) {
 // reads EOF after QUIT's +OK) and the server stops tracking it.
 func checkKillQuit(t *testing.T, s *Server, c *goredis.Client) {
 	ctx := context.Background()
-	m(c.Ping(ctx).Result())
-	base := connCount(s)
 	victim, vr := dial(t, s.Addr())
-	victim.Write([]byte("CLIENT ID\r\n"))
-	id := strings.TrimPrefix(line(t, vr), ":")
-	waitConns(t, s, base+1)
-	if n := m(c.Do(ctx, "client", "kill", "id", id).Int()); n != 1 {
+	id := clientID(t, victim, vr)
+	if n := m(c.Do(ctx, "client", "kill", "id", strconv.FormatInt(id, 10)).Int()); n != 1 {
 		t.Fatalf("killed %d", n)
 	}
 	if _, err := vr.ReadString('\n'); err == nil {
 		t.Fatal("killed client still open")
 	}
-	waitConns(t, s, base)
+	waitGone(t, s, id)
 	q, qr := dial(t, s.Addr())
+	qid := clientID(t, q, qr)
 	q.Write([]byte("QUIT\r\n"))
 	if l := line(t, qr); l != "+OK" {
 		t.Fatal(l)
@@ -321,7 +323,7 @@ func checkKillQuit(t *testing.T, s *Server, c *goredis.Client) {
 	if _, err := qr.ReadString('\n'); err == nil {
 		t.Fatal("open after QUIT")
 	}
-	waitConns(t, s, base)
+	waitGone(t, s, qid)
 }
 
 // checkBlockedAcross: a BLPOP on one connection is served by an LPUSH on
