@@ -122,17 +122,7 @@ func TestScanMalformed(t *testing.T) {
 
 func startIO(t *testing.T, io string, loops int) (*Server, *goredis.Client) {
 	t.Helper()
-	s, err := New(Config{Addr: "127.0.0.1:0", Pool: filepath.Join(tmpDir(t), "r.pool"), IO: io, IOLoops: loops})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve()
-	c := goredis.NewClient(&goredis.Options{Addr: s.Addr(), MaxRetries: -1, ReadTimeout: time.Minute})
-	t.Cleanup(func() { c.Close(); s.Close() })
-	return s, c
+	return startCfg(t, Config{Addr: "127.0.0.1:0", Pool: filepath.Join(tmpDir(t), "r.pool"), IO: io, IOLoops: loops})
 }
 
 var ioModes = []struct {

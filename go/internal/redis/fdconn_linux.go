@@ -79,23 +79,18 @@ func dupCloexec(fd int) (int, error) {
 }
 
 // tryRead is one read(2) (no closure, no allocation: the loop's path).
-func (f *fdConn) tryRead(b []byte) (int, error) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	if f.fd < 0 {
-		return 0, net.ErrClosed
-	}
-	return rawRW(syscall.SYS_READ, f.fd, b)
-}
+func (f *fdConn) tryRead(b []byte) (int, error) { return f.tryRW(syscall.SYS_READ, b) }
 
 // tryWrite is one write(2) (the replies' path).
-func (f *fdConn) tryWrite(b []byte) (int, error) {
+func (f *fdConn) tryWrite(b []byte) (int, error) { return f.tryRW(syscall.SYS_WRITE, b) }
+
+func (f *fdConn) tryRW(trap uintptr, b []byte) (int, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	if f.fd < 0 {
 		return 0, net.ErrClosed
 	}
-	return rawRW(syscall.SYS_WRITE, f.fd, b)
+	return rawRW(trap, f.fd, b)
 }
 
 // rawRW is a read(2) or write(2) of a non-blocking socket without telling

@@ -90,19 +90,6 @@ func frameBulks(b []byte, pos, count int, offs []argSpan) ([]argSpan, int, int, 
 	return offs, pos, 0, nil
 }
 
-// inlineArgs splits an inline command line (as readInline).
-func inlineArgs(line []byte) ([][]byte, error) {
-	fields, ok := splitArgs(string(line))
-	if !ok {
-		return nil, protoError("unbalanced quotes in request")
-	}
-	args := make([][]byte, len(fields))
-	for i, f := range fields {
-		args[i] = []byte(f)
-	}
-	return args, nil
-}
-
 // lineEnd is the index just past the LF of the line starting at from, and
 // true; false if the line is unterminated and may still grow. A line
 // (LF included) longer than maxInline is an error, as readLine's.
