@@ -396,6 +396,8 @@ def main():
         parts.append(restart_md(restart()))
     else:
         parts.append(old_section(md, "Restart"))
+    # Hand-measured sections (they say so in their first line) are kept.
+    parts.append(old_section(md, "Front end"))
     text = header() + "\n".join(p.rstrip("\n") + "\n" for p in parts if p)
     with open(md, "w") as f:
         f.write(text)

@@ -25,6 +25,8 @@ func main() {
 	pass := flag.String("requirepass", "", "password clients must AUTH with")
 	dur := flag.String("durability", "auto", "auto | pmem | msync | wal | process")
 	maxClients := flag.Int("maxclients", 10000, "connections beyond are refused (the open-file limit is raised to this + 32)")
+	io := flag.String("io", "epoll", "how connections are read: epoll (event loops; Linux) or goroutines (a reader goroutine per connection; the fallback elsewhere)")
+	ioLoops := flag.Int("io-loops", 1, "epoll event loops (--io epoll)")
 	rgc := flag.String("recovery-gc", "background", "after a crash, collect the crash's garbage in the background while serving (background) or before serving (eager)")
 	flag.Parse()
 	p := *pool
@@ -46,7 +48,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "engram-redis: --recovery-gc must be background or eager")
 		os.Exit(2)
 	}
-	cfg := redis.Config{EagerRecoveryGC: *rgc == "eager", Addr: *bind + ":" + strconv.Itoa(*port), Pool: p, MaxMemory: mm, RequirePass: *pass, Durability: mode, MaxClients: *maxClients,
+	if *io != "epoll" && *io != "goroutines" {
+		fmt.Fprintln(os.Stderr, "engram-redis: --io must be epoll or goroutines")
+		os.Exit(2)
+	}
+	cfg := redis.Config{IO: *io, IOLoops: *ioLoops, EagerRecoveryGC: *rgc == "eager", Addr: *bind + ":" + strconv.Itoa(*port), Pool: p, MaxMemory: mm, RequirePass: *pass, Durability: mode, MaxClients: *maxClients,
 		Handoff: os.Getenv("ENGRAM_REDIS_HANDOFF") == "1"}
 	// ENGRAM_REDIS_CPUPROFILE=FILE: a Go CPU profile of the whole run,
 	// written at SHUTDOWN (go tool pprof FILE; docs/redis.md, profiling).

@@ -34,7 +34,10 @@ run() { # name unit
     skip=(--skipfile "$dir/skip")
   else redis-server --port "$p" --bind 127.0.0.1 --save '' --appendonly no --dir "$dir" >"$dir/log" 2>&1 & pid=$!; fi
   for _ in $(seq 200); do redis-cli -p "$p" ping >/dev/null 2>&1 && break; sleep 0.05; done
-  (cd "$src" && timeout 600 ./runtest --host 127.0.0.1 --port "$p" --tags -needs:debug "${skip[@]}" --single "$2" --clients 1 2>&1) >"$dir/out"
+  # --baseport: the test framework's own port (21079 by default, below
+  # baseport) drawn at random, so two suite runs on one machine (other
+  # worktrees) do not take the same one ("address already in use").
+  (cd "$src" && timeout 600 ./runtest --host 127.0.0.1 --port "$p" --baseport $((22000 + RANDOM % 20000)) --tags -needs:debug "${skip[@]}" --single "$2" --clients 1 2>&1) >"$dir/out"
   cp "$dir/out" "$root/$1-$(echo "$2" | tr / _).log"
   kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -rf "$dir"
 }

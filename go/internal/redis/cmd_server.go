@@ -415,7 +415,7 @@ func cmdClient(x *ctx) error {
 			if (len(x.args) == 3 && c.addr == string(x.args[2])) ||
 				(len(x.args) == 4 && eq(x.args[2], "id") && strconv.FormatInt(c.id, 10) == string(x.args[3])) ||
 				(len(x.args) == 4 && eq(x.args[2], "addr") && c.addr == string(x.args[3])) {
-				c.conn.Close()
+				c.hangup()
 				n++
 			}
 		}

@@ -230,6 +230,12 @@ func readInline(r *bufio.Reader) ([][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return inlineArgs(line)
+}
+
+// inlineArgs splits an inline command line (without its CRLF) into
+// arguments (readInline and respscan.go's parseOne).
+func inlineArgs(line []byte) ([][]byte, error) {
 	fields, ok := splitArgs(string(line))
 	if !ok {
 		return nil, protoError("unbalanced quotes in request")

@@ -1,6 +1,8 @@
-// server.go: connections and the executor. Each connection has a reader
-// goroutine that parses every command already buffered (pipelining) and
-// queues them as one request. The executor — one at a time, under execMu:
+// server.go: connections and the executor. On Linux the epoll front end
+// (evloop_linux.go, `--io epoll`, the default) reads the connections and
+// runs each loop turn's commands itself (runTurn). With `--io goroutines`
+// each connection has a reader goroutine that parses every command
+// already buffered (pipelining) and queues them as one request. The executor — one at a time, under execMu:
 // the reader that queued the request if no batch is running (combining: no
 // goroutine hand-off when the server is idle), else the executor goroutine
 // it kicks — takes every request waiting (from many connections, up to
@@ -61,6 +63,12 @@ type Config struct {
 	// Handoff: every batch runs on the executor goroutine (the design before
 	// combining; ENGRAM_REDIS_HANDOFF=1, for before/after measurements).
 	Handoff bool
+	// IO: how connections are read: "epoll" (event loops, evloop_linux.go;
+	// the default on Linux) or "goroutines" (a reader goroutine per
+	// connection; the default elsewhere, and whenever Handoff is set).
+	IO string
+	// IOLoops: the number of epoll event loops (0: 1).
+	IOLoops int
 	// EagerRecoveryGC: after a crash, collect the crash's garbage in the
 	// open, before the server answers (--recovery-gc eager). By default
 	// it runs in the background while the server answers (the engine's
@@ -103,16 +111,19 @@ type Server struct {
 	blockSeq     int64
 	shutdownReq  bool
 	expireCursor [numDBs]uint64
-	lim          limits // encoding thresholds (CONFIG SET *-max-*)
-	batchMax     int    // commands per batch: maxBatch, or maxSyncBatch when a commit syncs a device
-	gcSeen       int64  // gcGen when this server last collected
+	lim          limits    // encoding thresholds (CONFIG SET *-max-*)
+	batchMax     int       // commands per batch: maxBatch, or maxSyncBatch when a commit syncs a device
+	gcSeen       int64     // gcGen when this server last collected
+	loops        []*evLoop // the epoll front end's loops (nil: reader goroutines)
 }
 
 type client struct {
 	id       int64
 	conn     net.Conn
+	rc       syscall.RawConn // conn's descriptor (nil if not a socket): raw reads and writes
 	wmu      sync.Mutex
-	w        *bufio.Writer
+	out      []byte // replies the socket did not take yet (wmu; clientout.go)
+	flushing bool   // a flusher goroutine is writing out (wmu)
 	proto    int
 	db       int
 	name     string
@@ -181,14 +192,29 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Listen binds the address; Serve then accepts until Close.
+// Listen binds the address (and creates the epoll loops); Serve then
+// accepts until Close.
 func (s *Server) Listen() error {
 	ln, err := net.Listen("tcp", s.cfg.Addr)
 	if err != nil {
 		return err
 	}
 	s.ln = ln
+	if s.ioMode() == "epoll" {
+		if s.loops, err = newLoops(s, max(s.cfg.IOLoops, 1)); err != nil {
+			ln.Close()
+			return fmt.Errorf("epoll front end: %w", err)
+		}
+	}
 	return nil
+}
+
+// ioMode is the front end in use: "epoll" or "goroutines".
+func (s *Server) ioMode() string {
+	if s.cfg.IO == "goroutines" || s.cfg.Handoff || !ioEpollAvailable {
+		return "goroutines"
+	}
+	return "epoll"
 }
 
 // Addr is the bound address.
@@ -196,8 +222,11 @@ func (s *Server) Addr() string { return s.ln.Addr().String() }
 
 // Serve runs the executor and accepts connections until Close.
 func (s *Server) Serve() error {
-	s.done.Add(1)
+	s.done.Add(1 + len(s.loops))
 	go s.executor()
+	for _, l := range s.loops {
+		go l.run()
+	}
 	for {
 		conn, err := s.ln.Accept()
 		if err != nil {
@@ -228,6 +257,9 @@ func (s *Server) Close() error {
 		s.ln.Close()
 	}
 	close(s.closed)
+	for _, l := range s.loops {
+		l.wakeUp()
+	}
 	s.done.Wait()
 	s.execMu.Lock()
 	s.stopped.Store(true)
@@ -244,8 +276,11 @@ func (s *Server) Close() error {
 }
 
 func (s *Server) handle(conn net.Conn) {
-	c := &client{id: s.nextID.Add(1), conn: conn, w: bufio.NewWriterSize(conn, 4<<10), proto: 2,
+	c := &client{id: s.nextID.Add(1), conn: conn, proto: 2,
 		authed: !s.hasPass.Load(), addr: conn.RemoteAddr().String(), created: time.Now()}
+	if sc, ok := conn.(syscall.Conn); ok {
+		c.rc, _ = sc.SyscallConn()
+	}
 	s.mu.Lock()
 	full := len(s.conns) >= s.maxClients()
 	if !full {
@@ -257,7 +292,28 @@ func (s *Server) handle(conn net.Conn) {
 		conn.Close()
 		return
 	}
+	if len(s.loops) > 0 {
+		s.handleEpoll(c)
+		return
+	}
 	go s.readLoop(c)
+}
+
+// handleEpoll moves the connection to an event loop (its descriptor out
+// of Go's poller: fdconn_linux.go); if that fails the connection is
+// closed.
+func (s *Server) handleEpoll(c *client) {
+	f, err := detach(c.conn)
+	if err == nil {
+		c.conn, c.rc = f, f.raw()
+		if err = s.loops[int(c.id)%len(s.loops)].add(c); err == nil {
+			return
+		}
+	}
+	c.conn.Close()
+	s.mu.Lock()
+	delete(s.conns, c.id)
+	s.mu.Unlock()
 }
 
 func (s *Server) maxClients() int {
@@ -307,11 +363,13 @@ func (s *Server) readLoop(c *client) {
 		for {
 			args, err := readCommandIn(r, &arena)
 			if err != nil {
+				// The whole commands before a protocol error or the
+				// end of the connection still run.
+				if len(cmds) > 0 {
+					s.submit(&request{c: c, cmds: cmds, at: arrived()})
+				}
 				var pe protoError
 				if errors.As(err, &pe) {
-					if len(cmds) > 0 {
-						s.submit(&request{c: c, cmds: cmds, at: arrived()})
-					}
 					c.write([]byte("-" + pe.Error() + "\r\n"))
 				}
 				return
@@ -374,20 +432,6 @@ func (s *Server) runWaiting() {
 	}
 }
 
-// write sends bytes to the client now (replies and pushes).
-func (c *client) write(b []byte) {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	c.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
-	if _, err := c.w.Write(b); err == nil {
-		if err := c.w.Flush(); err != nil {
-			c.conn.Close()
-		}
-	} else {
-		c.conn.Close()
-	}
-}
-
 func (s *Server) executor() {
 	defer s.done.Done()
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -420,6 +464,27 @@ func (s *Server) executor() {
 		if !s.cfg.Handoff && len(s.reqs) > 0 {
 			s.kickExecutor() // queued while this goroutine held execMu
 		}
+	}
+}
+
+// runTurn runs the requests one epoll loop turn read, in the order read,
+// after any request queued before, in batches of at most s.batchMax
+// commands (one region and commit each).
+func (s *Server) runTurn(turn []*request) {
+	s.execMu.Lock()
+	defer s.execMu.Unlock()
+	if s.stopped.Load() {
+		return
+	}
+	s.runWaiting()
+	for i := 0; i < len(turn); {
+		j, n := i+1, len(turn[i].cmds)
+		for j < len(turn) && n+len(turn[j].cmds) <= s.batchMax {
+			n += len(turn[j].cmds)
+			j++
+		}
+		s.runBatch(turn[i:j])
+		i = j
 	}
 }
 
@@ -555,7 +620,7 @@ func (s *Server) afterCommit(live []*request) {
 			r.c.write(r.out.b)
 		}
 		if r.c.closing {
-			r.c.conn.Close()
+			r.c.hangup()
 		}
 	}
 	if len(s.ready) > 0 {

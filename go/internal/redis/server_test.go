@@ -25,7 +25,13 @@ import (
 
 func start(t *testing.T, pool string, maxmem uint64) (*Server, *goredis.Client) {
 	t.Helper()
-	s, err := New(Config{Addr: "127.0.0.1:0", Pool: pool, MaxMemory: maxmem})
+	return startCfg(t, Config{Addr: "127.0.0.1:0", Pool: pool, MaxMemory: maxmem})
+}
+
+// startCfg starts a server with cfg and a go-redis client of it.
+func startCfg(t *testing.T, cfg Config) (*Server, *goredis.Client) {
+	t.Helper()
+	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
