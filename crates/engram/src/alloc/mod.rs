@@ -487,6 +487,18 @@ impl Heap {
         mag.start = mag.next;
     }
 
+    /// The region that filled `mag` ends (its last batch closed): `cell`
+    /// learns how many slots of each class it handed out, so its bins keep
+    /// what this thread's regions use (`CacheCell::note_use`).
+    pub fn note_region(&self, space: &Space, cell: &CacheCell, mag: &Magazine) {
+        if mag.runs.is_empty() {
+            return;
+        }
+        for (c, spill) in cell.note_use(&mag.used_per_class()) {
+            self.give_back(space, c, spill);
+        }
+    }
+
     /// Rollback: every slot `mag` handed out goes back into `cell` (under
     /// one lock), as do its unused ones. `mag` still lists them (the region
     /// unmarks its bookkeeping by it) until `Magazine::reset`.

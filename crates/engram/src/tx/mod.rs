@@ -814,6 +814,7 @@ impl Drop for Tx<'_> {
         }
         if let Some(cache) = &st.cache {
             self.pool.heap.close_batch(&self.pool.space, cache, &mut st.sets.mag);
+            self.pool.heap.note_region(&self.pool.space, cache, &st.sets.mag);
         }
         self.pool.put_slot(st.slot);
         // SAFETY: `sets` is taken once, here, and `st` is not used again
