@@ -268,12 +268,20 @@ impl CacheCell {
     }
 
     /// Caches freed slots `(class, header)` under one lock; returns the
-    /// overflow of each bin that overflowed, to give back.
+    /// overflow of each bin that overflowed, to give back. A run of slots
+    /// of one class (a freed structure) is pushed as a run, its bin's
+    /// budget checked once at its end.
     pub(crate) fn push_many(&self, hdrs: impl Iterator<Item = (usize, u64)>) -> Vec<(usize, Vec<u64>)> {
         let mut spill = Vec::new();
         let mut bins = self.bins.lock();
-        for (c, hdr) in hdrs {
-            if let Some(over) = bins.put(c, &[hdr]) {
+        let mut hdrs = hdrs.peekable();
+        while let Some((c, first)) = hdrs.next() {
+            let bin = &mut bins.slots[c];
+            bin.push(first);
+            while let Some((_, h)) = hdrs.next_if(|&(k, _)| k == c) {
+                bin.push(h);
+            }
+            if let Some(over) = bins.put(c, &[]) {
                 spill.push((c, over));
             }
         }
