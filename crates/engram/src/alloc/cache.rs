@@ -13,11 +13,19 @@
 //! object across regions (a collection, which runs while no region runs,
 //! sees every slot).
 //!
-//! A bin holds up to [`bin_cap`] slots: one span's worth of its class
-//! (at least `2 * BATCH`), so a region that frees a whole structure keeps
-//! a span's worth of slots for the next one; beyond that, half the bin goes
-//! back to its spans in one batch (`Heap::give_back`, one span-map lookup
-//! per run of slots of one span, not per slot).
+//! A bin holds up to its budget: the larger of [`bin_cap`] (one span's
+//! worth of its class, at least `2 * BATCH`) and what this thread's recent
+//! regions took of the class (`want`, a high-water mark set at the end of
+//! each region that allocated from the class, decaying by a quarter per
+//! such region that took less). So a thread that builds and frees a whole
+//! structure region after region keeps the freed structure's slots for the
+//! next build instead of sending them back to the span bitmaps and taking
+//! them out again; beyond the budget, the bin's older part goes back to its
+//! spans in one batch (`Heap::give_back`, one span-map lookup per run of
+//! slots of one span, not per slot). What one thread keeps out of other
+//! threads' reach between collections is thus at most about what its
+//! largest recent region allocated, per class (a collection or closing the
+//! pool takes it all back: `Heap::drain_caches`).
 
 use super::classes::{slots_per_span, NUM_CLASSES};
 use super::{Heap, BATCH};
@@ -30,22 +38,69 @@ use std::sync::Arc;
 pub(crate) struct CacheCell {
     heap_id: u64,
     dead: AtomicBool,
-    bins: Mutex<Vec<Vec<u64>>>,
+    bins: Mutex<Bins>,
+}
+
+/// A cache's bins and their budgets, under one mutex.
+struct Bins {
+    /// Free slots (header addresses) per class; the most recently freed last.
+    slots: Vec<Vec<u64>>,
+    /// Per class: how many slots this thread's recent regions took (see the
+    /// module docs); a bin's budget is `max(bin_cap, want)`.
+    want: [u32; NUM_CLASSES],
+}
+
+impl Bins {
+    fn new() -> Self {
+        Bins { slots: vec![Vec::new(); NUM_CLASSES], want: [0; NUM_CLASSES] }
+    }
+
+    /// Most slots bin `c` keeps.
+    #[inline]
+    fn budget(&self, c: usize) -> usize {
+        bin_cap(c).max(self.want[c] as usize)
+    }
+
+    /// Pushes `hdrs` into bin `c`; returns what goes back if it overflows.
+    #[inline]
+    fn put(&mut self, c: usize, hdrs: &[u64]) -> Option<Vec<u64>> {
+        let budget = self.budget(c);
+        let bin = &mut self.slots[c];
+        bin.extend_from_slice(hdrs);
+        overflow(budget, bin)
+    }
 }
 
 impl CacheCell {
     fn new(heap_id: u64) -> Self {
-        CacheCell { heap_id, dead: AtomicBool::new(false), bins: Mutex::new(vec![Vec::new(); NUM_CLASSES]) }
+        CacheCell { heap_id, dead: AtomicBool::new(false), bins: Mutex::new(Bins::new()) }
     }
 
-    /// Empties the cache, returning its slots per class.
+    /// Empties the cache, returning its slots per class (the budgets stay).
     pub fn take_all(&self) -> Vec<Vec<u64>> {
-        std::mem::replace(&mut *self.bins.lock(), vec![Vec::new(); NUM_CLASSES])
+        std::mem::replace(&mut self.bins.lock().slots, vec![Vec::new(); NUM_CLASSES])
     }
 
     /// Slots cached per class.
     pub fn counts(&self) -> Vec<usize> {
-        self.bins.lock().iter().map(Vec::len).collect()
+        self.bins.lock().slots.iter().map(Vec::len).collect()
+    }
+
+    /// A region of this thread ended having handed out `used[c]` slots of
+    /// each class `c`: raises each used class's `want` to that count, or
+    /// lets it decay by a quarter towards it, and trims a bin now over its
+    /// budget. Returns the slots to give back, per class.
+    pub(crate) fn note_use(&self, used: &[u32; NUM_CLASSES]) -> Vec<(usize, Vec<u64>)> {
+        let mut bins = self.bins.lock();
+        let mut spill = Vec::new();
+        for (c, &n) in used.iter().enumerate().filter(|&(_, &n)| n > 0) {
+            let w = &mut bins.want[c];
+            *w = n.max(*w - *w / 4);
+            if let Some(over) = bins.put(c, &[]) {
+                spill.push((c, over));
+            }
+        }
+        spill
     }
 
     /// Marks the cache as belonging to a closed pool.
@@ -63,11 +118,12 @@ pub(crate) fn bin_cap(c: usize) -> usize {
     (slots_per_span(c) as usize).max(2 * BATCH)
 }
 
-/// The slots to give back when bin `c` holds more than [`bin_cap`]: the
-/// older half (the bin keeps the recently freed, cache-warm ones on top).
+/// The slots to give back when a bin holds more than its `budget`: all
+/// but the newest `budget / 2` (the bin keeps the recently freed,
+/// cache-warm ones on top).
 #[inline]
-fn overflow(c: usize, bin: &mut Vec<u64>) -> Option<Vec<u64>> {
-    (bin.len() > bin_cap(c)).then(|| bin.drain(..bin.len() - bin_cap(c) / 2).collect())
+fn overflow(budget: usize, bin: &mut Vec<u64>) -> Option<Vec<u64>> {
+    (bin.len() > budget).then(|| bin.drain(..bin.len() - budget / 2).collect())
 }
 
 thread_local! {
@@ -93,21 +149,18 @@ impl CacheCell {
     /// Pops a cached slot (header address) of class `c`.
     #[inline]
     pub(crate) fn pop(&self, c: usize) -> Option<u64> {
-        self.bins.lock()[c].pop()
+        self.bins.lock().slots[c].pop()
     }
 
     /// Caches `hdrs` of class `c`.
     pub(crate) fn push_all(&self, c: usize, hdrs: Vec<u64>) {
-        self.bins.lock()[c].extend(hdrs);
+        self.bins.lock().slots[c].extend(hdrs);
     }
 
     /// Caches one freed slot; returns slots to give back if the bin overflows.
     #[inline]
     pub(crate) fn push(&self, c: usize, hdr: u64) -> Option<Vec<u64>> {
-        let mut bins = self.bins.lock();
-        let bin = &mut bins[c];
-        bin.push(hdr);
-        overflow(c, bin)
+        self.bins.lock().put(c, &[hdr])
     }
 }
 
@@ -173,6 +226,18 @@ impl Magazine {
         })
     }
 
+    /// Slots handed out per class in the batches that ended (all of them,
+    /// once `Heap::close_batch` ended the last one).
+    pub(crate) fn used_per_class(&self) -> [u32; NUM_CLASSES] {
+        let mut used = [0u32; NUM_CLASSES];
+        let mut lo = 0;
+        for &(c, end) in &self.runs {
+            used[c] += (end - lo) as u32;
+            lo = end;
+        }
+        used
+    }
+
     /// Every slot handed out in this region: (class, header address).
     pub(crate) fn handed_out(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
         self.handed_out_from(0)
@@ -191,7 +256,7 @@ impl CacheCell {
     /// Moves up to a batch of cached slots of class `c` into `out`.
     pub(crate) fn take_batch(&self, c: usize, out: &mut Vec<u64>) {
         let mut bins = self.bins.lock();
-        let bin = &mut bins[c];
+        let bin = &mut bins.slots[c];
         let n = bin.len().saturating_sub(BATCH);
         out.extend(bin.drain(n..));
     }
@@ -199,21 +264,24 @@ impl CacheCell {
     /// Caches every slot of `hdrs` (class `c`); returns slots to give back
     /// if the bin overflows.
     pub(crate) fn put_from(&self, c: usize, hdrs: &[u64]) -> Option<Vec<u64>> {
-        let mut bins = self.bins.lock();
-        let bin = &mut bins[c];
-        bin.extend_from_slice(hdrs);
-        overflow(c, bin)
+        self.bins.lock().put(c, hdrs)
     }
 
     /// Caches freed slots `(class, header)` under one lock; returns the
-    /// overflow of each bin that overflowed, to give back.
+    /// overflow of each bin that overflowed, to give back. A run of slots
+    /// of one class (a freed structure) is pushed as a run, its bin's
+    /// budget checked once at its end.
     pub(crate) fn push_many(&self, hdrs: impl Iterator<Item = (usize, u64)>) -> Vec<(usize, Vec<u64>)> {
         let mut spill = Vec::new();
         let mut bins = self.bins.lock();
-        for (c, hdr) in hdrs {
-            let bin = &mut bins[c];
-            bin.push(hdr);
-            if let Some(over) = overflow(c, bin) {
+        let mut hdrs = hdrs.peekable();
+        while let Some((c, first)) = hdrs.next() {
+            let bin = &mut bins.slots[c];
+            bin.push(first);
+            while let Some((_, h)) = hdrs.next_if(|&(k, _)| k == c) {
+                bin.push(h);
+            }
+            if let Some(over) = bins.put(c, &[]) {
                 spill.push((c, over));
             }
         }
@@ -223,7 +291,7 @@ impl CacheCell {
 
 #[cfg(test)]
 mod tests {
-    use super::{bin_cap, overflow, Magazine, BATCH};
+    use super::{bin_cap, overflow, CacheCell, Magazine, BATCH};
     use crate::alloc::classes::{slots_per_span, NUM_CLASSES};
 
     #[test]
@@ -232,11 +300,52 @@ mod tests {
         assert_eq!(bin_cap(NUM_CLASSES - 1), 2 * BATCH, "the largest classes keep the old floor");
         let cap = bin_cap(0);
         let mut bin: Vec<u64> = (0..cap as u64).collect();
-        assert_eq!(overflow(0, &mut bin), None, "full is not over");
+        assert_eq!(overflow(cap, &mut bin), None, "full is not over");
         bin.push(cap as u64);
-        let spilled = overflow(0, &mut bin).expect("over the cap");
+        let spilled = overflow(cap, &mut bin).expect("over the cap");
         assert_eq!(spilled, (0..(cap / 2 + 1) as u64).collect::<Vec<_>>(), "the oldest go back");
         assert_eq!(bin, ((cap / 2 + 1) as u64..=cap as u64).collect::<Vec<_>>(), "the newest stay, in order");
+    }
+
+    #[test]
+    fn a_bin_keeps_what_recent_regions_used_and_the_budget_decays() {
+        let cell = CacheCell::new(0);
+        let (cap, big) = (bin_cap(0), 4 * bin_cap(0));
+        let mut used = [0u32; NUM_CLASSES];
+        used[0] = big as u32;
+        assert!(cell.note_use(&used).is_empty(), "nothing cached, nothing to trim");
+        // the next region frees the structure the last one built: it stays
+        assert!(cell.push_many((0..big as u64).map(|h| (0, h))).is_empty());
+        assert_eq!(cell.counts()[0], big);
+        assert!(cell.push_many(std::iter::once((1, 7))).is_empty(), "other classes keep their own budget");
+        // one more is over the budget: the older part goes back
+        let spill = cell.push_many(std::iter::once((0, big as u64)));
+        assert_eq!(spill, vec![(0, (0..(big / 2 + 1) as u64).collect())]);
+        // regions that use little let the budget decay and trim the bin
+        used[0] = 1;
+        let mut back = spill[0].1.len();
+        for _ in 0..20 {
+            back += cell.note_use(&used).iter().map(|(_, v)| v.len()).sum::<usize>();
+        }
+        assert!(cell.counts()[0] <= cap, "back to a span's worth: {}", cell.counts()[0]);
+        assert_eq!(back + cell.counts()[0], big + 1, "every slot is cached or given back");
+    }
+
+    #[test]
+    fn a_magazine_counts_what_it_handed_out_per_class() {
+        let mut m = Magazine::default();
+        start(&mut m, 0, &[1, 2, 3]);
+        m.pop(0);
+        m.pop(0);
+        close(&mut m);
+        start(&mut m, 2, &[4]);
+        m.pop(2);
+        close(&mut m);
+        start(&mut m, 0, &[5]);
+        m.pop(0);
+        close(&mut m);
+        let used = m.used_per_class();
+        assert_eq!((used[0], used[1], used[2]), (3, 0, 1));
     }
 
     /// A batch as `Heap::refill` starts one (after `Heap::close_batch`).

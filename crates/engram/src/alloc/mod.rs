@@ -68,6 +68,15 @@ impl Loc {
     }
 }
 
+/// Where [`Heap::alloc_batched`] placed an object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Placed {
+    /// A slot of small span `span` (global span index) of class `class`.
+    Small { span: u64, class: usize },
+    /// A large or huge object.
+    Other(Loc),
+}
+
 /// Volatile state of one small span.
 #[derive(Clone)]
 pub(crate) struct SpanBits {
@@ -442,21 +451,31 @@ impl Heap {
     /// from `cell` a batch at a time (one cache lock per batch), and `mag`
     /// records them as handed out. `head`: the type id, flags and count of
     /// the header to write (the tag is added). Large and huge objects are
-    /// not recorded in `mag` (the caller records their `Loc`).
+    /// not recorded in `mag` (the caller records their `Loc`). A small
+    /// object's slot index is not computed (nothing on this path needs it):
+    /// the answer names its span and class only.
     #[inline]
-    pub fn alloc_batched(&self, space: &Space, cell: &CacheCell, mag: &mut Magazine, payload: u64, head: ObjHeader) -> Result<(u64, Loc)> {
+    pub fn alloc_batched(
+        &self,
+        space: &Space,
+        cell: &CacheCell,
+        mag: &mut Magazine,
+        payload: u64,
+        head: ObjHeader,
+    ) -> Result<(u64, Placed)> {
         let ObjHeader { type_id, flags, count } = head;
         let need = payload.checked_add(OBJ_HEADER).ok_or_else(|| Error::invalid("allocation size overflows"))?;
-        let Some(c) = class_for(need) else { return self.alloc(space, cell, payload, type_id, flags, count) };
+        let Some(c) = class_for(need) else {
+            let (addr, loc) = self.alloc(space, cell, payload, type_id, flags, count)?;
+            return Ok((addr, Placed::Other(loc)));
+        };
         let hdr = match mag.pop(c) {
             Some(h) => h,
             None => self.refill(space, cell, mag, c)?,
         };
         let off = hdr - space.base();
-        let g = (off - HEAP_OFF) / SPAN_SIZE;
-        let loc = Loc::Small { span: g, class: c, index: classes::slot_index(c, off - span_off(g)) as u32 };
         space.write(off, &ObjHeader { type_id, flags: OBJ_TAG | flags, count })?;
-        Ok((hdr + OBJ_HEADER, loc))
+        Ok((hdr + OBJ_HEADER, Placed::Small { span: (off - HEAP_OFF) / SPAN_SIZE, class: c }))
     }
 
     /// Ends `mag`'s batch and starts one of class `c`; hands out its first slot.
@@ -485,6 +504,18 @@ impl Heap {
             mag.runs.push((mag.class, mag.next));
         }
         mag.start = mag.next;
+    }
+
+    /// The region that filled `mag` ends (its last batch closed): `cell`
+    /// learns how many slots of each class it handed out, so its bins keep
+    /// what this thread's regions use (`CacheCell::note_use`).
+    pub fn note_region(&self, space: &Space, cell: &CacheCell, mag: &Magazine) {
+        if mag.runs.is_empty() {
+            return;
+        }
+        for (c, spill) in cell.note_use(&mag.used_per_class()) {
+            self.give_back(space, c, spill);
+        }
     }
 
     /// Rollback: every slot `mag` handed out goes back into `cell` (under

@@ -268,23 +268,47 @@ impl LoggedWords {
     /// Empties the set, given every range marked since it was last empty.
     /// Keeps its pages for the thread's next region unless there are many.
     pub fn clear(&mut self, marked: impl Iterator<Item = (u64, u64)>) {
-        if self.allocated > KEEP_PAGES {
-            *self = LoggedWords::default();
-            return;
-        }
-        // Many marks (a region that freed or allocated a whole structure):
-        // zeroing the pages (32 KiB each) costs less than unmarking one by one.
-        if marked.size_hint().0 > self.allocated * BULK_CLEAR_PER_PAGE {
-            for p in self.pages.iter_mut().flatten() {
-                // SAFETY: the page holds PAGE_WORDS u64s (`Page::new`); a raw
-                // store, like `Page::set`.
-                unsafe { std::ptr::write_bytes(p.0.as_ptr(), 0, PAGE_WORDS) };
-            }
+        if self.cleared_whole(marked.size_hint().0) {
             return;
         }
         for (off, len) in marked {
             self.unmark(off, len);
         }
+    }
+
+    /// [`LoggedWords::clear`] for a set marked only by `test_and_mark`,
+    /// given those offsets: one bit cleared per word, no range arithmetic
+    /// (the double-free set of a region that freed many small objects).
+    pub fn clear_words(&mut self, marked: impl Iterator<Item = u64>) {
+        if self.cleared_whole(marked.size_hint().0) {
+            return;
+        }
+        for off in marked {
+            let (page, word) = bit_at(off / 8);
+            if let Some(Some(p)) = self.pages.get_mut(page) {
+                p.set(word, p.get(word) & !(1u64 << ((off / 8) & 63)));
+            }
+        }
+    }
+
+    /// Empties the whole set at once if that is cheaper than unmarking
+    /// `marks` ranges one by one: it holds too many pages to keep (they go
+    /// back), or so many marks per page (a region that freed or allocated a
+    /// whole structure) that zeroing the pages (32 KiB each) costs less.
+    fn cleared_whole(&mut self, marks: usize) -> bool {
+        if self.allocated > KEEP_PAGES {
+            *self = LoggedWords::default();
+            return true;
+        }
+        if marks > self.allocated * BULK_CLEAR_PER_PAGE {
+            for p in self.pages.iter_mut().flatten() {
+                // SAFETY: the page holds PAGE_WORDS u64s (`Page::new`); a raw
+                // store, like `Page::set`.
+                unsafe { std::ptr::write_bytes(p.0.as_ptr(), 0, PAGE_WORDS) };
+            }
+            return true;
+        }
+        false
     }
 }
 
@@ -325,6 +349,24 @@ mod tests {
         s.clear(offs.iter().map(|&o| (o, 8)));
         assert!(s.pages.iter().flatten().all(|p| (0..PAGE_WORDS).all(|i| p.get(i) == 0)));
         assert!(!s.test_and_mark(4096));
+    }
+
+    #[test]
+    fn clear_words_unmarks_exactly_the_marked_words() {
+        let mut s = LoggedWords::default();
+        let offs: Vec<u64> = (0..50u64).map(|i| 4096 + i * 48).chain([3 << 21, (3 << 21) + 8]).collect();
+        for &o in &offs {
+            assert!(!s.test_and_mark(o));
+        }
+        assert!(offs.len() <= s.allocated * BULK_CLEAR_PER_PAGE, "the word-by-word path");
+        s.clear_words(offs.iter().copied());
+        assert!(s.pages.iter().flatten().all(|p| (0..PAGE_WORDS).all(|i| p.get(i) == 0)));
+        assert!(offs.iter().all(|&o| !s.test_and_mark(o)), "fresh again");
+        // the bulk path
+        let many: Vec<u64> = (0..5000u64).map(|i| i * 16).collect();
+        many.iter().for_each(|&o| _ = s.test_and_mark(o));
+        s.clear_words(many.iter().chain(&offs).copied());
+        assert!(s.pages.iter().flatten().all(|p| (0..PAGE_WORDS).all(|i| p.get(i) == 0)));
     }
 
     #[test]

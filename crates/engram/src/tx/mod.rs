@@ -39,7 +39,7 @@ pub(crate) use logged::PageCache;
 pub(crate) use slots::SlotSet;
 
 use crate::alloc::cache::CacheCell;
-use crate::alloc::Loc;
+use crate::alloc::{Loc, Placed};
 use crate::error::{Error, Result};
 use crate::format::*;
 use crate::log::{ChunkAlloc, LogWriter};
@@ -148,7 +148,7 @@ impl RegionSets {
         self.logged.clear();
         self.mag.reset();
         self.large.clear();
-        self.freed.clear(self.frees.iter().map(|&f| (unpack_free(f).0, 8)));
+        self.freed.clear_words(self.frees.iter().map(|&f| unpack_free(f).0));
         self.dirty.clear();
         self.frees.clear();
         self.frees_large.clear();
@@ -391,14 +391,14 @@ impl<'p> Tx<'p> {
         let mut st = self.st.borrow_mut();
         let st = &mut *st;
         let cache = st.cache.get_or_insert_with(|| self.pool.heap.cache());
-        let (addr, loc) = self.pool.heap.alloc_batched(space, cache, &mut st.sets.mag, payload, ObjHeader { type_id, flags, count })?;
-        self.spans.learn(loc);
+        let (addr, placed) = self.pool.heap.alloc_batched(space, cache, &mut st.sets.mag, payload, ObjHeader { type_id, flags, count })?;
         let off = addr - space.base();
         // No undo is needed for the new object (a rollback frees it): its
         // words count as logged, marked lazily (`mark_fresh`). The magazine
         // recorded a small one; a large one is recorded here.
-        if !matches!(loc, Loc::Small { .. }) {
-            st.sets.large.push((off, payload.next_multiple_of(8).min(loc.capacity()), loc));
+        match placed {
+            Placed::Small { span, class } => self.spans.learn_small(span, class),
+            Placed::Other(loc) => st.sets.large.push((off, payload.next_multiple_of(8).min(loc.capacity()), loc)),
         }
         mark_dirty(&mut st.sets.dirty, off - OBJ_HEADER, payload + OBJ_HEADER);
         self.pool.deferred.card(off - OBJ_HEADER, payload + OBJ_HEADER);
@@ -814,6 +814,7 @@ impl Drop for Tx<'_> {
         }
         if let Some(cache) = &st.cache {
             self.pool.heap.close_batch(&self.pool.space, cache, &mut st.sets.mag);
+            self.pool.heap.note_region(&self.pool.space, cache, &st.sets.mag);
         }
         self.pool.put_slot(st.slot);
         // SAFETY: `sets` is taken once, here, and `st` is not used again

@@ -90,14 +90,21 @@ impl SpanCache {
     #[inline]
     pub fn learn(&self, loc: Loc) {
         if let Loc::Small { span, class, .. } = loc {
-            let cell = &self.ways[(span % WAYS) as usize];
-            if cell.get().tag == span + 1 {
-                return; // every allocation learns its span: keep this cheap
-            }
-            let slot = slot_size(class) as u32;
-            let way = Way { tag: span + 1, recip: reciprocal(class), slot, used: slots_per_span(class) * slot, class: class as u32 };
-            cell.set(way);
+            self.learn_small(span, class);
         }
+    }
+
+    /// Remembers that small span `span` holds class `class` (from the span
+    /// tables or from the allocator, which handed out a slot of it).
+    #[inline]
+    pub fn learn_small(&self, span: u64, class: usize) {
+        let cell = &self.ways[(span % WAYS) as usize];
+        if cell.get().tag == span + 1 {
+            return; // every allocation learns its span: keep this cheap
+        }
+        let slot = slot_size(class) as u32;
+        let way = Way { tag: span + 1, recip: reciprocal(class), slot, used: slots_per_span(class) * slot, class: class as u32 };
+        cell.set(way);
     }
 
     /// Whether `[addr, addr+len)` lies inside the payload of one object's
