@@ -50,10 +50,12 @@
 //! covers the record header (crc field zero) and the payload.
 
 use crate::error::{Error, Result};
-use parking_lot::{Condvar, Mutex};
+use crate::futex::Word;
+use parking_lot::Mutex;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 const LOG_MAGIC: [u8; 8] = *b"ENGRAMWL";
@@ -185,6 +187,22 @@ impl Files {
     }
 }
 
+/// Who holds the log's files (see "Group commit" in the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Lead {
+    /// Nobody: the next waiter becomes the leader.
+    Idle,
+    /// Flush `State::gen` was handed to the waiter holding this ticket; it
+    /// has not taken the batch yet, so every recording so far joins it.
+    Claimed(u64),
+    /// Flush `State::gen` is writing the recordings up to `upto` (or, past
+    /// that, its leader checkpoints).
+    Flushing {
+        /// Last recording the flush holds.
+        upto: u64,
+    },
+}
+
 /// Mutable state of a log (guarded by [`Wal::st`]).
 struct State {
     /// Recorded pieces not yet written, after [`REC_HEADER`] reserved bytes.
@@ -195,10 +213,20 @@ struct State {
     seq: u64,
     /// Every recording up to this number is durable.
     durable: u64,
-    /// A leader is writing (only it touches the files).
-    writing: bool,
     /// A write or sync failed: the log can no longer promise anything.
     failed: bool,
+    /// Who holds the files.
+    lead: Lead,
+    /// Number of the flush running or next to run (its group's word is
+    /// `Wal::groups[gen & 1]`).
+    gen: u64,
+    /// A waiter not covered by the running flush will lead the next one.
+    next_claimed: bool,
+    /// Ticket of that waiter (tickets only grow).
+    ticket: u64,
+    /// The next flush checkpoints before it releases its group (a clean
+    /// close, or a test).
+    force_checkpoint: bool,
     /// Where the next record goes.
     end: u64,
     /// Bytes of the log file written so far (records or zeros).
@@ -213,14 +241,44 @@ struct State {
 pub struct Wal {
     files: Files,
     st: Mutex<State>,
-    /// Signalled when a leader finishes.
-    done: Condvar,
+    /// `State::durable`, readable without the lock (a woken follower
+    /// returns without touching the mutex).
+    durable: AtomicU64,
+    /// `groups[g & 1]` is bumped when flush `g`'s group may return (its
+    /// records are durable, or the log failed).
+    groups: [Word; 2],
+    /// Bumped when a leader hands the files to the claimed next leader.
+    handoff: Word,
 }
 
 impl std::fmt::Debug for Wal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Wal").finish_non_exhaustive()
     }
+}
+
+/// What a waiter does next, decided under the state lock.
+enum Next<'a> {
+    Done(Result<()>),
+    Lead(Flush),
+    Sleep(&'a Word, u32),
+}
+
+/// A flush its leader took under the lock: every recording so far.
+struct Flush {
+    /// The flush's number (its group's word is `groups[g & 1]`).
+    g: u64,
+    /// The record: reserved header, then the batch's pieces.
+    rec: Vec<u8>,
+    /// Last recording it holds.
+    upto: u64,
+    /// Checkpoint before releasing the group.
+    force: bool,
+    /// Where the record goes, its salt and number, the initialised bytes.
+    off: u64,
+    salt: u64,
+    number: u64,
+    init: u64,
 }
 
 impl Wal {
@@ -245,14 +303,19 @@ impl Wal {
             batch_seq: 0,
             seq: 0,
             durable: 0,
-            writing: false,
             failed: false,
+            lead: Lead::Idle,
+            gen: 0,
+            next_claimed: false,
+            ticket: 0,
+            force_checkpoint: false,
             end: LOG_HEADER,
             initialised,
             salt,
             next_record: 1,
         };
-        Ok((Wal { files, st: Mutex::new(st), done: Condvar::new() }, replayed))
+        let wal = Wal { files, st: Mutex::new(st), durable: AtomicU64::new(0), groups: Default::default(), handoff: Word::default() };
+        Ok((wal, replayed))
     }
 
     /// Appends pieces `(pool offset, bytes)` to the shared batch; returns
@@ -267,83 +330,186 @@ impl Wal {
         st.seq
     }
 
-    /// Returns once recording `seq` is durable (writing the batch, with
-    /// everyone else's recordings, if no other thread is doing so).
+    /// Returns once recording `seq` is durable: as a follower of the flush
+    /// that holds it, or as the leader of one (see "Group commit").
     pub fn wait_durable(&self, seq: u64) -> Result<()> {
-        let mut st = self.st.lock();
-        loop {
-            if st.failed {
-                return Err(Error::io("write-ahead log", std::io::Error::other("an earlier log write or fdatasync failed")));
-            }
-            if st.durable >= seq {
-                return Ok(());
-            }
-            if st.writing {
-                self.done.wait(&mut st);
-                continue;
-            }
-            // 1. become the leader: take the whole batch.
-            st.writing = true;
-            let mut rec = std::mem::replace(&mut st.batch, vec![0; REC_HEADER]);
-            let upto = std::mem::take(&mut st.batch_seq);
-            let (off, salt, number, init) = (st.end, st.salt, st.next_record, st.initialised);
-            drop(st);
-            seal_record(&mut rec, salt, number);
-            // 2. one write and one fdatasync for every recording in it
-            //    (zeros ahead first, now and then: see LOG_CHUNK).
-            let end = off + rec.len() as u64;
-            let grown = if end > init { (end + LOG_CHUNK).next_multiple_of(LOG_CHUNK) } else { init };
-            let zeros = if grown > init { self.files.log_write(init, &vec![0; (grown - init) as usize]) } else { Ok(()) };
-            let r = zeros.and_then(|_| self.files.log_write(off, &rec)).and_then(|_| self.files.log_sync());
-            st = self.st.lock();
-            st.writing = false;
-            match r {
-                Ok(()) => {
-                    st.initialised = grown;
-                    st.end = end;
-                    st.next_record += 1;
-                    st.durable = upto;
-                }
-                Err(e) => {
-                    st.failed = true;
-                    self.done.notify_all();
-                    return Err(e);
-                }
-            }
-            // 3. past the size limit: fold the log into the pool file.
-            if st.end > CHECKPOINT_BYTES {
-                if let Err(e) = self.checkpoint_locked(&mut st) {
-                    st.failed = true;
-                    self.done.notify_all();
-                    return Err(e);
-                }
-            }
-            self.done.notify_all();
+        if self.durable.load(Ordering::Acquire) >= seq {
+            return Ok(());
         }
+        let mut mine = None;
+        loop {
+            match self.decide(seq, &mut mine) {
+                Next::Done(r) => return r,
+                Next::Lead(f) => {
+                    mine = None;
+                    self.lead(f)?;
+                }
+                Next::Sleep(word, seen) => {
+                    word.wait(seen);
+                    if mine.is_none() && self.durable.load(Ordering::Acquire) >= seq {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
+    /// Under the lock: return, lead, or which word to sleep on. `mine` is
+    /// the caller's ticket while it holds the claim on the next flush (it
+    /// then returns only after leading, so a claim is never left behind).
+    fn decide(&self, seq: u64, mine: &mut Option<u64>) -> Next<'_> {
+        let mut st = self.st.lock();
+        if st.failed {
+            return Next::Done(Err(failed()));
+        }
+        if let Some(m) = *mine {
+            return match st.lead {
+                Lead::Claimed(t) if t == m => self.take_lead(&mut st),
+                // Only a planted bug leaves the files unowned under a claim.
+                Lead::Idle => {
+                    if st.next_claimed && st.ticket == m {
+                        st.next_claimed = false;
+                    }
+                    self.take_lead(&mut st)
+                }
+                _ => Next::Sleep(&self.handoff, self.handoff.load()),
+            };
+        }
+        if st.durable >= seq {
+            return Next::Done(Ok(()));
+        }
+        let word = match st.lead {
+            Lead::Idle => return self.take_lead(&mut st),
+            // Every recording so far joins the flush about to start.
+            Lead::Claimed(_) => &self.groups[(st.gen & 1) as usize],
+            Lead::Flushing { upto } if seq <= upto => &self.groups[(st.gen & 1) as usize],
+            // Not in the running flush: the first such waiter leads the next.
+            Lead::Flushing { .. } if !st.next_claimed => {
+                st.next_claimed = true;
+                st.ticket += 1;
+                *mine = Some(st.ticket);
+                &self.handoff
+            }
+            Lead::Flushing { .. } => &self.groups[((st.gen + 1) & 1) as usize],
+        };
+        Next::Sleep(word, word.load())
+    }
+
+    /// Makes the caller the leader of flush `st.gen`: it takes every
+    /// recording so far.
+    fn take_lead(&self, st: &mut State) -> Next<'_> {
+        let rec = std::mem::replace(&mut st.batch, vec![0; REC_HEADER]);
+        let upto = std::mem::take(&mut st.batch_seq).max(st.durable);
+        let force = std::mem::take(&mut st.force_checkpoint);
+        st.lead = Lead::Flushing { upto };
+        Next::Lead(Flush { g: st.gen, rec, upto, force, off: st.end, salt: st.salt, number: st.next_record, init: st.initialised })
+    }
+
+    /// The leader's work: write the flush as one record with one
+    /// `fdatasync`, release its group, checkpoint if the log is full, hand
+    /// the files to the next leader.
+    fn lead(&self, f: Flush) -> Result<()> {
+        let g = f.g;
+        // 1. one write and one fdatasync for every recording taken (none if
+        //    a forced checkpoint found nothing new).
+        let written = if f.rec.len() > REC_HEADER { self.write_record(f.rec, f.off, f.salt, f.number, f.init).map(Some) } else { Ok(None) };
+        let mut st = self.st.lock();
+        match written {
+            Ok(Some((end, grown))) => {
+                st.initialised = grown;
+                st.end = end;
+                st.next_record += 1;
+            }
+            Ok(None) => {}
+            Err(e) => return Err(self.fail(st, e)),
+        }
+        st.durable = f.upto;
+        self.durable.store(f.upto, Ordering::Release);
+        // 2. log full: release the group first, then checkpoint with the
+        //    lock free (`lead` keeps every other leader off the files).
+        let unguarded = crate::failpoint::planted("wal.checkpoint_unguarded");
+        let checkpoint = f.force || st.end > CHECKPOINT_BYTES;
+        let early = checkpoint && !f.force;
+        if checkpoint {
+            if unguarded {
+                st.lead = Lead::Idle;
+            }
+            drop(st);
+            if early {
+                self.groups[(g & 1) as usize].bump_and_wake();
+            }
+            let salt = self.checkpoint_files();
+            st = self.st.lock();
+            match salt {
+                Ok(salt) => {
+                    st.salt = salt;
+                    st.end = LOG_HEADER;
+                    st.next_record = 1;
+                }
+                Err(e) => return Err(self.fail(st, e)),
+            }
+        }
+        // 3. hand over: to the claimed next leader, or to whoever comes.
+        st.gen = g + 1;
+        let claimed = std::mem::take(&mut st.next_claimed);
+        st.lead = if claimed { Lead::Claimed(st.ticket) } else { Lead::Idle };
+        drop(st);
+        if claimed {
+            self.handoff.bump_and_wake();
+        }
+        if !early {
+            self.groups[(g & 1) as usize].bump_and_wake();
+        }
+        Ok(())
+    }
+
+    /// Seals and writes one record at `off` and `fdatasync`s the log
+    /// (zeros ahead first, now and then: see [`LOG_CHUNK`]); returns the
+    /// new end of the log and of its initialised bytes.
+    fn write_record(&self, mut rec: Vec<u8>, off: u64, salt: u64, number: u64, init: u64) -> Result<(u64, u64)> {
+        seal_record(&mut rec, salt, number);
+        let end = off + rec.len() as u64;
+        let grown = if end > init { (end + LOG_CHUNK).next_multiple_of(LOG_CHUNK) } else { init };
+        if grown > init {
+            self.files.log_write(init, &vec![0; (grown - init) as usize])?;
+        }
+        self.files.log_write(off, &rec)?;
+        self.files.log_sync()?;
+        Ok((end, grown))
+    }
+
+    /// Marks the log failed and wakes every sleeper (they return the error).
+    fn fail(&self, mut st: parking_lot::MutexGuard<'_, State>, e: Error) -> Error {
+        st.failed = true;
+        st.lead = Lead::Idle;
+        drop(st);
+        for w in self.groups.iter().chain([&self.handoff]) {
+            w.bump_and_wake();
+        }
+        e
     }
 
     /// Makes every recording so far durable, then folds the log into the
-    /// pool file and starts a new generation (clean close).
+    /// pool file and starts a new generation (clean close; the flush that
+    /// does it returns after the checkpoint).
     pub fn checkpoint(&self) -> Result<()> {
-        let seq = self.st.lock().seq;
-        self.wait_durable(seq)?;
-        let mut st = self.st.lock();
-        while st.writing {
-            self.done.wait(&mut st);
-        }
-        self.checkpoint_locked(&mut st)
+        let seq = {
+            let mut st = self.st.lock();
+            st.force_checkpoint = true;
+            st.seq += 1;
+            st.batch_seq = st.seq;
+            st.seq
+        };
+        self.wait_durable(seq)
     }
 
-    /// Checkpoint with the state lock held and no leader writing.
-    fn checkpoint_locked(&self, st: &mut State) -> Result<()> {
-        // 1. copy the records into the pool file and fsync it; a crash here
-        //    leaves the log intact and the next open repeats this step.
+    /// The checkpoint proper, by the leader (nobody else touches the
+    /// files): copy the records into the pool file and `fsync` it (a crash
+    /// here leaves the log intact and the next open repeats this step),
+    /// then a new salt invalidates the old records. Returns the new salt.
+    fn checkpoint_files(&self) -> Result<u64> {
         replay(&self.files, true)?;
-        // 2. a new salt invalidates the old records, then drop their bytes.
-        st.salt = new_generation(&self.files)?;
-        st.end = LOG_HEADER;
-        st.next_record = 1;
-        Ok(())
+        new_generation(&self.files)
     }
 
     /// Writes `data` at pool offset `off` straight into the pool file, for
@@ -364,6 +530,11 @@ impl Wal {
         }
         self.files.pool_sync()
     }
+}
+
+/// The error of every commit after a log write or sync failed.
+fn failed() -> Error {
+    Error::io("write-ahead log", std::io::Error::other("an earlier log write or fdatasync failed"))
 }
 
 /// Replays the pool file at `pool_path`'s log, if it has one, into the pool
