@@ -427,12 +427,13 @@ impl Wal {
         self.durable.store(f.upto, Ordering::Release);
         // 2. log full: release the group first, then checkpoint with the
         //    lock free (`lead` keeps every other leader off the files).
-        let unguarded = crate::failpoint::planted("wal.checkpoint_unguarded");
         let checkpoint = f.force || st.end > CHECKPOINT_BYTES;
-        let early = checkpoint && !f.force;
+        let unguarded = checkpoint && crate::failpoint::planted("wal.checkpoint_unguarded");
+        let early = checkpoint && (!f.force || unguarded);
         if checkpoint {
             if unguarded {
                 st.lead = Lead::Idle;
+                self.handoff.bump_and_wake();
             }
             drop(st);
             if early {
