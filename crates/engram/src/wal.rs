@@ -12,10 +12,7 @@
 //!   order, to one in-memory batch shared by all threads;
 //! - a fence outside a region, and the end of a region, then *commit*: wait
 //!   until a write of the batch that includes the thread's last recording
-//!   is durable. The first waiter becomes the leader: it takes the whole
-//!   batch (every thread's recordings so far), appends it as one checksummed
-//!   record and issues one `fdatasync`; waiters whose recordings it held
-//!   return when it is done (group commit), the others elect the next leader;
+//!   is durable (group commit, below);
 //! - a checkpoint (when the log passes [`CHECKPOINT_BYTES`], and at close)
 //!   copies the records into the pool file *from the log* (never from the
 //!   private mapping, which may hold uncommitted stores; the copies are
@@ -41,6 +38,46 @@
 //! idempotent: nothing newer exists while a checkpoint runs); a crash after
 //! the new header leaves an empty generation and a pool file that holds
 //! every record.
+//!
+//! Group commit (leader and followers). Only the thread that holds the
+//! files (`State::lead` not `Idle`) writes or syncs them. A committing
+//! thread whose recording is not durable yet decides, under the state lock:
+//!
+//! 1. nobody holds the files: it becomes the leader of flush `gen` and takes
+//!    every recording so far (the whole batch, all threads') in the same
+//!    lock hold; it writes them as one checksummed record, `fdatasync`s
+//!    once, publishes `durable`, and wakes its group with one `FUTEX_WAKE`
+//!    on the group's word (`futex.rs`; flushes alternate between two words,
+//!    so waking one group leaves the next asleep; a condition variable
+//!    would requeue every waiter onto the mutex and wake them one at a
+//!    time, a context switch each);
+//! 2. a flush holds its recording (or the flush about to start will): it
+//!    sleeps on that flush's word;
+//! 3. the running flush does not hold it and nobody has claimed the next
+//!    flush: it claims it (a ticket) and sleeps on the hand-off word; the
+//!    leader, once done, hands the files to it directly (`Lead::Claimed`)
+//!    instead of letting every waiter race for them, and the claimant takes
+//!    the batch when it runs, so whoever recorded meanwhile joins it;
+//! 4. otherwise it sleeps on the next flush's word.
+//!
+//! So each flush has exactly one leader, a follower is woken once (by the
+//! flush that made it durable), and no thread spins. A woken follower reads
+//! `durable` from an atomic and returns without taking the lock.
+//!
+//! The checkpoint runs with the state lock free: threads keep recording
+//! into the batch and queue for the next flush while the pool is copied and
+//! `fsync`ed (before, they all blocked on the lock behind the `fsync`). It
+//! is sound because the checkpointing leader still holds the files: no
+//! record is written into the old generation between the copy (which reads
+//! the log) and the new salt (which invalidates it), so every record the
+//! copy missed would be one nobody wrote; the next record is written after
+//! the new header is durable. A size-triggered checkpoint releases its own
+//! group *before* it starts (their records are durable in the log, which
+//! the checkpoint only copies from: a crash during it replays the log
+//! again); a forced one (close) returns after it. Planted bug
+//! `wal.checkpoint_unguarded` gives the files up during the checkpoint, and
+//! the group-commit stress test in `tests/wal.rs` finds the returned
+//! commits it loses.
 //!
 //! Log file layout (little-endian; see `docs/format.md`, "Write-ahead log"):
 //! a 4 KiB header `{magic "ENGRAMWL", version u32, pad u32, salt u64, crc
@@ -241,6 +278,8 @@ struct State {
 pub struct Wal {
     files: Files,
     st: Mutex<State>,
+    /// A checkpoint runs when the log passes this ([`CHECKPOINT_BYTES`]).
+    checkpoint_bytes: AtomicU64,
     /// `State::durable`, readable without the lock (a woken follower
     /// returns without touching the mutex).
     durable: AtomicU64,
@@ -314,8 +353,21 @@ impl Wal {
             salt,
             next_record: 1,
         };
-        let wal = Wal { files, st: Mutex::new(st), durable: AtomicU64::new(0), groups: Default::default(), handoff: Word::default() };
+        let wal = Wal {
+            files,
+            st: Mutex::new(st),
+            checkpoint_bytes: AtomicU64::new(CHECKPOINT_BYTES),
+            durable: AtomicU64::new(0),
+            groups: Default::default(),
+            handoff: Word::default(),
+        };
         Ok((wal, replayed))
+    }
+
+    /// Checkpoints from now on whenever the log passes `bytes` (tests and
+    /// the crash explorer make checkpoints run beside commits this way).
+    pub fn set_checkpoint_bytes(&self, bytes: u64) {
+        self.checkpoint_bytes.store(bytes, Ordering::Relaxed);
     }
 
     /// Appends pieces `(pool offset, bytes)` to the shared batch; returns
@@ -427,7 +479,7 @@ impl Wal {
         self.durable.store(f.upto, Ordering::Release);
         // 2. log full: release the group first, then checkpoint with the
         //    lock free (`lead` keeps every other leader off the files).
-        let checkpoint = f.force || st.end > CHECKPOINT_BYTES;
+        let checkpoint = f.force || st.end > self.checkpoint_bytes.load(Ordering::Relaxed);
         let unguarded = checkpoint && crate::failpoint::planted("wal.checkpoint_unguarded");
         let early = checkpoint && (!f.force || unguarded);
         if checkpoint {
