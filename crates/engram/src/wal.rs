@@ -55,13 +55,18 @@
 //!    sleeps on that flush's word;
 //! 3. the running flush does not hold it and nobody has claimed the next
 //!    flush: it claims it (a ticket) and sleeps on the hand-off word; the
-//!    leader, once done, hands the files to it directly (`Lead::Claimed`)
-//!    instead of letting every waiter race for them, and the claimant takes
-//!    the batch when it runs, so whoever recorded meanwhile joins it;
+//!    leader, once done, hands the files to it (`Lead::Claimed`) and wakes
+//!    it alone, and the claimant takes the batch when it runs, so whoever
+//!    recorded meanwhile joins it;
 //! 4. otherwise it sleeps on the next flush's word.
 //!
-//! So each flush has exactly one leader, a follower is woken once (by the
-//! flush that made it durable), and no thread spins. A woken follower reads
+//! A thread that comes while the files are handed over but the claimant has
+//! not run yet (on 2 busy CPUs a woken thread may wait milliseconds for
+//! one) takes the flush itself, so the device never idles waiting for a
+//! wake-up; the claimant then finds its recording in that flush and
+//! sleeps on its word (the one case of a thread woken twice). So each flush
+//! has exactly one leader, every other follower is woken once (by the flush
+//! that made it durable), and no thread spins. A woken follower reads
 //! `durable` from an atomic and returns without taking the lock.
 //!
 //! The checkpoint runs with the state lock free: threads keep recording
@@ -415,25 +420,27 @@ impl Wal {
             return Next::Done(Err(failed()));
         }
         if let Some(m) = *mine {
-            return match st.lead {
-                Lead::Claimed(t) if t == m => self.take_lead(&mut st),
+            let pending = st.next_claimed && st.ticket == m;
+            match st.lead {
+                Lead::Claimed(t) if t == m => return self.take_lead(&mut st),
                 // Only a planted bug leaves the files unowned under a claim.
-                Lead::Idle => {
-                    if st.next_claimed && st.ticket == m {
-                        st.next_claimed = false;
-                    }
-                    self.take_lead(&mut st)
+                Lead::Idle if pending => {
+                    st.next_claimed = false;
+                    return self.take_lead(&mut st);
                 }
-                _ => Next::Sleep(&self.handoff, self.handoff.load()),
-            };
+                _ if pending => return Next::Sleep(&self.handoff, self.handoff.load()),
+                // Handed over, but another thread took the flush first: an
+                // ordinary waiter again (that flush holds its recording).
+                _ => *mine = None,
+            }
         }
         if st.durable >= seq {
             return Next::Done(Ok(()));
         }
         let word = match st.lead {
-            Lead::Idle => return self.take_lead(&mut st),
-            // Every recording so far joins the flush about to start.
-            Lead::Claimed(_) => &self.groups[(st.gen & 1) as usize],
+            // Nobody writing, or the claimant of the next flush has not run
+            // yet (it waits for a CPU): lead now, the log stays busy.
+            Lead::Idle | Lead::Claimed(_) => return self.take_lead(&mut st),
             Lead::Flushing { upto } if seq <= upto => &self.groups[(st.gen & 1) as usize],
             // Not in the running flush: the first such waiter leads the next.
             Lead::Flushing { .. } if !st.next_claimed => {
