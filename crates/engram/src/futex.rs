@@ -25,18 +25,28 @@ const MAX_SLEEP: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// A futex word (see the module docs).
 #[derive(Debug, Default)]
-pub(crate) struct Word(AtomicU32);
+pub(crate) struct Word {
+    value: AtomicU32,
+    /// Threads in [`Word::wait`]: with none, a bump makes no system call
+    /// (a lone committer leads every flush and never sleeps here).
+    sleepers: AtomicU32,
+}
 
 impl Word {
     /// The word's value, to pass to [`Word::wait`].
     pub(crate) fn load(&self) -> u32 {
-        self.0.load(Ordering::Acquire)
+        self.value.load(Ordering::Acquire)
     }
 
     /// Sleeps while the word still holds `seen` (at most [`MAX_SLEEP`]).
     pub(crate) fn wait(&self, seen: u32) {
         let ts = libc::timespec { tv_sec: 0, tv_nsec: MAX_SLEEP.as_nanos() as libc::c_long };
-        if self.load() != seen {
+        // SeqCst pairs with `bump_and_wake`: either the bump sees this
+        // sleeper, or this thread sees the bump (here or in the kernel's
+        // compare) and does not sleep.
+        self.sleepers.fetch_add(1, Ordering::SeqCst);
+        if self.value.load(Ordering::SeqCst) != seen {
+            self.sleepers.fetch_sub(1, Ordering::SeqCst);
             return;
         }
         // SAFETY: FUTEX_WAIT reads the aligned u32 of this live atomic (the
@@ -45,15 +55,25 @@ impl Word {
         // the value differs (EAGAIN), on a signal or on the timeout: the
         // caller re-checks its condition in every case.
         unsafe {
-            libc::syscall(libc::SYS_futex, self.0.as_ptr(), libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG, seen, &ts as *const libc::timespec)
+            libc::syscall(
+                libc::SYS_futex,
+                self.value.as_ptr(),
+                libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                seen,
+                &ts as *const libc::timespec,
+            )
         };
+        self.sleepers.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// Changes the word and wakes every thread sleeping on it.
     pub(crate) fn bump_and_wake(&self) {
-        self.0.fetch_add(1, Ordering::Release);
+        self.value.fetch_add(1, Ordering::SeqCst);
+        if self.sleepers.load(Ordering::SeqCst) == 0 {
+            return;
+        }
         // SAFETY: FUTEX_WAKE only looks up sleepers on this live word's
         // address; it reads and writes no memory.
-        unsafe { libc::syscall(libc::SYS_futex, self.0.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, i32::MAX) };
+        unsafe { libc::syscall(libc::SYS_futex, self.value.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, i32::MAX) };
     }
 }
