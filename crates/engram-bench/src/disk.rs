@@ -421,5 +421,7 @@ pub fn report(setup: &str, cells: &[Cell], threads: &[u32]) -> String {
     s.push_str("record, `fdatasync`, the virtio notification), under 10 % in the engine. With 8 threads the group\n");
     s.push_str("commit shares one `fdatasync` among the threads waiting; how much that gains depends on how much of a\n");
     s.push_str("commit is the device flush rather than CPU (2 CPUs here).\n");
+    s.push_str("The group commit's protocol, and its CPU time, context switches and `fdatasync`s per commit\n");
+    s.push_str("measured with `perf stat`, are in [disk-group-commit.md](disk-group-commit.md).\n");
     s
 }

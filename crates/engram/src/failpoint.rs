@@ -147,6 +147,11 @@ mod armed {
             "a wal checkpoint cannot reserve the pool file's blocks (a full disk, or a file system without \
              `fallocate`): every piece is written with `pwrite` instead of through the mapping",
         ),
+        (
+            "wal.checkpoint_unguarded",
+            "a wal checkpoint (which runs with the log's lock free) leaves the files unowned: another leader may \
+             write and sync records into the old generation, which the checkpoint's new salt then invalidates",
+        ),
         ("stm.reservation_not_persisted", "the STM clock reservation is raised in memory but never written to the pool"),
         (
             "types.pointer_map_not_persisted",

@@ -64,6 +64,7 @@ mod crc;
 mod error;
 pub mod failpoint;
 pub mod format;
+mod futex;
 mod gc;
 mod hash;
 pub mod htm;

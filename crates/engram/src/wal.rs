@@ -12,10 +12,7 @@
 //!   order, to one in-memory batch shared by all threads;
 //! - a fence outside a region, and the end of a region, then *commit*: wait
 //!   until a write of the batch that includes the thread's last recording
-//!   is durable. The first waiter becomes the leader: it takes the whole
-//!   batch (every thread's recordings so far), appends it as one checksummed
-//!   record and issues one `fdatasync`; waiters whose recordings it held
-//!   return when it is done (group commit), the others elect the next leader;
+//!   is durable (group commit, below);
 //! - a checkpoint (when the log passes [`CHECKPOINT_BYTES`], and at close)
 //!   copies the records into the pool file *from the log* (never from the
 //!   private mapping, which may hold uncommitted stores; the copies are
@@ -42,6 +39,51 @@
 //! the new header leaves an empty generation and a pool file that holds
 //! every record.
 //!
+//! Group commit (leader and followers). Only the thread that holds the
+//! files (`State::lead` not `Idle`) writes or syncs them. A committing
+//! thread whose recording is not durable yet decides, under the state lock:
+//!
+//! 1. nobody holds the files: it becomes the leader of flush `gen` and takes
+//!    every recording so far (the whole batch, all threads') in the same
+//!    lock hold; it writes them as one checksummed record, `fdatasync`s
+//!    once, publishes `durable`, and wakes its group with one `FUTEX_WAKE`
+//!    on the group's word (`futex.rs`; flushes alternate between two words,
+//!    so waking one group leaves the next asleep; a condition variable
+//!    would requeue every waiter onto the mutex and wake them one at a
+//!    time, a context switch each);
+//! 2. a flush holds its recording (or the flush about to start will): it
+//!    sleeps on that flush's word;
+//! 3. the running flush does not hold it and nobody has claimed the next
+//!    flush: it claims it (a ticket) and sleeps on the hand-off word; the
+//!    leader, once done, hands the files to it (`Lead::Claimed`) and wakes
+//!    it alone, and the claimant takes the batch when it runs, so whoever
+//!    recorded meanwhile joins it;
+//! 4. otherwise it sleeps on the next flush's word.
+//!
+//! A thread that comes while the files are handed over but the claimant has
+//! not run yet (on 2 busy CPUs a woken thread may wait milliseconds for
+//! one) takes the flush itself, so the device never idles waiting for a
+//! wake-up; the claimant then finds its recording in that flush and
+//! sleeps on its word (the one case of a thread woken twice). So each flush
+//! has exactly one leader, every other follower is woken once (by the flush
+//! that made it durable), and no thread spins. A woken follower reads
+//! `durable` from an atomic and returns without taking the lock.
+//!
+//! The checkpoint runs with the state lock free: threads keep recording
+//! into the batch and queue for the next flush while the pool is copied and
+//! `fsync`ed (before, they all blocked on the lock behind the `fsync`). It
+//! is sound because the checkpointing leader still holds the files: no
+//! record is written into the old generation between the copy (which reads
+//! the log) and the new salt (which invalidates it), so every record the
+//! copy missed would be one nobody wrote; the next record is written after
+//! the new header is durable. A size-triggered checkpoint releases its own
+//! group *before* it starts (their records are durable in the log, which
+//! the checkpoint only copies from: a crash during it replays the log
+//! again); a forced one (close) returns after it. Planted bug
+//! `wal.checkpoint_unguarded` gives the files up during the checkpoint, and
+//! the group-commit stress test in `tests/wal.rs` finds the returned
+//! commits it loses.
+//!
 //! Log file layout (little-endian; see `docs/format.md`, "Write-ahead log"):
 //! a 4 KiB header `{magic "ENGRAMWL", version u32, pad u32, salt u64, crc
 //! u32}` then records `{magic u32, pad u32, salt u64, number u64, payload
@@ -50,10 +92,12 @@
 //! covers the record header (crc field zero) and the payload.
 
 use crate::error::{Error, Result};
-use parking_lot::{Condvar, Mutex};
+use crate::futex::Word;
+use parking_lot::Mutex;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 const LOG_MAGIC: [u8; 8] = *b"ENGRAMWL";
@@ -185,6 +229,22 @@ impl Files {
     }
 }
 
+/// Who holds the log's files (see "Group commit" in the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Lead {
+    /// Nobody: the next waiter becomes the leader.
+    Idle,
+    /// Flush `State::gen` was handed to the waiter holding this ticket; it
+    /// has not taken the batch yet, so every recording so far joins it.
+    Claimed(u64),
+    /// Flush `State::gen` is writing the recordings up to `upto` (or, past
+    /// that, its leader checkpoints).
+    Flushing {
+        /// Last recording the flush holds.
+        upto: u64,
+    },
+}
+
 /// Mutable state of a log (guarded by [`Wal::st`]).
 struct State {
     /// Recorded pieces not yet written, after [`REC_HEADER`] reserved bytes.
@@ -195,10 +255,20 @@ struct State {
     seq: u64,
     /// Every recording up to this number is durable.
     durable: u64,
-    /// A leader is writing (only it touches the files).
-    writing: bool,
     /// A write or sync failed: the log can no longer promise anything.
     failed: bool,
+    /// Who holds the files.
+    lead: Lead,
+    /// Number of the flush running or next to run (its group's word is
+    /// `Wal::groups[gen & 1]`).
+    gen: u64,
+    /// A waiter not covered by the running flush will lead the next one.
+    next_claimed: bool,
+    /// Ticket of that waiter (tickets only grow).
+    ticket: u64,
+    /// The next flush checkpoints before it releases its group (a clean
+    /// close, or a test).
+    force_checkpoint: bool,
     /// Where the next record goes.
     end: u64,
     /// Bytes of the log file written so far (records or zeros).
@@ -213,14 +283,46 @@ struct State {
 pub struct Wal {
     files: Files,
     st: Mutex<State>,
-    /// Signalled when a leader finishes.
-    done: Condvar,
+    /// A checkpoint runs when the log passes this ([`CHECKPOINT_BYTES`]).
+    checkpoint_bytes: AtomicU64,
+    /// `State::durable`, readable without the lock (a woken follower
+    /// returns without touching the mutex).
+    durable: AtomicU64,
+    /// `groups[g & 1]` is bumped when flush `g`'s group may return (its
+    /// records are durable, or the log failed).
+    groups: [Word; 2],
+    /// Bumped when a leader hands the files to the claimed next leader.
+    handoff: Word,
 }
 
 impl std::fmt::Debug for Wal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Wal").finish_non_exhaustive()
     }
+}
+
+/// What a waiter does next, decided under the state lock.
+enum Next<'a> {
+    Done(Result<()>),
+    Lead(Flush),
+    Sleep(&'a Word, u32),
+}
+
+/// A flush its leader took under the lock: every recording so far.
+struct Flush {
+    /// The flush's number (its group's word is `groups[g & 1]`).
+    g: u64,
+    /// The record: reserved header, then the batch's pieces.
+    rec: Vec<u8>,
+    /// Last recording it holds.
+    upto: u64,
+    /// Checkpoint before releasing the group.
+    force: bool,
+    /// Where the record goes, its salt and number, the initialised bytes.
+    off: u64,
+    salt: u64,
+    number: u64,
+    init: u64,
 }
 
 impl Wal {
@@ -245,14 +347,32 @@ impl Wal {
             batch_seq: 0,
             seq: 0,
             durable: 0,
-            writing: false,
             failed: false,
+            lead: Lead::Idle,
+            gen: 0,
+            next_claimed: false,
+            ticket: 0,
+            force_checkpoint: false,
             end: LOG_HEADER,
             initialised,
             salt,
             next_record: 1,
         };
-        Ok((Wal { files, st: Mutex::new(st), done: Condvar::new() }, replayed))
+        let wal = Wal {
+            files,
+            st: Mutex::new(st),
+            checkpoint_bytes: AtomicU64::new(CHECKPOINT_BYTES),
+            durable: AtomicU64::new(0),
+            groups: Default::default(),
+            handoff: Word::default(),
+        };
+        Ok((wal, replayed))
+    }
+
+    /// Checkpoints from now on whenever the log passes `bytes` (tests and
+    /// the crash explorer make checkpoints run beside commits this way).
+    pub fn set_checkpoint_bytes(&self, bytes: u64) {
+        self.checkpoint_bytes.store(bytes, Ordering::Relaxed);
     }
 
     /// Appends pieces `(pool offset, bytes)` to the shared batch; returns
@@ -267,83 +387,189 @@ impl Wal {
         st.seq
     }
 
-    /// Returns once recording `seq` is durable (writing the batch, with
-    /// everyone else's recordings, if no other thread is doing so).
+    /// Returns once recording `seq` is durable: as a follower of the flush
+    /// that holds it, or as the leader of one (see "Group commit").
     pub fn wait_durable(&self, seq: u64) -> Result<()> {
-        let mut st = self.st.lock();
-        loop {
-            if st.failed {
-                return Err(Error::io("write-ahead log", std::io::Error::other("an earlier log write or fdatasync failed")));
-            }
-            if st.durable >= seq {
-                return Ok(());
-            }
-            if st.writing {
-                self.done.wait(&mut st);
-                continue;
-            }
-            // 1. become the leader: take the whole batch.
-            st.writing = true;
-            let mut rec = std::mem::replace(&mut st.batch, vec![0; REC_HEADER]);
-            let upto = std::mem::take(&mut st.batch_seq);
-            let (off, salt, number, init) = (st.end, st.salt, st.next_record, st.initialised);
-            drop(st);
-            seal_record(&mut rec, salt, number);
-            // 2. one write and one fdatasync for every recording in it
-            //    (zeros ahead first, now and then: see LOG_CHUNK).
-            let end = off + rec.len() as u64;
-            let grown = if end > init { (end + LOG_CHUNK).next_multiple_of(LOG_CHUNK) } else { init };
-            let zeros = if grown > init { self.files.log_write(init, &vec![0; (grown - init) as usize]) } else { Ok(()) };
-            let r = zeros.and_then(|_| self.files.log_write(off, &rec)).and_then(|_| self.files.log_sync());
-            st = self.st.lock();
-            st.writing = false;
-            match r {
-                Ok(()) => {
-                    st.initialised = grown;
-                    st.end = end;
-                    st.next_record += 1;
-                    st.durable = upto;
-                }
-                Err(e) => {
-                    st.failed = true;
-                    self.done.notify_all();
-                    return Err(e);
-                }
-            }
-            // 3. past the size limit: fold the log into the pool file.
-            if st.end > CHECKPOINT_BYTES {
-                if let Err(e) = self.checkpoint_locked(&mut st) {
-                    st.failed = true;
-                    self.done.notify_all();
-                    return Err(e);
-                }
-            }
-            self.done.notify_all();
+        if self.durable.load(Ordering::Acquire) >= seq {
+            return Ok(());
         }
+        let mut mine = None;
+        loop {
+            match self.decide(seq, &mut mine) {
+                Next::Done(r) => return r,
+                Next::Lead(f) => {
+                    mine = None;
+                    self.lead(f)?;
+                }
+                Next::Sleep(word, seen) => {
+                    word.wait(seen);
+                    if mine.is_none() && self.durable.load(Ordering::Acquire) >= seq {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
+    /// Under the lock: return, lead, or which word to sleep on. `mine` is
+    /// the caller's ticket while it holds the claim on the next flush (it
+    /// then returns only after leading, so a claim is never left behind).
+    fn decide(&self, seq: u64, mine: &mut Option<u64>) -> Next<'_> {
+        let mut st = self.st.lock();
+        if st.failed {
+            return Next::Done(Err(failed()));
+        }
+        if let Some(m) = *mine {
+            let pending = st.next_claimed && st.ticket == m;
+            match st.lead {
+                Lead::Claimed(t) if t == m => return self.take_lead(&mut st),
+                // Only a planted bug leaves the files unowned under a claim.
+                Lead::Idle if pending => {
+                    st.next_claimed = false;
+                    return self.take_lead(&mut st);
+                }
+                _ if pending => return Next::Sleep(&self.handoff, self.handoff.load()),
+                // Handed over, but another thread took the flush first: an
+                // ordinary waiter again (that flush holds its recording).
+                _ => *mine = None,
+            }
+        }
+        if st.durable >= seq {
+            return Next::Done(Ok(()));
+        }
+        let word = match st.lead {
+            // Nobody writing, or the claimant of the next flush has not run
+            // yet (it waits for a CPU): lead now, the log stays busy.
+            Lead::Idle | Lead::Claimed(_) => return self.take_lead(&mut st),
+            Lead::Flushing { upto } if seq <= upto => &self.groups[(st.gen & 1) as usize],
+            // Not in the running flush: the first such waiter leads the next.
+            Lead::Flushing { .. } if !st.next_claimed => {
+                st.next_claimed = true;
+                st.ticket += 1;
+                *mine = Some(st.ticket);
+                &self.handoff
+            }
+            Lead::Flushing { .. } => &self.groups[((st.gen + 1) & 1) as usize],
+        };
+        Next::Sleep(word, word.load())
+    }
+
+    /// Makes the caller the leader of flush `st.gen`: it takes every
+    /// recording so far.
+    fn take_lead(&self, st: &mut State) -> Next<'_> {
+        let rec = std::mem::replace(&mut st.batch, vec![0; REC_HEADER]);
+        let upto = std::mem::take(&mut st.batch_seq).max(st.durable);
+        let force = std::mem::take(&mut st.force_checkpoint);
+        st.lead = Lead::Flushing { upto };
+        Next::Lead(Flush { g: st.gen, rec, upto, force, off: st.end, salt: st.salt, number: st.next_record, init: st.initialised })
+    }
+
+    /// The leader's work: write the flush as one record with one
+    /// `fdatasync`, release its group, checkpoint if the log is full, hand
+    /// the files to the next leader.
+    fn lead(&self, f: Flush) -> Result<()> {
+        let g = f.g;
+        // 1. one write and one fdatasync for every recording taken (none if
+        //    a forced checkpoint found nothing new).
+        let written = if f.rec.len() > REC_HEADER { self.write_record(f.rec, f.off, f.salt, f.number, f.init).map(Some) } else { Ok(None) };
+        let mut st = self.st.lock();
+        match written {
+            Ok(Some((end, grown))) => {
+                st.initialised = grown;
+                st.end = end;
+                st.next_record += 1;
+            }
+            Ok(None) => {}
+            Err(e) => return Err(self.fail(st, e)),
+        }
+        st.durable = f.upto;
+        self.durable.store(f.upto, Ordering::Release);
+        // 2. log full: release the group first, then checkpoint with the
+        //    lock free (`lead` keeps every other leader off the files).
+        let checkpoint = f.force || st.end > self.checkpoint_bytes.load(Ordering::Relaxed);
+        let unguarded = checkpoint && crate::failpoint::planted("wal.checkpoint_unguarded");
+        let early = checkpoint && (!f.force || unguarded);
+        if checkpoint {
+            if unguarded {
+                st.lead = Lead::Idle;
+                self.handoff.bump_and_wake();
+            }
+            drop(st);
+            if early {
+                self.groups[(g & 1) as usize].bump_and_wake();
+            }
+            let salt = self.checkpoint_files();
+            st = self.st.lock();
+            match salt {
+                Ok(salt) => {
+                    st.salt = salt;
+                    st.end = LOG_HEADER;
+                    st.next_record = 1;
+                }
+                Err(e) => return Err(self.fail(st, e)),
+            }
+        }
+        // 3. hand over: to the claimed next leader, or to whoever comes.
+        st.gen = g + 1;
+        let claimed = std::mem::take(&mut st.next_claimed);
+        st.lead = if claimed { Lead::Claimed(st.ticket) } else { Lead::Idle };
+        drop(st);
+        if claimed {
+            self.handoff.bump_and_wake();
+        }
+        if !early {
+            self.groups[(g & 1) as usize].bump_and_wake();
+        }
+        Ok(())
+    }
+
+    /// Seals and writes one record at `off` and `fdatasync`s the log
+    /// (zeros ahead first, now and then: see [`LOG_CHUNK`]); returns the
+    /// new end of the log and of its initialised bytes.
+    fn write_record(&self, mut rec: Vec<u8>, off: u64, salt: u64, number: u64, init: u64) -> Result<(u64, u64)> {
+        seal_record(&mut rec, salt, number);
+        let end = off + rec.len() as u64;
+        let grown = if end > init { (end + LOG_CHUNK).next_multiple_of(LOG_CHUNK) } else { init };
+        if grown > init {
+            self.files.log_write(init, &vec![0; (grown - init) as usize])?;
+        }
+        self.files.log_write(off, &rec)?;
+        self.files.log_sync()?;
+        Ok((end, grown))
+    }
+
+    /// Marks the log failed and wakes every sleeper (they return the error).
+    fn fail(&self, mut st: parking_lot::MutexGuard<'_, State>, e: Error) -> Error {
+        st.failed = true;
+        st.lead = Lead::Idle;
+        drop(st);
+        for w in self.groups.iter().chain([&self.handoff]) {
+            w.bump_and_wake();
+        }
+        e
     }
 
     /// Makes every recording so far durable, then folds the log into the
-    /// pool file and starts a new generation (clean close).
+    /// pool file and starts a new generation (clean close; the flush that
+    /// does it returns after the checkpoint).
     pub fn checkpoint(&self) -> Result<()> {
-        let seq = self.st.lock().seq;
-        self.wait_durable(seq)?;
-        let mut st = self.st.lock();
-        while st.writing {
-            self.done.wait(&mut st);
-        }
-        self.checkpoint_locked(&mut st)
+        let seq = {
+            let mut st = self.st.lock();
+            st.force_checkpoint = true;
+            st.seq += 1;
+            st.batch_seq = st.seq;
+            st.seq
+        };
+        self.wait_durable(seq)
     }
 
-    /// Checkpoint with the state lock held and no leader writing.
-    fn checkpoint_locked(&self, st: &mut State) -> Result<()> {
-        // 1. copy the records into the pool file and fsync it; a crash here
-        //    leaves the log intact and the next open repeats this step.
+    /// The checkpoint proper, by the leader (nobody else touches the
+    /// files): copy the records into the pool file and `fsync` it (a crash
+    /// here leaves the log intact and the next open repeats this step),
+    /// then a new salt invalidates the old records. Returns the new salt.
+    fn checkpoint_files(&self) -> Result<u64> {
         replay(&self.files, true)?;
-        // 2. a new salt invalidates the old records, then drop their bytes.
-        st.salt = new_generation(&self.files)?;
-        st.end = LOG_HEADER;
-        st.next_record = 1;
-        Ok(())
+        new_generation(&self.files)
     }
 
     /// Writes `data` at pool offset `off` straight into the pool file, for
@@ -364,6 +590,11 @@ impl Wal {
         }
         self.files.pool_sync()
     }
+}
+
+/// The error of every commit after a log write or sync failed.
+fn failed() -> Error {
+    Error::io("write-ahead log", std::io::Error::other("an earlier log write or fdatasync failed"))
 }
 
 /// Replays the pool file at `pool_path`'s log, if it has one, into the pool
@@ -720,193 +951,5 @@ fn read_u32(f: &File, at: u64) -> Result<u32> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn files(dir: &Path) -> (PathBuf, File) {
-        let p = dir.join("p.pool");
-        let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&p).unwrap();
-        // Written, not `set_len`: a pool file's blocks are allocated (it
-        // grows with `fallocate`), which the mapped replay needs.
-        f.write_all_at(&[0; 8192], 0).unwrap();
-        (p, f)
-    }
-
-    fn scratch(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("engram-wal-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
-    }
-
-    /// The merged extents leave exactly the bytes the pieces, applied one
-    /// by one in order, leave, and write nothing no piece covered; touching
-    /// pieces become one run.
-    #[test]
-    fn merged_pieces_match_applying_them_in_order() {
-        use rand::{Rng, SeedableRng};
-        let mut rng = rand::rngs::StdRng::seed_from_u64(8);
-        for round in 0..300 {
-            let mut model = vec![None::<u8>; 600];
-            let mut ext = Extents::default();
-            for _ in 0..rng.gen_range(1..40) {
-                let off = rng.gen_range(0..560u64);
-                let len = rng.gen_range(1..40usize);
-                let b: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
-                ext.insert(off, &b);
-                for (i, &x) in b.iter().enumerate() {
-                    model[off as usize + i] = Some(x);
-                }
-            }
-            let mut got = vec![None::<u8>; 600];
-            let mut last_end = None;
-            for (&off, v) in &ext.runs {
-                assert!(last_end.is_none_or(|e| e < off), "round {round}: runs overlap or touch");
-                for (i, &x) in v.iter().enumerate() {
-                    got[off as usize + i] = Some(x);
-                }
-                last_end = Some(off + v.len() as u64);
-            }
-            assert_eq!(got, model, "round {round}");
-            assert_eq!(ext.bytes, model.iter().filter(|b| b.is_some()).count() as u64);
-        }
-    }
-
-    #[test]
-    fn records_replay_in_order_and_stop_at_a_torn_one() {
-        let d = scratch("replay");
-        let (p, f) = files(&d);
-        let (wal, n) = Wal::open(&p, &f, None).unwrap();
-        assert_eq!(n, 0);
-        let s1 = wal.record([(100u64, &b"first"[..]), (200, &b"x"[..])].into_iter());
-        wal.wait_durable(s1).unwrap();
-        let s2 = wal.record([(100u64, &b"second"[..])].into_iter());
-        wal.wait_durable(s2).unwrap();
-        let s3 = wal.record([(300u64, &b"torn"[..])].into_iter());
-        wal.wait_durable(s3).unwrap();
-        // Tear the last record (40 + 16 + 8 bytes after two records of 88
-        // and 64): its last payload byte changes.
-        let log = std::fs::OpenOptions::new().write(true).open(log_path(&p)).unwrap();
-        log.write_all_at(&[0xFF], LOG_HEADER + 88 + 64 + 63).unwrap();
-        drop(wal);
-        let pieces = pending_pieces(&p).unwrap();
-        assert_eq!(pieces.len(), 3);
-        assert_eq!(replay_and_remove(&p, &f).unwrap(), 2);
-        let mut b = [0u8; 6];
-        f.read_exact_at(&mut b, 100).unwrap();
-        assert_eq!(&b, b"second");
-        f.read_exact_at(&mut b[..4], 300).unwrap();
-        assert_eq!(&b[..4], &[0; 4]);
-        assert!(!log_path(&p).exists());
-        std::fs::remove_dir_all(&d).unwrap();
-    }
-
-    /// A replay copies pieces through a shared mapping of the pool file; a
-    /// piece that crosses the file's end is written at its turn, so a later
-    /// piece over the same bytes still wins, and the file grows to hold it.
-    #[test]
-    fn replay_keeps_log_order_across_the_files_end() {
-        let d = scratch("end");
-        let (p, f) = files(&d);
-        let (wal, _) = Wal::open(&p, &f, None).unwrap();
-        let s = wal.record([(8190u64, &b"ABCD"[..]), (8188, &b"wx"[..]), (8189, &b"yz"[..]), (4, &b"head"[..])].into_iter());
-        wal.wait_durable(s).unwrap();
-        drop(wal);
-        assert_eq!(replay_and_remove(&p, &f).unwrap(), 1);
-        assert_eq!(f.metadata().unwrap().len(), 8194);
-        let mut b = [0u8; 6];
-        f.read_exact_at(&mut b, 8188).unwrap();
-        assert_eq!(&b, b"wyzBCD");
-        f.read_exact_at(&mut b[..4], 4).unwrap();
-        assert_eq!(&b[..4], b"head");
-        std::fs::remove_dir_all(&d).unwrap();
-    }
-
-    /// A sparse pool file is replayed to the same bytes: through the
-    /// mapping where its blocks could be reserved, and (the planted bug
-    /// `wal.reserve_fails`: a full disk, or no `fallocate`) with a `pwrite`
-    /// per piece where they could not.
-    #[test]
-    fn a_sparse_pool_file_is_replayed_by_pwrite() {
-        sparse_replay("sparse");
-        #[cfg(feature = "failpoints")]
-        {
-            crate::failpoint::plant("wal.reserve_fails");
-            sparse_replay("sparse-unreserved");
-            crate::failpoint::disarm_all();
-        }
-    }
-
-    fn sparse_replay(name: &str) {
-        let d = scratch(name);
-        let p = d.join("p.pool");
-        let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&p).unwrap();
-        f.set_len(1 << 20).unwrap();
-        let (wal, _) = Wal::open(&p, &f, None).unwrap();
-        let s = wal.record([(4096u64, &b"aaaa"[..]), (4098, &b"bb"[..]), (9000, &b"c"[..])].into_iter());
-        wal.wait_durable(s).unwrap();
-        drop(wal);
-        assert_eq!(replay_and_remove(&p, &f).unwrap(), 1);
-        let mut b = [0u8; 4];
-        f.read_exact_at(&mut b, 4096).unwrap();
-        assert_eq!(&b, b"aabb");
-        f.read_exact_at(&mut b[..1], 9000).unwrap();
-        assert_eq!(b[0], b'c');
-        std::fs::remove_dir_all(&d).unwrap();
-    }
-
-    #[test]
-    fn a_checkpoint_empties_the_log_and_old_records_are_not_replayed() {
-        let d = scratch("ckpt");
-        let (p, f) = files(&d);
-        let (wal, _) = Wal::open(&p, &f, None).unwrap();
-        let s = wal.record([(10u64, &b"abc"[..])].into_iter());
-        wal.wait_durable(s).unwrap();
-        wal.checkpoint().unwrap();
-        assert_eq!(pending_pieces(&p).unwrap().len(), 0);
-        let mut b = [0u8; 3];
-        f.read_exact_at(&mut b, 10).unwrap();
-        assert_eq!(&b, b"abc");
-        f.write_all_at(b"zzz", 10).unwrap();
-        drop(wal);
-        let (_wal, n) = Wal::open(&p, &f, None).unwrap();
-        assert_eq!(n, 0);
-        f.read_exact_at(&mut b, 10).unwrap();
-        assert_eq!(&b, b"zzz");
-        std::fs::remove_dir_all(&d).unwrap();
-    }
-
-    #[test]
-    fn concurrent_commits_share_writes() {
-        let d = scratch("group");
-        let (p, f) = files(&d);
-        let rec = Recorder::new();
-        let (wal, _) = Wal::open(&p, &f, Some(rec.clone())).unwrap();
-        let wal = Arc::new(wal);
-        let before = rec.events().len();
-        let threads: Vec<_> = (0..8u64)
-            .map(|t| {
-                let wal = wal.clone();
-                std::thread::spawn(move || {
-                    for i in 0..50u64 {
-                        let v = (t * 1000 + i).to_le_bytes();
-                        let s = wal.record([(t * 8, &v[..])].into_iter());
-                        wal.wait_durable(s).unwrap();
-                    }
-                })
-            })
-            .collect();
-        for t in threads {
-            t.join().unwrap();
-        }
-        let syncs = rec.events()[before..].iter().filter(|e| **e == IoEvent::LogSync).count();
-        assert!((1..=400).contains(&syncs));
-        wal.checkpoint().unwrap();
-        for t in 0..8u64 {
-            let mut b = [0u8; 8];
-            f.read_exact_at(&mut b, t * 8).unwrap();
-            assert_eq!(u64::from_le_bytes(b), t * 1000 + 49);
-        }
-        std::fs::remove_dir_all(&d).unwrap();
-    }
-}
+#[path = "wal_tests.rs"]
+mod tests;

@@ -43,12 +43,15 @@ pub struct WalSettings {
     pub threads: u32,
     /// At most this many crash states are checked (spread over the cuts).
     pub max_states: usize,
+    /// Checkpoint whenever the log passes this many bytes (the engine's
+    /// 16 MiB when `None`): small, checkpoints run beside the commits.
+    pub checkpoint_bytes: Option<u64>,
 }
 
 impl WalSettings {
     /// The sweep of `cargo test` (a few hundred states).
     pub fn moderate(dir: &Path) -> Self {
-        WalSettings { dir: dir.to_path_buf(), regions: 6, threads: 1, max_states: 160 }
+        WalSettings { dir: dir.to_path_buf(), regions: 6, threads: 1, max_states: 160, checkpoint_bytes: None }
     }
 }
 
@@ -59,6 +62,8 @@ pub struct WalReport {
     pub events: usize,
     /// Log syncs among them.
     pub syncs: usize,
+    /// Pool-file syncs among them (checkpoints, growth, the close).
+    pub pool_syncs: usize,
     /// Crash states checked.
     pub states: usize,
     /// Commits that returned during the stretch.
@@ -71,9 +76,10 @@ impl std::fmt::Display for WalReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} file events ({} log syncs, {} commits returned), {} crash states, {} violations",
+            "{} file events ({} log syncs, {} pool syncs, {} commits returned), {} crash states, {} violations",
             self.events,
             self.syncs,
+            self.pool_syncs,
             self.returned,
             self.states,
             self.violations.len()
@@ -160,8 +166,12 @@ fn explore_at(s: &WalSettings, path: &Path, image: &Path) -> Result<WalReport> {
     let rec = Recorder::new();
     record(s, path, &rec)?;
     let events = rec.events();
-    let mut report =
-        WalReport { events: events.len(), syncs: events.iter().filter(|e| **e == IoEvent::LogSync).count(), ..Default::default() };
+    let mut report = WalReport {
+        events: events.len(),
+        syncs: events.iter().filter(|e| **e == IoEvent::LogSync).count(),
+        pool_syncs: events.iter().filter(|e| **e == IoEvent::PoolSync).count(),
+        ..Default::default()
+    };
     check_all(&events, &base_pool, &base_log, s.max_states, |cut, returned, st| {
         report.states += 1;
         report.returned = report.returned.max(returned);
@@ -191,6 +201,9 @@ fn record(s: &WalSettings, path: &Path, rec: &std::sync::Arc<Recorder>) -> Resul
     let mut o = OpenOptions::new(LAYOUT).durability(Durability::Wal);
     o.wal_recorder = Some(rec.clone());
     let pool = Pool::open(path, o)?;
+    if let (Some(n), Some(w)) = (s.checkpoint_bytes, pool.inner().space.persist.wal()) {
+        w.set_checkpoint_bytes(n);
+    }
     let switches = crate::failpoint::switches();
     // One thread grows the pool (a 2 MB payload); threads stay small (the
     // images are written for every crash state).
