@@ -104,6 +104,13 @@ impl<K: Plain + Hash + Eq, V: Plain> HashTable<K, V> {
         super::root_handle(pool, name, |tx| Self::new(tx, buckets))
     }
 
+    /// The address of the bucket array (an array of `PTField` chain heads,
+    /// 16 bytes each: lock word, then the head's address), for tools that
+    /// inspect the layout (the benchmark's `hash_floor` example).
+    pub fn addr(&self) -> u64 {
+        self.buckets.addr()
+    }
+
     /// The number of buckets.
     pub fn buckets(&self, tx: &STx<'_>) -> StmResult<u64> {
         Ok(tx.slice_of(self.buckets)?.len() as u64)

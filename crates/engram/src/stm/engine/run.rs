@@ -130,8 +130,9 @@ fn run<'p, R, G>(
     // The last attempt read or wrote a volatile variable (serial mode then
     // holds the volatile domain's lock too).
     let mut touched_v = false;
-    // Hybrid level 1 (level1.rs): volatile transactions only.
-    let mut l1_left = runtime::level1_attempts();
+    // Hybrid level 1 (level1.rs): volatile transactions only (so a pool's
+    // transaction does not ask the runtime).
+    let mut l1_left = if pool.is_none() { runtime::level1_attempts() } else { 0 };
     loop {
         let serial = conflicts >= SERIAL_AFTER;
         if serial {
