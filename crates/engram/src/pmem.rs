@@ -202,6 +202,9 @@ pub struct Persister {
     id: Arc<PersisterId>,
     /// Wal mode: the log and the pool's base address.
     wal: Option<(Arc<crate::wal::Wal>, usize)>,
+    /// Generation bumps of the 2-fence commit awaiting a fence: every fence
+    /// flushes them first (`bumps.rs`).
+    bumps: Arc<crate::bumps::PendingBumps>,
 }
 
 impl Persister {
@@ -209,7 +212,7 @@ impl Persister {
     /// `Trace` without a tracer records nothing (it behaves as `Process`).
     pub fn new(mode: Durability, tracer: Option<Arc<Tracer>>) -> Self {
         let tracer = if mode == Durability::Trace { tracer } else { None };
-        Persister { mode, instr: FlushInstr::detect(), tracer, id: Arc::new(PersisterId::new()), wal: None }
+        Persister { mode, instr: FlushInstr::detect(), tracer, id: Arc::new(PersisterId::new()), wal: None, bumps: Default::default() }
     }
 
     /// Attaches the write-ahead log of a `Wal`-mode pool mapped at `base`.
@@ -221,6 +224,30 @@ impl Persister {
     /// The write-ahead log, in `Wal` mode.
     pub(crate) fn wal(&self) -> Option<&crate::wal::Wal> {
         self.wal.as_ref().map(|(w, _)| &**w)
+    }
+
+    /// The pool's pending generation bumps (`bumps.rs`).
+    pub(crate) fn bumps(&self) -> &crate::bumps::PendingBumps {
+        &self.bumps
+    }
+
+    /// Whether regions may commit by commit record with the generation bump
+    /// left to a later fence (`log.rs`, steps 3' and 4'): in the modes whose
+    /// fence orders this thread's write-backs (pmem, the tracer's Px86
+    /// model, and process mode, which writes nothing back). Msync and wal
+    /// keep the 3-fence commit.
+    #[inline]
+    pub(crate) fn commits_by_record(&self) -> bool {
+        matches!(self.mode, Durability::Pmem | Durability::Trace | Durability::Process)
+    }
+
+    /// If any generation bump is pending, fences (named `what`), which
+    /// makes every pending bump durable; otherwise does nothing.
+    pub(crate) fn settle_bumps(&self, what: &'static str) -> Result<()> {
+        if self.bumps.any() {
+            self.fence(what)?;
+        }
+        Ok(())
     }
 
     /// The tracer, in `Trace` mode.
@@ -304,6 +331,16 @@ impl Persister {
         if crate::failpoint::fence_dropped(what) {
             return Ok(());
         }
+        // The 2-fence commit's deferred bumps ride on every fence (`bumps.rs`).
+        // SAFETY: a pending word is a log slot's generation word, inside the
+        // pool's metadata, which stays mapped while the pool is open.
+        let bumps = self.bumps.flush(|addr| unsafe { self.flush(addr as *const u8, 8) });
+        self.fence_only(what)?;
+        self.bumps.retire(bumps);
+        Ok(())
+    }
+
+    fn fence_only(&self, what: &'static str) -> Result<()> {
         match self.mode {
             Durability::Pmem => {
                 sfence();
