@@ -205,6 +205,15 @@ pub struct Persister {
     /// Generation bumps of the 2-fence commit awaiting a fence: every fence
     /// flushes them first (`bumps.rs`).
     bumps: Arc<crate::bumps::PendingBumps>,
+    /// Whether regions may commit by record (`commits_by_record`).
+    by_record: bool,
+}
+
+/// `ENGRAM_COMMIT_RECORD=off` keeps every region on the 3-fence commit (for
+/// before/after measurements in one build); read once per process.
+fn record_commit_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("ENGRAM_COMMIT_RECORD").map_or(true, |v| v != "off"))
 }
 
 impl Persister {
@@ -212,7 +221,8 @@ impl Persister {
     /// `Trace` without a tracer records nothing (it behaves as `Process`).
     pub fn new(mode: Durability, tracer: Option<Arc<Tracer>>) -> Self {
         let tracer = if mode == Durability::Trace { tracer } else { None };
-        Persister { mode, instr: FlushInstr::detect(), tracer, id: Arc::new(PersisterId::new()), wal: None, bumps: Default::default() }
+        let by_record = matches!(mode, Durability::Pmem | Durability::Trace | Durability::Process) && record_commit_enabled();
+        Persister { mode, instr: FlushInstr::detect(), tracer, id: Arc::new(PersisterId::new()), wal: None, bumps: Default::default(), by_record }
     }
 
     /// Attaches the write-ahead log of a `Wal`-mode pool mapped at `base`.
@@ -235,10 +245,11 @@ impl Persister {
     /// left to a later fence (`log.rs`, steps 3' and 4'): in the modes whose
     /// fence orders this thread's write-backs (pmem, the tracer's Px86
     /// model, and process mode, which writes nothing back). Msync and wal
-    /// keep the 3-fence commit.
+    /// keep the 3-fence commit, as does every mode with
+    /// `ENGRAM_COMMIT_RECORD=off` in the environment.
     #[inline]
     pub(crate) fn commits_by_record(&self) -> bool {
-        matches!(self.mode, Durability::Pmem | Durability::Trace | Durability::Process)
+        self.by_record
     }
 
     /// If any generation bump is pending, fences (named `what`), which
