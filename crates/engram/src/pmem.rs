@@ -222,7 +222,15 @@ impl Persister {
     pub fn new(mode: Durability, tracer: Option<Arc<Tracer>>) -> Self {
         let tracer = if mode == Durability::Trace { tracer } else { None };
         let by_record = matches!(mode, Durability::Pmem | Durability::Trace | Durability::Process) && record_commit_enabled();
-        Persister { mode, instr: FlushInstr::detect(), tracer, id: Arc::new(PersisterId::new()), wal: None, bumps: Default::default(), by_record }
+        Persister {
+            mode,
+            instr: FlushInstr::detect(),
+            tracer,
+            id: Arc::new(PersisterId::new()),
+            wal: None,
+            bumps: Default::default(),
+            by_record,
+        }
     }
 
     /// Attaches the write-ahead log of a `Wal`-mode pool mapped at `base`.

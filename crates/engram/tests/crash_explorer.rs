@@ -380,7 +380,8 @@ fn collect_names(dir: &std::path::Path, out: &mut Vec<(String, String)>) {
         let text = std::fs::read_to_string(&p).unwrap();
         let text = text.split("#[cfg(test)]").next().unwrap_or("");
         for line in text.lines().filter(|l| !l.trim_start().starts_with("//")) {
-            for (pat, kind) in [("fence(\"", "fence"), ("settle_bumps(\"", "fence"), ("write_persist(", "fence"), ("flush_named(", "flush")] {
+            for (pat, kind) in [("fence(\"", "fence"), ("settle_bumps(\"", "fence"), ("write_persist(", "fence"), ("flush_named(", "flush")]
+            {
                 let Some(at) = line.find(pat) else { continue };
                 let rest = &line[at + pat.len()..];
                 let rest = if pat.ends_with('"') { rest } else { rest.split_once('"').map_or("", |(_, r)| r) };
