@@ -106,16 +106,14 @@ struct Cursor {
 
 /// Checksum of the current bytes of `ranges` (pool offset, length), in
 /// order: what a commit record holds. CRC32C (chained through the ranges,
-/// each with its offset and length) in the low half and a multiply-rotate
-/// hash of the same words in the high half, so bytes other than the ones
+/// each with its offset and length) in the low half; in the high half a
+/// multiply-xor hash of the same words in four independent lanes (so the
+/// multiplies overlap), folded to 32 bits. Bytes other than the ones
 /// checksummed at commit (old bytes, or a torn mix) match by chance with a
 /// probability of about 2^-64. `Corrupt` if a range is outside the pool.
 pub(crate) fn data_sum(space: &Space, ranges: impl Iterator<Item = (u64, u32)>) -> Result<u64> {
-    #[inline]
-    fn mix(h: u64, v: u64) -> u64 {
-        (h.rotate_left(23) ^ v).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-    }
-    let (mut crc, mut h) = (0u32, 0u64);
+    const K: [u64; 4] = [0x9E37_79B9_7F4A_7C15, 0xC2B2_AE3D_27D4_EB4F, 0x1656_67B1_9E37_79F9, 0xD6E8_FEB8_6659_FD93];
+    let (mut crc, mut lanes) = (0u32, [1u64, 2, 3, 4]);
     for (off, len) in ranges {
         if !space.contains(space.base().wrapping_add(off), len as u64) {
             return Err(Error::corrupt(format!("logged range {off:#x}+{len} is outside the pool")));
@@ -123,17 +121,20 @@ pub(crate) fn data_sum(space: &Space, ranges: impl Iterator<Item = (u64, u32)>) 
         // SAFETY: [off, off+len) is inside the mapping (checked above).
         let data = unsafe { std::slice::from_raw_parts((space.base() + off) as *const u8, len as usize) };
         crc = entry_crc(crc as u64, off, len, data);
-        h = mix(mix(h, off), len as u64);
+        lanes[0] = (lanes[0] ^ off ^ (len as u64) << 48).wrapping_mul(K[0]);
         let mut words = data.chunks_exact(8);
+        let mut i = 1;
         for w in &mut words {
             let mut b = [0u8; 8];
             b.copy_from_slice(w);
-            h = mix(h, u64::from_le_bytes(b));
+            lanes[i & 3] = (lanes[i & 3] ^ u64::from_le_bytes(b)).wrapping_mul(K[i & 3]);
+            i += 1;
         }
         let mut tail = [0u8; 8];
         tail[..words.remainder().len()].copy_from_slice(words.remainder());
-        h = mix(h, u64::from_le_bytes(tail));
+        lanes[i & 3] = (lanes[i & 3] ^ u64::from_le_bytes(tail)).wrapping_mul(K[i & 3]);
     }
+    let h = lanes.iter().zip(K).fold(0u64, |h, (&l, k)| (h ^ l.rotate_left(29)).wrapping_mul(k));
     Ok(crc as u64 | (h ^ (h >> 32)) << 32)
 }
 

@@ -818,12 +818,14 @@ impl<'p> Tx<'p> {
     /// steps 3' and 4'). Returns the slot's new generation.
     fn commit_by_record(&self, st: &TxState) -> Result<u64> {
         let space = &self.pool.space;
-        // 1. flush what the region wrote (its logged ranges).
+        // 1. the checksum of what the region wrote (its logged ranges),
+        //    read before the write-back (which may evict the lines), then
+        //    the data flushed.
+        let sum = crate::log::data_sum(space, st.sets.logged.iter().copied())?;
         for &(off, len) in &st.sets.dirty {
             space.flush(off, len);
         }
-        // 2. the commit record: a checksum of that data, flushed.
-        let sum = crate::log::data_sum(space, st.sets.logged.iter().copied())?;
+        // 2. the commit record holding that checksum, flushed.
         st.log.commit_record(space, sum)?;
         crate::failpoint::Failpoint::TxBeforeCommit.hit();
         // 3. one fence: data and record durable, the region is committed.
