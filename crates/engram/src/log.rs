@@ -122,17 +122,22 @@ pub(crate) fn data_sum(space: &Space, ranges: impl Iterator<Item = (u64, u32)>) 
         let data = unsafe { std::slice::from_raw_parts((space.base() + off) as *const u8, len as usize) };
         crc = entry_crc(crc as u64, off, len, data);
         lanes[0] = (lanes[0] ^ off ^ (len as u64) << 48).wrapping_mul(K[0]);
-        let mut words = data.chunks_exact(8);
-        let mut i = 1;
-        for w in &mut words {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(w);
-            lanes[i & 3] = (lanes[i & 3] ^ u64::from_le_bytes(b)).wrapping_mul(K[i & 3]);
-            i += 1;
+        // Four words at a time, one per lane, then the rest zero-padded.
+        let mut quads = data.chunks_exact(32);
+        for q in &mut quads {
+            for (j, lane) in lanes.iter_mut().enumerate() {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(&q[8 * j..8 * j + 8]);
+                *lane = (*lane ^ u64::from_le_bytes(b)).wrapping_mul(K[j]);
+            }
         }
-        let mut tail = [0u8; 8];
-        tail[..words.remainder().len()].copy_from_slice(words.remainder());
-        lanes[i & 3] = (lanes[i & 3] ^ u64::from_le_bytes(tail)).wrapping_mul(K[i & 3]);
+        let mut tail = [0u8; 32];
+        tail[..quads.remainder().len()].copy_from_slice(quads.remainder());
+        for (j, lane) in lanes.iter_mut().enumerate() {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&tail[8 * j..8 * j + 8]);
+            *lane = (*lane ^ u64::from_le_bytes(b)).wrapping_mul(K[j]);
+        }
     }
     let h = lanes.iter().zip(K).fold(0u64, |h, (&l, k)| (h ^ l.rotate_left(29)).wrapping_mul(k));
     Ok(crc as u64 | (h ^ (h >> 32)) << 32)
