@@ -20,6 +20,7 @@
 mod lazy;
 mod log_many;
 mod raw;
+mod record;
 mod stm;
 mod stm_box;
 mod stm_young;
@@ -88,6 +89,16 @@ pub fn workloads() -> &'static [Workload] {
             name: "log-many",
             about: "regions that log several ranges under one undo fence (log_ranges)",
             run: log_many::w_log_many,
+        },
+        Workload {
+            name: "record",
+            about: "log-only regions committed by a commit record (2 fences), mixed with allocating and aborting ones",
+            run: record::w_record,
+        },
+        Workload {
+            name: "record-free",
+            about: "a record-committed region's object freed (or collected), reallocated and stored into unlogged",
+            run: record::w_record_free,
         },
         Workload { name: "abort", about: "regions that return Err and roll back", run: w_abort },
         Workload { name: "nested", about: "nested regions, including a failing inner one", run: w_nested },

@@ -36,8 +36,15 @@ use std::mem::{offset_of, size_of};
 pub const MAGIC: [u8; 8] = *b"ENGRAMP\x01";
 /// The format version this build writes and reads. Version 2 added the
 /// checksums of the log generation words, span tables, slot bitmaps, root
-/// entries and type entries.
-pub const FORMAT_VERSION: u32 = 2;
+/// entries and type entries. Version 3 added the undo log's commit record
+/// ([`LOG_COMMIT`]) and the two halves of a log slot ([`log_first_entry`]).
+pub const FORMAT_VERSION: u32 = 3;
+
+/// The oldest format version this engine opens. A version-2 pool's logs
+/// hold no commit record and start every generation at the slot's first
+/// entry; recovery reads them so, and a writable open then upgrades the
+/// header to [`FORMAT_VERSION`] before any region runs.
+pub const MIN_FORMAT_VERSION: u32 = 2;
 
 /// Each header copy sits in its own 4 KiB slot.
 pub const HEADER_SLOT: u64 = 4096;
@@ -291,7 +298,7 @@ pub struct LogEntryHeader {
     pub gen: u64,
     /// Pool offset of the logged range.
     pub off: u64,
-    /// Bytes logged, or [`LOG_JUMP`].
+    /// Bytes logged, or [`LOG_JUMP`], or [`LOG_COMMIT`].
     pub len: u32,
     /// CRC32C of gen, off, len and the data.
     pub crc: u32,
@@ -299,6 +306,32 @@ pub struct LogEntryHeader {
 
 /// An entry with this length says "continue in the next chunk".
 pub const LOG_JUMP: u32 = u32::MAX;
+
+/// An entry with this length is a region's commit record (version 3): no
+/// data follows, `off` holds the checksum (`log::data_sum`) of the *new*
+/// bytes of every live entry's range before it, and it ends the live
+/// entries. A record whose checksum matches the current bytes means the
+/// region committed (`log.rs`, step 3').
+pub const LOG_COMMIT: u32 = u32::MAX - 1;
+
+/// Entry bytes in each half of a log slot (version 3): the entries of
+/// generation `g` start in half `g & 1`, so a region never overwrites the
+/// entries and commit record of the slot's previous generation, whose
+/// bump may not be durable yet (`log.rs`, step 4').
+pub const LOG_HALF: u64 = (LOG_SLOT_SIZE as u64 - LOG_SLOT_HEADER) / 2 / 8 * 8;
+
+/// Pool offset of the first entry of generation `gen` in slot `slot`, and
+/// the end of its half: `[start, end)`. `halves` is false for a version-2
+/// pool (one region of entries after the header, whatever the generation).
+pub const fn log_first_entry(slot: u32, gen: u64, halves: bool) -> (u64, u64) {
+    let slot_start = LOG_OFF + slot as u64 * LOG_SLOT_SIZE as u64;
+    if halves {
+        let start = slot_start + LOG_SLOT_HEADER + (gen & 1) * LOG_HALF;
+        (start, start + LOG_HALF)
+    } else {
+        (slot_start + LOG_SLOT_HEADER, slot_start + LOG_SLOT_SIZE as u64)
+    }
+}
 
 /// Start of a log overflow chunk (a heap object of type `engram::log_chunk`).
 #[repr(C)]

@@ -57,6 +57,7 @@
 extern crate self as engram;
 
 mod alloc;
+mod bumps;
 pub mod collections;
 #[cfg(feature = "testing")]
 pub mod crashtest;

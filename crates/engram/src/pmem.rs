@@ -202,6 +202,18 @@ pub struct Persister {
     id: Arc<PersisterId>,
     /// Wal mode: the log and the pool's base address.
     wal: Option<(Arc<crate::wal::Wal>, usize)>,
+    /// Generation bumps of the 2-fence commit awaiting a fence: every fence
+    /// flushes them first (`bumps.rs`).
+    bumps: Arc<crate::bumps::PendingBumps>,
+    /// Whether regions may commit by record (`commits_by_record`).
+    by_record: bool,
+}
+
+/// `ENGRAM_COMMIT_RECORD=off` keeps every region on the 3-fence commit (for
+/// before/after measurements in one build); read once per process.
+fn record_commit_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("ENGRAM_COMMIT_RECORD").map_or(true, |v| v != "off"))
 }
 
 impl Persister {
@@ -209,7 +221,16 @@ impl Persister {
     /// `Trace` without a tracer records nothing (it behaves as `Process`).
     pub fn new(mode: Durability, tracer: Option<Arc<Tracer>>) -> Self {
         let tracer = if mode == Durability::Trace { tracer } else { None };
-        Persister { mode, instr: FlushInstr::detect(), tracer, id: Arc::new(PersisterId::new()), wal: None }
+        let by_record = matches!(mode, Durability::Pmem | Durability::Trace | Durability::Process) && record_commit_enabled();
+        Persister {
+            mode,
+            instr: FlushInstr::detect(),
+            tracer,
+            id: Arc::new(PersisterId::new()),
+            wal: None,
+            bumps: Default::default(),
+            by_record,
+        }
     }
 
     /// Attaches the write-ahead log of a `Wal`-mode pool mapped at `base`.
@@ -221,6 +242,31 @@ impl Persister {
     /// The write-ahead log, in `Wal` mode.
     pub(crate) fn wal(&self) -> Option<&crate::wal::Wal> {
         self.wal.as_ref().map(|(w, _)| &**w)
+    }
+
+    /// The pool's pending generation bumps (`bumps.rs`).
+    pub(crate) fn bumps(&self) -> &crate::bumps::PendingBumps {
+        &self.bumps
+    }
+
+    /// Whether regions may commit by commit record with the generation bump
+    /// left to a later fence (`log.rs`, steps 3' and 4'): in the modes whose
+    /// fence orders this thread's write-backs (pmem, the tracer's Px86
+    /// model, and process mode, which writes nothing back). Msync and wal
+    /// keep the 3-fence commit, as does every mode with
+    /// `ENGRAM_COMMIT_RECORD=off` in the environment.
+    #[inline]
+    pub(crate) fn commits_by_record(&self) -> bool {
+        self.by_record
+    }
+
+    /// If any generation bump is pending, fences (named `what`), which
+    /// makes every pending bump durable; otherwise does nothing.
+    pub(crate) fn settle_bumps(&self, what: &'static str) -> Result<()> {
+        if self.bumps.any() {
+            self.fence(what)?;
+        }
+        Ok(())
     }
 
     /// The tracer, in `Trace` mode.
@@ -304,6 +350,16 @@ impl Persister {
         if crate::failpoint::fence_dropped(what) {
             return Ok(());
         }
+        // The 2-fence commit's deferred bumps ride on every fence (`bumps.rs`).
+        // SAFETY: a pending word is a log slot's generation word, inside the
+        // pool's metadata, which stays mapped while the pool is open.
+        let bumps = self.bumps.flush(|addr| unsafe { self.flush(addr as *const u8, 8) });
+        self.fence_only(what)?;
+        self.bumps.retire(bumps);
+        Ok(())
+    }
+
+    fn fence_only(&self, what: &'static str) -> Result<()> {
         match self.mode {
             Durability::Pmem => {
                 sfence();

@@ -280,6 +280,42 @@ fn future_version_is_unsupported() {
     }
 }
 
+/// Format 3 reads version 2 pools (their logs hold no commit record and
+/// start every generation at the slot's first entry): a read-only open
+/// leaves the file at version 2, a writable open upgrades the header to 3
+/// before any region runs. Version 1 stays refused.
+#[test]
+fn version_2_is_read_and_upgraded() {
+    let t = sample_pool("version2");
+    let set_version = |v: u32| {
+        let mut bytes = read_file(&t.0);
+        for slot in [0, 1] {
+            let mut h = header_at(&bytes, slot);
+            h.version = v;
+            h.crc = h.compute_crc();
+            put_header(&mut bytes, slot, &h);
+        }
+        write_file(&t.0, &bytes);
+    };
+    set_version(2);
+    let ro = Pool::open(&t.0, open_opts().read_only()).unwrap();
+    drop(ro);
+    let bytes = read_file(&t.0);
+    assert_eq!(header_at(&bytes, current_slot(&bytes)).version, 2, "a read-only open writes nothing");
+    let pool = open(&t.0).unwrap();
+    assert_eq!(pool.info().version, FORMAT_VERSION);
+    let sum = pool.txn(|tx| {
+        let a = tx.root_array::<u64>("arr")?.unwrap();
+        tx.set(a, 1, 7)?; // a 2-fence commit on the upgraded pool
+        (0..tx.len(a)?).map(|i| tx.get(a, i)).sum::<Result<u64, Error>>()
+    });
+    assert_eq!(sum.unwrap(), (0..500).map(|i| i * 3).sum::<u64>() - 3 + 7);
+    pool.close().unwrap();
+    assert_eq!(header_at(&read_file(&t.0), current_slot(&read_file(&t.0))).version, FORMAT_VERSION);
+    set_version(1);
+    assert!(matches!(open(&t.0).err().unwrap(), Error::UnsupportedVersion { found: 1, .. }));
+}
+
 #[test]
 fn wrong_layout_is_refused() {
     let t = sample_pool("layout");

@@ -233,7 +233,7 @@ pub(crate) fn read_header(file: &File, path: &Path, overlay: &[(u64, Vec<u8>)]) 
         .filter(|h| h.compute_crc() == h.crc)
         .max_by_key(|h| h.seq)
         .ok_or_else(|| Error::BadChecksum { path: path.to_path_buf() })?;
-    if h.version != FORMAT_VERSION {
+    if !(MIN_FORMAT_VERSION..=FORMAT_VERSION).contains(&h.version) {
         return Err(Error::UnsupportedVersion { path: path.to_path_buf(), found: h.version, supported: FORMAT_VERSION });
     }
     validate_geometry(&h)?;
@@ -323,7 +323,7 @@ pub(super) fn open(path: &Path, o: &OpenOptions) -> Result<(PoolInner, Option<su
     // 3. roll back interrupted regions.
     let translate = |v: u64| reloc.as_ref().map_or(v, |r| r.translate(v));
     for slot in 0..LOG_SLOTS {
-        let n = crate::log::undo_slot(&space, slot, &translate)?;
+        let n = crate::log::undo_slot_of(&space, slot, &translate, h.version >= 3)?;
         report.undone_entries += n;
         report.undone_regions += (n > 0) as u64;
     }
@@ -364,6 +364,10 @@ pub(super) fn open(path: &Path, o: &OpenOptions) -> Result<(PoolInner, Option<su
         h.reloc_count = 0;
         h.reloc_from = [0; 4];
         h.clean = 0;
+        // From here on the logs may hold commit records and use both halves
+        // of a slot (version 3); recovery above read a version-2 pool's logs
+        // as that version wrote them.
+        h.version = FORMAT_VERSION;
     })?;
     let mut inner = assemble(space, heap, types, report, stats, o.lock_timeout);
     inner.check_pointers = o.check_pointers;
@@ -440,6 +444,9 @@ fn collect_parts(
     heap.drain_caches(space);
     heap.prune_caches(space);
     let m = crate::gc::mark(space, types, reloc, progress)?;
+    // No freed object may be reused while a logged range in it belongs to
+    // a region whose generation bump is not durable (`log.rs`, step 4').
+    space.persist.settle_bumps("pending generation bumps before a sweep frees objects")?;
     heap.sweep(space, &m.marks)?;
     Ok((m.stats, m.bad))
 }

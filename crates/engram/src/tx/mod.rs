@@ -11,6 +11,14 @@
 //!    does not read the word; `tx/slots.rs`);
 //! 4. apply deferred frees, release locks, the log slot and the GC gate.
 //!
+//! A region that logged and neither allocated nor freed (its writes are
+//! exactly its logged ranges: n-body, sps, most updates) commits with its
+//! entry fence(s) plus ONE fence instead: steps 1-3 fuse into one fence
+//! that makes the data and a checksummed commit record durable together,
+//! and the generation bump rides on the next fence of any thread (`log.rs`,
+//! steps 3' and 4'; pmem, trace and process modes). A region that frees
+//! fences any such pending bump before it hands its objects back.
+//!
 //! A region that wrote nothing issues no flush and no fence. Rollback (an
 //! `Err`, a panic, or a failed nested region) replays the log newest first,
 //! persists the restored bytes, bumps the generation and frees what the
@@ -739,20 +747,28 @@ impl<'p> Tx<'p> {
         let space = &self.pool.space;
         {
             let st = self.st.borrow();
-            if !st.sets.dirty.is_empty() {
-                // 1. flush what the region wrote and allocated.
-                for &(off, len) in &st.sets.dirty {
-                    space.flush(off, len);
+            let gen = if self.commits_by_record(&st) {
+                self.commit_by_record(&st)?
+            } else {
+                if !st.sets.dirty.is_empty() {
+                    // 1. flush what the region wrote and allocated.
+                    for &(off, len) in &st.sets.dirty {
+                        space.flush(off, len);
+                    }
+                    // 2. the new data is durable before the log stops protecting it.
+                    space.persist.fence("region data before the log is invalidated")?;
                 }
-                // 2. the new data is durable before the log stops protecting it.
-                space.persist.fence("region data before the log is invalidated")?;
-            }
-            crate::failpoint::Failpoint::TxBeforeCommit.hit();
-            // 3. one generation bump commits the region. The generation the
-            // slot now holds on the media goes to the slot set's cache, for
-            // the slot's next region (only here: any other way out of the
-            // region leaves the cache "unknown").
-            let gen = if st.log.entries() > 0 { st.log.commit(space)? } else { st.log.gen() };
+                crate::failpoint::Failpoint::TxBeforeCommit.hit();
+                // 3. one generation bump commits the region.
+                if st.log.entries() > 0 {
+                    st.log.commit(space)?
+                } else {
+                    st.log.gen()
+                }
+            };
+            // The generation the slot now holds goes to the slot set's
+            // cache, for the slot's next region (only here: any other way
+            // out of the region leaves the cache "unknown").
             self.pool.slot_gen_known(st.slot, gen);
         }
         crate::failpoint::Failpoint::TxAfterCommit.hit();
@@ -761,6 +777,10 @@ impl<'p> Tx<'p> {
         if st.sets.frees.is_empty() {
             return Ok(());
         }
+        // A freed object may be reused at once and stored into unlogged: no
+        // earlier region's commit record may still need its bytes (`log.rs`,
+        // step 4'; a region that only frees issues no other fence).
+        space.persist.settle_bumps("pending generation bumps before freed objects are reused")?;
         let cache = st.cache.clone().unwrap_or_else(|| self.pool.heap.cache());
         for &f in &st.sets.frees {
             // A freed object loses its tag, so a second free or a dangling
@@ -776,6 +796,42 @@ impl<'p> Tx<'p> {
         });
         self.pool.heap.free_slots(space, &cache, small);
         self.pool.heap.free_many(space, &cache, &st.sets.frees_large)
+    }
+
+    /// Whether the region commits by commit record (`log.rs`, steps 3' and
+    /// 4'): it logged, its log stayed in its slot, and it neither allocated
+    /// nor freed, so its writes are exactly its logged ranges; and the
+    /// durability mode allows it (`Persister::commits_by_record`).
+    #[inline]
+    fn commits_by_record(&self, st: &TxState) -> bool {
+        st.log.entries() > 0
+            && !st.log.spilled()
+            && st.sets.frees.is_empty()
+            && st.sets.large.is_empty()
+            && st.sets.mag.handed_out_count() == 0
+            && self.pool.space.persist.commits_by_record()
+    }
+
+    /// Steps 1-3 for a region whose writes are exactly its logged ranges:
+    /// data and commit record share one fence, the commit point; the
+    /// generation bump waits for the next fence of any thread (`log.rs`,
+    /// steps 3' and 4'). Returns the slot's new generation.
+    fn commit_by_record(&self, st: &TxState) -> Result<u64> {
+        let space = &self.pool.space;
+        // 1. the checksum of what the region wrote (its logged ranges),
+        //    read before the write-back (which may evict the lines), then
+        //    the data flushed.
+        let sum = crate::log::data_sum(space, st.sets.logged.iter().copied())?;
+        for &(off, len) in &st.sets.dirty {
+            space.flush(off, len);
+        }
+        // 2. the commit record holding that checksum, flushed.
+        st.log.commit_record(space, sum)?;
+        crate::failpoint::Failpoint::TxBeforeCommit.hit();
+        // 3. one fence: data and record durable, the region is committed.
+        space.persist.fence("region data and its commit record")?;
+        // 4'. retire the log; durable with the next fence (log.rs).
+        st.log.commit_lazily(space)
     }
 
     /// Undoes the region.
