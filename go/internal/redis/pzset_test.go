@@ -1,0 +1,127 @@
+// pzset_test.go: the skiplist sorted set (pzset.go) under random ZADD
+// (new members, moved members: the node reused), ZINCRBY, ZREM and
+// ZREMRANGEBYRANK against a Go model: after every command the skiplist's
+// invariants hold (order, spans, back links, tail, length, the table's
+// scores), ZRANGE WITHSCORES and ZRANK
+// agree with the model, and again after a reopen.
+package redis
+
+import (
+	"context"
+	"math/rand/v2"
+	"sort"
+	"strconv"
+	"testing"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// checkSkiplist checks pzset.go's invariants on key k's skiplist.
+func checkSkiplist(t *testing.T, s *Server, k string) {
+	t.Helper()
+	_, e := s.root.DBs[0].find([]byte(k), hashKey([]byte(k)))
+	if e == nil || e.Coll == nil {
+		return
+	}
+	c := e.Coll
+	var nodes []*pZNode
+	var prev *pZNode
+	for n := c.ZHead.lv(0).Fwd; n != nil; n = n.lv(0).Fwd {
+		if n.Back != prev {
+			t.Fatalf("node %q: wrong back link", n.Member)
+		}
+		if prev != nil && !(prev.Score < n.Score || (prev.Score == n.Score && string(prev.Member) < string(n.Member))) {
+			t.Fatalf("order: %q %v before %q %v", prev.Member, prev.Score, n.Member, n.Score)
+		}
+		if te := c.zfind(n.Member); te == nil || bitsScore(te.Expire) != n.Score {
+			t.Fatalf("node %q %v: the table disagrees", n.Member, n.Score)
+		}
+		nodes, prev = append(nodes, n), n
+	}
+	if c.ZTail != prev || int64(len(nodes)) != c.Len || c.Dict.Used != c.Len {
+		t.Fatalf("tail/len: %d nodes, Len %d, table %d", len(nodes), c.Len, c.Dict.Used)
+	}
+	rank := map[*pZNode]int64{c.ZHead: 0}
+	for i, n := range nodes {
+		rank[n] = int64(i + 1)
+	}
+	for i := 0; i < int(c.ZLevel); i++ {
+		for n := c.ZHead; ; {
+			l := n.lv(i)
+			if l.Fwd == nil {
+				break // a span to the end is not read (as in Redis)
+			}
+			if want := rank[l.Fwd] - rank[n]; l.Span != want {
+				t.Fatalf("level %d at rank %d: span %d, want %d", i, rank[n], l.Span, want)
+			}
+			n = l.Fwd
+		}
+	}
+}
+
+func TestZSetSkiplistRandom(t *testing.T) {
+	ctx := context.Background()
+	dir := tmpDir(t)
+	s, c := start(t, dir+"/z.pool", 0)
+	model := map[string]float64{}
+	r := rand.New(rand.NewPCG(3, 4))
+	check := func(i int) {
+		checkSkiplist(t, s, "z")
+		type el struct {
+			m string
+			s float64
+		}
+		var want []el
+		for m, sc := range model {
+			want = append(want, el{m, sc})
+		}
+		sort.Slice(want, func(a, b int) bool {
+			return want[a].s < want[b].s || (want[a].s == want[b].s && want[a].m < want[b].m)
+		})
+		got := c.ZRangeWithScores(ctx, "z", 0, -1).Val()
+		if len(got) != len(want) {
+			t.Fatalf("op %d: %d elements, model %d", i, len(got), len(want))
+		}
+		for j := range got {
+			if got[j].Member != want[j].m || got[j].Score != want[j].s {
+				t.Fatalf("op %d rank %d: %v %v, model %v %v", i, j, got[j].Member, got[j].Score, want[j].m, want[j].s)
+			}
+		}
+		if len(want) > 0 {
+			j := r.IntN(len(want))
+			if rk := c.ZRank(ctx, "z", want[j].m).Val(); rk != int64(j) {
+				t.Fatalf("op %d: ZRANK %s %d, want %d", i, want[j].m, rk, j)
+			}
+		}
+	}
+	for i := 0; i < 3000; i++ {
+		m := "m" + strconv.Itoa(r.IntN(400))
+		sc := float64(r.IntN(60)) // equal scores: ordered by member
+		switch op := r.IntN(10); {
+		case op < 6:
+			c.ZAdd(ctx, "z", goredis.Z{Score: sc, Member: m}, goredis.Z{Score: sc + 1, Member: m + "x"})
+			model[m], model[m+"x"] = sc, sc+1
+		case op < 8:
+			model[m] += sc
+			c.ZIncrBy(ctx, "z", sc, m)
+		case op < 9:
+			delete(model, m)
+			c.ZRem(ctx, "z", m)
+		default:
+			got := c.ZRange(ctx, "z", 0, 1).Val()
+			for _, g := range got {
+				delete(model, g)
+			}
+			c.ZRemRangeByRank(ctx, "z", 0, 1)
+		}
+		if i%25 == 0 || i > 2900 {
+			check(i)
+		}
+	}
+	c.Close()
+	s.Close()
+	s, c = start(t, dir+"/z.pool", 0)
+	check(-1)
+	c.Close()
+	s.Close()
+}
