@@ -141,18 +141,14 @@ func (c *pColl) zaddAt(tx *engram.Tx, e *pEntry, m []byte, s float64) (bool, err
 		if bitsScore(e.Expire) == s {
 			return false, nil
 		}
-		x, level, err := c.zslUnlink(tx, bitsScore(e.Expire), e.Key)
-		if err != nil {
-			return false, err
-		}
-		return false, c.zslInsert(tx, s, e, x, level)
+		return false, c.zslMove(tx, e, s)
 	}
 	e, err := c.Dict.add(tx, m, 0, nil)
 	if err != nil {
 		return false, err
 	}
 	e.Expire = scoreBits(s) // fresh entry: no log
-	return true, c.zslInsert(tx, s, e, nil, 0)
+	return true, c.zslInsert(tx, s, e)
 }
 
 // zrem removes m; false if absent.
@@ -167,10 +163,9 @@ func (c *pColl) zrem(tx *engram.Tx, m []byte) (bool, error) {
 	return c.Dict.remove(tx, m)
 }
 
-// zslInsert links a node for e's member at score s (e.Expire becomes s):
-// x, of the given level, is a node unlinked by zslUnlink to reuse, or nil
-// for a new one.
-func (c *pColl) zslInsert(tx *engram.Tx, s float64, e *pEntry, x *pZNode, level int) error {
+// zslInsert links a new node for e's member at score s (e.Expire becomes
+// s).
+func (c *pColl) zslInsert(tx *engram.Tx, s float64, e *pEntry) error {
 	var update [zMaxLevel]*pZNode
 	var rank [zMaxLevel]int64
 	m := e.Key
@@ -185,14 +180,64 @@ func (c *pColl) zslInsert(tx *engram.Tx, s float64, e *pEntry, x *pZNode, level 
 		}
 		update[i] = n
 	}
-	if x == nil {
-		level = zrandomLevel()
+	return c.zslLinkAt(tx, s, e, nil, zrandomLevel(), &update, &rank)
+}
+
+// zslMove moves e's member from its score to s, its node kept. One walk
+// finds both places: the node's predecessors (del) and, in the list
+// without the node, the new place's (ins, with ranks), the two pointer
+// chases interleaved so that their cache misses overlap. Then the node is
+// unlinked (the list becomes the one ins was found in) and linked again.
+func (c *pColl) zslMove(tx *engram.Tx, e *pEntry, s float64) error {
+	var del, ins [zMaxLevel]*pZNode
+	var rank [zMaxLevel]int64
+	s0, m := bitsScore(e.Expire), e.Key
+	nd, ni := c.ZHead, c.ZHead
+	for i := int(c.ZLevel) - 1; i >= 0; i-- {
+		if i < int(c.ZLevel)-1 {
+			rank[i] = rank[i+1]
+		}
+		dDone, iDone := false, false
+		for !dDone || !iDone {
+			if !dDone {
+				if l := nd.lv(i); stop(l.Fwd, s0, m) {
+					dDone = true
+				} else {
+					nd = l.Fwd
+				}
+			}
+			if !iDone {
+				l := ni.lv(i)
+				f, span := l.Fwd, l.Span
+				if f != nil && f.Score == s0 && bytes.Equal(f.Member, m) {
+					f, span = f.lv(i).Fwd, span+f.lv(i).Span-1 // skip the moving node
+				}
+				if stop(f, s, m) {
+					iDone = true
+				} else {
+					rank[i] += span
+					ni = f
+				}
+			}
+		}
+		del[i], ins[i] = nd, ni
 	}
+	x, level, err := c.unlinkAt(tx, &del, s0, m)
+	if err != nil {
+		return err
+	}
+	return c.zslLinkAt(tx, s, e, x, level, &ins, &rank)
+}
+
+// zslLinkAt links x (nil: a new node) of the given level after update[i]
+// on each level, rank[i] being update[i]'s rank, for e's member at s.
+func (c *pColl) zslLinkAt(tx *engram.Tx, s float64, e *pEntry, x *pZNode, level int, update *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64) error {
+	m := e.Key
 	for i := int(c.ZLevel); i < level; i++ {
 		update[i] = c.ZHead
 	}
 	// Every change below is logged here first, in one batch.
-	if err := c.logChange(tx, &update, max(level, int(c.ZLevel)), update[0].lv(0).Fwd, x, e); err != nil {
+	if err := c.logChange(tx, update, max(level, int(c.ZLevel)), update[0].lv(0).Fwd, x, e); err != nil {
 		return err
 	}
 	e.Expire = scoreBits(s)
@@ -209,7 +254,7 @@ func (c *pColl) zslInsert(tx *engram.Tx, s float64, e *pEntry, x *pZNode, level 
 		}
 	}
 	x.Score, x.Back = s, nil
-	c.link(&update, &rank, x, level)
+	c.link(update, rank, x, level)
 	return nil
 }
 
@@ -298,11 +343,17 @@ func (c *pColl) zslUnlink(tx *engram.Tx, s float64, m []byte) (*pZNode, int, err
 		}
 		update[i] = n
 	}
-	x := n.lv(0).Fwd
+	return c.unlinkAt(tx, &update, s, m)
+}
+
+// unlinkAt unlinks the node of (s, m), update[i] being its predecessor
+// on each level, and returns it with its level.
+func (c *pColl) unlinkAt(tx *engram.Tx, update *[zMaxLevel]*pZNode, s float64, m []byte) (*pZNode, int, error) {
+	x := update[0].lv(0).Fwd
 	if x == nil || x.Score != s || !bytes.Equal(x.Member, m) {
 		return nil, 0, errCorruptZSet
 	}
-	if err := c.logChange(tx, &update, int(c.ZLevel), x.lv(0).Fwd, nil, nil); err != nil {
+	if err := c.logChange(tx, update, int(c.ZLevel), x.lv(0).Fwd, nil, nil); err != nil {
 		return nil, 0, err
 	}
 	level := 0

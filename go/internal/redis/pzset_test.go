@@ -60,11 +60,18 @@ func checkSkiplist(t *testing.T, s *Server, k string) {
 }
 
 func TestZSetSkiplistRandom(t *testing.T) {
+	for seed := uint64(3); seed < 6; seed++ {
+		t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) { zsetRandom(t, seed) })
+	}
+}
+
+// zsetRandom runs one seed's stream of commands (TestZSetSkiplistRandom).
+func zsetRandom(t *testing.T, seed uint64) {
 	ctx := context.Background()
 	dir := tmpDir(t)
 	s, c := start(t, dir+"/z.pool", 0)
 	model := map[string]float64{}
-	r := rand.New(rand.NewPCG(3, 4))
+	r := rand.New(rand.NewPCG(seed, 4))
 	check := func(i int) {
 		checkSkiplist(t, s, "z")
 		type el struct {
