@@ -222,17 +222,39 @@ func (c *pColl) zslMove(tx *engram.Tx, e *pEntry, s float64) error {
 		}
 		del[i], ins[i] = nd, ni
 	}
-	x, level, err := c.unlinkAt(tx, &del, s0, m)
-	if err != nil {
+	return c.moveAt(tx, e, s, &del, &ins, &rank)
+}
+
+// moveAt unlinks e's node (predecessors del) and links it at s (ins,
+// rank: found in the list without it), both changes logged in one batch.
+// The node's level is the highest level del links to it on; the levels
+// it alone occupied are the header on ins, so ins covers every level the
+// link changes.
+func (c *pColl) moveAt(tx *engram.Tx, e *pEntry, s float64, del, ins *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64) error {
+	x := del[0].lv(0).Fwd
+	if x == nil || x.Score != bitsScore(e.Expire) || !bytes.Equal(x.Member, e.Key) {
+		return errCorruptZSet
+	}
+	top := int(c.ZLevel)
+	next := ins[0].lv(0).Fwd
+	if next == x {
+		next = x.lv(0).Fwd
+	}
+	var b engram.LogBatch
+	c.addChange(tx, &b, del, top, x.lv(0).Fwd, nil, nil)
+	c.addChange(tx, &b, ins, top, next, x, e)
+	engram.BatchLog(tx, &b, c)
+	if err := tx.LogBatch(&b); err != nil {
 		return err
 	}
-	return c.zslLinkAt(tx, s, e, x, level, &ins, &rank)
+	level := c.unlinkLogged(del, x)
+	c.linkLogged(s, e, x, level, ins, rank)
+	return nil
 }
 
 // zslLinkAt links x (nil: a new node) of the given level after update[i]
 // on each level, rank[i] being update[i]'s rank, for e's member at s.
 func (c *pColl) zslLinkAt(tx *engram.Tx, s float64, e *pEntry, x *pZNode, level int, update *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64) error {
-	m := e.Key
 	for i := int(c.ZLevel); i < level; i++ {
 		update[i] = c.ZHead
 	}
@@ -240,22 +262,29 @@ func (c *pColl) zslLinkAt(tx *engram.Tx, s float64, e *pEntry, x *pZNode, level 
 	if err := c.logChange(tx, update, max(level, int(c.ZLevel)), update[0].lv(0).Fwd, x, e); err != nil {
 		return err
 	}
+	if x == nil {
+		var err error
+		if x, err = newZNode(tx, level, s, e.Key); err != nil {
+			return err
+		}
+	}
+	c.linkLogged(s, e, x, level, update, rank)
+	return nil
+}
+
+// linkLogged is zslLinkAt's change, its ranges logged: x (allocated) is
+// linked at s.
+func (c *pColl) linkLogged(s float64, e *pEntry, x *pZNode, level int, update *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64) {
 	e.Expire = scoreBits(s)
 	if level > int(c.ZLevel) {
 		for i := int(c.ZLevel); i < level; i++ {
+			update[i] = c.ZHead
 			c.ZHead.lv(i).Span = c.Len
 		}
 		c.ZLevel = int64(level)
 	}
-	if x == nil {
-		var err error
-		if x, err = newZNode(tx, level, s, m); err != nil {
-			return err
-		}
-	}
 	x.Score, x.Back = s, nil
 	c.link(update, rank, x, level)
-	return nil
 }
 
 // link puts x (its score set) after update[i] on its level levels.
@@ -278,14 +307,22 @@ func (c *pColl) link(update *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64, x *pZNo
 }
 
 // logChange logs, in one batch (one engine call, one fence), what an
-// insert or delete changes: update[i].lv(i) for every level below top (a
-// run of levels one node holds as one range: the search path visits a
-// node on consecutive levels), the back link of next (the node after the
-// change point) or the tail, the collection's header (length, level,
-// tail), and for a reused node x its fields and levels and the score of
-// its entry e (nil x, e: a new node, fresh, needs none).
+// insert or delete changes (addChange) and the collection's header
+// (length, level, tail).
 func (c *pColl) logChange(tx *engram.Tx, update *[zMaxLevel]*pZNode, top int, next, x *pZNode, e *pEntry) error {
 	var b engram.LogBatch
+	c.addChange(tx, &b, update, top, next, x, e)
+	engram.BatchLog(tx, &b, c)
+	return tx.LogBatch(&b)
+}
+
+// addChange adds to b what an insert or delete at update changes:
+// update[i].lv(i) for every level below top (a run of levels one node
+// holds as one range: the search path visits a node on consecutive
+// levels), the back link of next (the node after the change point), and
+// for a reused node x its fields and levels and the score of its entry e
+// (nil x, e: a new node, fresh, needs none).
+func (c *pColl) addChange(tx *engram.Tx, b *engram.LogBatch, update *[zMaxLevel]*pZNode, top int, next, x *pZNode, e *pEntry) {
 	for i := 0; i < top; {
 		n, j, lim := update[i], i+1, top
 		if i < zInline {
@@ -295,22 +332,20 @@ func (c *pColl) logChange(tx *engram.Tx, update *[zMaxLevel]*pZNode, top int, ne
 			j++
 		}
 		if i < zInline {
-			engram.BatchLogSlice(tx, &b, n.In[i:j])
+			engram.BatchLogSlice(tx, b, n.In[i:j])
 		} else {
-			engram.BatchLogSlice(tx, &b, n.Up[i-zInline:j-zInline])
+			engram.BatchLogSlice(tx, b, n.Up[i-zInline:j-zInline])
 		}
 		i = j
 	}
 	if next != nil {
-		engram.BatchLog(tx, &b, &next.Back)
+		engram.BatchLog(tx, b, &next.Back)
 	}
 	if x != nil {
-		engram.BatchLog(tx, &b, x)
-		engram.BatchLogSlice(tx, &b, x.Up)
-		engram.BatchLog(tx, &b, &e.Expire)
+		engram.BatchLog(tx, b, x)
+		engram.BatchLogSlice(tx, b, x.Up)
+		engram.BatchLog(tx, b, &e.Expire)
 	}
-	engram.BatchLog(tx, &b, c)
-	return tx.LogBatch(&b)
 }
 
 // linkBack points next's back link (or the tail) at n (logged by
@@ -356,6 +391,12 @@ func (c *pColl) unlinkAt(tx *engram.Tx, update *[zMaxLevel]*pZNode, s float64, m
 	if err := c.logChange(tx, update, int(c.ZLevel), x.lv(0).Fwd, nil, nil); err != nil {
 		return nil, 0, err
 	}
+	return x, c.unlinkLogged(update, x), nil
+}
+
+// unlinkLogged is unlinkAt's change, its ranges logged; it returns x's
+// level.
+func (c *pColl) unlinkLogged(update *[zMaxLevel]*pZNode, x *pZNode) int {
 	level := 0
 	for i := 0; i < int(c.ZLevel); i++ {
 		u := update[i].lv(i)
@@ -372,7 +413,7 @@ func (c *pColl) unlinkAt(tx *engram.Tx, update *[zMaxLevel]*pZNode, s float64, m
 		c.ZLevel--
 	}
 	c.Len--
-	return x, level, nil
+	return level
 }
 
 // zcount is the number of leading nodes for which before is true (before

@@ -3,15 +3,19 @@
 // ZREMRANGEBYRANK against a Go model: after every command the skiplist's
 // invariants hold (order, spans, back links, tail, length, the table's
 // scores), ZRANGE WITHSCORES and ZRANK
-// agree with the model, and again after a reopen.
+// agree with the model, and again after a reopen; and kill -9 during a
+// stream of ZADDs that move members (TestZSetMoveKill).
 package redis
 
 import (
 	"context"
 	"math/rand/v2"
+	"os/exec"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"testing"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 )
@@ -131,4 +135,109 @@ func zsetRandom(t *testing.T, seed uint64) {
 	check(-1)
 	c.Close()
 	s.Close()
+}
+
+// zsetKills is how many times TestZSetMoveKill kills the server.
+const zsetKills = 8
+
+// TestZSetMoveKill kills the server during a stream of ZADDs that mostly
+// move members (the node reused, unlink and link logged in one batch):
+// after each restart the set is the acknowledged one or that with the
+// ZADD in flight applied, read forwards (ZRANGE), backwards (ZREVRANGE:
+// the back links) and by rank (the spans).
+func TestZSetMoveKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	ctx := context.Background()
+	dir := tmpDir(t)
+	bin := buildServer(t, dir)
+	port := freePort(t)
+	r := rand.New(rand.NewPCG(7, 8))
+	model := map[string]float64{}
+	done := 0
+	for k := 0; k < zsetKills; k++ {
+		cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--pool", filepath.Join(dir, "z.pool"))
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port), MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Minute})
+		waitUp(t, c)
+		if k > 0 && !zsetIs(ctx, c, model) {
+			t.Fatalf("kill %d: the sorted set is not the acknowledged one", k)
+		}
+		type op struct {
+			m string
+			s float64
+		}
+		stop := make(chan op, 1)
+		gr := rand.New(rand.NewPCG(9, uint64(k)))
+		go func() {
+			for {
+				o := op{"m" + strconv.Itoa(gr.IntN(300)), float64(gr.IntN(100))}
+				if err := c.ZAdd(ctx, "z", goredis.Z{Score: o.s, Member: o.m}).Err(); err != nil {
+					stop <- o // in flight at the kill: it may or may not have committed
+					return
+				}
+				model[o.m] = o.s
+				done++
+			}
+		}()
+		time.Sleep(time.Duration(20+r.IntN(40)) * time.Millisecond)
+		cmd.Process.Kill()
+		cmd.Wait()
+		inflight := <-stop
+		c.Close()
+		cmd = exec.Command(bin, "--port", strconv.Itoa(port), "--pool", filepath.Join(dir, "z.pool"))
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		c = goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port), DialTimeout: time.Second})
+		waitUp(t, c)
+		if !zsetIs(ctx, c, model) {
+			model[inflight.m] = inflight.s
+			if !zsetIs(ctx, c, model) {
+				t.Fatalf("kill %d: the sorted set is neither the acknowledged one nor that with ZADD %v %s", k, inflight.s, inflight.m)
+			}
+		}
+		c.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+	}
+	if done == 0 {
+		t.Fatal("no ZADD was acknowledged")
+	}
+	t.Logf("%d kills during %d acknowledged ZADDs on a %d-member sorted set", zsetKills, done, len(model))
+}
+
+// zsetIs is whether key z holds model, read forwards, backwards and by
+// rank.
+func zsetIs(ctx context.Context, c *goredis.Client, model map[string]float64) bool {
+	type el struct {
+		m string
+		s float64
+	}
+	var want []el
+	for m, s := range model {
+		want = append(want, el{m, s})
+	}
+	sort.Slice(want, func(a, b int) bool {
+		return want[a].s < want[b].s || (want[a].s == want[b].s && want[a].m < want[b].m)
+	})
+	fw := c.ZRangeWithScores(ctx, "z", 0, -1).Val()
+	bw := c.ZRevRange(ctx, "z", 0, -1).Val()
+	if len(fw) != len(want) || len(bw) != len(want) {
+		return false
+	}
+	for i, w := range want {
+		if fw[i].Member != w.m || fw[i].Score != w.s || bw[len(want)-1-i] != w.m {
+			return false
+		}
+	}
+	for i := 0; i < len(want); i += 37 {
+		if got := c.ZRange(ctx, "z", int64(i), int64(i)).Val(); len(got) != 1 || got[0] != want[i].m {
+			return false
+		}
+	}
+	return true
 }
