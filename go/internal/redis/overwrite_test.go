@@ -3,12 +3,15 @@
 // shorter, equal and longer values, a key given twice in one MSET, the
 // TTL cleared, a compact list overwritten, OBJECT ENCODING, WATCH, a
 // value read by GET before the overwrite in the same pipeline, and every
-// value after a reopen, against a Go model.
+// value after a reopen, against a Go model; and kill -9 during pipelines
+// of MSETs (TestOverwriteKill).
 package redis
 
 import (
 	"context"
 	"math/rand/v2"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -95,4 +98,117 @@ func TestOverwriteShortValues(t *testing.T) {
 	verify(c, "after reopen")
 	c.Close()
 	s.Close()
+}
+
+// TestOverwriteKill kills the server during pipelines of MSETs of short
+// values over 60 keys (most written over the old bytes, logged in one
+// batch per command): after each restart every key holds the
+// acknowledged value with a prefix of the pipeline in flight applied.
+func TestOverwriteKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	t.Run("tmpfs", func(t *testing.T) { overwriteKill(t, tmpDir(t), "auto") })
+	t.Run("wal", func(t *testing.T) { overwriteKill(t, diskDir(t), "wal") })
+}
+
+// overwriteKill is TestOverwriteKill on a pool in dir in durability mode.
+func overwriteKill(t *testing.T, dir, mode string) {
+	ctx := context.Background()
+	bin := buildServer(t, dir)
+	port := freePort(t)
+	r := rand.New(rand.NewPCG(11, 12))
+	model := map[string]string{}
+	done := 0
+	for k := 0; k < 6; k++ {
+		cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--pool", filepath.Join(dir, "o.pool"), "--durability", mode)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port), MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Minute})
+		waitUp(t, c)
+		if k > 0 {
+			if err := overwriteState(ctx, c, model, nil); err != "" {
+				t.Fatalf("kill %d: %s", k, err)
+			}
+		}
+		stop := make(chan [][]string, 1)
+		gr := rand.New(rand.NewPCG(13, uint64(k)))
+		go func() {
+			for {
+				msets := make([][]string, 100)
+				p := c.Pipeline()
+				for i := range msets {
+					var args []any
+					for j := 0; j < 5; j++ {
+						key, v := "k"+strconv.Itoa(gr.IntN(60)), strings.Repeat(strconv.Itoa(gr.IntN(10)), 1+gr.IntN(20))
+						msets[i] = append(msets[i], key, v)
+						args = append(args, key, v)
+					}
+					p.MSet(ctx, args...)
+				}
+				if _, err := p.Exec(ctx); err != nil {
+					stop <- msets
+					return
+				}
+				for _, m := range msets {
+					for j := 0; j < len(m); j += 2 {
+						model[m[j]] = m[j+1]
+					}
+				}
+				done += len(msets)
+			}
+		}()
+		time.Sleep(time.Duration(20+r.IntN(60)) * time.Millisecond)
+		cmd.Process.Kill()
+		cmd.Wait()
+		inflight := <-stop
+		c.Close()
+		cmd = exec.Command(bin, "--port", strconv.Itoa(port), "--pool", filepath.Join(dir, "o.pool"), "--durability", mode)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		c = goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port), DialTimeout: time.Second})
+		waitUp(t, c)
+		if err := overwriteState(ctx, c, model, inflight); err != "" {
+			t.Fatalf("kill %d: %s", k, err)
+		}
+		c.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+	}
+	if done == 0 {
+		t.Fatal("no MSET was acknowledged")
+	}
+	t.Logf("6 kills during %d acknowledged MSETs", done)
+}
+
+// overwriteState reads k0..k59 and finds the prefix of inflight that,
+// applied to model, gives them (model is updated to it); "" if found.
+func overwriteState(ctx context.Context, c *goredis.Client, model map[string]string, inflight [][]string) string {
+	keys := make([]string, 60)
+	for i := range keys {
+		keys[i] = "k" + strconv.Itoa(i)
+	}
+	vals := c.MGet(ctx, keys...).Val()
+	for i := 0; ; i++ {
+		same := true
+		for j, key := range keys {
+			want, ok := model[key]
+			got, has := vals[j].(string)
+			if ok != has || got != want {
+				same = false
+				break
+			}
+		}
+		if same {
+			return ""
+		}
+		if i == len(inflight) {
+			return "the keys are not the acknowledged values with any prefix of the MSETs in flight"
+		}
+		for j := 0; j < len(inflight[i]); j += 2 {
+			model[inflight[i][j]] = inflight[i][j+1]
+		}
+	}
 }
