@@ -2,7 +2,9 @@
 // member) whose levels carry spans (so ranks are O(log n)), plus a table
 // member -> entry (a pDict; the score's bits in the entry's Expire field).
 // The node and the table entry share the member's pool bytes. An insert or
-// delete logs the O(log n) level links it changes, in one batch.
+// delete logs the O(log n) level links it changes, in one batch; a member
+// whose score changes keeps its node (zslMove: one walk, two interleaved
+// pointer chases, unlink and link logged in one batch).
 //
 // Also zobj, the view the sorted-set commands work through: the compact
 // encoding decoded into a zsetv while small (written back whole, converted

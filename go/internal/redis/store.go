@@ -3,7 +3,9 @@
 // Redis's dict: two tables while growing, one bucket moved per write).
 // An entry holds its key, its type, its expiry and its value: a pool byte
 // array (strings raw, small collections in the compact encoding of
-// codec.go) or a persistent structure (pcoll.go).
+// codec.go) or a persistent structure (pcoll.go). A short string value
+// is written over the old value's bytes when they are long enough
+// (canOverwrite), a longer one into a new array.
 //
 // Invariants: every store into pool memory happens inside the executor's
 // current transaction and is preceded by tx.Log of what it overwrites
