@@ -10,7 +10,6 @@ package redis
 import (
 	"context"
 	"math/rand/v2"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -121,12 +120,7 @@ func overwriteKill(t *testing.T, dir, mode string) {
 	model := map[string]string{}
 	done := 0
 	for k := 0; k < 6; k++ {
-		cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--pool", filepath.Join(dir, "o.pool"), "--durability", mode)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port), MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Minute})
-		waitUp(t, c)
+		cmd, c := runServer(t, bin, port, filepath.Join(dir, "o.pool"), "--durability", mode)
 		if k > 0 {
 			if err := overwriteState(ctx, c, model, nil); err != "" {
 				t.Fatalf("kill %d: %s", k, err)
@@ -164,12 +158,7 @@ func overwriteKill(t *testing.T, dir, mode string) {
 		cmd.Wait()
 		inflight := <-stop
 		c.Close()
-		cmd = exec.Command(bin, "--port", strconv.Itoa(port), "--pool", filepath.Join(dir, "o.pool"), "--durability", mode)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		c = goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port), DialTimeout: time.Second})
-		waitUp(t, c)
+		cmd, c = runServer(t, bin, port, filepath.Join(dir, "o.pool"), "--durability", mode)
 		if err := overwriteState(ctx, c, model, inflight); err != "" {
 			t.Fatalf("kill %d: %s", k, err)
 		}

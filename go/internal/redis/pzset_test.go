@@ -163,15 +163,7 @@ func TestZSetMoveKill(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	model := map[string]float64{}
 	done := 0
-	run := func() (*exec.Cmd, *goredis.Client) {
-		cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--pool", filepath.Join(dir, "z.pool"))
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port), MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Minute})
-		waitUp(t, c)
-		return cmd, c
-	}
+	run := func() (*exec.Cmd, *goredis.Client) { return runServer(t, bin, port, filepath.Join(dir, "z.pool")) }
 	for k := 0; k < zsetKills; k++ {
 		cmd, c := run()
 		stop := make(chan []zop, 1)
@@ -218,6 +210,18 @@ func TestZSetMoveKill(t *testing.T) {
 		t.Fatal("no ZADD was acknowledged")
 	}
 	t.Logf("%d kills during %d acknowledged ZADDs on a %d-member sorted set", zsetKills, done, len(model))
+}
+
+// runServer starts the built server bin on port with pool and args and
+// returns it with a client that does not retry (the kill tests).
+func runServer(t *testing.T, bin string, port int, pool string, args ...string) (*exec.Cmd, *goredis.Client) {
+	cmd := exec.Command(bin, append([]string{"--port", strconv.Itoa(port), "--pool", pool}, args...)...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port), MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Minute})
+	waitUp(t, c)
+	return cmd, c
 }
 
 // zsetRead reads key z forwards and checks it against a backward read and
