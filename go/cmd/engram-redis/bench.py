@@ -382,6 +382,21 @@ def old_section(path, title):
     return f"{first}\n\n_From an earlier run of this benchmark (this regeneration ran only the other part)._\n{rest}"
 
 
+def kept_sections(path):
+    """The existing file's '## Before/after ...' sections (hand-written
+    before/after measurements, abbench.py), kept as they are at the end."""
+    try:
+        text = open(path).read()
+    except OSError:
+        return ""
+    out, i = [], text.find("\n## Before/after")
+    while i >= 0:
+        j = text.find("\n## ", i + 1)
+        out.append(text[i + 1:] if j < 0 else text[i + 1:j + 1])
+        i = text.find("\n## Before/after", i + 1)
+    return "".join(out)
+
+
 def main():
     os.makedirs(DISK, exist_ok=True)
     os.makedirs(OUT, exist_ok=True)
@@ -398,6 +413,7 @@ def main():
         parts.append(old_section(md, "Restart"))
     # Hand-measured sections (they say so in their first line) are kept.
     parts.append(old_section(md, "Front end"))
+    parts.append(kept_sections(md))
     text = header() + "\n".join(p.rstrip("\n") + "\n" for p in parts if p)
     with open(md, "w") as f:
         f.write(text)

@@ -6,9 +6,12 @@
 package redis
 
 import (
+	"bytes"
 	"math"
 	"strconv"
 	"strings"
+
+	engram "github.com/engram-pm/engram-go"
 )
 
 func init() {
@@ -265,10 +268,8 @@ func cmdMSet(x *ctx, nx bool) error {
 			}
 		}
 	}
-	for i := 1; i < len(x.args); i += 2 {
-		if _, err := x.put(x.args[i], tString, x.args[i+1], false); err != nil {
-			return err
-		}
+	if err := msetPairs(x); err != nil {
+		return err
 	}
 	if nx {
 		x.w.Int(1)
@@ -276,6 +277,77 @@ func cmdMSet(x *ctx, nx bool) error {
 		x.w.OK()
 	}
 	return nil
+}
+
+// msetPairs stores MSET's pairs. Existing keys whose value bytes can
+// take the new value (canOverwrite) are logged with one engine call and
+// one fence for the whole command and overwritten; the others are put
+// one by one. A key given twice gets its last value.
+func msetPairs(x *ctx) error {
+	var b engram.LogBatch
+	over := make([]*pEntry, len(x.args))
+	skip := repeatedKeys(x.args)
+	for i := 1; i < len(x.args); i += 2 {
+		if skip[i] {
+			continue
+		}
+		e, err := x.lookup(x.args[i])
+		if err != nil {
+			return err
+		}
+		if e != nil && canOverwrite(e, x.args[i+1]) {
+			logOverwrite(x.tx, &b, e, x.args[i+1])
+			over[i] = e
+		}
+	}
+	if err := x.tx.LogBatch(&b); err != nil {
+		return err
+	}
+	for i := 1; i < len(x.args); i += 2 {
+		switch e := over[i]; {
+		case e != nil:
+			x.touch(x.args[i])
+			overwriteVal(e, tString, x.args[i+1])
+			e.Expire = 0
+		case !skip[i]:
+			if _, err := x.put(x.args[i], tString, x.args[i+1], false); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// repeatedKeys marks the MSET keys (args[1], args[3], ...) given again
+// later in args (nil if none is): compared pairwise for a few keys, with
+// a map for many.
+func repeatedKeys(args [][]byte) map[int]bool {
+	var skip map[int]bool
+	mark := func(i int) {
+		if skip == nil {
+			skip = map[int]bool{}
+		}
+		skip[i] = true
+	}
+	if len(args) <= 33 {
+		for i := 1; i < len(args); i += 2 {
+			for j := i + 2; j < len(args); j += 2 {
+				if bytes.Equal(args[i], args[j]) {
+					mark(i)
+					break
+				}
+			}
+		}
+		return skip
+	}
+	last := make(map[string]int, len(args)/2)
+	for i := 1; i < len(args); i += 2 {
+		if j, ok := last[string(args[i])]; ok {
+			mark(j)
+		}
+		last[string(args[i])] = i
+	}
+	return skip
 }
 
 func cmdAppend(x *ctx) error {

@@ -126,7 +126,7 @@ pairs:
 	skipped := false
 	for j := 0; j < len(rest); j += 2 {
 		m, s := rest[j+1], scores[j/2]
-		old, had := z.score(m)
+		old, had, e := z.find(m)
 		if incr && had {
 			s += old
 			if math.IsNaN(s) {
@@ -144,7 +144,7 @@ pairs:
 		} else if old != s {
 			changed++
 		}
-		if _, err := z.add(m, s); err != nil {
+		if _, err := z.addAt(m, s, e); err != nil {
 			return err
 		}
 	}

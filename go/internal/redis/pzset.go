@@ -2,7 +2,9 @@
 // member) whose levels carry spans (so ranks are O(log n)), plus a table
 // member -> entry (a pDict; the score's bits in the entry's Expire field).
 // The node and the table entry share the member's pool bytes. An insert or
-// delete logs the O(log n) level links it changes, in one batch.
+// delete logs the O(log n) level links it changes, in one batch; a member
+// whose score changes keeps its node (zslMove: one walk, two interleaved
+// pointer chases, unlink and link logged in one batch).
 //
 // Also zobj, the view the sorted-set commands work through: the compact
 // encoding decoded into a zsetv while small (written back whole, converted
@@ -57,6 +59,16 @@ func (n *pZNode) lv(i int) *pZLevel {
 	return &n.Up[i-zInline]
 }
 
+// stop is whether a walk toward (s, m) stops before f, the next node on
+// its level (nil: the end). Written out for the walks to inline; equal
+// scores are rare and compare members apart.
+func stop(f *pZNode, s float64, m []byte) bool {
+	return f == nil || f.Score > s || (f.Score == s && !memberBefore(f, m))
+}
+
+//go:noinline
+func memberBefore(n *pZNode, m []byte) bool { return bytes.Compare(n.Member, m) < 0 }
+
 func newZNode(tx *engram.Tx, level int, s float64, m []byte) (*pZNode, error) {
 	n, err := engram.New[pZNode](tx)
 	if err != nil {
@@ -102,13 +114,16 @@ func zrandomLevel() int {
 	}
 	return l
 }
-func nodeBefore(n *pZNode, s float64, m []byte) bool {
-	return n.Score < s || (n.Score == s && bytes.Compare(n.Member, m) < 0)
+
+// zfind is member m's table entry (its score in Expire), or nil.
+func (c *pColl) zfind(m []byte) *pEntry {
+	_, e := c.Dict.find(m, hashKey(m))
+	return e
 }
 
 // zscore is member m's score.
 func (c *pColl) zscore(m []byte) (float64, bool) {
-	_, e := c.Dict.find(m, hashKey(m))
+	e := c.zfind(m)
 	if e == nil {
 		return 0, false
 	}
@@ -117,32 +132,30 @@ func (c *pColl) zscore(m []byte) (float64, bool) {
 
 // zadd sets m's score; true if m is new.
 func (c *pColl) zadd(tx *engram.Tx, m []byte, s float64) (bool, error) {
-	_, e := c.Dict.find(m, hashKey(m))
+	return c.zaddAt(tx, c.zfind(m), m, s)
+}
+
+// zaddAt sets m's score, e being m's entry (nil: m is new): a new member
+// gets an entry and a node; a moved one keeps its node, unlinked from its
+// old place and linked at its new one (no free and new allocation).
+func (c *pColl) zaddAt(tx *engram.Tx, e *pEntry, m []byte, s float64) (bool, error) {
 	if e != nil {
-		old := bitsScore(e.Expire)
-		if old == s {
+		if bitsScore(e.Expire) == s {
 			return false, nil
 		}
-		if err := c.zslDelete(tx, old, e.Key); err != nil {
-			return false, err
-		}
-		if err := tx.Log(&e.Expire); err != nil {
-			return false, err
-		}
-		e.Expire = scoreBits(s)
-		return false, c.zslInsert(tx, s, e.Key)
+		return false, c.zslMove(tx, e, s)
 	}
 	e, err := c.Dict.add(tx, m, 0, nil)
 	if err != nil {
 		return false, err
 	}
 	e.Expire = scoreBits(s) // fresh entry: no log
-	return true, c.zslInsert(tx, s, e.Key)
+	return true, c.zslInsert(tx, s, e)
 }
 
 // zrem removes m; false if absent.
 func (c *pColl) zrem(tx *engram.Tx, m []byte) (bool, error) {
-	_, e := c.Dict.find(m, hashKey(m))
+	e := c.zfind(m)
 	if e == nil {
 		return false, nil
 	}
@@ -152,63 +165,166 @@ func (c *pColl) zrem(tx *engram.Tx, m []byte) (bool, error) {
 	return c.Dict.remove(tx, m)
 }
 
-func (c *pColl) zslInsert(tx *engram.Tx, s float64, m []byte) error {
+// zslInsert links a new node for e's member at score s (e.Expire becomes
+// s).
+func (c *pColl) zslInsert(tx *engram.Tx, s float64, e *pEntry) error {
 	var update [zMaxLevel]*pZNode
 	var rank [zMaxLevel]int64
-	x := c.ZHead
+	m := e.Key
+	n := c.ZHead
 	for i := int(c.ZLevel) - 1; i >= 0; i-- {
 		if i < int(c.ZLevel)-1 {
 			rank[i] = rank[i+1]
 		}
-		for x.lv(i).Fwd != nil && nodeBefore(x.lv(i).Fwd, s, m) {
-			rank[i] += x.lv(i).Span
-			x = x.lv(i).Fwd
+		for l := n.lv(i); !stop(l.Fwd, s, m); l = n.lv(i) {
+			rank[i] += l.Span
+			n = l.Fwd
 		}
-		update[i] = x
+		update[i] = n
 	}
-	level := zrandomLevel()
+	return c.zslLinkAt(tx, s, e, nil, zrandomLevel(), &update, &rank)
+}
+
+// zslMove moves e's member from its score to s, its node kept. One walk
+// finds both places: the node's predecessors (del) and, in the list
+// without the node, the new place's (ins, with ranks), the two pointer
+// chases interleaved so that their cache misses overlap. Then the node is
+// unlinked (the list becomes the one ins was found in) and linked again.
+func (c *pColl) zslMove(tx *engram.Tx, e *pEntry, s float64) error {
+	var del, ins [zMaxLevel]*pZNode
+	var rank [zMaxLevel]int64
+	s0, m := bitsScore(e.Expire), e.Key
+	nd, ni := c.ZHead, c.ZHead
+	for i := int(c.ZLevel) - 1; i >= 0; i-- {
+		if i < int(c.ZLevel)-1 {
+			rank[i] = rank[i+1]
+		}
+		dDone, iDone := false, false
+		for !dDone || !iDone {
+			if !dDone {
+				if l := nd.lv(i); stop(l.Fwd, s0, m) {
+					dDone = true
+				} else {
+					nd = l.Fwd
+				}
+			}
+			if !iDone {
+				l := ni.lv(i)
+				f, span := l.Fwd, l.Span
+				if f != nil && f.Score == s0 && bytes.Equal(f.Member, m) {
+					f, span = f.lv(i).Fwd, span+f.lv(i).Span-1 // skip the moving node
+				}
+				if stop(f, s, m) {
+					iDone = true
+				} else {
+					rank[i] += span
+					ni = f
+				}
+			}
+		}
+		del[i], ins[i] = nd, ni
+	}
+	return c.moveAt(tx, e, s, &del, &ins, &rank)
+}
+
+// moveAt unlinks e's node (predecessors del) and links it at s (ins,
+// rank: found in the list without it), both changes logged in one batch.
+// The node's level is the highest level del links to it on; the levels
+// it alone occupied are the header on ins, so ins covers every level the
+// link changes.
+func (c *pColl) moveAt(tx *engram.Tx, e *pEntry, s float64, del, ins *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64) error {
+	x := del[0].lv(0).Fwd
+	if x == nil || x.Score != bitsScore(e.Expire) || !bytes.Equal(x.Member, e.Key) {
+		return errCorruptZSet
+	}
+	top := int(c.ZLevel)
+	next := ins[0].lv(0).Fwd
+	if next == x {
+		next = x.lv(0).Fwd
+	}
+	var b engram.LogBatch
+	c.addChange(tx, &b, del, top, x.lv(0).Fwd, nil, nil)
+	c.addChange(tx, &b, ins, top, next, x, e)
+	engram.BatchLog(tx, &b, c)
+	if err := tx.LogBatch(&b); err != nil {
+		return err
+	}
+	level := c.unlinkLogged(del, x)
+	c.linkLogged(s, e, x, level, ins, rank)
+	return nil
+}
+
+// zslLinkAt links x (nil: a new node) of the given level after update[i]
+// on each level, rank[i] being update[i]'s rank, for e's member at s.
+func (c *pColl) zslLinkAt(tx *engram.Tx, s float64, e *pEntry, x *pZNode, level int, update *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64) error {
 	for i := int(c.ZLevel); i < level; i++ {
 		update[i] = c.ZHead
 	}
 	// Every change below is logged here first, in one batch.
-	if err := c.logChange(tx, &update, max(level, int(c.ZLevel)), update[0].lv(0).Fwd); err != nil {
+	if err := c.logChange(tx, update, max(level, int(c.ZLevel)), update[0].lv(0).Fwd, x, e); err != nil {
 		return err
 	}
+	if x == nil {
+		var err error
+		if x, err = newZNode(tx, level, s, e.Key); err != nil {
+			return err
+		}
+	}
+	c.linkLogged(s, e, x, level, update, rank)
+	return nil
+}
+
+// linkLogged is zslLinkAt's change, its ranges logged: x (allocated) is
+// linked at s.
+func (c *pColl) linkLogged(s float64, e *pEntry, x *pZNode, level int, update *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64) {
+	e.Expire = scoreBits(s)
 	if level > int(c.ZLevel) {
 		for i := int(c.ZLevel); i < level; i++ {
+			update[i] = c.ZHead
 			c.ZHead.lv(i).Span = c.Len
 		}
 		c.ZLevel = int64(level)
 	}
-	n, err := newZNode(tx, level, s, m)
-	if err != nil {
-		return err
-	}
+	x.Score, x.Back = s, nil
+	c.link(update, rank, x, level)
+}
+
+// link puts x (its score set) after update[i] on its level levels.
+func (c *pColl) link(update *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64, x *pZNode, level int) {
 	for i := 0; i < level; i++ {
-		n.lv(i).Fwd = update[i].lv(i).Fwd
-		update[i].lv(i).Fwd = n
-		n.lv(i).Span = update[i].lv(i).Span - (rank[0] - rank[i])
-		update[i].lv(i).Span = rank[0] - rank[i] + 1
+		u := update[i].lv(i)
+		x.lv(i).Fwd = u.Fwd
+		u.Fwd = x
+		x.lv(i).Span = u.Span - (rank[0] - rank[i])
+		u.Span = rank[0] - rank[i] + 1
 	}
 	for i := level; i < int(c.ZLevel); i++ {
 		update[i].lv(i).Span++
 	}
 	if update[0] != c.ZHead {
-		n.Back = update[0]
+		x.Back = update[0]
 	}
-	c.linkBack(n.lv(0).Fwd, n)
+	c.linkBack(x.lv(0).Fwd, x)
 	c.Len++
-	return nil
 }
 
 // logChange logs, in one batch (one engine call, one fence), what an
-// insert or delete changes: update[i].lv(i) for every level below top (a
-// run of levels one node holds as one range: the search path visits a
-// node on consecutive levels), the back link of next (the node after the
-// change point) or the tail, and the collection's header (length, level,
-// tail).
-func (c *pColl) logChange(tx *engram.Tx, update *[zMaxLevel]*pZNode, top int, next *pZNode) error {
+// insert or delete changes (addChange) and the collection's header
+// (length, level, tail).
+func (c *pColl) logChange(tx *engram.Tx, update *[zMaxLevel]*pZNode, top int, next, x *pZNode, e *pEntry) error {
 	var b engram.LogBatch
+	c.addChange(tx, &b, update, top, next, x, e)
+	engram.BatchLog(tx, &b, c)
+	return tx.LogBatch(&b)
+}
+
+// addChange adds to b what an insert or delete at update changes:
+// update[i].lv(i) for every level below top (a run of levels one node
+// holds as one range: the search path visits a node on consecutive
+// levels), the back link of next (the node after the change point), and
+// for a reused node x its fields and levels and the score of its entry e
+// (nil x, e: a new node, fresh, needs none).
+func (c *pColl) addChange(tx *engram.Tx, b *engram.LogBatch, update *[zMaxLevel]*pZNode, top int, next, x *pZNode, e *pEntry) {
 	for i := 0; i < top; {
 		n, j, lim := update[i], i+1, top
 		if i < zInline {
@@ -218,17 +334,20 @@ func (c *pColl) logChange(tx *engram.Tx, update *[zMaxLevel]*pZNode, top int, ne
 			j++
 		}
 		if i < zInline {
-			engram.BatchLogSlice(tx, &b, n.In[i:j])
+			engram.BatchLogSlice(tx, b, n.In[i:j])
 		} else {
-			engram.BatchLogSlice(tx, &b, n.Up[i-zInline:j-zInline])
+			engram.BatchLogSlice(tx, b, n.Up[i-zInline:j-zInline])
 		}
 		i = j
 	}
 	if next != nil {
-		engram.BatchLog(tx, &b, &next.Back)
+		engram.BatchLog(tx, b, &next.Back)
 	}
-	engram.BatchLog(tx, &b, c)
-	return tx.LogBatch(&b)
+	if x != nil {
+		engram.BatchLog(tx, b, x)
+		engram.BatchLogSlice(tx, b, x.Up)
+		engram.BatchLog(tx, b, &e.Expire)
+	}
 }
 
 // linkBack points next's back link (or the tail) at n (logged by
@@ -241,28 +360,54 @@ func (c *pColl) linkBack(next, n *pZNode) {
 	}
 }
 
+// zslDelete unlinks and frees the node of (s, m).
 func (c *pColl) zslDelete(tx *engram.Tx, s float64, m []byte) error {
-	var update [zMaxLevel]*pZNode
-	x := c.ZHead
-	for i := int(c.ZLevel) - 1; i >= 0; i-- {
-		for x.lv(i).Fwd != nil && nodeBefore(x.lv(i).Fwd, s, m) {
-			x = x.lv(i).Fwd
-		}
-		update[i] = x
-	}
-	x = x.lv(0).Fwd
-	if x == nil || x.Score != s || !bytes.Equal(x.Member, m) {
-		return errCorruptZSet
-	}
-	if err := c.logChange(tx, &update, int(c.ZLevel), x.lv(0).Fwd); err != nil {
+	x, _, err := c.zslUnlink(tx, s, m)
+	if err != nil {
 		return err
 	}
+	return freeZNode(tx, x)
+}
+
+// zslUnlink unlinks the node of (s, m) and returns it with its level
+// (its own links are left as they were).
+func (c *pColl) zslUnlink(tx *engram.Tx, s float64, m []byte) (*pZNode, int, error) {
+	var update [zMaxLevel]*pZNode
+	n := c.ZHead
+	for i := int(c.ZLevel) - 1; i >= 0; i-- {
+		for l := n.lv(i); !stop(l.Fwd, s, m); l = n.lv(i) {
+			n = l.Fwd
+		}
+		update[i] = n
+	}
+	return c.unlinkAt(tx, &update, s, m)
+}
+
+// unlinkAt unlinks the node of (s, m), update[i] being its predecessor
+// on each level, and returns it with its level.
+func (c *pColl) unlinkAt(tx *engram.Tx, update *[zMaxLevel]*pZNode, s float64, m []byte) (*pZNode, int, error) {
+	x := update[0].lv(0).Fwd
+	if x == nil || x.Score != s || !bytes.Equal(x.Member, m) {
+		return nil, 0, errCorruptZSet
+	}
+	if err := c.logChange(tx, update, int(c.ZLevel), x.lv(0).Fwd, nil, nil); err != nil {
+		return nil, 0, err
+	}
+	return x, c.unlinkLogged(update, x), nil
+}
+
+// unlinkLogged is unlinkAt's change, its ranges logged; it returns x's
+// level.
+func (c *pColl) unlinkLogged(update *[zMaxLevel]*pZNode, x *pZNode) int {
+	level := 0
 	for i := 0; i < int(c.ZLevel); i++ {
-		if update[i].lv(i).Fwd == x {
-			update[i].lv(i).Span += x.lv(i).Span - 1
-			update[i].lv(i).Fwd = x.lv(i).Fwd
+		u := update[i].lv(i)
+		if u.Fwd == x {
+			u.Span += x.lv(i).Span - 1
+			u.Fwd = x.lv(i).Fwd
+			level = i + 1
 		} else {
-			update[i].lv(i).Span--
+			u.Span--
 		}
 	}
 	c.linkBack(x.lv(0).Fwd, x.Back)
@@ -270,7 +415,7 @@ func (c *pColl) zslDelete(tx *engram.Tx, s float64, m []byte) error {
 		c.ZLevel--
 	}
 	c.Len--
-	return freeZNode(tx, x)
+	return level
 }
 
 // zcount is the number of leading nodes for which before is true (before
@@ -279,9 +424,9 @@ func (c *pColl) zcount(before func(s float64, m []byte) bool) int64 {
 	var r int64
 	x := c.ZHead
 	for i := int(c.ZLevel) - 1; i >= 0; i-- {
-		for x.lv(i).Fwd != nil && before(x.lv(i).Fwd.Score, x.lv(i).Fwd.Member) {
-			r += x.lv(i).Span
-			x = x.lv(i).Fwd
+		for l := x.lv(i); l.Fwd != nil && before(l.Fwd.Score, l.Fwd.Member); l = x.lv(i) {
+			r += l.Span
+			x = l.Fwd
 		}
 	}
 	return r
@@ -385,11 +530,34 @@ func (o *zobj) rank(m []byte) (int64, bool) {
 	}), true
 }
 
+// find is m's score and, in a skiplist, its table entry (for addAt).
+func (o *zobj) find(m []byte) (float64, bool, *pEntry) {
+	if o.c == nil {
+		s, ok := o.z.scores[string(m)]
+		return s, ok, nil
+	}
+	e := o.c.zfind(m)
+	if e == nil {
+		return 0, false, nil
+	}
+	return bitsScore(e.Expire), true, e
+}
+
 // add sets m's score; true if m is new.
 func (o *zobj) add(m []byte, s float64) (bool, error) {
+	if o.c != nil {
+		o.dirty = true
+		return o.c.zadd(o.x.tx, m, s)
+	}
+	return o.addAt(m, s, nil)
+}
+
+// addAt is add with m's entry from find (nil: m is absent), sparing a
+// second table lookup.
+func (o *zobj) addAt(m []byte, s float64, e *pEntry) (bool, error) {
 	o.dirty = true
 	if o.c != nil {
-		return o.c.zadd(o.x.tx, m, s)
+		return o.c.zaddAt(o.x.tx, e, m, s)
 	}
 	return o.z.add(string(m), s), nil
 }

@@ -3,7 +3,9 @@
 // Redis's dict: two tables while growing, one bucket moved per write).
 // An entry holds its key, its type, its expiry and its value: a pool byte
 // array (strings raw, small collections in the compact encoding of
-// codec.go) or a persistent structure (pcoll.go).
+// codec.go) or a persistent structure (pcoll.go). A short string value
+// is written over the old value's bytes when they are long enough
+// (canOverwrite), a longer one into a new array.
 //
 // Invariants: every store into pool memory happens inside the executor's
 // current transaction and is preceded by tx.Log of what it overwrites
@@ -293,6 +295,15 @@ func storeVal(tx *engram.Tx, e *pEntry, typ int64, val []byte, raw bool) error {
 	if err := dropColl(tx, e); err != nil {
 		return err
 	}
+	if !raw && canOverwrite(e, val) {
+		var b engram.LogBatch
+		logOverwrite(tx, &b, e, val)
+		if err := tx.LogBatch(&b); err != nil {
+			return err
+		}
+		overwriteVal(e, typ, val)
+		return nil
+	}
 	src := val
 	if raw {
 		src = append(val[:len(val):len(val)], 0)
@@ -313,6 +324,33 @@ func storeVal(tx *engram.Tx, e *pEntry, typ int64, val []byte, raw bool) error {
 		return tx.Free(old)
 	}
 	return nil
+}
+
+// overwriteMax is the longest value written over the old value's pool
+// bytes (when they are long enough) instead of into a new array: the
+// undo log then holds the old bytes, so a large value would be copied
+// twice; a short one spares an allocation and a free.
+const overwriteMax = 64
+
+// canOverwrite is whether val can be written over e's value bytes.
+func canOverwrite(e *pEntry, val []byte) bool {
+	return len(val) > 0 && len(val) <= overwriteMax && e.Coll == nil && cap(e.Val) >= len(val)
+}
+
+// logOverwrite adds to b what overwriteVal changes: the entry and the
+// value bytes it writes.
+func logOverwrite(tx *engram.Tx, b *engram.LogBatch, e *pEntry, val []byte) {
+	engram.BatchLog(tx, b, e)
+	engram.BatchLogSlice(tx, b, e.Val[:len(val)])
+}
+
+// overwriteVal writes val over e's value bytes (canOverwrite, logged by
+// logOverwrite). The value's capacity becomes its length: cap > len is a
+// raw string (setRawVal).
+func overwriteVal(e *pEntry, typ int64, val []byte) {
+	n := len(val)
+	copy(e.Val[:n], val)
+	e.Val, e.Type = e.Val[:n:n], typ
 }
 
 func setExpire(tx *engram.Tx, e *pEntry, at int64) error {

@@ -1,0 +1,203 @@
+// overwrite_test.go: short values written over the old value's pool bytes
+// (store.go's canOverwrite; SET, INCR, MSET with its one log batch):
+// shorter, equal and longer values, a key given twice in one MSET, the
+// TTL cleared, a compact list overwritten, OBJECT ENCODING, WATCH, a
+// value read by GET before the overwrite in the same pipeline, and every
+// value after a reopen, against a Go model; and kill -9 during pipelines
+// of MSETs (TestOverwriteKill).
+package redis
+
+import (
+	"context"
+	"math/rand/v2"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+func TestOverwriteShortValues(t *testing.T) {
+	ctx := context.Background()
+	dir := tmpDir(t)
+	s, c := start(t, dir+"/o.pool", 0)
+	model := map[string]string{}
+	r := rand.New(rand.NewPCG(5, 6))
+	val := func() string { return strings.Repeat("v", 1+r.IntN(70)) }
+	for i := 0; i < 400; i++ {
+		var args []any
+		for j := 0; j < 1+r.IntN(12); j++ {
+			k := "k" + strconv.Itoa(r.IntN(40))
+			v := val()
+			args = append(args, k, v)
+			model[k] = v
+		}
+		if err := c.MSet(ctx, args...).Err(); err != nil {
+			t.Fatal(err)
+		}
+		k := "k" + strconv.Itoa(r.IntN(40))
+		v := val()
+		// GET then SET in one pipeline (one batch): the reply is the old value.
+		p := c.Pipeline()
+		get := p.Get(ctx, k)
+		p.Set(ctx, k, v, 0)
+		if _, err := p.Exec(ctx); err != nil && err != goredis.Nil {
+			t.Fatal(err)
+		}
+		if old, ok := model[k]; ok && get.Val() != old {
+			t.Fatalf("GET before SET in a pipeline: %q, want %q", get.Val(), old)
+		}
+		model[k] = v
+	}
+	// Given twice: the last value wins.
+	c.MSet(ctx, "d", "first-longer-value", "d", "2nd")
+	model["d"] = "2nd"
+	// TTL cleared, a compact list overwritten, encodings.
+	c.Set(ctx, "ttl", "abcdef", time.Hour)
+	c.RPush(ctx, "lst", "a", "b")
+	c.MSet(ctx, "ttl", "xyz", "lst", "12")
+	model["ttl"], model["lst"] = "xyz", "12"
+	if d := c.TTL(ctx, "ttl").Val(); d != -1 {
+		t.Fatalf("TTL after MSET: %v", d)
+	}
+	if ty := c.Type(ctx, "lst").Val(); ty != "string" {
+		t.Fatalf("TYPE after MSET over a list: %s", ty)
+	}
+	for k, want := range map[string]string{"lst": "int", "ttl": "embstr"} {
+		if enc := c.ObjectEncoding(ctx, k).Val(); enc != want {
+			t.Fatalf("OBJECT ENCODING %s: %s, want %s", k, enc, want)
+		}
+	}
+	c.Set(ctx, "n", "10", 0)
+	c.IncrBy(ctx, "n", 5) // "15" over "10"
+	model["n"] = "15"
+	// WATCH sees an overwrite.
+	err := c.Watch(ctx, func(tx *goredis.Tx) error {
+		c.MSet(ctx, "k1", "zz")
+		_, err := tx.TxPipelined(ctx, func(p goredis.Pipeliner) error { return p.Set(ctx, "k1", "lost", 0).Err() })
+		return err
+	}, "k1")
+	if err != goredis.TxFailedErr {
+		t.Fatalf("EXEC after a watched key was overwritten: %v", err)
+	}
+	model["k1"] = "zz"
+	verify := func(c *goredis.Client, when string) {
+		for k, want := range model {
+			if got := c.Get(ctx, k).Val(); got != want {
+				t.Fatalf("%s: %s = %q, want %q", when, k, got, want)
+			}
+		}
+	}
+	verify(c, "before reopen")
+	c.Close()
+	s.Close()
+	s, c = start(t, dir+"/o.pool", 0)
+	verify(c, "after reopen")
+	c.Close()
+	s.Close()
+}
+
+// TestOverwriteKill kills the server during pipelines of MSETs of short
+// values over 60 keys (most written over the old bytes, logged in one
+// batch per command): after each restart every key holds the
+// acknowledged value with a prefix of the pipeline in flight applied.
+func TestOverwriteKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	t.Run("tmpfs", func(t *testing.T) { overwriteKill(t, tmpDir(t), "auto") })
+	t.Run("wal", func(t *testing.T) { overwriteKill(t, diskDir(t), "wal") })
+}
+
+// overwriteKill is TestOverwriteKill on a pool in dir in durability mode.
+func overwriteKill(t *testing.T, dir, mode string) {
+	ctx := context.Background()
+	bin := buildServer(t, dir)
+	port := freePort(t)
+	r := rand.New(rand.NewPCG(11, 12))
+	model := map[string]string{}
+	done := 0
+	for k := 0; k < 6; k++ {
+		cmd, c := runServer(t, bin, port, filepath.Join(dir, "o.pool"), "--durability", mode)
+		if k > 0 {
+			if err := overwriteState(ctx, c, model, nil); err != "" {
+				t.Fatalf("kill %d: %s", k, err)
+			}
+		}
+		stop := make(chan [][]string, 1)
+		gr := rand.New(rand.NewPCG(13, uint64(k)))
+		go func() {
+			for {
+				msets := make([][]string, 100)
+				p := c.Pipeline()
+				for i := range msets {
+					var args []any
+					for j := 0; j < 5; j++ {
+						key, v := "k"+strconv.Itoa(gr.IntN(60)), strings.Repeat(strconv.Itoa(gr.IntN(10)), 1+gr.IntN(20))
+						msets[i] = append(msets[i], key, v)
+						args = append(args, key, v)
+					}
+					p.MSet(ctx, args...)
+				}
+				if _, err := p.Exec(ctx); err != nil {
+					stop <- msets
+					return
+				}
+				for _, m := range msets {
+					for j := 0; j < len(m); j += 2 {
+						model[m[j]] = m[j+1]
+					}
+				}
+				done += len(msets)
+			}
+		}()
+		time.Sleep(time.Duration(20+r.IntN(60)) * time.Millisecond)
+		cmd.Process.Kill()
+		cmd.Wait()
+		inflight := <-stop
+		c.Close()
+		cmd, c = runServer(t, bin, port, filepath.Join(dir, "o.pool"), "--durability", mode)
+		if err := overwriteState(ctx, c, model, inflight); err != "" {
+			t.Fatalf("kill %d: %s", k, err)
+		}
+		c.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+	}
+	if done == 0 {
+		t.Fatal("no MSET was acknowledged")
+	}
+	t.Logf("6 kills during %d acknowledged MSETs", done)
+}
+
+// overwriteState reads k0..k59 and finds the prefix of inflight that,
+// applied to model, gives them (model is updated to it); "" if found.
+func overwriteState(ctx context.Context, c *goredis.Client, model map[string]string, inflight [][]string) string {
+	keys := make([]string, 60)
+	for i := range keys {
+		keys[i] = "k" + strconv.Itoa(i)
+	}
+	vals := c.MGet(ctx, keys...).Val()
+	for i := 0; ; i++ {
+		same := true
+		for j, key := range keys {
+			want, ok := model[key]
+			got, has := vals[j].(string)
+			if ok != has || got != want {
+				same = false
+				break
+			}
+		}
+		if same {
+			return ""
+		}
+		if i == len(inflight) {
+			return "the keys are not the acknowledged values with any prefix of the MSETs in flight"
+		}
+		for j := 0; j < len(inflight[i]); j += 2 {
+			model[inflight[i][j]] = inflight[i][j+1]
+		}
+	}
+}
