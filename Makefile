@@ -52,7 +52,8 @@ lint: deps
 
 test: deps lint test-c test-go test-govet test-redis test-redis-py test-java test-cpp test-redis-proxy test-redis-suite
 	$(CARGO) build --workspace --all-targets
-	$(CARGO) test --workspace
+	@# process-mode pools commit by record too, so the suites' threads run the 2-fence commit's pending bumps
+	ENGRAM_COMMIT_RECORD=all $(CARGO) test --workspace
 
 # Builds the FFI (the C++ pool is the engine's, through the C ABI) and cpp/,
 # runs its GoogleTest suite, and checks the traces the suite wrote (C++ trace

@@ -16,11 +16,17 @@
 //!   only the bumps whose word it flushed itself, on its own thread, after
 //!   the bump was written. If the owner bumps again in between, the newer
 //!   pair stays listed (the race of fix 2 in docs/bench/fast-paths.md).
-//! - `mask` bit `s` is set whenever `gens[s] != 0` (it may be set spuriously
-//!   for a moment): `add` stores the pair, then sets the bit; `retire` clears
-//!   the bit after its compare-and-swap, then re-reads the pair and sets the
-//!   bit again if a new one arrived (all `SeqCst`, so one of the two sees
-//!   the other).
+//! - `mask` bit `s` is set whenever `gens[s] != 0`, and may stay set after
+//!   the pair is retired (a stale bit costs a fence one load): `add` stores
+//!   the pair, then sets the bit; `retire` only takes pairs out; the bit is
+//!   cleared by [`PendingBumps::tidy`], which only the slot's holder calls,
+//!   before it adds. Only the holder makes `gens[s]` non-zero, so when the
+//!   holder sees it zero it stays zero until the holder's own next `add`,
+//!   and clearing the bit then can hide no pair. (An earlier version cleared
+//!   the bit in `retire` and set it again if a newer pair had arrived; in
+//!   between, another thread's fence saw no bump pending while the newer one
+//!   was: `concurrent_bumps_are_never_retired_unflushed` caught it under
+//!   load.)
 //! - The thread that fences flushes the words itself: a fence orders only
 //!   its own thread's write-backs (the Px86 model the crash explorer checks
 //!   against), so a write-back the committing thread issued is not relied on.
@@ -81,6 +87,32 @@ impl PendingBumps {
         self.mask.load(Ordering::SeqCst) != 0
     }
 
+    /// Whether a bump is really pending (the bits set whose pair is listed):
+    /// what a caller that would fence only for pending bumps asks.
+    pub fn pending(&self) -> bool {
+        let mut mask = self.mask.load(Ordering::SeqCst);
+        while mask != 0 {
+            let s = mask.trailing_zeros();
+            mask &= mask - 1;
+            if self.gens[s as usize].load(Ordering::SeqCst) != 0 {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Clears slot `slot`'s bit if its pair was retired. Only the slot's
+    /// holder calls this (when it takes the slot, before its own `add`):
+    /// nobody else makes the pair non-zero, so the bit cannot hide one.
+    #[inline]
+    pub fn tidy(&self, slot: u32) {
+        let Some(e) = self.gens.get(slot as usize) else { return };
+        let bit = 1u64 << slot;
+        if self.mask.load(Ordering::Relaxed) & bit != 0 && e.load(Ordering::SeqCst) == 0 {
+            self.mask.fetch_and(!bit, Ordering::SeqCst);
+        }
+    }
+
     /// Whether slot `slot`'s own bump is pending.
     #[cfg(test)]
     pub fn is_pending(&self, slot: u32) -> bool {
@@ -126,12 +158,8 @@ impl PendingBumps {
         let Some(f) = f else { return };
         for &(s, g) in &f.pairs[..f.n] {
             let e = &self.gens[s as usize];
-            if e.compare_exchange(g, 0, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
-                self.mask.fetch_and(!(1 << s), Ordering::SeqCst);
-                if e.load(Ordering::SeqCst) != 0 {
-                    self.mask.fetch_or(1 << s, Ordering::SeqCst);
-                }
-            }
+            // The bit stays: only the slot's holder clears it (`tidy`).
+            let _ = e.compare_exchange(g, 0, Ordering::SeqCst, Ordering::SeqCst);
         }
     }
 }
@@ -164,7 +192,7 @@ mod tests {
         assert!(b.any());
         let f = b.flush(|_| {});
         b.retire(f);
-        assert!(!b.any() && !b.is_pending(3));
+        assert!(!b.pending() && !b.is_pending(3));
     }
 
     /// Case 2 of the design review, many threads: owners bump their slots
@@ -210,6 +238,8 @@ mod tests {
                 let (b, written, flushed) = (b.clone(), written.clone(), flushed.clone());
                 std::thread::spawn(move || {
                     for gen in 1..=20_000u64 {
+                        // the owner takes its slot (Tx::begin)
+                        b.tidy(s);
                         // the owner's next region: its first append's fence
                         // flushes the pending bumps, its own among them,
                         // before the region's data changes
@@ -236,7 +266,7 @@ mod tests {
             flushed[s].fetch_max(written[s].load(Ordering::SeqCst), Ordering::SeqCst);
         });
         b.retire(f);
-        assert!(!b.any());
+        assert!(!b.pending());
         for s in 0..SLOTS as usize {
             assert_eq!(flushed[s].load(Ordering::SeqCst), 20_000);
         }

@@ -209,11 +209,20 @@ pub struct Persister {
     by_record: bool,
 }
 
-/// `ENGRAM_COMMIT_RECORD=off` keeps every region on the 3-fence commit (for
-/// before/after measurements in one build); read once per process.
-fn record_commit_enabled() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("ENGRAM_COMMIT_RECORD").map_or(true, |v| v != "off"))
+/// Which modes commit by record: `ENGRAM_COMMIT_RECORD` unset (or `on`):
+/// pmem and trace, whose fences wait for write-backs; `all`: process mode
+/// too (no fence there orders anything, so the record only costs time; the
+/// tests use it to run the record path under their threads); `off`: none
+/// (the 3-fence commit everywhere, for before/after measurements in one
+/// build). Read once per process; an unknown value counts as unset.
+fn record_commit_modes(mode: Durability) -> bool {
+    static SETTING: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let setting = SETTING.get_or_init(|| std::env::var("ENGRAM_COMMIT_RECORD").ok());
+    match (setting.as_deref(), mode) {
+        (Some("off"), _) => false,
+        (Some("all"), Durability::Process) => true,
+        (_, m) => matches!(m, Durability::Pmem | Durability::Trace),
+    }
 }
 
 impl Persister {
@@ -221,7 +230,7 @@ impl Persister {
     /// `Trace` without a tracer records nothing (it behaves as `Process`).
     pub fn new(mode: Durability, tracer: Option<Arc<Tracer>>) -> Self {
         let tracer = if mode == Durability::Trace { tracer } else { None };
-        let by_record = matches!(mode, Durability::Pmem | Durability::Trace | Durability::Process) && record_commit_enabled();
+        let by_record = record_commit_modes(mode);
         Persister {
             mode,
             instr: FlushInstr::detect(),
@@ -251,10 +260,10 @@ impl Persister {
 
     /// Whether regions may commit by commit record with the generation bump
     /// left to a later fence (`log.rs`, steps 3' and 4'): in the modes whose
-    /// fence orders this thread's write-backs (pmem, the tracer's Px86
-    /// model, and process mode, which writes nothing back). Msync and wal
-    /// keep the 3-fence commit, as does every mode with
-    /// `ENGRAM_COMMIT_RECORD=off` in the environment.
+    /// fence orders this thread's write-backs (pmem and the tracer's Px86
+    /// model; process mode, which writes nothing back, only with
+    /// `ENGRAM_COMMIT_RECORD=all`). Msync and wal keep the 3-fence commit,
+    /// as does every mode with `ENGRAM_COMMIT_RECORD=off`.
     #[inline]
     pub(crate) fn commits_by_record(&self) -> bool {
         self.by_record
@@ -263,7 +272,7 @@ impl Persister {
     /// If any generation bump is pending, fences (named `what`), which
     /// makes every pending bump durable; otherwise does nothing.
     pub(crate) fn settle_bumps(&self, what: &'static str) -> Result<()> {
-        if self.bumps.any() {
+        if self.bumps.pending() {
             self.fence(what)?;
         }
         Ok(())
