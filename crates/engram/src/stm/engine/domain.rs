@@ -111,16 +111,22 @@ pub fn clock_start() -> Result<ClockStart> {
         2 => return Ok(ClockStart::Pool),
         _ => {}
     }
-    let c = match std::env::var("ENGRAM_STM_CLOCK_START") {
-        Err(std::env::VarError::NotPresent) => ClockStart::Process,
-        Ok(v) if v == "process" => ClockStart::Process,
-        Ok(v) if v == "pool" => ClockStart::Pool,
-        Ok(v) => return Err(Error::invalid(format!("ENGRAM_STM_CLOCK_START={v:?}: expected \"process\" or \"pool\""))),
-        Err(_) => return Err(Error::invalid("ENGRAM_STM_CLOCK_START is not valid Unicode: expected \"process\" or \"pool\"")),
-    };
+    let c = parse_start(std::env::var("ENGRAM_STM_CLOCK_START"))?;
     // (a racing set_clock_start wins)
     let _ = START.compare_exchange(0, c as u8 + 1, Ordering::AcqRel, Ordering::Acquire);
     clock_start()
+}
+
+/// `ENGRAM_STM_CLOCK_START` as read: unset means [`ClockStart::Process`].
+fn parse_start(v: std::result::Result<String, std::env::VarError>) -> Result<ClockStart> {
+    const WANT: &str = "expected \"process\" or \"pool\"";
+    match v {
+        Err(std::env::VarError::NotPresent) => Ok(ClockStart::Process),
+        Ok(v) if v == "process" => Ok(ClockStart::Process),
+        Ok(v) if v == "pool" => Ok(ClockStart::Pool),
+        Ok(v) => Err(Error::invalid(format!("ENGRAM_STM_CLOCK_START={v:?}: {WANT}"))),
+        Err(_) => Err(Error::invalid(format!("ENGRAM_STM_CLOCK_START is not valid Unicode: {WANT}"))),
+    }
 }
 
 /// The first clock value of a pool whose persisted reservation is
@@ -192,5 +198,24 @@ impl Drop for SerialHold<'_> {
     fn drop(&mut self) {
         drop(self.guard.take());
         self.domain.serial_wanted.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The environment's clock start: unset is the process-wide start, a
+    /// wrong value a typed error naming the variable.
+    #[test]
+    fn clock_start_from_the_environment() {
+        use std::env::VarError;
+        assert_eq!(parse_start(Err(VarError::NotPresent)).unwrap(), ClockStart::Process);
+        assert_eq!(parse_start(Ok("process".into())).unwrap(), ClockStart::Process);
+        assert_eq!(parse_start(Ok("pool".into())).unwrap(), ClockStart::Pool);
+        for bad in [Ok("Pool".to_string()), Ok(String::new()), Err(VarError::NotUnicode("x".into()))] {
+            let e = parse_start(bad).unwrap_err();
+            assert!(matches!(e, Error::InvalidArgument { .. }) && e.to_string().contains("ENGRAM_STM_CLOCK_START"), "{e}");
+        }
     }
 }
