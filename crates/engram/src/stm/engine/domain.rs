@@ -84,7 +84,7 @@ pub(crate) static HIGH: AtomicU64 = AtomicU64::new(1);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ClockStart {
     /// Also at or above every reservation any pool of this process has
-    /// persisted ([`HIGH`]): versions are unique per process (the default;
+    /// persisted (`domain::HIGH`): versions are unique per process (the default;
     /// defence in depth, it costs nothing on the hot path).
     Process,
     /// Just above the pool's own reservation: two pools of one process (or
