@@ -258,7 +258,21 @@ fn thread_log(pool: &Pool, stm: &Arc<StmPool>) -> Result<Arc<Mutex<ThreadLog>>> 
     // Adopt the log of a thread that has exited, if any.
     let adopted = stm.logs.lock().iter().find(|l| Arc::strong_count(l) == 1).cloned();
     let log = match adopted {
-        Some(l) => l,
+        Some(l) => {
+            // The exited thread's last in-place values were flushed on its
+            // own thread, and only its own fence completes those flushes
+            // (it exited without one). Flush them again here: this thread's
+            // first commit fences them before it overwrites the records
+            // that cover them. (Without this, the crash explorer's
+            // `mt-stm-adopt` loses half of such a commit.)
+            let space = &pool.inner().space;
+            if !crate::failpoint::planted("stm.adopted_log_not_reflushed") {
+                for &(off, len) in &l.lock().unfenced {
+                    space.flush(off, len);
+                }
+            }
+            l
+        }
         None => {
             let meta = PPtr::<StmMeta>::from_addr(pool.inner().space.base() + stm.meta_off);
             let log = linking(|| {
