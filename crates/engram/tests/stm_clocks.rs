@@ -10,10 +10,7 @@
 //!   redo logs, young objects) and the single-thread first commits are
 //!   crash consistent while another pool of the process commits the same
 //!   version numbers beside them. `ENGRAM_CLOCK_ROUNDS=N` runs them N times
-//!   (default 1; each run is one interleaving). `mt-stm-first` has a rare
-//!   open failure, 2 runs in about 470 (docs/stm.md, "Versions repeated
-//!   across pools"): the second worker links no redo log of its own (it
-//!   adopts one), which involves no version number.
+//!   (default 1; each run is one interleaving).
 //!
 //! Every test here sets `ClockStart::Pool` (process-wide: this file is its
 //! own test binary, so no other suite's pools see it). Assertions are on
@@ -175,11 +172,11 @@ fn crash_explorer_with_colliding_clocks() {
     let _ = std::fs::remove_dir_all(&dir.0);
 }
 
-/// The rare `mt-stm-first` failure (docs/stm.md, "Versions repeated across
-/// pools"): runs the workload `ENGRAM_LOOP_RUNS` times (default 50) on each
+/// The loop that found the adopted-log bug (docs/stm.md, "Versions
+/// repeated across pools"; fixed): runs the workload `ENGRAM_LOOP_RUNS` times (default 50) on each
 /// of two threads at once, with the per-pool clock start, and reports how
-/// many runs had violations (printing them). Seen twice in about 470 runs;
-/// ignored by default (minutes): `cargo test -p engram --test stm_clocks
+/// many runs had violations (printing them). Before the fix, about 1 run in
+/// 230 failed; ignored by default (minutes): `cargo test -p engram --test stm_clocks
 /// -- --ignored --nocapture mt_stm_first_loop`.
 #[test]
 #[ignore]
