@@ -118,6 +118,11 @@ pub fn workloads() -> &'static [Workload] {
             run: stm::w_threads_first,
         },
         Workload {
+            name: "mt-stm-adopt",
+            about: "a thread's transfers, then another thread that adopts its redo log (merged trace)",
+            run: stm::w_adopt,
+        },
+        Workload {
             name: "mt-stm-made",
             about: "one thread's write-free STM transactions allocate nodes another thread's commits link (merged trace)",
             run: stm::w_threads_made,

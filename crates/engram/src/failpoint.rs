@@ -133,6 +133,11 @@ mod armed {
     /// The bugs [`plant`] knows: (name, what the engine then does wrong).
     pub const BUGS: &[(&str, &str)] = &[
         (
+            "stm.adopted_log_not_reflushed",
+            "a thread that adopts an exited thread's redo log does not flush that thread's last in-place values again, so \
+             its fence does not cover them before it overwrites their records",
+        ),
+        (
             "alloc.partial_huge_not_repaired",
             "recovery leaves the arena-table entries of a multi-arena huge object that a crash left partial (a head \
              without its tail, a lone tail) as they are, and refuses the pool as corrupt",

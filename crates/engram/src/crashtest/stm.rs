@@ -456,6 +456,46 @@ fn threads(h: &Harness, warm: bool) -> Result<Trace> {
     Ok(trace)
 }
 
+/// `mt-stm-adopt`: a thread makes two transfers and exits (its last
+/// in-place values flushed on its thread, never fenced there); a second
+/// thread then adopts its redo log and makes two transfers, overwriting
+/// both of the first thread's records. A fence completes only its own
+/// thread's flushes, so the adopter must flush those values again.
+pub(super) fn w_adopt(h: &Harness) -> Result<Trace> {
+    let (pool, tracer, bank, _) = bank_pool(h, 1)?;
+    let switches = failpoint::switches();
+    tracer.start();
+    let mut notes = Vec::new();
+    for t in 0..2u64 {
+        let (pool, bank, tracer, switches) = (&pool, &bank, &tracer, &switches);
+        let n: Result<Vec<(usize, u64)>> = std::thread::scope(|s| {
+            s.spawn(move || {
+                failpoint::adopt_switches(switches);
+                let mut v = Vec::new();
+                for k in 0..2 {
+                    let i = 3 * (10 * (t + 1) + k); // plain transfers
+                    let n = pool.atomically(|tx| {
+                        bank.transfer(tx, i)?;
+                        tx.read(&bank.count)
+                    })?;
+                    v.push((tracer.position(), n));
+                }
+                Ok(v)
+            })
+            .join()
+            .unwrap_or_else(|_| Err(Error::corrupt("a workload thread panicked")))
+        });
+        notes.extend(n?);
+    }
+    let trace = tracer.stop();
+    pool.simulate_crash();
+    for (at, c) in notes {
+        super::note_returned_at(at, c);
+    }
+    h.expect(check_bank_any);
+    Ok(trace)
+}
+
 /// The bank invariants that hold whatever the order of the transfers.
 fn check_bank_any(pool: &Pool, returned: u64) -> Check<()> {
     let bank = Bank::find(pool).map_err(|e| e.to_string())?;

@@ -45,7 +45,7 @@ pub mod wait;
 pub(crate) mod word;
 
 pub(crate) use engine::in_atomically;
-pub use engine::{atomically, stats, young_helps, STx, StmError, StmResult, StmStats};
+pub use engine::{atomically, clock_start, set_clock_start, stats, young_helps, ClockStart, STx, StmError, StmResult, StmStats};
 /// The STM as a layer of the pool: redo-record replay on open, quiesce
 /// before GC and close.
 pub(crate) const LAYER: crate::pool::layer::Layer = crate::pool::layer::Layer {

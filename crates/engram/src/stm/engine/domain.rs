@@ -38,12 +38,20 @@
 //! each domain it writes, in the same order. No thread waits for a lock
 //! while holding one taken later in that order, so no deadlock.
 //!
+//! Where a pool's clock starts ([`ClockStart`]): above its persisted
+//! reservation, and by default also above every reservation of the process
+//! ([`HIGH`]), so versions are unique per process. Versions repeated across
+//! pools are harmless (nothing process-wide is keyed by a version;
+//! `tests/stm_clocks.rs` runs the crash explorer with colliding clocks);
+//! the process-wide start is defence in depth.
+//!
 //! No crash behaviour: volatile. (A pool's persisted clock reservation
 //! lives beside its domain in `StmPool`; the pool's clock starts above it.)
 
+use crate::error::{Error, Result};
 use crate::htm::wakeup::WakeList;
 use parking_lot::{RwLock, RwLockWriteGuard};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 /// A clock on a cache line of its own (committers of one domain write it;
 /// nothing else should share the line).
@@ -61,15 +69,74 @@ pub(crate) struct Domain {
     pub(crate) waiters: WakeList,
 }
 
-/// The highest clock reservation any pool of this process has persisted:
-/// a pool's clock starts at or above it (and above its own reservation),
-/// so no version is handed out twice in one process, in any pool, as with
-/// the single clock this replaced. (The crash explorer's two-thread
-/// first-commit workload reported half-applied transfers in 2 of 15 runs
-/// when each fresh pool's clock started at 1, and none in 14 runs with a
-/// high start; the cause was not found. Raised only when a reservation is
-/// persisted: once per 2^20 commits of a pool, never on the hot path.)
+/// The highest clock reservation any pool of this process has persisted
+/// (raised only when a reservation is persisted: once per 2^20 commits of a
+/// pool, never on the hot path). Under [`ClockStart::Process`] a pool's
+/// clock starts at or above it, so no version is handed out twice in one
+/// process, in any pool, as with the single clock this replaced.
 pub(crate) static HIGH: AtomicU64 = AtomicU64::new(1);
+
+/// Where a pool's clock starts when its STM state is made (first use after
+/// an open). Either way it starts above the pool's own persisted
+/// reservation, which is all a pool's versions need: each is compared only
+/// with its own domain's clock, and nothing process-wide is keyed by a
+/// version (docs/stm.md, "Versions repeated across pools").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClockStart {
+    /// Also at or above every reservation any pool of this process has
+    /// persisted (`domain::HIGH`): versions are unique per process (the default;
+    /// defence in depth, it costs nothing on the hot path).
+    Process,
+    /// Just above the pool's own reservation: two pools of one process (or
+    /// a pool opened after another process ran) hand out the same version
+    /// numbers. Tests use it to prove that repeats are harmless.
+    Pool,
+}
+
+/// 0: not chosen yet (the environment decides on first use); else
+/// `ClockStart as u8 + 1`.
+static START: AtomicU8 = AtomicU8::new(0);
+
+/// Chooses where the clocks of pools whose STM state is made from now on
+/// start (process-wide; pools already in use keep their clocks).
+pub fn set_clock_start(c: ClockStart) {
+    START.store(c as u8 + 1, Ordering::Release);
+}
+
+/// The process's [`ClockStart`]: [`set_clock_start`]'s, else
+/// `ENGRAM_STM_CLOCK_START` (`process` or `pool`; unset: `process`).
+pub fn clock_start() -> Result<ClockStart> {
+    match START.load(Ordering::Acquire) {
+        1 => return Ok(ClockStart::Process),
+        2 => return Ok(ClockStart::Pool),
+        _ => {}
+    }
+    let c = parse_start(std::env::var("ENGRAM_STM_CLOCK_START"))?;
+    // (a racing set_clock_start wins)
+    let _ = START.compare_exchange(0, c as u8 + 1, Ordering::AcqRel, Ordering::Acquire);
+    clock_start()
+}
+
+/// `ENGRAM_STM_CLOCK_START` as read: unset means [`ClockStart::Process`].
+fn parse_start(v: std::result::Result<String, std::env::VarError>) -> Result<ClockStart> {
+    const WANT: &str = "expected \"process\" or \"pool\"";
+    match v {
+        Err(std::env::VarError::NotPresent) => Ok(ClockStart::Process),
+        Ok(v) if v == "process" => Ok(ClockStart::Process),
+        Ok(v) if v == "pool" => Ok(ClockStart::Pool),
+        Ok(v) => Err(Error::invalid(format!("ENGRAM_STM_CLOCK_START={v:?}: {WANT}"))),
+        Err(_) => Err(Error::invalid(format!("ENGRAM_STM_CLOCK_START is not valid Unicode: {WANT}"))),
+    }
+}
+
+/// The first clock value of a pool whose persisted reservation is
+/// `reserved` (see [`ClockStart`]).
+pub(crate) fn start_above(reserved: u64) -> Result<u64> {
+    Ok(match clock_start()? {
+        ClockStart::Pool => reserved + 1,
+        ClockStart::Process => (reserved + 1).max(HIGH.fetch_max(reserved, Ordering::AcqRel)),
+    })
+}
 
 /// The process-wide domain of volatile variables (and of volatile-only
 /// transactions).
@@ -131,5 +198,24 @@ impl Drop for SerialHold<'_> {
     fn drop(&mut self) {
         drop(self.guard.take());
         self.domain.serial_wanted.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The environment's clock start: unset is the process-wide start, a
+    /// wrong value a typed error naming the variable.
+    #[test]
+    fn clock_start_from_the_environment() {
+        use std::env::VarError;
+        assert_eq!(parse_start(Err(VarError::NotPresent)).unwrap(), ClockStart::Process);
+        assert_eq!(parse_start(Ok("process".into())).unwrap(), ClockStart::Process);
+        assert_eq!(parse_start(Ok("pool".into())).unwrap(), ClockStart::Pool);
+        for bad in [Ok("Pool".to_string()), Ok(String::new()), Err(VarError::NotUnicode("x".into()))] {
+            let e = parse_start(bad).unwrap_err();
+            assert!(matches!(e, Error::InvalidArgument { .. }) && e.to_string().contains("ENGRAM_STM_CLOCK_START"), "{e}");
+        }
     }
 }

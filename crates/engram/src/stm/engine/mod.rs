@@ -49,6 +49,7 @@ mod tx;
 mod values;
 mod young;
 
+pub use domain::{clock_start, set_clock_start, ClockStart};
 pub(crate) use pool_state::quiesce;
 pub(crate) use run::in_atomically;
 pub use run::{atomically, stats, StmStats};

@@ -170,6 +170,8 @@ pub(super) fn stm_pool(pool: &Pool) -> Result<Arc<StmPool>> {
     if let Some(s) = state(inner) {
         return Ok(s);
     }
+    // A bad ENGRAM_STM_CLOCK_START is refused before anything is written.
+    super::domain::clock_start()?;
     // The STM's writes set no region cards: a card-tracked recovery GC
     // must finish before the STM starts on this pool (pool/deferred.rs).
     inner.before_unregioned_writes()?;
@@ -204,8 +206,9 @@ pub(super) fn stm_pool(pool: &Pool) -> Result<Arc<StmPool>> {
     if let Some(s) = slot.as_ref().and_then(|a| a.downcast_ref::<StmSlot>()) {
         return Ok(s.0.clone());
     }
-    // Above this pool's reservation and every reservation of this process.
-    let start = (m.clock_reserved + 1).max(super::domain::HIGH.fetch_max(m.clock_reserved, Ordering::AcqRel));
+    // Above this pool's reservation (and, by default, every reservation of
+    // this process: domain::ClockStart).
+    let start = super::domain::start_above(m.clock_reserved)?;
     let s = Arc::new(StmPool {
         domain: Domain::new(start),
         meta_off: meta.addr() - inner.space.base(),
@@ -255,7 +258,21 @@ fn thread_log(pool: &Pool, stm: &Arc<StmPool>) -> Result<Arc<Mutex<ThreadLog>>> 
     // Adopt the log of a thread that has exited, if any.
     let adopted = stm.logs.lock().iter().find(|l| Arc::strong_count(l) == 1).cloned();
     let log = match adopted {
-        Some(l) => l,
+        Some(l) => {
+            // The exited thread's last in-place values were flushed on its
+            // own thread, and only its own fence completes those flushes
+            // (it exited without one). Flush them again here: this thread's
+            // first commit fences them before it overwrites the records
+            // that cover them. (Without this, the crash explorer's
+            // `mt-stm-adopt` loses half of such a commit.)
+            let space = &pool.inner().space;
+            if !crate::failpoint::planted("stm.adopted_log_not_reflushed") {
+                for &(off, len) in &l.lock().unfenced {
+                    space.flush(off, len);
+                }
+            }
+            l
+        }
         None => {
             let meta = PPtr::<StmMeta>::from_addr(pool.inner().space.base() + stm.meta_off);
             let log = linking(|| {
