@@ -239,3 +239,23 @@ fn crashtest_reports_points_images_and_violations() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown workload"));
 }
+
+/// A misspelt `ENGRAM_COMMIT_RECORD` is refused with a message naming it,
+/// before a pool is created or opened (a misspelt setting must not silently
+/// become another one); the file is left as it was.
+#[test]
+fn an_unknown_commit_record_setting_is_refused_before_the_file_is_touched() {
+    let t = Temp::new("commit-record");
+    let run = |args: &[&str]| Command::new(BIN).args(args).env("ENGRAM_COMMIT_RECORD", "sometimes").output().unwrap();
+    let o = run(&["create", t.s(), "--layout", "cr", "--size", "8M", "--durability", "process"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("ENGRAM_COMMIT_RECORD=\"sometimes\""), "{}", stderr(&o));
+    assert!(!t.0.exists(), "a refused create left a file");
+    create(&t, "cr");
+    let before = std::fs::read(&t.0).unwrap();
+    let o = run(&["info", t.s()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&t.0).unwrap(), before, "a refused open changed the file");
+    ok(&["info", t.s()]);
+}

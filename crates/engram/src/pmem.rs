@@ -209,18 +209,36 @@ pub struct Persister {
     by_record: bool,
 }
 
-/// Which modes commit by record: `ENGRAM_COMMIT_RECORD` unset (or `on`):
-/// pmem and trace, whose fences wait for write-backs; `all`: process mode
-/// too (no fence there orders anything, so the record only costs time; the
-/// tests use it to run the record path under their threads); `off`: none
-/// (the 3-fence commit everywhere, for before/after measurements in one
-/// build). Read once per process; an unknown value counts as unset.
+/// Which modes commit by record, from `ENGRAM_COMMIT_RECORD`: unset or
+/// `on`: pmem and trace, whose fences wait for write-backs; `all`: process
+/// mode too (no fence there orders anything, so the record only costs time;
+/// the tests use it to run the record path under their threads); `off`:
+/// none (the 3-fence commit everywhere, for before/after measurements in
+/// one build). Read once per process. Any other value is an
+/// [`Error::InvalidArgument`] from [`check_commit_record_setting`], which
+/// `Pool::create` and `Pool::open` call before they touch the file.
+fn commit_record_setting() -> &'static std::result::Result<Option<bool>, String> {
+    static SETTING: std::sync::OnceLock<std::result::Result<Option<bool>, String>> = std::sync::OnceLock::new();
+    SETTING.get_or_init(|| match std::env::var("ENGRAM_COMMIT_RECORD").as_deref() {
+        Err(std::env::VarError::NotPresent) | Ok("on") => Ok(Some(false)),
+        Ok("all") => Ok(Some(true)),
+        Ok("off") => Ok(None),
+        Ok(v) => Err(format!("ENGRAM_COMMIT_RECORD={v:?}: expected on, off or all")),
+        Err(std::env::VarError::NotUnicode(_)) => Err("ENGRAM_COMMIT_RECORD is not UTF-8".into()),
+    })
+}
+
+/// `Ok` unless `ENGRAM_COMMIT_RECORD` holds a value the engine does not know.
+pub(crate) fn check_commit_record_setting() -> Result<()> {
+    commit_record_setting().as_ref().map(|_| ()).map_err(|what| Error::invalid(what.clone()))
+}
+
+/// Whether a pool in `mode` commits by record (see [`commit_record_setting`];
+/// a refused setting never gets this far, and counts as unset).
 fn record_commit_modes(mode: Durability) -> bool {
-    static SETTING: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    let setting = SETTING.get_or_init(|| std::env::var("ENGRAM_COMMIT_RECORD").ok());
-    match (setting.as_deref(), mode) {
-        (Some("off"), _) => false,
-        (Some("all"), Durability::Process) => true,
+    match (commit_record_setting(), mode) {
+        (Ok(None), _) => false,
+        (Ok(Some(true)), Durability::Process) => true,
         (_, m) => matches!(m, Durability::Pmem | Durability::Trace),
     }
 }

@@ -422,7 +422,11 @@ impl std::panic::RefUnwindSafe for Pool {}
 
 impl Pool {
     /// Creates a new pool file at `path`.
+    ///
+    /// An `ENGRAM_COMMIT_RECORD` value the engine does not know is an
+    /// [`Error::InvalidArgument`], returned before the file is touched.
     pub fn create(path: impl AsRef<Path>, opts: CreateOptions) -> Result<Pool> {
+        crate::pmem::check_commit_record_setting()?;
         open::create(path.as_ref(), &opts).map(|inner| Pool { inner: Arc::new(inner) })
     }
 
@@ -430,8 +434,10 @@ impl Pool {
     ///
     /// An `ENGRAM_RECOVERY_GC` value the engine does not know (with
     /// [`RecoveryGc::Auto`], the default) is an [`Error::InvalidArgument`],
-    /// returned before the file is touched.
+    /// returned before the file is touched; so is an unknown
+    /// `ENGRAM_COMMIT_RECORD` value.
     pub fn open(path: impl AsRef<Path>, mut opts: OpenOptions) -> Result<Pool> {
+        crate::pmem::check_commit_record_setting()?;
         opts.recovery_gc = opts.recovery_gc.resolve()?;
         let (inner, claim) = open::open(path.as_ref(), &opts)?;
         let inner = Arc::new(inner);
