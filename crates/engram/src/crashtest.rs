@@ -560,6 +560,17 @@ fn returned(pool: &Pool) -> Result<()> {
     Ok(())
 }
 
+/// Moves up to `most` (never more than it holds) from account `from` to
+/// account `to` of a ledger: the transfer every ledger workload makes, read
+/// and written in this order.
+fn move_money(tx: &crate::Tx<'_>, accounts: PArray<u64>, from: u64, to: u64, most: u64) -> Result<()> {
+    let a = tx.get(accounts, from)?;
+    let amount = a.min(most);
+    tx.set(accounts, from, a - amount)?;
+    let b = tx.get(accounts, to)?;
+    tx.set(accounts, to, b + amount)
+}
+
 /// One ledger region: move money, append an entry with a payload of
 /// `payload` bytes, and drop entries beyond `keep`. It holds the ledger's
 /// lock (two-phase locking: regions do not lock what they touch by
@@ -569,12 +580,7 @@ fn ledger_step(tx: &crate::Tx<'_>, i: u64, payload: u64, keep: u64) -> Result<u6
     let lp = tx.root::<Ledger>("ledger")?.ok_or_else(|| Error::corrupt("no ledger"))?;
     tx.lock_ptr(lp)?;
     let mut l = tx.read(lp)?;
-    let (from, to) = (i % ACCOUNTS, (i * 3 + 1) % ACCOUNTS);
-    let a = tx.get(l.accounts, from)?;
-    let amount = a.min(i % 7 + 1);
-    tx.set(l.accounts, from, a - amount)?;
-    let b = tx.get(l.accounts, to)?;
-    tx.set(l.accounts, to, b + amount)?;
+    move_money(tx, l.accounts, i % ACCOUNTS, (i * 3 + 1) % ACCOUNTS, i % 7 + 1)?;
     l.count += 1;
     let data = tx.alloc_array::<u8>(payload)?;
     // fill both ends (the invariant reads the first and last byte)

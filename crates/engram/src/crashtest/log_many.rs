@@ -6,7 +6,7 @@
 //! keep the ledger invariant: money conserved, no returned region lost,
 //! no half transfer.
 
-use super::{returned, Harness, Ledger, ACCOUNTS};
+use super::{move_money, returned, Harness, Ledger, ACCOUNTS};
 use crate::error::{Error, Result};
 use engram_model::Trace;
 
@@ -20,11 +20,7 @@ pub(super) fn w_log_many(h: &Harness) -> Result<Trace> {
                 let (from, to) = (i % ACCOUNTS, (i * 5 + 3) % ACCOUNTS);
                 let word = |k: u64| l.accounts.addr() + 8 * k;
                 tx.log_ranges([(word(from), 8), (word(to), 8), (lp.addr(), std::mem::size_of::<Ledger>() as u64)])?;
-                let a = tx.get(l.accounts, from)?;
-                let amount = a.min(i % 5 + 1);
-                tx.set(l.accounts, from, a - amount)?;
-                let b = tx.get(l.accounts, to)?;
-                tx.set(l.accounts, to, b + amount)?;
+                move_money(tx, l.accounts, from, to, i % 5 + 1)?;
                 l.count += 1;
                 tx.write(lp, l)
             })?;

@@ -21,7 +21,7 @@
 //! lost); a lost bump whose record no longer matches would undo R over later
 //! committed data and show as a lost or half transfer.
 
-use super::{returned, Harness, Ledger, ACCOUNTS};
+use super::{move_money, returned, Harness, Ledger, ACCOUNTS};
 use crate::error::{Error, Result};
 use crate::{PArray, Tx};
 use engram_model::Trace;
@@ -31,12 +31,7 @@ use engram_model::Trace;
 fn transfer(tx: &Tx<'_>, i: u64) -> Result<()> {
     let lp = tx.root::<Ledger>("ledger")?.ok_or_else(|| Error::corrupt("no ledger"))?;
     let mut l = tx.read(lp)?;
-    let (from, to) = (i % ACCOUNTS, (i * 5 + 2) % ACCOUNTS);
-    let a = tx.get(l.accounts, from)?;
-    let amount = a.min(i % 5 + 1);
-    tx.set(l.accounts, from, a - amount)?;
-    let b = tx.get(l.accounts, to)?;
-    tx.set(l.accounts, to, b + amount)?;
+    move_money(tx, l.accounts, i % ACCOUNTS, (i * 5 + 2) % ACCOUNTS, i % 5 + 1)?;
     l.count += 1;
     tx.write(lp, l)
 }
