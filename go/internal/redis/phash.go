@@ -66,9 +66,10 @@ func (c *pColl) hset(tx *engram.Tx, f, v []byte) (bool, error) {
 }
 
 // overwriteField writes v over field entry e's value bytes (canOverwrite):
-// 1. log e.Val (the slice header) and the len(v) bytes it writes, in one
-//    batch (one undo record set, one fence);
-// 2. copy v in and shorten e.Val to it.
+//  1. log e.Val (the slice header) and the len(v) bytes it writes, in one
+//     batch (one undo record set, one fence);
+//  2. copy v in and shorten e.Val to it.
+//
 // A crash before the region commits undoes both.
 func overwriteField(tx *engram.Tx, e *pEntry, v []byte) error {
 	var b engram.LogBatch
