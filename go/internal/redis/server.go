@@ -88,6 +88,8 @@ type Server struct {
 	maxmemory    uint64            // what CONFIG GET maxmemory reports: --maxmemory, then the last CONFIG SET
 	hasPass      atomic.Bool       // cfg.RequirePass != "", for the readers (CONFIG SET changes it in the executor)
 	clients      map[int64]*client // executor-owned
+	warmRefs     []warmRef         // warm.go's scratch (executor-owned)
+	warmSink     uint64            // what warm.go read (kept so the loads stay)
 	mu           sync.Mutex        // guards conns for Close
 	conns        map[int64]*client
 	start        time.Time
@@ -574,6 +576,7 @@ func (s *Server) runBatch(batch []*request) {
 	for i, r := range live {
 		saved[i] = r.c.save()
 	}
+	s.warmBatch(live)
 	err := s.pool.Txn(func(tx *engram.Tx) error {
 		for _, r := range live {
 			if err := s.runRequest(tx, r); err != nil {
