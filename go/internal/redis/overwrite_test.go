@@ -107,12 +107,26 @@ func TestOverwriteKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
 	}
-	t.Run("tmpfs", func(t *testing.T) { overwriteKill(t, tmpDir(t), "auto") })
-	t.Run("wal", func(t *testing.T) { overwriteKill(t, diskDir(t), "wal") })
+	t.Run("tmpfs", func(t *testing.T) { overwriteKill(t, tmpDir(t), "auto", 60) })
+	t.Run("wal", func(t *testing.T) { overwriteKill(t, diskDir(t), "wal", 60) })
 }
 
-// overwriteKill is TestOverwriteKill on a pool in dir in durability mode.
-func overwriteKill(t *testing.T, dir, mode string) {
+// TestMSetNewKeysKill is TestOverwriteKill over 12000 keys, each of the 6
+// runs between kills writing its own 2000, so that most MSETs create keys
+// (linked with one log batch per command: pDict.addMany) while the table
+// grows.
+func TestMSetNewKeysKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	t.Run("tmpfs", func(t *testing.T) { overwriteKill(t, tmpDir(t), "auto", 6*2000) })
+	t.Run("wal", func(t *testing.T) { overwriteKill(t, diskDir(t), "wal", 6*2000) })
+}
+
+// overwriteKill is TestOverwriteKill on a pool in dir in durability mode,
+// over keys k0 .. k(nkeys-1): with more than 60, run k of 6 writes the
+// k-th sixth of them.
+func overwriteKill(t *testing.T, dir, mode string, nkeys int) {
 	ctx := context.Background()
 	bin := buildServer(t, dir)
 	port := freePort(t)
@@ -122,12 +136,17 @@ func overwriteKill(t *testing.T, dir, mode string) {
 	for k := 0; k < 6; k++ {
 		cmd, c := runServer(t, bin, port, filepath.Join(dir, "o.pool"), "--durability", mode)
 		if k > 0 {
-			if err := overwriteState(ctx, c, model, nil); err != "" {
+			if err := overwriteState(ctx, c, model, nil, nkeys); err != "" {
 				t.Fatalf("kill %d: %s", k, err)
 			}
 		}
 		stop := make(chan [][]string, 1)
 		gr := rand.New(rand.NewPCG(13, uint64(k)))
+		base, span := 0, nkeys
+		if nkeys > 60 {
+			span = nkeys / 6
+			base = k * span
+		}
 		go func() {
 			for {
 				msets := make([][]string, 100)
@@ -135,7 +154,7 @@ func overwriteKill(t *testing.T, dir, mode string) {
 				for i := range msets {
 					var args []any
 					for j := 0; j < 5; j++ {
-						key, v := "k"+strconv.Itoa(gr.IntN(60)), strings.Repeat(strconv.Itoa(gr.IntN(10)), 1+gr.IntN(20))
+						key, v := "k"+strconv.Itoa(base+gr.IntN(span)), strings.Repeat(strconv.Itoa(gr.IntN(10)), 1+gr.IntN(20))
 						msets[i] = append(msets[i], key, v)
 						args = append(args, key, v)
 					}
@@ -159,7 +178,7 @@ func overwriteKill(t *testing.T, dir, mode string) {
 		inflight := <-stop
 		c.Close()
 		cmd, c = runServer(t, bin, port, filepath.Join(dir, "o.pool"), "--durability", mode)
-		if err := overwriteState(ctx, c, model, inflight); err != "" {
+		if err := overwriteState(ctx, c, model, inflight, nkeys); err != "" {
 			t.Fatalf("kill %d: %s", k, err)
 		}
 		c.Close()
@@ -172,10 +191,10 @@ func overwriteKill(t *testing.T, dir, mode string) {
 	t.Logf("6 kills during %d acknowledged MSETs", done)
 }
 
-// overwriteState reads k0..k59 and finds the prefix of inflight that,
-// applied to model, gives them (model is updated to it); "" if found.
-func overwriteState(ctx context.Context, c *goredis.Client, model map[string]string, inflight [][]string) string {
-	keys := make([]string, 60)
+// overwriteState reads k0..k(nkeys-1) and finds the prefix of inflight
+// that, applied to model, gives them (model is updated to it); "" if found.
+func overwriteState(ctx context.Context, c *goredis.Client, model map[string]string, inflight [][]string, nkeys int) string {
+	keys := make([]string, nkeys)
 	for i := range keys {
 		keys[i] = "k" + strconv.Itoa(i)
 	}
