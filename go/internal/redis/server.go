@@ -576,7 +576,6 @@ func (s *Server) runBatch(batch []*request) {
 	for i, r := range live {
 		saved[i] = r.c.save()
 	}
-	s.warmBatch(live)
 	err := s.pool.Txn(func(tx *engram.Tx) error {
 		for _, r := range live {
 			if err := s.runRequest(tx, r); err != nil {
@@ -667,6 +666,7 @@ func (s *Server) runRequest(tx *engram.Tx, r *request) (err error) {
 		}
 	}()
 	r.out = W{b: r.out.b[:0], proto: r.c.proto}
+	s.warmRequest(r) // under the recover above, as the commands
 	for i, args := range r.cmds {
 		if _, blocked := s.blocked[r.c]; blocked {
 			// The rest waits until the blocking command is served.

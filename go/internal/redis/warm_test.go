@@ -1,7 +1,7 @@
 // warm_test.go: warm.go's passes reach, for every key, the entry the
 // table's own lookup (pDict.find) finds, in a table that is growing
 // (two tables, part moved) and in one that is not, for present and absent
-// keys; and warmBatch survives commands with odd key positions.
+// keys; and warmRequest survives commands with odd key positions.
 package redis
 
 import (
@@ -59,7 +59,7 @@ func TestWarmFindsWhatFindFinds(t *testing.T) {
 		{[]byte("hset"), key(4), []byte("f")}, {[]byte("ping")}, {[]byte("mget"), key(5), key(99999)},
 		{[]byte("zincrby"), key(6)}, {[]byte("set"), []byte(""), []byte("")},
 	}}
-	s.warmBatch([]*request{r})
+	s.warmRequest(r)
 	c.db = numDBs // out of range: skipped
-	s.warmBatch([]*request{r})
+	s.warmRequest(r)
 }
