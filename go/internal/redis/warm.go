@@ -53,6 +53,12 @@ func (s *Server) warmRequest(r *request) {
 		}
 		refs = appendKeyRefs(refs, s.root.DBs[r.c.db], args)
 	}
+	if len(refs) < 2 {
+		// One key (a request of one GET, INCR, HSET...): nothing to
+		// overlap its misses with; its command's lookup takes them.
+		s.warmRefs = refs[:0]
+		return
+	}
 	s.warmSink += walkRefs(refs)
 	n := len(refs)
 	for i := 0; i < n; i++ {

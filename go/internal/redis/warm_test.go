@@ -60,6 +60,8 @@ func TestWarmFindsWhatFindFinds(t *testing.T) {
 		{[]byte("zincrby"), key(6)}, {[]byte("set"), []byte(""), []byte("")},
 	}}
 	s.warmRequest(r)
+	// One key: not warmed.
+	s.warmRequest(&request{c: c, cmds: [][][]byte{{[]byte("get"), key(1)}}})
 	c.db = numDBs // out of range: skipped
 	s.warmRequest(r)
 }
