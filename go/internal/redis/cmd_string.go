@@ -485,7 +485,8 @@ func incrBy(x *ctx, by int64, _ bool) error {
 		return nil
 	}
 	cur += by
-	nv := strconv.AppendInt(nil, cur, 10)
+	var buf [20]byte // the new value is copied into the pool: no heap allocation
+	nv := strconv.AppendInt(buf[:0], cur, 10)
 	if e == nil {
 		_, err = x.put(x.args[1], tString, nv, false)
 	} else {
