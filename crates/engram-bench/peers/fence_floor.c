@@ -14,6 +14,14 @@
  *   entry-only the entry fence, then data and bump written back, no commit fence
  *             at all (unsound: a floor for any fence-saving protocol)
  *   no-persist the stores alone (no write-back, no fence)
+ *   2-fence-late  2-fence, but the bump is not written back by the committer:
+ *             the next region's entry fence writes it back with the entry
+ *             (the engine since session region13r: one write-back of the bump
+ *             line instead of two)
+ *   2-fence-late+lock  the same followed by the locked RMW (which then waits
+ *             for no write-back: the commit fence already drained them)
+ *   data-only  the data lines written back and one fence, nothing logged (the
+ *             floor of any protocol that makes a region's data durable at all)
  * Prints ns per region of process CPU time. The mapping is a file on tmpfs
  * (pmem emulation), as in the pmem setup of engram-bench.
  *
@@ -40,7 +48,8 @@ static double cpu_now(void) {
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
   return t.tv_sec + t.tv_nsec * 1e-9;
 }
-static const char *NAMES[] = {"3-fence", "2-fence", "3-fence+lock", "2-fence+lock", "entry-only", "no-persist"};
+static const char *NAMES[] = {"3-fence", "2-fence", "3-fence+lock", "2-fence+lock", "entry-only", "no-persist",
+                              "2-fence-late", "data-only", "2-fence-late+lock"};
 
 int main(int argc, char **argv) {
   unsigned a, b, c, d;
@@ -61,26 +70,33 @@ int main(int argc, char **argv) {
   char *data = m + 4096 + 16, *log = m + 65536 + 64;
   uint64_t *gen = (uint64_t *)(m + 65536), *bits = (uint64_t *)(m + 200000);
   for (int r = 0; r < rounds; r++)
-    for (int mode = 0; mode < 6; mode++) {
+    for (int mode = 0; mode < 9; mode++) {
       double t0 = cpu_now();
       for (long i = 0; i < n; i++) {
+        if (mode == 7) {
+          for (int k = 0; k < 280; k += 8) *(uint64_t *)(data + k) += 1;
+          wb(data, 280); _mm_sfence();
+          continue;
+        }
         memcpy(log + 24, data, 280);
         *(uint64_t *)log = i;
+        if (mode == 6 || mode == 8) wb((char *)gen, 8);
         if (mode != 5) { wb(log, 304); _mm_sfence(); }
         for (int k = 0; k < 280; k += 8) *(uint64_t *)(data + k) += 1;
         if (mode == 5) { *gen = i; continue; }
         wb(data, 280);
         if (mode == 0 || mode == 2) {
           _mm_sfence(); *gen = i; wb((char *)gen, 8); _mm_sfence();
-        } else if (mode == 1 || mode == 3) {
+        } else if (mode == 1 || mode == 3 || mode == 6 || mode == 8) {
           *(uint64_t *)(log + 304) = i; wb(log + 304, 24); _mm_sfence();
-          *gen = i; wb((char *)gen, 8);
+          *gen = i;
+          if (mode != 6 && mode != 8) wb((char *)gen, 8);
         } else {
           *gen = i; wb((char *)gen, 8);
         }
-        if (mode == 2 || mode == 3) __atomic_fetch_or(bits, 1, __ATOMIC_SEQ_CST);
+        if (mode == 2 || mode == 3 || mode == 8) __atomic_fetch_or(bits, 1, __ATOMIC_SEQ_CST);
       }
-      printf("round %d %-13s %6.0f ns/region\n", r, NAMES[mode], (cpu_now() - t0) / n * 1e9);
+      printf("round %d %-17s %6.0f ns/region\n", r, NAMES[mode], (cpu_now() - t0) / n * 1e9);
     }
   munmap(m, MAP);
   close(fd);

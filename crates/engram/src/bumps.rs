@@ -1,12 +1,19 @@
-//! Pending generation bumps: log slots whose commit bump is written and
-//! flushed but not yet fenced (the 2-fence commit, `log.rs` steps 3' and 4').
+//! Pending generation bumps: log slots whose commit bump is written but not
+//! yet written back and fenced (the 2-fence commit, `log.rs` steps 3' and 4').
 //!
 //! A region committed by a commit record (`log.rs`) is durable once its one
 //! commit fence returns; its generation bump only retires the log, and may
-//! wait. Its fence is deferred to the *next fence of any thread* on the same
-//! pool: [`crate::pmem::Persister::fence`] calls [`PendingBumps::flush`]
-//! before it fences and [`PendingBumps::retire`] after. A fence that a fault
-//! switch drops retires nothing.
+//! wait. Its write-back and fence are deferred to the *next fence of any
+//! thread* on the same pool: [`crate::pmem::Persister::fence`] calls
+//! [`PendingBumps::flush`] (which writes the pending words back on the
+//! fencing thread, a flush named "pending generation bump") before it fences
+//! and [`PendingBumps::retire`] after. A fence that a fault switch drops
+//! retires nothing. The committing thread does not write the word back
+//! itself: the next fence does, once. (Until session region13r it did, and
+//! the next fence wrote the line back a second time; worse, the locked
+//! instructions right after the commit then waited for that write-back:
+//! ~175 ns per region on an Intel Xeon, `fence_floor` "2-fence+lock" against
+//! "2-fence-late+lock".)
 //!
 //! Invariants:
 //! - `gens[s]` is 0 or `TAG | gen`: slot `s`'s word holds `gen` (or a later
@@ -16,20 +23,20 @@
 //!   only the bumps whose word it flushed itself, on its own thread, after
 //!   the bump was written. If the owner bumps again in between, the newer
 //!   pair stays listed (the race of fix 2 in docs/bench/fast-paths.md).
-//! - `mask` bit `s` is set whenever `gens[s] != 0`, and may stay set after
-//!   the pair is retired (a stale bit costs a fence one load): `add` stores
-//!   the pair, then sets the bit; `retire` only takes pairs out; the bit is
-//!   cleared by [`PendingBumps::tidy`], which only the slot's holder calls,
-//!   before it adds. Only the holder makes `gens[s]` non-zero, so when the
-//!   holder sees it zero it stays zero until the holder's own next `add`,
-//!   and clearing the bit then can hide no pair. (An earlier version cleared
-//!   the bit in `retire` and set it again if a newer pair had arrived; in
-//!   between, another thread's fence saw no bump pending while the newer one
-//!   was: `concurrent_bumps_are_never_retired_unflushed` caught it under
-//!   load.)
+//! - `mask` bit `s` is set from slot `s`'s first `add` on and never cleared
+//!   while the pool is open (a bit whose pair is retired costs a fence one
+//!   load): `add` stores the pair, then sets the bit if it is not set yet.
+//!   So the mask is written a few times per pool, not twice per region (an
+//!   earlier version cleared the bit when the holder took the slot again:
+//!   two locked instructions per region, and a race in another version that
+//!   cleared it in `retire`, which `concurrent_bumps_are_never_retired_unflushed`
+//!   caught under load).
 //! - The thread that fences flushes the words itself: a fence orders only
 //!   its own thread's write-backs (the Px86 model the crash explorer checks
-//!   against), so a write-back the committing thread issued is not relied on.
+//!   against).
+//! - A pair is published with a release store after the word's store (x86:
+//!   stores become visible in order), so a fence that reads the pair writes
+//!   back a line that holds that bump or a later one.
 //!
 //! Crash behaviour: none of this is persistent. A crash with a bump still
 //! pending finds the slot's old generation with the region's entries and a
@@ -72,19 +79,24 @@ impl PendingBumps {
         self.slot0.store(base + crate::format::LOG_OFF, Ordering::Relaxed);
     }
 
-    /// Records that slot `slot`'s word holds `gen`, flushed but not fenced.
-    /// The caller owns the slot.
+    /// Records that slot `slot`'s word holds `gen`, neither written back nor
+    /// fenced. The caller owns the slot. In the steady state this is two
+    /// plain stores and a load (no locked instruction).
     #[inline]
     pub fn add(&self, slot: u32, gen: u64) {
         let Some(e) = self.gens.get(slot as usize) else { return };
-        e.store(TAG | (gen & crate::format::LOG_GEN_MASK), Ordering::SeqCst);
-        self.mask.fetch_or(1 << slot, Ordering::SeqCst);
+        e.store(TAG | (gen & crate::format::LOG_GEN_MASK), Ordering::Release);
+        let bit = 1u64 << slot;
+        if self.mask.load(Ordering::Relaxed) & bit == 0 {
+            self.mask.fetch_or(bit, Ordering::SeqCst);
+        }
     }
 
-    /// Whether any bump is pending (one load; what a fence checks first).
+    /// Whether any slot ever had a bump listed (one load; what a fence
+    /// checks first: false until the pool's first record commit).
     #[inline]
     pub fn any(&self) -> bool {
-        self.mask.load(Ordering::SeqCst) != 0
+        self.mask.load(Ordering::Acquire) != 0
     }
 
     /// Whether a bump is really pending (the bits set whose pair is listed):
@@ -94,23 +106,11 @@ impl PendingBumps {
         while mask != 0 {
             let s = mask.trailing_zeros();
             mask &= mask - 1;
-            if self.gens[s as usize].load(Ordering::SeqCst) != 0 {
+            if self.gens[s as usize].load(Ordering::Acquire) != 0 {
                 return true;
             }
         }
         false
-    }
-
-    /// Clears slot `slot`'s bit if its pair was retired. Only the slot's
-    /// holder calls this (when it takes the slot, before its own `add`):
-    /// nobody else makes the pair non-zero, so the bit cannot hide one.
-    #[inline]
-    pub fn tidy(&self, slot: u32) {
-        let Some(e) = self.gens.get(slot as usize) else { return };
-        let bit = 1u64 << slot;
-        if self.mask.load(Ordering::Relaxed) & bit != 0 && e.load(Ordering::SeqCst) == 0 {
-            self.mask.fetch_and(!bit, Ordering::SeqCst);
-        }
     }
 
     /// Whether slot `slot`'s own bump is pending.
@@ -130,16 +130,15 @@ impl PendingBumps {
         self.flush_slow(flush)
     }
 
-    #[cold]
     fn flush_slow(&self, flush: impl Fn(u64)) -> Option<Flushed> {
         let slot0 = self.slot0.load(Ordering::Relaxed);
         let mut f = Flushed { pairs: [(0, 0); BATCH], n: 0 };
-        let mut mask = self.mask.load(Ordering::SeqCst);
+        let mut mask = self.mask.load(Ordering::Acquire);
         while mask != 0 && slot0 != 0 {
             let s = mask.trailing_zeros();
             mask &= mask - 1;
             // Read the pair first: the word then holds that bump or a later one.
-            let g = self.gens[s as usize].load(Ordering::SeqCst);
+            let g = self.gens[s as usize].load(Ordering::Acquire);
             if g == 0 {
                 continue;
             }
@@ -158,7 +157,7 @@ impl PendingBumps {
         let Some(f) = f else { return };
         for &(s, g) in &f.pairs[..f.n] {
             let e = &self.gens[s as usize];
-            // The bit stays: only the slot's holder clears it (`tidy`).
+            // The bit stays (it is never cleared while the pool is open).
             let _ = e.compare_exchange(g, 0, Ordering::SeqCst, Ordering::SeqCst);
         }
     }
@@ -238,8 +237,6 @@ mod tests {
                 let (b, written, flushed) = (b.clone(), written.clone(), flushed.clone());
                 std::thread::spawn(move || {
                     for gen in 1..=20_000u64 {
-                        // the owner takes its slot (Tx::begin)
-                        b.tidy(s);
                         // the owner's next region: its first append's fence
                         // flushes the pending bumps, its own among them,
                         // before the region's data changes

@@ -29,10 +29,10 @@
 //!    record, a torn one (its CRC fails), or a record the bytes (old, or a
 //!    torn mix) do not match: case 2, undone. After it the record matches,
 //!    and recovery only bumps `gen`.
-//! 4'. the generation bump is written and flushed, not fenced: the pair
-//!    (slot, new gen) joins the pool's pending bumps (`bumps.rs`), which
-//!    *every* later fence of any thread flushes (on its own thread) and
-//!    retires. The invariant this needs: (I) no byte of a range the region
+//! 4'. the generation bump is written, neither written back nor fenced:
+//!    the pair (slot, new gen) joins the pool's pending bumps (`bumps.rs`),
+//!    which *every* later fence of any thread writes back first (on its own
+//!    thread, the flush "pending generation bump") and then retires. The invariant this needs: (I) no byte of a range the region
 //!    logged changes before its bump is durable, else a crash would find the
 //!    record unmatched and write its pre-images over later committed data.
 //!    Every way a byte changes is preceded by a fence after the commit:
@@ -204,13 +204,13 @@ impl LogWriter {
         Ok(())
     }
 
-    /// Step 4': bumps the slot's generation (as `commit`) and flushes the
-    /// word without a fence; the pair joins the pool's pending bumps, made
-    /// durable by the next fence of any thread. Returns the new generation.
+    /// Step 4': bumps the slot's generation (as `commit`), neither writing
+    /// the word back nor fencing; the pair joins the pool's pending bumps,
+    /// which the next fence of any thread writes back (on its own thread)
+    /// and makes durable. Returns the new generation.
     pub fn commit_lazily(&self, space: &Space) -> Result<u64> {
         let gen = (self.gen + 1) & LOG_GEN_MASK;
         space.write(slot_off(self.slot), &log_gen_word(gen))?;
-        space.flush(slot_off(self.slot), 8);
         space.persist.bumps().add(self.slot, gen);
         Ok(gen)
     }
@@ -651,6 +651,33 @@ mod tests {
             s.spawn(|| space.persist.fence("front end fence").unwrap());
         });
         assert!(!space.persist.bumps().is_pending(9));
+    }
+
+    /// Step 4' writes the bump's line back once: not by the committing
+    /// thread (its locked instructions right after the commit would wait
+    /// for that write-back, `bumps.rs`), but by the next fence, which then
+    /// retires the pair, so the fence after that writes back nothing.
+    #[test]
+    fn a_lazy_bump_is_written_back_once_by_the_next_fence() {
+        let dir = if std::path::Path::new("/dev/shm").is_dir() { "/dev/shm".into() } else { std::env::temp_dir() };
+        let path = dir.join(format!("engram-unit-log-once-{}.pool", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let t = Temp(Pool::create(&path, CreateOptions::new("log").durability(Durability::Pmem)).unwrap(), path);
+        let (p, space) = (&t.0, &t.0.inner().space);
+        let off = target(p, 64);
+        let flushes = || crate::pmem::counters().flushes;
+        for _ in 0..3 {
+            let mut w = LogWriter::open(space, 11).unwrap();
+            w.append(space, &Chunks(p), off, 8).unwrap();
+            let before = flushes();
+            w.commit_lazily(space).unwrap();
+            assert_eq!(flushes(), before, "the committing thread wrote the bump back");
+            space.persist.fence("front end fence").unwrap();
+            assert_eq!(flushes(), before + 1, "the next fence wrote back the pending bump's line");
+            assert!(!space.persist.bumps().is_pending(11));
+            space.persist.fence("front end fence").unwrap();
+            assert_eq!(flushes(), before + 1, "a retired bump was written back again");
+        }
     }
 
     /// The slot set's generation cache (`tx/slots.rs`) lets a region skip

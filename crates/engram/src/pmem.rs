@@ -380,7 +380,7 @@ impl Persister {
         // The 2-fence commit's deferred bumps ride on every fence (`bumps.rs`).
         // SAFETY: a pending word is a log slot's generation word, inside the
         // pool's metadata, which stays mapped while the pool is open.
-        let bumps = self.bumps.flush(|addr| unsafe { self.flush(addr as *const u8, 8) });
+        let bumps = self.bumps.flush(|addr| unsafe { self.flush_named(addr as *const u8, 8, "pending generation bump") });
         self.fence_only(what)?;
         self.bumps.retire(bumps);
         Ok(())

@@ -261,8 +261,6 @@ impl<'p> Tx<'p> {
     pub(crate) fn begin(pool: &'p PoolInner) -> Result<Self> {
         let gate = pool.gate.read();
         let (slot, gen) = pool.take_slot();
-        // The slot's holder alone may clear its pending-bump bit (bumps.rs).
-        pool.space.persist.bumps().tidy(slot);
         let log = match gen {
             Some(gen) => LogWriter::resume(slot, gen),
             None => match LogWriter::open(&pool.space, slot) {
