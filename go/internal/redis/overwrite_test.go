@@ -115,12 +115,11 @@ func TestOverwriteKill(t *testing.T) {
 func overwriteKill(t *testing.T, dir, mode string) {
 	ctx := context.Background()
 	bin := buildServer(t, dir)
-	port := freePort(t)
 	r := rand.New(rand.NewPCG(11, 12))
 	model := map[string]string{}
 	done := 0
 	for k := 0; k < 6; k++ {
-		cmd, c := runServer(t, bin, port, filepath.Join(dir, "o.pool"), "--durability", mode)
+		cmd, c := runServer(t, bin, filepath.Join(dir, "o.pool"), "--durability", mode)
 		if k > 0 {
 			if err := overwriteState(ctx, c, model, nil); err != "" {
 				t.Fatalf("kill %d: %s", k, err)
@@ -158,7 +157,7 @@ func overwriteKill(t *testing.T, dir, mode string) {
 		cmd.Wait()
 		inflight := <-stop
 		c.Close()
-		cmd, c = runServer(t, bin, port, filepath.Join(dir, "o.pool"), "--durability", mode)
+		cmd, c = runServer(t, bin, filepath.Join(dir, "o.pool"), "--durability", mode)
 		if err := overwriteState(ctx, c, model, inflight); err != "" {
 			t.Fatalf("kill %d: %s", k, err)
 		}
