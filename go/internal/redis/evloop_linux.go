@@ -53,10 +53,6 @@ type evLoop struct {
 	wake   [2]int // a pipe: Server.Close writes one byte to wake[1]
 	mu     sync.Mutex
 	conns  map[int64]*evConn // guarded by mu (add runs on the accept goroutine)
-	// fdsClosed: epfd and the wake pipe are closed (mu): add and wakeUp
-	// then leave them alone (a loop whose epoll_wait failed closes them
-	// while the server still runs, and a closed number may be reused).
-	fdsClosed bool
 	events []syscall.EpollEvent
 	buf    []byte // the read buffer of a connection with nothing pending
 	arena  argArena
@@ -66,6 +62,11 @@ type evLoop struct {
 	cmds   [][][]byte // one request's commands while parsing (copied out by queue)
 	cmdBuf [][][]byte // carved into requests' command lists (never reused: see argArena)
 	reqBuf []request  // carved into requests (likewise)
+
+	// fdsClosed: epfd and the wake pipe are closed (mu): add and wakeUp
+	// then leave them alone (a loop whose epoll_wait failed closes them
+	// while the server still runs, and a closed number may be reused).
+	fdsClosed bool
 }
 
 // evConn is a connection of a loop.

@@ -324,7 +324,7 @@ func kill9(t *testing.T, dir, mode string, kills int) {
 	ctx := context.Background()
 	acked := map[string]int{} // key -> last acknowledged value
 	pushed := 0               // acknowledged MULTI pushes into q, h, z, s
-	var down time.Duration // from each kill to the restarted server answering
+	var down time.Duration    // from each kill to the restarted server answering
 	for k := 0; k < kills; k++ {
 		started := time.Now()
 		cmd, c := runServer(t, bin, filepath.Join(dir, "t.pool"), "--durability", mode)
