@@ -511,11 +511,13 @@ func startOwned(t *testing.T, bin string, port int, args []string) (*exec.Cmd, *
 	return cmd, nil
 }
 
-// exited is whether child pid has exited (a zombie not yet reaped, or gone).
+// exited is whether child pid has exited (a zombie not yet reaped, or
+// gone); false where there is no /proc (then only the pid check guards).
 func exited(pid int) bool {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return true
+		_, self := os.Stat("/proc/self/stat")
+		return self == nil
 	}
 	// The state follows the command name, which is in parentheses.
 	i := strings.LastIndexByte(string(b), ')')
