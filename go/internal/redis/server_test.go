@@ -502,13 +502,26 @@ func startOwned(t *testing.T, bin string, port int, args []string) (*exec.Cmd, *
 		if strings.Contains(info, "process_id:"+strconv.Itoa(cmd.Process.Pid)+"\r\n") {
 			return cmd, c
 		}
-		t.Logf("port %d answers as another server, not pid %d: retrying on another port", port, cmd.Process.Pid)
+		t.Logf("port %d answers as another server (%s), not pid %d: retrying on another port", port, infoFields(info, "process_id", "tcp_port"), cmd.Process.Pid)
 		break
 	}
 	c.Close()
 	cmd.Process.Kill()
 	cmd.Wait()
 	return cmd, nil
+}
+
+// infoFields is the named fields of an INFO reply, "name:value ...".
+func infoFields(info string, names ...string) string {
+	var out []string
+	for _, line := range strings.Split(info, "\r\n") {
+		for _, n := range names {
+			if strings.HasPrefix(line, n+":") {
+				out = append(out, line)
+			}
+		}
+	}
+	return strings.Join(out, " ")
 }
 
 // exited is whether child pid has exited (a zombie not yet reaped, or
