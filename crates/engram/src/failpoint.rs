@@ -157,6 +157,11 @@ mod armed {
             "a wal checkpoint (which runs with the log's lock free) leaves the files unowned: another leader may \
              write and sync records into the old generation, which the checkpoint's new salt then invalidates",
         ),
+        (
+            "wal.gather_returns_early",
+            "a wal commit that arrives while the next flush's leader gathers returns at once, before that flush has \
+             written and synced its record",
+        ),
         ("stm.reservation_not_persisted", "the STM clock reservation is raised in memory but never written to the pool"),
         (
             "types.pointer_map_not_persisted",

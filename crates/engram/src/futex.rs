@@ -1,7 +1,8 @@
 //! A wake-up word: threads sleep until it changes, one call wakes them all.
 //!
 //! The write-ahead log's group commit (`wal.rs`) parks its followers on
-//! these, one word per group: the leader that made a group durable bumps
+//! these, one word per group (and a gathering leader on its own word, with
+//! a short timeout): the leader that made a group durable bumps
 //! the word and wakes every thread sleeping on it with one `FUTEX_WAKE`, and
 //! nobody else is woken (a condition variable would requeue them onto the
 //! state mutex and wake them one at a time, a context switch each, while
@@ -40,7 +41,13 @@ impl Word {
 
     /// Sleeps while the word still holds `seen` (at most [`MAX_SLEEP`]).
     pub(crate) fn wait(&self, seen: u32) {
-        let ts = libc::timespec { tv_sec: 0, tv_nsec: MAX_SLEEP.as_nanos() as libc::c_long };
+        self.wait_for(seen, MAX_SLEEP);
+    }
+
+    /// Sleeps while the word still holds `seen`, at most `max` (capped at
+    /// [`MAX_SLEEP`]).
+    pub(crate) fn wait_for(&self, seen: u32, max: std::time::Duration) {
+        let ts = libc::timespec { tv_sec: 0, tv_nsec: max.min(MAX_SLEEP).as_nanos() as libc::c_long };
         // SeqCst pairs with `bump_and_wake`: either the bump sees this
         // sleeper, or this thread sees the bump (here or in the kernel's
         // compare) and does not sleep.

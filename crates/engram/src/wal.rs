@@ -69,6 +69,31 @@
 //! that made it durable), and no thread spins. A woken follower reads
 //! `durable` from an atomic and returns without taking the lock.
 //!
+//! Gathering (an adaptive commit delay). In a closed loop the threads a
+//! flush releases record their next commit while the following flush is
+//! already running, so 8 threads form two cohorts of about 4 that take
+//! turns. So a thread about to take a flush (cases 1 and 3, and the taking
+//! over) first checks whether the group the last flush released is back:
+//! the state counts the commits each flush released (`released`) and the
+//! commits that arrived since (`back`). If fewer are back, it gathers:
+//!
+//! 5. it marks the files `Gathering` and sleeps on the gather word, at
+//!    most [`GATHER_PCT`] percent of a recent flush's time (a moving
+//!    average of its write and `fdatasync`);
+//! 6. a commit that arrives meanwhile will be in that flush: it sleeps on
+//!    the flush's word, and the one that completes the group first wakes
+//!    the gatherer;
+//! 7. woken or timed out, the gatherer takes the batch under the lock (as
+//!    in case 1) and leads the flush.
+//!
+//! A lone thread never gathers (its own arrival is the whole group), nor
+//! does the first flush or a forced checkpoint; a thread that stops
+//! committing costs the others at most one bounded wait. Nothing is
+//! written while gathering, so no crash state is new: a commit still
+//! returns only from the flush that synced its record. Planted bug
+//! `wal.gather_returns_early` lets an arriving commit return during the
+//! gather, and the stress test in `tests/wal.rs` finds the commits lost.
+//!
 //! The checkpoint runs with the state lock free: threads keep recording
 //! into the batch and queue for the next flush while the pool is copied and
 //! `fsync`ed (before, they all blocked on the lock behind the `fsync`). It
@@ -114,6 +139,9 @@ pub const CHECKPOINT_BYTES: u64 = 16 << 20;
 /// blocks and need not also commit a new file length (an append costs
 /// ext4 a journal commit: about 1.7x the time of an overwrite here).
 const LOG_CHUNK: u64 = 1 << 20;
+/// A gathering leader waits at most this share (in percent) of a recent
+/// flush's time for the group the last flush released (see "Gathering").
+const GATHER_PCT: u64 = 100;
 /// Largest payload a record may claim (a sanity bound for replay).
 const MAX_RECORD: u64 = 1 << 36;
 
@@ -237,6 +265,10 @@ enum Lead {
     /// Flush `State::gen` was handed to the waiter holding this ticket; it
     /// has not taken the batch yet, so every recording so far joins it.
     Claimed(u64),
+    /// The leader of flush `State::gen` waits, briefly, for the threads the
+    /// last flush released to record again (see "Gathering"); every
+    /// recording so far joins that flush.
+    Gathering,
     /// Flush `State::gen` is writing the recordings up to `upto` (or, past
     /// that, its leader checkpoints).
     Flushing {
@@ -277,6 +309,16 @@ struct State {
     salt: u64,
     /// Number of the next record in this generation.
     next_record: u64,
+    /// Commits (arrivals in `wait_durable`) the next flush will hold so far.
+    queued: u32,
+    /// Commits the flush running (or gathering) holds.
+    members: u32,
+    /// Commits the last finished flush released.
+    released: u32,
+    /// Commits that arrived since the last flush released its group.
+    back: u32,
+    /// Recent time of one write and `fdatasync` (a moving average), in ns.
+    flush_ns: u64,
 }
 
 /// A pool's write-ahead log (see the module docs).
@@ -293,6 +335,10 @@ pub struct Wal {
     groups: [Word; 2],
     /// Bumped when a leader hands the files to the claimed next leader.
     handoff: Word,
+    /// Bumped when the group a gathering leader waits for is back.
+    gather: Word,
+    /// Gathers so far (tests and benchmarks read it).
+    gathers: AtomicU64,
 }
 
 impl std::fmt::Debug for Wal {
@@ -305,7 +351,12 @@ impl std::fmt::Debug for Wal {
 enum Next<'a> {
     Done(Result<()>),
     Lead(Flush),
-    Sleep(&'a Word, u32),
+    /// Gather (wait on `Wal::gather` while it holds the value, at most this
+    /// long), then take the flush.
+    Gather(u32, std::time::Duration),
+    /// Sleep on the word while it holds the value; first wake the gathering
+    /// leader if the flag says so.
+    Sleep(&'a Word, u32, bool),
 }
 
 /// A flush its leader took under the lock: every recording so far.
@@ -357,6 +408,11 @@ impl Wal {
             initialised,
             salt,
             next_record: 1,
+            queued: 0,
+            members: 0,
+            released: 0,
+            back: 0,
+            flush_ns: 0,
         };
         let wal = Wal {
             files,
@@ -365,6 +421,8 @@ impl Wal {
             durable: AtomicU64::new(0),
             groups: Default::default(),
             handoff: Word::default(),
+            gather: Word::default(),
+            gathers: AtomicU64::new(0),
         };
         Ok((wal, replayed))
     }
@@ -394,14 +452,25 @@ impl Wal {
             return Ok(());
         }
         let mut mine = None;
+        let mut first = true;
         loop {
-            match self.decide(seq, &mut mine) {
+            let next = self.decide(seq, &mut mine, std::mem::take(&mut first));
+            match next {
                 Next::Done(r) => return r,
                 Next::Lead(f) => {
                     mine = None;
                     self.lead(f)?;
                 }
-                Next::Sleep(word, seen) => {
+                Next::Gather(seen, max) => {
+                    mine = None;
+                    self.gather.wait_for(seen, max);
+                    let f = self.end_gather()?;
+                    self.lead(f)?;
+                }
+                Next::Sleep(word, seen, wake) => {
+                    if wake {
+                        self.gather.bump_and_wake();
+                    }
                     word.wait(seen);
                     if mine.is_none() && self.durable.load(Ordering::Acquire) >= seq {
                         return Ok(());
@@ -411,10 +480,16 @@ impl Wal {
         }
     }
 
+    /// The number of gathers so far (see "Gathering" in the module docs).
+    pub fn gathers(&self) -> u64 {
+        self.gathers.load(Ordering::Relaxed)
+    }
+
     /// Under the lock: return, lead, or which word to sleep on. `mine` is
     /// the caller's ticket while it holds the claim on the next flush (it
-    /// then returns only after leading, so a claim is never left behind).
-    fn decide(&self, seq: u64, mine: &mut Option<u64>) -> Next<'_> {
+    /// then returns only after leading, so a claim is never left behind);
+    /// `first` says this is the commit's first decision (its arrival).
+    fn decide(&self, seq: u64, mine: &mut Option<u64>, first: bool) -> Next<'_> {
         let mut st = self.st.lock();
         if st.failed {
             return Next::Done(Err(failed()));
@@ -422,13 +497,13 @@ impl Wal {
         if let Some(m) = *mine {
             let pending = st.next_claimed && st.ticket == m;
             match st.lead {
-                Lead::Claimed(t) if t == m => return self.take_lead(&mut st),
+                Lead::Claimed(t) if t == m => return self.start_flush(&mut st),
                 // Only a planted bug leaves the files unowned under a claim.
                 Lead::Idle if pending => {
                     st.next_claimed = false;
-                    return self.take_lead(&mut st);
+                    return self.start_flush(&mut st);
                 }
-                _ if pending => return Next::Sleep(&self.handoff, self.handoff.load()),
+                _ if pending => return Next::Sleep(&self.handoff, self.handoff.load(), false),
                 // Handed over, but another thread took the flush first: an
                 // ordinary waiter again (that flush holds its recording).
                 _ => *mine = None,
@@ -437,10 +512,25 @@ impl Wal {
         if st.durable >= seq {
             return Next::Done(Ok(()));
         }
+        if first {
+            st.back += 1;
+            match st.lead {
+                Lead::Flushing { upto } if seq <= upto => st.members += 1,
+                _ => st.queued += 1,
+            }
+        }
         let word = match st.lead {
             // Nobody writing, or the claimant of the next flush has not run
             // yet (it waits for a CPU): lead now, the log stays busy.
-            Lead::Idle | Lead::Claimed(_) => return self.take_lead(&mut st),
+            Lead::Idle | Lead::Claimed(_) => return self.start_flush(&mut st),
+            // The gathered flush will hold this recording; the last of the
+            // group the leader waits for wakes it.
+            Lead::Gathering if first && crate::failpoint::planted("wal.gather_returns_early") => return Next::Done(Ok(())),
+            Lead::Gathering => {
+                let wake = first && st.back == st.released;
+                let word = &self.groups[(st.gen & 1) as usize];
+                return Next::Sleep(word, word.load(), wake);
+            }
             Lead::Flushing { upto } if seq <= upto => &self.groups[(st.gen & 1) as usize],
             // Not in the running flush: the first such waiter leads the next.
             Lead::Flushing { .. } if !st.next_claimed => {
@@ -451,17 +541,41 @@ impl Wal {
             }
             Lead::Flushing { .. } => &self.groups[((st.gen + 1) & 1) as usize],
         };
-        Next::Sleep(word, word.load())
+        Next::Sleep(word, word.load(), false)
+    }
+
+    /// The caller leads flush `st.gen`: it gathers first if the group the
+    /// last flush released is not back yet (see "Gathering"), else it
+    /// takes every recording so far now.
+    fn start_flush(&self, st: &mut State) -> Next<'_> {
+        let max = std::time::Duration::from_nanos(st.flush_ns * GATHER_PCT / 100);
+        if st.back < st.released && !st.force_checkpoint && !max.is_zero() {
+            st.lead = Lead::Gathering;
+            self.gathers.fetch_add(1, Ordering::Relaxed);
+            return Next::Gather(self.gather.load(), max);
+        }
+        Next::Lead(self.take_lead(st))
+    }
+
+    /// The gather is over (its group is back, or the time is up): take the
+    /// flush.
+    fn end_gather(&self) -> Result<Flush> {
+        let mut st = self.st.lock();
+        if st.failed {
+            return Err(failed());
+        }
+        Ok(self.take_lead(&mut st))
     }
 
     /// Makes the caller the leader of flush `st.gen`: it takes every
     /// recording so far.
-    fn take_lead(&self, st: &mut State) -> Next<'_> {
+    fn take_lead(&self, st: &mut State) -> Flush {
         let rec = std::mem::replace(&mut st.batch, vec![0; REC_HEADER]);
         let upto = std::mem::take(&mut st.batch_seq).max(st.durable);
         let force = std::mem::take(&mut st.force_checkpoint);
         st.lead = Lead::Flushing { upto };
-        Next::Lead(Flush { g: st.gen, rec, upto, force, off: st.end, salt: st.salt, number: st.next_record, init: st.initialised })
+        st.members = std::mem::take(&mut st.queued);
+        Flush { g: st.gen, rec, upto, force, off: st.end, salt: st.salt, number: st.next_record, init: st.initialised }
     }
 
     /// The leader's work: write the flush as one record with one
@@ -471,19 +585,25 @@ impl Wal {
         let g = f.g;
         // 1. one write and one fdatasync for every recording taken (none if
         //    a forced checkpoint found nothing new).
+        let t0 = std::time::Instant::now();
         let written = if f.rec.len() > REC_HEADER { self.write_record(f.rec, f.off, f.salt, f.number, f.init).map(Some) } else { Ok(None) };
+        let took = t0.elapsed().as_nanos() as u64;
         let mut st = self.st.lock();
         match written {
             Ok(Some((end, grown))) => {
                 st.initialised = grown;
                 st.end = end;
                 st.next_record += 1;
+                st.flush_ns = (st.flush_ns * 3 + took) / 4;
             }
             Ok(None) => {}
             Err(e) => return Err(self.fail(st, e)),
         }
         st.durable = f.upto;
         self.durable.store(f.upto, Ordering::Release);
+        // The group is released now (below): count who comes back.
+        st.released = std::mem::take(&mut st.members);
+        st.back = 0;
         // 2. log full: release the group first, then checkpoint with the
         //    lock free (`lead` keeps every other leader off the files).
         let checkpoint = f.force || st.end > self.checkpoint_bytes.load(Ordering::Relaxed);
@@ -543,7 +663,7 @@ impl Wal {
         st.failed = true;
         st.lead = Lead::Idle;
         drop(st);
-        for w in self.groups.iter().chain([&self.handoff]) {
+        for w in self.groups.iter().chain([&self.handoff, &self.gather]) {
             w.bump_and_wake();
         }
         e

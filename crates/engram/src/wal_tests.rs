@@ -190,3 +190,24 @@ fn concurrent_commits_share_writes() {
     }
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// A lone committer never gathers (its own arrival is the whole group
+/// the last flush released), so it never waits for anyone: one flush per
+/// commit, each returning durable.
+#[test]
+fn a_lone_thread_never_gathers() {
+    let d = scratch("lone");
+    let (p, f) = files(&d);
+    let rec = Recorder::new();
+    let (wal, _) = Wal::open(&p, &f, Some(rec.clone())).unwrap();
+    let before = rec.events().len();
+    for i in 0..40u64 {
+        let s = wal.record([(8u64, &i.to_le_bytes()[..])].into_iter());
+        wal.wait_durable(s).unwrap();
+    }
+    let syncs = rec.events()[before..].iter().filter(|e| **e == IoEvent::LogSync).count();
+    assert_eq!(syncs, 40);
+    assert_eq!(wal.gathers(), 0);
+    drop(wal);
+    std::fs::remove_dir_all(&d).unwrap();
+}

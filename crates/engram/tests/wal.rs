@@ -144,6 +144,8 @@ struct Stress {
     base_pool: Vec<u8>,
     base_log: Vec<u8>,
     events: Vec<engram::wal::IoEvent>,
+    /// Flushes whose leader gathered first (`Wal::gathers`).
+    gathers: u64,
 }
 
 fn stress(dir: &std::path::Path, threads: u64, commits: u64, every: u64) -> Stress {
@@ -174,8 +176,9 @@ fn stress(dir: &std::path::Path, threads: u64, commits: u64, every: u64) -> Stre
             });
         }
     });
+    let gathers = wal.gathers();
     drop(wal);
-    Stress { base_pool: base.0, base_log: base.1, events: rec.events() }
+    Stress { base_pool: base.0, base_log: base.1, events: rec.events(), gathers }
 }
 
 /// Walks the events keeping only what each file had synced (a crash at
@@ -238,7 +241,7 @@ fn every_returned_commit_survives_a_crash_under_group_commit() {
     let s = stress(&d.0, 8, 150, 40);
     let syncs = s.events.iter().filter(|e| **e == engram::wal::IoEvent::LogSync).count();
     let (lost, returned) = lost_commits(&s, &d.0, 8);
-    println!("group commit stress: {returned} commits returned, {syncs} log syncs, {lost} lost");
+    println!("group commit stress: {returned} commits returned, {syncs} log syncs, {} gathers, {lost} lost", s.gathers);
     assert_eq!(returned, 8 * 150);
     assert_eq!(lost, 0);
 }
@@ -263,6 +266,42 @@ fn an_unguarded_checkpoint_is_caught() {
     }
     failpoint::disarm_all();
     assert!(found > 0, "no lost commit found with the checkpoint unguarded");
+}
+
+/// A gathering leader waits for the group the last flush released, and the
+/// commits that arrive meanwhile sleep until the gathered flush is synced:
+/// with checkpoints forced less often (so most flushes may gather), every
+/// returned commit survives a crash that keeps only synced bytes.
+#[test]
+fn gathered_commits_return_only_when_durable() {
+    let d = DiskScratch::new("gather");
+    let s = stress(&d.0, 8, 150, 1000);
+    let (lost, returned) = lost_commits(&s, &d.0, 8);
+    println!("gather stress: {returned} commits returned, {} gathers, {lost} lost", s.gathers);
+    assert_eq!(returned, 8 * 150);
+    assert_eq!(lost, 0);
+}
+
+/// The planted bug `wal.gather_returns_early` lets a commit that arrives
+/// while the leader gathers return at once (as if the gathered flush were
+/// already synced): the stress finds returned commits a crash loses.
+#[test]
+fn returning_before_the_gathered_flush_is_caught() {
+    let d = DiskScratch::new("gather-early");
+    let dir = d.0.clone();
+    failpoint::plant("wal.gather_returns_early");
+    let (mut found, mut gathers) = (0, 0);
+    for round in 1..=5 {
+        let s = stress(&dir, 8, 100, 1000);
+        found += lost_commits(&s, &dir, 8).0;
+        gathers += s.gathers;
+        println!("gather returns early, round {round}: {gathers} gathers, {found} returned commits lost");
+        if found > 0 {
+            break;
+        }
+    }
+    failpoint::disarm_all();
+    assert!(found > 0, "no lost commit found with gathered commits returning early ({gathers} gathers)");
 }
 
 /// Checkpoints triggered by the log's size, beside commits from three

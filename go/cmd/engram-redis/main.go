@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -29,6 +30,12 @@ func main() {
 	ioLoops := flag.Int("io-loops", 1, "epoll event loops (--io epoll)")
 	rgc := flag.String("recovery-gc", "background", "after a crash, collect the crash's garbage in the background while serving (background) or before serving (eager)")
 	flag.Parse()
+	if os.Getenv("GOGC") == "" {
+		// The data lives in the pool; the Go heap holds only connection
+		// buffers and parsed commands, so a collection every 5x of it
+		// (instead of 2x) costs little memory and a quarter of the GC CPU.
+		debug.SetGCPercent(400)
+	}
 	p := *pool
 	if p == "" {
 		p = filepath.Join(*dir, "redis.pool")

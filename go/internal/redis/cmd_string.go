@@ -281,11 +281,14 @@ func cmdMSet(x *ctx, nx bool) error {
 
 // msetPairs stores MSET's pairs. Existing keys whose value bytes can
 // take the new value (canOverwrite) are logged with one engine call and
-// one fence for the whole command and overwritten; the others are put
-// one by one. A key given twice gets its last value.
+// one fence for the whole command and overwritten; absent keys are linked
+// with one more (pDict.addMany); the others are put one by one. A key
+// given twice gets its last value.
 func msetPairs(x *ctx) error {
 	var b engram.LogBatch
-	over := make([]*pEntry, len(x.args))
+	found := make([]*pEntry, len(x.args))
+	over := make([]bool, len(x.args))
+	var newKeys, newVals [][]byte
 	skip := repeatedKeys(x.args)
 	for i := 1; i < len(x.args); i += 2 {
 		if skip[i] {
@@ -295,27 +298,38 @@ func msetPairs(x *ctx) error {
 		if err != nil {
 			return err
 		}
-		if e != nil && canOverwrite(e, x.args[i+1]) {
+		switch {
+		case e == nil:
+			newKeys, newVals = append(newKeys, x.args[i]), append(newVals, x.args[i+1])
+		case canOverwrite(e, x.args[i+1]):
 			logOverwrite(x.tx, &b, e, x.args[i+1])
-			over[i] = e
+			over[i] = true
 		}
+		found[i] = e
 	}
 	if err := x.tx.LogBatch(&b); err != nil {
 		return err
 	}
 	for i := 1; i < len(x.args); i += 2 {
-		switch e := over[i]; {
-		case e != nil:
+		switch e := found[i]; {
+		case skip[i] || e == nil:
+		case over[i]:
 			x.touch(x.args[i])
 			overwriteVal(e, tString, x.args[i+1])
 			e.Expire = 0
-		case !skip[i]:
-			if _, err := x.put(x.args[i], tString, x.args[i+1], false); err != nil {
+		default:
+			if _, err := x.putLooked(x.args[i], e, tString, x.args[i+1], false); err != nil {
 				return err
 			}
 		}
 	}
-	return nil
+	for _, k := range newKeys {
+		x.touch(k)
+	}
+	if len(newKeys) == 0 {
+		return nil
+	}
+	return x.dict().addMany(x.tx, newKeys, newVals)
 }
 
 // repeatedKeys marks the MSET keys (args[1], args[3], ...) given again
@@ -471,7 +485,8 @@ func incrBy(x *ctx, by int64, _ bool) error {
 		return nil
 	}
 	cur += by
-	nv := strconv.AppendInt(nil, cur, 10)
+	var buf [20]byte // the new value is copied into the pool: no heap allocation
+	nv := strconv.AppendInt(buf[:0], cur, 10)
 	if e == nil {
 		_, err = x.put(x.args[1], tString, nv, false)
 	} else {

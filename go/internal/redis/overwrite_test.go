@@ -107,12 +107,26 @@ func TestOverwriteKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
 	}
-	t.Run("tmpfs", func(t *testing.T) { overwriteKill(t, tmpDir(t), "auto") })
-	t.Run("wal", func(t *testing.T) { overwriteKill(t, diskDir(t), "wal") })
+	t.Run("tmpfs", func(t *testing.T) { overwriteKill(t, tmpDir(t), "auto", 60) })
+	t.Run("wal", func(t *testing.T) { overwriteKill(t, diskDir(t), "wal", 60) })
 }
 
-// overwriteKill is TestOverwriteKill on a pool in dir in durability mode.
-func overwriteKill(t *testing.T, dir, mode string) {
+// TestMSetNewKeysKill is TestOverwriteKill over 12000 keys, each of the 6
+// runs between kills writing its own 2000, so that most MSETs create keys
+// (linked with one log batch per command: pDict.addMany) while the table
+// grows.
+func TestMSetNewKeysKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	t.Run("tmpfs", func(t *testing.T) { overwriteKill(t, tmpDir(t), "auto", 6*2000) })
+	t.Run("wal", func(t *testing.T) { overwriteKill(t, diskDir(t), "wal", 6*2000) })
+}
+
+// overwriteKill is TestOverwriteKill on a pool in dir in durability mode,
+// over keys k0 .. k(nkeys-1): with more than 60, run k of 6 writes the
+// k-th sixth of them.
+func overwriteKill(t *testing.T, dir, mode string, nkeys int) {
 	ctx := context.Background()
 	bin := buildServer(t, dir)
 	r := rand.New(rand.NewPCG(11, 12))
@@ -121,12 +135,17 @@ func overwriteKill(t *testing.T, dir, mode string) {
 	for k := 0; k < 6; k++ {
 		cmd, c := runServer(t, bin, filepath.Join(dir, "o.pool"), "--durability", mode)
 		if k > 0 {
-			if err := overwriteState(ctx, c, model, nil); err != "" {
+			if err := overwriteState(ctx, c, model, nil, nkeys); err != "" {
 				t.Fatalf("kill %d: %s", k, err)
 			}
 		}
 		stop := make(chan [][]string, 1)
 		gr := rand.New(rand.NewPCG(13, uint64(k)))
+		base, span := 0, nkeys
+		if nkeys > 60 {
+			span = nkeys / 6
+			base = k * span
+		}
 		go func() {
 			for {
 				msets := make([][]string, 100)
@@ -134,7 +153,7 @@ func overwriteKill(t *testing.T, dir, mode string) {
 				for i := range msets {
 					var args []any
 					for j := 0; j < 5; j++ {
-						key, v := "k"+strconv.Itoa(gr.IntN(60)), strings.Repeat(strconv.Itoa(gr.IntN(10)), 1+gr.IntN(20))
+						key, v := "k"+strconv.Itoa(base+gr.IntN(span)), strings.Repeat(strconv.Itoa(gr.IntN(10)), 1+gr.IntN(20))
 						msets[i] = append(msets[i], key, v)
 						args = append(args, key, v)
 					}
@@ -158,7 +177,7 @@ func overwriteKill(t *testing.T, dir, mode string) {
 		inflight := <-stop
 		c.Close()
 		cmd, c = runServer(t, bin, filepath.Join(dir, "o.pool"), "--durability", mode)
-		if err := overwriteState(ctx, c, model, inflight); err != "" {
+		if err := overwriteState(ctx, c, model, inflight, nkeys); err != "" {
 			t.Fatalf("kill %d: %s", k, err)
 		}
 		c.Close()
@@ -171,10 +190,10 @@ func overwriteKill(t *testing.T, dir, mode string) {
 	t.Logf("6 kills during %d acknowledged MSETs", done)
 }
 
-// overwriteState reads k0..k59 and finds the prefix of inflight that,
-// applied to model, gives them (model is updated to it); "" if found.
-func overwriteState(ctx context.Context, c *goredis.Client, model map[string]string, inflight [][]string) string {
-	keys := make([]string, 60)
+// overwriteState reads k0..k(nkeys-1) and finds the prefix of inflight
+// that, applied to model, gives them (model is updated to it); "" if found.
+func overwriteState(ctx context.Context, c *goredis.Client, model map[string]string, inflight [][]string, nkeys int) string {
+	keys := make([]string, nkeys)
 	for i := range keys {
 		keys[i] = "k" + strconv.Itoa(i)
 	}
@@ -194,6 +213,119 @@ func overwriteState(ctx context.Context, c *goredis.Client, model map[string]str
 		}
 		if i == len(inflight) {
 			return "the keys are not the acknowledged values with any prefix of the MSETs in flight"
+		}
+		for j := 0; j < len(inflight[i]); j += 2 {
+			model[inflight[i][j]] = inflight[i][j+1]
+		}
+	}
+}
+
+// TestHashOverwriteKill kills the server during pipelines of HSETs on a
+// table-encoded hash (600 fields) with short values, most written over the
+// old value's bytes (phash.go's overwriteField, one log batch per field):
+// after each restart every field holds its acknowledged value with a
+// prefix of the pipeline in flight applied.
+func TestHashOverwriteKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	t.Run("tmpfs", func(t *testing.T) { hashOverwriteKill(t, tmpDir(t), "auto") })
+	t.Run("wal", func(t *testing.T) { hashOverwriteKill(t, diskDir(t), "wal") })
+}
+
+// hashOverwriteKill is TestHashOverwriteKill on a pool in dir in
+// durability mode.
+func hashOverwriteKill(t *testing.T, dir, mode string) {
+	ctx := context.Background()
+	bin := buildServer(t, dir)
+	r := rand.New(rand.NewPCG(21, 22))
+	model := map[string]string{}
+	var args []any
+	for i := 0; i < 600; i++ {
+		f := "f" + strconv.Itoa(i)
+		model[f] = strings.Repeat("x", 10)
+		args = append(args, f, model[f])
+	}
+	done := 0
+	for k := 0; k < 6; k++ {
+		cmd, c := runServer(t, bin, filepath.Join(dir, "h.pool"), "--durability", mode)
+		if k == 0 {
+			if err := c.HSet(ctx, "h", args...).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if enc := c.ObjectEncoding(ctx, "h").Val(); enc != "hashtable" {
+				t.Fatalf("OBJECT ENCODING h: %s", enc)
+			}
+		} else if err := hashState(ctx, c, model, nil); err != "" {
+			t.Fatalf("kill %d: %s", k, err)
+		}
+		stop := make(chan [][]string, 1)
+		gr := rand.New(rand.NewPCG(23, uint64(k)))
+		go func() {
+			for {
+				hsets := make([][]string, 100)
+				p := c.Pipeline()
+				for i := range hsets {
+					var args []any
+					for j := 0; j < 4; j++ {
+						f, v := "f"+strconv.Itoa(gr.IntN(600)), strings.Repeat(strconv.Itoa(gr.IntN(10)), 1+gr.IntN(16))
+						hsets[i] = append(hsets[i], f, v)
+						args = append(args, f, v)
+					}
+					p.HSet(ctx, "h", args...)
+				}
+				if _, err := p.Exec(ctx); err != nil {
+					stop <- hsets
+					return
+				}
+				for _, m := range hsets {
+					for j := 0; j < len(m); j += 2 {
+						model[m[j]] = m[j+1]
+					}
+				}
+				done += len(hsets)
+			}
+		}()
+		time.Sleep(time.Duration(20+r.IntN(60)) * time.Millisecond)
+		cmd.Process.Kill()
+		cmd.Wait()
+		inflight := <-stop
+		c.Close()
+		cmd, c = runServer(t, bin, filepath.Join(dir, "h.pool"), "--durability", mode)
+		if err := hashState(ctx, c, model, inflight); err != "" {
+			t.Fatalf("kill %d: %s", k, err)
+		}
+		c.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+	}
+	if done == 0 {
+		t.Fatal("no HSET was acknowledged")
+	}
+	t.Logf("6 kills during %d acknowledged HSETs", done)
+}
+
+// hashState reads hash h and finds the prefix of inflight (HSETs' field,
+// value lists) that, applied to model, gives it (model is updated to it);
+// "" if found.
+func hashState(ctx context.Context, c *goredis.Client, model map[string]string, inflight [][]string) string {
+	got, err := c.HGetAll(ctx, "h").Result()
+	if err != nil {
+		return err.Error()
+	}
+	for i := 0; ; i++ {
+		same := len(got) == len(model)
+		for f, want := range model {
+			if !same {
+				break
+			}
+			same = got[f] == want
+		}
+		if same {
+			return ""
+		}
+		if i == len(inflight) {
+			return "the fields are not the acknowledged values with any prefix of the HSETs in flight"
 		}
 		for j := 0; j < len(inflight[i]); j += 2 {
 			model[inflight[i][j]] = inflight[i][j+1]

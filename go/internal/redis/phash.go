@@ -1,7 +1,9 @@
 // phash.go: the persistent hash table of big hashes and sets: a pDict
 // (store.go, with incremental rehash) whose entries hold a field (Key) and
 // its value (Val; nil for sets). A field write logs one pointer (the value
-// or a bucket slot) and allocates the new bytes: O(1) logged bytes.
+// or a bucket slot) and allocates the new bytes, or, for a short value
+// that fits the old value's bytes, logs the slice header and those bytes
+// and writes over them (overwriteField): O(1) logged bytes either way.
 //
 // Also hobj, the view the hash and set commands work through: the compact
 // encoding decoded into Go values while the value is small (written back
@@ -35,12 +37,18 @@ func (c *pColl) hget(f []byte) ([]byte, bool) {
 	return e.Val, true
 }
 
-// hset sets field f to v; true if the field is new.
+// hset sets field f to v; true if the field is new. A short value goes
+// over the old value's bytes when they are long enough (canOverwrite):
+// one engine call (the value's slice header and the bytes it writes, one
+// undo batch and one fence) instead of an allocation, a log and a free.
 func (c *pColl) hset(tx *engram.Tx, f, v []byte) (bool, error) {
 	_, e := c.Dict.find(f, hashKey(f))
 	if e == nil {
 		_, err := c.Dict.add(tx, f, 0, v)
 		return true, err
+	}
+	if canOverwrite(e, v) {
+		return false, overwriteField(tx, e, v)
 	}
 	nv, err := engram.Bytes(tx, v)
 	if err != nil {
@@ -55,6 +63,25 @@ func (c *pColl) hset(tx *engram.Tx, f, v []byte) (bool, error) {
 		return false, tx.Free(old)
 	}
 	return false, nil
+}
+
+// overwriteField writes v over field entry e's value bytes (canOverwrite):
+//  1. log e.Val (the slice header) and the len(v) bytes it writes, in one
+//     batch (one undo record set, one fence);
+//  2. copy v in and shorten e.Val to it.
+//
+// A crash before the region commits undoes both.
+func overwriteField(tx *engram.Tx, e *pEntry, v []byte) error {
+	var b engram.LogBatch
+	engram.BatchLog(tx, &b, &e.Val)
+	engram.BatchLogSlice(tx, &b, e.Val[:len(v)])
+	if err := tx.LogBatch(&b); err != nil {
+		return err
+	}
+	n := len(v)
+	copy(e.Val[:n], v)
+	e.Val = e.Val[:n:n]
+	return nil
 }
 
 // sortIntset orders a small set's members numerically (Redis's intset

@@ -88,6 +88,8 @@ type Server struct {
 	maxmemory    uint64            // what CONFIG GET maxmemory reports: --maxmemory, then the last CONFIG SET
 	hasPass      atomic.Bool       // cfg.RequirePass != "", for the readers (CONFIG SET changes it in the executor)
 	clients      map[int64]*client // executor-owned
+	warmRefs     []warmRef         // warm.go's scratch (executor-owned)
+	warmSink     uint64            // what warm.go read (kept so the loads stay)
 	mu           sync.Mutex        // guards conns for Close
 	conns        map[int64]*client
 	start        time.Time
@@ -702,6 +704,7 @@ func (s *Server) runRequest(tx *engram.Tx, r *request) (err error) {
 		}
 	}()
 	r.out = W{b: r.out.b[:0], proto: r.c.proto}
+	s.warmRequest(r) // under the recover above, as the commands
 	for i, args := range r.cmds {
 		if r.c.closing {
 			// After QUIT (or CLIENT KILL) nothing more runs, as in Redis.

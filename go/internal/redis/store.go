@@ -226,7 +226,64 @@ func (d *pDict) add(tx *engram.Tx, k []byte, typ int64, val []byte) (*pEntry, er
 	if err := d.rehashStep(tx); err != nil {
 		return nil, err
 	}
-	h := hashKey(k)
+	e, err := newEntry(tx, k, typ, val)
+	if err != nil {
+		return nil, err
+	}
+	slot := d.insertSlot(e.Hash)
+	if err := d.logLink(tx, slot); err != nil {
+		return nil, err
+	}
+	e.Next = *slot
+	*slot = e
+	d.Used++
+	return e, nil
+}
+
+// addMany links new string entries for keys ks with values vs (every key
+// absent, none twice), with one log call for all the links:
+//  1. start growing if due, then take one rehash step per key (as add
+//     would), so the tables do not change below;
+//  2. allocate every entry, key and value (new objects need no undo);
+//  3. log every insertion slot and Used in one batch (one engine call,
+//     one fence);
+//  4. link the entries.
+//
+// A crash before the region commits undoes the links and the allocations.
+func (d *pDict) addMany(tx *engram.Tx, ks, vs [][]byte) error {
+	if err := d.maybeGrow(tx); err != nil {
+		return err
+	}
+	for range ks {
+		if err := d.rehashStep(tx); err != nil {
+			return err
+		}
+	}
+	es := make([]*pEntry, len(ks))
+	var b engram.LogBatch
+	for i, k := range ks {
+		e, err := newEntry(tx, k, tString, vs[i])
+		if err != nil {
+			return err
+		}
+		es[i] = e
+		engram.BatchLog(tx, &b, d.insertSlot(e.Hash))
+	}
+	engram.BatchLog(tx, &b, &d.Used)
+	if err := tx.LogBatch(&b); err != nil {
+		return err
+	}
+	for _, e := range es {
+		slot := d.insertSlot(e.Hash)
+		e.Next = *slot
+		*slot = e
+	}
+	d.Used += int64(len(es))
+	return nil
+}
+
+// newEntry allocates an unlinked entry for k holding val.
+func newEntry(tx *engram.Tx, k []byte, typ int64, val []byte) (*pEntry, error) {
 	e, err := engram.New[pEntry](tx)
 	if err != nil {
 		return nil, err
@@ -237,14 +294,7 @@ func (d *pDict) add(tx *engram.Tx, k []byte, typ int64, val []byte) (*pEntry, er
 	if e.Val, err = engram.Bytes(tx, val); err != nil {
 		return nil, err
 	}
-	e.Type, e.Hash = typ, h
-	slot := d.insertSlot(h)
-	if err := d.logLink(tx, slot); err != nil {
-		return nil, err
-	}
-	e.Next = *slot
-	*slot = e
-	d.Used++
+	e.Type, e.Hash = typ, hashKey(k)
 	return e, nil
 }
 
