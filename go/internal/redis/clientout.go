@@ -11,6 +11,10 @@
 // (c.wmu; while a flusher runs, everything is appended to c.out); a
 // backlog beyond outLimit, a failed write or a chunk not taken within the
 // deadline hangs the client up (as Redis's client-output-buffer-limit).
+// A client closed by QUIT or CLIENT KILL (closeAfterReplies) is hung up
+// only after every reply written before is out: by the caller when there
+// is no backlog, else by the flusher once it has drained (Redis's
+// CLIENT_CLOSE_AFTER_REPLY); before, the hangup cut the backlog off.
 //
 // Crash behaviour: none; no pool memory (replies are written after the
 // commit that made them true).
@@ -66,7 +70,11 @@ func (c *client) flush() {
 		c.out = nil
 		if len(buf) == 0 {
 			c.flushing = false
+			hang := c.hangAfter
 			c.wmu.Unlock()
+			if hang {
+				c.hangup() // QUIT or CLIENT KILL: the backlog is out
+			}
 			return
 		}
 		c.wmu.Unlock()
@@ -107,6 +115,20 @@ func rawConnWrite(rc syscall.RawConn, b []byte) (n int, werr, err error) {
 		return true
 	})
 	return n, werr, err
+}
+
+// closeAfterReplies hangs the client up once every reply written so far
+// has gone out: now if the socket took them all, else when the flusher
+// has written the backlog (QUIT, CLIENT KILL).
+func (c *client) closeAfterReplies() {
+	c.wmu.Lock()
+	if c.flushing {
+		c.hangAfter = true
+		c.wmu.Unlock()
+		return
+	}
+	c.wmu.Unlock()
+	c.hangup()
 }
 
 // hangup ends the connection without closing its descriptor (the epoll

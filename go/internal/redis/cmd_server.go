@@ -415,7 +415,12 @@ func cmdClient(x *ctx) error {
 			if (len(x.args) == 3 && c.addr == string(x.args[2])) ||
 				(len(x.args) == 4 && eq(x.args[2], "id") && strconv.FormatInt(c.id, 10) == string(x.args[3])) ||
 				(len(x.args) == 4 && eq(x.args[2], "addr") && c.addr == string(x.args[3])) {
-				c.hangup()
+				// Closed after the batch's replies (afterCommit): what it
+				// ran is committed and answered, nothing more runs.
+				if !c.closing {
+					c.closing = true
+					x.s.killed = append(x.s.killed, c)
+				}
 				n++
 			}
 		}

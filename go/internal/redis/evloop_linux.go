@@ -21,13 +21,18 @@
 // Server.Close (after the loops stopped) close it. A connection's commands
 // run in the order read; with one loop all connections' commands run in
 // the order the loop read them (with more loops, turns of different loops
-// run in the order they take execMu).
+// run in the order they take execMu). An epoll_wait that fails with
+// anything but EINTR (a broken epoll instance: its connections can no
+// longer be read) is logged and stops the server (Server.failServing:
+// Serve returns the error, the pool is closed cleanly, exit status 1)
+// instead of leaving its clients unanswered without a word.
 //
 // Crash behaviour: none of its own; it hands commands to the executor.
 package redis
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"syscall"
 	"time"
@@ -57,6 +62,11 @@ type evLoop struct {
 	cmds   [][][]byte // one request's commands while parsing (copied out by queue)
 	cmdBuf [][][]byte // carved into requests' command lists (never reused: see argArena)
 	reqBuf []request  // carved into requests (likewise)
+
+	// fdsClosed: epfd and the wake pipe are closed (mu): add and wakeUp
+	// then leave them alone (a loop whose epoll_wait failed closes them
+	// while the server still runs, and a closed number may be reused).
+	fdsClosed bool
 }
 
 // evConn is a connection of a loop.
@@ -113,6 +123,12 @@ func newLoop(s *Server) (*evLoop, error) {
 }
 
 func (l *evLoop) closeFds() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fdsClosed {
+		return
+	}
+	l.fdsClosed = true
 	syscall.Close(l.epfd)
 	syscall.Close(l.wake[0])
 	syscall.Close(l.wake[1])
@@ -128,7 +144,11 @@ func token(ev *syscall.EpollEvent) int64 {
 
 // wakeUp makes the loop's epoll_wait return (Server.Close).
 func (l *evLoop) wakeUp() {
-	syscall.Write(l.wake[1], []byte{1})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.fdsClosed {
+		syscall.Write(l.wake[1], []byte{1})
+	}
 }
 
 // add registers a connection (the accept goroutine); an error leaves it
@@ -143,8 +163,11 @@ func (l *evLoop) add(c *client) error {
 	}
 	ec := &evConn{c: c, f: f}
 	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fdsClosed {
+		return errors.New("event loop stopped")
+	}
 	l.conns[c.id] = ec
-	l.mu.Unlock()
 	var cerr error
 	err := c.rc.Control(func(fd uintptr) {
 		ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP}
@@ -155,9 +178,7 @@ func (l *evLoop) add(c *client) error {
 		err = cerr
 	}
 	if err != nil {
-		l.mu.Lock()
 		delete(l.conns, c.id)
-		l.mu.Unlock()
 	}
 	return err
 }
@@ -172,7 +193,16 @@ func (l *evLoop) run() {
 			if errors.Is(err, syscall.EINTR) {
 				continue
 			}
-			return // the epoll fd is broken: nothing more can be read
+			// EBADF, EINVAL, EFAULT: the epoll instance is broken and no
+			// connection of this loop can be read any more. Not silently:
+			// log it and stop the server (failServing), unless it is
+			// stopping anyway.
+			select {
+			case <-l.s.closed:
+			default:
+				l.s.failServing(fmt.Errorf("event loop: epoll_wait: %w", err))
+			}
+			return
 		}
 		select {
 		case <-l.s.closed:

@@ -129,12 +129,11 @@ func TestMSetNewKeysKill(t *testing.T) {
 func overwriteKill(t *testing.T, dir, mode string, nkeys int) {
 	ctx := context.Background()
 	bin := buildServer(t, dir)
-	port := freePort(t)
 	r := rand.New(rand.NewPCG(11, 12))
 	model := map[string]string{}
 	done := 0
 	for k := 0; k < 6; k++ {
-		cmd, c := runServer(t, bin, port, filepath.Join(dir, "o.pool"), "--durability", mode)
+		cmd, c := runServer(t, bin, filepath.Join(dir, "o.pool"), "--durability", mode)
 		if k > 0 {
 			if err := overwriteState(ctx, c, model, nil, nkeys); err != "" {
 				t.Fatalf("kill %d: %s", k, err)
@@ -177,7 +176,7 @@ func overwriteKill(t *testing.T, dir, mode string, nkeys int) {
 		cmd.Wait()
 		inflight := <-stop
 		c.Close()
-		cmd, c = runServer(t, bin, port, filepath.Join(dir, "o.pool"), "--durability", mode)
+		cmd, c = runServer(t, bin, filepath.Join(dir, "o.pool"), "--durability", mode)
 		if err := overwriteState(ctx, c, model, inflight, nkeys); err != "" {
 			t.Fatalf("kill %d: %s", k, err)
 		}
@@ -239,7 +238,6 @@ func TestHashOverwriteKill(t *testing.T) {
 func hashOverwriteKill(t *testing.T, dir, mode string) {
 	ctx := context.Background()
 	bin := buildServer(t, dir)
-	port := freePort(t)
 	r := rand.New(rand.NewPCG(21, 22))
 	model := map[string]string{}
 	var args []any
@@ -250,7 +248,7 @@ func hashOverwriteKill(t *testing.T, dir, mode string) {
 	}
 	done := 0
 	for k := 0; k < 6; k++ {
-		cmd, c := runServer(t, bin, port, filepath.Join(dir, "h.pool"), "--durability", mode)
+		cmd, c := runServer(t, bin, filepath.Join(dir, "h.pool"), "--durability", mode)
 		if k == 0 {
 			if err := c.HSet(ctx, "h", args...).Err(); err != nil {
 				t.Fatal(err)
@@ -293,7 +291,7 @@ func hashOverwriteKill(t *testing.T, dir, mode string) {
 		cmd.Wait()
 		inflight := <-stop
 		c.Close()
-		cmd, c = runServer(t, bin, port, filepath.Join(dir, "h.pool"), "--durability", mode)
+		cmd, c = runServer(t, bin, filepath.Join(dir, "h.pool"), "--durability", mode)
 		if err := hashState(ctx, c, model, inflight); err != "" {
 			t.Fatalf("kill %d: %s", k, err)
 		}

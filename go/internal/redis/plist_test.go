@@ -8,7 +8,6 @@ package redis
 import (
 	"context"
 	"math/rand/v2"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -167,17 +166,11 @@ func TestListInPlaceKill(t *testing.T) {
 	ctx := context.Background()
 	dir := tmpDir(t)
 	bin := buildServer(t, dir)
-	port := freePort(t)
 	r := rand.New(rand.NewPCG(3, 4))
 	var model []string
 	done := 0
 	for k := 0; k < listKills; k++ {
-		cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--pool", filepath.Join(dir, "k.pool"))
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port), MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Minute})
-		waitUp(t, c)
+		cmd, c := runServer(t, bin, filepath.Join(dir, "k.pool"))
 		if k == 0 {
 			model = seedList(t, c, 3000)
 		}
@@ -207,7 +200,7 @@ func TestListInPlaceKill(t *testing.T) {
 		cmd.Wait()
 		inflight, acked := <-stop, <-stop
 		c.Close()
-		model = resolveRestart(t, bin, port, dir, acked, inflight)
+		model = resolveRestart(t, bin, dir, acked, inflight)
 	}
 	if done == 0 {
 		t.Fatal("no operation was acknowledged")
@@ -217,15 +210,10 @@ func TestListInPlaceKill(t *testing.T) {
 
 // resolveRestart reopens the pool and returns which state the list is in:
 // the acknowledged one or the one with the in-flight operation applied.
-func resolveRestart(t *testing.T, bin string, port int, dir string, acked, inflight []string) []string {
-	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--pool", filepath.Join(dir, "k.pool"))
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+func resolveRestart(t *testing.T, bin string, dir string, acked, inflight []string) []string {
+	cmd, c := runServer(t, bin, filepath.Join(dir, "k.pool"))
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port), MaxRetries: -1, DialTimeout: time.Second})
 	defer c.Close()
-	waitUp(t, c)
 	got := c.LRange(context.Background(), "L", 0, -1).Val()
 	switch {
 	case slices.Equal(got, acked):

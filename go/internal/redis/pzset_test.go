@@ -159,11 +159,10 @@ func TestZSetMoveKill(t *testing.T) {
 	ctx := context.Background()
 	dir := tmpDir(t)
 	bin := buildServer(t, dir)
-	port := freePort(t)
 	r := rand.New(rand.NewPCG(7, 8))
 	model := map[string]float64{}
 	done := 0
-	run := func() (*exec.Cmd, *goredis.Client) { return runServer(t, bin, port, filepath.Join(dir, "z.pool")) }
+	run := func() (*exec.Cmd, *goredis.Client) { return runServer(t, bin, filepath.Join(dir, "z.pool")) }
 	for k := 0; k < zsetKills; k++ {
 		cmd, c := run()
 		stop := make(chan []zop, 1)
@@ -212,15 +211,11 @@ func TestZSetMoveKill(t *testing.T) {
 	t.Logf("%d kills during %d acknowledged ZADDs on a %d-member sorted set", zsetKills, done, len(model))
 }
 
-// runServer starts the built server bin on port with pool and args and
-// returns it with a client that does not retry (the kill tests).
-func runServer(t *testing.T, bin string, port int, pool string, args ...string) (*exec.Cmd, *goredis.Client) {
-	cmd := exec.Command(bin, append([]string{"--port", strconv.Itoa(port), "--pool", pool}, args...)...)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port), MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Minute})
-	waitUp(t, c)
+// runServer starts the built server bin with pool and args (on a port of
+// its own, ownServer) and returns it with a client that does not retry
+// (the kill tests).
+func runServer(t *testing.T, bin string, pool string, args ...string) (*exec.Cmd, *goredis.Client) {
+	cmd, c, _ := ownServer(t, bin, append([]string{"--pool", pool}, args...)...)
 	return cmd, c
 }
 

@@ -32,7 +32,6 @@ func TestRecoveryGCBackground(t *testing.T) {
 	}
 	dir := tmpDir(t)
 	bin := buildServer(t, dir)
-	port := freePort(t)
 	pool := filepath.Join(dir, "rgc.pool")
 	ctx := context.Background()
 	acked := map[string]string{}
@@ -41,15 +40,7 @@ func TestRecoveryGCBackground(t *testing.T) {
 		n = v
 	}
 
-	run := func() (*exec.Cmd, *goredis.Client) {
-		cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--pool", pool)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port), MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Minute})
-		waitUp(t, c)
-		return cmd, c
-	}
+	run := func() (*exec.Cmd, *goredis.Client) { return runServer(t, bin, pool) }
 	kill := func(cmd *exec.Cmd, c *goredis.Client) {
 		cmd.Process.Kill()
 		cmd.Wait()

@@ -101,6 +101,7 @@ type Server struct {
 	blocked      map[*client]*blockState
 	ready        map[string]bool // db/key of lists pushed in this batch
 	unblocks     []unblockReq    // CLIENT UNBLOCKs to carry out after the batch commits
+	killed       []*client       // clients CLIENT KILL closes after the batch's replies
 	closed       chan struct{}
 	stats        struct{ cmds, conns, batches, batchCmds, keyspaceHits, keyspaceMiss int64 }
 	done         sync.WaitGroup
@@ -109,6 +110,7 @@ type Server struct {
 	kick         chan struct{} // wakes the executor goroutine: requests wait
 	stopped      atomic.Bool   // set under execMu by Close: no batch runs any more
 	closeOnce    atomic.Bool
+	fatal        atomic.Pointer[error] // why the server must stop (failServing)
 	needCollect  bool
 	blockSeq     int64
 	shutdownReq  bool
@@ -126,23 +128,25 @@ type client struct {
 	wmu      sync.Mutex
 	out      []byte // replies the socket did not take yet (wmu; clientout.go)
 	flushing bool   // a flusher goroutine is writing out (wmu)
-	proto    int
-	db       int
-	name     string
-	authed   bool
-	multi    bool
-	queue    [][][]byte
-	multiErr bool
-	watched  map[string]int64
-	dirty    bool // a watched key changed
-	subs     map[string]bool
-	psubs    map[string]bool
-	pending  []*request // requests held while blocked
-	closing  bool
-	inExec   bool
-	addr     string
-	created  time.Time
-	lastCmd  string
+	// hangAfter: hang up once the backlog is out (wmu; closeAfterReplies).
+	hangAfter bool
+	proto     int
+	db        int
+	name      string
+	authed    bool
+	multi     bool
+	queue     [][][]byte
+	multiErr  bool
+	watched   map[string]int64
+	dirty     bool // a watched key changed
+	subs      map[string]bool
+	psubs     map[string]bool
+	pending   []*request // requests held while blocked
+	closing   bool
+	inExec    bool
+	addr      string
+	created   time.Time
+	lastCmd   string
 }
 
 type request struct {
@@ -232,6 +236,9 @@ func (s *Server) Serve() error {
 	for {
 		conn, err := s.ln.Accept()
 		if err != nil {
+			if f := s.fatal.Load(); f != nil {
+				return *f
+			}
 			if s.shutdown.Load() {
 				return nil
 			}
@@ -246,6 +253,25 @@ func (s *Server) Serve() error {
 			return err
 		}
 		s.handle(conn)
+	}
+}
+
+// logOut is where the server logs what goes wrong while it serves
+// (swapped in tests).
+var logOut io.Writer = os.Stderr
+
+// failServing stops a server that can no longer serve (an event loop's
+// epoll_wait failed): it logs err at once, and Serve returns it (the
+// listener is closed, which ends Accept), so Run closes the pool cleanly
+// and engram-redis exits with status 1, as a user would want rather than a
+// server that silently stops answering. The first error wins.
+func (s *Server) failServing(err error) {
+	if !s.fatal.CompareAndSwap(nil, &err) {
+		return
+	}
+	fmt.Fprintf(logOut, "engram-redis: %v; shutting down\n", err)
+	if s.ln != nil {
+		s.ln.Close()
 	}
 }
 
@@ -585,6 +611,11 @@ func (s *Server) runBatch(batch []*request) {
 		return nil
 	})
 	if err != nil {
+		// The batch runs again request by request: its kills too.
+		for _, c := range s.killed {
+			c.closing = false
+		}
+		s.killed = s.killed[:0]
 		for i, r := range live {
 			r.c.restore(saved[i])
 			r.out.b = r.out.b[:0]
@@ -622,9 +653,15 @@ func (s *Server) afterCommit(live []*request) {
 			r.c.write(r.out.b)
 		}
 		if r.c.closing {
-			r.c.hangup()
+			r.c.closeAfterReplies()
 		}
 	}
+	// Clients CLIENT KILL named: after the replies to what they ran.
+	for _, c := range s.killed {
+		c.closeAfterReplies()
+	}
+	clear(s.killed)
+	s.killed = s.killed[:0]
 	if len(s.ready) > 0 {
 		s.serveBlocked()
 	}
@@ -643,16 +680,17 @@ func pid() int { return os.Getpid() }
 type clientState struct {
 	db, proto   int
 	multi, dirt bool
+	closing     bool
 	queue       [][][]byte
 	multiErr    bool
 }
 
 func (c *client) save() clientState {
-	return clientState{c.db, c.proto, c.multi, c.dirty, c.queue, c.multiErr}
+	return clientState{c.db, c.proto, c.multi, c.dirty, c.closing, c.queue, c.multiErr}
 }
 
 func (c *client) restore(st clientState) {
-	c.db, c.proto, c.multi, c.dirty, c.queue, c.multiErr = st.db, st.proto, st.multi, st.dirt, st.queue, st.multiErr
+	c.db, c.proto, c.multi, c.dirty, c.closing, c.queue, c.multiErr = st.db, st.proto, st.multi, st.dirt, st.closing, st.queue, st.multiErr
 }
 
 // runRequest executes a request's commands into r.out. An engram error
@@ -668,6 +706,10 @@ func (s *Server) runRequest(tx *engram.Tx, r *request) (err error) {
 	r.out = W{b: r.out.b[:0], proto: r.c.proto}
 	s.warmRequest(r) // under the recover above, as the commands
 	for i, args := range r.cmds {
+		if r.c.closing {
+			// After QUIT (or CLIENT KILL) nothing more runs, as in Redis.
+			return nil
+		}
 		if _, blocked := s.blocked[r.c]; blocked {
 			// The rest waits until the blocking command is served.
 			r.c.pending = append(r.c.pending, &request{c: r.c, cmds: r.cmds[i:]})
