@@ -131,6 +131,27 @@ impl Space {
         Ok(())
     }
 
+    /// [`Space::write`] at absolute `addr` without the bounds check, for a
+    /// caller that already knows the place (a slot its allocator handed out,
+    /// an object its pointer check located): the store is reported to a
+    /// tracer like any other (not flushed).
+    ///
+    /// # Safety
+    /// `[addr, addr + size_of::<T>())` lies inside the live, writable mapping.
+    #[inline]
+    pub unsafe fn write_known<T: Copy>(&self, addr: u64, v: T) {
+        debug_assert!(self.contains(addr, std::mem::size_of::<T>() as u64), "write_known at {addr:#x} outside the pool");
+        let len = std::mem::size_of::<T>() as u64;
+        if let Some(t) = self.persist.tracer() {
+            t.before_store(addr, len);
+        }
+        // SAFETY: inside the live, writable mapping (the caller's contract).
+        unsafe { std::ptr::write_unaligned(addr as *mut T, v) };
+        if let Some(t) = self.persist.tracer() {
+            t.store(addr, len);
+        }
+    }
+
     /// Writes `bytes` at pool offset `off` (bounds-checked, not flushed).
     pub fn write_bytes(&self, off: u64, bytes: &[u8]) -> Result<()> {
         let addr = self.base() + off;
