@@ -318,10 +318,17 @@ impl<'p> Tx<'p> {
 
     /// In checked mode, validates the pointer fields of `vals`, to be stored
     /// as elements `first..` of the object at `object` (0: not yet allocated).
+    /// (Inlined: outside checked mode it is one test; the check is a call.)
+    #[inline]
     fn check_values<T: Persistent>(&self, object: u64, first: u64, vals: &[T]) -> Result<()> {
         if !self.pool.check_pointers || !crate::types::has_pointers::<T>() {
             return Ok(());
         }
+        self.check_values_now(object, first, vals)
+    }
+
+    #[inline(never)]
+    fn check_values_now<T: Persistent>(&self, object: u64, first: u64, vals: &[T]) -> Result<()> {
         let mut ptrs = Vec::new();
         T::pointer_offsets(&mut ptrs, 0);
         let st = self.st.borrow();
@@ -372,19 +379,28 @@ impl<'p> Tx<'p> {
 
     /// Allocates a `T` holding `value`. Freed again if the region rolls back;
     /// garbage after a crash unless linked from a root by a committed region.
+    ///
+    /// Inlined into the caller: the small-object fast path is a few dozen
+    /// instructions, the rest (`alloc_general`) is a call.
+    #[inline]
     pub fn alloc<T: Persistent>(&self, value: T) -> Result<PPtr<T>> {
         self.check_values(0, 0, std::slice::from_ref(&value))?;
         let addr = match self.alloc_small_fast::<T>() {
             Some(addr) => addr,
-            None => {
-                let id = self.type_id::<T>()?;
-                self.alloc_raw(size_of::<T>() as u64, id, 0, 1)?
-            }
+            None => self.alloc_general::<T>()?,
         };
         // SAFETY: alloc_raw returned a fresh slot of at least size_of::<T>()
         // bytes, 16-aligned, inside the mapping, owned by this region alone.
         unsafe { std::ptr::write(addr as *mut T, value) };
         Ok(PPtr::from_addr(addr))
+    }
+
+    /// [`Tx::alloc`] when its fast path says no: the type id looked up
+    /// (and cached), a refill of the magazine, or a large object.
+    #[inline(never)]
+    fn alloc_general<T: Persistent>(&self) -> Result<u64> {
+        let id = self.type_id::<T>()?;
+        self.alloc_raw(size_of::<T>() as u64, id, 0, 1)
     }
 
     /// The small-object fast path of [`Tx::alloc`]: one borrow of the
