@@ -2,7 +2,10 @@
 //! bounds-checked access to persistent memory.
 //!
 //! What it keeps true:
-//! - every access through [`Space`] stays inside the mapped prefix of the file;
+//! - every access through [`Space`] stays inside the mapped prefix of the file
+//!   (checked on every call, except [`Space::write_known`], whose caller
+//!   names a place the allocator or a pointer check already located: an
+//!   allocated slot's header, a located object's flags word);
 //! - the header is rewritten by the two-copy protocol: the copy *not* holding
 //!   the current sequence number is overwritten with `seq + 1` and persisted,
 //!   so a torn header write leaves the previous copy valid;
