@@ -175,6 +175,75 @@ fn no_mark_outlives_its_region() {
     pool.close().unwrap();
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Persistent)]
+struct LinkA {
+    next: PPtr<LinkA>,
+    v: u64,
+}
+
+/// Same size class as `LinkA`, its pointer in the other word.
+#[derive(Clone, Copy, Debug, PartialEq, Persistent)]
+struct LinkB {
+    v: u64,
+    next: PPtr<LinkB>,
+}
+
+/// The object header `Tx::alloc` stored for the payload at `p`: (type id, flags, count).
+fn header(p: u64) -> (u32, u32, u64) {
+    // SAFETY: `p` is the payload of a live object of an open pool; its
+    // 16-byte header (type id, flags, count) precedes it.
+    unsafe { (*((p - 16) as *const u32), *((p - 12) as *const u32), *((p - 8) as *const u64)) }
+}
+
+/// `Tx::alloc`'s fast path (magazine pop, the region's cached type id, the
+/// header stored in place) writes the header `alloc_raw` writes: two types
+/// of one size class, interleaved in one region across many batches, each
+/// object carries its own type's id (a wrong one would make the collector
+/// trace the wrong word and free the chain), and both chains survive a
+/// collection and a reopen.
+#[test]
+fn interleaved_types_of_one_class_keep_their_own_headers() {
+    let t = TempPool::new("ra-types");
+    let pool = create(&t);
+    let n = 300u64;
+    pool.txn(|tx| {
+        let (mut a, mut b) = (PPtr::<LinkA>::null(), PPtr::<LinkB>::null());
+        for i in 0..n {
+            a = tx.alloc(LinkA { next: a, v: i })?;
+            b = tx.alloc(LinkB { v: i, next: b })?;
+        }
+        tx.set_root("a", a)?;
+        tx.set_root("b", b)
+    })
+    .unwrap();
+    let walk = |pool: &Pool| {
+        pool.txn(|tx| {
+            let (ta, tb) = (tx.root_entry("a")?.unwrap().type_id, tx.root_entry("b")?.unwrap().type_id);
+            assert_ne!(ta, tb);
+            let (mut a, mut b) = (tx.root::<LinkA>("a")?.unwrap(), tx.root::<LinkB>("b")?.unwrap());
+            for i in (0..n).rev() {
+                assert_eq!(header(a.addr()), (ta, 0xE9A0_0000, 1), "LinkA {i}");
+                assert_eq!(header(b.addr()), (tb, 0xE9A0_0000, 1), "LinkB {i}");
+                let (x, y) = (tx.read(a)?, tx.read(b)?);
+                assert_eq!((x.v, y.v), (i, i));
+                (a, b) = (x.next, y.next);
+            }
+            assert!(a.is_null() && b.is_null());
+            Ok::<_, Error>(())
+        })
+        .unwrap()
+    };
+    walk(&pool);
+    let before = live(&pool);
+    pool.collect().unwrap();
+    assert_eq!(live(&pool), before, "the collector traced both chains");
+    walk(&pool);
+    pool.close().unwrap();
+    let pool = open(&t);
+    walk(&pool);
+    pool.close().unwrap();
+}
+
 /// Blocks the pool file holds, in bytes (`st_blocks` counts 512-byte units,
 /// including blocks allocated ahead of use).
 fn file_blocks(t: &TempPool) -> u64 {

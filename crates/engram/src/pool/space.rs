@@ -2,7 +2,10 @@
 //! bounds-checked access to persistent memory.
 //!
 //! What it keeps true:
-//! - every access through [`Space`] stays inside the mapped prefix of the file;
+//! - every access through [`Space`] stays inside the mapped prefix of the file
+//!   (checked on every call, except [`Space::write_known`], whose caller
+//!   names a place the allocator or a pointer check already located: an
+//!   allocated slot's header, a located object's flags word);
 //! - the header is rewritten by the two-copy protocol: the copy *not* holding
 //!   the current sequence number is overwritten with `seq + 1` and persisted,
 //!   so a torn header write leaves the previous copy valid;
@@ -129,6 +132,27 @@ impl Space {
             t.store(addr, len);
         }
         Ok(())
+    }
+
+    /// [`Space::write`] at absolute `addr` without the bounds check, for a
+    /// caller that already knows the place (a slot its allocator handed out,
+    /// an object its pointer check located): the store is reported to a
+    /// tracer like any other (not flushed).
+    ///
+    /// # Safety
+    /// `[addr, addr + size_of::<T>())` lies inside the live, writable mapping.
+    #[inline]
+    pub unsafe fn write_known<T: Copy>(&self, addr: u64, v: T) {
+        debug_assert!(self.contains(addr, std::mem::size_of::<T>() as u64), "write_known at {addr:#x} outside the pool");
+        let len = std::mem::size_of::<T>() as u64;
+        if let Some(t) = self.persist.tracer() {
+            t.before_store(addr, len);
+        }
+        // SAFETY: inside the live, writable mapping (the caller's contract).
+        unsafe { std::ptr::write_unaligned(addr as *mut T, v) };
+        if let Some(t) = self.persist.tracer() {
+            t.store(addr, len);
+        }
     }
 
     /// Writes `bytes` at pool offset `off` (bounds-checked, not flushed).

@@ -316,10 +316,17 @@ impl<'p> Tx<'p> {
 
     /// In checked mode, validates the pointer fields of `vals`, to be stored
     /// as elements `first..` of the object at `object` (0: not yet allocated).
+    /// (Inlined: outside checked mode it is one test; the check is a call.)
+    #[inline]
     fn check_values<T: Persistent>(&self, object: u64, first: u64, vals: &[T]) -> Result<()> {
         if !self.pool.check_pointers || !crate::types::has_pointers::<T>() {
             return Ok(());
         }
+        self.check_values_now(object, first, vals)
+    }
+
+    #[inline(never)]
+    fn check_values_now<T: Persistent>(&self, object: u64, first: u64, vals: &[T]) -> Result<()> {
         let mut ptrs = Vec::new();
         T::pointer_offsets(&mut ptrs, 0);
         let st = self.st.borrow();
@@ -370,14 +377,58 @@ impl<'p> Tx<'p> {
 
     /// Allocates a `T` holding `value`. Freed again if the region rolls back;
     /// garbage after a crash unless linked from a root by a committed region.
+    ///
+    /// Inlined into the caller: the small-object fast path is a few dozen
+    /// instructions, the rest (`alloc_general`) is a call.
+    #[inline]
     pub fn alloc<T: Persistent>(&self, value: T) -> Result<PPtr<T>> {
         self.check_values(0, 0, std::slice::from_ref(&value))?;
-        let id = self.type_id::<T>()?;
-        let addr = self.alloc_raw(size_of::<T>() as u64, id, 0, 1)?;
+        let addr = match self.alloc_small_fast::<T>() {
+            Some(addr) => addr,
+            None => self.alloc_general::<T>()?,
+        };
         // SAFETY: alloc_raw returned a fresh slot of at least size_of::<T>()
         // bytes, 16-aligned, inside the mapping, owned by this region alone.
         unsafe { std::ptr::write(addr as *mut T, value) };
         Ok(PPtr::from_addr(addr))
+    }
+
+    /// [`Tx::alloc`] when its fast path says no: the type id looked up
+    /// (and cached), a refill of the magazine, or a large object.
+    #[inline(never)]
+    fn alloc_general<T: Persistent>(&self) -> Result<u64> {
+        let id = self.type_id::<T>()?;
+        self.alloc_raw(size_of::<T>() as u64, id, 0, 1)
+    }
+
+    /// The small-object fast path of [`Tx::alloc`]: one borrow of the
+    /// region's state, the type id from the region's cache, the next slot
+    /// of the magazine's current batch, the header stored in place. It
+    /// records exactly what `alloc_raw` records for a small object (the
+    /// magazine's handed-out count, the span for the pointer checks, the
+    /// slot for the commit flush, the GC card), so commit, rollback and
+    /// recovery see no difference. None (take `alloc_raw`): `T` is not
+    /// small, its type id is not cached yet, or the batch is empty or of
+    /// another class.
+    #[inline]
+    fn alloc_small_fast<T: Persistent>(&self) -> Option<u64> {
+        let bytes = size_of::<T>() as u64 + OBJ_HEADER;
+        let c = crate::alloc::classes::class_for(bytes)?;
+        let space = &self.pool.space;
+        let mut st = self.st.borrow_mut();
+        let st = &mut *st;
+        let key = std::any::TypeId::of::<T>();
+        let &(_, type_id) = st.type_ids.iter().find(|(k, _)| *k == key)?;
+        let hdr = st.sets.mag.pop(c)?;
+        // SAFETY: a magazine hands out free slots of class `c` (at least
+        // `bytes` long) of spans inside the mapping, each to this region
+        // alone (`alloc::cache::Magazine`).
+        unsafe { space.write_known(hdr, ObjHeader { type_id, flags: OBJ_TAG, count: 1 }) };
+        let off = hdr - space.base();
+        self.spans.learn_small((off - HEAP_OFF) / SPAN_SIZE, c);
+        mark_dirty(&mut st.sets.dirty, off, bytes);
+        self.pool.deferred.card(off, bytes);
+        Some(hdr + OBJ_HEADER)
     }
 
     /// Allocates an array of `len` zeroed `T`s.
@@ -431,7 +482,9 @@ impl<'p> Tx<'p> {
         let space = &self.pool.space;
         // (Not `ok_or`: that builds and drops an `Error` on every call.)
         let Some(loc) = self.locate(addr) else { return Err(Error::BadPointer { addr }) };
-        let flags: u32 = space.read(addr - OBJ_HEADER - space.base() + OBJ_FLAGS_OFF)?;
+        // SAFETY: `locate` found an object's payload at `addr`: its header
+        // lies in the heap, inside the mapping.
+        let flags = unsafe { std::ptr::read((addr - OBJ_HEADER + OBJ_FLAGS_OFF) as *const u32) };
         if flags & OBJ_TAG_MASK != OBJ_TAG {
             return Err(Error::BadPointer { addr });
         }
@@ -782,14 +835,17 @@ impl<'p> Tx<'p> {
         // step 4'; a region that only frees issues no other fence).
         space.persist.settle_bumps("pending generation bumps before freed objects are reused")?;
         let cache = st.cache.clone().unwrap_or_else(|| self.pool.heap.cache());
+        let base = space.base();
         for &f in &st.sets.frees {
             // A freed object loses its tag, so a second free or a dangling
             // pointer is caught (`free`, `check`). Not logged: the region
             // that unlinked it is committed. (All tags first: a slot handed
             // back may be reused by another thread at once.)
-            space.write(unpack_free(f).0 - OBJ_HEADER + crate::format::OBJ_FLAGS_OFF, &0u32)?;
+            // SAFETY: `free_addr` located an object's payload at this
+            // offset (its header lies in the heap, inside the mapping), and
+            // the pool does not shrink while open.
+            unsafe { space.write_known(base + unpack_free(f).0 - OBJ_HEADER + crate::format::OBJ_FLAGS_OFF, 0u32) };
         }
-        let base = space.base();
         let small = st.sets.frees.iter().filter_map(|&f| match unpack_free(f) {
             (off, Some(c)) => Some((c, base + off - OBJ_HEADER)),
             (_, None) => None,
