@@ -1,6 +1,8 @@
 //! The PSTM side of the STM benchmarks: Engram's transactional collections
 //! (`RbTree`, `Treap`, `HashTable`, `PMap` from `engram::stm::collections`)
-//! in a fresh pool, each operation one `Pool::atomically` transaction.
+//! in a fresh pool, each operation one transaction: a lookup a read-only
+//! `Pool::atomically_read` one (the HAMT's: `Pool::atomically`), an update
+//! a `Pool::atomically` one.
 //!
 //! The durability mode is the only difference between the PSTM and the
 //! "no flush" runs: `Durability::Pmem` flushes with CLWB/CLFLUSHOPT and
@@ -35,6 +37,12 @@ pub trait Coll: Copy + Send + Sync + 'static {
     fn make(pool: &Pool, name: &str) -> engram::Result<Self>;
     /// The key's value.
     fn get(&self, tx: &STx<'_>, k: u64) -> StmResult<Option<u64>>;
+    /// The key's value, as one transaction of its own: a read-only one
+    /// (`Pool::atomically_read`) where the collection's lookup has a
+    /// read-only form, else a full one.
+    fn lookup(&self, pool: &Pool, k: u64) -> engram::Result<Option<u64>> {
+        pool.atomically(|tx| self.get(tx, k))
+    }
     /// Sets the key's value; the value it replaced.
     fn insert(&self, tx: &STx<'_>, k: u64, v: u64) -> StmResult<Option<u64>>;
     /// Removes the key; its value.
@@ -46,11 +54,16 @@ pub trait Coll: Copy + Send + Sync + 'static {
 }
 
 macro_rules! coll {
-    ($t:ty, |$p:ident, $n:ident| $make:expr) => {
+    ($t:ty, |$p:ident, $n:ident| $make:expr $(, $ro:ident)?) => {
         impl Coll for $t {
             fn make($p: &Pool, $n: &str) -> engram::Result<Self> {
                 $make
             }
+            $(
+                fn lookup(&self, pool: &Pool, k: u64) -> engram::Result<Option<u64>> {
+                    pool.$ro(|tx| <$t>::get(self, tx, &k))
+                }
+            )?
             fn get(&self, tx: &STx<'_>, k: u64) -> StmResult<Option<u64>> {
                 <$t>::get(self, tx, &k)
             }
@@ -70,9 +83,11 @@ macro_rules! coll {
     };
 }
 
-coll!(RbTree<u64, u64>, |p, n| RbTree::root(p, n));
-coll!(Treap<u64, u64>, |p, n| Treap::root(p, n));
-coll!(HashTable<u64, u64>, |p, n| HashTable::root(p, n, HASH_BUCKETS));
+// (The HAMT's lookup reads slot arrays, which read-only transactions do
+// not offer: its lookups stay full transactions.)
+coll!(RbTree<u64, u64>, |p, n| RbTree::root(p, n), atomically_read);
+coll!(Treap<u64, u64>, |p, n| Treap::root(p, n), atomically_read);
+coll!(HashTable<u64, u64>, |p, n| HashTable::root(p, n, HASH_BUCKETS), atomically_read);
 coll!(PMap<u64, u64>, |p, n| PMap::root(p, n));
 
 /// One collection in its own pool.
@@ -120,6 +135,10 @@ impl<C: Coll> TxMap for PstmMap<C> {
 
     fn apply(&self, _: &mut (), op: Op) -> Result<bool, BenchError> {
         let c = self.coll;
+        if let Op::Lookup(k) = op {
+            std::hint::black_box(c.lookup(self.pool(), k)?);
+            return Ok(false);
+        }
         let changed = self.pool().atomically(|tx| match op {
             Op::Lookup(k) => c.get(tx, k).map(|v| {
                 std::hint::black_box(v);

@@ -12,6 +12,9 @@
 //!   validates the reads, writes a checksummed redo record and the copies of
 //!   new values, and issues ONE fence before the new values become visible in
 //!   place (`redo.rs` has the crash cases).
+//! - [`crate::Pool::atomically_read`] runs a read-only transaction ([`RTx`]):
+//!   TL2's read-only protocol alone (seqlock reads checked against one
+//!   snapshot), no read set, allocation, shared write, flush or fence.
 //! - [`STx::retry`] blocks until a variable the transaction read changes (no
 //!   busy waiting); [`STx::or_else`] runs its second branch when the first
 //!   retries, keeping the first branch's reads and dropping its writes.
@@ -45,7 +48,10 @@ pub mod wait;
 pub(crate) mod word;
 
 pub(crate) use engine::in_atomically;
-pub use engine::{atomically, clock_start, set_clock_start, stats, young_helps, ClockStart, STx, StmError, StmResult, StmStats};
+pub use engine::{
+    atomically, clock_start, set_clock_start, stats, young_helps, ClockStart, RTx, ReadOnlyVar, ReadTx, STx, StmError, StmResult, StmStats,
+    LEAN_ATTEMPTS,
+};
 /// The STM as a layer of the pool: redo-record replay on open, quiesce
 /// before GC and close.
 pub(crate) const LAYER: crate::pool::layer::Layer = crate::pool::layer::Layer {

@@ -362,6 +362,30 @@ impl<V: Var> ReadVar for V {
     }
 }
 
+impl<T: Persist> crate::stm::ReadOnlyVar for PTVar<T> {
+    #[inline]
+    fn read_ro(&self, tx: &crate::stm::RTx<'_>) -> StmResult<T::P> {
+        if Self::BOXED {
+            return tx.read_boxed::<T::P>(self.cell.addr());
+        }
+        tx.read_cell::<T::P>(self.cell.addr(), PTVAR_MAX_VALUE)
+    }
+}
+
+impl<T: Persistent + Persist<P = T>> crate::stm::ReadOnlyVar for FieldRef<T> {
+    #[inline]
+    fn read_ro(&self, tx: &crate::stm::RTx<'_>) -> StmResult<T> {
+        tx.read_cell::<T>(self.addr, 8)
+    }
+}
+
+impl<T: Persistent + Persist<P = T>> crate::stm::ReadOnlyVar for ImmutableRef<T> {
+    #[inline]
+    fn read_ro(&self, tx: &crate::stm::RTx<'_>) -> StmResult<T> {
+        tx.read_immutable(&self.0)
+    }
+}
+
 impl<T: Persistent + Persist<P = T>> ReadVar for ImmutableRef<T> {
     type Out = T;
     fn read_var(&self, tx: &STx<'_>) -> StmResult<T> {

@@ -22,7 +22,7 @@
 
 use super::{broken, fld, handle, Handle, Plain, Shape};
 use crate::stm::vars::FieldRef;
-use crate::stm::{CopyCx, PTField, PTVar, Persist, STx, StmResult};
+use crate::stm::{CopyCx, PTField, PTVar, Persist, ReadTx, STx, StmResult};
 use crate::{Error, PArray, PPtr, Persistent, Pool, Result};
 use std::collections::HashSet;
 use std::hash::Hash;
@@ -119,8 +119,9 @@ impl<K: Plain + Hash + Eq, V: Plain> HashTable<K, V> {
     /// A key's chain head. The bucket count comes from the array's header
     /// alone (`STx::array_len`, no allocator lookup: this is on every
     /// operation); each head read is bounds-checked by the STM anyway.
-    fn head(&self, tx: &STx<'_>, key: &K) -> StmResult<FieldRef<Link<K, V>>> {
-        let n = tx.array_len(self.buckets)?;
+    #[inline]
+    fn head<T: ReadTx>(&self, tx: &T, key: &K) -> StmResult<FieldRef<Link<K, V>>> {
+        let n = tx.array_len_of(self.buckets)?;
         if n == 0 {
             return Err(broken(format!("hash table {:#x} has no buckets", self.buckets.addr())));
         }
@@ -136,28 +137,30 @@ impl<K: Plain + Hash + Eq, V: Plain> HashTable<K, V> {
 
     /// The link to `key`'s node (the link after which it would go if
     /// absent) and the node (null if absent).
-    fn find(&self, tx: &STx<'_>, key: &K) -> StmResult<Found<K, V>> {
+    #[inline]
+    fn find<T: ReadTx>(&self, tx: &T, key: &K) -> StmResult<Found<K, V>> {
         let mut link = self.head(tx, key)?;
         loop {
-            let n = tx.read(&link)?;
-            if n.is_null() || tx.read(&fld!(n, HNode<K, V>, key))? == *key {
+            let n = tx.get(&link)?;
+            if n.is_null() || tx.get(&fld!(n, HNode<K, V>, key))? == *key {
                 return Ok((link, n));
             }
             link = fld!(n, HNode<K, V>, next);
         }
     }
 
-    /// The value of `key`.
-    pub fn get(&self, tx: &STx<'_>, key: &K) -> StmResult<Option<V>> {
+    /// The value of `key`, in a full ([`STx`]) or read-only
+    /// ([`crate::stm::RTx`]) transaction.
+    pub fn get<T: ReadTx>(&self, tx: &T, key: &K) -> StmResult<Option<V>> {
         let (_, n) = self.find(tx, key)?;
         if n.is_null() {
             return Ok(None);
         }
-        tx.read(&fld!(n, HNode<K, V>, value)).map(Some)
+        tx.get(&fld!(n, HNode<K, V>, value)).map(Some)
     }
 
-    /// Whether `key` is in the table.
-    pub fn contains_key(&self, tx: &STx<'_>, key: &K) -> StmResult<bool> {
+    /// Whether `key` is in the table (in either kind of transaction).
+    pub fn contains_key<T: ReadTx>(&self, tx: &T, key: &K) -> StmResult<bool> {
         Ok(!self.find(tx, key)?.1.is_null())
     }
 

@@ -24,7 +24,7 @@
 //! On a crash: inherits the STM's (see the module docs).
 
 use super::{broken, fld, handle, in_order, Dir, Handle, Plain, Shape};
-use crate::stm::{PTField, PTVar, STx, StmResult, VarCell};
+use crate::stm::{PTField, PTVar, ReadTx, STx, StmResult, VarCell};
 use crate::{PPtr, Persistent, Pool, Result};
 
 /// One node.
@@ -100,19 +100,19 @@ impl<K: Plain + Ord, V: Plain> RbTree<K, V> {
         Rb { tx, top: PTVar::from_cell(self.root) }
     }
 
-    /// The value of `key`.
-    pub fn get(&self, tx: &STx<'_>, key: &K) -> StmResult<Option<V>> {
-        let t = self.in_tx(tx);
-        let n = t.find(key)?;
+    /// The value of `key`, in a full ([`STx`]) or read-only
+    /// ([`crate::stm::RTx`]) transaction.
+    pub fn get<T: ReadTx>(&self, tx: &T, key: &K) -> StmResult<Option<V>> {
+        let n = find_in(tx, PTVar::from_cell(self.root), key)?;
         if n.is_null() {
             return Ok(None);
         }
-        t.value(n).map(Some)
+        tx.get(&fld!(n, RbNode<K, V>, value)).map(Some)
     }
 
-    /// Whether `key` is in the tree.
-    pub fn contains_key(&self, tx: &STx<'_>, key: &K) -> StmResult<bool> {
-        Ok(!self.in_tx(tx).find(key)?.is_null())
+    /// Whether `key` is in the tree (in either kind of transaction).
+    pub fn contains_key<T: ReadTx>(&self, tx: &T, key: &K) -> StmResult<bool> {
+        Ok(!find_in(tx, PTVar::from_cell(self.root), key)?.is_null())
     }
 
     /// Sets `key` to `value`; returns the value it replaced.
@@ -170,6 +170,21 @@ impl<K: Plain + Ord, V: Plain> RbTree<K, V> {
         t.check_node(top, PPtr::null(), (None, None), 1, &mut shape)?;
         Ok(shape)
     }
+}
+
+/// The node of `key` in the tree whose top is in `top` (null if absent),
+/// in either kind of transaction: the lookup of `get` and of updates.
+#[inline]
+fn find_in<T: ReadTx, K: Plain + Ord, V: Plain>(tx: &T, top: PTVar<Link<K, V>>, key: &K) -> StmResult<Link<K, V>> {
+    let mut cur = tx.get(&top)?;
+    while !cur.is_null() {
+        cur = match key.cmp(&tx.get(&fld!(cur, RbNode<K, V>, key))?) {
+            std::cmp::Ordering::Less => tx.get(&fld!(cur, RbNode<K, V>, left))?,
+            std::cmp::Ordering::Greater => tx.get(&fld!(cur, RbNode<K, V>, right))?,
+            std::cmp::Ordering::Equal => return Ok(cur),
+        };
+    }
+    Ok(cur)
 }
 
 impl<K: Plain + Ord, V: Plain> Rb<'_, '_, K, V> {
@@ -243,15 +258,7 @@ impl<K: Plain + Ord, V: Plain> Rb<'_, '_, K, V> {
     }
 
     fn find(&self, key: &K) -> StmResult<Link<K, V>> {
-        let mut cur = self.tx.read(&self.top)?;
-        while !cur.is_null() {
-            cur = match key.cmp(&self.key(cur)?) {
-                std::cmp::Ordering::Less => self.child(cur, Dir::Left)?,
-                std::cmp::Ordering::Greater => self.child(cur, Dir::Right)?,
-                std::cmp::Ordering::Equal => return Ok(cur),
-            };
-        }
-        Ok(cur)
+        find_in(self.tx, self.top, key)
     }
 
     fn insert(&self, key: K, value: V) -> StmResult<Option<V>> {

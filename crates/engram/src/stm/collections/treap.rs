@@ -22,7 +22,7 @@
 //! On a crash: inherits the STM's (see the module docs).
 
 use super::{broken, fld, handle, in_order, Dir, Handle, Plain, Shape};
-use crate::stm::{PTField, PTVar, STx, StmResult, VarCell};
+use crate::stm::{PTField, PTVar, ReadTx, STx, StmResult, VarCell};
 use crate::{PPtr, Persistent, Pool, Result};
 use std::hash::Hash;
 
@@ -102,22 +102,22 @@ impl<K: Plain + Ord + Hash, V: Plain> Treap<K, V> {
         Tr { tx, top: PTVar::from_cell(self.root) }
     }
 
-    /// The value of `key`.
-    pub fn get(&self, tx: &STx<'_>, key: &K) -> StmResult<Option<V>> {
-        let t = self.in_tx(tx);
-        let mut cur = t.get(Hook::Top)?;
+    /// The value of `key`, in a full ([`STx`]) or read-only
+    /// ([`crate::stm::RTx`]) transaction.
+    pub fn get<T: ReadTx>(&self, tx: &T, key: &K) -> StmResult<Option<V>> {
+        let mut cur = tx.get(&PTVar::<Link<K, V>>::from_cell(self.root))?;
         while !cur.is_null() {
-            let k = t.key(cur)?;
+            let k = tx.get(&fld!(cur, TreapNode<K, V>, key))?;
             if k == *key {
-                return t.value(cur).map(Some);
+                return tx.get(&fld!(cur, TreapNode<K, V>, value)).map(Some);
             }
-            cur = t.child(cur, if *key < k { Dir::Left } else { Dir::Right })?;
+            cur = if *key < k { tx.get(&fld!(cur, TreapNode<K, V>, left))? } else { tx.get(&fld!(cur, TreapNode<K, V>, right))? };
         }
         Ok(None)
     }
 
-    /// Whether `key` is in the treap.
-    pub fn contains_key(&self, tx: &STx<'_>, key: &K) -> StmResult<bool> {
+    /// Whether `key` is in the treap (in either kind of transaction).
+    pub fn contains_key<T: ReadTx>(&self, tx: &T, key: &K) -> StmResult<bool> {
         Ok(self.get(tx, key)?.is_some())
     }
 

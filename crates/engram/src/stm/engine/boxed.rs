@@ -82,7 +82,7 @@ fn new_box<T: Persist>(v: &T, cx: &mut CopyCx<'_>) -> Result<PPtr<T::P>> {
 
 /// Copies the box at `at` into `buf` with atomic word loads; false if `at`
 /// is not an object of at least `buf`'s size.
-fn copy_box(space: &Space, at: u64, buf: &mut [u64]) -> bool {
+pub(super) fn copy_box(space: &Space, at: u64, buf: &mut [u64]) -> bool {
     let need = buf.len() as u64 * 8;
     if crate::alloc::locate(space, at).is_none_or(|loc| loc.capacity() < need) || !space.contains(at, need) {
         return false;

@@ -44,7 +44,7 @@ const SERIAL_AFTER: u32 = 8;
 const RECORD_FOR: u32 = 32;
 
 thread_local! {
-    static IN_TX: Cell<bool> = const { Cell::new(false) };
+    pub(super) static IN_TX: Cell<bool> = const { Cell::new(false) };
     static STATS: Cell<StmStats> = const { Cell::new(StmStats { conflicts: 0, retries: 0, serial: 0 }) };
     /// Transactions left that record from the start (`RECORD_FOR`).
     static RECORDING: Cell<u32> = const { Cell::new(0) };
@@ -80,7 +80,7 @@ pub fn stats() -> StmStats {
     STATS.with(Cell::get)
 }
 
-fn count_stat(f: impl FnOnce(&mut StmStats)) {
+pub(super) fn count_stat(f: impl FnOnce(&mut StmStats)) {
     STATS.with(|c| {
         let mut s = c.get();
         f(&mut s);
@@ -100,7 +100,7 @@ pub fn atomically<R>(f: impl FnMut(&STx<'_>) -> StmResult<R>) -> Result<R> {
     run(None, || Ok(None), || (), f)
 }
 
-fn nested_error() -> Error {
+pub(super) fn nested_error() -> Error {
     Error::NestedTransaction { what: "atomically called inside a transaction (compose with or_else instead)" }
 }
 
@@ -229,7 +229,7 @@ fn wait_lists<'d>(tx: &STx<'_>, pool: Option<&'d Domain>, reads: &[(usize, u64, 
     lists
 }
 
-fn backoff(conflicts: u32) {
+pub(super) fn backoff(conflicts: u32) {
     if conflicts < 4 {
         for _ in 0..(1 << conflicts) * 16 {
             std::hint::spin_loop();

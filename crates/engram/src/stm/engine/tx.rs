@@ -356,28 +356,36 @@ impl<'p> STx<'p> {
 
     #[cold]
     fn check_cell_slow<P: Persistent>(&self, addr: u64, max: usize) -> StmResult<()> {
-        let ctx = self.ctx()?;
-        if size_of::<P>() > max || std::mem::align_of::<P>() > 8 {
-            return Err(StmError::Failed(Error::invalid(format!(
-                "{} ({} bytes) does not fit a transactional variable (at most {max} bytes, 8-aligned; box it)",
-                P::type_name(),
-                size_of::<P>()
-            ))));
-        }
-        let need = 8 + size_of::<P>().div_ceil(8) as u64 * 8;
-        // Outside the bounds seen at begin: the pool may have grown since.
-        let space = &ctx.inner.space;
-        if addr % 8 != 0 || addr < space.base() + crate::format::HEAP_OFF || !space.contains(addr, need) {
-            return Err(StmError::Failed(Self::foreign_or_bad(space, addr)));
-        }
-        Ok(())
+        check_cell_in::<P>(&self.ctx()?.inner.space, addr, max)
     }
+}
 
+/// The full check of a cell at `addr` (value `P`, at most `max` bytes)
+/// against the pool's current mapping, with the error: `STx::check_cell`
+/// and the read-only transaction's (`rtx.rs`) slow path.
+#[cold]
+pub(super) fn check_cell_in<P: Persistent>(space: &crate::pool::space::Space, addr: u64, max: usize) -> StmResult<()> {
+    if size_of::<P>() > max || std::mem::align_of::<P>() > 8 {
+        return Err(StmError::Failed(Error::invalid(format!(
+            "{} ({} bytes) does not fit a transactional variable (at most {max} bytes, 8-aligned; box it)",
+            P::type_name(),
+            size_of::<P>()
+        ))));
+    }
+    let need = 8 + size_of::<P>().div_ceil(8) as u64 * 8;
+    // Outside the bounds seen at begin: the pool may have grown since.
+    if addr % 8 != 0 || addr < space.base() + crate::format::HEAP_OFF || !space.contains(addr, need) {
+        return Err(StmError::Failed(STx::foreign_or_bad(space, addr)));
+    }
+    Ok(())
+}
+
+impl<'p> STx<'p> {
     /// The error for a cell outside this pool: `CrossPool` naming both
     /// pools when another open pool holds it (one transaction uses one
     /// pool), else `BadPointer`.
     #[cold]
-    fn foreign_or_bad(space: &crate::pool::space::Space, addr: u64) -> Error {
+    pub(super) fn foreign_or_bad(space: &crate::pool::space::Space, addr: u64) -> Error {
         let outside = addr < space.base() || addr >= space.base() + space.map.reserved();
         match super::pool_state::owner_of(addr).filter(|_| outside) {
             Some(other) => Error::CrossPool { pool: space.path.clone(), other },

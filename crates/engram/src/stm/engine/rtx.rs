@@ -1,0 +1,383 @@
+//! Read-only transactions ([`RTx`], `Pool::atomically_read`): TL2's
+//! read-only protocol with nothing else around it (issue 14).
+//!
+//! What it keeps true: a body that returns `Ok` saw the pool's committed
+//! state at one instant, the snapshot `rv`. The protocol, per attempt:
+//!
+//! 1. enter the pool's GC gate through this thread's slot (`pool/gate.rs`),
+//!    so the GC frees nothing the attempt may still read;
+//! 2. sample the pool domain's clock into `rv` (`domain.rs`);
+//! 3. every read is the seqlock read: the lock word (acquire), refused if
+//!    locked by a live committer or newer than `rv`; the value; an acquire
+//!    fence; the lock word again, refused unless unchanged;
+//! 4. a refused read ends the attempt with a conflict; the next attempt
+//!    starts again at 1 with a fresh `rv`, after a back-off.
+//!
+//! Why that suffices (the argument of `domain.rs`): a writer takes its
+//! timestamp only after it holds the locks of everything it writes, and
+//! stores its values in place before unlocking each word with its
+//! timestamp as the version. A value some writer U stored is seen only
+//! with U's version, at most `rv`, so U held all its locks before the
+//! attempt sampled `rv`, and every other variable of U the attempt reads
+//! is seen locked or newer than `rv` (refused) or already with U's value.
+//! A writer that commits after the sample is invisible, or refused. That
+//! holds beside hardware commits too (`FineHtm` locks and validates in one
+//! hardware transaction and takes its timestamp after; Hybrid level 1 runs
+//! volatile-only transactions, which touch no pool variable), so the lean
+//! path runs there. Under the `Coarse` runtime, whose transactions record
+//! the values they read, the body runs on the full path instead.
+//!
+//! What an attempt does not do: no `State` box, no read set, no heap
+//! allocation, no write to any shared line (the gate's slot is the
+//! thread's own), no flush, no fence, no commit. There is no write
+//! method, so a write does not compile. Fallback to the full path
+//! (`Pool::atomically` with the same body, through [`RTx::over`]): after
+//! [`LEAN_ATTEMPTS`] conflicts in a row (the full path extends its
+//! snapshot and, if it keeps losing, runs serially, so the reader makes
+//! progress under any writer pressure), on [`RTx::retry`] (which needs a
+//! read set to wait on), and under `Coarse`.
+//!
+//! Crash behaviour: none; a read-only transaction writes nothing.
+
+use super::pool_state::local;
+use super::run::{backoff, count_stat, nested_error, IN_TX};
+use super::tx::check_cell_in;
+use super::{word_at, STx, StmError, StmResult, MAX_VALUE};
+use crate::error::{Error, Result};
+use crate::format::{ObjHeader, OBJ_ARRAY, OBJ_HEADER, OBJ_TAG, OBJ_TAG_MASK};
+use crate::pool::PoolInner;
+use crate::ptr::PArray;
+use crate::stm::word;
+use crate::{Persistent, Pool};
+use std::cell::Cell;
+use std::mem::size_of;
+use std::sync::atomic::{fence, Ordering};
+
+/// Conflicts in a row after which a read-only transaction runs on the full
+/// path (snapshot extension, then serial mode).
+pub const LEAN_ATTEMPTS: u32 = 4;
+
+/// A read-only transaction: reads `PTVar`s, `PTField`s (mutable and
+/// `#[immutable]`) and what the collections' lookups need, and nothing
+/// else. Obtained in [`Pool::atomically_read`]; the body may run several
+/// times. It has no `write`:
+///
+/// ```compile_fail,E0599
+/// use engram::stm::{PTVar, RTx, StmResult};
+/// fn bump(tx: &RTx<'_>, v: &PTVar<u64>) -> StmResult<()> {
+///     let x = tx.read(v)?;
+///     tx.write(v, x + 1) // a read-only transaction cannot write
+/// }
+/// ```
+pub struct RTx<'t> {
+    /// The full transaction this one reads through (fallback), or none.
+    full: Option<&'t STx<'t>>,
+    /// The snapshot of the pool's clock.
+    rv: u64,
+    /// The pool's epoch (a lock word of a live committer carries it).
+    epoch: u16,
+    /// The heap's bounds when the attempt began: `[lo, hi)`.
+    lo: u64,
+    hi: u64,
+    inner: Option<&'t PoolInner>,
+}
+
+/// Something a read-only transaction can read: [`crate::stm::PTVar`],
+/// [`crate::stm::FieldRef`], [`crate::stm::ImmutableRef`].
+pub trait ReadOnlyVar: crate::stm::ReadVar {
+    /// Reads it in `tx`.
+    fn read_ro(&self, tx: &RTx<'_>) -> StmResult<Self::Out>;
+}
+
+/// A transaction that can read (an [`STx`] or an [`RTx`]): what lookups
+/// generic over both need. Sealed.
+pub trait ReadTx: sealed::Sealed {
+    /// Reads `v`.
+    fn get<V: ReadOnlyVar>(&self, v: &V) -> StmResult<V::Out>;
+    /// The element count of array `a` from its header (`STx::array_len`).
+    #[doc(hidden)]
+    fn array_len_of<T: Persistent>(&self, a: PArray<T>) -> Result<u64>;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::STx<'_> {}
+    impl Sealed for super::RTx<'_> {}
+}
+
+impl ReadTx for STx<'_> {
+    #[inline]
+    fn get<V: ReadOnlyVar>(&self, v: &V) -> StmResult<V::Out> {
+        v.read_var(self)
+    }
+    #[inline]
+    fn array_len_of<T: Persistent>(&self, a: PArray<T>) -> Result<u64> {
+        self.array_len(a)
+    }
+}
+
+impl ReadTx for RTx<'_> {
+    #[inline]
+    fn get<V: ReadOnlyVar>(&self, v: &V) -> StmResult<V::Out> {
+        v.read_ro(self)
+    }
+    #[inline]
+    fn array_len_of<T: Persistent>(&self, a: PArray<T>) -> Result<u64> {
+        self.array_len(a)
+    }
+}
+
+impl<'t> RTx<'t> {
+    /// A read-only view of the full transaction `tx` (the fallback path:
+    /// every read is `tx`'s, with its read set and validation).
+    pub fn over(tx: &'t STx<'t>) -> Self {
+        RTx { full: Some(tx), rv: 0, epoch: 0, lo: 0, hi: 0, inner: None }
+    }
+
+    /// Reads `var`.
+    #[inline]
+    pub fn read<V: ReadOnlyVar>(&self, var: &V) -> StmResult<V::Out> {
+        var.read_ro(self)
+    }
+
+    /// Runs the body again on the full path, where it blocks until a
+    /// variable read so far changes (a read-only attempt keeps no read set
+    /// to wait on).
+    pub fn retry<R>(&self) -> StmResult<R> {
+        Err(StmError::Retry)
+    }
+
+    /// Whether this is the lean path (not a view of a full transaction).
+    pub fn is_lean(&self) -> bool {
+        self.full.is_none()
+    }
+
+    /// The bounds check of a cell of `P` at `addr` (inline; the full check
+    /// against the current mapping when it fails: the pool may have grown).
+    #[inline]
+    fn check<P: Persistent>(&self, addr: u64, max: usize) -> StmResult<()> {
+        let need = 8 + size_of::<P>().div_ceil(8) as u64 * 8;
+        if size_of::<P>() <= max
+            && std::mem::align_of::<P>() <= 8
+            && addr % 8 == 0
+            && addr >= self.lo
+            && addr.checked_add(need).is_some_and(|end| end <= self.hi)
+        {
+            return Ok(());
+        }
+        self.check_slow::<P>(addr, max)
+    }
+
+    #[cold]
+    fn check_slow<P: Persistent>(&self, addr: u64, max: usize) -> StmResult<()> {
+        let inner = self.inner.ok_or_else(|| StmError::Failed(Error::invalid("a read-only transaction without a pool")))?;
+        check_cell_in::<P>(&inner.space, addr, max)
+    }
+
+    /// Step 3, the seqlock read of the cell whose lock word is at `addr`
+    /// (checked): `load` copies the value while the word is unlocked, not
+    /// newer than `rv`, and unchanged around it.
+    #[inline]
+    fn stable(&self, addr: u64, load: impl FnOnce()) -> StmResult<()> {
+        // SAFETY: `check` proved [addr, addr + 8) inside the mapping and
+        // addr 8-aligned; the pool is borrowed for 't and the GC waits for
+        // the gate this attempt holds.
+        let w = unsafe { word_at(addr as usize) };
+        let w1 = w.load(Ordering::Acquire);
+        if word::is_locked(w1, self.epoch) || (word::version(w1) > self.rv && !planted_rv()) {
+            return Err(StmError::Conflict);
+        }
+        if crate::failpoint::planted("stm.ro_slow_read") {
+            std::thread::yield_now();
+        }
+        load();
+        fence(Ordering::Acquire);
+        if w.load(Ordering::Relaxed) != w1 && !planted_recheck() {
+            return Err(StmError::Conflict);
+        }
+        Ok(())
+    }
+
+    /// Reads the cell at `addr` (value of at most `max` bytes).
+    #[inline]
+    pub(crate) fn read_cell<P: Persistent>(&self, addr: u64, max: usize) -> StmResult<P> {
+        if let Some(tx) = self.full {
+            return tx.read_cell(addr, max);
+        }
+        self.check::<P>(addr, max)?;
+        let n = size_of::<P>().div_ceil(8);
+        let mut words = [0u64; MAX_VALUE / 8];
+        self.stable(addr, || {
+            for (i, w) in words.iter_mut().enumerate().take(n) {
+                // SAFETY: `check` proved [addr, addr + 8 + 8n) inside the
+                // mapping and addr 8-aligned.
+                *w = unsafe { word_at(addr as usize + 8 + 8 * i) }.load(Ordering::Relaxed);
+            }
+        })?;
+        // SAFETY: `words` holds at least size_of::<P>() bytes of a stable
+        // snapshot of the cell's value; every bit pattern is a valid P.
+        Ok(unsafe { std::ptr::read_unaligned(words.as_ptr() as *const P) })
+    }
+
+    /// Reads an `#[immutable]` field: the same seqlock read (on the full
+    /// path, without a read-set entry: `STx::read_immutable`).
+    #[inline]
+    pub(crate) fn read_immutable<T: Persistent + crate::stm::Persist<P = T>>(&self, f: &crate::stm::FieldRef<T>) -> StmResult<T> {
+        if let Some(tx) = self.full {
+            return tx.read_immutable(f);
+        }
+        self.read_cell::<T>(f.addr(), 8)
+    }
+
+    /// Reads a boxed variable (`boxed.rs`): the cell's pointer and the box
+    /// copied inside one seqlock read (a box freed and reused meanwhile is
+    /// read torn, and the re-check refuses it). On the stack up to 256
+    /// bytes.
+    pub(crate) fn read_boxed<P: Persistent>(&self, addr: u64) -> StmResult<P> {
+        if let Some(tx) = self.full {
+            return tx.read_boxed(addr);
+        }
+        self.check::<crate::ptr::PPtr<P>>(addr, 8)?;
+        let space = &self.inner.ok_or_else(|| StmError::Failed(Error::invalid("a read-only transaction without a pool")))?.space;
+        let n = size_of::<P>().div_ceil(8);
+        let mut small = [0u64; 32];
+        let mut big = Vec::new();
+        let buf: &mut [u64] = if n <= small.len() {
+            &mut small[..n]
+        } else {
+            big.resize(n, 0);
+            &mut big
+        };
+        let (mut at, mut ok) = (0, false);
+        self.stable(addr, || {
+            // SAFETY: `check` proved [addr, addr + 16) inside the mapping.
+            at = unsafe { word_at(addr as usize + 8) }.load(Ordering::Relaxed);
+            ok = super::boxed::copy_box(space, at, buf);
+        })?;
+        if !ok {
+            return Err(StmError::Failed(Error::BadPointer { addr: at }));
+        }
+        // SAFETY: `buf` holds at least size_of::<P>() bytes of a box read
+        // whole inside a stable read; every bit pattern is a valid P.
+        Ok(unsafe { std::ptr::read_unaligned(buf.as_ptr() as *const P) })
+    }
+
+    /// The element count of array `a` from its header alone (as
+    /// `STx::array_len`: each element read is bounds-checked itself).
+    #[inline]
+    pub(crate) fn array_len<T: Persistent>(&self, a: PArray<T>) -> Result<u64> {
+        if let Some(tx) = self.full {
+            return tx.array_len(a);
+        }
+        let addr = a.addr();
+        if addr >= self.lo + OBJ_HEADER && addr <= self.hi {
+            // SAFETY: [addr - 16, addr) lies inside the heap's bounds seen
+            // when the attempt began, which stay mapped while the pool is
+            // borrowed; an ObjHeader is plain data.
+            let h: ObjHeader = unsafe { std::ptr::read_unaligned((addr - OBJ_HEADER) as *const ObjHeader) };
+            let fits = h.count.checked_mul(size_of::<T>() as u64).and_then(|b| addr.checked_add(b)).is_some_and(|end| end <= self.hi);
+            if h.flags & OBJ_TAG_MASK == OBJ_TAG && h.flags & OBJ_ARRAY != 0 && fits {
+                return Ok(h.count);
+            }
+        }
+        Err(Error::BadPointer { addr })
+    }
+}
+
+/// Planted bug `stm.ro_no_rv_check`: a version newer than the snapshot is
+/// accepted (tests prove the stress test catches it).
+#[inline(always)]
+fn planted_rv() -> bool {
+    crate::failpoint::planted("stm.ro_no_rv_check")
+}
+
+/// Planted bug `stm.ro_no_recheck`: the lock word is not read again after
+/// the value.
+#[inline(always)]
+fn planted_recheck() -> bool {
+    crate::failpoint::planted("stm.ro_no_recheck")
+}
+
+/// Whether this thread's read-only transactions must take the full path
+/// (the `Coarse` runtime validates by value).
+fn full_path_only() -> bool {
+    crate::stm::runtime::coarse_possible() && crate::stm::runtime::current() == crate::stm::runtime::Runtime::Coarse
+}
+
+/// Clears the thread's in-transaction mark when the lean loop ends.
+struct InTx;
+
+impl Drop for InTx {
+    fn drop(&mut self) {
+        IN_TX.with(|t| t.set(false));
+    }
+}
+
+impl Pool {
+    /// Runs `f` as a read-only STM transaction over this pool's variables
+    /// (see [`RTx`]): no read set, no allocation, no shared write, no flush
+    /// or fence. `f` may run more than once; after [`LEAN_ATTEMPTS`]
+    /// conflicts in a row, on [`RTx::retry`], or under the `Coarse` runtime
+    /// it runs as [`Pool::atomically`] would.
+    ///
+    /// ```
+    /// use engram::{Pool, CreateOptions, Durability};
+    /// use engram::stm::PTVar;
+    /// # let path = std::env::temp_dir().join(format!("engram-rtx-doc-{}.pool", std::process::id()));
+    /// # let _ = std::fs::remove_file(&path);
+    /// let pool = Pool::create(&path, CreateOptions::new("bank").durability(Durability::Process))?;
+    /// let a: PTVar<u64> = pool.root("a", || 70)?;
+    /// let b: PTVar<u64> = pool.root("b", || 30)?;
+    /// assert_eq!(pool.atomically_read(|tx| Ok(tx.read(&a)? + tx.read(&b)?))?, 100);
+    /// # pool.close()?; std::fs::remove_file(&path).unwrap();
+    /// # Ok::<(), engram::Error>(())
+    /// ```
+    pub fn atomically_read<R>(&self, mut f: impl FnMut(&RTx<'_>) -> StmResult<R>) -> Result<R> {
+        if IN_TX.with(Cell::get) {
+            return Err(nested_error());
+        }
+        if !full_path_only() {
+            if let Some(r) = self.lean(&mut f)? {
+                return Ok(r);
+            }
+        }
+        self.atomically(|tx| f(&RTx::over(tx)))
+    }
+
+    /// The lean attempts (steps 1-4 of the module doc); `None`: take the
+    /// full path.
+    fn lean<R>(&self, f: &mut impl FnMut(&RTx<'_>) -> StmResult<R>) -> Result<Option<R>> {
+        let inner = self.inner();
+        let local = local(self)?;
+        let (stm, slot) = (&local.stm, &local.gate);
+        IN_TX.with(|t| t.set(true));
+        let _in_tx = InTx;
+        for attempt in 1..=LEAN_ATTEMPTS {
+            // 1. the GC gate, through this thread's slot.
+            let _gate = inner.gate.enter(slot);
+            // 2. the snapshot; the heap's bounds for the inline checks.
+            let space = &inner.space;
+            let tx = RTx {
+                full: None,
+                rv: stm.domain.now(),
+                epoch: stm.epoch,
+                lo: space.base() + crate::format::HEAP_OFF,
+                hi: space.base() + space.size(),
+                inner: Some(inner),
+            };
+            // 3. the body's reads.
+            match f(&tx) {
+                Ok(v) => return Ok(Some(v)),
+                Err(StmError::Failed(e)) => return Err(e),
+                Err(StmError::Retry) => return Ok(None),
+                Err(StmError::Conflict) => {
+                    // 4. run again with a fresh snapshot.
+                    count_stat(|s| s.conflicts += 1);
+                    drop(_gate);
+                    backoff(attempt);
+                }
+            }
+        }
+        Ok(None)
+    }
+}

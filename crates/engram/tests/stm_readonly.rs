@@ -1,0 +1,221 @@
+//! Read-only transactions (`Pool::atomically_read`, `stm/engine/rtx.rs`):
+//! what they read, that they never flush or fence, that they fall back to
+//! the full path, and a stress test whose invariants (money moved between
+//! accounts keeps its sum; a key moved between two hash tables is in
+//! exactly one) concurrent read-only transactions must always see. The
+//! stress test is run with the seqlock's re-check and the snapshot check
+//! planted out (`failpoint::plant`), and must then see a torn snapshot.
+
+mod common;
+use common::TempPool;
+use engram::failpoint::{disarm_all, plant};
+use engram::stm::collections::{HashTable, RbTree, Treap};
+use engram::stm::PTVar;
+use engram::{CreateOptions, Durability, Pool};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+fn create(t: &TempPool, d: Durability) -> Pool {
+    Pool::create(&t.0, CreateOptions::new("stm-ro").durability(d)).unwrap()
+}
+
+type Wide = [u64; 5]; // 40 bytes: in the cell
+type Boxed = [u64; 7]; // 56 bytes: boxed
+
+#[test]
+fn reads_see_committed_values_of_every_kind() {
+    let t = TempPool::new("ro-kinds");
+    let pool = create(&t, Durability::Process);
+    let small: PTVar<u64> = pool.root("small", || 7).unwrap();
+    let wide: PTVar<Wide> = pool.root("wide", || [1, 2, 3, 4, 5]).unwrap();
+    let boxed: PTVar<Boxed> = pool.root("boxed", || [1, 2, 3, 4, 5, 6, 7]).unwrap();
+    let ht = HashTable::<u64, u64>::root(&pool, "ht", 64).unwrap();
+    let rb = RbTree::<u64, u64>::root(&pool, "rb").unwrap();
+    let tr = Treap::<u64, u64>::root(&pool, "tr").unwrap();
+    pool.atomically(|tx| {
+        for k in 0..200 {
+            ht.insert(tx, k, k * 10)?;
+            rb.insert(tx, k, k * 10)?;
+            tr.insert(tx, k, k * 10)?;
+        }
+        tx.write(&small, 8)?;
+        tx.write(&boxed, [9, 2, 3, 4, 5, 6, 9])
+    })
+    .unwrap();
+    let (s, w, b, lean) = pool.atomically_read(|tx| Ok((tx.read(&small)?, tx.read(&wide)?, tx.read(&boxed)?, tx.is_lean()))).unwrap();
+    assert_eq!((s, w, b), (8, [1, 2, 3, 4, 5], [9, 2, 3, 4, 5, 6, 9]));
+    assert!(lean, "no conflict, no Coarse: the lean path");
+    for k in 0..220 {
+        let want = (k < 200).then_some(k * 10);
+        let got = pool.atomically_read(|tx| Ok((ht.get(tx, &k)?, rb.get(tx, &k)?, tr.get(tx, &k)?, rb.contains_key(tx, &k)?))).unwrap();
+        assert_eq!(got, (want, want, want, want.is_some()), "key {k}");
+    }
+    pool.close().unwrap();
+}
+
+#[test]
+fn a_read_only_transaction_never_flushes_or_fences() {
+    let t = TempPool::new("ro-fences");
+    let pool = create(&t, Durability::Pmem);
+    let ht = HashTable::<u64, u64>::root(&pool, "ht", 1024).unwrap();
+    let rb = RbTree::<u64, u64>::root(&pool, "rb").unwrap();
+    pool.atomically(|tx| (0..500).try_for_each(|k| ht.insert(tx, k, k).and(rb.insert(tx, k, k)).map(drop))).unwrap();
+    // (an update counts: the check is not vacuous)
+    let c0 = engram::pmem::counters();
+    pool.atomically(|tx| ht.insert(tx, 1, 2).map(drop)).unwrap();
+    let c1 = engram::pmem::counters();
+    assert!(c1.fences > c0.fences, "an update commit fences");
+    for k in 0..1000u64 {
+        let v = pool.atomically_read(|tx| Ok(ht.get(tx, &k)?.zip(rb.get(tx, &k)?))).unwrap();
+        assert_eq!(v.is_some(), k < 500);
+    }
+    let c2 = engram::pmem::counters();
+    assert_eq!((c2.flushes - c1.flushes, c2.fences - c1.fences), (0, 0), "read-only transactions flushed or fenced");
+    pool.close().unwrap();
+}
+
+#[test]
+fn nesting_and_regions_inside_are_refused_and_retry_takes_the_full_path() {
+    let t = TempPool::new("ro-nest");
+    let pool = create(&t, Durability::Process);
+    let a: PTVar<u64> = pool.root("a", || 0).unwrap();
+    let e = pool.atomically_read(|_| Ok(pool.atomically(|tx| tx.read(&a)))).unwrap();
+    assert!(matches!(e, Err(engram::Error::NestedTransaction { .. })), "{e:?}");
+    let e = pool.atomically_read(|_| Ok(pool.atomically_read(|tx| tx.read(&a)))).unwrap();
+    assert!(matches!(e, Err(engram::Error::NestedTransaction { .. })), "{e:?}");
+    let e = pool.atomically_read(|_| Ok(pool.txn(|_| Ok(())))).unwrap();
+    assert!(matches!(e, Err(engram::Error::TxnInAtomically)), "{e:?}");
+    // retry: the full path waits until `a` changes.
+    let mut lean_runs = 0;
+    std::thread::scope(|s| {
+        let w = s.spawn(|| {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            pool.atomically(|tx| tx.write(&a, 5)).unwrap()
+        });
+        let v = pool
+            .atomically_read(|tx| {
+                lean_runs += tx.is_lean() as u32;
+                match tx.read(&a)? {
+                    0 => tx.retry(),
+                    v => Ok(v),
+                }
+            })
+            .unwrap();
+        w.join().unwrap();
+        assert_eq!(v, 5);
+    });
+    assert!(lean_runs <= 1, "a retry leaves the lean path");
+    pool.close().unwrap();
+}
+
+#[test]
+fn a_cell_of_another_pool_is_refused() {
+    let (t1, t2) = (TempPool::new("ro-x1"), TempPool::new("ro-x2"));
+    let (p1, p2) = (create(&t1, Durability::Process), create(&t2, Durability::Process));
+    let other: PTVar<u64> = p2.root("v", || 1).unwrap();
+    let _: PTVar<u64> = p1.root("v", || 1).unwrap();
+    let e = p1.atomically_read(|tx| tx.read(&other)).unwrap_err();
+    assert!(matches!(e, engram::Error::CrossPool { .. }), "{e}");
+    p1.close().unwrap();
+    p2.close().unwrap();
+}
+
+const ACCOUNTS: u64 = 6;
+const TOTAL: u64 = 600;
+
+/// The stress workload: writers move money between accounts and a key
+/// between two tables; readers (read-only transactions, with `bugs`
+/// planted on their threads) check both invariants. Returns the torn
+/// snapshots the readers saw; stops early once one is seen if `until_torn`.
+fn stress(bugs: &[&str], reads: u64, until_torn: bool) -> u64 {
+    let t = TempPool::new("ro-stress");
+    let pool = create(&t, Durability::Process);
+    let accts: Vec<PTVar<u64>> = (0..ACCOUNTS).map(|i| pool.root(&format!("acct{i}"), || TOTAL / ACCOUNTS).unwrap()).collect();
+    let (h1, h2) = (HashTable::<u64, u64>::root(&pool, "h1", 16).unwrap(), HashTable::<u64, u64>::root(&pool, "h2", 16).unwrap());
+    pool.atomically(|tx| h1.insert(tx, 42, 1).map(drop)).unwrap();
+    let (stop, torn) = (AtomicBool::new(false), AtomicU64::new(0));
+    std::thread::scope(|s| {
+        for w in 0..2u64 {
+            let (pool, accts, stop) = (&pool, &accts, &stop);
+            s.spawn(move || {
+                let mut i = w;
+                while !stop.load(Ordering::Relaxed) {
+                    i = i.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    let (from, to) = ((i >> 33) % ACCOUNTS, (i >> 45) % ACCOUNTS);
+                    pool.atomically(|tx| {
+                        let x = tx.read(&accts[from as usize])?;
+                        let amt = x.min(1 + (i >> 20) % 7);
+                        tx.write(&accts[from as usize], x - amt)?;
+                        let y = tx.read(&accts[to as usize])?;
+                        tx.write(&accts[to as usize], y + amt)?;
+                        // the key changes table
+                        match h1.remove(tx, &42)? {
+                            Some(v) => h2.insert(tx, 42, v + 1).map(drop),
+                            None => {
+                                let v = h2.remove(tx, &42)?.unwrap_or(0);
+                                h1.insert(tx, 42, v + 1).map(drop)
+                            }
+                        }
+                    })
+                    .unwrap();
+                }
+            });
+        }
+        let readers: Vec<_> = (0..3)
+            .map(|_| {
+                let (pool, accts, torn) = (&pool, &accts, &torn);
+                s.spawn(move || {
+                    for b in bugs {
+                        plant(b);
+                    }
+                    for _ in 0..reads {
+                        let (sum, one) = pool
+                            .atomically_read(|tx| {
+                                let mut sum = 0;
+                                for a in accts {
+                                    sum += tx.read(a)?;
+                                }
+                                let one = h1.get(tx, &42)?.is_some() as u32 + h2.get(tx, &42)?.is_some() as u32;
+                                Ok((sum, one))
+                            })
+                            .unwrap();
+                        if sum != TOTAL || one != 1 {
+                            torn.fetch_add(1, Ordering::Relaxed);
+                            if until_torn {
+                                break;
+                            }
+                        }
+                        if until_torn && torn.load(Ordering::Relaxed) > 0 {
+                            break;
+                        }
+                    }
+                    disarm_all();
+                })
+            })
+            .collect();
+        for r in readers {
+            r.join().unwrap();
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    let sum: u64 = pool.atomically(|tx| accts.iter().map(|a| tx.read(a)).sum()).unwrap();
+    assert_eq!(sum, TOTAL, "the writers lost money");
+    pool.close().unwrap();
+    torn.into_inner()
+}
+
+#[test]
+fn concurrent_read_only_transactions_always_see_a_consistent_snapshot() {
+    assert_eq!(stress(&[], 5_000, false), 0, "a read-only transaction saw a torn snapshot");
+    // With the read widened (a yield between lock word and value), still none.
+    assert_eq!(stress(&["stm.ro_slow_read"], 1_000, false), 0, "a widened read-only transaction saw a torn snapshot");
+}
+
+#[test]
+fn the_stress_test_catches_a_missing_recheck() {
+    assert!(stress(&["stm.ro_no_recheck", "stm.ro_slow_read"], 200_000, true) > 0, "no torn snapshot without the re-check");
+}
+
+#[test]
+fn the_stress_test_catches_a_missing_snapshot_check() {
+    assert!(stress(&["stm.ro_no_rv_check", "stm.ro_slow_read"], 200_000, true) > 0, "no torn snapshot without the rv check");
+}
