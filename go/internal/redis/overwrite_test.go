@@ -10,6 +10,7 @@ package redis
 import (
 	"context"
 	"math/rand/v2"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -139,43 +140,22 @@ func overwriteKill(t *testing.T, dir, mode string, nkeys int) {
 				t.Fatalf("kill %d: %s", k, err)
 			}
 		}
-		stop := make(chan [][]string, 1)
 		gr := rand.New(rand.NewPCG(13, uint64(k)))
 		base, span := 0, nkeys
 		if nkeys > 60 {
 			span = nkeys / 6
 			base = k * span
 		}
-		go func() {
-			for {
-				msets := make([][]string, 100)
-				p := c.Pipeline()
-				for i := range msets {
-					var args []any
-					for j := 0; j < 5; j++ {
-						key, v := "k"+strconv.Itoa(base+gr.IntN(span)), strings.Repeat(strconv.Itoa(gr.IntN(10)), 1+gr.IntN(20))
-						msets[i] = append(msets[i], key, v)
-						args = append(args, key, v)
-					}
-					p.MSet(ctx, args...)
-				}
-				if _, err := p.Exec(ctx); err != nil {
-					stop <- msets
-					return
-				}
-				for _, m := range msets {
-					for j := 0; j < len(m); j += 2 {
-						model[m[j]] = m[j+1]
-					}
-				}
-				done += len(msets)
+		next := func() []string {
+			var kv []string
+			for j := 0; j < 5; j++ {
+				kv = append(kv, "k"+strconv.Itoa(base+gr.IntN(span)), strings.Repeat(strconv.Itoa(gr.IntN(10)), 1+gr.IntN(20)))
 			}
-		}()
-		time.Sleep(time.Duration(20+r.IntN(60)) * time.Millisecond)
-		cmd.Process.Kill()
-		cmd.Wait()
-		inflight := <-stop
-		c.Close()
+			return kv
+		}
+		send := func(p goredis.Pipeliner, args []any) { p.MSet(ctx, args...) }
+		inflight, n := killDuringPipelines(ctx, c, cmd, r, model, next, send)
+		done += n
 		cmd, c = runServer(t, bin, filepath.Join(dir, "o.pool"), "--durability", mode)
 		if err := overwriteState(ctx, c, model, inflight, nkeys); err != "" {
 			t.Fatalf("kill %d: %s", k, err)
@@ -198,26 +178,17 @@ func overwriteState(ctx context.Context, c *goredis.Client, model map[string]str
 		keys[i] = "k" + strconv.Itoa(i)
 	}
 	vals := c.MGet(ctx, keys...).Val()
-	for i := 0; ; i++ {
-		same := true
+	same := func() bool {
 		for j, key := range keys {
 			want, ok := model[key]
 			got, has := vals[j].(string)
 			if ok != has || got != want {
-				same = false
-				break
+				return false
 			}
 		}
-		if same {
-			return ""
-		}
-		if i == len(inflight) {
-			return "the keys are not the acknowledged values with any prefix of the MSETs in flight"
-		}
-		for j := 0; j < len(inflight[i]); j += 2 {
-			model[inflight[i][j]] = inflight[i][j+1]
-		}
+		return true
 	}
+	return applyPrefix(model, inflight, same, "the keys are not the acknowledged values with any prefix of the MSETs in flight")
 }
 
 // TestHashOverwriteKill kills the server during pipelines of HSETs on a
@@ -259,38 +230,17 @@ func hashOverwriteKill(t *testing.T, dir, mode string) {
 		} else if err := hashState(ctx, c, model, nil); err != "" {
 			t.Fatalf("kill %d: %s", k, err)
 		}
-		stop := make(chan [][]string, 1)
 		gr := rand.New(rand.NewPCG(23, uint64(k)))
-		go func() {
-			for {
-				hsets := make([][]string, 100)
-				p := c.Pipeline()
-				for i := range hsets {
-					var args []any
-					for j := 0; j < 4; j++ {
-						f, v := "f"+strconv.Itoa(gr.IntN(600)), strings.Repeat(strconv.Itoa(gr.IntN(10)), 1+gr.IntN(16))
-						hsets[i] = append(hsets[i], f, v)
-						args = append(args, f, v)
-					}
-					p.HSet(ctx, "h", args...)
-				}
-				if _, err := p.Exec(ctx); err != nil {
-					stop <- hsets
-					return
-				}
-				for _, m := range hsets {
-					for j := 0; j < len(m); j += 2 {
-						model[m[j]] = m[j+1]
-					}
-				}
-				done += len(hsets)
+		next := func() []string {
+			var fv []string
+			for j := 0; j < 4; j++ {
+				fv = append(fv, "f"+strconv.Itoa(gr.IntN(600)), strings.Repeat(strconv.Itoa(gr.IntN(10)), 1+gr.IntN(16)))
 			}
-		}()
-		time.Sleep(time.Duration(20+r.IntN(60)) * time.Millisecond)
-		cmd.Process.Kill()
-		cmd.Wait()
-		inflight := <-stop
-		c.Close()
+			return fv
+		}
+		send := func(p goredis.Pipeliner, args []any) { p.HSet(ctx, "h", args...) }
+		inflight, n := killDuringPipelines(ctx, c, cmd, r, model, next, send)
+		done += n
 		cmd, c = runServer(t, bin, filepath.Join(dir, "h.pool"), "--durability", mode)
 		if err := hashState(ctx, c, model, inflight); err != "" {
 			t.Fatalf("kill %d: %s", k, err)
@@ -313,19 +263,72 @@ func hashState(ctx context.Context, c *goredis.Client, model map[string]string, 
 	if err != nil {
 		return err.Error()
 	}
-	for i := 0; ; i++ {
-		same := len(got) == len(model)
-		for f, want := range model {
-			if !same {
-				break
-			}
-			same = got[f] == want
+	same := func() bool {
+		if len(got) != len(model) {
+			return false
 		}
-		if same {
+		for f, want := range model {
+			if got[f] != want {
+				return false
+			}
+		}
+		return true
+	}
+	return applyPrefix(model, inflight, same, "the fields are not the acknowledged values with any prefix of the HSETs in flight")
+}
+
+// killDuringPipelines is one round of a pipelined kill test: a writer sends
+// pipelines of 100 commands, each built from next's key (or field), value
+// pairs and sent by send, and applies every acknowledged pipeline to model;
+// after 20-80 ms (r) the server (cmd, client c) is killed. It returns the
+// pipeline that was in flight (its pairs, one list per command) and how
+// many commands were acknowledged. The client is closed.
+func killDuringPipelines(ctx context.Context, c *goredis.Client, cmd *exec.Cmd, r *rand.Rand, model map[string]string,
+	next func() []string, send func(p goredis.Pipeliner, args []any)) ([][]string, int) {
+	stop := make(chan [][]string, 1)
+	done := 0
+	go func() {
+		for {
+			batch := make([][]string, 100)
+			p := c.Pipeline()
+			for i := range batch {
+				batch[i] = next()
+				args := make([]any, len(batch[i]))
+				for j, a := range batch[i] {
+					args[j] = a
+				}
+				send(p, args)
+			}
+			if _, err := p.Exec(ctx); err != nil {
+				stop <- batch
+				return
+			}
+			for _, m := range batch {
+				for j := 0; j < len(m); j += 2 {
+					model[m[j]] = m[j+1]
+				}
+			}
+			done += len(batch)
+		}
+	}()
+	time.Sleep(time.Duration(20+r.IntN(60)) * time.Millisecond)
+	cmd.Process.Kill()
+	cmd.Wait()
+	inflight := <-stop // the writer has stopped: done and model are ours again
+	c.Close()
+	return inflight, done
+}
+
+// applyPrefix finds the prefix of inflight (key or field, value lists) that,
+// applied to model, makes same true; model is updated to it. It returns ""
+// if one does, else fail.
+func applyPrefix(model map[string]string, inflight [][]string, same func() bool, fail string) string {
+	for i := 0; ; i++ {
+		if same() {
 			return ""
 		}
 		if i == len(inflight) {
-			return "the fields are not the acknowledged values with any prefix of the HSETs in flight"
+			return fail
 		}
 		for j := 0; j < len(inflight[i]); j += 2 {
 			model[inflight[i][j]] = inflight[i][j+1]
