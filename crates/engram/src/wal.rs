@@ -78,7 +78,7 @@
 //! commits that arrived since (`back`). If fewer are back, it gathers:
 //!
 //! 5. it marks the files `Gathering` and sleeps on the gather word, at
-//!    most [`GATHER_PCT`] percent of a recent flush's time (a moving
+//!    most `GATHER_PCT` percent of a recent flush's time (a moving
 //!    average of its write and `fdatasync`);
 //! 6. a commit that arrives meanwhile will be in that flush: it sleeps on
 //!    the flush's word, and the one that completes the group first wakes
