@@ -489,6 +489,10 @@ func startOwned(t *testing.T, bin string, port int, args []string) (*exec.Cmd, *
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// A test that fails between a start and its own kill (t.Fatalf in a
+	// kill loop) must not leave the server running; a second kill of an
+	// exited process is a no-op (an error nobody needs).
+	t.Cleanup(func() { cmd.Process.Kill() })
 	c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port), MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Minute})
 	for i := 0; i < 1500; i++ {
 		if exited(cmd.Process.Pid) {
