@@ -426,9 +426,18 @@ impl<'p> Tx<'p> {
         unsafe { space.write_known(hdr, ObjHeader { type_id, flags: OBJ_TAG, count: 1 }) };
         let off = hdr - space.base();
         self.spans.learn_small((off - HEAP_OFF) / SPAN_SIZE, c);
-        mark_dirty(&mut st.sets.dirty, off, bytes);
-        self.pool.deferred.card(off, bytes);
+        self.note_changed(&mut st.sets.dirty, off, bytes);
         Some(hdr + OBJ_HEADER)
+    }
+
+    /// Pool range `[off, off+len)` is changed by this region (a logged
+    /// range, or a fresh object's slot): it joins the commit flush
+    /// (`dirty`, the region's `sets.dirty`) and, while a deferred recovery
+    /// GC runs with cards on, its card table (`pool/deferred.rs`).
+    #[inline]
+    fn note_changed(&self, dirty: &mut Vec<(u64, u64)>, off: u64, len: u64) {
+        mark_dirty(dirty, off, len);
+        self.pool.deferred.card(off, len);
     }
 
     /// Allocates an array of `len` zeroed `T`s.
@@ -459,8 +468,7 @@ impl<'p> Tx<'p> {
             Placed::Small { span, class } => self.spans.learn_small(span, class),
             Placed::Other(loc) => st.sets.large.push((off, payload.next_multiple_of(8).min(loc.capacity()), loc)),
         }
-        mark_dirty(&mut st.sets.dirty, off - OBJ_HEADER, payload + OBJ_HEADER);
-        self.pool.deferred.card(off - OBJ_HEADER, payload + OBJ_HEADER);
+        self.note_changed(&mut st.sets.dirty, off - OBJ_HEADER, payload + OBJ_HEADER);
         Ok(addr)
     }
 
@@ -760,8 +768,7 @@ impl<'p> Tx<'p> {
         }
         st.sets.logged.push((off, len as u32));
         st.sets.words.mark(off, len);
-        mark_dirty(&mut st.sets.dirty, off, len);
-        self.pool.deferred.card(off, len);
+        self.note_changed(&mut st.sets.dirty, off, len);
         Ok(())
     }
 
