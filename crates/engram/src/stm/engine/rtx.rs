@@ -41,10 +41,9 @@
 
 use super::pool_state::local;
 use super::run::{backoff, count_stat, nested_error, IN_TX};
-use super::tx::check_cell_in;
+use super::tx::{array_len_within, cell_fits, check_cell_in};
 use super::{word_at, STx, StmError, StmResult, MAX_VALUE};
 use crate::error::{Error, Result};
-use crate::format::{ObjHeader, OBJ_ARRAY, OBJ_HEADER, OBJ_TAG, OBJ_TAG_MASK};
 use crate::pool::PoolInner;
 use crate::ptr::PArray;
 use crate::stm::word;
@@ -156,13 +155,7 @@ impl<'t> RTx<'t> {
     /// against the current mapping when it fails: the pool may have grown).
     #[inline]
     fn check<P: Persistent>(&self, addr: u64, max: usize) -> StmResult<()> {
-        let need = 8 + size_of::<P>().div_ceil(8) as u64 * 8;
-        if size_of::<P>() <= max
-            && std::mem::align_of::<P>() <= 8
-            && addr % 8 == 0
-            && addr >= self.lo
-            && addr.checked_add(need).is_some_and(|end| end <= self.hi)
-        {
+        if cell_fits::<P>(addr, max, (self.lo, self.hi)) {
             return Ok(());
         }
         self.check_slow::<P>(addr, max)
@@ -170,8 +163,13 @@ impl<'t> RTx<'t> {
 
     #[cold]
     fn check_slow<P: Persistent>(&self, addr: u64, max: usize) -> StmResult<()> {
-        let inner = self.inner.ok_or_else(|| StmError::Failed(Error::invalid("a read-only transaction without a pool")))?;
-        check_cell_in::<P>(&inner.space, addr, max)
+        check_cell_in::<P>(&self.pool()?.space, addr, max)
+    }
+
+    /// The pool of a lean attempt (a view of a full transaction has none:
+    /// its reads go through `full`).
+    fn pool(&self) -> Result<&'t PoolInner> {
+        self.inner.ok_or_else(|| Error::invalid("a read-only transaction without a pool"))
     }
 
     /// Step 3, the seqlock read of the cell whose lock word is at `addr`
@@ -238,7 +236,7 @@ impl<'t> RTx<'t> {
             return tx.read_boxed(addr);
         }
         self.check::<crate::ptr::PPtr<P>>(addr, 8)?;
-        let space = &self.inner.ok_or_else(|| StmError::Failed(Error::invalid("a read-only transaction without a pool")))?.space;
+        let space = &self.pool()?.space;
         let n = size_of::<P>().div_ceil(8);
         let mut small = [0u64; 32];
         let mut big = Vec::new();
@@ -269,18 +267,7 @@ impl<'t> RTx<'t> {
         if let Some(tx) = self.full {
             return tx.array_len(a);
         }
-        let addr = a.addr();
-        if addr >= self.lo + OBJ_HEADER && addr <= self.hi {
-            // SAFETY: [addr - 16, addr) lies inside the heap's bounds seen
-            // when the attempt began, which stay mapped while the pool is
-            // borrowed; an ObjHeader is plain data.
-            let h: ObjHeader = unsafe { std::ptr::read_unaligned((addr - OBJ_HEADER) as *const ObjHeader) };
-            let fits = h.count.checked_mul(size_of::<T>() as u64).and_then(|b| addr.checked_add(b)).is_some_and(|end| end <= self.hi);
-            if h.flags & OBJ_TAG_MASK == OBJ_TAG && h.flags & OBJ_ARRAY != 0 && fits {
-                return Ok(h.count);
-            }
-        }
-        Err(Error::BadPointer { addr })
+        array_len_within::<T>(a.addr(), (self.lo, self.hi)).ok_or_else(|| Error::BadPointer { addr: a.addr() })
     }
 }
 

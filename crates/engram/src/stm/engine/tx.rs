@@ -340,15 +340,8 @@ impl<'p> STx<'p> {
 
     #[inline]
     pub(super) fn check_cell<P: Persistent>(&self, addr: u64, max: usize) -> StmResult<()> {
-        let need = 8 + size_of::<P>().div_ceil(8) as u64 * 8;
-        let (lo, hi) = self.bounds;
         // (bounds are empty without a pool, so this never passes there)
-        if size_of::<P>() <= max
-            && std::mem::align_of::<P>() <= 8
-            && addr % 8 == 0
-            && addr >= lo
-            && addr.checked_add(need).is_some_and(|end| end <= hi)
-        {
+        if cell_fits::<P>(addr, max, self.bounds) {
             return Ok(());
         }
         self.check_cell_slow::<P>(addr, max)
@@ -358,6 +351,20 @@ impl<'p> STx<'p> {
     fn check_cell_slow<P: Persistent>(&self, addr: u64, max: usize) -> StmResult<()> {
         check_cell_in::<P>(&self.ctx()?.inner.space, addr, max)
     }
+}
+
+/// The inline check of a cell of `P` at `addr` (value of at most `max`
+/// bytes, 8-aligned) against heap bounds `[lo, hi)` seen when the
+/// transaction began: `STx::check_cell` and the read-only transaction's.
+/// False sends the caller to [`check_cell_in`] (the pool may have grown).
+#[inline]
+pub(super) fn cell_fits<P: Persistent>(addr: u64, max: usize, (lo, hi): (u64, u64)) -> bool {
+    let need = 8 + size_of::<P>().div_ceil(8) as u64 * 8;
+    size_of::<P>() <= max
+        && std::mem::align_of::<P>() <= 8
+        && addr % 8 == 0
+        && addr >= lo
+        && addr.checked_add(need).is_some_and(|end| end <= hi)
 }
 
 /// The full check of a cell at `addr` (value `P`, at most `max` bytes)
@@ -378,6 +385,38 @@ pub(super) fn check_cell_in<P: Persistent>(space: &crate::pool::space::Space, ad
         return Err(StmError::Failed(STx::foreign_or_bad(space, addr)));
     }
     Ok(())
+}
+
+/// The element count of the array of `T` at `addr` from its header, if
+/// header and elements lie inside heap bounds `[lo, hi)` seen when the
+/// transaction began and the header carries the object tag and the array
+/// flag: `STx::array_len`'s and the read-only transaction's inline path.
+/// None sends the caller to [`array_len_in`] (the pool may have grown).
+#[inline]
+pub(super) fn array_len_within<T: Persistent>(addr: u64, (lo, hi): (u64, u64)) -> Option<u64> {
+    if addr < lo + OBJ_HEADER || addr > hi {
+        return None;
+    }
+    // SAFETY: [addr - 16, addr) lies inside the heap's bounds seen when the
+    // transaction began, which stay mapped while the pool is borrowed; an
+    // ObjHeader is plain data, any bit pattern is valid.
+    let h: ObjHeader = unsafe { std::ptr::read_unaligned((addr - OBJ_HEADER) as *const ObjHeader) };
+    let fits = h.count.checked_mul(size_of::<T>() as u64).and_then(|b| addr.checked_add(b)).is_some_and(|end| end <= hi);
+    (h.flags & OBJ_TAG_MASK == OBJ_TAG && h.flags & OBJ_ARRAY != 0 && fits).then_some(h.count)
+}
+
+/// The element count of the array of `T` at `addr` against the pool's
+/// current mapping, with the error (`BadPointer`).
+#[cold]
+fn array_len_in<T: Persistent>(space: &crate::pool::space::Space, addr: u64) -> Result<u64> {
+    let bad = || Error::BadPointer { addr };
+    let off = addr.checked_sub(space.base() + OBJ_HEADER).ok_or_else(bad)?;
+    let h: ObjHeader = space.read(off).map_err(|_| bad())?;
+    let fits = h.count.checked_mul(size_of::<T>() as u64).is_some_and(|b| space.contains(addr, b));
+    if h.flags & OBJ_TAG_MASK != OBJ_TAG || h.flags & OBJ_ARRAY == 0 || !fits {
+        return Err(bad());
+    }
+    Ok(h.count)
 }
 
 impl<'p> STx<'p> {
@@ -773,18 +812,9 @@ impl<'p> STx<'p> {
     /// elements must lie inside the mapped pool.
     #[inline]
     pub(crate) fn array_len<T: Persistent>(&self, a: PArray<T>) -> Result<u64> {
-        let addr = a.addr();
-        let (lo, hi) = self.bounds;
         // (bounds are empty without a pool, so this never passes there)
-        if addr >= lo + OBJ_HEADER && addr <= hi {
-            // SAFETY: [addr - 16, addr) lies inside the heap's bounds seen
-            // at begin, which stay mapped while the pool is borrowed; an
-            // ObjHeader is plain data, any bit pattern is valid.
-            let h: ObjHeader = unsafe { std::ptr::read_unaligned((addr - OBJ_HEADER) as *const ObjHeader) };
-            let fits = h.count.checked_mul(size_of::<T>() as u64).and_then(|b| addr.checked_add(b)).is_some_and(|end| end <= hi);
-            if h.flags & OBJ_TAG_MASK == OBJ_TAG && h.flags & OBJ_ARRAY != 0 && fits {
-                return Ok(h.count);
-            }
+        if let Some(n) = array_len_within::<T>(a.addr(), self.bounds) {
+            return Ok(n);
         }
         self.array_len_slow(a)
     }
@@ -794,16 +824,7 @@ impl<'p> STx<'p> {
     #[cold]
     fn array_len_slow<T: Persistent>(&self, a: PArray<T>) -> Result<u64> {
         let ctx = self.ctx().map_err(|_| Error::invalid("pool data needs Pool::atomically"))?;
-        let space = &ctx.inner.space;
-        let addr = a.addr();
-        let bad = || Error::BadPointer { addr };
-        let off = addr.checked_sub(space.base() + OBJ_HEADER).ok_or_else(bad)?;
-        let h: ObjHeader = space.read(off).map_err(|_| bad())?;
-        let fits = h.count.checked_mul(size_of::<T>() as u64).is_some_and(|b| space.contains(addr, b));
-        if h.flags & OBJ_TAG_MASK != OBJ_TAG || h.flags & OBJ_ARRAY == 0 || !fits {
-            return Err(bad());
-        }
-        Ok(h.count)
+        array_len_in::<T>(&ctx.inner.space, a.addr())
     }
 
     /// Frees what this attempt allocated (it was never linked).
