@@ -67,8 +67,9 @@ func (c *pColl) hset(tx *engram.Tx, f, v []byte) (bool, error) {
 
 // overwriteField writes v over field entry e's value bytes (canOverwrite):
 //  1. log e.Val (the slice header) and the len(v) bytes it writes, in one
-//     batch (one undo record set, one fence);
-//  2. copy v in and shorten e.Val to it.
+//     batch (one undo record set, one fence): less than logOverwrite's
+//     whole entry, since a field's type and expiry do not change;
+//  2. overwriteVal: copy v in and shorten e.Val to it.
 //
 // A crash before the region commits undoes both.
 func overwriteField(tx *engram.Tx, e *pEntry, v []byte) error {
@@ -78,9 +79,7 @@ func overwriteField(tx *engram.Tx, e *pEntry, v []byte) error {
 	if err := tx.LogBatch(&b); err != nil {
 		return err
 	}
-	n := len(v)
-	copy(e.Val[:n], v)
-	e.Val = e.Val[:n:n]
+	overwriteVal(e, e.Type, v)
 	return nil
 }
 
