@@ -599,8 +599,13 @@ impl Wal {
             Ok(None) => {}
             Err(e) => return Err(self.fail(st, e)),
         }
-        st.durable = f.upto;
-        self.durable.store(f.upto, Ordering::Release);
+        // Never backwards: with one leader at a time `f.upto` is at least
+        // `st.durable` anyway; a second leader (only a planted bug lets one
+        // in: `wal.checkpoint_unguarded`) that took an empty batch before
+        // another's flush finished must not lower it, or a waiter whose
+        // record that flush synced would lead empty flushes forever.
+        st.durable = st.durable.max(f.upto);
+        self.durable.fetch_max(f.upto, Ordering::AcqRel);
         // The group is released now (below): count who comes back.
         st.released = std::mem::take(&mut st.members);
         st.back = 0;
