@@ -772,6 +772,7 @@ pub unsafe extern "C" fn engram_object_info(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::FfiError;
 
     #[test]
     fn the_checkpoint_variable_is_a_decimal_byte_count() {
