@@ -205,7 +205,7 @@ func TestTwemproxy(t *testing.T) {
 		t.Logf("redis-benchmark through nutcracker:\n%s", out)
 	}
 	acked := writeThroughProxy(t, p.c, 0, 600, -1, nil)
-	held := func() []int64 { // keys on each node
+	held := func() []int64 { // keys (redis-benchmark's and p:*) on each node
 		var ks []int64
 		for i, n := range nodes {
 			nc := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:" + strconv.Itoa(n.port)})
@@ -232,6 +232,11 @@ func TestTwemproxy(t *testing.T) {
 		acked[k] = v
 	}
 	readBack(t, p.c, acked, "node1's kill and restart")
+	if n := lastBeforeKill(t, nodes[1], 600, 700); n == 0 {
+		t.Fatal("node1 holds none of the 100 keys written just before its kill: the kill did not follow writes to it")
+	} else {
+		t.Logf("node1 holds %d of the 100 keys acknowledged just before its kill", n)
+	}
 	// 2. Kill node1 again, and let another engram-redis (its own pool, the
 	//    same key names with other values) take its port meanwhile.
 	nodes[1].kill()
@@ -252,6 +257,29 @@ func TestTwemproxy(t *testing.T) {
 	}
 	t.Logf("keys on node0..2 before the kills %v, at the end %v", before, held())
 	t.Logf("%d acknowledged keys read back through nutcracker after node1's kill and restart, and again after it moved to port %d", len(acked), nodes[1].port)
+}
+
+// lastBeforeKill is how many of proxyKey(from)..proxyKey(to-1) node n
+// holds (asked directly, not through the proxy).
+func lastBeforeKill(t *testing.T, n *proxyNode, from, to int) int {
+	t.Helper()
+	nc := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:" + strconv.Itoa(n.port)})
+	defer nc.Close()
+	var keys []string
+	for i := from; i < to; i++ {
+		keys = append(keys, proxyKey(i))
+	}
+	vals, err := nc.MGet(context.Background(), keys...).Result()
+	if err != nil {
+		t.Fatalf("%s: MGET: %v", n.name, err)
+	}
+	held := 0
+	for _, v := range vals {
+		if v != nil {
+			held++
+		}
+	}
+	return held
 }
 
 // restartNode restarts nodes[i] on its pool: on its own port if it comes up
@@ -294,18 +322,27 @@ func readBack(t *testing.T, c *goredis.Client, acked map[string]string, when str
 	}
 }
 
-// writeThroughProxy SETs p:from..p:to-1 through the proxy, calling hook
-// before key at, and returns the acknowledged ones.
+// writeThroughProxy SETs proxyKey(from)..proxyKey(to-1) through the
+// proxy, calling hook before key at, and returns the acknowledged ones.
 func writeThroughProxy(t *testing.T, c *goredis.Client, from, to, at int, hook func()) map[string]string {
 	acked := map[string]string{}
 	for i := from; i < to; i++ {
 		if i == at {
 			hook()
 		}
-		k, v := "p:"+strconv.Itoa(i), "v"+strconv.Itoa(i)
+		k, v := proxyKey(i), "v"+strconv.Itoa(i)
 		if c.Set(context.Background(), k, v, 0).Err() == nil {
 			acked[k] = v
 		}
 	}
 	return acked
+}
+
+// proxyKey is the i-th key the test writes: "p:<i>:<i times an odd
+// constant, base 36>" (distinct for distinct i). Plain "p:<i>" clusters by
+// range under FNV-1a and ketama (one run put 100 of the first 600 on
+// node1 and none of the 100 written just before its kill); the scrambled
+// suffix spreads consecutive keys over the nodes.
+func proxyKey(i int) string {
+	return "p:" + strconv.Itoa(i) + ":" + strconv.FormatUint(uint64(i)*0x9E3779B97F4A7C15, 36)
 }
