@@ -166,6 +166,7 @@ func TestZSetMoveKill(t *testing.T) {
 	for k := 0; k < zsetKills; k++ {
 		cmd, c := run()
 		stop := make(chan []zop, 1)
+		var stopped error
 		gr := rand.New(rand.NewPCG(9, uint64(k)))
 		go func() {
 			for {
@@ -176,6 +177,7 @@ func TestZSetMoveKill(t *testing.T) {
 					p.ZAdd(ctx, "z", goredis.Z{Score: ops[i].s, Member: ops[i].m})
 				}
 				if _, err := p.Exec(ctx); err != nil {
+					stopped = err
 					stop <- ops // in flight at the kill: a prefix may have committed
 					return
 				}
@@ -186,9 +188,9 @@ func TestZSetMoveKill(t *testing.T) {
 			}
 		}()
 		time.Sleep(time.Duration(20+r.IntN(60)) * time.Millisecond)
-		cmd.Process.Kill()
-		cmd.Wait()
+		killServer(t, k, cmd)
 		inflight := <-stop
+		writerStopped(t, k, stopped)
 		c.Close()
 		cmd, c = run()
 		got := zsetRead(t, ctx, c)
