@@ -24,6 +24,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
+	"unsafe"
 
 	engram "github.com/engram-pm/engram-go"
 )
@@ -211,7 +212,7 @@ func (c *pColl) zslMove(tx *engram.Tx, e *pEntry, s float64) error {
 			if !iDone {
 				l := ni.lv(i)
 				f, span := l.Fwd, l.Span
-				if f != nil && f.Score == s0 && bytes.Equal(f.Member, m) {
+				if f != nil && f.Score == s0 && sameBytes(f.Member, m) {
 					f, span = f.lv(i).Fwd, span+f.lv(i).Span-1 // skip the moving node
 				}
 				if stop(f, s, m) {
@@ -225,6 +226,13 @@ func (c *pColl) zslMove(tx *engram.Tx, e *pEntry, s float64) error {
 		del[i], ins[i] = nd, ni
 	}
 	return c.moveAt(tx, e, s, &del, &ins, &rank)
+}
+
+// sameBytes is whether a and b are the same bytes (not merely equal): a
+// node's member is its table entry's key (newZNode), so this tells a
+// set's node of entry e by e.Key without reading the member's bytes.
+func sameBytes(a, b []byte) bool {
+	return len(a) == len(b) && unsafe.SliceData(a) == unsafe.SliceData(b)
 }
 
 // moveAt unlinks e's node (predecessors del) and links it at s (ins,
