@@ -92,6 +92,33 @@ pub(crate) struct Local {
     pub(super) cache: Arc<CacheCell>,
     /// This thread's slot in the pool's GC gate (`pool/gate.rs`).
     pub(super) gate: Arc<crate::pool::gate::GateSlot>,
+    /// The pool's type ids of the Rust types this thread's transactions
+    /// allocated ([`Local::pool_type_id`]): the pool's own table takes a shared
+    /// lock and hashes the `TypeId` on every lookup.
+    types: RefCell<Vec<(std::any::TypeId, u32)>>,
+}
+
+/// Entries [`Local::pool_type_id`] keeps per thread and pool (more types are
+/// looked up in the pool's table each time).
+const TYPE_CACHE: usize = 16;
+
+impl Local {
+    /// The pool's type id of `T` (registering it on first use), from this
+    /// thread's cache. A pool's table never renumbers or forgets a type
+    /// while the pool is open, and a `Local` belongs to one open pool (by
+    /// its heap's process-unique id), so a cached id stays right.
+    pub(super) fn pool_type_id<T: crate::Persistent>(&self, inner: &PoolInner) -> Result<u32> {
+        let key = std::any::TypeId::of::<T>();
+        if let Some(&(_, id)) = self.types.borrow().iter().find(|(k, _)| *k == key) {
+            return Ok(id);
+        }
+        let id = inner.types.id_of::<T>(&inner.space)?;
+        let mut types = self.types.borrow_mut();
+        if types.len() < TYPE_CACHE {
+            types.push((key, id));
+        }
+        Ok(id)
+    }
 }
 
 /// One thread's redo log in one pool.
@@ -141,16 +168,25 @@ impl<'p> PoolCtx<'p> {
 }
 
 /// This thread's [`Local`] for `pool`: a thread-local lookup on the hot
-/// path; the first use links the pool's state and a redo log.
+/// path (inlined); the first use links the pool's state and a redo log.
+#[inline]
 pub(super) fn local(pool: &Pool) -> Result<Rc<Local>> {
     let id = pool.inner().heap.id;
     if let Some(l) = LOCALS.with(|m| m.borrow().iter().find(|l| l.heap_id == id).cloned()) {
         return Ok(l);
     }
+    link_local(pool, id)
+}
+
+/// [`local`]'s first use of `pool` on this thread (kept out of line, so the
+/// lookup above stays a few instructions).
+#[cold]
+#[inline(never)]
+fn link_local(pool: &Pool, id: u64) -> Result<Rc<Local>> {
     let stm = stm_pool(pool)?;
     let log = thread_log(pool, &stm)?;
     let gate = pool.inner().gate.register();
-    let l = Rc::new(Local { heap_id: id, stm, log, cache: pool.inner().heap.cache(), gate });
+    let l = Rc::new(Local { heap_id: id, stm, log, cache: pool.inner().heap.cache(), gate, types: RefCell::default() });
     LOCALS.with(|m| {
         let mut m = m.borrow_mut();
         m.retain(|l| !l.stm.closed.load(Ordering::Acquire));
