@@ -468,6 +468,56 @@ mod tests {
         let _ = (std::fs::remove_file(&pa), std::fs::remove_file(&pb));
     }
 
+    #[repr(C)]
+    #[derive(Clone, Copy, crate::Persistent)]
+    #[engram(name = "engram::test::TypeCacheFirst")]
+    struct First {
+        x: u64,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, crate::Persistent)]
+    #[engram(name = "engram::test::TypeCacheNode")]
+    struct Node {
+        x: u64,
+        y: u64,
+    }
+
+    /// The type ids `STx::alloc` writes come from a cache per thread *and
+    /// pool* (`Local::pool_type_id`): one Rust type has a different id in
+    /// each pool (its place in that pool's table), and an object allocated
+    /// in a pool carries that pool's id, whatever other pool the thread
+    /// used first. (A cache keyed by the Rust type alone writes pool a's id
+    /// into pool b's objects: this test catches it.)
+    #[test]
+    fn allocated_objects_carry_their_own_pools_type_ids() {
+        let dir = if std::path::Path::new("/dev/shm").is_dir() { "/dev/shm".into() } else { std::env::temp_dir() };
+        let path = |t: &str| dir.join(format!("engram-unit-stm-types-{t}-{}.pool", std::process::id()));
+        let (pa, pb) = (path("a"), path("b"));
+        let make = |p: &std::path::Path| {
+            let _ = std::fs::remove_file(p);
+            Pool::create(p, CreateOptions::new("stm-types").durability(Durability::Process)).unwrap()
+        };
+        let (a, b) = (make(&pa), make(&pb));
+        // Pool a registers `First` before `Node`, pool b `Node` alone: the
+        // two pools number `Node` differently.
+        let header = |p: PPtr<Node>| {
+            // SAFETY: a live object of the pool, allocated just now.
+            unsafe { std::ptr::read((p.addr() - crate::format::OBJ_HEADER) as *const crate::format::ObjHeader) }.type_id
+        };
+        a.atomically(|tx| tx.alloc(First { x: 1 }).map(drop)).unwrap();
+        for _ in 0..2 {
+            let na = a.atomically(|tx| tx.alloc(Node { x: 1, y: 2 })).unwrap();
+            let nb = b.atomically(|tx| tx.alloc(Node { x: 3, y: 4 })).unwrap();
+            let (ida, idb) = (a.inner().types.id_of::<Node>(&a.inner().space).unwrap(), b.inner().types.id_of::<Node>(&b.inner().space).unwrap());
+            assert_ne!(ida, idb, "the test needs the two pools to number Node differently");
+            assert_eq!((header(na), header(nb)), (ida, idb), "an object carries another pool's type id");
+        }
+        a.close().unwrap();
+        b.close().unwrap();
+        let _ = (std::fs::remove_file(&pa), std::fs::remove_file(&pb));
+    }
+
     /// Threads that start using a fresh pool at the same moment each get a
     /// redo log of their own, every one linked from the metadata the pool's
     /// root names: a log left unlinked is freed by the next collection while
