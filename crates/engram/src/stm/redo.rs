@@ -404,7 +404,8 @@ mod tests {
     fn init_entries_roundtrip_before_the_values() {
         let mut buf = Vec::new();
         let obj = [7u8; 44];
-        encode_of(&mut buf, 9, [Ok((0x2000u64, &obj[..]))].into_iter(), [(0x3000u64, &[1u8; 8][..])].into_iter(), &[(0x4000, 64, 5)]).unwrap();
+        encode_of(&mut buf, 9, [Ok((0x2000u64, &obj[..]))].into_iter(), [(0x3000u64, &[1u8; 8][..])].into_iter(), &[(0x4000, 64, 5)])
+            .unwrap();
         let r = decode(&buf).unwrap();
         assert_eq!((r.wv, r.inits.len(), r.entries.len(), r.checks.len()), (9, 1, 1, 1));
         assert_eq!(r.inits[0], (0x2000, obj.to_vec()));

@@ -509,7 +509,8 @@ mod tests {
         for _ in 0..2 {
             let na = a.atomically(|tx| tx.alloc(Node { x: 1, y: 2 })).unwrap();
             let nb = b.atomically(|tx| tx.alloc(Node { x: 3, y: 4 })).unwrap();
-            let (ida, idb) = (a.inner().types.id_of::<Node>(&a.inner().space).unwrap(), b.inner().types.id_of::<Node>(&b.inner().space).unwrap());
+            let (ida, idb) =
+                (a.inner().types.id_of::<Node>(&a.inner().space).unwrap(), b.inner().types.id_of::<Node>(&b.inner().space).unwrap());
             assert_ne!(ida, idb, "the test needs the two pools to number Node differently");
             assert_eq!((header(na), header(nb)), (ida, idb), "an object carries another pool's type id");
         }
