@@ -3,7 +3,8 @@
 //! that GC and close run with no transaction in flight.
 //!
 //! The hot path: each thread keeps, per pool it has used, one [`Local`]
-//! (the pool's state, its own redo log and allocation cache) in a
+//! (the pool's state, its own redo log, allocation cache and the pool's
+//! type ids of the types it allocated) in a
 //! thread-local list found by the heap's process-unique id. Starting a
 //! transaction clones that `Rc` (a thread-private count), so it takes no
 //! lock and writes no shared line; the pool's `layer_state` mutex and the

@@ -718,11 +718,10 @@ impl<'p> STx<'p> {
     /// [`crate::stm::PTField`]s, say). It is private to this transaction until it
     /// commits: flushed before the commit fence, freed if the attempt
     /// aborts, garbage for the GC if nothing links it.
-    ///
-    /// (The type id comes from the thread's cache, `Local::pool_type_id`, and
-    /// the object goes straight onto the reused `made` list: no lock, no
-    /// heap allocation besides the object.)
     pub fn alloc<T: Persistent>(&self, v: T) -> StmResult<PPtr<T>> {
+        // The type id from the thread's cache (`Local::pool_type_id`), the
+        // object straight onto the reused `made` list: no lock, no heap
+        // allocation besides the object.
         let ctx = self.ctx()?;
         let (inner, space) = (ctx.inner, &ctx.inner.space);
         let id = ctx.local.pool_type_id::<T>(inner)?;
