@@ -70,13 +70,6 @@ impl<'a> CopyCx<'a> {
         Ok(addr)
     }
 
-    /// Marks the object allocated last as holding transactional variables.
-    pub(crate) fn mark_mutable(&mut self) {
-        if let Some(m) = self.made.last_mut() {
-            m.mutable = true;
-        }
-    }
-
     /// Allocates one `T` holding `v`.
     pub fn alloc<T: Persistent>(&mut self, v: T) -> Result<PPtr<T>> {
         let id = self.pool.types.id_of::<T>(&self.pool.space)?;

@@ -128,17 +128,19 @@ fn finish(buf: &mut [u8], n: u32) {
 /// Encodes a record into `buf` (cleared first): the initial bytes of the
 /// transactional objects the commit created (`inits`: pool offset, bytes),
 /// the values, then the checksums `checks` (offset, length, CRC32C) of the
-/// copies it links.
+/// copies it links. An `inits` item that is an error (an object outside
+/// the pool) ends the encoding with it.
 pub(crate) fn encode_of<'a>(
     buf: &mut Vec<u8>,
     wv: u64,
-    inits: impl Iterator<Item = (u64, &'a [u8])>,
+    inits: impl Iterator<Item = Result<(u64, &'a [u8])>>,
     entries: impl Iterator<Item = (u64, &'a [u8])>,
     checks: &[(u64, u64, u32)],
-) {
+) -> Result<()> {
     begin(buf, wv);
     let mut entry_count = 0usize;
-    for (off, v) in inits {
+    for init in inits {
+        let (off, v) = init?;
         entry_count += 1;
         buf.extend_from_slice(&off.to_le_bytes());
         buf.extend_from_slice(&(INIT_FLAG | v.len() as u32).to_le_bytes());
@@ -162,6 +164,7 @@ pub(crate) fn encode_of<'a>(
         buf.extend_from_slice(&0u32.to_le_bytes());
     }
     finish(buf, (entry_count + checks.len()) as u32);
+    Ok(())
 }
 
 /// Encodes into `buf` (cleared first) the record that stands in a log half
@@ -394,14 +397,15 @@ mod tests {
     }
 
     fn encode(buf: &mut Vec<u8>, wv: u64, entries: &[(u64, &[u8])], checks: &[(u64, u64, u32)]) {
-        encode_of(buf, wv, std::iter::empty(), entries.iter().copied(), checks)
+        encode_of(buf, wv, std::iter::empty(), entries.iter().copied(), checks).unwrap()
     }
 
     #[test]
     fn init_entries_roundtrip_before_the_values() {
         let mut buf = Vec::new();
         let obj = [7u8; 44];
-        encode_of(&mut buf, 9, [(0x2000u64, &obj[..])].into_iter(), [(0x3000u64, &[1u8; 8][..])].into_iter(), &[(0x4000, 64, 5)]);
+        encode_of(&mut buf, 9, [Ok((0x2000u64, &obj[..]))].into_iter(), [(0x3000u64, &[1u8; 8][..])].into_iter(), &[(0x4000, 64, 5)])
+            .unwrap();
         let r = decode(&buf).unwrap();
         assert_eq!((r.wv, r.inits.len(), r.entries.len(), r.checks.len()), (9, 1, 1, 1));
         assert_eq!(r.inits[0], (0x2000, obj.to_vec()));

@@ -259,6 +259,7 @@ pub fn coarse_armed() -> bool {
 
 /// Whether `Coarse` commits may run (false only once the process's first
 /// commit ran without arming the lock); cheap: never initialises.
+#[inline]
 pub(crate) fn coarse_possible() -> bool {
     BACKEND.get().is_none_or(|b| b.coarse)
 }

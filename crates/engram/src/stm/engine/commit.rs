@@ -251,9 +251,9 @@ impl STx<'_> {
         if let Some(loc) = log.overflow[h].take() {
             ctx.inner.heap.free(space, ctx.cache(), loc)?;
         }
-        let init_bytes =
-            inits().filter(|_| young).map(|(off, len)| Ok((off, redo::object_bytes(space, off, len)?))).collect::<Result<Vec<_>>>()?;
-        redo::encode_of(&mut log.buf, wv, init_bytes.into_iter(), entries(), &st.checks);
+        // (The new objects' bytes are read in place, not collected first.)
+        let init_bytes = inits().filter(|_| young).map(|(off, len)| Ok((off, redo::object_bytes(space, off, len)?)));
+        redo::encode_of(&mut log.buf, wv, init_bytes, entries(), &st.checks)?;
         if log.buf.len() as u64 > HALF {
             overflow(ctx, log, h, wv)?;
         }

@@ -3,7 +3,8 @@
 //! that GC and close run with no transaction in flight.
 //!
 //! The hot path: each thread keeps, per pool it has used, one [`Local`]
-//! (the pool's state, its own redo log and allocation cache) in a
+//! (the pool's state, its own redo log, allocation cache and the pool's
+//! type ids of the types it allocated) in a
 //! thread-local list found by the heap's process-unique id. Starting a
 //! transaction clones that `Rc` (a thread-private count), so it takes no
 //! lock and writes no shared line; the pool's `layer_state` mutex and the
@@ -92,6 +93,33 @@ pub(crate) struct Local {
     pub(super) cache: Arc<CacheCell>,
     /// This thread's slot in the pool's GC gate (`pool/gate.rs`).
     pub(super) gate: Arc<crate::pool::gate::GateSlot>,
+    /// The pool's type ids of the Rust types this thread's transactions
+    /// allocated ([`Local::pool_type_id`]): the pool's own table takes a shared
+    /// lock and hashes the `TypeId` on every lookup.
+    types: RefCell<Vec<(std::any::TypeId, u32)>>,
+}
+
+/// Entries [`Local::pool_type_id`] keeps per thread and pool (more types are
+/// looked up in the pool's table each time).
+const TYPE_CACHE: usize = 16;
+
+impl Local {
+    /// The pool's type id of `T` (registering it on first use), from this
+    /// thread's cache. A pool's table never renumbers or forgets a type
+    /// while the pool is open, and a `Local` belongs to one open pool (by
+    /// its heap's process-unique id), so a cached id stays right.
+    pub(super) fn pool_type_id<T: crate::Persistent>(&self, inner: &PoolInner) -> Result<u32> {
+        let key = std::any::TypeId::of::<T>();
+        if let Some(&(_, id)) = self.types.borrow().iter().find(|(k, _)| *k == key) {
+            return Ok(id);
+        }
+        let id = inner.types.id_of::<T>(&inner.space)?;
+        let mut types = self.types.borrow_mut();
+        if types.len() < TYPE_CACHE {
+            types.push((key, id));
+        }
+        Ok(id)
+    }
 }
 
 /// One thread's redo log in one pool.
@@ -141,16 +169,25 @@ impl<'p> PoolCtx<'p> {
 }
 
 /// This thread's [`Local`] for `pool`: a thread-local lookup on the hot
-/// path; the first use links the pool's state and a redo log.
+/// path (inlined); the first use links the pool's state and a redo log.
+#[inline]
 pub(super) fn local(pool: &Pool) -> Result<Rc<Local>> {
     let id = pool.inner().heap.id;
     if let Some(l) = LOCALS.with(|m| m.borrow().iter().find(|l| l.heap_id == id).cloned()) {
         return Ok(l);
     }
+    link_local(pool, id)
+}
+
+/// [`local`]'s first use of `pool` on this thread (kept out of line, so the
+/// lookup above stays a few instructions).
+#[cold]
+#[inline(never)]
+fn link_local(pool: &Pool, id: u64) -> Result<Rc<Local>> {
     let stm = stm_pool(pool)?;
     let log = thread_log(pool, &stm)?;
     let gate = pool.inner().gate.register();
-    let l = Rc::new(Local { heap_id: id, stm, log, cache: pool.inner().heap.cache(), gate });
+    let l = Rc::new(Local { heap_id: id, stm, log, cache: pool.inner().heap.cache(), gate, types: RefCell::default() });
     LOCALS.with(|m| {
         let mut m = m.borrow_mut();
         m.retain(|l| !l.stm.closed.load(Ordering::Acquire));
@@ -427,6 +464,57 @@ mod tests {
         assert!(stm_pool(&a).unwrap().domain.now() > last, "a reopened pool's clock must start above its versions");
         a.atomically(|tx| tx.write(&va, 11)).unwrap();
         assert_eq!(a.atomically(|tx| tx.read(&va)).unwrap(), 11);
+        a.close().unwrap();
+        b.close().unwrap();
+        let _ = (std::fs::remove_file(&pa), std::fs::remove_file(&pb));
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, crate::Persistent)]
+    #[engram(name = "engram::test::TypeCacheFirst")]
+    struct First {
+        x: u64,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, crate::Persistent)]
+    #[engram(name = "engram::test::TypeCacheNode")]
+    struct Node {
+        x: u64,
+        y: u64,
+    }
+
+    /// The type ids `STx::alloc` writes come from a cache per thread *and
+    /// pool* (`Local::pool_type_id`): one Rust type has a different id in
+    /// each pool (its place in that pool's table), and an object allocated
+    /// in a pool carries that pool's id, whatever other pool the thread
+    /// used first. (A cache keyed by the Rust type alone writes pool a's id
+    /// into pool b's objects: this test catches it.)
+    #[test]
+    fn allocated_objects_carry_their_own_pools_type_ids() {
+        let dir = if std::path::Path::new("/dev/shm").is_dir() { "/dev/shm".into() } else { std::env::temp_dir() };
+        let path = |t: &str| dir.join(format!("engram-unit-stm-types-{t}-{}.pool", std::process::id()));
+        let (pa, pb) = (path("a"), path("b"));
+        let make = |p: &std::path::Path| {
+            let _ = std::fs::remove_file(p);
+            Pool::create(p, CreateOptions::new("stm-types").durability(Durability::Process)).unwrap()
+        };
+        let (a, b) = (make(&pa), make(&pb));
+        // Pool a registers `First` before `Node`, pool b `Node` alone: the
+        // two pools number `Node` differently.
+        let header = |p: PPtr<Node>| {
+            // SAFETY: a live object of the pool, allocated just now.
+            unsafe { std::ptr::read((p.addr() - crate::format::OBJ_HEADER) as *const crate::format::ObjHeader) }.type_id
+        };
+        a.atomically(|tx| tx.alloc(First { x: 1 }).map(drop)).unwrap();
+        for _ in 0..2 {
+            let na = a.atomically(|tx| tx.alloc(Node { x: 1, y: 2 })).unwrap();
+            let nb = b.atomically(|tx| tx.alloc(Node { x: 3, y: 4 })).unwrap();
+            let (ida, idb) =
+                (a.inner().types.id_of::<Node>(&a.inner().space).unwrap(), b.inner().types.id_of::<Node>(&b.inner().space).unwrap());
+            assert_ne!(ida, idb, "the test needs the two pools to number Node differently");
+            assert_eq!((header(na), header(nb)), (ida, idb), "an object carries another pool's type id");
+        }
         a.close().unwrap();
         b.close().unwrap();
         let _ = (std::fs::remove_file(&pa), std::fs::remove_file(&pb));

@@ -287,6 +287,7 @@ fn planted_recheck() -> bool {
 
 /// Whether this thread's read-only transactions must take the full path
 /// (the `Coarse` runtime validates by value).
+#[inline]
 fn full_path_only() -> bool {
     crate::stm::runtime::coarse_possible() && crate::stm::runtime::current() == crate::stm::runtime::Runtime::Coarse
 }

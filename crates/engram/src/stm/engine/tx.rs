@@ -696,7 +696,7 @@ impl<'p> STx<'p> {
         let mut cx = CopyCx::new(ctx.inner, ctx.cache());
         let r = (|| {
             let p = make(&mut cx)?;
-            let id = ctx.inner.types.id_of::<VarCell<P>>(&ctx.inner.space)?;
+            let id = ctx.local.pool_type_id::<VarCell<P>>(ctx.inner)?;
             // 16- or 48-byte payloads land in classes 32/64: the cell never
             // straddles a cache line (see vars.rs).
             let payload = if 8 + size_of::<P>() <= 16 { 16 } else { 48 };
@@ -719,12 +719,20 @@ impl<'p> STx<'p> {
     /// commits: flushed before the commit fence, freed if the attempt
     /// aborts, garbage for the GC if nothing links it.
     pub fn alloc<T: Persistent>(&self, v: T) -> StmResult<PPtr<T>> {
+        // The type id from the thread's cache (`Local::pool_type_id`), the
+        // object straight onto the reused `made` list: no lock, no heap
+        // allocation besides the object.
         let ctx = self.ctx()?;
-        let mut cx = CopyCx::new(ctx.inner, ctx.cache());
-        let r = cx.alloc(v);
-        cx.mark_mutable();
-        self.st.borrow_mut().made.append(&mut cx.made);
-        r.map_err(StmError::Failed)
+        let (inner, space) = (ctx.inner, &ctx.inner.space);
+        let id = ctx.local.pool_type_id::<T>(inner)?;
+        let payload = size_of::<T>() as u64;
+        let (addr, loc) = inner.heap.alloc(space, ctx.cache(), payload, id, 0, 1)?;
+        // SAFETY: a fresh slot of at least size_of::<T>() bytes, 16-aligned,
+        // inside the mapping, not yet reachable by anyone else.
+        unsafe { std::ptr::write(addr as *mut T, v) };
+        let made = Made { loc, off: addr - OBJ_HEADER - space.base(), len: payload + OBJ_HEADER, mutable: true };
+        self.st.borrow_mut().made.push(made);
+        Ok(PPtr::from_addr(addr))
     }
 
     // ----- volatile TVars --------------------------------------------------
