@@ -101,8 +101,7 @@ impl CacheCell {
         let (uc, rest) = unused;
         bins.slots[uc].extend_from_slice(rest);
         let mut spill = Vec::new();
-        for c in 0..NUM_CLASSES {
-            let n = used[c];
+        for (c, &n) in used.iter().enumerate() {
             if n == 0 && (c != uc || rest.is_empty()) {
                 continue;
             }

@@ -262,13 +262,14 @@ fn clear_tags(space: &crate::pool::space::Space, frees: &[u64], out: FreedSlots<
     for &f in frees.iter().rev() {
         let hdr = base + (f & FREE_OFF_MASK) - OBJ_HEADER;
         let flags = hdr + OBJ_FLAGS_OFF;
-        // SAFETY (both): `free_addr` located an object's payload at this
-        // offset (its header lies in the heap, inside the mapping), and the
-        // pool does not shrink while open; without a tracer, `write_known`
-        // is this plain store.
         if traced {
+            // SAFETY: `free_addr` located an object's payload at this
+            // offset (its header lies in the heap, inside the mapping), and
+            // the pool does not shrink while open.
             unsafe { space.write_known(flags, 0u32) };
         } else {
+            // SAFETY: as above; without a tracer, `write_known` is this
+            // plain store.
             unsafe { std::ptr::write(flags as *mut u32, 0) };
         }
         let Some(c) = ((f >> 56) as usize).checked_sub(1) else { continue };
