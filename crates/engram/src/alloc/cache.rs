@@ -6,11 +6,12 @@
 //! back (`Heap::drain_caches`). A cache's mutex is taken by its own thread
 //! (uncontended) and by the drainer only while no region runs. A region
 //! (`Tx`) takes slots a batch at a time into its [`Magazine`] (which is also
-//! its record of what it allocated) and frees a whole commit's objects under
-//! one lock, so the mutex is taken about once per 32 allocations, not per
+//! its record of what it allocated; batches grow from 32 to 1024 slots as
+//! the region allocates) and frees a whole commit's objects under one lock,
+//! so the mutex is taken at most once per 32 allocations, not per
 //! allocation; the magazine's unused slots go back into the cache when the
-//! region ends, so no slot is held outside a cache or an
-//! object across regions (a collection, which runs while no region runs,
+//! region ends (under the same lock as the bins' budgets are updated), so
+//! no slot is held outside a cache or an object across regions (a collection, which runs while no region runs,
 //! sees every slot).
 //!
 //! A bin holds up to its budget: the larger of [`bin_cap`] (one span's
@@ -29,6 +30,9 @@
 
 use super::classes::{slots_per_span, NUM_CLASSES};
 use super::{Heap, BATCH};
+
+/// Most slots one magazine batch takes ([`Magazine::next_batch`]).
+pub(crate) const MAX_BATCH: usize = 1024;
 use parking_lot::Mutex;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -87,15 +91,24 @@ impl CacheCell {
     }
 
     /// A region of this thread ended having handed out `used[c]` slots of
-    /// each class `c`: raises each used class's `want` to that count, or
-    /// lets it decay by a quarter towards it, and trims a bin now over its
-    /// budget. Returns the slots to give back, per class.
-    pub(crate) fn note_use(&self, used: &[u32; NUM_CLASSES]) -> Vec<(usize, Vec<u64>)> {
+    /// each class `c`, leaving `unused` (a class and slots its magazine
+    /// took and did not hand out): caches `unused`, raises each used
+    /// class's `want` to that count, or lets it decay by a quarter towards
+    /// it, and trims a bin now over its budget. One lock for the region's
+    /// end. Returns the slots to give back, per class.
+    pub(crate) fn note_use(&self, unused: (usize, &[u64]), used: &[u32; NUM_CLASSES]) -> Vec<(usize, Vec<u64>)> {
         let mut bins = self.bins.lock();
+        let (uc, rest) = unused;
+        bins.slots[uc].extend_from_slice(rest);
         let mut spill = Vec::new();
-        for (c, &n) in used.iter().enumerate().filter(|&(_, &n)| n > 0) {
-            let w = &mut bins.want[c];
-            *w = n.max(*w - *w / 4);
+        for (c, &n) in used.iter().enumerate() {
+            if n == 0 && (c != uc || rest.is_empty()) {
+                continue;
+            }
+            if n > 0 {
+                let w = &mut bins.want[c];
+                *w = n.max(*w - *w / 4);
+            }
             if let Some(over) = bins.put(c, &[]) {
                 spill.push((c, over));
             }
@@ -173,7 +186,8 @@ impl CacheCell {
 /// prefix of it (`slots[start..next]` for the current batch, a recorded
 /// range for every earlier one). No per-object entry, no hashing. Unused
 /// slots of a batch go back into the cache when the batch ends (a refill of
-/// another class, or the region ends: `Heap::close_batch`), so the vector
+/// another class: `Heap::close_batch`; or the region ends:
+/// `Heap::end_region`), so the vector
 /// then holds only handed-out slots. While a region runs, its magazine's
 /// slots count as live in `Heap::live` (handed out, or one unused batch).
 /// Volatile: a crash loses it, and recovery's GC frees every slot no
@@ -202,6 +216,18 @@ impl Magazine {
         Some(h)
     }
 
+    /// How many slots its next batch takes: [`BATCH`] at first, then half
+    /// of what the region took so far, up to [`MAX_BATCH`]. A region that
+    /// allocates a few objects takes one small batch, as before; one that
+    /// builds a large structure refills (one cache lock, or one class lock)
+    /// about once per `MAX_BATCH` allocations instead of once per `BATCH`.
+    /// What a batch leaves unused goes back to the cache when the region
+    /// ends (`Heap::end_region`).
+    #[inline]
+    pub(crate) fn next_batch(&self) -> usize {
+        (self.slots.len() / 2).clamp(BATCH, MAX_BATCH)
+    }
+
     /// Whether it holds no unused slot.
     pub(crate) fn is_empty(&self) -> bool {
         self.next == self.slots.len()
@@ -227,7 +253,7 @@ impl Magazine {
     }
 
     /// Slots handed out per class in the batches that ended (all of them,
-    /// once `Heap::close_batch` ended the last one).
+    /// once `Heap::close_batch` or `Heap::end_region` ended the last one).
     pub(crate) fn used_per_class(&self) -> [u32; NUM_CLASSES] {
         let mut used = [0u32; NUM_CLASSES];
         let mut lo = 0;
@@ -253,18 +279,35 @@ impl Magazine {
 }
 
 impl CacheCell {
-    /// Moves up to a batch of cached slots of class `c` into `out`.
-    pub(crate) fn take_batch(&self, c: usize, out: &mut Vec<u64>) {
+    /// Moves up to `n` cached slots of class `c` into `out`, the most
+    /// recently freed ones.
+    pub(crate) fn take_batch(&self, c: usize, n: usize, out: &mut Vec<u64>) {
         let mut bins = self.bins.lock();
         let bin = &mut bins.slots[c];
-        let n = bin.len().saturating_sub(BATCH);
-        out.extend(bin.drain(n..));
+        let keep = bin.len().saturating_sub(n);
+        out.extend(bin.drain(keep..));
     }
 
     /// Caches every slot of `hdrs` (class `c`); returns slots to give back
     /// if the bin overflows.
     pub(crate) fn put_from(&self, c: usize, hdrs: &[u64]) -> Option<Vec<u64>> {
         self.bins.lock().put(c, hdrs)
+    }
+
+    /// Caches freed slots under one lock, given as runs of one class:
+    /// `hdrs` split at the starts `runs` names, `(class, start)`, each run
+    /// copied into its bin as a block and the budget checked once at its
+    /// end. Returns the overflow of each bin that overflowed, to give back.
+    pub(crate) fn push_runs(&self, hdrs: &[u64], runs: &[(usize, usize)]) -> Vec<(usize, Vec<u64>)> {
+        let mut spill = Vec::new();
+        let mut bins = self.bins.lock();
+        for (i, &(c, start)) in runs.iter().enumerate() {
+            let end = runs.get(i + 1).map_or(hdrs.len(), |&(_, e)| e);
+            if let Some(over) = bins.put(c, &hdrs[start..end]) {
+                spill.push((c, over));
+            }
+        }
+        spill
     }
 
     /// Caches freed slots `(class, header)` under one lock; returns the
@@ -291,7 +334,7 @@ impl CacheCell {
 
 #[cfg(test)]
 mod tests {
-    use super::{bin_cap, overflow, CacheCell, Magazine, BATCH};
+    use super::{bin_cap, overflow, CacheCell, Magazine, BATCH, MAX_BATCH};
     use crate::alloc::classes::{slots_per_span, NUM_CLASSES};
 
     #[test]
@@ -313,7 +356,7 @@ mod tests {
         let (cap, big) = (bin_cap(0), 4 * bin_cap(0));
         let mut used = [0u32; NUM_CLASSES];
         used[0] = big as u32;
-        assert!(cell.note_use(&used).is_empty(), "nothing cached, nothing to trim");
+        assert!(cell.note_use((0, &[]), &used).is_empty(), "nothing cached, nothing to trim");
         // the next region frees the structure the last one built: it stays
         assert!(cell.push_many((0..big as u64).map(|h| (0, h))).is_empty());
         assert_eq!(cell.counts()[0], big);
@@ -325,7 +368,7 @@ mod tests {
         used[0] = 1;
         let mut back = spill[0].1.len();
         for _ in 0..20 {
-            back += cell.note_use(&used).iter().map(|(_, v)| v.len()).sum::<usize>();
+            back += cell.note_use((0, &[]), &used).iter().map(|(_, v)| v.len()).sum::<usize>();
         }
         assert!(cell.counts()[0] <= cap, "back to a span's worth: {}", cell.counts()[0]);
         assert_eq!(back + cell.counts()[0], big + 1, "every slot is cached or given back");
@@ -346,6 +389,41 @@ mod tests {
         close(&mut m);
         let used = m.used_per_class();
         assert_eq!((used[0], used[1], used[2]), (3, 0, 1));
+    }
+
+    #[test]
+    fn batches_grow_with_what_the_region_took_up_to_a_cap() {
+        let mut m = Magazine::default();
+        assert_eq!(m.next_batch(), BATCH, "a region's first batch is small");
+        let mut took = Vec::new();
+        while m.handed_out_count() < 20_000 {
+            let n = m.next_batch();
+            took.push(n);
+            start(&mut m, 0, &vec![1; n]);
+            while m.pop(0).is_some() {}
+            close(&mut m);
+        }
+        assert!(took.windows(2).all(|w| w[0] <= w[1]), "never shrinks: {took:?}");
+        assert_eq!(*took.last().unwrap(), MAX_BATCH, "capped");
+        assert!(took.len() < 40, "20,000 slots in {} batches, not 625", took.len());
+    }
+
+    #[test]
+    fn the_region_end_caches_the_unused_rest_and_trims_under_one_lock() {
+        let cell = CacheCell::new(0);
+        let cap = bin_cap(0);
+        let mut used = [0u32; NUM_CLASSES];
+        used[2] = 3;
+        // an unused rest of class 0 is cached even though class 0 was not used
+        assert!(cell.note_use((0, &[7, 8]), &used).is_empty());
+        assert_eq!((cell.counts()[0], cell.counts()[2]), (2, 0));
+        // a rest that takes the bin over its budget spills the older part
+        let rest: Vec<u64> = (100..100 + cap as u64).collect();
+        let spill = cell.note_use((0, &rest), &used);
+        assert_eq!(spill.len(), 1);
+        assert_eq!(spill[0].0, 0);
+        assert_eq!(spill[0].1.len() + cell.counts()[0], cap + 2, "every slot cached or given back");
+        assert_eq!(cell.counts()[0], cap / 2, "the newest stay");
     }
 
     /// A batch as `Heap::refill` starts one (after `Heap::close_batch`).

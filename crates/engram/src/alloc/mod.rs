@@ -483,9 +483,10 @@ impl Heap {
     fn refill(&self, space: &Space, cell: &CacheCell, mag: &mut Magazine, c: usize) -> Result<u64> {
         self.close_batch(space, cell, mag);
         mag.class = c;
-        cell.take_batch(c, &mut mag.slots);
+        let n = mag.next_batch();
+        cell.take_batch(c, n, &mut mag.slots);
         if mag.is_empty() {
-            let got = self.take_from_class(space, c, BATCH)?;
+            let got = self.take_from_class(space, c, n)?;
             mag.slots.extend(got);
         }
         mag.pop(c).ok_or_else(|| Error::corrupt("refill returned nothing"))
@@ -506,14 +507,23 @@ impl Heap {
         mag.start = mag.next;
     }
 
-    /// The region that filled `mag` ends (its last batch closed): `cell`
-    /// learns how many slots of each class it handed out, so its bins keep
-    /// what this thread's regions use (`CacheCell::note_use`).
-    pub fn note_region(&self, space: &Space, cell: &CacheCell, mag: &Magazine) {
-        if mag.runs.is_empty() {
+    /// The region that filled `mag` ends: its current batch ends as in
+    /// [`Heap::close_batch`], and under the same one lock `cell` takes the
+    /// batch's unused slots back and learns how many slots of each class
+    /// the region handed out, so its bins keep what this thread's regions
+    /// use (`CacheCell::note_use`).
+    pub fn end_region(&self, space: &Space, cell: &CacheCell, mag: &mut Magazine) {
+        let next = mag.next;
+        if next > mag.start {
+            mag.runs.push((mag.class, next));
+        }
+        mag.start = next;
+        if mag.runs.is_empty() && mag.is_empty() {
             return;
         }
-        for (c, spill) in cell.note_use(&mag.used_per_class()) {
+        let spills = cell.note_use((mag.class, &mag.slots[next..]), &mag.used_per_class());
+        mag.slots.truncate(next);
+        for (c, spill) in spills {
             self.give_back(space, c, spill);
         }
     }
@@ -528,9 +538,11 @@ impl Heap {
         }
     }
 
-    /// Frees small objects `(class, header address)` into `cell` under one lock.
-    pub fn free_slots(&self, space: &Space, cell: &CacheCell, hdrs: impl Iterator<Item = (usize, u64)>) {
-        for (c, spill) in cell.push_many(hdrs) {
+    /// Frees small objects into `cell` under one lock: header addresses
+    /// `hdrs`, in runs of one class, `runs` giving each run's class and
+    /// start in `hdrs` (`CacheCell::push_runs`).
+    pub fn free_runs(&self, space: &Space, cell: &CacheCell, hdrs: &[u64], runs: &[(usize, usize)]) {
+        for (c, spill) in cell.push_runs(hdrs, runs) {
             self.give_back(space, c, spill);
         }
     }

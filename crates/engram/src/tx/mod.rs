@@ -134,6 +134,11 @@ struct RegionSets {
     frees: Vec<u64>,
     /// Large and huge objects in `frees` (rare).
     frees_large: Vec<Loc>,
+    /// At commit: the header addresses of the small objects in `frees`,
+    /// newest first, and where each run of one class starts in it
+    /// ([`clear_tags`]); scratch, kept for the thread's next region.
+    freed_hdrs: Vec<u64>,
+    freed_runs: Vec<(usize, usize)>,
     /// The first payload word of each object in `frees`, to refuse a
     /// double free: one bit per word, like `words` (no hashing per free).
     freed: logged::LoggedWords,
@@ -160,6 +165,8 @@ impl RegionSets {
         self.dirty.clear();
         self.frees.clear();
         self.frees_large.clear();
+        self.freed_hdrs.clear();
+        self.freed_runs.clear();
         self.locks.clear();
     }
 }
@@ -228,6 +235,49 @@ fn pack_free(off: u64, loc: Loc) -> u64 {
 #[inline]
 fn unpack_free(f: u64) -> (u64, Option<usize>) {
     (f & FREE_OFF_MASK, (f >> 56).checked_sub(1).map(|c| c as usize))
+}
+
+/// Where [`clear_tags`] lists the freed small slots: header addresses,
+/// and (class, start in `hdrs`) of each run of one class.
+struct FreedSlots<'a> {
+    hdrs: &'a mut Vec<u64>,
+    runs: &'a mut Vec<(usize, usize)>,
+}
+
+/// Clears the tag of every object in `frees` (`RegionSets::frees` of a
+/// committed region) and lists the small ones' slots in `out`, in one pass
+/// newest first. Newest first because the objects the region freed last
+/// are the ones most likely still in cache: oldest first, a region that
+/// freed a structure larger than L2 missed on every line (each line
+/// brought back evicted the next one needed, freed just after it); and the
+/// slots go into their bin in the same order, so the bin's top (what the
+/// next allocations take) is the lines touched last.
+#[inline]
+fn clear_tags(space: &crate::pool::space::Space, frees: &[u64], out: FreedSlots<'_>) {
+    let base = space.base();
+    // Asked once: a store through a raw pointer could, for all the
+    // compiler knows, change the tracer field, so `write_known` reloads it.
+    let traced = space.persist.tracer().is_some();
+    out.hdrs.reserve(frees.len());
+    for &f in frees.iter().rev() {
+        let hdr = base + (f & FREE_OFF_MASK) - OBJ_HEADER;
+        let flags = hdr + OBJ_FLAGS_OFF;
+        if traced {
+            // SAFETY: `free_addr` located an object's payload at this
+            // offset (its header lies in the heap, inside the mapping), and
+            // the pool does not shrink while open.
+            unsafe { space.write_known(flags, 0u32) };
+        } else {
+            // SAFETY: as above; without a tracer, `write_known` is this
+            // plain store.
+            unsafe { std::ptr::write(flags as *mut u32, 0) };
+        }
+        let Some(c) = ((f >> 56) as usize).checked_sub(1) else { continue };
+        if out.runs.last().is_none_or(|&(k, _)| k != c) {
+            out.runs.push((c, out.hdrs.len()));
+        }
+        out.hdrs.push(hdr);
+    }
 }
 
 thread_local! {
@@ -833,32 +883,25 @@ impl<'p> Tx<'p> {
         }
         crate::failpoint::Failpoint::TxAfterCommit.hit();
         // 4. deferred frees, then release.
-        let st = self.st.borrow();
-        if st.sets.frees.is_empty() {
+        if self.st.borrow().sets.frees.is_empty() {
             return Ok(());
         }
         // A freed object may be reused at once and stored into unlogged: no
         // earlier region's commit record may still need its bytes (`log.rs`,
         // step 4'; a region that only frees issues no other fence).
         space.persist.settle_bumps("pending generation bumps before freed objects are reused")?;
+        let mut st = self.st.borrow_mut();
+        let st = &mut *st;
         let cache = st.cache.clone().unwrap_or_else(|| self.pool.heap.cache());
-        let base = space.base();
-        for &f in &st.sets.frees {
-            // A freed object loses its tag, so a second free or a dangling
-            // pointer is caught (`free`, `check`). Not logged: the region
-            // that unlinked it is committed. (All tags first: a slot handed
-            // back may be reused by another thread at once.)
-            // SAFETY: `free_addr` located an object's payload at this
-            // offset (its header lies in the heap, inside the mapping), and
-            // the pool does not shrink while open.
-            unsafe { space.write_known(base + unpack_free(f).0 - OBJ_HEADER + crate::format::OBJ_FLAGS_OFF, 0u32) };
-        }
-        let small = st.sets.frees.iter().filter_map(|&f| match unpack_free(f) {
-            (off, Some(c)) => Some((c, base + off - OBJ_HEADER)),
-            (_, None) => None,
-        });
-        self.pool.heap.free_slots(space, &cache, small);
-        self.pool.heap.free_many(space, &cache, &st.sets.frees_large)
+        // A freed object loses its tag, so a second free or a dangling
+        // pointer is caught (`free`, `check`). Not logged: the region that
+        // unlinked it is committed. All tags first: a slot handed back may
+        // be reused by another thread at once.
+        let sets = &mut **st.sets;
+        let freed = FreedSlots { hdrs: &mut sets.freed_hdrs, runs: &mut sets.freed_runs };
+        clear_tags(space, &sets.frees, freed);
+        self.pool.heap.free_runs(space, &cache, &sets.freed_hdrs, &sets.freed_runs);
+        self.pool.heap.free_many(space, &cache, &sets.frees_large)
     }
 
     /// Whether the region commits by commit record (`log.rs`, steps 3' and
@@ -932,8 +975,7 @@ impl Drop for Tx<'_> {
             self.pool.locks.release(key);
         }
         if let Some(cache) = &st.cache {
-            self.pool.heap.close_batch(&self.pool.space, cache, &mut st.sets.mag);
-            self.pool.heap.note_region(&self.pool.space, cache, &st.sets.mag);
+            self.pool.heap.end_region(&self.pool.space, cache, &mut st.sets.mag);
         }
         self.pool.put_slot(st.slot);
         // SAFETY: `sets` is taken once, here, and `st` is not used again
