@@ -42,6 +42,12 @@ type Tx struct {
 	// own set; only ranges the engine accepted go in.
 	recent [logCacheSize]span
 	next   int
+	// The ranges LogRanges logged ahead, in a direct-mapped table by
+	// start address (aheadSlot): a Log of a range that starts at one and
+	// ends inside it is answered here, without the cgo call. A range that
+	// lost its slot to another is answered by the engine (no fence).
+	// Volatile, per region (nil until LogRanges).
+	ahead []span
 	// LogBatch's pairs, copied here for the cgo call (a batch passed to C
 	// itself would escape to the heap: one allocation per batch).
 	logBuf [2 * logBatchMax]uint64
@@ -165,6 +171,9 @@ func (tx *Tx) logRange(addr, size uintptr) error {
 			return nil // logged by this region already
 		}
 	}
+	if tx.loggedAhead(addr, end) {
+		return nil
+	}
 	if !tx.pool.contains(addr, size) {
 		return fail(ErrBadPointer, "%#x+%d is not in the pool (Go heap memory needs no log)", addr, size)
 	}
@@ -239,6 +248,10 @@ func batchAdd(tx *Tx, b *LogBatch, addr, size uintptr, t reflect.Type, n int) {
 			return // logged by this region already
 		}
 	}
+	if tx.loggedAhead(addr, addr+size) {
+		tx.track(addr, t, n)
+		return
+	}
 	if !tx.pool.contains(addr, size) {
 		b.err = fail(ErrBadPointer, "%#x+%d is not in the pool (Go heap memory needs no log)", addr, size)
 		return
@@ -277,6 +290,65 @@ func (tx *Tx) LogBatch(b *LogBatch) error {
 		tx.next = (tx.next + 1) % logCacheSize
 	}
 	return nil
+}
+
+// LogRanges undo-logs every range of pairs (pairs[2*i] an address in the
+// pool, pairs[2*i+1] its length in bytes) with one engine call and one
+// fence, as LogBatch does, for a set of any size held by the caller. It
+// is for logging ahead: a later Log or BatchLog of a range that starts
+// where one of these starts and ends inside it is then answered by the
+// Tx without an engine call; one inside it otherwise (whole 8-byte
+// words: the engine tracks logged words) costs the call but no fence.
+// The ranges are not recorded for checked
+// mode's commit-time pointer check; the Log that precedes a change
+// records what it changes. Every range must lie inside one object
+// (ErrBadPointer otherwise; ranges before the bad one may be logged,
+// which only costs their undo entries).
+func (tx *Tx) LogRanges(pairs []uint64) error {
+	if err := tx.live(); err != nil {
+		return err
+	}
+	if len(pairs)%2 != 0 {
+		return fail(ErrInvalidArgument, "LogRanges needs address and length pairs, got %d words", len(pairs))
+	}
+	if len(pairs) == 0 {
+		return nil
+	}
+	// pairs holds no Go pointers and the engine does not keep it (cgo's
+	// rules for passing Go memory).
+	if err := status(C.engram_region_log_many(tx.r, (*C.uint64_t)(unsafe.Pointer(&pairs[0])), C.uint64_t(len(pairs)/2))); err != nil {
+		return err // which ranges were logged is unknown: none is remembered
+	}
+	if tx.ahead == nil {
+		tx.ahead = make([]span, aheadSlots)
+	}
+	for i := 0; i < len(pairs); i += 2 {
+		addr, end := uintptr(pairs[i]), uintptr(pairs[i]+pairs[i+1])
+		if sl := &tx.ahead[aheadSlot(addr)]; sl.addr != addr || end > sl.end {
+			*sl = span{addr, end}
+		}
+	}
+	return nil
+}
+
+// aheadSlots is the size of a Tx's table of ranges logged ahead (two
+// per key of a pipeline of string writes; a power of two).
+const aheadSlots = 512
+
+// aheadSlot is addr's slot in the table (Fibonacci hashing of its word).
+func aheadSlot(addr uintptr) uint64 {
+	return (uint64(addr>>3) * 0x9E3779B97F4A7C15) >> (64 - 9)
+}
+
+// loggedAhead is whether [addr, end) starts at a range LogRanges logged
+// and ends inside it. (Pool addresses are not 0, so an empty slot never
+// matches.)
+func (tx *Tx) loggedAhead(addr, end uintptr) bool {
+	if tx.ahead == nil {
+		return false
+	}
+	sl := tx.ahead[aheadSlot(addr)]
+	return sl.addr == addr && end <= sl.end
 }
 
 // Lock takes the lock of the object p points to until the transaction ends
