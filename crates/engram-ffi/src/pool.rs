@@ -257,7 +257,35 @@ unsafe fn create_options(o: &engram_create_options) -> FfiResult<CreateOptions> 
     let mut c = CreateOptions::new(layout).initial_size(o.initial_size).max_size(o.max_size);
     (c.durability, c.tracer) = durability(o.durability, o.tracer)?;
     c.exclusive = o.overwrite == 0;
+    c.wal_checkpoint_bytes = wal_checkpoint_env()?;
     Ok(c)
+}
+
+/// The environment variable that sets a wal-mode pool's checkpoint size
+/// (`OpenOptions::wal_checkpoint_bytes`) for every pool this process
+/// creates or opens through the C ABI: a byte count in decimal. Unset or
+/// empty: the engine's default (16 MiB). It lets a program's tests make
+/// checkpoints frequent without an ABI change (engram-redis's
+/// TestKill9Checkpoint runs its server with a few KiB, so kills land
+/// during and after checkpoints).
+const WAL_CHECKPOINT_ENV: &str = "ENGRAM_WAL_CHECKPOINT_BYTES";
+
+/// `ENGRAM_WAL_CHECKPOINT_BYTES` as a checkpoint size; INVALID_ARGUMENT
+/// naming the variable if it is set to anything but a byte count.
+fn wal_checkpoint_env() -> FfiResult<Option<u64>> {
+    match std::env::var(WAL_CHECKPOINT_ENV) {
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Ok(v) => parse_wal_checkpoint(&v),
+        Err(std::env::VarError::NotUnicode(_)) => Err(invalid(format!("{WAL_CHECKPOINT_ENV} is not UTF-8"))),
+    }
+}
+
+/// Parses a value of `ENGRAM_WAL_CHECKPOINT_BYTES` ("" is unset).
+fn parse_wal_checkpoint(v: &str) -> FfiResult<Option<u64>> {
+    if v.is_empty() {
+        return Ok(None);
+    }
+    v.parse::<u64>().map(Some).map_err(|_| invalid(format!("{WAL_CHECKPOINT_ENV}={v:?}: expected a byte count in decimal")))
 }
 
 /// # Safety
@@ -270,6 +298,7 @@ unsafe fn open_options(o: &engram_open_options) -> FfiResult<OpenOptions> {
     (p.durability, p.tracer) = durability(o.durability, o.tracer)?;
     p.read_only = o.read_only != 0;
     p.lock_timeout = Duration::from_millis(o.lock_timeout_ms);
+    p.wal_checkpoint_bytes = wal_checkpoint_env()?;
     Ok(p)
 }
 
@@ -321,7 +350,7 @@ pub unsafe extern "C" fn engram_pool_open_recovery_gc(
         // SAFETY: caller's contract, for each argument.
         let (path, dst) = unsafe { (text(path, "path")?, out(pool, "pool")?) };
         let mut o = if opts.is_null() {
-            OpenOptions::any()
+            OpenOptions { wal_checkpoint_bytes: wal_checkpoint_env()?, ..OpenOptions::any() }
         } else {
             // SAFETY: caller's contract.
             unsafe { open_options(input(opts, "opts")?) }?
@@ -360,6 +389,7 @@ pub unsafe extern "C" fn engram_pool_open_or_create(
         let p = if exists {
             let mut oo = OpenOptions::new(&c.layout);
             (oo.durability, oo.tracer) = (c.durability, c.tracer.clone());
+            oo.wal_checkpoint_bytes = c.wal_checkpoint_bytes;
             Pool::open(path, oo)?
         } else {
             Pool::create(path, c)?
@@ -737,4 +767,27 @@ pub unsafe extern "C" fn engram_object_info(
         (*t, *c, *a) = (id, n, arr.into());
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::FfiError;
+
+    #[test]
+    fn the_checkpoint_variable_is_a_decimal_byte_count() {
+        assert!(matches!(parse_wal_checkpoint(""), Ok(None)));
+        assert!(matches!(parse_wal_checkpoint("8192"), Ok(Some(8192))));
+        assert!(matches!(parse_wal_checkpoint("0"), Ok(Some(0))));
+        for bad in ["8k", "-1", " 12", "0x10", "18446744073709551616"] {
+            match parse_wal_checkpoint(bad) {
+                Err(FfiError::Code(code, what)) => {
+                    assert_eq!(code, crate::engram_code::ENGRAM_ERR_INVALID_ARGUMENT, "{bad}");
+                    assert!(what.contains(WAL_CHECKPOINT_ENV), "{what}");
+                }
+                Ok(v) => panic!("{bad:?} gave {v:?}"),
+                Err(FfiError::Engine(e)) => panic!("{bad:?} gave {e}"),
+            }
+        }
+    }
 }

@@ -317,3 +317,56 @@ fn every_crash_state_recovers_with_checkpoints_beside_commits() {
     // Growth, the forced checkpoint and the close sync the pool file too.
     assert!(r.returned >= 12 && r.pool_syncs >= 8, "{r}");
 }
+
+/// The log header's salt (bytes 16..24 of `<pool>.wal`, docs/format.md):
+/// a new one means a checkpoint (or an open) started a new generation.
+fn log_salt(pool: &std::path::Path) -> u64 {
+    let b = std::fs::read(engram::wal::log_path(pool)).unwrap();
+    u64::from_le_bytes(b[16..24].try_into().unwrap())
+}
+
+/// `wal_checkpoint_bytes` (the knob behind the C ABI's
+/// `ENGRAM_WAL_CHECKPOINT_BYTES`) makes checkpoints run every few commits,
+/// on create and on open; the default (16 MiB) runs none in 40 small
+/// commits; a crash after checkpoints loses no commit.
+#[test]
+fn the_checkpoint_size_option_checkpoints_every_few_commits() {
+    let d = Scratch::new("ckptopt");
+    let path = d.0.join("c.pool");
+    let bump = |pool: &Pool, n: u64| {
+        for _ in 0..n {
+            pool.txn(|tx| {
+                let c = tx.root::<u64>("c")?.unwrap();
+                tx.update(c, |v| *v += 1)
+            })
+            .unwrap();
+        }
+    };
+    let count = |pool: &Pool| pool.txn(|tx| tx.read(tx.root::<u64>("c")?.unwrap())).unwrap();
+    // 1. the default: no checkpoint in 40 commits.
+    let pool = Pool::create(&path, CreateOptions::new("ckpt").durability(Durability::Wal)).unwrap();
+    pool.txn(|tx| tx.set_root("c", tx.alloc(0u64)?)).unwrap();
+    let salt = log_salt(&path);
+    bump(&pool, 40);
+    assert_eq!(log_salt(&path), salt, "a checkpoint ran at the default size");
+    pool.simulate_crash();
+    // 2. 4 KiB (the log's header alone is that): every flush checkpoints.
+    let o = OpenOptions::new("ckpt").durability(Durability::Wal).wal_checkpoint_bytes(4 << 10);
+    let pool = Pool::open(&path, o.clone()).unwrap();
+    assert_eq!(count(&pool), 40);
+    let salt = log_salt(&path);
+    bump(&pool, 40);
+    assert_ne!(log_salt(&path), salt, "no checkpoint with wal_checkpoint_bytes(4 KiB)");
+    pool.simulate_crash();
+    let pool = Pool::open(&path, o).unwrap();
+    assert_eq!(count(&pool), 80, "a commit before the crash was lost");
+    pool.close().unwrap();
+    // 3. the same on create.
+    let c = CreateOptions::new("ckpt").durability(Durability::Wal).overwrite().wal_checkpoint_bytes(4 << 10);
+    let pool = Pool::create(&path, c).unwrap();
+    pool.txn(|tx| tx.set_root("c", tx.alloc(0u64)?)).unwrap();
+    let salt = log_salt(&path);
+    bump(&pool, 10);
+    assert_ne!(log_salt(&path), salt, "no checkpoint with CreateOptions::wal_checkpoint_bytes");
+    pool.close().unwrap();
+}

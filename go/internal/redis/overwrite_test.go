@@ -176,7 +176,7 @@ func overwriteKillWith(t *testing.T, dir, mode string, nkeys, pairs int, send fu
 			}
 			return kv
 		}
-		inflight, n := killDuringPipelines(ctx, c, cmd, r, model, next, send)
+		inflight, n := killDuringPipelines(t, k, c, cmd, r, model, next, send)
 		done += n
 		cmd, c = runServer(t, bin, filepath.Join(dir, "o.pool"), "--durability", mode)
 		if err := overwriteState(ctx, c, model, inflight, nkeys); err != "" {
@@ -261,7 +261,7 @@ func hashOverwriteKill(t *testing.T, dir, mode string) {
 			return fv
 		}
 		send := func(p goredis.Pipeliner, args []any) { p.HSet(ctx, "h", args...) }
-		inflight, n := killDuringPipelines(ctx, c, cmd, r, model, next, send)
+		inflight, n := killDuringPipelines(t, k, c, cmd, r, model, next, send)
 		done += n
 		cmd, c = runServer(t, bin, filepath.Join(dir, "h.pool"), "--durability", mode)
 		if err := hashState(ctx, c, model, inflight); err != "" {
@@ -302,13 +302,17 @@ func hashState(ctx context.Context, c *goredis.Client, model map[string]string, 
 // killDuringPipelines is one round of a pipelined kill test: a writer sends
 // pipelines of 100 commands, each built from next's key (or field), value
 // pairs and sent by send, and applies every acknowledged pipeline to model;
-// after 20-80 ms (r) the server (cmd, client c) is killed. It returns the
-// pipeline that was in flight (its pairs, one list per command) and how
-// many commands were acknowledged. The client is closed.
-func killDuringPipelines(ctx context.Context, c *goredis.Client, cmd *exec.Cmd, r *rand.Rand, model map[string]string,
+// after 20-80 ms (r) the server (cmd, client c) is killed (killServer:
+// the test fails if it had exited by itself, or if the writer was stopped
+// by an error reply rather than the kill). It returns the pipeline that was
+// in flight (its pairs, one list per command) and how many commands were
+// acknowledged. The client is closed.
+func killDuringPipelines(t *testing.T, k int, c *goredis.Client, cmd *exec.Cmd, r *rand.Rand, model map[string]string,
 	next func() []string, send func(p goredis.Pipeliner, args []any)) ([][]string, int) {
+	ctx := context.Background()
 	stop := make(chan [][]string, 1)
 	done := 0
+	var stopped error
 	go func() {
 		for {
 			batch := make([][]string, 100)
@@ -322,6 +326,7 @@ func killDuringPipelines(ctx context.Context, c *goredis.Client, cmd *exec.Cmd, 
 				send(p, args)
 			}
 			if _, err := p.Exec(ctx); err != nil {
+				stopped = err
 				stop <- batch
 				return
 			}
@@ -334,9 +339,9 @@ func killDuringPipelines(ctx context.Context, c *goredis.Client, cmd *exec.Cmd, 
 		}
 	}()
 	time.Sleep(time.Duration(20+r.IntN(60)) * time.Millisecond)
-	cmd.Process.Kill()
-	cmd.Wait()
-	inflight := <-stop // the writer has stopped: done and model are ours again
+	killServer(t, k, cmd)
+	inflight := <-stop // the writer has stopped: done, model and stopped are ours again
+	writerStopped(t, k, stopped)
 	c.Close()
 	return inflight, done
 }

@@ -37,15 +37,21 @@ func (c *pColl) hget(f []byte) ([]byte, bool) {
 	return e.Val, true
 }
 
-// hset sets field f to v; true if the field is new. A short value goes
-// over the old value's bytes when they are long enough (canOverwrite):
-// one engine call (the value's slice header and the bytes it writes, one
-// undo batch and one fence) instead of an allocation, a log and a free.
+// hset sets field f to v; true if the field is new. A value equal to the
+// field's writes nothing (no log, no fence: the pool already holds what
+// the command asks for, durably once this region commits). A short value
+// goes over the old value's bytes when they are long enough
+// (canOverwrite): one engine call (the value's slice header and the bytes
+// it writes, one undo batch and one fence) instead of an allocation, a log
+// and a free.
 func (c *pColl) hset(tx *engram.Tx, f, v []byte) (bool, error) {
 	_, e := c.Dict.find(f, hashKey(f))
 	if e == nil {
 		_, err := c.Dict.add(tx, f, 0, v)
 		return true, err
+	}
+	if string(e.Val) == string(v) {
+		return false, nil
 	}
 	if canOverwrite(e, v) {
 		return false, overwriteField(tx, e, v)

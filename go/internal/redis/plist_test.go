@@ -179,6 +179,7 @@ func TestListInPlaceKill(t *testing.T) {
 			t.Fatalf("kill %d: the list (%d elements) is not the acknowledged one (%d)", k, len(got), len(model))
 		}
 		stop := make(chan []string)
+		var stopped error
 		gr := rand.New(rand.NewPCG(5, uint64(k)))
 		go func() {
 			l := model
@@ -187,6 +188,7 @@ func TestListInPlaceKill(t *testing.T) {
 				next, _ := op.apply(slices.Clone(l))
 				if _, err := op.send(ctx, c); err != nil {
 					// In flight at the kill: it may or may not have committed.
+					stopped = err
 					stop <- next
 					stop <- l
 					return
@@ -196,9 +198,9 @@ func TestListInPlaceKill(t *testing.T) {
 			}
 		}()
 		time.Sleep(time.Duration(10+r.IntN(40)) * time.Millisecond)
-		cmd.Process.Kill()
-		cmd.Wait()
+		killServer(t, k, cmd)
 		inflight, acked := <-stop, <-stop
+		writerStopped(t, k, stopped)
 		c.Close()
 		model = resolveRestart(t, bin, dir, acked, inflight)
 	}

@@ -2,7 +2,8 @@
 // member) whose levels carry spans (so ranks are O(log n)), plus a table
 // member -> entry (a pDict; the score's bits in the entry's Expire field).
 // The node and the table entry share the member's pool bytes. An insert or
-// delete logs the O(log n) level links it changes, in one batch; a member
+// delete logs the O(log n) level links it changes, in one batch (an
+// insert's batch also holds its table link: zslLinkAt); a member
 // whose score changes keeps its node (zslMove: one walk, two interleaved
 // pointer chases, unlink and link logged in one batch).
 //
@@ -24,6 +25,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
+	"unsafe"
 
 	engram "github.com/engram-pm/engram-go"
 )
@@ -145,7 +147,10 @@ func (c *pColl) zaddAt(tx *engram.Tx, e *pEntry, m []byte, s float64) (bool, err
 		}
 		return false, c.zslMove(tx, e, s)
 	}
-	e, err := c.Dict.add(tx, m, 0, nil)
+	if err := c.Dict.prepareAdd(tx); err != nil {
+		return false, err
+	}
+	e, err := newEntry(tx, m, 0, nil)
 	if err != nil {
 		return false, err
 	}
@@ -166,7 +171,7 @@ func (c *pColl) zrem(tx *engram.Tx, m []byte) (bool, error) {
 }
 
 // zslInsert links a new node for e's member at score s (e.Expire becomes
-// s).
+// s), and e (new, unlinked) into the table.
 func (c *pColl) zslInsert(tx *engram.Tx, s float64, e *pEntry) error {
 	var update [zMaxLevel]*pZNode
 	var rank [zMaxLevel]int64
@@ -182,7 +187,7 @@ func (c *pColl) zslInsert(tx *engram.Tx, s float64, e *pEntry) error {
 		}
 		update[i] = n
 	}
-	return c.zslLinkAt(tx, s, e, nil, zrandomLevel(), &update, &rank)
+	return c.zslLinkAt(tx, s, e, zrandomLevel(), &update, &rank)
 }
 
 // zslMove moves e's member from its score to s, its node kept. One walk
@@ -211,7 +216,7 @@ func (c *pColl) zslMove(tx *engram.Tx, e *pEntry, s float64) error {
 			if !iDone {
 				l := ni.lv(i)
 				f, span := l.Fwd, l.Span
-				if f != nil && f.Score == s0 && bytes.Equal(f.Member, m) {
+				if f != nil && f.Score == s0 && sameBytes(f.Member, m) {
 					f, span = f.lv(i).Fwd, span+f.lv(i).Span-1 // skip the moving node
 				}
 				if stop(f, s, m) {
@@ -225,6 +230,13 @@ func (c *pColl) zslMove(tx *engram.Tx, e *pEntry, s float64) error {
 		del[i], ins[i] = nd, ni
 	}
 	return c.moveAt(tx, e, s, &del, &ins, &rank)
+}
+
+// sameBytes is whether a and b are the same bytes (not merely equal): a
+// node's member is its table entry's key (newZNode), so this tells a
+// set's node of entry e by e.Key without reading the member's bytes.
+func sameBytes(a, b []byte) bool {
+	return len(a) == len(b) && unsafe.SliceData(a) == unsafe.SliceData(b)
 }
 
 // moveAt unlinks e's node (predecessors del) and links it at s (ins,
@@ -254,21 +266,34 @@ func (c *pColl) moveAt(tx *engram.Tx, e *pEntry, s float64, del, ins *[zMaxLevel
 	return nil
 }
 
-// zslLinkAt links x (nil: a new node) of the given level after update[i]
-// on each level, rank[i] being update[i]'s rank, for e's member at s.
-func (c *pColl) zslLinkAt(tx *engram.Tx, s float64, e *pEntry, x *pZNode, level int, update *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64) error {
+// zslLinkAt links a new node of the given level after update[i] on each
+// level, rank[i] being update[i]'s rank, for new entry e's member at s,
+// and e into the table (prepareAdd done):
+//  1. log, in one batch (one engine call, one fence), what the skiplist
+//     link changes (addChange, the header) and what the table link
+//     changes (the insertion slot, Used);
+//  2. link e into the table;
+//  3. allocate the node (fresh: no log) and link it.
+//
+// A crash before the region commits undoes both links; the entry and the
+// node are then unreachable, garbage for the pool's collector.
+func (c *pColl) zslLinkAt(tx *engram.Tx, s float64, e *pEntry, level int, update *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64) error {
 	for i := int(c.ZLevel); i < level; i++ {
 		update[i] = c.ZHead
 	}
-	// Every change below is logged here first, in one batch.
-	if err := c.logChange(tx, update, max(level, int(c.ZLevel)), update[0].lv(0).Fwd, x, e); err != nil {
+	slot := c.Dict.insertSlot(e.Hash)
+	var b engram.LogBatch
+	c.addChange(tx, &b, update, max(level, int(c.ZLevel)), update[0].lv(0).Fwd, nil, nil)
+	engram.BatchLog(tx, &b, c)
+	engram.BatchLog(tx, &b, slot)
+	engram.BatchLog(tx, &b, &c.Dict.Used)
+	if err := tx.LogBatch(&b); err != nil {
 		return err
 	}
-	if x == nil {
-		var err error
-		if x, err = newZNode(tx, level, s, e.Key); err != nil {
-			return err
-		}
+	c.Dict.linkLogged(slot, e)
+	x, err := newZNode(tx, level, s, e.Key)
+	if err != nil {
+		return err
 	}
 	c.linkLogged(s, e, x, level, update, rank)
 	return nil

@@ -156,26 +156,56 @@ func TestZSetMoveKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
 	}
+	zsetKill(t, tmpDir(t), func(gr *rand.Rand, k, i int) string { return "m" + strconv.Itoa(gr.IntN(300)) })
+}
+
+// TestZSetNewMemberKill is TestZSetMoveKill with ZADDs that add members
+// (each a new name; the compact encoding is left in the first pipeline):
+// the table link and the skiplist link of a new member are logged in one
+// batch (zslLinkAt), and the member table grows and rehashes meanwhile;
+// in tmpfs (pmem) and wal mode.
+func TestZSetNewMemberKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	for _, mode := range []string{"tmpfs", "wal"} {
+		t.Run(mode, func(t *testing.T) {
+			n := 0
+			fresh := func(gr *rand.Rand, k, i int) string { n++; return "n" + strconv.Itoa(n) }
+			if mode == "wal" {
+				zsetKill(t, diskDir(t), fresh, "--durability", "wal")
+				return
+			}
+			zsetKill(t, tmpDir(t), fresh)
+		})
+	}
+}
+
+// zsetKill kills a server on a pool in dir (started with args)
+// zsetKills times during pipelines of ZADDs of key z, member(gr, k, i)
+// being the i-th member of run k, and checks the set after each restart.
+func zsetKill(t *testing.T, dir string, member func(gr *rand.Rand, k, i int) string, args ...string) {
 	ctx := context.Background()
-	dir := tmpDir(t)
 	bin := buildServer(t, dir)
 	r := rand.New(rand.NewPCG(7, 8))
 	model := map[string]float64{}
 	done := 0
-	run := func() (*exec.Cmd, *goredis.Client) { return runServer(t, bin, filepath.Join(dir, "z.pool")) }
+	run := func() (*exec.Cmd, *goredis.Client) { return runServer(t, bin, filepath.Join(dir, "z.pool"), args...) }
 	for k := 0; k < zsetKills; k++ {
 		cmd, c := run()
 		stop := make(chan []zop, 1)
+		var stopped error
 		gr := rand.New(rand.NewPCG(9, uint64(k)))
 		go func() {
 			for {
 				ops := make([]zop, 200)
 				p := c.Pipeline()
 				for i := range ops {
-					ops[i] = zop{"m" + strconv.Itoa(gr.IntN(300)), float64(gr.IntN(100))}
+					ops[i] = zop{member(gr, k, i), float64(gr.IntN(100))}
 					p.ZAdd(ctx, "z", goredis.Z{Score: ops[i].s, Member: ops[i].m})
 				}
 				if _, err := p.Exec(ctx); err != nil {
+					stopped = err
 					stop <- ops // in flight at the kill: a prefix may have committed
 					return
 				}
@@ -186,9 +216,9 @@ func TestZSetMoveKill(t *testing.T) {
 			}
 		}()
 		time.Sleep(time.Duration(20+r.IntN(60)) * time.Millisecond)
-		cmd.Process.Kill()
-		cmd.Wait()
+		killServer(t, k, cmd)
 		inflight := <-stop
+		writerStopped(t, k, stopped)
 		c.Close()
 		cmd, c = run()
 		got := zsetRead(t, ctx, c)
@@ -237,7 +267,34 @@ func zsetRead(t *testing.T, ctx context.Context, c *goredis.Client) []goredis.Z 
 			t.Fatalf("ZRANGE %d %d: %v, want %v", i, i, got, fw[i].Member)
 		}
 	}
+	zsetTableAgrees(t, ctx, c, fw)
 	return fw
+}
+
+// zsetTableAgrees checks that key z's member table (ZSCAN walks it) holds
+// exactly the members and scores of fw (ZRANGE: the skiplist).
+func zsetTableAgrees(t *testing.T, ctx context.Context, c *goredis.Client, fw []goredis.Z) {
+	table := map[string]string{}
+	for cur := uint64(0); ; {
+		kv, next, err := c.ZScan(ctx, "z", cur, "", 1000).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			table[kv[i]] = kv[i+1]
+		}
+		if cur = next; cur == 0 {
+			break
+		}
+	}
+	if len(table) != len(fw) {
+		t.Fatalf("ZSCAN (the member table) has %d members, ZRANGE (the skiplist) %d", len(table), len(fw))
+	}
+	for _, z := range fw {
+		if table[z.Member.(string)] != strconv.FormatFloat(z.Score, 'f', -1, 64) {
+			t.Fatalf("member %v: score %v in the skiplist, %q in the table", z.Member, z.Score, table[z.Member.(string)])
+		}
+	}
 }
 
 // zsetEqual is whether got (ascending) holds exactly model.

@@ -67,12 +67,13 @@ func TestRecoveryGCBackground(t *testing.T) {
 	// 2. overwrite keys until the kill; the one in flight may land or not
 	inflight := make(chan [2]string, 1)
 	done := make(chan struct{})
+	var stopped error
 	go func() {
 		defer close(done)
 		for i := 0; ; i++ {
 			k, v := "key:"+strconv.Itoa(i*7919%n), "w"+strconv.Itoa(i)
 			inflight <- [2]string{k, v}
-			if c.Set(ctx, k, v, 0).Err() != nil {
+			if stopped = c.Set(ctx, k, v, 0).Err(); stopped != nil {
 				return
 			}
 			<-inflight
@@ -80,8 +81,10 @@ func TestRecoveryGCBackground(t *testing.T) {
 		}
 	}()
 	time.Sleep(200 * time.Millisecond)
-	kill(cmd, c)
+	killServer(t, 0, cmd)
+	c.Close()
 	<-done
+	writerStopped(t, 0, stopped)
 	var maybe [2]string
 	select {
 	case maybe = <-inflight:

@@ -7,7 +7,9 @@ package redis
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -318,88 +320,247 @@ func diskDir(t *testing.T) string {
 // kill9 starts the built server on a pool in dir with --durability mode,
 // writes from a client that records every acknowledged write, kills the
 // server with SIGKILL at a random moment, restarts it and checks every
-// acknowledged write (and that no MULTI is partly visible), kills times.
+// acknowledged write (and that no MULTI is partly visible), kills times;
+// the last kill is checked by one more restart.
 func kill9(t *testing.T, dir, mode string, kills int) {
-	bin := buildServer(t, dir)
-	ctx := context.Background()
-	acked := map[string]int{} // key -> last acknowledged value
-	pushed := 0               // acknowledged MULTI pushes into q, h, z, s
-	var down time.Duration    // from each kill to the restarted server answering
-	for k := 0; k < kills; k++ {
-		started := time.Now()
-		cmd, c := runServer(t, bin, filepath.Join(dir, "t.pool"), "--durability", mode)
-		down += time.Since(started)
-		if info := c.Info(ctx, "persistence").Val(); mode != "auto" && !strings.Contains(info, "engram_durability:"+mode+"\r\n") ||
-			k > 0 && !strings.Contains(info, "engram_was_clean:0\r\n") {
-			t.Fatalf("kill %d: INFO persistence does not say %s after a kill:\n%s", k, mode, info)
-		}
-		for key, v := range acked {
-			got, err := c.Get(ctx, key).Result()
-			if err != nil || got != strconv.Itoa(v) && got != strconv.Itoa(v+1) {
-				t.Fatalf("kill %d: %s = %q (%v), acknowledged %d", k, key, got, err, v)
-			}
-			if got == strconv.Itoa(v+1) {
-				acked[key] = v + 1 // written, killed before the ack
-			}
-		}
-		pushed = checkColls(t, k, c, pushed)
-		if k > 0 {
-			if n, _ := c.Get(ctx, "m1").Int(); n != 0 {
-				if m2, _ := c.Get(ctx, "m2").Int(); m2 != n {
-					t.Fatalf("kill %d: partial MULTI m1=%d m2=%d", k, n, m2)
-				}
-			}
-		}
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			for i := 0; ; i++ {
-				key := "w" + strconv.Itoa(rand.IntN(20))
-				v := acked[key] + 1
-				if _, err := c.Set(ctx, key, v, 0).Result(); err != nil {
-					return
-				}
-				acked[key] = v
-				_, err := c.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-					p.Incr(ctx, "m1")
-					p.Incr(ctx, "m2")
-					return nil
-				})
-				if err != nil {
-					return
-				}
-				if i%2 == 0 {
-					continue
-				}
-				n := pushed
-				_, err = c.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-					p.RPush(ctx, "q", n)
-					p.HSet(ctx, "h", "f"+strconv.Itoa(n), n)
-					p.ZAdd(ctx, "z", goredis.Z{Score: float64(n), Member: "m" + strconv.Itoa(n)})
-					p.SAdd(ctx, "s", "m"+strconv.Itoa(n))
-					return nil
-				})
-				if err != nil {
-					return
-				}
-				pushed = n + 1
-			}
-		}()
+	runKills(t, killPlan{dir: dir, mode: mode, kills: kills, aim: func(*testing.T, *killLife) string {
 		time.Sleep(time.Duration(rand.IntN(30)) * time.Millisecond)
-		cmd.Process.Kill()
-		cmd.Wait()
-		<-done
+		return "random"
+	}})
+}
+
+// killPlan is one kill test: the pool's directory and durability mode, the
+// number of kills, the server's extra environment, how many writer rounds
+// each life completes before aim is called (0: aim at once), and aim, which
+// waits for the moment to kill and names its kind (counted in the log).
+type killPlan struct {
+	dir, mode string
+	kills     int
+	env       []string
+	rounds    int
+	aim       func(t *testing.T, l *killLife) string
+	// startKills: before every startKills-th life the server is also killed
+	// once during its start (the open's log replay and recovery); 0: never.
+	startKills int
+	// afterOpen, when set, runs when a life's server answers (before the
+	// writer starts); beforeKill once the writer has done its rounds,
+	// before aim.
+	afterOpen, beforeKill func(t *testing.T, l *killLife)
+}
+
+// killLife is one run of the server between two kills.
+type killLife struct {
+	k    int
+	cmd  *exec.Cmd
+	pool string
+	// salt is the log header's salt when the server answered (wal mode).
+	salt uint64
+}
+
+// killState is what the kill test's client has had acknowledged.
+type killState struct {
+	acked  map[string]int // key -> last acknowledged value
+	fresh  int            // u0 .. u(fresh-1) were acknowledged (each SET once)
+	multis int            // acknowledged MULTI INCR m1 INCR m2 EXEC
+	pushed int            // acknowledged MULTI pushes into q, h, z, s
+}
+
+// runKills runs plan (see kill9) and logs how many kills of each kind
+// (aim's names) there were.
+func runKills(t *testing.T, plan killPlan) {
+	bin := buildServer(t, plan.dir)
+	ctx := context.Background()
+	st := &killState{acked: map[string]int{}}
+	pool := filepath.Join(plan.dir, "t.pool")
+	args := []string{"--pool", pool, "--durability", plan.mode}
+	kinds := map[string]int{}
+	var down time.Duration // from each kill to the restarted server answering
+	for k := 0; k <= plan.kills; k++ {
+		if plan.startKills > 0 && k > 0 && k%plan.startKills == 0 {
+			kinds[killDuringStart(t, bin, plan.env, args, down/time.Duration(k))]++
+		}
+		started := time.Now()
+		cmd, c, _ := ownServerEnv(t, plan.env, bin, args...)
+		down += time.Since(started)
+		life := &killLife{k: k, cmd: cmd, pool: pool}
+		checkKilled(t, k, c, plan.mode, st)
+		if k == plan.kills {
+			c.Close()
+			cmd.Process.Kill()
+			cmd.Wait()
+			break
+		}
+		if plan.afterOpen != nil {
+			plan.afterOpen(t, life)
+		}
+		ready, done := make(chan struct{}), make(chan error, 1)
+		go func() { done <- st.write(ctx, c, plan.rounds, ready) }()
+		select {
+		case <-ready:
+		case err := <-done:
+			t.Fatalf("kill %d: the writer stopped before the kill: %v%s", k, err, serverStderr(cmd))
+		}
+		if plan.beforeKill != nil {
+			plan.beforeKill(t, life)
+		}
+		kind := plan.aim(t, life)
+		killServer(t, k, cmd)
+		kinds[kind]++
+		writerStopped(t, k, <-done)
 		c.Close()
 	}
 	total := 0
-	for _, v := range acked {
+	for _, v := range st.acked {
 		total += v
 	}
-	if total == 0 {
-		t.Fatal("no write was acknowledged in any run")
+	if total == 0 || st.fresh == 0 || st.multis == 0 || st.pushed == 0 {
+		t.Fatalf("too little was acknowledged: %d SETs, %d new keys, %d MULTI INCRs, %d MULTI pushes", total, st.fresh, st.multis, st.pushed)
 	}
-	t.Logf("%s: %d kills, %d acknowledged SETs and %d MULTI pushes (list, hash, sorted set, set) checked; a restart took %v on average",
-		mode, kills, total, pushed, down/time.Duration(kills))
+	t.Logf("%s: %d kills %v, %d acknowledged SETs over 20 keys and of %d new keys, %d MULTI INCR pairs and %d MULTI pushes (list, hash, sorted set, set) checked; a restart took %v on average",
+		plan.mode, plan.kills, kinds, total, st.fresh, st.multis, st.pushed, down/time.Duration(plan.kills+1))
+}
+
+// killServer kills a kill test's server (cmd) with SIGKILL, failing the
+// test first if it had exited by itself: a server that crashed, or gave up
+// after a failed log write, must not pass for one the test killed.
+func killServer(t *testing.T, k int, cmd *exec.Cmd) {
+	t.Helper()
+	if exited(cmd.Process.Pid) {
+		t.Fatalf("kill %d: the server exited before it was killed%s", k, serverStderr(cmd))
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+}
+
+// writerStopped fails the test if err, which stopped a kill test's writer,
+// is an error reply of the server rather than the connection's end (which
+// the kill causes): a server that answers -ERR to every write (its log
+// failed) loses nothing it acknowledged and would otherwise pass.
+func writerStopped(t *testing.T, k int, err error) {
+	t.Helper()
+	var re goredis.Error
+	if err != nil && err != goredis.Nil && errors.As(err, &re) {
+		t.Fatalf("kill %d: the writer got an error reply before the kill: %v", k, err)
+	}
+}
+
+// checkKilled checks the server after kill k: INFO says mode and (after a
+// kill) an unclean open; every acknowledged SET is there (or its one
+// unacknowledged successor); every acknowledged new key u<i> is (checkFresh);
+// m1 = m2 is the acknowledged MULTI count or one more; the collections
+// (checkColls). st takes in the unacknowledged writes found.
+func checkKilled(t *testing.T, k int, c *goredis.Client, mode string, st *killState) {
+	ctx := context.Background()
+	info, err := c.Info(ctx, "persistence").Result()
+	if err != nil || mode != "auto" && !strings.Contains(info, "engram_durability:"+mode+"\r\n") ||
+		k > 0 && !strings.Contains(info, "engram_was_clean:0\r\n") {
+		t.Fatalf("kill %d: INFO persistence (%v) does not say %s after a kill:\n%s", k, err, mode, info)
+	}
+	for key, v := range st.acked {
+		got, err := c.Get(ctx, key).Result()
+		if err != nil || got != strconv.Itoa(v) && got != strconv.Itoa(v+1) {
+			t.Fatalf("kill %d: %s = %q (%v), acknowledged %d", k, key, got, err, v)
+		}
+		if got == strconv.Itoa(v+1) {
+			st.acked[key] = v + 1 // written, killed before the ack
+		}
+	}
+	st.fresh = checkFresh(t, k, c, st.fresh)
+	m1, m2 := counter(t, k, c, "m1"), counter(t, k, c, "m2")
+	if m1 != m2 {
+		t.Fatalf("kill %d: partial MULTI m1=%d m2=%d", k, m1, m2)
+	}
+	if m1 != st.multis && m1 != st.multis+1 {
+		t.Fatalf("kill %d: m1 = m2 = %d, %d MULTI INCRs acknowledged", k, m1, st.multis)
+	}
+	st.multis = m1
+	st.pushed = checkColls(t, k, c, st.pushed)
+}
+
+// checkFresh checks the keys the kill test SETs once each: u0 .. u(n-1)
+// hold 0 .. n-1 (their entries are written by one commit each and never
+// again, so a commit record lost by the log shows here even when later
+// writes to the same keys would have covered it up), u<n> is missing or n
+// (written, killed before the ack), and u<n+1> is missing. It returns the
+// count now there.
+func checkFresh(t *testing.T, k int, c *goredis.Client, n int) int {
+	keys := make([]string, n+2)
+	for i := range keys {
+		keys[i] = "u" + strconv.Itoa(i)
+	}
+	vals, err := c.MGet(context.Background(), keys...).Result()
+	if err != nil {
+		t.Fatalf("kill %d: MGET u0..u%d: %v", k, n+1, err)
+	}
+	for i, v := range vals {
+		want := strconv.Itoa(i)
+		switch {
+		case i < n && v != want:
+			t.Fatalf("kill %d: u%d = %v, acknowledged %s", k, i, v, want)
+		case i == n && v != nil && v != want, i == n+1 && v != nil:
+			t.Fatalf("kill %d: u%d = %v, never acknowledged (%d new keys were)", k, i, v, n)
+		}
+	}
+	if vals[n] != nil {
+		n++
+	}
+	return n
+}
+
+// counter is the integer at key (0 if there is none).
+func counter(t *testing.T, k int, c *goredis.Client, key string) int {
+	n, err := c.Get(context.Background(), key).Int()
+	if err != nil && err != goredis.Nil {
+		t.Fatalf("kill %d: GET %s: %v", k, key, err)
+	}
+	return n
+}
+
+// write is the kill test's client: SETs of w0..w19 counting up, a SET of
+// a new key u<n> to n, MULTI INCR m1 INCR m2, and every other round a MULTI pushing the next number into
+// a list, a hash, a sorted set and a set; st records each acknowledged
+// write. It closes ready after rounds rounds (at once if 0) and returns
+// the error that stopped it (the kill's, normally).
+func (st *killState) write(ctx context.Context, c *goredis.Client, rounds int, ready chan struct{}) error {
+	for i := 0; ; i++ {
+		if i == rounds {
+			close(ready)
+		}
+		key := "w" + strconv.Itoa(rand.IntN(20))
+		v := st.acked[key] + 1
+		if _, err := c.Set(ctx, key, v, 0).Result(); err != nil {
+			return err
+		}
+		st.acked[key] = v
+		if err := c.Set(ctx, "u"+strconv.Itoa(st.fresh), st.fresh, 0).Err(); err != nil {
+			return err
+		}
+		st.fresh++
+		_, err := c.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+			p.Incr(ctx, "m1")
+			p.Incr(ctx, "m2")
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		st.multis++
+		if i%2 == 0 {
+			continue
+		}
+		n := st.pushed
+		_, err = c.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+			p.RPush(ctx, "q", n)
+			p.HSet(ctx, "h", "f"+strconv.Itoa(n), n)
+			p.ZAdd(ctx, "z", goredis.Z{Score: float64(n), Member: "m" + strconv.Itoa(n)})
+			p.SAdd(ctx, "s", "m"+strconv.Itoa(n))
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		st.pushed = n + 1
+	}
 }
 
 // checkColls checks the collections the kill test pushes to in one MULTI
@@ -409,26 +570,30 @@ func kill9(t *testing.T, dir, mode string, kills int) {
 // 0..n-1 in order. It returns n.
 func checkColls(t *testing.T, k int, c *goredis.Client, acked int) int {
 	ctx := context.Background()
-	n := int(c.LLen(ctx, "q").Val())
+	pipe := c.Pipeline()
+	ln, hn, zn, sn, all := pipe.LLen(ctx, "q"), pipe.HLen(ctx, "h"), pipe.ZCard(ctx, "z"), pipe.SCard(ctx, "s"), pipe.LRange(ctx, "q", 0, -1)
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatalf("kill %d: reading the collections: %v", k, err)
+	}
+	n := int(ln.Val())
 	if n != acked && n != acked+1 {
 		t.Fatalf("kill %d: list has %d elements, %d pushes acknowledged", k, n, acked)
 	}
-	h, z, s := c.HLen(ctx, "h").Val(), c.ZCard(ctx, "z").Val(), c.SCard(ctx, "s").Val()
-	if h != int64(n) || z != int64(n) || s != int64(n) {
+	if h, z, s := hn.Val(), zn.Val(), sn.Val(); h != int64(n) || z != int64(n) || s != int64(n) {
 		t.Fatalf("kill %d: partial MULTI: list %d, hash %d, zset %d, set %d", k, n, h, z, s)
 	}
-	for i, v := range c.LRange(ctx, "q", 0, -1).Val() {
+	for i, v := range all.Val() {
 		if v != strconv.Itoa(i) {
 			t.Fatalf("kill %d: q[%d] = %s", k, i, v)
 		}
 	}
 	if n > 0 {
 		mid := "m" + strconv.Itoa(n/2)
-		if r := c.ZRank(ctx, "z", mid).Val(); r != int64(n/2) {
-			t.Fatalf("kill %d: ZRANK %s = %d", k, mid, r)
+		if r, err := c.ZRank(ctx, "z", mid).Result(); err != nil || r != int64(n/2) {
+			t.Fatalf("kill %d: ZRANK %s = %d (%v)", k, mid, r, err)
 		}
-		if v := c.HGet(ctx, "h", "f"+strconv.Itoa(n-1)).Val(); v != strconv.Itoa(n-1) {
-			t.Fatalf("kill %d: h[f%d] = %q", k, n-1, v)
+		if v, err := c.HGet(ctx, "h", "f"+strconv.Itoa(n-1)).Result(); err != nil || v != strconv.Itoa(n-1) {
+			t.Fatalf("kill %d: h[f%d] = %q (%v)", k, n-1, v, err)
 		}
 	}
 	return n
@@ -471,9 +636,15 @@ func freePort(t *testing.T) int {
 // whose port answers with another pid is retried on another.
 func ownServer(t *testing.T, bin string, args ...string) (*exec.Cmd, *goredis.Client, int) {
 	t.Helper()
+	return ownServerEnv(t, nil, bin, args...)
+}
+
+// ownServerEnv is ownServer with env added to the server's environment.
+func ownServerEnv(t *testing.T, env []string, bin string, args ...string) (*exec.Cmd, *goredis.Client, int) {
+	t.Helper()
 	for try := 0; try < 10; try++ {
 		port := freePort(t)
-		if cmd, c := startOwned(t, bin, port, args); c != nil {
+		if cmd, c := startOwnedEnv(t, env, bin, port, args); c != nil {
 			return cmd, c, port
 		}
 	}
@@ -485,7 +656,33 @@ func ownServer(t *testing.T, bin string, args ...string) (*exec.Cmd, *goredis.Cl
 // there or bin exited (its own process is then killed and reaped).
 func startOwned(t *testing.T, bin string, port int, args []string) (*exec.Cmd, *goredis.Client) {
 	t.Helper()
+	return startOwnedEnv(t, nil, bin, port, args)
+}
+
+// serverCmd is the command that starts bin on port with args and env added
+// to the environment; its stderr is kept (serverStderr).
+func serverCmd(env []string, bin string, port int, args []string) *exec.Cmd {
 	cmd := exec.Command(bin, append([]string{"--port", strconv.Itoa(port)}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = new(bytes.Buffer)
+	return cmd
+}
+
+// serverStderr is what an exited server (serverCmd) wrote to stderr, as a
+// suffix for a failure message (the server is killed first if it runs).
+func serverStderr(cmd *exec.Cmd) string {
+	cmd.Process.Kill()
+	cmd.Wait()
+	if b, ok := cmd.Stderr.(*bytes.Buffer); ok && b.Len() > 0 {
+		return "; the server's stderr:\n" + b.String()
+	}
+	return ""
+}
+
+// startOwnedEnv is startOwned with env added to the server's environment.
+func startOwnedEnv(t *testing.T, env []string, bin string, port int, args []string) (*exec.Cmd, *goredis.Client) {
+	t.Helper()
+	cmd := serverCmd(env, bin, port, args)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -510,6 +707,9 @@ func startOwned(t *testing.T, bin string, port int, args []string) (*exec.Cmd, *
 		break
 	}
 	c.Close()
+	if exited(cmd.Process.Pid) {
+		t.Logf("the server on port %d exited%s", port, serverStderr(cmd))
+	}
 	cmd.Process.Kill()
 	cmd.Wait()
 	return cmd, nil

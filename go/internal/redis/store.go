@@ -220,10 +220,7 @@ func (d *pDict) maybeGrow(tx *engram.Tx) error {
 
 // add links a new entry (the key must be absent).
 func (d *pDict) add(tx *engram.Tx, k []byte, typ int64, val []byte) (*pEntry, error) {
-	if err := d.maybeGrow(tx); err != nil {
-		return nil, err
-	}
-	if err := d.rehashStep(tx); err != nil {
+	if err := d.prepareAdd(tx); err != nil {
 		return nil, err
 	}
 	e, err := newEntry(tx, k, typ, val)
@@ -234,10 +231,26 @@ func (d *pDict) add(tx *engram.Tx, k []byte, typ int64, val []byte) (*pEntry, er
 	if err := d.logLink(tx, slot); err != nil {
 		return nil, err
 	}
+	d.linkLogged(slot, e)
+	return e, nil
+}
+
+// prepareAdd is what add does before it links an entry: start growing if
+// due, then one rehash step (each logged on its own), so that the tables
+// do not change between insertSlot and linkLogged.
+func (d *pDict) prepareAdd(tx *engram.Tx) error {
+	if err := d.maybeGrow(tx); err != nil {
+		return err
+	}
+	return d.rehashStep(tx)
+}
+
+// linkLogged links e at slot (insertSlot after prepareAdd), slot and
+// Used logged by the caller (logLink, or a batch of the caller's).
+func (d *pDict) linkLogged(slot **pEntry, e *pEntry) {
 	e.Next = *slot
 	*slot = e
 	d.Used++
-	return e, nil
 }
 
 // addMany links new string entries for keys ks with values vs (every key

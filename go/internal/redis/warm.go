@@ -39,15 +39,19 @@ type warmRef struct {
 	inNew bool // looking in T1 (the table a growing table moves to)
 	pre   bool // the command writes a string under the key (prelog.go)
 	f     []byte
+	c     *pColl  // a field's ref: the collection whose table d is
+	z     float64 // the score a ZADD gives f (zset: it tells one; zwarm.go)
+	zset  bool
 }
 
 // warmRequest reads the table paths of the keys of every command of r
 // (a client's pipeline), then those of the first field of the collection
 // commands (fieldArg) whose key holds a table (a big hash, set or sorted
-// set). The executor calls it just before running r: a whole batch (50
-// clients' pipelines of 10-key MSETs: 8,000 keys) would not stay in the
-// cache until its last command, one pipeline's keys do, and 16 of them
-// are already more independent misses than the core keeps in flight.
+// set), then the skiplist walks of the sorted-set writes (warmZ). The
+// executor calls it just before running r: a whole batch (50 clients'
+// pipelines of 10-key MSETs: 8,000 keys) would not stay in the cache until
+// its last command, one pipeline's keys do, and 16 of them are already
+// more independent misses than the core keeps in flight.
 //
 // Then the pipeline's string writes are logged ahead (prelog.go): an
 // error there (the pool is full) fails the batch's region.
@@ -80,9 +84,10 @@ func (s *Server) warmRequest(tx *engram.Tx, r *request) error {
 		if ref.f == nil || !ref.found || ref.e.Coll == nil || ref.e.Coll.Dict == nil {
 			continue
 		}
-		refs = append(refs, warmRef{d: ref.e.Coll.Dict, k: ref.f, h: hashKey(ref.f)})
+		refs = append(refs, warmRef{d: ref.e.Coll.Dict, k: ref.f, h: hashKey(ref.f), c: ref.e.Coll, z: ref.z, zset: ref.zset})
 	}
 	s.warmSink += walkRefs(refs[n:])
+	s.warmSink += warmZ(refs[n:])
 	clear(refs)
 	s.warmRefs = refs[:0]
 	return nil
@@ -107,6 +112,7 @@ func appendKeyRefs(refs []warmRef, d *pDict, args [][]byte) []warmRef {
 		// Warming runs before dispatch checks the arity: fi may be past the end.
 		if fi := fieldArg(cmd.name, len(args)); i == cmd.first && fi > cmd.first && fi < len(args) {
 			ref.f = args[fi]
+			ref.z, ref.zset = zwarmTarget(cmd.name, args)
 		}
 		refs = append(refs, ref)
 	}

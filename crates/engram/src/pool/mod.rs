@@ -55,6 +55,9 @@ pub struct CreateOptions {
     pub check_pointers: bool,
     /// Wal mode: records the log's file operations (the WAL crash explorer).
     pub wal_recorder: Option<std::sync::Arc<crate::wal::Recorder>>,
+    /// Wal mode: checkpoint when the log passes this many bytes (`None`:
+    /// [`crate::wal::CHECKPOINT_BYTES`], 16 MiB); ignored in other modes.
+    pub wal_checkpoint_bytes: Option<u64>,
 }
 
 impl CreateOptions {
@@ -69,6 +72,7 @@ impl CreateOptions {
             tracer: None,
             check_pointers: cfg!(debug_assertions),
             wal_recorder: None,
+            wal_checkpoint_bytes: None,
         }
     }
 
@@ -106,6 +110,13 @@ impl CreateOptions {
     pub fn trace(mut self, tracer: std::sync::Arc<crate::trace::Tracer>) -> Self {
         self.durability = Some(Durability::Trace);
         self.tracer = Some(tracer);
+        self
+    }
+
+    /// Wal mode: checkpoints whenever the log passes `bytes` (see
+    /// [`OpenOptions::wal_checkpoint_bytes`]).
+    pub fn wal_checkpoint_bytes(mut self, bytes: u64) -> Self {
+        self.wal_checkpoint_bytes = Some(bytes);
         self
     }
 }
@@ -148,6 +159,9 @@ pub struct OpenOptions {
     /// STM writes, so only for programs that write through regions alone.
     #[doc(hidden)]
     pub region_write_cards: bool,
+    /// Wal mode: checkpoint when the log passes this many bytes (`None`:
+    /// [`crate::wal::CHECKPOINT_BYTES`], 16 MiB); ignored in other modes.
+    pub wal_checkpoint_bytes: Option<u64>,
 }
 
 impl OpenOptions {
@@ -171,6 +185,7 @@ impl OpenOptions {
             no_soft_dirty: false,
             recovery_gc_hook: None,
             region_write_cards: false,
+            wal_checkpoint_bytes: None,
         }
     }
 
@@ -202,6 +217,17 @@ impl OpenOptions {
     pub fn trace(mut self, tracer: std::sync::Arc<crate::trace::Tracer>) -> Self {
         self.durability = Some(Durability::Trace);
         self.tracer = Some(tracer);
+        self
+    }
+
+    /// Wal mode: checkpoints (copies the log into the pool file and starts
+    /// a new log generation) whenever the log passes `bytes`, instead of
+    /// [`crate::wal::CHECKPOINT_BYTES`] (16 MiB). A small value makes
+    /// checkpoints run every few commits, so that kill tests land during and
+    /// after them; any value is safe (below the log header's 4 KiB every
+    /// flush checkpoints), only slower. Ignored in other modes.
+    pub fn wal_checkpoint_bytes(mut self, bytes: u64) -> Self {
+        self.wal_checkpoint_bytes = Some(bytes);
         self
     }
 }

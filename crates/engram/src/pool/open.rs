@@ -93,7 +93,7 @@ pub(super) fn create(path: &Path, o: &CreateOptions) -> Result<PoolInner> {
         _ => {}
     }
     let mode = choose_mode(o.durability, &file);
-    let wal = start_wal(mode, path, &file, o.wal_recorder.clone())?;
+    let wal = start_wal(mode, path, &file, o.wal_recorder.clone(), o.wal_checkpoint_bytes)?;
     let uuid = *uuid::Uuid::new_v4().as_bytes();
     let (map, _) = Mapping::reserve(random_base(&uuid), max, &[], mode == Durability::Wal)?;
     map.map_to(&file, initial)?;
@@ -161,15 +161,20 @@ pub fn default_durability(file: &File) -> Durability {
 
 /// In `wal` mode, opens the pool's log (replaying what it holds into the
 /// pool file first); in other modes, replays and removes a log left by an
-/// earlier `wal`-mode open. Runs before the header is read.
+/// earlier `wal`-mode open. Runs before the header is read. `checkpoint`
+/// is the log size that triggers a checkpoint (`None`: the default).
 fn start_wal(
     mode: Durability,
     path: &Path,
     file: &File,
     rec: Option<std::sync::Arc<crate::wal::Recorder>>,
+    checkpoint: Option<u64>,
 ) -> Result<Option<std::sync::Arc<crate::wal::Wal>>> {
     if mode == Durability::Wal {
         let (wal, _replayed) = crate::wal::Wal::open(path, file, rec)?;
+        if let Some(bytes) = checkpoint {
+            wal.set_checkpoint_bytes(bytes);
+        }
         return Ok(Some(std::sync::Arc::new(wal)));
     }
     crate::wal::replay_and_remove(path, file)?;
@@ -296,7 +301,7 @@ pub(super) fn open(path: &Path, o: &OpenOptions) -> Result<(PoolInner, Option<su
     let (wal, overlay) = if o.read_only {
         (None, crate::wal::pending_pieces(path)?)
     } else {
-        (start_wal(mode, path, &file, o.wal_recorder.clone())?, Vec::new())
+        (start_wal(mode, path, &file, o.wal_recorder.clone(), o.wal_checkpoint_bytes)?, Vec::new())
     };
     let h = read_header(&file, path, &overlay)?;
     if let Some(want) = &o.layout {

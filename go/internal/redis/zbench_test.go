@@ -1,0 +1,214 @@
+// zbench_test.go: micro-benchmarks of the big sorted set's and hash's
+// write paths (pzset.go, phash.go) without the network: redis-benchmark's
+// ZADD and HSET (-r 100000: one key, random members, after warm-up mostly
+// moves of existing members and overwrites of existing fields), run in
+// regions of 800 commands as the executor runs a P16 batch of 50 clients.
+// Each reports the process's CPU time per command (cpu-ns/op), the figure
+// that holds on a shared machine.
+package redis
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"reflect"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	engram "github.com/engram-pm/engram-go"
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// startBench starts a server on a pool under /dev/shm (pmem mode) and a
+// client of it.
+func startBench(b *testing.B) (*Server, *goredis.Client) {
+	d, err := os.MkdirTemp("/dev/shm", "engram-redis-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(d) })
+	s, err := New(Config{Addr: "127.0.0.1:0", Pool: d + "/b.pool", Durability: engram.Pmem})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Listen(); err != nil {
+		b.Fatal(err)
+	}
+	uncheck(s.pool)
+	go s.Serve()
+	c := goredis.NewClient(&goredis.Options{Addr: s.Addr(), MaxRetries: -1})
+	b.Cleanup(func() { c.Close(); s.Close() })
+	return s, c
+}
+
+// uncheck turns the pool's checked mode off (go test turns it on: a
+// reflect walk of every logged value at commit, which would dominate the
+// figures; the server runs without it).
+func uncheck(p *engram.Pool) {
+	f := reflect.ValueOf(p).Elem().FieldByName("checked")
+	*(*bool)(unsafe.Pointer(f.UnsafeAddr())) = false
+}
+
+func zm(m string) goredis.Z { return goredis.Z{Member: m} }
+
+// cpuNow is the process's user + system CPU time.
+func cpuNow() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// benchColl fills key k with n members (scores, fields) through the
+// server and returns its collection.
+func benchColl(b *testing.B, s *Server, k string, n int, add func(tx *engram.Tx, c *pColl, i int) error, first func(p context.Context) error) *pColl {
+	if err := first(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	_, e := s.root.DBs[0].find([]byte(k), hashKey([]byte(k)))
+	if e == nil || e.Coll == nil {
+		b.Fatalf("%s is not a table or skiplist", k)
+	}
+	for i := 0; i < n; i += 1000 {
+		err := s.pool.Txn(func(tx *engram.Tx) error {
+			for j := i; j < min(i+1000, n); j++ {
+				if err := add(tx, e.Coll, j); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	return e.Coll
+}
+
+// runRegions runs b.N calls of op in regions of 800, under the executor's
+// mutex, and reports the CPU time per call.
+func runRegions(b *testing.B, s *Server, op func(tx *engram.Tx, r *rand.Rand) error) {
+	s.execMu.Lock()
+	defer s.execMu.Unlock()
+	r := rand.New(rand.NewPCG(1, 2))
+	b.ResetTimer()
+	c0 := cpuNow()
+	for i := 0; i < b.N; i += 800 {
+		err := s.pool.Txn(func(tx *engram.Tx) error {
+			for j := i; j < min(i+800, b.N); j++ {
+				if err := op(tx, r); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(cpuNow()-c0)/float64(b.N), "cpu-ns/op")
+}
+
+func member(i int) []byte { return []byte(fmt.Sprintf("element:%012d", i)) }
+
+// BenchmarkZAddMove: ZADD of an existing member with a new random score
+// on a 100,000-member skiplist.
+func BenchmarkZAddMove(b *testing.B) {
+	s, c := startBench(b)
+	z := benchColl(b, s, "z", 100000, func(tx *engram.Tx, z *pColl, i int) error {
+		_, err := z.zadd(tx, member(i), float64(rand.IntN(100000)))
+		return err
+	}, func(p context.Context) error {
+		for i := 0; i < 200; i++ {
+			if err := c.ZAdd(p, "z", zm(fmt.Sprintf("filler%d", i))).Err(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	ms := make([][]byte, 100000)
+	for i := range ms {
+		ms[i] = member(i)
+	}
+	runRegions(b, s, func(tx *engram.Tx, r *rand.Rand) error {
+		_, err := z.zadd(tx, ms[r.IntN(len(ms))], float64(r.IntN(100000)))
+		return err
+	})
+}
+
+// BenchmarkHSetSame: HSET of an existing field to its own value ("xxx",
+// redis-benchmark's) on a 100,000-field table.
+func BenchmarkHSetSame(b *testing.B) {
+	s, c := startBench(b)
+	v := []byte("xxx")
+	h := benchColl(b, s, "h", 100000, func(tx *engram.Tx, h *pColl, i int) error {
+		_, err := h.hset(tx, member(i), v)
+		return err
+	}, func(p context.Context) error {
+		for i := 0; i < 600; i++ {
+			if err := c.HSet(p, "h", fmt.Sprintf("filler%d", i), "xxx").Err(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	ms := make([][]byte, 100000)
+	for i := range ms {
+		ms[i] = member(i)
+	}
+	runRegions(b, s, func(tx *engram.Tx, r *rand.Rand) error {
+		_, err := h.hset(tx, ms[r.IntN(len(ms))], v)
+		return err
+	})
+}
+
+// BenchmarkZAddMoveWarm: BenchmarkZAddMove with the pipeline's walks
+// warmed first (zwarm.go), 16 commands at a time as a client's pipeline.
+func BenchmarkZAddMoveWarm(b *testing.B) {
+	s, c := startBench(b)
+	z := benchColl(b, s, "z", 100000, func(tx *engram.Tx, z *pColl, i int) error {
+		_, err := z.zadd(tx, member(i), float64(rand.IntN(100000)))
+		return err
+	}, func(p context.Context) error {
+		for i := 0; i < 200; i++ {
+			if err := c.ZAdd(p, "z", zm(fmt.Sprintf("filler%d", i))).Err(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	ms := make([][]byte, 100000)
+	for i := range ms {
+		ms[i] = member(i)
+	}
+	type op struct {
+		m []byte
+		s float64
+	}
+	var ops []op
+	var sink float64
+	runRegions(b, s, func(tx *engram.Tx, r *rand.Rand) error {
+		if len(ops) == 0 {
+			var buf [zwarmMax]zwalk
+			ws := buf[:0]
+			for i := 0; i < 16; i++ {
+				o := op{ms[r.IntN(len(ms))], float64(r.IntN(100000))}
+				ops = append(ops, o)
+				ref := warmRef{k: o.m, z: o.s, zset: true}
+				ref.e = z.zfind(o.m)
+				ref.found = ref.e != nil
+				ws = addZWalks(ws, z, &ref)
+			}
+			sink += walkZ(ws)
+		}
+		o := ops[0]
+		ops = ops[1:]
+		_, err := z.zadd(tx, o.m, o.s)
+		return err
+	})
+	if sink == 1 {
+		b.Log(sink)
+	}
+}
