@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 type node struct {
@@ -227,6 +228,76 @@ func TestLogBatch(t *testing.T) {
 		return tx.LogBatch(&b)
 	}); !errors.Is(err, ErrBadPointer) {
 		t.Fatalf("a Go-heap range: %v", err)
+	}
+}
+
+// LogRanges logs its ranges ahead with one engine call: a store with no
+// Log after it is undone by a rollback, a Log after it (answered by the
+// Tx) and its store too, a commit keeps the stores; odd pairs and a
+// Go-heap range fail, and a failed call leaves nothing remembered.
+func TestLogRanges(t *testing.T) {
+	p, _ := mustOpen(t, tmpPool(t, "ranges.pool"), processOpts)
+	defer p.Close()
+	buildList(t, p, 40)
+	head, _ := Root[node](p, "list")
+	var nodes []*node
+	var pairs []uint64
+	for n := head; n != nil; n = n.Next {
+		nodes = append(nodes, n)
+		pairs = append(pairs, uint64(uintptr(unsafe.Pointer(n))), uint64(unsafe.Sizeof(*n)))
+	}
+	write := func(tx *Tx, base uint64) error {
+		if err := tx.LogRanges(pairs); err != nil {
+			return err
+		}
+		for i, n := range nodes {
+			if i%2 == 0 {
+				if err := tx.Log(&n.Value); err != nil {
+					return err
+				}
+			}
+			n.Value = base + uint64(i)
+		}
+		return nil
+	}
+	boom := errors.New("boom")
+	if err := p.Txn(func(tx *Tx) error {
+		if err := write(tx, 1000); err != nil {
+			return err
+		}
+		return boom
+	}); !errors.Is(err, boom) {
+		t.Fatal(err)
+	}
+	for i, n := range nodes {
+		if n.Value != uint64(40-i) {
+			t.Fatalf("node %d holds %d after the rollback", i, n.Value)
+		}
+	}
+	if err := p.Txn(func(tx *Tx) error { return write(tx, 2000) }); err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range nodes {
+		if n.Value != uint64(2000+i) {
+			t.Fatalf("node %d holds %d after the commit", i, n.Value)
+		}
+	}
+	var x uint64
+	err := p.Txn(func(tx *Tx) error {
+		if err := tx.LogRanges(pairs[:3]); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("odd pairs: %v", err)
+		}
+		bad := []uint64{uint64(uintptr(unsafe.Pointer(&x))), 8}
+		if err := tx.LogRanges(bad); !errors.Is(err, ErrBadPointer) {
+			t.Errorf("a Go-heap range: %v", err)
+		}
+		if tx.loggedAhead(uintptr(unsafe.Pointer(&x)), uintptr(unsafe.Pointer(&x))+8) {
+			t.Error("a range of a failed LogRanges is remembered")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -42,6 +42,10 @@ type Tx struct {
 	// own set; only ranges the engine accepted go in.
 	recent [logCacheSize]span
 	next   int
+	// The ranges the last LogRanges logged ahead, by start address: a
+	// Log of a range that starts at one and ends inside it is answered
+	// here, without the cgo call (loggedAhead). Volatile, per region.
+	ahead aheadTable
 	// LogBatch's pairs, copied here for the cgo call (a batch passed to C
 	// itself would escape to the heap: one allocation per batch).
 	logBuf [2 * logBatchMax]uint64
@@ -165,6 +169,9 @@ func (tx *Tx) logRange(addr, size uintptr) error {
 			return nil // logged by this region already
 		}
 	}
+	if tx.loggedAhead(addr, end) {
+		return nil
+	}
 	if !tx.pool.contains(addr, size) {
 		return fail(ErrBadPointer, "%#x+%d is not in the pool (Go heap memory needs no log)", addr, size)
 	}
@@ -239,6 +246,10 @@ func batchAdd(tx *Tx, b *LogBatch, addr, size uintptr, t reflect.Type, n int) {
 			return // logged by this region already
 		}
 	}
+	if tx.loggedAhead(addr, addr+size) {
+		tx.track(addr, t, n)
+		return
+	}
 	if !tx.pool.contains(addr, size) {
 		b.err = fail(ErrBadPointer, "%#x+%d is not in the pool (Go heap memory needs no log)", addr, size)
 		return
@@ -277,6 +288,118 @@ func (tx *Tx) LogBatch(b *LogBatch) error {
 		tx.next = (tx.next + 1) % logCacheSize
 	}
 	return nil
+}
+
+// LogRanges undo-logs every range of pairs (pairs[2*i] an address in the
+// pool, pairs[2*i+1] its length in bytes) with one engine call and one
+// fence, as LogBatch does, for a set of any size held by the caller. It
+// is for logging ahead: until the next LogRanges, a Log or BatchLog of
+// a range that starts where one of these starts and ends inside it is
+// answered by the Tx without an engine call (if its table had room);
+// any other range inside them (whole 8-byte words: the engine tracks
+// logged words) costs the call but no fence.
+// The ranges are not recorded for checked
+// mode's commit-time pointer check; the Log that precedes a change
+// records what it changes. Every range must lie inside one object
+// (ErrBadPointer otherwise; ranges before the bad one may be logged,
+// which only costs their undo entries).
+func (tx *Tx) LogRanges(pairs []uint64) error {
+	if err := tx.live(); err != nil {
+		return err
+	}
+	if len(pairs)%2 != 0 {
+		return fail(ErrInvalidArgument, "LogRanges needs address and length pairs, got %d words", len(pairs))
+	}
+	if len(pairs) == 0 {
+		return nil
+	}
+	// pairs holds no Go pointers and the engine does not keep it (cgo's
+	// rules for passing Go memory).
+	if err := status(C.engram_region_log_many(tx.r, (*C.uint64_t)(unsafe.Pointer(&pairs[0])), C.uint64_t(len(pairs)/2))); err != nil {
+		tx.ahead.reset() // which ranges were logged is unknown: none is remembered
+		return err
+	}
+	tx.ahead.reset()
+	for i := 0; i < len(pairs); i += 2 {
+		tx.ahead.add(uintptr(pairs[i]), uintptr(pairs[i]+pairs[i+1]))
+	}
+	return nil
+}
+
+// loggedAhead is whether [addr, end) starts at a range the last
+// LogRanges logged and ends inside it.
+func (tx *Tx) loggedAhead(addr, end uintptr) bool {
+	e, ok := tx.ahead.find(addr)
+	return ok && end <= e
+}
+
+// aheadTable is an open-addressing table of ranges by start address
+// (linear probing, at most aheadProbes slots per address). It is a
+// cache: a range it has no room for is not remembered, and its Log then
+// goes to the engine, which finds it logged (no fence). Pool addresses
+// are not 0, so an empty slot (addr 0) ends a probe.
+type aheadTable struct {
+	slots []span   // nil until the first add
+	used  []uint32 // the slots holding a range, for reset
+}
+
+// aheadSlots is the table's size (a power of two): a pipeline of 16
+// ten-key MSETs logs 320 ranges ahead.
+const aheadSlots = 1024
+
+// aheadProbes bounds a probe sequence.
+const aheadProbes = 4
+
+// aheadHash is addr's first slot (Fibonacci hashing of its word).
+func aheadHash(addr uintptr) uint32 {
+	return uint32((uint64(addr>>3) * 0x9E3779B97F4A7C15) >> (64 - 10))
+}
+
+// reset empties the table (only the slots in use are cleared).
+func (a *aheadTable) reset() {
+	for _, i := range a.used {
+		a.slots[i] = span{}
+	}
+	a.used = a.used[:0]
+}
+
+// add remembers [addr, end), unless its probe sequence is full.
+func (a *aheadTable) add(addr, end uintptr) {
+	if a.slots == nil {
+		a.slots = make([]span, aheadSlots)
+	}
+	h := aheadHash(addr)
+	for p := uint32(0); p < aheadProbes; p++ {
+		i := (h + p) & (aheadSlots - 1)
+		sl := &a.slots[i]
+		switch {
+		case sl.addr == 0:
+			*sl = span{addr, end}
+			a.used = append(a.used, i)
+			return
+		case sl.addr == addr:
+			sl.end = max(sl.end, end)
+			return
+		}
+	}
+}
+
+// find returns the end of the range starting at addr, if remembered.
+func (a *aheadTable) find(addr uintptr) (uintptr, bool) {
+	if a.slots == nil {
+		return 0, false
+	}
+	h := aheadHash(addr)
+	for p := uint32(0); p < aheadProbes; p++ {
+		sl := a.slots[(h+p)&(aheadSlots-1)]
+		if sl.addr == addr {
+			return sl.end, true
+		}
+		if sl.addr == 0 {
+			break
+		}
+	}
+	return 0, false
 }
 
 // Lock takes the lock of the object p points to until the transaction ends

@@ -90,6 +90,7 @@ type Server struct {
 	clients      map[int64]*client // executor-owned
 	warmRefs     []warmRef         // warm.go's scratch (executor-owned)
 	warmSink     uint64            // what warm.go read (kept so the loads stay)
+	prelogBuf    []uint64          // prelog.go's ranges (executor-owned)
 	mu           sync.Mutex        // guards conns for Close
 	conns        map[int64]*client
 	start        time.Time
@@ -704,7 +705,9 @@ func (s *Server) runRequest(tx *engram.Tx, r *request) (err error) {
 		}
 	}()
 	r.out = W{b: r.out.b[:0], proto: r.c.proto}
-	s.warmRequest(r) // under the recover above, as the commands
+	if err := s.warmRequest(tx, r); err != nil { // under the recover above, as the commands
+		return err
+	}
 	for i, args := range r.cmds {
 		if r.c.closing {
 			// After QUIT (or CLIENT KILL) nothing more runs, as in Redis.

@@ -15,8 +15,13 @@
 // guess (a key in another database after SELECT, a field that is not
 // one) costs a few loads and nothing else.
 //
+// Warming itself only reads; the pre-logging that follows it (prelog.go)
+// writes undo entries, never the pool's data.
+//
 // Crash behaviour: none (no writes).
 package redis
+
+import engram "github.com/engram-pm/engram-go"
 
 // warmMax bounds the keys warmed per request (the lines they touch then
 // still fit the core's L2).
@@ -32,6 +37,7 @@ type warmRef struct {
 	e     *pEntry
 	found bool
 	inNew bool // looking in T1 (the table a growing table moves to)
+	pre   bool // the command writes a string under the key (prelog.go)
 	f     []byte
 	c     *pColl  // a field's ref: the collection whose table d is
 	z     float64 // the score a ZADD gives f (zset: it tells one; zwarm.go)
@@ -46,9 +52,12 @@ type warmRef struct {
 // pipelines of 10-key MSETs: 8,000 keys) would not stay in the cache until
 // its last command, one pipeline's keys do, and 16 of them are already
 // more independent misses than the core keeps in flight.
-func (s *Server) warmRequest(r *request) {
+//
+// Then the pipeline's string writes are logged ahead (prelog.go): an
+// error there (the pool is full) fails the batch's region.
+func (s *Server) warmRequest(tx *engram.Tx, r *request) error {
 	if s.root == nil || r.c.db < 0 || r.c.db >= numDBs {
-		return
+		return nil
 	}
 	refs := s.warmRefs[:0]
 	for _, args := range r.cmds {
@@ -61,9 +70,14 @@ func (s *Server) warmRequest(r *request) {
 		// One key (a request of one GET, INCR, HSET...): nothing to
 		// overlap its misses with; its command's lookup takes them.
 		s.warmRefs = refs[:0]
-		return
+		return nil
 	}
 	s.warmSink += walkRefs(refs)
+	if err := s.prelog(tx, refs); err != nil {
+		clear(refs)
+		s.warmRefs = refs[:0]
+		return err
+	}
 	n := len(refs)
 	for i := 0; i < n; i++ {
 		ref := &refs[i]
@@ -76,6 +90,7 @@ func (s *Server) warmRequest(r *request) {
 	s.warmSink += warmZ(refs[n:])
 	clear(refs)
 	s.warmRefs = refs[:0]
+	return nil
 }
 
 // appendKeyRefs adds the keys of one command (its table's key positions)
@@ -91,8 +106,9 @@ func appendKeyRefs(refs []warmRef, d *pDict, args [][]byte) []warmRef {
 	}
 	last = min(last, len(args)-1)
 	step := max(cmd.step, 1)
+	pre := prelogCmds[cmd.name]
 	for i := cmd.first; i <= last && len(refs) < warmMax; i += step {
-		ref := warmRef{d: d, k: args[i], h: hashKey(args[i])}
+		ref := warmRef{d: d, k: args[i], h: hashKey(args[i]), pre: pre}
 		// Warming runs before dispatch checks the arity: fi may be past the end.
 		if fi := fieldArg(cmd.name, len(args)); i == cmd.first && fi > cmd.first && fi < len(args) {
 			ref.f = args[fi]

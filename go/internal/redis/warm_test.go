@@ -59,9 +59,14 @@ func TestWarmFindsWhatFindFinds(t *testing.T) {
 		{[]byte("hset"), key(4), []byte("f")}, {[]byte("ping")}, {[]byte("mget"), key(5), key(99999)},
 		{[]byte("zincrby"), key(6)}, {[]byte("set"), []byte(""), []byte("")},
 	}}
-	s.warmRequest(r)
+	warm := func(r *request) {
+		if err := s.pool.Txn(func(tx *engram.Tx) error { return s.warmRequest(tx, r) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	warm(r)
 	// One key: not warmed.
-	s.warmRequest(&request{c: c, cmds: [][][]byte{{[]byte("get"), key(1)}}})
+	warm(&request{c: c, cmds: [][][]byte{{[]byte("get"), key(1)}}})
 	c.db = numDBs // out of range: skipped
-	s.warmRequest(r)
+	warm(r)
 }

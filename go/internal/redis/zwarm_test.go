@@ -80,11 +80,14 @@ func TestZWarmWalksWhereZAddGoes(t *testing.T) {
 	// Odd sorted-set commands on the skiplist key: no score, a bad one,
 	// INCR, a member only, other keys' types.
 	cl := &client{}
-	s.warmRequest(&request{c: cl, cmds: [][][]byte{
+	odd := &request{c: cl, cmds: [][][]byte{
 		{[]byte("zadd"), []byte("z"), []byte("nan?"), []byte("m1")}, {[]byte("zadd"), []byte("z")},
 		{[]byte("zadd"), []byte("z"), []byte("m1")}, {[]byte("zadd"), []byte("z"), []byte("incr"), []byte("3"), []byte("m2")},
 		{[]byte("zincrby"), []byte("z"), []byte("2"), []byte("m3")}, {[]byte("zrem"), []byte("z"), []byte("m4"), []byte("m5")},
 		{[]byte("hset"), []byte("z"), []byte("m6"), []byte("v")}, {[]byte("zadd"), []byte("z"), []byte("-inf"), []byte("nosuch")},
 		{[]byte("zadd"), []byte("z"), []byte("+inf"), []byte("m7")},
-	}})
+	}}
+	if err := s.pool.Txn(func(tx *engram.Tx) error { return s.warmRequest(tx, odd) }); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -1,0 +1,86 @@
+// prelog.go: logging ahead. Before a client's pipeline runs, the undo
+// log takes, in one engine call and one fence, what its string writes
+// (SET, INCR, MSET, ...) will most likely change: each existing string
+// key's entry and its short value's bytes, and for an absent key the
+// bucket slot it will be linked into and the table's entry count. Each
+// command still logs what it changes before changing it, but the engine
+// then finds the range logged already and fences no more: a pipeline of
+// 16 INCRs takes one undo fence instead of 16 (perf put the per-write
+// fence at ~13 % of INCR's server CPU at pipeline 16 in pmem mode), and
+// in wal mode one recording into the log's batch instead of 16.
+//
+// Invariants: a pre-logged range is a guess, never relied upon: the
+// commands' own log calls are unchanged, so a wrong or missing guess
+// costs an undo entry or a fence and nothing else. Every range lies
+// inside one live pool object (the engine refuses others): an entry, a
+// string value's array from its start (see valWords), a bucket array
+// slot, a table header. Objects freed later in the region stay allocated
+// until it commits, so a range logged here stays valid.
+//
+// Crash behaviour: the undo entries written here restore, on a rollback
+// or after a crash before the region's commit, bytes the region may or
+// may not have changed; restoring an unchanged range is a no-op. Nothing
+// is written to the ranges themselves here.
+package redis
+
+import (
+	"unsafe"
+
+	engram "github.com/engram-pm/engram-go"
+)
+
+// prelogCmds are the commands whose keys are pre-logged: they write a
+// string value under each key they name (the command table's key
+// positions), in place when the old value's bytes can take it.
+var prelogCmds = map[string]bool{
+	"set": true, "getset": true, "setex": true, "psetex": true,
+	"incr": true, "decr": true, "incrby": true, "decrby": true, "incrbyfloat": true,
+	"mset": true,
+}
+
+// prelogMax bounds the ranges pre-logged per pipeline (two per key).
+const prelogMax = 2 * warmMax
+
+// prelog logs ahead, in one engine call, what the string writes of refs
+// (walked by walkRefs; pre marks a string write's key) will change.
+func (s *Server) prelog(tx *engram.Tx, refs []warmRef) error {
+	pairs := s.prelogBuf[:0]
+	for i := range refs {
+		if ref := &refs[i]; ref.pre && len(pairs) < prelogMax {
+			pairs = appendPrelog(pairs, ref)
+		}
+	}
+	s.prelogBuf = pairs[:0]
+	return tx.LogRanges(pairs)
+}
+
+// appendPrelog adds the ranges a string write of ref's key changes: for
+// an existing string, its entry (what logOverwrite and storeVal log) and
+// its value's bytes if short (an overwrite's); for an absent key, its
+// insertion slot and the table's count (what pDict.add and addMany log,
+// unless a rehash starts first).
+func appendPrelog(pairs []uint64, ref *warmRef) []uint64 {
+	if !ref.found {
+		slot := ref.d.insertSlot(ref.h)
+		return append(pairs, addrOf(slot), 8, addrOf(&ref.d.Used), 8)
+	}
+	e := ref.e
+	if e.Type != tString || e.Coll != nil {
+		return pairs
+	}
+	pairs = append(pairs, addrOf(e), uint64(unsafe.Sizeof(*e)))
+	if n := cap(e.Val); n > 0 && n <= overwriteMax {
+		pairs = append(pairs, uint64(uintptr(unsafe.Pointer(unsafe.SliceData(e.Val)))), valWords(n))
+	}
+	return pairs
+}
+
+// valWords is the logged length of a string value of capacity n: whole
+// 8-byte words, since the engine counts a range as logged by the words
+// it covers (a 5-byte range is no word and would be logged again). A
+// keyspace string's Val starts its own pool array (Bytes, storeVal,
+// overwriteVal keep that), whose payload is a multiple of 16 bytes of
+// at least n, so the rounded range stays inside it.
+func valWords(n int) uint64 { return uint64(n+7) &^ 7 }
+
+func addrOf[T any](p *T) uint64 { return uint64(uintptr(unsafe.Pointer(p))) }
