@@ -214,6 +214,12 @@ func checklistItems() []item {
 			ex("LRANGE", "m", "0", "-1"), ex("BLPOP", "l", "-1"), ex("BLPOP", "l", "x"), ex("BLMOVE", "l", "m", "UP", "LEFT", "1"),
 			ex("SET", "s", "1"), ex("BLPOP", "s", "0.05"), ex("BRPOPLPUSH", "m", "m", "0"),
 		}},
+		{"LMOVE/RPOPLPUSH/BLMOVE of a one-element list onto itself keep its TTL", []step{
+			ex("RPUSH", "r", "a"), ex("EXPIRE", "r", "100"), ex("LMOVE", "r", "r", "LEFT", "RIGHT"), ex("PERSIST", "r"),
+			ex("EXPIRE", "r", "100"), ex("RPOPLPUSH", "r", "r"), ex("PERSIST", "r"), ex("EXPIRE", "r", "100"),
+			ex("BLMOVE", "r", "r", "RIGHT", "LEFT", "0"), ex("PERSIST", "r"), ex("RPUSH", "r", "b"), ex("EXPIRE", "r", "100"),
+			ex("LMOVE", "r", "r", "LEFT", "RIGHT"), ex("PERSIST", "r"), ex("LRANGE", "r", "0", "-1"),
+		}},
 		{"SPOP/SRANDMEMBER/SINTERCARD/STORE forms/SSCAN", []step{
 			ex("SADD", "s", "1", "2", "3", "a"), ex("SADD", "t", "2", "3", "4"), shape("SPOP", "s"), ex("SCARD", "s"),
 			ex("SADD", "s", "1", "2", "3", "a"), shape("SPOP", "s", "2"), ex("SCARD", "s"), ex("SPOP", "s", "-1"), ex("SPOP", "none"),

@@ -6,6 +6,7 @@
 package redis
 
 import (
+	"bytes"
 	"math"
 	"math/rand/v2"
 	"strconv"
@@ -672,6 +673,13 @@ func moveOne(x *ctx, src, dst []byte, fromLeft, toLeft bool) ([]byte, bool, erro
 	}
 	if _, wrong, err := x.typed(dst, tList); err != nil || wrong {
 		return nil, false, err
+	}
+	if bytes.Equal(src, dst) && e.Coll.Len == 1 {
+		// Moving a one-element list's element onto itself changes nothing.
+		// Redis pushes before it deletes an emptied source, so the key and
+		// its TTL stay; popping first would delete the key and drop the TTL.
+		x.touch(src)
+		return append([]byte(nil), e.Coll.lget(0)...), true, nil
 	}
 	got, err := x.popList(src, e, 1, fromLeft)
 	if err != nil {
