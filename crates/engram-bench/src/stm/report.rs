@@ -362,7 +362,7 @@ fn claims_section(rows: &[Row]) -> String {
     for t in threads {
         let tvar = range(
             rows,
-            |p| p.threads == t,
+            |p| p.threads == t && p.structure == Structure::Rbtree,
             |p| {
                 let a = find(rows, p, Impl::Pstm)?;
                 let b = find(rows, p, Impl::Tvar)?;
@@ -448,6 +448,7 @@ fn verdict_paragraph(rows: &[Row]) -> String {
          dearer than a read of a field embedded in a PSTM node.",
     );
     let tvar = median_over_cores(rows, |p| {
+        (p.structure == Structure::Rbtree).then_some(())?;
         let a = find(rows, p, Impl::Pstm)?;
         let b = find(rows, p, Impl::Tvar)?;
         (b.txps > 0.0).then(|| a.txps / b.txps)
