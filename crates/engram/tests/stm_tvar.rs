@@ -119,17 +119,17 @@ fn transfers_keep_the_total<B: Balance>(writers: u64, readers: u64, per_writer: 
 
 #[test]
 fn transfers_keep_the_total_two_writers_two_readers() {
-    transfers_keep_the_total::<Vec<u64>>(2, 2, 20_000);
+    transfers_keep_the_total::<Vec<u64>>(2, 2, 60_000);
 }
 
 #[test]
 fn transfers_keep_the_total_oversubscribed() {
-    transfers_keep_the_total::<Vec<u64>>(4, 4, 5_000);
+    transfers_keep_the_total::<Vec<u64>>(4, 4, 15_000);
 }
 
 #[test]
 fn inline_transfers_keep_the_total() {
-    transfers_keep_the_total::<u64>(2, 2, 20_000);
+    transfers_keep_the_total::<u64>(2, 2, 60_000);
 }
 
 static MADE: AtomicU64 = AtomicU64::new(0);
