@@ -68,6 +68,6 @@ pub use redo::StmRecovery;
 pub use tfield::{TCell, TField};
 pub use tvar::TVar;
 pub use vars::{
-    field_at, field_of, BoxCell, FieldKind, FieldRef, Immutable, ImmutableRef, Mutable, PTField, PTVar, ReadVar, TFields, Var,
-    VarCell, PTVAR_MAX_VALUE,
+    field_at, field_of, BoxCell, FieldKind, FieldRef, Immutable, ImmutableRef, Mutable, PTField, PTVar, ReadVar, TFields, Var, VarCell,
+    PTVAR_MAX_VALUE,
 };

@@ -575,6 +575,7 @@ impl<'p> STx<'p> {
 
     /// [`STx::read_versioned`] of a volatile variable (epoch 0, checked
     /// against the volatile domain's snapshot).
+    #[inline]
     pub(super) fn read_versioned_v(&self, word: usize, load: impl FnMut()) -> StmResult<()> {
         self.read_v.set(true);
         let version = self.read_stable_in(word, 0, &self.rv_v, load)?;
