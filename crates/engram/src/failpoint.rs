@@ -157,22 +157,6 @@ mod armed {
             "a wal checkpoint (which runs with the log's lock free) leaves the files unowned: another leader may \
              write and sync records into the old generation, which the checkpoint's new salt then invalidates",
         ),
-        (
-            "wal.gather_returns_early",
-            "a wal commit that arrives while the next flush's leader gathers returns at once, before that flush has \
-             written and synced its record",
-        ),
-        (
-            "stm.ro_no_recheck",
-            "a read-only transaction's seqlock read does not read the lock word again after the value, so a value \
-             a committer stores between the two loads is seen with the old version",
-        ),
-        ("stm.ro_no_rv_check", "a read-only transaction accepts a version newer than its snapshot"),
-        (
-            "stm.ro_slow_read",
-            "not a bug by itself: a read-only transaction's read yields the processor between the lock-word load and \
-             the value load, which widens the window the two bugs above open (tests plant it with them, and alone)",
-        ),
         ("stm.reservation_not_persisted", "the STM clock reservation is raised in memory but never written to the pool"),
         (
             "types.pointer_map_not_persisted",
@@ -213,6 +197,46 @@ mod armed {
 
     pub(crate) fn flush_dropped(what: &str) -> bool {
         dropped("flush", what)
+    }
+
+    thread_local! {
+        static STRETCH: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+
+    /// Widens, on this thread, the gap between a `TVar` read's first load
+    /// of its lock word and its load of the value (a `yield_now` there), so
+    /// a stress test meets commits inside that gap often: the re-check of
+    /// the word is what must catch them (`stm/engine/tx.rs`). Until
+    /// `stretch_reads(false)`.
+    pub fn stretch_reads(on: bool) {
+        STRETCH.with(|c| c.set(on));
+    }
+
+    /// The gap [`stretch_reads`] widens.
+    #[inline]
+    pub(crate) fn read_gap() {
+        if STRETCH.with(std::cell::Cell::get) {
+            std::thread::yield_now();
+        }
+    }
+
+    thread_local! {
+        static APPLY_GAP: std::cell::Cell<Option<fn()>> = const { std::cell::Cell::new(None) };
+    }
+
+    /// Calls `f` on this thread after each volatile value a commit installs
+    /// in place (between two in-place stores: later written words are still
+    /// locked), until `on_apply_gap(None)`: a test stalls a commit there.
+    pub fn on_apply_gap(f: Option<fn()>) {
+        APPLY_GAP.with(|c| c.set(f));
+    }
+
+    /// The point [`on_apply_gap`] hooks.
+    #[inline]
+    pub(crate) fn apply_gap() {
+        if let Some(f) = APPLY_GAP.with(std::cell::Cell::get) {
+            f();
+        }
     }
 
     /// Arms failpoint `point` on this thread: it fires after `skip` more hits.
@@ -259,9 +283,21 @@ mod armed {
 }
 
 #[cfg(feature = "failpoints")]
-pub use armed::{adopt_switches, arm, disarm_all, disarm_failpoints, drop_fence, drop_flush, drops, plant, switches, BUGS};
+pub use armed::{
+    adopt_switches, arm, disarm_all, disarm_failpoints, drop_fence, drop_flush, drops, on_apply_gap, plant, stretch_reads, switches, BUGS,
+};
 #[cfg(feature = "failpoints")]
-pub(crate) use armed::{fence_dropped, flush_dropped, planted};
+pub(crate) use armed::{apply_gap, fence_dropped, flush_dropped, planted, read_gap};
+
+/// Without the `failpoints` feature a commit's installs have no hook.
+#[cfg(not(feature = "failpoints"))]
+#[inline(always)]
+pub(crate) fn apply_gap() {}
+
+/// Without the `failpoints` feature a `TVar` read has no widened gap.
+#[cfg(not(feature = "failpoints"))]
+#[inline(always)]
+pub(crate) fn read_gap() {}
 
 #[cfg(not(feature = "failpoints"))]
 impl Failpoint {

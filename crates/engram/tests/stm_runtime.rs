@@ -519,20 +519,15 @@ thread_local! {
 static STALLED: AtomicBool = AtomicBool::new(false);
 static RELEASE: AtomicBool = AtomicBool::new(false);
 
-/// A value whose drop, when armed on the thread with `STALL_HERE`, stalls
-/// until `RELEASE`: the commit that replaces it stops between two
-/// in-place stores (its earlier writes installed, its later ones locked).
-#[derive(Clone)]
-struct Stall {
-    armed: bool,
-}
-
-impl Drop for Stall {
-    fn drop(&mut self) {
-        if self.armed && STALL_HERE.with(|c| c.replace(false)) {
-            STALLED.store(true, Ordering::SeqCst);
-            wait_for(|| RELEASE.load(Ordering::SeqCst));
-        }
+/// The commit's hook after each volatile install (`failpoint::on_apply_gap`):
+/// on the thread with `STALL_HERE`, the first call stalls until `RELEASE`,
+/// so the commit stops between two in-place stores (its first write
+/// installed, its later ones locked). (Replaced values are released
+/// through the epoch scheme, later, so a value's drop cannot stall it.)
+fn stall_once() {
+    if STALL_HERE.with(|c| c.replace(false)) {
+        STALLED.store(true, Ordering::SeqCst);
+        wait_for(|| RELEASE.load(Ordering::SeqCst));
     }
 }
 
@@ -547,13 +542,13 @@ fn wait_for(f: impl Fn() -> bool) -> bool {
     false
 }
 
-/// A `committer` commit writes x = 1, the stalling value, w = 1 and stalls
-/// between them; a Hybrid watcher checks x == w and loops re-reading while
+/// A `committer` commit writes x = 1, s = 1, w = 1 and stalls after
+/// installing x; a Hybrid watcher checks x == w and loops re-reading while
 /// they differ. Returns the watcher bodies that saw x != w, its counters
 /// and its body runs.
 fn zombie_run(committer: Runtime, sub: Subscription) -> (u64, RuntimeStats, u64) {
     runtime::set_policy(HtmPolicy { hw_attempts: Attempts::Fixed(8), subscription: sub, zombie_reads: 8, ..HtmPolicy::default() });
-    let (x, s, w) = (TVar::new(0u64), TVar::new(Stall { armed: true }), TVar::new(0u64));
+    let (x, s, w) = (TVar::new(0u64), TVar::new(0u64), TVar::new(0u64));
     STALLED.store(false, Ordering::SeqCst);
     RELEASE.store(false, Ordering::SeqCst);
     let c = {
@@ -561,12 +556,14 @@ fn zombie_run(committer: Runtime, sub: Subscription) -> (u64, RuntimeStats, u64)
         std::thread::spawn(move || {
             runtime::set_thread_runtime(Some(committer)).unwrap();
             STALL_HERE.with(|c| c.set(true));
+            engram::failpoint::on_apply_gap(Some(stall_once));
             stm::atomically(|tx| {
                 tx.write(&x, 1)?;
-                tx.write(&s, Stall { armed: false })?;
+                tx.write(&s, 1)?;
                 tx.write(&w, 1)
             })
             .unwrap();
+            engram::failpoint::on_apply_gap(None);
         })
     };
     assert!(wait_for(|| STALLED.load(Ordering::SeqCst)), "the commit never stalled");
@@ -828,20 +825,22 @@ fn runs_with_interference(rt: Runtime, body: impl Fn(&stm::STx<'_>) -> StmResult
 }
 
 /// `Coarse` validates by value (Yates & Scott's coarse level, GHC's STM): a
-/// `TVar` read whose variable was rewritten since with the very same `Arc`
-/// still validates (one run), one rewritten with another `Arc` of an equal
-/// value does not (pointer equality only: two runs); `Fine` validates by
-/// version, so the same-`Arc` rewrite makes it run again. A `PTVar`
-/// rewritten with the same bytes validates, with other bytes it does not.
+/// boxed `TVar` read whose variable was rewritten since with the very same
+/// `Arc` still validates (one run), one rewritten with another `Arc` of an
+/// equal value does not (pointer equality only: two runs); `Fine`
+/// validates by version, so the same-`Arc` rewrite makes it run again. An
+/// inline `TVar` (a `u64`: its bytes in the value word) rewritten with an
+/// equal value validates, as a `PTVar` rewritten with the same bytes does;
+/// with other bytes it does not.
 #[test]
 fn coarse_validates_by_value() {
     let _g = setup();
     bounded("value validation", || {
-        let (v, out) = (TVar::new(5u64), TVar::new(0u64));
-        let shared: Arc<u64> = stm::atomically(|tx| v.read_arc(tx)).unwrap();
+        let (v, out) = (TVar::new(vec![5u64]), TVar::new(0u64));
+        let shared: Arc<Vec<u64>> = stm::atomically(|tx| v.read_arc(tx)).unwrap();
         let body = |tx: &stm::STx<'_>| {
             let a = v.read_arc(tx)?;
-            tx.write(&out, *a + 1)
+            tx.write(&out, a[0] + 1)
         };
         let same_arc = || stm::atomically(|tx| v.write_arc(tx, shared.clone())).unwrap();
         let before = runtime::value_checks();
@@ -849,16 +848,28 @@ fn coarse_validates_by_value() {
         let d = runtime::value_checks();
         assert_eq!((d.same_value - before.same_value, d.changed - before.changed), (1, 0));
         assert_eq!(runs_with_interference(Runtime::Fine, body, same_arc), 2, "Fine validates versions");
-        let other_arc = || stm::atomically(|tx| v.write_arc(tx, Arc::new(5))).unwrap();
+        let other_arc = || stm::atomically(|tx| v.write_arc(tx, Arc::new(vec![5]))).unwrap();
         assert_eq!(runs_with_interference(Runtime::Coarse, body, other_arc), 2, "another Arc, equal value: invalid");
         assert!(runtime::value_checks().changed > d.changed);
         // tx.read/write under Coarse (a fresh Arc per write) is still correct
         let plain = |tx: &stm::STx<'_>| {
             let x = tx.read(&v)?;
+            tx.write(&out, x[0] + 1)
+        };
+        assert_eq!(runs_with_interference(Runtime::Coarse, plain, || stm::atomically(|tx| tx.write(&v, vec![7])).unwrap()), 2);
+        assert_eq!(out.load(), 8);
+        // Inline: equal bytes validate, other bytes do not.
+        let n = TVar::new(5u64);
+        let inline = |tx: &stm::STx<'_>| {
+            let x = *n.read_arc(tx)?;
             tx.write(&out, x + 1)
         };
-        assert_eq!(runs_with_interference(Runtime::Coarse, plain, || stm::atomically(|tx| tx.write(&v, 7)).unwrap()), 2);
-        assert_eq!(out.load(), 8);
+        let equal = || stm::atomically(|tx| n.write_arc(tx, Arc::new(5))).unwrap();
+        assert_eq!(runs_with_interference(Runtime::Coarse, inline, equal), 1, "inline, equal value: valid");
+        assert_eq!(runs_with_interference(Runtime::Fine, inline, equal), 2, "Fine validates versions");
+        let other = || stm::atomically(|tx| tx.write(&n, 9)).unwrap();
+        assert_eq!(runs_with_interference(Runtime::Coarse, inline, other), 2, "inline, other value: invalid");
+        assert_eq!(out.load(), 10);
 
         let t = TempPool::new("stm-value-validation");
         let pool = Pool::create(&t.0, CreateOptions::new("vv").durability(Durability::Process)).unwrap();

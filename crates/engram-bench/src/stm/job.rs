@@ -21,6 +21,7 @@ use engram::Durability;
 use super::maps;
 use super::pmdk::PmdkMap;
 use super::tvar_rbtree::TVarRbTree;
+use super::tvar_vmap::TVarVMap;
 use super::workload::{self, BenchError, Contents, Impl, Phase, RunFor, Structure, Tally, TxMap};
 use crate::child::{self, ChildError, PoolFile};
 
@@ -159,7 +160,10 @@ pub fn execute(job: &StmJob) -> Result<StmOutcome, StmJobError> {
             Ok((tally, m.final_contents()?, Some(m.bytes())))
         })?,
         Impl::Tvar => {
-            let (t, c) = measure(&TVarRbTree::new(), &pairs, &phase)?;
+            let (t, c) = match TVarVMap::new(job.structure) {
+                Some(m) => measure(&m, &pairs, &phase)?,
+                None => measure(&TVarRbTree::new(), &pairs, &phase)?,
+            };
             (t, c, None)
         }
         Impl::Pmdk => {

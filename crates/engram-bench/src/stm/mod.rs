@@ -18,7 +18,8 @@
 //!   code without persistence"; `report.rs` says exactly what it keeps);
 //! - **TVar tree** (`tvar`): the red-black tree over volatile
 //!   [`engram::stm::TVar`]s in an arena ([`tvar_rbtree`]) — a fully
-//!   volatile peer, no pool at all;
+//!   volatile peer, no pool at all; for the treap and the HAMT, the
+//!   `vcollections` ones with one `TVar` per node field ([`tvar_vmap`]);
 //! - **PMDK** (`pmdk`): libpmemobj red-black tree and hash table in C
 //!   (`peers/pmdk_stm_peers.c`), one transaction per update under one
 //!   global mutex, as in the OneFile/Romulus suite ([`pmdk`]).
@@ -41,4 +42,5 @@ pub mod plot;
 pub mod pmdk;
 pub mod report;
 pub mod tvar_rbtree;
+pub mod tvar_vmap;
 pub mod workload;

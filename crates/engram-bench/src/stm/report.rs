@@ -362,7 +362,7 @@ fn claims_section(rows: &[Row]) -> String {
     for t in threads {
         let tvar = range(
             rows,
-            |p| p.threads == t,
+            |p| p.threads == t && p.structure == Structure::Rbtree,
             |p| {
                 let a = find(rows, p, Impl::Pstm)?;
                 let b = find(rows, p, Impl::Tvar)?;
@@ -444,10 +444,12 @@ fn verdict_paragraph(rows: &[Row]) -> String {
          persistence instructions only, while the paper's baseline (GHC's STM) keeps no log at all; (3) the \
          transactions are short and dominated by cache misses on the structure, which both sides pay. The \
          fully volatile TVar tree shows the other side of the comparison: a volatile STM is not automatically \
-         faster: its boxed variables (an `Arc`, a lock word and an `RwLock<Arc<T>>` each) make every read \
-         dearer than a read of a field embedded in a PSTM node.",
+         faster: each of its variables is an allocation of its own reached through a pointer (a 16-byte \
+         cell of lock word and value word since stm14tv2), so a read costs a cache miss more than a read of a \
+         field embedded in a PSTM node.",
     );
     let tvar = median_over_cores(rows, |p| {
+        (p.structure == Structure::Rbtree).then_some(())?;
         let a = find(rows, p, Impl::Pstm)?;
         let b = find(rows, p, Impl::Tvar)?;
         (b.txps > 0.0).then(|| a.txps / b.txps)
@@ -481,12 +483,13 @@ this machine; it is not PSTM against a separately designed volatile STM (the \
 paper's baseline is GHC's `TVar` STM, which has no log at all).
 - **The TVar tree** is the fully volatile peer: the same red-black-tree steps over \
 `engram::stm::TVar` cells run by `engram::stm::atomically` — no pool, no log, no \
-copies. A `TVar` is a heap object (`Arc`, lock word, `RwLock<Arc<T>>`): each read \
-clones two `Arc`s (the value, and a keep-alive for the read set), so reads cost \
-more than a PSTM read of a field embedded in a node, and those reference counts \
-are shared writes that move cache lines between cores even for read-only \
-transactions. Compare it with the no-flush tree as two different volatile \
-designs, not as an upper bound.
+copies; for the treap and the HAMT, `engram::stm::vcollections` with one `TVar` \
+per node field. A `TVar` is a heap object of its own (since stm14tv2 a 16-byte cell: \
+lock word, then the value inline or a pointer to an immutable `Arc`): a read takes \
+no lock and no count, but costs one more cache line than a PSTM read of a field \
+embedded in a node, and cloning a link value (`Option<Arc<Node>>` in the treap and \
+HAMT) writes the node's reference count. Compare it with the no-flush tree as two \
+different volatile designs, not as an upper bound.
 - **PMDK** runs every operation under one global mutex (libpmemobj transactions \
 are failure-atomic, not isolated), lookups without a transaction, updates in \
 `TX_BEGIN`/`TX_END` with whole-node undo snapshots, nodes allocated and freed \
@@ -527,8 +530,8 @@ writes to cache lines every thread shares, even when the transaction only reads:
 the lock of the pool's STM state and the `Arc<StmPool>` clone in \
 `Pool::atomically`, and the GC gate's reader count in the run loop; the hash \
 table also re-validates its bucket array (`slice_of`, `locate`) on every \
-operation, about 3 %. The TVar tree spends three quarters of its cycles in `read_tvar`, on the `Arc` clones \
-of every read.
+operation, about 3 %. The TVar tree spent three quarters of its cycles in `read_tvar`, on the `Arc` clones \
+of every read, until stm14tv2 (docs/stm.md, \"The volatile TVar, second try\").
 - **Emulated persistent memory.** tmpfs is DRAM: a CLWB + SFENCE costs far less \
 than on Optane, so the PSTM slowdown here is a lower bound of what real \
 persistent memory would show.

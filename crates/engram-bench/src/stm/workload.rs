@@ -92,7 +92,8 @@ pub enum Impl {
     Pstm,
     /// The same code on a `Durability::Process` pool: no flush, no fence.
     PstmProcess,
-    /// The red-black tree over volatile `engram::stm::TVar`s (no pool).
+    /// Volatile `engram::stm::TVar`s, no pool: the red-black tree in an
+    /// arena, the treap and HAMT of `vcollections` (one `TVar` per field).
     Tvar,
     /// libpmemobj, one transaction per update under a global mutex.
     Pmdk,
@@ -126,7 +127,7 @@ impl Impl {
     pub fn supports(self, structure: Structure) -> bool {
         match self {
             Impl::Pstm | Impl::PstmProcess => true,
-            Impl::Tvar => structure == Structure::Rbtree,
+            Impl::Tvar => structure != Structure::Hashtable,
             Impl::Pmdk => matches!(structure, Structure::Rbtree | Structure::Hashtable),
         }
     }

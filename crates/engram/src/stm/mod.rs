@@ -42,6 +42,7 @@ pub mod persist;
 pub(crate) mod redo;
 pub mod runtime;
 pub mod tfield;
+mod tvar;
 mod vars;
 pub mod vcollections;
 pub mod wait;
@@ -65,7 +66,8 @@ pub use engram_derive::{Persist, TStruct};
 pub use persist::{CopyCx, POption, PPair, PSlice, PStr, Persist};
 pub use redo::StmRecovery;
 pub use tfield::{TCell, TField};
+pub use tvar::TVar;
 pub use vars::{
-    field_at, field_of, BoxCell, FieldKind, FieldRef, Immutable, ImmutableRef, Mutable, PTField, PTVar, ReadVar, TFields, TVar, Var,
-    VarCell, PTVAR_MAX_VALUE,
+    field_at, field_of, BoxCell, FieldKind, FieldRef, Immutable, ImmutableRef, Mutable, PTField, PTVar, ReadVar, TFields, Var, VarCell,
+    PTVAR_MAX_VALUE,
 };

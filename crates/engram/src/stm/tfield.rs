@@ -67,7 +67,7 @@
 //! ```
 
 use super::engine::{STx, StmError, StmResult, VCell};
-use super::vars::TVar;
+use super::tvar::TVar;
 use crate::error::Error;
 use parking_lot::RwLock;
 use std::any::Any;
@@ -232,7 +232,7 @@ impl<T: Clone + Send + Sync + 'static> VCell for Owned<T> {
     fn word(&self) -> &AtomicU64 {
         &self.field().word
     }
-    fn install(&self, v: &(dyn Any + Send + Sync)) {
+    fn install(&self, v: &(dyn Any + Send + Sync), _g: &crossbeam_epoch::Guard) {
         if let Some(v) = v.downcast_ref::<Arc<T>>() {
             *self.field().value.write() = (**v).clone();
         }

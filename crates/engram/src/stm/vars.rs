@@ -15,10 +15,7 @@ use super::engine::{STx, StmResult};
 use super::persist::Persist;
 use crate::ptr::PPtr;
 use crate::Persistent;
-use parking_lot::RwLock;
 use std::marker::PhantomData;
-use std::sync::atomic::AtomicU64;
-use std::sync::Arc;
 
 /// A variable a transaction can read and write.
 pub trait Var {
@@ -399,41 +396,4 @@ impl<T: Persistent + Persist<P = T>> ReadVar for ImmutableRef<T> {
 pub fn field_of<S, T: Persistent>(p: PPtr<S>, off: usize, proj: fn(&S) -> &PTField<T>) -> FieldRef<T> {
     let _ = proj;
     PTField::at(p.addr(), off)
-}
-
-pub(crate) struct TVarInner<T> {
-    pub word: AtomicU64,
-    pub value: RwLock<Arc<T>>,
-}
-
-/// A volatile transactional variable (lost at exit, never persisted).
-pub struct TVar<T>(pub(crate) Arc<TVarInner<T>>);
-
-impl<T> Clone for TVar<T> {
-    fn clone(&self) -> Self {
-        TVar(self.0.clone())
-    }
-}
-
-impl<T: Clone + Send + Sync + 'static> TVar<T> {
-    /// A variable holding `v`.
-    pub fn new(v: T) -> Self {
-        TVar(Arc::new(TVarInner { word: AtomicU64::new(0), value: RwLock::new(Arc::new(v)) }))
-    }
-
-    /// The current value, outside any transaction.
-    pub fn load(&self) -> T {
-        (**self.0.value.read()).clone()
-    }
-}
-
-impl<T: Clone + Send + Sync + 'static> Var for TVar<T> {
-    type In = T;
-    type Out = T;
-    fn read_in(&self, tx: &STx<'_>) -> StmResult<T> {
-        tx.read_tvar(&self.0)
-    }
-    fn write_in(&self, tx: &STx<'_>, v: T) -> StmResult<()> {
-        tx.write_tvar(&self.0, v)
-    }
 }

@@ -311,8 +311,9 @@ impl STx<'_> {
                     }
                 }
                 Kind::V { cell, value } => {
-                    cell.install(value.as_ref());
+                    cell.install(value.as_ref(), self.pin());
                     runtime::word_store(via, cell.word(), new_word_v);
+                    crate::failpoint::apply_gap();
                 }
                 // SAFETY: the cell's lock word (checked by write_cell).
                 Kind::P { .. } => runtime::word_store(via, unsafe { word_at(w.word) }, w.old),

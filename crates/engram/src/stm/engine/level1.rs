@@ -16,8 +16,12 @@
 //!   goes on (it is remembered), and the coarse word is read only at
 //!   commit: the transaction commits if neither was held. It can run as a
 //!   *zombie*: a committer between two in-place stores is seen half done.
-//!   Containment: values are read by cloning under the `TVar`'s own lock,
-//!   (a `TField`'s under its own lock likewise), so no read touches freed or torn memory; every read validates the
+//!   Containment: a `TVar`'s value word is one atomic word (an inline
+//!   primitive, or a pointer to an immutable `Arc`), and the attempt is
+//!   pinned (crossbeam-epoch) before the hardware transaction starts, so
+//!   a replaced value is not freed under it (`tvar.rs`); a `TField`'s value
+//!   is cloned under its own lock. No read touches freed or torn memory;
+//!   every read validates the
 //!   hardware transaction (`HwTx::check`: the emulated backend re-checks
 //!   every line read; RTM aborts on the conflicting store itself), so the
 //!   committer's next store ends the zombie; every `zombie_reads` reads,

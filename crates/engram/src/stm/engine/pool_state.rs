@@ -570,4 +570,48 @@ mod tests {
         }
         let _ = std::fs::remove_file(&path);
     }
+
+    /// Volatile-only transactions (`stm::atomically`) touch no pool: they
+    /// run while this thread holds a pool's GC gate exclusively (entering
+    /// it, shared, would deadlock here: the watchdog turns that into a
+    /// failure), and neither the pool's clock nor this thread's redo log
+    /// moves.
+    #[test]
+    fn volatile_transactions_touch_no_pool() {
+        let dir = if std::path::Path::new("/dev/shm").is_dir() { "/dev/shm".into() } else { std::env::temp_dir() };
+        let path = dir.join(format!("engram-unit-stm-no-pool-{}.pool", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let (done, wait) = std::sync::mpsc::channel();
+        let p = path.clone();
+        let h = std::thread::spawn(move || {
+            let pool = Pool::create(&p, CreateOptions::new("stm-no-pool").durability(Durability::Process)).unwrap();
+            let a: crate::stm::PTVar<u64> = pool.root("a", || 1).unwrap();
+            pool.atomically(|tx| tx.modify(&a, |x| x + 1)).unwrap();
+            let clock = stm_pool(&pool).unwrap().domain.now();
+            let commits = local(&pool).unwrap().log.lock().commits;
+            let vars = [crate::stm::TVar::new(String::from("x")), crate::stm::TVar::new(String::new())];
+            let got = {
+                let _excl = pool.inner().gate.write();
+                for k in 0..2000 {
+                    crate::stm::atomically(|tx| {
+                        let s = tx.read(&vars[k % 2])?;
+                        tx.write(&vars[(k + 1) % 2], s + "y")
+                    })
+                    .unwrap();
+                }
+                crate::stm::atomically(|tx| tx.or_else(|tx| tx.retry(), |tx| tx.read(&vars[0]))).unwrap()
+            };
+            assert!(got.starts_with('x'), "{got}");
+            assert_eq!(stm_pool(&pool).unwrap().domain.now(), clock, "a volatile transaction moved the pool's clock");
+            assert_eq!(local(&pool).unwrap().log.lock().commits, commits, "a volatile transaction used the pool's redo log");
+            assert_eq!(pool.atomically(|tx| tx.read(&a)).unwrap(), 2);
+            pool.close().unwrap();
+            let _ = done.send(());
+        });
+        if wait.recv_timeout(std::time::Duration::from_secs(120)).is_err() {
+            panic!("volatile transactions blocked (on the pool's gate?) or the body failed");
+        }
+        h.join().unwrap();
+        let _ = std::fs::remove_file(&path);
+    }
 }

@@ -127,6 +127,8 @@ fn run<'p, R, G>(
     let _reset = Reset;
     let mut conflicts = 0u32;
     let mut record = false;
+    // `TVar` reads take counts on their variables (a retry waits on them).
+    let mut keeping = false;
     // The last attempt read or wrote a volatile variable (serial mode then
     // holds the volatile domain's lock too).
     let mut touched_v = false;
@@ -146,9 +148,13 @@ fn run<'p, R, G>(
         let _gate = gate();
         let _excl = serial.then(|| SerialGuard::take(pool, touched_v));
         let c = ctx()?;
-        let tx = STx::begin(c, record_from_start(record || conflicts > 0));
+        let tx = STx::begin(c, record_from_start(record || conflicts > 0), keeping);
         let at_l1 = l1_left > 0 && !serial && tx.ctx.is_none();
         if at_l1 {
+            // Pinned before the hardware transaction starts (a pin writes
+            // this thread's epoch slot and may collect garbage: neither
+            // belongs inside it); the body's TVar reads rely on it.
+            tx.pin();
             // With RTM, an abort anywhere in the attempt returns here again.
             match runtime::backend().begin().and_then(|t| tx.hw_enter(t)) {
                 Ok(()) => {}
@@ -184,10 +190,13 @@ fn run<'p, R, G>(
                 conflicts += 1;
                 backoff(conflicts);
             }
-            Err(StmError::Retry) if tx.unrecorded() => {
-                // Nothing to wait on: run again recording what it reads.
+            Err(StmError::Retry) if tx.unrecorded() || tx.unkept() => {
+                // Nothing to wait on, or TVars read without a count (their
+                // words would not outlive the unpinned wait): run again
+                // recording and keeping what it reads.
                 tx.discard();
                 record = true;
+                keeping = true;
             }
             Err(StmError::Retry) => {
                 tx.discard();

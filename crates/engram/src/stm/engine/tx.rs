@@ -33,11 +33,13 @@ use crate::format::{ObjHeader, OBJ_ARRAY, OBJ_HEADER, OBJ_TAG, OBJ_TAG_MASK};
 use crate::hash::FastMap;
 use crate::ptr::{PArray, PPtr};
 use crate::stm::persist::{CopyCx, Made, Persist};
-use crate::stm::vars::{TVarInner, VarCell};
+use crate::stm::tvar::TVarInner;
+use crate::stm::vars::VarCell;
 use crate::stm::word;
 use crate::Persistent;
+use crossbeam_epoch::Guard;
 use std::any::Any;
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, OnceCell, RefCell};
 use std::mem::{size_of, ManuallyDrop};
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -111,7 +113,8 @@ pub(super) struct Frame {
 #[derive(Default)]
 pub(super) struct State {
     pub(super) reads: Vec<Read>,
-    /// Keeps the volatile TVars read (and so their lock words) alive.
+    /// Keeps the owners of the `TField`s read (and so their lock words)
+    /// alive; `TVar`s only when `keeping` (see `STx::read_tvar`).
     pub(super) keep: Vec<Arc<dyn Any + Send + Sync>>,
     pub(super) writes: Vec<Write>,
     pub(super) index: FastMap<usize, usize>,
@@ -185,6 +188,15 @@ pub struct STx<'p> {
     rec: Cell<bool>,
     /// Some read of this attempt pushed no read-set entry.
     unrec: Cell<bool>,
+    /// `TVar` reads push their variable into `keep` (a retry's wait,
+    /// unpinned, needs the counts: `run.rs` asks for it).
+    keeping: bool,
+    /// Some recorded `TVar` read of this attempt kept no count.
+    unkept: Cell<bool>,
+    /// The attempt's epoch pin (crossbeam-epoch), taken at its first
+    /// volatile read or install ([`STx::pin`]): the `TVar` values and lock
+    /// words it reaches stay allocated until the attempt drops it.
+    guard: OnceCell<Guard>,
 }
 
 impl Drop for STx<'_> {
@@ -201,23 +213,26 @@ impl Drop for STx<'_> {
 /// A volatile cell of any type.
 pub(crate) trait VCell: Send + Sync {
     fn word(&self) -> &AtomicU64;
-    fn install(&self, v: &(dyn Any + Send + Sync));
+    /// Installs the buffered value `v` (an `Arc<T>`); the caller holds the
+    /// word locked and is pinned by `g`.
+    fn install(&self, v: &(dyn Any + Send + Sync), g: &Guard);
 }
 
-impl<T: Send + Sync + 'static> VCell for TVarInner<T> {
+impl<T: Clone + Send + Sync + 'static> VCell for TVarInner<T> {
     fn word(&self) -> &AtomicU64 {
         &self.word
     }
-    fn install(&self, v: &(dyn Any + Send + Sync)) {
+    fn install(&self, v: &(dyn Any + Send + Sync), g: &Guard) {
         if let Some(v) = v.downcast_ref::<Arc<T>>() {
-            *self.value.write() = v.clone();
+            TVarInner::install(self, v, g);
         }
     }
 }
 
 impl<'p> STx<'p> {
-    /// Starts an attempt; `record`: push read-set entries from the start.
-    pub(super) fn begin(ctx: Option<PoolCtx<'p>>, record: bool) -> Self {
+    /// Starts an attempt; `record`: push read-set entries from the start;
+    /// `keeping`: `TVar` reads take a count on their variable (`keep`).
+    pub(super) fn begin(ctx: Option<PoolCtx<'p>>, record: bool, keeping: bool) -> Self {
         let st = SPARE.with(Cell::take).unwrap_or_default();
         let epoch = ctx.as_ref().map_or(0, |c| c.stm().epoch);
         let bounds = ctx.as_ref().map_or((0, 0), |c| {
@@ -241,7 +256,23 @@ impl<'p> STx<'p> {
             by_value,
             rec: Cell::new(rec),
             unrec: Cell::new(false),
+            keeping,
+            unkept: Cell::new(false),
+            guard: OnceCell::new(),
         }
+    }
+
+    /// The attempt's epoch pin, taken on first use (one per attempt, not
+    /// per read; an attempt that touches no `TVar` never takes one).
+    #[inline]
+    pub(crate) fn pin(&self) -> &Guard {
+        self.guard.get_or_init(crossbeam_epoch::pin)
+    }
+
+    /// Whether a recorded `TVar` read of this attempt took no count on its
+    /// variable: a retry must run it again keeping them before it waits.
+    pub(super) fn unkept(&self) -> bool {
+        self.unkept.get()
     }
 
     /// Whether some read of this attempt pushed no read-set entry (see the
@@ -544,6 +575,7 @@ impl<'p> STx<'p> {
 
     /// [`STx::read_versioned`] of a volatile variable (epoch 0, checked
     /// against the volatile domain's snapshot).
+    #[inline]
     pub(super) fn read_versioned_v(&self, word: usize, load: impl FnMut()) -> StmResult<()> {
         self.read_v.set(true);
         let version = self.read_stable_in(word, 0, &self.rv_v, load)?;
@@ -737,18 +769,54 @@ impl<'p> STx<'p> {
 
     // ----- volatile TVars --------------------------------------------------
 
+    /// Reads a `TVar` (`tvar.rs`): its buffered write if any, else the
+    /// seqlock read of its lock word around its value word, then the value
+    /// (inline bits, or cloned from behind the pointer; the attempt is
+    /// pinned). No lock, no count taken, no allocation: the read set keeps
+    /// the bare word, alive while the attempt is pinned.
+    #[inline]
     pub(crate) fn read_tvar<T: Clone + Send + Sync + 'static>(&self, v: &Arc<TVarInner<T>>) -> StmResult<T> {
         if self.by_value {
             return self.read_tvar_arc(v).map(|a| (*a).clone());
         }
-        // The value is cloned under the read lock (no count taken on its Arc).
-        self.read_volatile(&v.word, || (**v.value.read()).clone(), || v.clone())
+        let w = &v.word as *const AtomicU64 as usize;
+        if let Some(x) = self.own_volatile::<T>(w) {
+            return Ok(x);
+        }
+        let g = self.pin();
+        if self.in_hw() {
+            // SAFETY: loaded from `v` inside `value_of`'s closure while `g`
+            // (pinned before the hardware transaction began) is pinned.
+            return self.read_hw(&v.word, || unsafe { v.value_of(v.bits(), g) });
+        }
+        let mut b = 0u64;
+        self.read_versioned_v(w, || b = v.bits())?;
+        if self.keeping {
+            self.st.borrow_mut().keep.push(v.clone());
+        } else if self.rec.get() {
+            self.unkept.set(true);
+        }
+        // SAFETY: `b` was loaded from `v` while `g` is pinned (above).
+        Ok(unsafe { v.value_of(b, g) })
     }
 
-    /// Reads a volatile variable (a `TVar`, or a `TField` inside an
-    /// `Arc`-owned struct): its buffered write if any, else the seqlock
-    /// read of `word` around `load`, with `keep` (something that keeps
-    /// `word` alive) in the read set so validation may dereference it.
+    /// This attempt's buffered write of the volatile word `w`, if any.
+    #[inline]
+    fn own_volatile<T: Clone + 'static>(&self, w: usize) -> Option<T> {
+        let st = self.st.borrow();
+        if st.writes.is_empty() {
+            return None;
+        }
+        match &st.writes[self.find(&st, w)?].kind {
+            Kind::V { value, .. } => value.downcast_ref::<Arc<T>>().map(|a| (**a).clone()),
+            Kind::P { .. } => None,
+        }
+    }
+
+    /// Reads a `TField` inside an `Arc`-owned struct: its buffered write if
+    /// any, else the seqlock read of `word` around `load`, with `keep` (the
+    /// owner, which keeps `word` alive) in the read set so validation may
+    /// dereference it. (`TVar`s take [`STx::read_tvar`]: no count.)
     pub(crate) fn read_volatile<T: Clone + Send + Sync + 'static, K: Any + Send + Sync>(
         &self,
         word: &AtomicU64,
@@ -756,15 +824,8 @@ impl<'p> STx<'p> {
         keep: impl FnOnce() -> Arc<K>,
     ) -> StmResult<T> {
         let w = word as *const AtomicU64 as usize;
-        {
-            let st = self.st.borrow();
-            if let Some(i) = self.find(&st, w) {
-                if let Kind::V { value, .. } = &st.writes[i].kind {
-                    if let Some(a) = value.downcast_ref::<Arc<T>>() {
-                        return Ok((**a).clone());
-                    }
-                }
-            }
+        if let Some(x) = self.own_volatile::<T>(w) {
+            return Ok(x);
         }
         if self.in_hw() {
             return self.read_hw(word, load);

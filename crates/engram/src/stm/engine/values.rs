@@ -4,16 +4,18 @@
 //! version moved). A `Coarse` transaction records what it saw ([`Seen`]);
 //! its commit, under the exclusive coarse lock, compares.
 //!
-//! - A volatile `TVar` holds an `Arc<T>`: the record keeps the very `Arc`
-//!   read, and validation asks whether the variable's current `Arc` is the
-//!   same allocation (`Arc::ptr_eq`), as GHC compares heap-closure
-//!   pointers. A write always installs the `Arc` it was given
-//!   (`STx::write` a fresh one, [`TVar::write_arc`] a shared one).
+//! - A boxed volatile `TVar` (`tvar.rs`) holds an `Arc<T>`: the record
+//!   keeps the very `Arc` read, and validation asks whether the variable's
+//!   current `Arc` is the same allocation (pointer equality), as GHC
+//!   compares heap-closure pointers. A write always installs the `Arc` it
+//!   was given (`STx::write` a fresh one, [`TVar::write_arc`] a shared
+//!   one). An inline `TVar` (a primitive in its value word) is compared by
+//!   its bytes, as a plain pool value is.
 //! - A persistent cell (`PTVar`, `PTField`) holds plain bytes inline: the
 //!   record keeps the bytes read, and validation compares them with the
 //!   cell's bytes now — only for values without pool pointers.
 //!
-//! Invariants. *No ABA for `TVar`s*: the record holds a strong count on the
+//! Invariants. *No ABA for boxed `TVar`s*: the record holds a strong count on the
 //! `Arc` read, so its allocation cannot be freed and reused while the
 //! transaction can still validate; a current `Arc` at the same address is
 //! therefore that allocation, and an `Arc<T>`'s value is never mutated in
@@ -41,10 +43,9 @@ use super::tx::{Kind, Read, STx, State};
 use super::{word_at, StmResult, MAX_VALUE};
 use crate::htm::Htm;
 use crate::stm::runtime;
-use crate::stm::vars::{TVar, TVarInner};
+use crate::stm::tvar::{TVar, TVarInner};
 use crate::stm::word;
 use crate::Persistent;
-use std::cell::RefCell;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -66,14 +67,14 @@ trait SameArc: Send + Sync {
     fn same(&self) -> bool;
 }
 
-struct ArcSeen<T> {
+struct ArcSeen<T: 'static> {
     var: Arc<TVarInner<T>>,
     seen: Arc<T>,
 }
 
-impl<T: Send + Sync> SameArc for ArcSeen<T> {
+impl<T: Clone + Send + Sync + 'static> SameArc for ArcSeen<T> {
     fn same(&self) -> bool {
-        Arc::ptr_eq(&self.var.value.read(), &self.seen)
+        self.var.holds(&self.seen)
     }
 }
 
@@ -121,7 +122,7 @@ impl<T: Clone + Send + Sync + 'static> TVar<T> {
     /// `Coarse` transaction that read the variable when it held `v` still
     /// validates after this commit.
     pub fn write_arc(&self, tx: &STx<'_>, v: Arc<T>) -> StmResult<()> {
-        let cell: Arc<dyn super::tx::VCell> = self.0.clone();
+        let cell: Arc<dyn super::tx::VCell> = Arc::<TVarInner<T>>::clone(&self.0);
         let word = cell.word() as *const AtomicU64 as usize;
         tx.put(word, Kind::V { cell, value: Box::new(v) });
         Ok(())
@@ -144,12 +145,15 @@ impl STx<'_> {
                 }
             }
         }
+        let g = self.pin();
         if self.in_hw() {
-            return self.read_hw(&v.word, || v.value.read().clone());
+            // SAFETY: loaded from `v` while `g` is pinned.
+            return self.read_hw(&v.word, || unsafe { v.arc_of(v.bits(), g) });
         }
-        let out = RefCell::new(None);
-        self.read_versioned_v(w, || *out.borrow_mut() = Some(v.value.read().clone()))?;
-        let a = out.into_inner().ok_or_else(|| crate::error::Error::corrupt("volatile read produced nothing"))?;
+        let mut b = 0u64;
+        self.read_versioned_v(w, || b = v.bits())?;
+        // SAFETY: loaded from `v` while `g` is pinned.
+        let a = unsafe { v.arc_of(b, g) };
         let mut st = self.st.borrow_mut();
         st.keep.push(v.clone());
         if self.by_value {

@@ -1,0 +1,271 @@
+//! The volatile `TVar` on the versioned-lock design (`stm/vars.rs`): its
+//! value is an `Arc` behind the lock word, read without a lock (word,
+//! value, word again) and replaced at commit, the old one released through
+//! crossbeam-epoch.
+//!
+//! - `transfers_keep_the_total_*`: threads move amounts between `TVar`s
+//!   of a non-`Copy` type (a `Vec` whose every element is the balance)
+//!   while readers check, in one transaction each, that the balances sum to
+//!   the total and that every value is whole. A read that skipped the
+//!   re-check of the lock word would see one variable before a transfer
+//!   and another after it (the readers widen the gap between a read's
+//!   word and value loads: `failpoint::stretch_reads`).
+//! - `every_value_is_dropped_exactly_once`: values count their clones and
+//!   drops; once the variables are gone and the epoch has moved on, every
+//!   value made has been dropped once (a leak or a double release fails).
+//!
+//! (That volatile-only transactions touch no pool is a unit test:
+//! `stm/engine/pool_state.rs`, `volatile_transactions_touch_no_pool`.)
+//!
+//! Counts and invariants only, no timing (a watchdog bounds each body).
+
+mod common;
+use engram::stm::{atomically, STx, StmResult, TVar};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+const BOUND: Duration = Duration::from_secs(120);
+const ACCOUNTS: usize = 6;
+const WIDTH: usize = 4;
+const START: u64 = 1000;
+
+/// A balance as a `TVar` holds it: a `Vec` of `WIDTH` equal elements
+/// (boxed behind the lock word) or a bare `u64` (inline in it).
+trait Balance: Clone + Send + Sync + 'static {
+    fn of(x: u64) -> Self;
+    fn get(&self) -> u64;
+}
+
+impl Balance for Vec<u64> {
+    fn of(x: u64) -> Self {
+        vec![x; WIDTH]
+    }
+    fn get(&self) -> u64 {
+        assert!(self.iter().all(|&x| x == self[0]), "a torn value: {self:?}");
+        self[0]
+    }
+}
+
+impl Balance for u64 {
+    fn of(x: u64) -> Self {
+        x
+    }
+    fn get(&self) -> u64 {
+        *self
+    }
+}
+
+fn transfer<B: Balance>(tx: &STx<'_>, a: &TVar<B>, b: &TVar<B>, amount: u64) -> StmResult<()> {
+    let (x, y) = (tx.read(a)?.get(), tx.read(b)?.get());
+    let m = amount.min(x);
+    tx.write(a, B::of(x - m))?;
+    tx.write(b, B::of(y + m))
+}
+
+fn total<B: Balance>(tx: &STx<'_>, vars: &[TVar<B>]) -> StmResult<u64> {
+    let mut s = 0;
+    for v in vars {
+        s += tx.read(v)?.get();
+    }
+    Ok(s)
+}
+
+fn transfers_keep_the_total<B: Balance>(writers: u64, readers: u64, per_writer: u64) {
+    common::bounded("tvar transfers", BOUND, move || {
+        let vars: Arc<Vec<TVar<B>>> = Arc::new((0..ACCOUNTS).map(|_| TVar::new(B::of(START))).collect());
+        let want = START * ACCOUNTS as u64;
+        let stop = AtomicBool::new(false);
+        let audits = AtomicU64::new(0);
+        std::thread::scope(|s| {
+            let mut ws = Vec::new();
+            for t in 0..writers {
+                let vars = vars.clone();
+                ws.push(s.spawn(move || {
+                    let mut x = t.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+                    for _ in 0..per_writer {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        let (i, j) = ((x % ACCOUNTS as u64) as usize, ((x >> 8) % ACCOUNTS as u64) as usize);
+                        if i != j {
+                            atomically(|tx| transfer(tx, &vars[i], &vars[j], x % 50)).unwrap();
+                        }
+                    }
+                }));
+            }
+            for _ in 0..readers {
+                let vars = vars.clone();
+                let (stop, audits) = (&stop, &audits);
+                s.spawn(move || {
+                    // Commits land between a read's word and value loads.
+                    engram::failpoint::stretch_reads(true);
+                    while !stop.load(Ordering::Acquire) {
+                        let got = atomically(|tx| total(tx, &vars)).unwrap();
+                        assert_eq!(got, want, "a transaction saw an inconsistent state");
+                        audits.fetch_add(1, Ordering::Relaxed);
+                    }
+                });
+            }
+            for w in ws {
+                w.join().unwrap();
+            }
+            stop.store(true, Ordering::Release);
+        });
+        assert_eq!(atomically(|tx| total(tx, &vars)).unwrap(), want);
+        assert!(audits.load(Ordering::Relaxed) > 0);
+    });
+}
+
+#[test]
+fn transfers_keep_the_total_two_writers_two_readers() {
+    transfers_keep_the_total::<Vec<u64>>(2, 2, 60_000);
+}
+
+#[test]
+fn transfers_keep_the_total_oversubscribed() {
+    transfers_keep_the_total::<Vec<u64>>(4, 4, 15_000);
+}
+
+#[test]
+fn inline_transfers_keep_the_total() {
+    transfers_keep_the_total::<u64>(2, 2, 60_000);
+}
+
+static MADE: AtomicU64 = AtomicU64::new(0);
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+
+/// A value that counts its copies and drops.
+struct Counted(Vec<u64>);
+
+impl Counted {
+    fn new(x: u64) -> Counted {
+        MADE.fetch_add(1, Ordering::SeqCst);
+        Counted(vec![x; WIDTH])
+    }
+}
+
+impl Clone for Counted {
+    fn clone(&self) -> Counted {
+        MADE.fetch_add(1, Ordering::SeqCst);
+        Counted(self.0.clone())
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        let d = DROPPED.fetch_add(1, Ordering::SeqCst) + 1;
+        assert!(d <= MADE.load(Ordering::SeqCst), "more drops than values made: a value was released twice");
+    }
+}
+
+#[test]
+fn every_value_is_dropped_exactly_once() {
+    common::bounded("tvar reclamation", BOUND, || {
+        {
+            let vars: Arc<Vec<TVar<Counted>>> = Arc::new((0..ACCOUNTS).map(|_| TVar::new(Counted::new(START))).collect());
+            std::thread::scope(|s| {
+                for t in 0..3u64 {
+                    let vars = vars.clone();
+                    s.spawn(move || {
+                        for k in 0..3000u64 {
+                            let (i, j) = (((t + k) % ACCOUNTS as u64) as usize, ((t + 2 * k + 1) % ACCOUNTS as u64) as usize);
+                            atomically(|tx| {
+                                let (a, b) = (tx.read(&vars[i])?, tx.read(&vars[j])?);
+                                if k % 3 == 0 {
+                                    // or_else: the first branch's writes are dropped unused.
+                                    return tx.or_else(
+                                        |tx| tx.write(&vars[i], Counted::new(1)).and_then(|_| tx.retry()),
+                                        |tx| tx.write(&vars[j], a.clone()),
+                                    );
+                                }
+                                tx.write(&vars[i], b)?;
+                                tx.write(&vars[j], a)
+                            })
+                            .unwrap();
+                            let _ = vars[i].load();
+                        }
+                    });
+                }
+            });
+        }
+        // The variables are gone; values they replaced wait for the epoch.
+        let mut rounds = 0u64;
+        while DROPPED.load(Ordering::SeqCst) < MADE.load(Ordering::SeqCst) && rounds < 200_000 {
+            crossbeam_epoch::pin().flush();
+            rounds += 1;
+            if rounds % 64 == 0 {
+                std::thread::yield_now();
+            }
+        }
+        assert_eq!(DROPPED.load(Ordering::SeqCst), MADE.load(Ordering::SeqCst), "values made and dropped (after {rounds} flushes)");
+    });
+}
+
+static GONE: AtomicU64 = AtomicU64::new(0);
+
+/// A value that counts the drops of the original (not of its clones,
+/// which reads hand out) in `GONE`.
+struct Witness {
+    original: bool,
+}
+
+impl Clone for Witness {
+    fn clone(&self) -> Witness {
+        Witness { original: false }
+    }
+}
+
+impl Drop for Witness {
+    fn drop(&mut self) {
+        if self.original {
+            GONE.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// A transaction reads a variable, lets go of its own handle, and another
+/// thread drops the last one: the variable (its lock word, which the read
+/// set still names, and its value) must outlive the attempt, so its value
+/// is not dropped while the body runs, and the commit validates the read.
+/// Once the attempt is over and the epoch moves on, it is dropped (once).
+#[test]
+fn a_variable_outlives_the_attempts_that_read_it() {
+    common::bounded("tvar lifetime", BOUND, || {
+        let x = TVar::new(Witness { original: true });
+        let other = x.clone();
+        let y = TVar::new(0u64);
+        let (to_b, at_b) = std::sync::mpsc::channel::<TVar<Witness>>();
+        let (done_b, b_done) = std::sync::mpsc::channel::<()>();
+        let b = std::thread::spawn(move || {
+            let last = at_b.recv().unwrap();
+            drop(last);
+            done_b.send(()).unwrap();
+        });
+        let mut mine = Some(x);
+        let mut theirs = Some(other);
+        let mut runs = 0;
+        atomically(|tx| {
+            runs += 1;
+            if let Some(x) = mine.take() {
+                tx.read(&x)?;
+                drop(x);
+                to_b.send(theirs.take().unwrap()).unwrap();
+                b_done.recv().unwrap();
+                assert_eq!(GONE.load(Ordering::SeqCst), 0, "the variable was freed under an attempt that read it");
+            }
+            tx.write(&y, 1)
+        })
+        .unwrap();
+        b.join().unwrap();
+        // (A commit may fail and run the body again, which then only
+        // writes: the check above ran in the attempt that read `x`.)
+        assert!(runs >= 1);
+        let mut rounds = 0u64;
+        while GONE.load(Ordering::SeqCst) == 0 && rounds < 200_000 {
+            crossbeam_epoch::pin().flush();
+            rounds += 1;
+        }
+        assert_eq!(GONE.load(Ordering::SeqCst), 1, "the variable's value was not dropped exactly once");
+    });
+}
