@@ -504,8 +504,10 @@ impl Pool {
         if self.inner.closed.load(std::sync::atomic::Ordering::Acquire) {
             return Err(Error::Busy { what: "pool is closed" }.into());
         }
-        let tx = Tx::begin(&self.inner)?;
+        // `end` before `tx`: every way out drops the Tx (its locks, slot and
+        // gate) before the region ends for the persister.
         let end = RegionEnd::begin(&self.inner.space.persist);
+        let tx = Tx::begin(&self.inner)?;
         ACTIVE.with(|a| a.borrow_mut().push((id, &tx as *const Tx<'_> as *const ())));
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&tx)));
         ACTIVE.with(|a| a.borrow_mut().retain(|(h, _)| *h != id));
@@ -513,8 +515,9 @@ impl Pool {
             Ok(Ok(v)) if !tx.is_doomed() => match tx.check_pointers_at_commit() {
                 Ok(()) => {
                     self.crash_guard(|| tx.commit())?;
-                    // The region's locks are released: wait (in wal mode)
+                    // Release the region's locks, then wait (in wal mode)
                     // until its recordings are durable.
+                    drop(tx);
                     end.commit()?;
                     Ok(v)
                 }

@@ -112,7 +112,8 @@ impl Region {
             return Err(Error::Aborted);
         }
         let r = self.pool.crash_guard(|| tx.commit());
-        // The Tx (and its locks) is gone: wait, in wal mode, until durable.
+        // Drop the Tx (and its locks), then wait, in wal mode, until durable.
+        drop(tx);
         persist.region_end(r.is_ok())?;
         r
     }

@@ -147,20 +147,32 @@ impl RegionSets {
     /// one big region does not tax every small one after it.
     /// The magazine's unused slots must be back in the cache.
     fn recycle(&mut self, base: u64) {
+        // Nothing logged or marked (a read-only or empty region): the
+        // bitmaps are already empty (only `log_new_range` and `mark_fresh`
+        // mark `words`, only a pushed free marks `freed`).
+        if !self.logged.is_empty() || self.marked != (0, 0) {
+            self.clear_words(base);
+        }
+        if !self.frees.is_empty() {
+            self.freed.clear_words(self.frees.iter().map(|&f| unpack_free(f).0));
+        }
+        self.marked = (0, 0);
+        self.logged.clear();
+        self.mag.reset();
+        self.large.clear();
+        self.dirty.clear();
+        self.frees.clear();
+        self.frees_large.clear();
+        self.locks.clear();
+    }
+
+    /// Unmarks in `words` what the region logged and the new objects it marked.
+    fn clear_words(&mut self, base: u64) {
         let logged = self.logged.iter().map(|&(off, len)| (off, len as u64));
         let (small, large) = self.marked;
         let marked = self.mag.handed_out().take(small).map(|(c, hdr)| fresh_small(base, c, hdr));
         let marked_large = self.large[..large].iter().map(|&(off, len, _)| (off, len));
         self.words.clear(logged.chain(marked.map(|(off, len, _)| (off, len))).chain(marked_large));
-        self.marked = (0, 0);
-        self.logged.clear();
-        self.mag.reset();
-        self.large.clear();
-        self.freed.clear_words(self.frees.iter().map(|&f| unpack_free(f).0));
-        self.dirty.clear();
-        self.frees.clear();
-        self.frees_large.clear();
-        self.locks.clear();
     }
 }
 
@@ -349,10 +361,16 @@ impl<'p> Tx<'p> {
     /// Checked mode, at commit: the pointer fields of every object this
     /// region allocated or logged (what raw-pointer stores may have changed),
     /// except objects it frees.
+    #[inline]
     pub(crate) fn check_pointers_at_commit(&self) -> Result<()> {
         if !self.pool.check_pointers {
             return Ok(());
         }
+        self.check_pointers_now()
+    }
+
+    /// [`Tx::check_pointers_at_commit`] in checked mode.
+    fn check_pointers_now(&self) -> Result<()> {
         let space = &self.pool.space;
         let st = self.st.borrow();
         let freed = |v: u64| st.sets.is_freed(self.pool.space.base(), v);
@@ -802,8 +820,11 @@ impl<'p> Tx<'p> {
 
     // ----- end of region ----------------------------------------------------
 
-    /// Makes the region durable (steps 1-4 of the module docs).
-    pub(crate) fn commit(self) -> Result<()> {
+    /// Makes the region durable (steps 1-4 of the module docs). By
+    /// reference, like [`Tx::rollback`]: the caller drops the `Tx` (its
+    /// locks, log slot and gate) afterwards, so the ~500-byte `Tx` is not
+    /// moved into the call (a `memcpy` per region).
+    pub(crate) fn commit(&self) -> Result<()> {
         let space = &self.pool.space;
         {
             let st = self.st.borrow();
@@ -897,8 +918,8 @@ impl<'p> Tx<'p> {
         st.log.commit_lazily(space)
     }
 
-    /// Undoes the region.
-    pub(crate) fn rollback(self) -> Result<()> {
+    /// Undoes the region (the caller then drops the `Tx`).
+    pub(crate) fn rollback(&self) -> Result<()> {
         let space = &self.pool.space;
         let (slot, entries) = {
             let st = self.st.borrow();
