@@ -130,8 +130,7 @@ impl Region {
     fn take(&mut self) -> Box<Tx<'static>> {
         self.ended = true;
         let id = self.pool.inner.heap.id;
-        // try_with: a region may end while its thread's locals are torn down.
-        let _ = ACTIVE.try_with(|a| a.borrow_mut().retain(|(h, _)| *h != id));
+        super::unregister_active(id);
         // SAFETY: `ended` is now set, so neither `take` nor `Drop` touches
         // the ManuallyDrop again; the Tx is dropped by the caller while
         // `self.pool` is still alive.

@@ -169,6 +169,12 @@ impl RegionSets {
     /// Unmarks in `words` what the region logged and the new objects it marked.
     fn clear_words(&mut self, base: u64) {
         let logged = self.logged.iter().map(|&(off, len)| (off, len as u64));
+        if self.marked == (0, 0) {
+            // Only logged ranges (n-body, sps, most updates): one plain
+            // iterator instead of a chain of three.
+            self.words.clear(logged);
+            return;
+        }
         let (small, large) = self.marked;
         let marked = self.mag.handed_out().take(small).map(|(c, hdr)| fresh_small(base, c, hdr));
         let marked_large = self.large[..large].iter().map(|&(off, len, _)| (off, len));
