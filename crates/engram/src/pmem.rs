@@ -389,10 +389,10 @@ impl Persister {
         if crate::failpoint::fence_dropped(what) {
             return Ok(());
         }
-        // Process mode orders nothing, and without the record path
-        // (`commits_by_record`) no bump is ever pending there: no call on a
-        // region's path.
-        if self.mode == Durability::Process && !self.by_record {
+        // Process mode orders nothing; unless a bump was ever listed (the
+        // record path, `commits_by_record`), there is nothing to retire
+        // either: exactly what the full path would do, without its call.
+        if self.mode == Durability::Process && !self.bumps.any() {
             return Ok(());
         }
         self.fence_and_bumps(what)
