@@ -971,3 +971,33 @@ impl Drop for Tx<'_> {
         let _ = SPARE_SETS.try_with(|s| s.set(Some(sets)));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{CreateOptions, Durability, Error, Pool};
+
+    /// The thread's next region starts with no "already logged" bit set,
+    /// whatever the last one did (logged and committed, nothing, or rolled
+    /// back; `RegionSets::recycle` skips the bitmaps only when nothing was
+    /// marked): a stale bit would let a store skip its undo entry, and a
+    /// rollback would then keep the store.
+    #[test]
+    fn a_later_region_logs_again_what_an_earlier_one_logged() {
+        let path = std::env::temp_dir().join(format!("engram-tx-relog-{}.pool", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let pool = Pool::create(&path, CreateOptions::new("tx").durability(Durability::Process)).unwrap();
+        let p = pool.txn(|tx| tx.alloc(1u64)).unwrap();
+        pool.txn(|tx| tx.write(p, 2)).unwrap();
+        for v in 3..6u64 {
+            pool.txn(|_| Ok::<_, Error>(())).unwrap();
+            let r = pool.txn(|tx| {
+                tx.write(p, v)?;
+                Err::<(), _>(Error::Aborted)
+            });
+            assert!(matches!(r, Err(Error::Aborted)));
+            assert_eq!(pool.txn(|tx| tx.read(p)).unwrap(), 2, "a rolled-back store survived");
+        }
+        pool.close().unwrap();
+        let _ = std::fs::remove_file(&path);
+    }
+}
