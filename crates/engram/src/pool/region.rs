@@ -107,6 +107,7 @@ impl Region {
         let persist = &self.pool.inner.space.persist;
         if tx.is_doomed() {
             let r = self.pool.crash_guard(|| tx.rollback());
+            drop(tx);
             persist.region_end(false)?;
             r?;
             return Err(Error::Aborted);
@@ -122,11 +123,14 @@ impl Region {
     pub fn abort(mut self) -> Result<()> {
         let tx = self.take();
         let r = self.pool.crash_guard(|| tx.rollback());
+        drop(tx);
         self.pool.inner.space.persist.region_end(false)?;
         r
     }
 
-    /// Unregisters the region and hands out its Tx (once).
+    /// Unregisters the region and hands out its Tx (once). Every caller
+    /// drops the Tx (its locks, slot and gate) before the region ends for
+    /// the persister, as `Tx::commit(self)` and `rollback(self)` did.
     fn take(&mut self) -> Box<Tx<'static>> {
         self.ended = true;
         let id = self.pool.inner.heap.id;
@@ -143,6 +147,7 @@ impl Drop for Region {
         if !self.ended {
             let tx = self.take();
             let _ = tx.rollback();
+            drop(tx);
             let _ = self.pool.inner.space.persist.region_end(false);
         }
     }
