@@ -329,10 +329,21 @@ impl Persister {
     /// (the write-back instructions fault on an unmapped address, and
     /// `msync` would act on whatever is mapped there), and in `Trace` mode
     /// inside the traced pool.
+    #[inline]
     pub unsafe fn flush(&self, addr: *const u8, len: usize) {
-        if len == 0 {
+        // Process mode writes nothing back: no call on a region's path.
+        if len == 0 || self.mode == Durability::Process {
             return;
         }
+        // SAFETY: the caller's contract is flush's.
+        unsafe { self.flush_by_mode(addr, len) }
+    }
+
+    /// [`Persister::flush`] of a non-empty range in a mode that writes back.
+    ///
+    /// # Safety
+    /// As for [`Persister::flush`].
+    unsafe fn flush_by_mode(&self, addr: *const u8, len: usize) {
         match self.mode {
             Durability::Pmem => self.flush_lines(addr as usize, len),
             Durability::Msync => {
@@ -373,10 +384,22 @@ impl Persister {
 
     /// Orders and completes every earlier flush of this thread. `what` names
     /// the protocol step this fence orders (for tracing and review).
+    #[inline]
     pub fn fence(&self, what: &'static str) -> Result<()> {
         if crate::failpoint::fence_dropped(what) {
             return Ok(());
         }
+        // Process mode orders nothing; unless a bump was ever listed (the
+        // record path, `commits_by_record`), there is nothing to retire
+        // either: exactly what the full path would do, without its call.
+        if self.mode == Durability::Process && !self.bumps.any() {
+            return Ok(());
+        }
+        self.fence_and_bumps(what)
+    }
+
+    /// [`Persister::fence`] once its fault switch is checked.
+    fn fence_and_bumps(&self, what: &'static str) -> Result<()> {
         // The 2-fence commit's deferred bumps ride on every fence (`bumps.rs`).
         // SAFETY: a pending word is a log slot's generation word, inside the
         // pool's metadata, which stays mapped while the pool is open.
@@ -425,6 +448,7 @@ impl Persister {
 impl Persister {
     /// Marks the start of a failure-atomic region on this thread: in `Wal`
     /// mode its fences only record until [`Persister::region_end`].
+    #[inline]
     pub fn region_begin(&self) {
         if self.mode == Durability::Wal {
             IN_REGION.with(|r| r.borrow_mut().push(self.id.0));
@@ -433,10 +457,16 @@ impl Persister {
 
     /// Ends the region [`Persister::region_begin`] started. With `durable`
     /// (a commit), returns once everything the thread recorded is durable.
+    #[inline]
     pub fn region_end(&self, durable: bool) -> Result<()> {
         if self.mode != Durability::Wal {
             return Ok(());
         }
+        self.wal_region_end(durable)
+    }
+
+    /// [`Persister::region_end`] in `Wal` mode.
+    fn wal_region_end(&self, durable: bool) -> Result<()> {
         let id = self.id.0;
         let _ = IN_REGION.try_with(|r| {
             let mut r = r.borrow_mut();

@@ -381,6 +381,21 @@ thread_local! {
     static ACTIVE: RefCell<Vec<(u64, *const ())>> = const { RefCell::new(Vec::new()) };
 }
 
+/// Removes pool `id`'s region from this thread's `ACTIVE` list (there is
+/// at most one: a nested `txn` joins it, a second `begin` is refused); it
+/// is usually the last entry, so this is a pop, not a pass over the list.
+fn unregister_active(id: u64) {
+    // try_with: a region may end while its thread's locals are torn down.
+    let _ = ACTIVE.try_with(|a| {
+        let mut a = a.borrow_mut();
+        if a.last().is_some_and(|&(h, _)| h == id) {
+            a.pop();
+        } else if let Some(i) = a.iter().position(|&(h, _)| h == id) {
+            a.remove(i);
+        }
+    });
+}
+
 /// Ends a region for the persister (`Persister::region_end`): `commit`
 /// waits until the region is durable; dropping it (rollback, error, panic,
 /// simulated crash) does not wait.
@@ -530,17 +545,20 @@ impl Pool {
         if self.inner.closed.load(std::sync::atomic::Ordering::Acquire) {
             return Err(Error::Busy { what: "pool is closed" }.into());
         }
-        let tx = Tx::begin(&self.inner)?;
+        // `end` before `tx`: every way out drops the Tx (its locks, slot and
+        // gate) before the region ends for the persister.
         let end = RegionEnd::begin(&self.inner.space.persist);
+        let tx = Tx::begin(&self.inner)?;
         ACTIVE.with(|a| a.borrow_mut().push((id, &tx as *const Tx<'_> as *const ())));
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&tx)));
-        ACTIVE.with(|a| a.borrow_mut().retain(|(h, _)| *h != id));
+        unregister_active(id);
         match result {
             Ok(Ok(v)) if !tx.is_doomed() => match tx.check_pointers_at_commit() {
                 Ok(()) => {
                     self.crash_guard(|| tx.commit())?;
-                    // The region's locks are released: wait (in wal mode)
+                    // Release the region's locks, then wait (in wal mode)
                     // until its recordings are durable.
+                    drop(tx);
                     end.commit()?;
                     Ok(v)
                 }

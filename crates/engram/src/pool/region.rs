@@ -107,12 +107,14 @@ impl Region {
         let persist = &self.pool.inner.space.persist;
         if tx.is_doomed() {
             let r = self.pool.crash_guard(|| tx.rollback());
+            drop(tx);
             persist.region_end(false)?;
             r?;
             return Err(Error::Aborted);
         }
         let r = self.pool.crash_guard(|| tx.commit());
-        // The Tx (and its locks) is gone: wait, in wal mode, until durable.
+        // Drop the Tx (and its locks), then wait, in wal mode, until durable.
+        drop(tx);
         persist.region_end(r.is_ok())?;
         r
     }
@@ -121,16 +123,18 @@ impl Region {
     pub fn abort(mut self) -> Result<()> {
         let tx = self.take();
         let r = self.pool.crash_guard(|| tx.rollback());
+        drop(tx);
         self.pool.inner.space.persist.region_end(false)?;
         r
     }
 
-    /// Unregisters the region and hands out its Tx (once).
+    /// Unregisters the region and hands out its Tx (once). Every caller
+    /// drops the Tx (its locks, slot and gate) before the region ends for
+    /// the persister, as `Tx::commit(self)` and `rollback(self)` did.
     fn take(&mut self) -> Box<Tx<'static>> {
         self.ended = true;
         let id = self.pool.inner.heap.id;
-        // try_with: a region may end while its thread's locals are torn down.
-        let _ = ACTIVE.try_with(|a| a.borrow_mut().retain(|(h, _)| *h != id));
+        super::unregister_active(id);
         // SAFETY: `ended` is now set, so neither `take` nor `Drop` touches
         // the ManuallyDrop again; the Tx is dropped by the caller while
         // `self.pool` is still alive.
@@ -143,6 +147,7 @@ impl Drop for Region {
         if !self.ended {
             let tx = self.take();
             let _ = tx.rollback();
+            drop(tx);
             let _ = self.pool.inner.space.persist.region_end(false);
         }
     }

@@ -17,8 +17,9 @@
 //! would refuse. Large and huge objects are never cached (a concurrent
 //! region may free them).
 //!
-//! Volatile and per region: nothing here outlives the region; no crash
-//! behaviour.
+//! Volatile and per region: nothing learned outlives the region (the
+//! entries' memory is kept per thread and emptied when the next region
+//! takes it); no crash behaviour.
 
 use crate::alloc::classes::{reciprocal, slot_size, slots_per_span};
 use crate::alloc::Loc;
@@ -44,11 +45,33 @@ struct Way {
     class: u32,
 }
 
+/// The cache's entries.
+type Ways = [Cell<Way>; WAYS as usize];
+
+thread_local! {
+    /// The entries of this thread's last region's cache, emptied and reused
+    /// by its next region: a region then allocates nothing for its cache,
+    /// and the `Tx` holds a pointer instead of ~200 bytes that `Pool::txn`
+    /// copied with `memcpy` (twice per region).
+    static SPARE_WAYS: Cell<Option<Box<Ways>>> = const { Cell::new(None) };
+}
+
 /// Spans of small objects the running region has seen, with their class.
 pub(super) struct SpanCache {
     /// Absolute address of the heap (pool base + `HEAP_OFF`).
     heap: u64,
-    ways: [Cell<Way>; WAYS as usize],
+    /// Given back to the thread's spare by `Drop` (hence `ManuallyDrop`).
+    ways: std::mem::ManuallyDrop<Box<Ways>>,
+}
+
+impl Drop for SpanCache {
+    fn drop(&mut self) {
+        // SAFETY: `ways` is taken once, here, and not used again (`drop`
+        // runs once; a `ManuallyDrop` field is not dropped after it).
+        let ways = unsafe { std::mem::ManuallyDrop::take(&mut self.ways) };
+        // try_with: a region may end while its thread's locals are torn down.
+        let _ = SPARE_WAYS.try_with(|s| s.set(Some(ways)));
+    }
 }
 
 /// Where an address falls in a cached span: span `g`, its way, the offset
@@ -63,8 +86,19 @@ struct Hit {
 
 impl SpanCache {
     /// An empty cache for the pool mapped at `base`.
+    #[inline]
     pub fn new(base: u64) -> Self {
-        SpanCache { heap: base.wrapping_add(HEAP_OFF), ways: Default::default() }
+        let ways = match SPARE_WAYS.try_with(Cell::take).ok().flatten() {
+            Some(ways) => {
+                // Nothing the previous region learned survives it.
+                for w in ways.iter() {
+                    w.set(Way::default());
+                }
+                ways
+            }
+            None => Box::default(),
+        };
+        SpanCache { heap: base.wrapping_add(HEAP_OFF), ways: std::mem::ManuallyDrop::new(ways) }
     }
 
     /// The cached span holding `addr` and the slot of it `addr` falls in,
@@ -154,6 +188,22 @@ mod tests {
     use super::*;
     use crate::alloc::span_off;
     use crate::format::SPANS_PER_ARENA;
+
+    #[test]
+    fn the_next_region_reuses_the_entries_but_learned_nothing() {
+        let base = 1 << 40;
+        let g = SPANS_PER_ARENA + 3;
+        let p = base + span_off(g) + OBJ_HEADER;
+        let c = SpanCache::new(base);
+        c.learn(Loc::Small { span: g, class: 1, index: 0 });
+        assert!(c.at(p).is_some());
+        let entries = &**c.ways as *const Ways;
+        drop(c);
+        let c = SpanCache::new(base);
+        assert_eq!(&**c.ways as *const Ways, entries, "the thread's spare entries are reused");
+        assert_eq!(c.at(p), None, "a span learned by the previous region is still cached");
+        assert!(!c.holds(p, 8));
+    }
 
     #[test]
     fn answers_only_for_learned_spans_and_like_the_tables() {
