@@ -389,13 +389,19 @@ pub(crate) fn undo_slot(space: &Space, slot: u32, translate: &dyn Fn(u64) -> u64
 
 /// [`undo_slot`] for a pool of the given layout (`halves`: format 3). A log
 /// that ends in a valid commit record whose checksum matches the current
-/// bytes of its ranges belongs to a committed region (step 3'): only its
-/// generation is bumped, and 0 is returned.
+/// bytes of its ranges belongs to a committed region (step 3'): nothing is
+/// undone, the generation moves on by two, and 0 is returned. Two, not one:
+/// the lost bump means the slot's next region may have written entries of
+/// generation `g + 1` into the other half before its first fence (the one
+/// that would have made the bump durable) completed; under `g + 1` those
+/// would be live, and a later crash would undo them over data committed
+/// since. Under `g + 2` they are stale, as are the committed region's.
 pub(crate) fn undo_slot_of(space: &Space, slot: u32, translate: &dyn Fn(u64) -> u64, halves: bool) -> Result<u64> {
     let (entries, record) = scan(space, slot, translate, halves)?;
     if let Some(sum) = record {
         if !entries.is_empty() && committed(space, &entries, sum)? {
-            invalidate(space, slot)?;
+            let gen = slot_gen(space, slot)?;
+            space.write_persist(slot_off(slot), &log_gen_word(gen + 2), "log generation bump: the region is committed")?;
             return Ok(0);
         }
     }
@@ -631,6 +637,14 @@ mod tests {
             space.write(slot_off(6), &log_gen_word(gen)).unwrap();
             assert_eq!(undo_slot(space, 6, &|v| v).unwrap(), 0);
             assert_eq!(space.read::<u64>(off + 128).unwrap(), round * 10 + 3);
+            // and the next region's entries, whose fence never completed,
+            // are not live under the recovered generation either: a later
+            // crash would undo them over data committed since
+            assert!(
+                live_entries(space, 6, &|v| v).unwrap().is_empty(),
+                "round {round}: recovery left generation {}'s entries live",
+                gen + 1
+            );
         }
     }
 
