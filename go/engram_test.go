@@ -171,6 +171,36 @@ func TestRecentLogsStillUndo(t *testing.T) {
 	}
 }
 
+// rollbackThenCommit runs write (which stores base+i into node i) in a
+// region that then fails: every node of buildList's list must hold its
+// old value (40-i) after the rollback; then in one that commits: every
+// node holds 2000+i.
+func rollbackThenCommit(t *testing.T, p *Pool, nodes []*node, write func(tx *Tx, base uint64) error) {
+	t.Helper()
+	boom := errors.New("boom")
+	if err := p.Txn(func(tx *Tx) error {
+		if err := write(tx, 1000); err != nil {
+			return err
+		}
+		return boom
+	}); !errors.Is(err, boom) {
+		t.Fatal(err)
+	}
+	for i, n := range nodes {
+		if n.Value != uint64(40-i) {
+			t.Fatalf("node %d holds %d after the rollback", i, n.Value)
+		}
+	}
+	if err := p.Txn(func(tx *Tx) error { return write(tx, 2000) }); err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range nodes {
+		if n.Value != uint64(2000+i) {
+			t.Fatalf("node %d holds %d after the commit", i, n.Value)
+		}
+	}
+}
+
 // A LogBatch logs its ranges with one engine call: more ranges than one
 // call takes (logBatchMax) and than the Tx remembers, a field and its
 // whole node, a range logged twice; a rollback restores every byte, a
@@ -199,28 +229,7 @@ func TestLogBatch(t *testing.T) {
 		}
 		return nil
 	}
-	boom := errors.New("boom")
-	if err := p.Txn(func(tx *Tx) error {
-		if err := write(tx, 1000); err != nil {
-			return err
-		}
-		return boom
-	}); !errors.Is(err, boom) {
-		t.Fatal(err)
-	}
-	for i, n := range nodes {
-		if n.Value != uint64(40-i) {
-			t.Fatalf("node %d holds %d after the rollback", i, n.Value)
-		}
-	}
-	if err := p.Txn(func(tx *Tx) error { return write(tx, 2000) }); err != nil {
-		t.Fatal(err)
-	}
-	for i, n := range nodes {
-		if n.Value != uint64(2000+i) {
-			t.Fatalf("node %d holds %d after the commit", i, n.Value)
-		}
-	}
+	rollbackThenCommit(t, p, nodes, write)
 	var x uint64
 	if err := p.Txn(func(tx *Tx) error {
 		var b LogBatch
@@ -260,28 +269,7 @@ func TestLogRanges(t *testing.T) {
 		}
 		return nil
 	}
-	boom := errors.New("boom")
-	if err := p.Txn(func(tx *Tx) error {
-		if err := write(tx, 1000); err != nil {
-			return err
-		}
-		return boom
-	}); !errors.Is(err, boom) {
-		t.Fatal(err)
-	}
-	for i, n := range nodes {
-		if n.Value != uint64(40-i) {
-			t.Fatalf("node %d holds %d after the rollback", i, n.Value)
-		}
-	}
-	if err := p.Txn(func(tx *Tx) error { return write(tx, 2000) }); err != nil {
-		t.Fatal(err)
-	}
-	for i, n := range nodes {
-		if n.Value != uint64(2000+i) {
-			t.Fatalf("node %d holds %d after the commit", i, n.Value)
-		}
-	}
+	rollbackThenCommit(t, p, nodes, write)
 	var x uint64
 	err := p.Txn(func(tx *Tx) error {
 		if err := tx.LogRanges(pairs[:3]); !errors.Is(err, ErrInvalidArgument) {
