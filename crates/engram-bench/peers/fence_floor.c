@@ -22,6 +22,12 @@
  *             for no write-back: the commit fence already drained them)
  *   data-only  the data lines written back and one fence, nothing logged (the
  *             floor of any protocol that makes a region's data durable at all)
+ *   redo       a redo record (header, the 280 new bytes, a commit word; two
+ *             alternating records) written back, ONE fence, then the data
+ *             stored in place and written back unfenced (the next region's
+ *             fence covers it): the floor of a one-fence redo-logged region
+ *   redo-lazy  the same, but the in-place lines are written back and fenced
+ *             only every 200 regions (a checkpoint of a 64 KiB log ring)
  * Prints ns per region of process CPU time. The mapping is a file on tmpfs
  * (pmem emulation), as in the pmem setup of engram-bench.
  *
@@ -49,7 +55,7 @@ static double cpu_now(void) {
   return t.tv_sec + t.tv_nsec * 1e-9;
 }
 static const char *NAMES[] = {"3-fence", "2-fence", "3-fence+lock", "2-fence+lock", "entry-only", "no-persist",
-                              "2-fence-late", "data-only", "2-fence-late+lock"};
+                              "2-fence-late", "data-only", "2-fence-late+lock", "redo", "redo-lazy"};
 
 int main(int argc, char **argv) {
   unsigned a, b, c, d;
@@ -70,9 +76,20 @@ int main(int argc, char **argv) {
   char *data = m + 4096 + 16, *log = m + 65536 + 64;
   uint64_t *gen = (uint64_t *)(m + 65536), *bits = (uint64_t *)(m + 200000);
   for (int r = 0; r < rounds; r++)
-    for (int mode = 0; mode < 9; mode++) {
+    for (int mode = 0; mode < 11; mode++) {
       double t0 = cpu_now();
       for (long i = 0; i < n; i++) {
+        if (mode == 9 || mode == 10) {
+          char *rec = log + (i & 1) * 512;
+          for (int k = 0; k < 280; k += 8) *(uint64_t *)(rec + 24 + k) = *(uint64_t *)(data + k) + 1;
+          *(uint64_t *)rec = i;
+          *(uint64_t *)(rec + 304) = i;
+          wb(rec, 312); _mm_sfence();
+          for (int k = 0; k < 280; k += 8) *(uint64_t *)(data + k) += 1;
+          if (mode == 9) wb(data, 280);
+          else if (i % 200 == 199) { wb(data, 280); _mm_sfence(); }
+          continue;
+        }
         if (mode == 7) {
           for (int k = 0; k < 280; k += 8) *(uint64_t *)(data + k) += 1;
           wb(data, 280); _mm_sfence();
