@@ -49,7 +49,7 @@ fn quick_stm_run_covers_every_structure_and_implementation() {
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert!(run.status.success(), "engram-bench stm --quick failed ({}):\n{stdout}\n{}", run.status, String::from_utf8_lossy(&run.stderr));
     assert!(stdout.starts_with("engram-bench stm configuration"), "configuration printed first:\n{stdout}");
-    assert!(stdout.contains("agreement check: 11 of 11 implementations"), "{stdout}");
+    assert!(stdout.contains("agreement check: 13 of 13 implementations"), "{stdout}");
 
     let csv = std::fs::read_to_string(out.0.join("stm.csv")).expect("stm.csv");
     let mut lines = csv.lines();
@@ -79,7 +79,13 @@ fn quick_stm_run_covers_every_structure_and_implementation() {
         }
     }
     for t in ["1", "2"] {
-        expected.extend([("rbtree", "tvar", t), ("rbtree", "pmdk", t), ("hashtable", "pmdk", t)]);
+        expected.extend([
+            ("rbtree", "tvar", t),
+            ("treap", "tvar", t),
+            ("hamt", "tvar", t),
+            ("rbtree", "pmdk", t),
+            ("hashtable", "pmdk", t),
+        ]);
     }
     for (s, i, t) in expected {
         assert!(seen.contains(&(s.into(), i.into(), t.into())), "no row for {s} {i} {t}; rows: {seen:?}");
