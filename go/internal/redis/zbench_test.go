@@ -113,9 +113,18 @@ func runRegions(b *testing.B, s *Server, op func(tx *engram.Tx, r *rand.Rand) er
 
 func member(i int) []byte { return []byte(fmt.Sprintf("element:%012d", i)) }
 
-// BenchmarkZAddMove: ZADD of an existing member with a new random score
-// on a 100,000-member skiplist.
-func BenchmarkZAddMove(b *testing.B) {
+// members is member(0) .. member(n-1).
+func members(n int) [][]byte {
+	ms := make([][]byte, n)
+	for i := range ms {
+		ms[i] = member(i)
+	}
+	return ms
+}
+
+// bigZSet starts a server whose key "z" is a skiplist of 100,000 members
+// (member(i), random scores) and returns them.
+func bigZSet(b *testing.B) (*Server, *pColl, [][]byte) {
 	s, c := startBench(b)
 	z := benchColl(b, s, "z", 100000, func(tx *engram.Tx, z *pColl, i int) error {
 		_, err := z.zadd(tx, member(i), float64(rand.IntN(100000)))
@@ -128,10 +137,13 @@ func BenchmarkZAddMove(b *testing.B) {
 		}
 		return nil
 	})
-	ms := make([][]byte, 100000)
-	for i := range ms {
-		ms[i] = member(i)
-	}
+	return s, z, members(100000)
+}
+
+// BenchmarkZAddMove: ZADD of an existing member with a new random score
+// on a 100,000-member skiplist.
+func BenchmarkZAddMove(b *testing.B) {
+	s, z, ms := bigZSet(b)
 	runRegions(b, s, func(tx *engram.Tx, r *rand.Rand) error {
 		_, err := z.zadd(tx, ms[r.IntN(len(ms))], float64(r.IntN(100000)))
 		return err
@@ -154,10 +166,7 @@ func BenchmarkHSetSame(b *testing.B) {
 		}
 		return nil
 	})
-	ms := make([][]byte, 100000)
-	for i := range ms {
-		ms[i] = member(i)
-	}
+	ms := members(100000)
 	runRegions(b, s, func(tx *engram.Tx, r *rand.Rand) error {
 		_, err := h.hset(tx, ms[r.IntN(len(ms))], v)
 		return err
@@ -167,22 +176,7 @@ func BenchmarkHSetSame(b *testing.B) {
 // BenchmarkZAddMoveWarm: BenchmarkZAddMove with the pipeline's walks
 // warmed first (zwarm.go), 16 commands at a time as a client's pipeline.
 func BenchmarkZAddMoveWarm(b *testing.B) {
-	s, c := startBench(b)
-	z := benchColl(b, s, "z", 100000, func(tx *engram.Tx, z *pColl, i int) error {
-		_, err := z.zadd(tx, member(i), float64(rand.IntN(100000)))
-		return err
-	}, func(p context.Context) error {
-		for i := 0; i < 200; i++ {
-			if err := c.ZAdd(p, "z", zm(fmt.Sprintf("filler%d", i))).Err(); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	ms := make([][]byte, 100000)
-	for i := range ms {
-		ms[i] = member(i)
-	}
+	s, z, ms := bigZSet(b)
 	type op struct {
 		m []byte
 		s float64
