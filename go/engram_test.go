@@ -59,6 +59,18 @@ func buildList(t *testing.T, p *Pool, n int) {
 	}
 }
 
+// listNodes builds buildList's list of n and returns its nodes in order.
+func listNodes(t *testing.T, p *Pool, n int) []*node {
+	t.Helper()
+	buildList(t, p, n)
+	head, _ := Root[node](p, "list")
+	var nodes []*node
+	for x := head; x != nil; x = x.Next {
+		nodes = append(nodes, x)
+	}
+	return nodes
+}
+
 func sum(t *testing.T, p *Pool) uint64 {
 	t.Helper()
 	head, err := Root[node](p, "list")
@@ -136,12 +148,8 @@ func TestErrorAndPanicRollBack(t *testing.T) {
 func TestRecentLogsStillUndo(t *testing.T) {
 	p, _ := mustOpen(t, tmpPool(t, "recent.pool"), processOpts)
 	defer p.Close()
-	buildList(t, p, 12)
-	head, _ := Root[node](p, "list")
-	var nodes []*node
-	for n := head; n != nil; n = n.Next {
-		nodes = append(nodes, n)
-	}
+	nodes := listNodes(t, p, 12)
+	head := nodes[0]
 	boom := errors.New("boom")
 	for round := 0; round < 2; round++ {
 		err := p.Txn(func(tx *Tx) error {
@@ -208,12 +216,7 @@ func rollbackThenCommit(t *testing.T, p *Pool, nodes []*node, write func(tx *Tx,
 func TestLogBatch(t *testing.T) {
 	p, _ := mustOpen(t, tmpPool(t, "batch.pool"), processOpts)
 	defer p.Close()
-	buildList(t, p, 40)
-	head, _ := Root[node](p, "list")
-	var nodes []*node
-	for n := head; n != nil; n = n.Next {
-		nodes = append(nodes, n)
-	}
+	nodes := listNodes(t, p, 40)
 	write := func(tx *Tx, base uint64) error {
 		var b LogBatch
 		for _, n := range nodes {
@@ -247,12 +250,9 @@ func TestLogBatch(t *testing.T) {
 func TestLogRanges(t *testing.T) {
 	p, _ := mustOpen(t, tmpPool(t, "ranges.pool"), processOpts)
 	defer p.Close()
-	buildList(t, p, 40)
-	head, _ := Root[node](p, "list")
-	var nodes []*node
+	nodes := listNodes(t, p, 40)
 	var pairs []uint64
-	for n := head; n != nil; n = n.Next {
-		nodes = append(nodes, n)
+	for _, n := range nodes {
 		pairs = append(pairs, uint64(uintptr(unsafe.Pointer(n))), uint64(unsafe.Sizeof(*n)))
 	}
 	write := func(tx *Tx, base uint64) error {
