@@ -157,6 +157,22 @@ mod armed {
             "a wal checkpoint (which runs with the log's lock free) leaves the files unowned: another leader may \
              write and sync records into the old generation, which the checkpoint's new salt then invalidates",
         ),
+        (
+            "wal.gather_returns_early",
+            "a wal commit that arrives while the next flush's leader gathers returns at once, before that flush has \
+             written and synced its record",
+        ),
+        (
+            "stm.ro_no_recheck",
+            "a read-only transaction's seqlock read does not read the lock word again after the value, so a value \
+             a committer stores between the two loads is seen with the old version",
+        ),
+        ("stm.ro_no_rv_check", "a read-only transaction accepts a version newer than its snapshot"),
+        (
+            "stm.ro_slow_read",
+            "not a bug by itself: a read-only transaction's read yields the processor between the lock-word load and \
+             the value load, which widens the window the two bugs above open (tests plant it with them, and alone)",
+        ),
         ("stm.reservation_not_persisted", "the STM clock reservation is raised in memory but never written to the pool"),
         (
             "types.pointer_map_not_persisted",
