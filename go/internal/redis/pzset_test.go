@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"testing"
 	"time"
+	"unsafe"
 
 	goredis "github.com/redis/go-redis/v9"
 )
@@ -32,13 +33,13 @@ func checkSkiplist(t *testing.T, s *Server, k string) {
 	var prev *pZNode
 	for n := c.ZHead.lv(0).Fwd; n != nil; n = n.lv(0).Fwd {
 		if n.Back != prev {
-			t.Fatalf("node %q: wrong back link", n.Member)
+			t.Fatalf("node %q: wrong back link", n.member())
 		}
-		if prev != nil && !(prev.Score < n.Score || (prev.Score == n.Score && string(prev.Member) < string(n.Member))) {
-			t.Fatalf("order: %q %v before %q %v", prev.Member, prev.Score, n.Member, n.Score)
+		if prev != nil && !(prev.Score < n.Score || (prev.Score == n.Score && string(prev.member()) < string(n.member()))) {
+			t.Fatalf("order: %q %v before %q %v", prev.member(), prev.Score, n.member(), n.Score)
 		}
-		if te := c.zfind(n.Member); te == nil || bitsScore(te.Expire) != n.Score {
-			t.Fatalf("node %q %v: the table disagrees", n.Member, n.Score)
+		if te := c.zfind(n.member()); te == nil || bitsScore(te.Expire) != n.Score {
+			t.Fatalf("node %q %v: the table disagrees", n.member(), n.Score)
 		}
 		nodes, prev = append(nodes, n), n
 	}
@@ -49,6 +50,7 @@ func checkSkiplist(t *testing.T, s *Server, k string) {
 	for i, n := range nodes {
 		rank[n] = int64(i + 1)
 	}
+	level := map[*pZNode]int{c.ZHead: zMaxLevel}
 	for i := 0; i < int(c.ZLevel); i++ {
 		for n := c.ZHead; ; {
 			l := n.lv(i)
@@ -59,6 +61,20 @@ func checkSkiplist(t *testing.T, s *Server, k string) {
 				t.Fatalf("level %d at rank %d: span %d, want %d", i, rank[n], l.Span, want)
 			}
 			n = l.Fwd
+			level[n] = i + 1
+		}
+	}
+	checkNodeSizes(t, s, level)
+}
+
+// checkNodeSizes checks that each node is linked on exactly the levels
+// its pool array holds (2+L elements: pZNode), so no link lies past it.
+func checkNodeSizes(t *testing.T, s *Server, level map[*pZNode]int) {
+	t.Helper()
+	for n, l := range level {
+		got, err := s.pool.ObjectCount(unsafe.Pointer(n))
+		if err != nil || got != 2+l {
+			t.Fatalf("node %q: linked on %d levels, its pool array has %d elements (%v), want %d", n.member(), l, got, err, 2+l)
 		}
 	}
 }
