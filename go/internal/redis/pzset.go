@@ -103,8 +103,14 @@ func stop(f *pZNode, s float64, m []byte) bool {
 	return f == nil || f.Score > s || (f.Score == s && !memberBefore(f, m))
 }
 
+// memberBefore is whether n's member sorts before m. A walk toward a
+// member's present place meets its own node (same score): told by
+// pointer (isMember), without reading the bytes.
+//
 //go:noinline
-func memberBefore(n *pZNode, m []byte) bool { return bytes.Compare(n.member(), m) < 0 }
+func memberBefore(n *pZNode, m []byte) bool {
+	return !n.isMember(m) && bytes.Compare(n.member(), m) < 0
+}
 
 // newZNode allocates a node of the given level for (s, m), m being its
 // table entry's key (fresh: no log).
@@ -276,8 +282,15 @@ func (c *pColl) moveAt(tx *engram.Tx, e *pEntry, s float64, del, ins *[zMaxLevel
 		next = x.lv(0).Fwd
 	}
 	var b engram.LogBatch
-	c.addChange(tx, &b, del, top, x.lv(0).Fwd)
-	c.addChange(tx, &b, ins, top, next)
+	var runs levelRuns
+	runs.add(del, top)
+	runs.add(ins, top)
+	runs.log(tx, &b)
+	for _, nb := range [2]*pZNode{x.lv(0).Fwd, next} { // the back links
+		if nb != nil {
+			engram.BatchLog(tx, &b, &nb.Back)
+		}
+	}
 	engram.BatchLogSlice(tx, &b, x.elems(level))
 	engram.BatchLog(tx, &b, &e.Expire)
 	engram.BatchLog(tx, &b, c)
@@ -394,6 +407,52 @@ func (c *pColl) addChange(tx *engram.Tx, b *engram.LogBatch, update *[zMaxLevel]
 	}
 	if next != nil {
 		engram.BatchLog(tx, b, &next.Back)
+	}
+}
+
+// levelRuns is the set of level runs (node n's levels lo..hi-1) a move
+// changes, a node's runs on both paths joined into one range where they
+// touch: the two paths share their upper nodes (the header's top
+// levels at least), which two addChange calls would log twice.
+type levelRuns struct {
+	r [2 * zMaxLevel]levelRun
+	k int
+}
+
+type levelRun struct {
+	n      *pZNode
+	lo, hi int
+}
+
+// add adds update[i].L[i] for every level below top.
+func (rs *levelRuns) add(update *[zMaxLevel]*pZNode, top int) {
+	for i := 0; i < top; {
+		n, j := update[i], i+1
+		for j < top && update[j] == n {
+			j++
+		}
+		rs.put(n, i, j)
+		i = j
+	}
+}
+
+// put adds n's levels lo..hi-1, joined to a run of n they overlap or
+// touch.
+func (rs *levelRuns) put(n *pZNode, lo, hi int) {
+	for q := range rs.r[:rs.k] {
+		if r := &rs.r[q]; r.n == n && lo <= r.hi && r.lo <= hi {
+			r.lo, r.hi = min(r.lo, lo), max(r.hi, hi)
+			return
+		}
+	}
+	rs.r[rs.k] = levelRun{n, lo, hi}
+	rs.k++
+}
+
+// log adds every run to b.
+func (rs *levelRuns) log(tx *engram.Tx, b *engram.LogBatch) {
+	for _, r := range rs.r[:rs.k] {
+		engram.BatchLogSlice(tx, b, r.n.L[r.lo:r.hi])
 	}
 }
 

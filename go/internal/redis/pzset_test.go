@@ -9,15 +9,18 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
 
+	engram "github.com/engram-pm/engram-go"
 	goredis "github.com/redis/go-redis/v9"
 )
 
@@ -325,4 +328,36 @@ func zsetEqual(got []goredis.Z, model map[string]float64) bool {
 		}
 	}
 	return true
+}
+
+// TestOldLayoutRefused: a pool of layout version 1 ("engram-redis", the
+// fixed-size skiplist nodes before redis8zn) does not open; the error is
+// ErrWrongLayout and names both versions. The pool is made as version 1
+// made it (layout name, the keyspace root); its bytes are never read.
+func TestOldLayoutRefused(t *testing.T) {
+	path := filepath.Join(tmpDir(t), "v1.pool")
+	pool, err := engram.Create(path, &engram.Options{Layout: "engram-redis", Durability: engram.Pmem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.Txn(func(tx *engram.Tx) error { _, err := openRoot(tx, pool); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Addr: "127.0.0.1:0", Pool: path, Durability: engram.Pmem})
+	if err == nil {
+		s.Close()
+		t.Fatal("a version-1 pool opened")
+	}
+	if !errors.Is(err, engram.ErrWrongLayout) {
+		t.Fatalf("error %v, want ErrWrongLayout", err)
+	}
+	for _, want := range []string{"version 2", `"engram-redis/2"`, "version 1", `"engram-redis"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("error %q does not say %s", err, want)
+		}
+	}
+	t.Log(err)
 }

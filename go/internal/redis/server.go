@@ -216,7 +216,7 @@ func New(cfg Config) (*Server, error) {
 // layout (an older engram-redis's) is named with both versions.
 func openError(path string, err error) error {
 	if errors.Is(err, engram.ErrWrongLayout) {
-		return fmt.Errorf("open pool %s: it was not written by this engram-redis's pool layout version %d (%q; version 1 was %q, before the sorted sets' variable-size nodes): move its data with the engram-redis that wrote it (DUMP/RESTORE, or a client copy) into a new pool: %w",
+		return fmt.Errorf("open pool %s: this engram-redis reads pool layout version %d (%q); version 1 (%q) is the layout before the sorted sets' variable-size nodes: move the data with the engram-redis that wrote it (DUMP/RESTORE, or a client's copy) into a new pool: %w",
 			path, layoutVersion, layoutName, "engram-redis", err)
 	}
 	return fmt.Errorf("open pool %s: %w", path, err)
