@@ -270,6 +270,11 @@ func (c *pColl) zslMove(tx *engram.Tx, e *pEntry, s float64) error {
 // score, levels: one range) and the entry's score. The node's level is
 // the highest level del links to it on; the levels it alone occupied are
 // the header on ins, so ins covers every level the link changes.
+//
+// What a move leaves as it was is neither written nor logged: a level at
+// or above the node's whose node is the same on both paths (its span
+// would lose one and gain it back: same), and the collection's header
+// unless the tail or the list's level changes (its length would).
 func (c *pColl) moveAt(tx *engram.Tx, e *pEntry, s float64, del, ins *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64) error {
 	x := del[0].lv(0).Fwd
 	if x == nil || x.Score != bitsScore(e.Expire) || !bytes.Equal(x.member(), e.Key) {
@@ -281,10 +286,17 @@ func (c *pColl) moveAt(tx *engram.Tx, e *pEntry, s float64, del, ins *[zMaxLevel
 	if next == x {
 		next = x.lv(0).Fwd
 	}
+	var same uint32
+	for i := level; i < top; i++ {
+		if del[i] == ins[i] {
+			same |= 1 << i
+		}
+	}
+	header := x.lv(0).Fwd == nil || next == nil || (level == top && c.ZHead.lv(top-1).Fwd == x && x.lv(top-1).Fwd == nil)
 	var b engram.LogBatch
 	var runs levelRuns
-	runs.add(del, top)
-	runs.add(ins, top)
+	runs.add(del, top, same)
+	runs.add(ins, top, same)
 	runs.log(tx, &b)
 	for _, nb := range [2]*pZNode{x.lv(0).Fwd, next} { // the back links
 		if nb != nil {
@@ -293,12 +305,20 @@ func (c *pColl) moveAt(tx *engram.Tx, e *pEntry, s float64, del, ins *[zMaxLevel
 	}
 	engram.BatchLogSlice(tx, &b, x.elems(level))
 	engram.BatchLog(tx, &b, &e.Expire)
-	engram.BatchLog(tx, &b, c)
+	if header {
+		engram.BatchLog(tx, &b, c)
+	}
 	if err := tx.LogBatch(&b); err != nil {
 		return err
 	}
-	c.unlinkLogged(del, x)
-	c.linkLogged(s, e, x, level, ins, rank)
+	c.unlinkLogged(del, x, same)
+	if header {
+		c.Len-- // the list without x, which linkLogged's new levels read
+	}
+	c.linkLogged(s, e, x, level, ins, rank, same)
+	if header {
+		c.Len++
+	}
 	return nil
 }
 
@@ -343,13 +363,15 @@ func (c *pColl) zslLinkAt(tx *engram.Tx, s float64, e *pEntry, level int, update
 	if err != nil {
 		return err
 	}
-	c.linkLogged(s, e, x, level, update, rank)
+	c.linkLogged(s, e, x, level, update, rank, 0)
+	c.Len++
 	return nil
 }
 
 // linkLogged is zslLinkAt's change, its ranges logged: x (allocated) is
-// linked at s.
-func (c *pColl) linkLogged(s float64, e *pEntry, x *pZNode, level int, update *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64) {
+// linked at s; the levels of same keep their spans (link). The caller
+// counts x in Len.
+func (c *pColl) linkLogged(s float64, e *pEntry, x *pZNode, level int, update *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64, same uint32) {
 	e.Expire = scoreBits(s)
 	if level > int(c.ZLevel) {
 		for i := int(c.ZLevel); i < level; i++ {
@@ -359,11 +381,13 @@ func (c *pColl) linkLogged(s float64, e *pEntry, x *pZNode, level int, update *[
 		c.ZLevel = int64(level)
 	}
 	x.Score, x.Back = s, nil
-	c.link(update, rank, x, level)
+	c.link(update, rank, x, level, same)
 }
 
-// link puts x (its score set) after update[i] on its level levels.
-func (c *pColl) link(update *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64, x *pZNode, level int) {
+// link puts x (its score set) after update[i] on its level levels; the
+// spans above them grow by one, except on the levels of same (a move's
+// unchanged levels, moveAt).
+func (c *pColl) link(update *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64, x *pZNode, level int, same uint32) {
 	for i := 0; i < level; i++ {
 		u := update[i].lv(i)
 		x.lv(i).Fwd = u.Fwd
@@ -372,13 +396,14 @@ func (c *pColl) link(update *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64, x *pZNo
 		u.Span = rank[0] - rank[i] + 1
 	}
 	for i := level; i < int(c.ZLevel); i++ {
-		update[i].lv(i).Span++
+		if same&(1<<i) == 0 {
+			update[i].lv(i).Span++
+		}
 	}
 	if update[0] != c.ZHead {
 		x.Back = update[0]
 	}
 	c.linkBack(x.lv(0).Fwd, x)
-	c.Len++
 }
 
 // logChange logs, in one batch (one engine call, one fence), what an
@@ -424,11 +449,15 @@ type levelRun struct {
 	lo, hi int
 }
 
-// add adds update[i].L[i] for every level below top.
-func (rs *levelRuns) add(update *[zMaxLevel]*pZNode, top int) {
+// add adds update[i].L[i] for every level below top but those of skip.
+func (rs *levelRuns) add(update *[zMaxLevel]*pZNode, top int, skip uint32) {
 	for i := 0; i < top; {
+		if skip&(1<<i) != 0 {
+			i++
+			continue
+		}
 		n, j := update[i], i+1
-		for j < top && update[j] == n {
+		for j < top && update[j] == n && skip&(1<<j) == 0 {
 			j++
 		}
 		rs.put(n, i, j)
@@ -499,12 +528,15 @@ func (c *pColl) unlinkAt(tx *engram.Tx, update *[zMaxLevel]*pZNode, s float64, m
 	if err := c.logChange(tx, update, int(c.ZLevel), x.lv(0).Fwd); err != nil {
 		return nil, 0, err
 	}
-	return x, c.unlinkLogged(update, x), nil
+	level := c.unlinkLogged(update, x, 0)
+	c.Len--
+	return x, level, nil
 }
 
-// unlinkLogged is unlinkAt's change, its ranges logged; it returns x's
-// level.
-func (c *pColl) unlinkLogged(update *[zMaxLevel]*pZNode, x *pZNode) int {
+// unlinkLogged is unlinkAt's change, its ranges logged (the caller
+// uncounts x from Len); it returns x's level. The levels of same keep
+// their spans (moveAt).
+func (c *pColl) unlinkLogged(update *[zMaxLevel]*pZNode, x *pZNode, same uint32) int {
 	level := 0
 	for i := 0; i < int(c.ZLevel); i++ {
 		u := update[i].lv(i)
@@ -512,7 +544,7 @@ func (c *pColl) unlinkLogged(update *[zMaxLevel]*pZNode, x *pZNode) int {
 			u.Span += x.lv(i).Span - 1
 			u.Fwd = x.lv(i).Fwd
 			level = i + 1
-		} else {
+		} else if same&(1<<i) == 0 {
 			u.Span--
 		}
 	}
@@ -520,7 +552,6 @@ func (c *pColl) unlinkLogged(update *[zMaxLevel]*pZNode, x *pZNode) int {
 	for c.ZLevel > 1 && c.ZHead.lv(int(c.ZLevel)-1).Fwd == nil {
 		c.ZLevel--
 	}
-	c.Len--
 	return level
 }
 

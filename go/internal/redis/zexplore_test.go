@@ -85,10 +85,21 @@ func zexploreOps(r *rand.Rand, members int) []func(tx *engram.Tx, c *pColl, mode
 			return err
 		}
 	}
+	// tallest moves the first node of the top level (the list's level
+	// drops while it is unlinked if it is alone there).
+	tallest := func(s float64) func(tx *engram.Tx, c *pColl, model map[string]float64) error {
+		return func(tx *engram.Tx, c *pColl, model map[string]float64) error {
+			m := string(c.ZHead.lv(int(c.ZLevel) - 1).Fwd.member())
+			return move(m, s)(tx, c, model)
+		}
+	}
 	member := func() string { return fmt.Sprintf("m%d", r.IntN(members)) }
+	near := r.IntN(members)
 	return []func(tx *engram.Tx, c *pColl, model map[string]float64) error{
 		move(member(), r.Float64()*100), move(member(), r.Float64()*100),
+		move(fmt.Sprintf("m%d", near), float64(near)+0.5), // the paths share all but the lowest levels
 		move("new-a", 50.5), move(member(), 1000), move(member(), -1),
+		tallest(r.Float64() * 100), tallest(2000),
 		rem(member()), move("new-b", r.Float64()*100), move(member(), r.Float64()*100),
 	}
 }
