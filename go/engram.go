@@ -326,6 +326,19 @@ func (p *Pool) typeName(id uint32) string {
 	return C.GoString(&name[0])
 }
 
+// ObjectCount is the number of elements of the pool object whose payload
+// starts at addr (1 for a plain object, the count of an array from Make);
+// ErrBadPointer if no allocated object starts there.
+func (p *Pool) ObjectCount(addr unsafe.Pointer) (int, error) {
+	var id C.uint32_t
+	var count C.uint64_t
+	var array C.uint32_t
+	err := call(func() C.engram_status {
+		return C.engram_object_info(p.h, C.uint64_t(uintptr(addr)), &id, &count, &array)
+	})
+	return int(count), err
+}
+
 // Contains reports whether [addr, addr+n) lies in the pool's address range.
 func (p *Pool) Contains(addr unsafe.Pointer, n uintptr) bool {
 	return p.contains(uintptr(addr), n)

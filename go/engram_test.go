@@ -327,6 +327,36 @@ func TestNestingFlattened(t *testing.T) {
 	}
 }
 
+// TestObjectCount: a New object counts 1, a Make array its capacity, and
+// a pointer into an object (not its start) is ErrBadPointer.
+func TestObjectCount(t *testing.T) {
+	p, _ := mustOpen(t, tmpPool(t, "count.pool"), processOpts)
+	defer p.Close()
+	err := p.Txn(func(tx *Tx) error {
+		n, err := New[node](tx)
+		if err != nil {
+			return err
+		}
+		s, err := Make[uint64](tx, 3, 7)
+		if err != nil {
+			return err
+		}
+		if k, err := p.ObjectCount(unsafe.Pointer(n)); err != nil || k != 1 {
+			t.Errorf("New: %d, %v; want 1", k, err)
+		}
+		if k, err := p.ObjectCount(unsafe.Pointer(&s[0])); err != nil || k != 7 {
+			t.Errorf("Make(3, 7): %d, %v; want 7", k, err)
+		}
+		if _, err := p.ObjectCount(unsafe.Pointer(&s[1])); !errors.Is(err, ErrBadPointer) {
+			t.Errorf("interior pointer: %v, want ErrBadPointer", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestSlicesStringsBytes(t *testing.T) {
 	path := tmpPool(t, "rec.pool")
 	p, _ := mustOpen(t, path, processOpts)

@@ -9,7 +9,8 @@ request (all its threads, /proc/PID/task/*/schedstat), the figure that
 holds on a shared machine. SPEC: engram:BIN:DURABILITY:DIR (an
 engram-redis binary, a pool in a new directory under DIR) or
 redis:off|always|everysec[:DIR] (Debian's redis-server, persistence off or
-AOF under DIR). -r 100000; -n 100000 with a pipeline, 20000 without (a
+AOF under DIR); each server's directory is abbench.PID.NAME.* (removed
+at the end). -r 100000; -n 100000 with a pipeline, 20000 without (a
 tenth with one client). Example (docs/bench/redis.md, "ZADD, MSET and
 short values"):
   abbench.py zadd,mset 16 3 before=engram:OLD:pmem:/dev/shm \
@@ -29,10 +30,10 @@ for spec in sys.argv[4:]:
     name, rest = spec.split("=", 1); parts = rest.split(":")
     port = free_port()
     if parts[0] == "engram":
-        d = tempfile.mkdtemp(prefix="r8z.", dir=parts[3])
+        d = tempfile.mkdtemp(prefix=f"abbench.{os.getpid()}.{name}.", dir=parts[3])
         argv = [parts[1], "--port", str(port), "--pool", d + "/b.pool", "--maxmemory", "2gb", "--durability", parts[2]]
     else:
-        d = tempfile.mkdtemp(prefix="r8z.", dir=parts[2] if len(parts) > 2 else "/tmp")
+        d = tempfile.mkdtemp(prefix=f"abbench.{os.getpid()}.{name}.", dir=parts[2] if len(parts) > 2 else "/tmp")
         argv = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", d, "--save", ""]
         argv += ["--appendonly", "no"] if parts[1] == "off" else ["--appendonly", "yes", "--appendfsync", parts[1]]
     p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -192,8 +192,8 @@ func loadZSet(e *pEntry) *zsetv {
 	}
 	z := &zsetv{scores: map[string]float64{}}
 	for n := e.Coll.ZHead.lv(0).Fwd; n != nil; n = n.lv(0).Fwd {
-		z.els = append(z.els, zel{n.Score, string(n.Member)})
-		z.scores[string(n.Member)] = n.Score
+		z.els = append(z.els, zel{n.Score, string(n.member())})
+		z.scores[string(n.member())] = n.Score
 	}
 	return z
 }

@@ -1,7 +1,9 @@
 // pzset.go: the persistent sorted set: a skiplist ordered by (score,
 // member) whose levels carry spans (so ranks are O(log n)), plus a table
 // member -> entry (a pDict; the score's bits in the entry's Expire field).
-// The node and the table entry share the member's pool bytes. An insert or
+// A node is sized by its level (2+L 16-byte elements, as Redis's node:
+// pZNode; pool layout version 2, server.go) and shares the member's pool
+// bytes with its table entry. An insert or
 // delete logs the O(log n) level links it changes, in one batch (an
 // insert's batch also holds its table link: zslLinkAt); a member
 // whose score changes keeps its node (zslMove: one walk, two interleaved
@@ -11,7 +13,9 @@
 // encoding decoded into a zsetv while small (written back whole, converted
 // to a skiplist past Redis's thresholds), or the skiplist itself.
 //
-// Invariants: ZHead has zMaxLevel levels; lv(i).Span of a node is the
+// Invariants: ZHead has zMaxLevel levels; a node allocated with level L
+// is linked on exactly its levels 0..L-1 (a move keeps its node and its
+// level); lv(i).Span of a node is the
 // number of level-0 steps to lv(i).Fwd (to the end for a nil Fwd, as
 // Redis's zskiplist); Len is the number of nodes; the table holds exactly
 // the nodes' members with their scores.
@@ -32,20 +36,32 @@ import (
 
 const zMaxLevel = 32
 
-// zInline is how many levels a node holds inline. A hop of a walk reads
-// the next node's score and then its link on the same level: with the
-// levels in the node both are in the node's first cache line, where a
-// separate level array cost a second miss per hop. Levels are drawn with
-// p = 1/4, so 255 nodes in 256 hold all their levels inline; a taller
-// node (and the header) keeps the rest in Up.
-const zInline = 4
-
+// pZNode is a skiplist node, sized by its level as Redis's zskiplistNode
+// is. In the pool a node of level L is an array of 2+L pZLevel elements
+// (engram.Make[pZLevel]), read through this struct:
+//
+//	element 0:     Back (the pointer half), Score's bits (the word half)
+//	element 1:     Mem, MemLen: the member's bytes (its table entry's Key)
+//	elements 2..:  L[0..L-1], the node's levels
+//
+// so a level-1 node is 48 bytes (a 64-byte slot with the object header),
+// level 2 is 64 (80), level 3 is 80 (96): with p = 1/4 the average node
+// takes ~69 bytes of slot, where a fixed node with 4 inline levels took
+// 160. Every pointer is at an element's pointer half, so the pool's
+// collector, swizzling and checked mode see the node as the array it is.
+// A hop of a walk reads the next node's score and its link on the same
+// level, both in the node's first 64-byte line for levels 0-1.
+//
+// The Go struct declares zMaxLevel levels so that code can index them;
+// only the node's first L exist (the header has all of them: it is this
+// struct's size). Never copy, Log or BatchLog a *pZNode as a whole value
+// (that would read past a short node): log its elements (elems, L[i:j]).
 type pZNode struct {
-	Score  float64
-	In     [zInline]pZLevel // levels 0..zInline-1 (those below the node's level)
 	Back   *pZNode
-	Member []byte
-	Up     []pZLevel // levels zInline.. of a node taller than zInline
+	Score  float64
+	Mem    *byte
+	MemLen int64
+	L      [zMaxLevel]pZLevel
 }
 
 type pZLevel struct {
@@ -53,12 +69,31 @@ type pZLevel struct {
 	Span int64
 }
 
+// The element layout above, checked at compile time (an index out of
+// range fails the build).
+var (
+	_ = [1]int{}[unsafe.Offsetof(pZNode{}.Score)-unsafe.Offsetof(pZLevel{}.Span)]
+	_ = [1]int{}[unsafe.Offsetof(pZNode{}.Mem)-unsafe.Sizeof(pZLevel{})]
+	_ = [1]int{}[unsafe.Offsetof(pZNode{}.L)-2*unsafe.Sizeof(pZLevel{})]
+	_ = [1]int{}[unsafe.Sizeof(pZNode{})-(2+zMaxLevel)*unsafe.Sizeof(pZLevel{})]
+)
+
 // lv is level i of n (i below n's level).
-func (n *pZNode) lv(i int) *pZLevel {
-	if i < zInline {
-		return &n.In[i]
-	}
-	return &n.Up[i-zInline]
+func (n *pZNode) lv(i int) *pZLevel { return &n.L[i] }
+
+// member is n's member (its table entry's key bytes).
+func (n *pZNode) member() []byte { return unsafe.Slice(n.Mem, n.MemLen) }
+
+// elems is the pool array of a node of the given level: all of it.
+func (n *pZNode) elems(level int) []pZLevel {
+	return unsafe.Slice((*pZLevel)(unsafe.Pointer(n)), 2+level)
+}
+
+// isMember is whether n's member is the bytes of m itself (not merely
+// equal ones): a node's member is its table entry's key (newZNode), so
+// this tells the node of entry e by e.Key without reading the bytes.
+func (n *pZNode) isMember(m []byte) bool {
+	return n.Mem == unsafe.SliceData(m) && n.MemLen == int64(len(m))
 }
 
 // stop is whether a walk toward (s, m) stops before f, the next node on
@@ -68,32 +103,29 @@ func stop(f *pZNode, s float64, m []byte) bool {
 	return f == nil || f.Score > s || (f.Score == s && !memberBefore(f, m))
 }
 
+// memberBefore is whether n's member sorts before m. A walk toward a
+// member's present place meets its own node (same score): told by
+// pointer (isMember), without reading the bytes.
+//
 //go:noinline
-func memberBefore(n *pZNode, m []byte) bool { return bytes.Compare(n.Member, m) < 0 }
+func memberBefore(n *pZNode, m []byte) bool {
+	return !n.isMember(m) && bytes.Compare(n.member(), m) < 0
+}
 
+// newZNode allocates a node of the given level for (s, m), m being its
+// table entry's key (fresh: no log).
 func newZNode(tx *engram.Tx, level int, s float64, m []byte) (*pZNode, error) {
-	n, err := engram.New[pZNode](tx)
+	els, err := engram.Make[pZLevel](tx, 2+level, 2+level)
 	if err != nil {
 		return nil, err
 	}
-	if level > zInline {
-		if n.Up, err = engram.Make[pZLevel](tx, level-zInline, level-zInline); err != nil {
-			return nil, err
-		}
-	}
-	n.Score, n.Member = s, m
+	n := (*pZNode)(unsafe.Pointer(unsafe.SliceData(els)))
+	n.Score, n.Mem, n.MemLen = s, unsafe.SliceData(m), int64(len(m))
 	return n, nil
 }
 
 // freeZNode frees a node (its member belongs to the table entry).
-func freeZNode(tx *engram.Tx, n *pZNode) error {
-	if n.Up != nil {
-		if err := tx.Free(n.Up); err != nil {
-			return err
-		}
-	}
-	return tx.Free(n)
-}
+func freeZNode(tx *engram.Tx, n *pZNode) error { return tx.Free(n) }
 
 func newZColl(tx *engram.Tx) (*pColl, error) {
 	c, err := newDictColl(tx)
@@ -216,7 +248,7 @@ func (c *pColl) zslMove(tx *engram.Tx, e *pEntry, s float64) error {
 			if !iDone {
 				l := ni.lv(i)
 				f, span := l.Fwd, l.Span
-				if f != nil && f.Score == s0 && sameBytes(f.Member, m) {
+				if f != nil && f.Score == s0 && f.isMember(m) {
 					f, span = f.lv(i).Fwd, span+f.lv(i).Span-1 // skip the moving node
 				}
 				if stop(f, s, m) {
@@ -232,38 +264,74 @@ func (c *pColl) zslMove(tx *engram.Tx, e *pEntry, s float64) error {
 	return c.moveAt(tx, e, s, &del, &ins, &rank)
 }
 
-// sameBytes is whether a and b are the same bytes (not merely equal): a
-// node's member is its table entry's key (newZNode), so this tells a
-// set's node of entry e by e.Key without reading the member's bytes.
-func sameBytes(a, b []byte) bool {
-	return len(a) == len(b) && unsafe.SliceData(a) == unsafe.SliceData(b)
-}
-
 // moveAt unlinks e's node (predecessors del) and links it at s (ins,
-// rank: found in the list without it), both changes logged in one batch.
-// The node's level is the highest level del links to it on; the levels
-// it alone occupied are the header on ins, so ins covers every level the
-// link changes.
+// rank: found in the list without it), both changes logged in one batch:
+// both paths' levels, the two back links, the node whole (back link,
+// score, levels: one range) and the entry's score. The node's level is
+// the highest level del links to it on; the levels it alone occupied are
+// the header on ins, so ins covers every level the link changes.
+//
+// What a move leaves as it was is neither written nor logged: a level at
+// or above the node's whose node is the same on both paths (its span
+// would lose one and gain it back: same), and the collection's header
+// unless the tail or the list's level changes (its length would).
 func (c *pColl) moveAt(tx *engram.Tx, e *pEntry, s float64, del, ins *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64) error {
 	x := del[0].lv(0).Fwd
-	if x == nil || x.Score != bitsScore(e.Expire) || !bytes.Equal(x.Member, e.Key) {
+	if x == nil || x.Score != bitsScore(e.Expire) || !bytes.Equal(x.member(), e.Key) {
 		return errCorruptZSet
 	}
 	top := int(c.ZLevel)
+	level := levelOn(del, x, top)
 	next := ins[0].lv(0).Fwd
 	if next == x {
 		next = x.lv(0).Fwd
 	}
+	var same uint32
+	for i := level; i < top; i++ {
+		if del[i] == ins[i] {
+			same |= 1 << i
+		}
+	}
+	header := x.lv(0).Fwd == nil || next == nil || (level == top && c.ZHead.lv(top-1).Fwd == x && x.lv(top-1).Fwd == nil)
 	var b engram.LogBatch
-	c.addChange(tx, &b, del, top, x.lv(0).Fwd, nil, nil)
-	c.addChange(tx, &b, ins, top, next, x, e)
-	engram.BatchLog(tx, &b, c)
+	var runs levelRuns
+	runs.add(del, top, same)
+	runs.add(ins, top, same)
+	runs.log(tx, &b)
+	for _, nb := range [2]*pZNode{x.lv(0).Fwd, next} { // the back links
+		if nb != nil {
+			engram.BatchLog(tx, &b, &nb.Back)
+		}
+	}
+	engram.BatchLogSlice(tx, &b, x.elems(level))
+	engram.BatchLog(tx, &b, &e.Expire)
+	if header {
+		engram.BatchLog(tx, &b, c)
+	}
 	if err := tx.LogBatch(&b); err != nil {
 		return err
 	}
-	level := c.unlinkLogged(del, x)
-	c.linkLogged(s, e, x, level, ins, rank)
+	c.unlinkLogged(del, x, same)
+	if header {
+		c.Len-- // the list without x, which linkLogged's new levels read
+	}
+	c.linkLogged(s, e, x, level, ins, rank, same)
+	if header {
+		c.Len++
+	}
 	return nil
+}
+
+// levelOn is the level of x, update[i] being its predecessor on each of
+// the list's top levels: the highest level whose predecessor links to x.
+func levelOn(update *[zMaxLevel]*pZNode, x *pZNode, top int) int {
+	level := 0
+	for i := 0; i < top; i++ {
+		if update[i].lv(i).Fwd == x {
+			level = i + 1
+		}
+	}
+	return level
 }
 
 // zslLinkAt links a new node of the given level after update[i] on each
@@ -283,7 +351,7 @@ func (c *pColl) zslLinkAt(tx *engram.Tx, s float64, e *pEntry, level int, update
 	}
 	slot := c.Dict.insertSlot(e.Hash)
 	var b engram.LogBatch
-	c.addChange(tx, &b, update, max(level, int(c.ZLevel)), update[0].lv(0).Fwd, nil, nil)
+	c.addChange(tx, &b, update, max(level, int(c.ZLevel)), update[0].lv(0).Fwd)
 	engram.BatchLog(tx, &b, c)
 	engram.BatchLog(tx, &b, slot)
 	engram.BatchLog(tx, &b, &c.Dict.Used)
@@ -295,13 +363,15 @@ func (c *pColl) zslLinkAt(tx *engram.Tx, s float64, e *pEntry, level int, update
 	if err != nil {
 		return err
 	}
-	c.linkLogged(s, e, x, level, update, rank)
+	c.linkLogged(s, e, x, level, update, rank, 0)
+	c.Len++
 	return nil
 }
 
 // linkLogged is zslLinkAt's change, its ranges logged: x (allocated) is
-// linked at s.
-func (c *pColl) linkLogged(s float64, e *pEntry, x *pZNode, level int, update *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64) {
+// linked at s; the levels of same keep their spans (link). The caller
+// counts x in Len.
+func (c *pColl) linkLogged(s float64, e *pEntry, x *pZNode, level int, update *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64, same uint32) {
 	e.Expire = scoreBits(s)
 	if level > int(c.ZLevel) {
 		for i := int(c.ZLevel); i < level; i++ {
@@ -311,11 +381,13 @@ func (c *pColl) linkLogged(s float64, e *pEntry, x *pZNode, level int, update *[
 		c.ZLevel = int64(level)
 	}
 	x.Score, x.Back = s, nil
-	c.link(update, rank, x, level)
+	c.link(update, rank, x, level, same)
 }
 
-// link puts x (its score set) after update[i] on its level levels.
-func (c *pColl) link(update *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64, x *pZNode, level int) {
+// link puts x (its score set) after update[i] on its level levels; the
+// spans above them grow by one, except on the levels of same (a move's
+// unchanged levels, moveAt).
+func (c *pColl) link(update *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64, x *pZNode, level int, same uint32) {
 	for i := 0; i < level; i++ {
 		u := update[i].lv(i)
 		x.lv(i).Fwd = u.Fwd
@@ -324,21 +396,22 @@ func (c *pColl) link(update *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64, x *pZNo
 		u.Span = rank[0] - rank[i] + 1
 	}
 	for i := level; i < int(c.ZLevel); i++ {
-		update[i].lv(i).Span++
+		if same&(1<<i) == 0 {
+			update[i].lv(i).Span++
+		}
 	}
 	if update[0] != c.ZHead {
 		x.Back = update[0]
 	}
 	c.linkBack(x.lv(0).Fwd, x)
-	c.Len++
 }
 
 // logChange logs, in one batch (one engine call, one fence), what an
 // insert or delete changes (addChange) and the collection's header
 // (length, level, tail).
-func (c *pColl) logChange(tx *engram.Tx, update *[zMaxLevel]*pZNode, top int, next, x *pZNode, e *pEntry) error {
+func (c *pColl) logChange(tx *engram.Tx, update *[zMaxLevel]*pZNode, top int, next *pZNode) error {
 	var b engram.LogBatch
-	c.addChange(tx, &b, update, top, next, x, e)
+	c.addChange(tx, &b, update, top, next)
 	engram.BatchLog(tx, &b, c)
 	return tx.LogBatch(&b)
 }
@@ -346,32 +419,69 @@ func (c *pColl) logChange(tx *engram.Tx, update *[zMaxLevel]*pZNode, top int, ne
 // addChange adds to b what an insert or delete at update changes:
 // update[i].lv(i) for every level below top (a run of levels one node
 // holds as one range: the search path visits a node on consecutive
-// levels), the back link of next (the node after the change point), and
-// for a reused node x its fields and levels and the score of its entry e
-// (nil x, e: a new node, fresh, needs none).
-func (c *pColl) addChange(tx *engram.Tx, b *engram.LogBatch, update *[zMaxLevel]*pZNode, top int, next, x *pZNode, e *pEntry) {
+// levels; a node's levels are contiguous), and the back link of next
+// (the node after the change point).
+func (c *pColl) addChange(tx *engram.Tx, b *engram.LogBatch, update *[zMaxLevel]*pZNode, top int, next *pZNode) {
 	for i := 0; i < top; {
-		n, j, lim := update[i], i+1, top
-		if i < zInline {
-			lim = min(top, zInline)
-		}
-		for j < lim && update[j] == n {
+		n, j := update[i], i+1
+		for j < top && update[j] == n {
 			j++
 		}
-		if i < zInline {
-			engram.BatchLogSlice(tx, b, n.In[i:j])
-		} else {
-			engram.BatchLogSlice(tx, b, n.Up[i-zInline:j-zInline])
-		}
+		engram.BatchLogSlice(tx, b, n.L[i:j])
 		i = j
 	}
 	if next != nil {
 		engram.BatchLog(tx, b, &next.Back)
 	}
-	if x != nil {
-		engram.BatchLog(tx, b, x)
-		engram.BatchLogSlice(tx, b, x.Up)
-		engram.BatchLog(tx, b, &e.Expire)
+}
+
+// levelRuns is the set of level runs (node n's levels lo..hi-1) a move
+// changes, a node's runs on both paths joined into one range where they
+// touch: the two paths share their upper nodes (the header's top
+// levels at least), which two addChange calls would log twice.
+type levelRuns struct {
+	r [2 * zMaxLevel]levelRun
+	k int
+}
+
+type levelRun struct {
+	n      *pZNode
+	lo, hi int
+}
+
+// add adds update[i].L[i] for every level below top but those of skip.
+func (rs *levelRuns) add(update *[zMaxLevel]*pZNode, top int, skip uint32) {
+	for i := 0; i < top; {
+		if skip&(1<<i) != 0 {
+			i++
+			continue
+		}
+		n, j := update[i], i+1
+		for j < top && update[j] == n && skip&(1<<j) == 0 {
+			j++
+		}
+		rs.put(n, i, j)
+		i = j
+	}
+}
+
+// put adds n's levels lo..hi-1, joined to a run of n they overlap or
+// touch.
+func (rs *levelRuns) put(n *pZNode, lo, hi int) {
+	for q := range rs.r[:rs.k] {
+		if r := &rs.r[q]; r.n == n && lo <= r.hi && r.lo <= hi {
+			r.lo, r.hi = min(r.lo, lo), max(r.hi, hi)
+			return
+		}
+	}
+	rs.r[rs.k] = levelRun{n, lo, hi}
+	rs.k++
+}
+
+// log adds every run to b.
+func (rs *levelRuns) log(tx *engram.Tx, b *engram.LogBatch) {
+	for _, r := range rs.r[:rs.k] {
+		engram.BatchLogSlice(tx, b, r.n.L[r.lo:r.hi])
 	}
 }
 
@@ -412,18 +522,21 @@ func (c *pColl) zslUnlink(tx *engram.Tx, s float64, m []byte) (*pZNode, int, err
 // on each level, and returns it with its level.
 func (c *pColl) unlinkAt(tx *engram.Tx, update *[zMaxLevel]*pZNode, s float64, m []byte) (*pZNode, int, error) {
 	x := update[0].lv(0).Fwd
-	if x == nil || x.Score != s || !bytes.Equal(x.Member, m) {
+	if x == nil || x.Score != s || !bytes.Equal(x.member(), m) {
 		return nil, 0, errCorruptZSet
 	}
-	if err := c.logChange(tx, update, int(c.ZLevel), x.lv(0).Fwd, nil, nil); err != nil {
+	if err := c.logChange(tx, update, int(c.ZLevel), x.lv(0).Fwd); err != nil {
 		return nil, 0, err
 	}
-	return x, c.unlinkLogged(update, x), nil
+	level := c.unlinkLogged(update, x, 0)
+	c.Len--
+	return x, level, nil
 }
 
-// unlinkLogged is unlinkAt's change, its ranges logged; it returns x's
-// level.
-func (c *pColl) unlinkLogged(update *[zMaxLevel]*pZNode, x *pZNode) int {
+// unlinkLogged is unlinkAt's change, its ranges logged (the caller
+// uncounts x from Len); it returns x's level. The levels of same keep
+// their spans (moveAt).
+func (c *pColl) unlinkLogged(update *[zMaxLevel]*pZNode, x *pZNode, same uint32) int {
 	level := 0
 	for i := 0; i < int(c.ZLevel); i++ {
 		u := update[i].lv(i)
@@ -431,7 +544,7 @@ func (c *pColl) unlinkLogged(update *[zMaxLevel]*pZNode, x *pZNode) int {
 			u.Span += x.lv(i).Span - 1
 			u.Fwd = x.lv(i).Fwd
 			level = i + 1
-		} else {
+		} else if same&(1<<i) == 0 {
 			u.Span--
 		}
 	}
@@ -439,7 +552,6 @@ func (c *pColl) unlinkLogged(update *[zMaxLevel]*pZNode, x *pZNode) int {
 	for c.ZLevel > 1 && c.ZHead.lv(int(c.ZLevel)-1).Fwd == nil {
 		c.ZLevel--
 	}
-	c.Len--
 	return level
 }
 
@@ -449,7 +561,7 @@ func (c *pColl) zcount(before func(s float64, m []byte) bool) int64 {
 	var r int64
 	x := c.ZHead
 	for i := int(c.ZLevel) - 1; i >= 0; i-- {
-		for l := x.lv(i); l.Fwd != nil && before(l.Fwd.Score, l.Fwd.Member); l = x.lv(i) {
+		for l := x.lv(i); l.Fwd != nil && before(l.Fwd.Score, l.Fwd.member()); l = x.lv(i) {
 			r += l.Span
 			x = l.Fwd
 		}
@@ -539,7 +651,7 @@ func (o *zobj) slice(lo, hi int64) []zel {
 	}
 	out := make([]zel, 0, hi-lo)
 	for n := o.c.zat(lo); n != nil && int64(len(out)) < hi-lo; n = n.lv(0).Fwd {
-		out = append(out, zel{n.Score, string(n.Member)})
+		out = append(out, zel{n.Score, string(n.member())})
 	}
 	return out
 }

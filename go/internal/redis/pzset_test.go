@@ -9,14 +9,18 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
+	engram "github.com/engram-pm/engram-go"
 	goredis "github.com/redis/go-redis/v9"
 )
 
@@ -32,13 +36,13 @@ func checkSkiplist(t *testing.T, s *Server, k string) {
 	var prev *pZNode
 	for n := c.ZHead.lv(0).Fwd; n != nil; n = n.lv(0).Fwd {
 		if n.Back != prev {
-			t.Fatalf("node %q: wrong back link", n.Member)
+			t.Fatalf("node %q: wrong back link", n.member())
 		}
-		if prev != nil && !(prev.Score < n.Score || (prev.Score == n.Score && string(prev.Member) < string(n.Member))) {
-			t.Fatalf("order: %q %v before %q %v", prev.Member, prev.Score, n.Member, n.Score)
+		if prev != nil && !(prev.Score < n.Score || (prev.Score == n.Score && string(prev.member()) < string(n.member()))) {
+			t.Fatalf("order: %q %v before %q %v", prev.member(), prev.Score, n.member(), n.Score)
 		}
-		if te := c.zfind(n.Member); te == nil || bitsScore(te.Expire) != n.Score {
-			t.Fatalf("node %q %v: the table disagrees", n.Member, n.Score)
+		if te := c.zfind(n.member()); te == nil || bitsScore(te.Expire) != n.Score {
+			t.Fatalf("node %q %v: the table disagrees", n.member(), n.Score)
 		}
 		nodes, prev = append(nodes, n), n
 	}
@@ -49,6 +53,7 @@ func checkSkiplist(t *testing.T, s *Server, k string) {
 	for i, n := range nodes {
 		rank[n] = int64(i + 1)
 	}
+	level := map[*pZNode]int{c.ZHead: zMaxLevel}
 	for i := 0; i < int(c.ZLevel); i++ {
 		for n := c.ZHead; ; {
 			l := n.lv(i)
@@ -59,6 +64,20 @@ func checkSkiplist(t *testing.T, s *Server, k string) {
 				t.Fatalf("level %d at rank %d: span %d, want %d", i, rank[n], l.Span, want)
 			}
 			n = l.Fwd
+			level[n] = i + 1
+		}
+	}
+	checkNodeSizes(t, s, level)
+}
+
+// checkNodeSizes checks that each node is linked on exactly the levels
+// its pool array holds (2+L elements: pZNode), so no link lies past it.
+func checkNodeSizes(t *testing.T, s *Server, level map[*pZNode]int) {
+	t.Helper()
+	for n, l := range level {
+		got, err := s.pool.ObjectCount(unsafe.Pointer(n))
+		if err != nil || got != 2+l {
+			t.Fatalf("node %q: linked on %d levels, its pool array has %d elements (%v), want %d", n.member(), l, got, err, 2+l)
 		}
 	}
 }
@@ -309,4 +328,36 @@ func zsetEqual(got []goredis.Z, model map[string]float64) bool {
 		}
 	}
 	return true
+}
+
+// TestOldLayoutRefused: a pool of layout version 1 ("engram-redis", the
+// fixed-size skiplist nodes before redis8zn) does not open; the error is
+// ErrWrongLayout and names both versions. The pool is made as version 1
+// made it (layout name, the keyspace root); its bytes are never read.
+func TestOldLayoutRefused(t *testing.T) {
+	path := filepath.Join(tmpDir(t), "v1.pool")
+	pool, err := engram.Create(path, &engram.Options{Layout: "engram-redis", Durability: engram.Pmem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.Txn(func(tx *engram.Tx) error { _, err := openRoot(tx, pool); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Addr: "127.0.0.1:0", Pool: path, Durability: engram.Pmem})
+	if err == nil {
+		s.Close()
+		t.Fatal("a version-1 pool opened")
+	}
+	if !errors.Is(err, engram.ErrWrongLayout) {
+		t.Fatalf("error %v, want ErrWrongLayout", err)
+	}
+	for _, want := range []string{"version 2", `"engram-redis/2"`, "version 1", `"engram-redis"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("error %q does not say %s", err, want)
+		}
+	}
+	t.Log(err)
 }

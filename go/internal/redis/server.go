@@ -164,13 +164,26 @@ const (
 	reqWake
 )
 
+// layoutName is the pool layout this server reads and writes, checked by
+// the engine on every open (ErrWrongLayout). Its version changes when a
+// structure's bytes change in a way the type table cannot tell (the
+// engine sees a skiplist node as an array of pZLevel whatever its Go
+// struct says):
+//
+//	1 "engram-redis": until redis8zn (fixed 128-byte skiplist nodes);
+//	2 "engram-redis/2": skiplist nodes sized by their level (pzset.go).
+const (
+	layoutVersion = 2
+	layoutName    = "engram-redis/2"
+)
+
 // New opens (or creates) the pool and builds the server.
 func New(cfg Config) (*Server, error) {
-	opts := &engram.Options{Layout: "engram-redis", MaxSize: cfg.MaxMemory, Durability: cfg.Durability, RecoveryGC: recoveryGCPolicy(cfg)}
+	opts := &engram.Options{Layout: layoutName, MaxSize: cfg.MaxMemory, Durability: cfg.Durability, RecoveryGC: recoveryGCPolicy(cfg)}
 	t0 := time.Now()
 	pool, first, err := engram.Open(cfg.Pool, opts)
 	if err != nil {
-		return nil, fmt.Errorf("open pool %s: %w", cfg.Pool, err)
+		return nil, openError(cfg.Pool, err)
 	}
 	s := &Server{cfg: cfg, pool: pool, lim: defaultLimits, reqs: make(chan *request, 1024), clients: map[int64]*client{},
 		conns: map[int64]*client{}, start: time.Now(), watch: map[string]int64{},
@@ -197,6 +210,16 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.lastSave = time.Now().Unix()
 	return s, nil
+}
+
+// openError is the error of a pool that did not open; a pool of another
+// layout (an older engram-redis's) is named with both versions.
+func openError(path string, err error) error {
+	if errors.Is(err, engram.ErrWrongLayout) {
+		return fmt.Errorf("open pool %s: this engram-redis reads pool layout version %d (%q); version 1 (%q) is the layout before the sorted sets' variable-size nodes: move the data with the engram-redis that wrote it (DUMP/RESTORE, or a client's copy) into a new pool: %w",
+			path, layoutVersion, layoutName, "engram-redis", err)
+	}
+	return fmt.Errorf("open pool %s: %w", path, err)
 }
 
 // Listen binds the address (and creates the epoll loops); Serve then

@@ -1,0 +1,189 @@
+// zexplore_test.go: the skiplist's write paths (pzset.go: a member moved,
+// a new member linked, a member removed) through the crash explorer: the
+// regions run on a traced pool, every crash image the x86 model allows is
+// recovered, and each must hold a whole skiplist (order, spans, back
+// links, tail, length, every node linked on exactly the levels its pool
+// array holds, the table agreeing) whose members are those of a prefix of
+// the regions. A change stored before it is logged shows here as an image
+// that is neither.
+package redis
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+	"unsafe"
+
+	engram "github.com/engram-pm/engram-go"
+)
+
+const zexploreRoot = "zexplore"
+
+// zexploreHolder is the root: the sorted set's collection.
+type zexploreHolder struct {
+	C *pColl
+}
+
+// zsetContents checks c's skiplist (as checkSkiplist does, without a
+// testing.T) and returns its members with their scores.
+func zsetContents(p *engram.Pool, c *pColl) (map[string]float64, error) {
+	got := map[string]float64{}
+	rank := map[*pZNode]int64{c.ZHead: 0}
+	var prev *pZNode
+	for n := c.ZHead.lv(0).Fwd; n != nil; n = n.lv(0).Fwd {
+		if n.Back != prev {
+			return nil, fmt.Errorf("node %q: wrong back link", n.member())
+		}
+		if prev != nil && !(prev.Score < n.Score || (prev.Score == n.Score && string(prev.member()) < string(n.member()))) {
+			return nil, fmt.Errorf("order: %q before %q", prev.member(), n.member())
+		}
+		if e := c.zfind(n.member()); e == nil || bitsScore(e.Expire) != n.Score || !n.isMember(e.Key) {
+			return nil, fmt.Errorf("node %q %v: the table disagrees", n.member(), n.Score)
+		}
+		got[string(n.member())] = n.Score
+		rank[n] = int64(len(got))
+		prev = n
+	}
+	if c.ZTail != prev || int64(len(got)) != c.Len || c.Dict.Used != c.Len {
+		return nil, fmt.Errorf("tail/len: %d nodes, Len %d, table %d", len(got), c.Len, c.Dict.Used)
+	}
+	level := map[*pZNode]int{c.ZHead: zMaxLevel}
+	for i := 0; i < int(c.ZLevel); i++ {
+		for n := c.ZHead; n.lv(i).Fwd != nil; n = n.lv(i).Fwd {
+			l := n.lv(i)
+			if want := rank[l.Fwd] - rank[n]; l.Span != want {
+				return nil, fmt.Errorf("level %d at rank %d: span %d, want %d", i, rank[n], l.Span, want)
+			}
+			level[l.Fwd] = i + 1
+		}
+	}
+	for n, l := range level {
+		if k, err := p.ObjectCount(unsafe.Pointer(n)); err != nil || k != 2+l {
+			return nil, fmt.Errorf("node %q: linked on %d levels, its array has %d elements (%v)", n.member(), l, k, err)
+		}
+	}
+	return got, nil
+}
+
+// zexploreOps is the traced workload: moves of existing members (to
+// random scores, so the paths differ), new members, removals, a move of a
+// member to the tail and one to the head.
+func zexploreOps(r *rand.Rand, members int) []func(tx *engram.Tx, c *pColl, model map[string]float64) error {
+	move := func(m string, s float64) func(tx *engram.Tx, c *pColl, model map[string]float64) error {
+		return func(tx *engram.Tx, c *pColl, model map[string]float64) error {
+			model[m] = s
+			_, err := c.zadd(tx, []byte(m), s)
+			return err
+		}
+	}
+	rem := func(m string) func(tx *engram.Tx, c *pColl, model map[string]float64) error {
+		return func(tx *engram.Tx, c *pColl, model map[string]float64) error {
+			delete(model, m)
+			_, err := c.zrem(tx, []byte(m))
+			return err
+		}
+	}
+	// tallest moves the first node of the top level (the list's level
+	// drops while it is unlinked if it is alone there).
+	tallest := func(s float64) func(tx *engram.Tx, c *pColl, model map[string]float64) error {
+		return func(tx *engram.Tx, c *pColl, model map[string]float64) error {
+			m := string(c.ZHead.lv(int(c.ZLevel) - 1).Fwd.member())
+			return move(m, s)(tx, c, model)
+		}
+	}
+	member := func() string { return fmt.Sprintf("m%d", r.IntN(members)) }
+	near := r.IntN(members)
+	return []func(tx *engram.Tx, c *pColl, model map[string]float64) error{
+		move(member(), r.Float64()*100), move(member(), r.Float64()*100),
+		move(fmt.Sprintf("m%d", near), float64(near)+0.5), // the paths share all but the lowest levels
+		move("new-a", 50.5), move(member(), 1000), move(member(), -1),
+		tallest(r.Float64() * 100), tallest(2000),
+		rem(member()), move("new-b", r.Float64()*100), move(member(), r.Float64()*100),
+	}
+}
+
+// exploreZSet builds a set of members members, runs zexploreOps in one
+// region each on a traced pool, and explores them.
+func exploreZSet(t *testing.T, members int) engram.ExploreReport {
+	t.Helper()
+	dir := tmpDir(t)
+	tr, err := engram.NewTracer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Free()
+	p, err := engram.Create(filepath.Join(dir, "z.pool"), &engram.Options{Layout: layoutName, Durability: engram.Trace, Tracer: tr, MaxSize: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := map[string]float64{}
+	var h *zexploreHolder
+	err = p.Txn(func(tx *engram.Tx) error {
+		if h, err = engram.New[zexploreHolder](tx); err != nil {
+			return err
+		}
+		if h.C, err = newZColl(tx); err != nil {
+			return err
+		}
+		for i := 0; i < members; i++ {
+			m, s := fmt.Sprintf("m%d", i), float64(i)
+			model[m] = s
+			if _, err := h.C.zadd(tx, []byte(m), s); err != nil {
+				return err
+			}
+		}
+		return engram.SetRoot(tx, zexploreRoot, h)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	states := []map[string]float64{maps.Clone(model)}
+	if err := tr.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range zexploreOps(rand.New(rand.NewPCG(8, 8)), members) {
+		if err := p.Txn(func(tx *engram.Tx) error { return op(tx, h.C, model) }); err != nil {
+			t.Fatal(err)
+		}
+		states = append(states, maps.Clone(model))
+	}
+	if _, err := tr.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Abandon(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := tr.Explore(engram.ExploreOptions{Layout: layoutName, ScratchDir: dir}, func(p *engram.Pool) error {
+		h, err := engram.Root[zexploreHolder](p, zexploreRoot)
+		if err != nil {
+			return err
+		}
+		got, err := zsetContents(p, h.C)
+		if err != nil {
+			return err
+		}
+		for _, st := range states {
+			if maps.Equal(got, st) {
+				return nil
+			}
+		}
+		return fmt.Errorf("%d members, none of the %d states the regions leave", len(got), len(states))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Points == 0 || rep.ImagesChecked == 0 {
+		t.Fatalf("nothing explored: %+v", rep)
+	}
+	return rep
+}
+
+func TestZSetCrashExplorer(t *testing.T) {
+	rep := exploreZSet(t, 40)
+	t.Logf("%+v", rep)
+	if rep.Violations != 0 {
+		t.Fatalf("%d violations: %s", rep.Violations, rep.FirstViolation)
+	}
+}
