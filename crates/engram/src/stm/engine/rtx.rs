@@ -37,6 +37,21 @@
 //! progress under any writer pressure), on [`RTx::retry`] (which needs a
 //! read set to wait on), and under `Coarse`.
 //!
+//! What it reads: `PTVar`s, `PTField`s, array headers and committed
+//! immutable arrays (the HAMT's slot arrays, [`RTx::slice_of`]: their
+//! address is read inside a stable read, and a committed array is written
+//! before the commit that links it unlocks its variable). Volatile
+//! `TVar`s in a volatile-only transaction ([`atomically_read`]: the same
+//! steps on the volatile clock, with no pool and so no gate); a `TVar`
+//! read in a pool's lean attempt ends it for the full path, which has
+//! both domains' snapshots.
+//!
+//! The thread's entry for the pool comes from a one-entry cache
+//! (`pool_state::local_ref`: no count taken). The per-read bounds check
+//! stays per read: every address a read uses was itself read from the
+//! pool (a link, a slot array), so no check made once per attempt can
+//! cover it.
+//!
 //! Crash behaviour: none; a read-only transaction writes nothing.
 
 use super::domain::VOLATILE;
@@ -50,7 +65,8 @@ use crate::ptr::PArray;
 use crate::stm::tvar::TVarInner;
 use crate::stm::word;
 use crate::{Persistent, Pool};
-use std::cell::Cell;
+use crossbeam_epoch::Guard;
+use std::cell::{Cell, OnceCell};
 use std::mem::size_of;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -82,6 +98,9 @@ pub struct RTx<'t> {
     lo: u64,
     hi: u64,
     inner: Option<&'t PoolInner>,
+    /// The attempt's epoch pin, taken at its first boxed `TVar` read (a
+    /// value it clones stays allocated until the attempt ends).
+    pin: OnceCell<Guard>,
 }
 
 /// Something a read-only transaction can read: [`crate::stm::PTVar`],
@@ -145,7 +164,7 @@ impl<'t> RTx<'t> {
     /// A read-only view of the full transaction `tx` (the fallback path:
     /// every read is `tx`'s, with its read set and validation).
     pub fn over(tx: &'t STx<'t>) -> Self {
-        RTx { full: Some(tx), rv: 0, epoch: 0, lo: 0, hi: 0, inner: None }
+        RTx { full: Some(tx), rv: 0, epoch: 0, lo: 0, hi: 0, inner: None, pin: OnceCell::new() }
     }
 
     /// Reads `var`.
@@ -220,8 +239,8 @@ impl<'t> RTx<'t> {
     /// Reads a volatile `TVar` (`tvar.rs`). In a volatile-only attempt
     /// ([`crate::stm::atomically_read`]): the seqlock read against the
     /// volatile clock's snapshot, then the value (inline: from the bits
-    /// alone; boxed: cloned under an epoch pin taken for this read, as the
-    /// full path's attempt pin keeps a replaced value alive). In a pool's
+    /// alone; boxed: cloned under the attempt's epoch pin, taken at its
+    /// first boxed read, as on the full path). In a pool's
     /// lean attempt a `TVar` is not read (the attempt has the pool's
     /// snapshot only): the attempt ends and the body runs on the full
     /// path, which reads both domains.
@@ -238,10 +257,10 @@ impl<'t> RTx<'t> {
             self.stable_word(&v.word, || b = v.bits())?;
             return TVarInner::<T>::inline_value(b).ok_or_else(|| StmError::Failed(Error::invalid("an inline TVar without its value")));
         }
-        let g = crossbeam_epoch::pin();
+        let g = self.pin.get_or_init(crossbeam_epoch::pin);
         self.stable_word(&v.word, || b = v.bits())?;
         // SAFETY: `b` was loaded from `v` while `g` is pinned.
-        Ok(unsafe { v.value_of(b, &g) })
+        Ok(unsafe { v.value_of(b, g) })
     }
 
     /// Reads the cell at `addr` (value of at most `max` bytes).
@@ -442,6 +461,7 @@ impl Pool {
                 lo: space.base() + crate::format::HEAP_OFF,
                 hi: space.base() + space.size(),
                 inner: Some(inner),
+                pin: OnceCell::new(),
             };
             // 3. the body's reads.
             if let Some(done) = outcome(f(&tx)) {
@@ -505,7 +525,7 @@ fn volatile_full<R>(mut f: impl FnMut(&RTx<'_>) -> StmResult<R>) -> Result<R> {
 fn lean_volatile<R>(f: &mut impl FnMut(&RTx<'_>) -> StmResult<R>) -> Result<Option<R>> {
     let _in_tx = InTx::enter();
     for attempt in 1..=LEAN_ATTEMPTS {
-        let tx = RTx { full: None, rv: VOLATILE.now(), epoch: 0, lo: 0, hi: 0, inner: None };
+        let tx = RTx { full: None, rv: VOLATILE.now(), epoch: 0, lo: 0, hi: 0, inner: None, pin: OnceCell::new() };
         if let Some(done) = outcome(f(&tx)) {
             return done;
         }
