@@ -5,11 +5,14 @@
 //! exactly one) concurrent read-only transactions must always see. The
 //! stress test is run with the seqlock's re-check and the snapshot check
 //! planted out (`failpoint::plant`), and must then see a torn snapshot.
+//! The HAMT's lookups (slot arrays read through `RTx::slice_of`) have a
+//! stress test of their own: a key moved between two maps whose tries
+//! other keys keep splitting and merging.
 
 mod common;
 use common::TempPool;
 use engram::failpoint::{disarm_all, plant};
-use engram::stm::collections::{HashTable, RbTree, Treap};
+use engram::stm::collections::{HashTable, PMap, RbTree, Treap};
 use engram::stm::PTVar;
 use engram::{CreateOptions, Durability, Pool};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -104,6 +107,19 @@ fn nesting_and_regions_inside_are_refused_and_retry_takes_the_full_path() {
         assert_eq!(v, 5);
     });
     assert!(lean_runs <= 1, "a retry leaves the lean path");
+    pool.close().unwrap();
+}
+
+#[test]
+fn a_volatile_variable_read_takes_the_full_path() {
+    let t = TempPool::new("ro-tvar");
+    let pool = create(&t, Durability::Process);
+    let a: PTVar<u64> = pool.root("a", || 3).unwrap();
+    let v = engram::stm::TVar::new(4u64);
+    let got = pool.atomically_read(|tx| Ok((tx.read(&a)?, tx.read(&v)?, tx.is_lean()))).unwrap();
+    assert_eq!(got, (3, 4, false), "a pool's lean attempt has no volatile snapshot");
+    // A pool variable in a volatile-only read-only transaction is an error.
+    assert!(engram::stm::atomically_read(|tx| tx.read(&a)).is_err());
     pool.close().unwrap();
 }
 
@@ -218,4 +234,113 @@ fn the_stress_test_catches_a_missing_recheck() {
 #[test]
 fn the_stress_test_catches_a_missing_snapshot_check() {
     assert!(stress(&["stm.ro_no_rv_check", "stm.ro_slow_read"], 200_000, true) > 0, "no torn snapshot without the rv check");
+}
+
+/// The key the map stress test moves between its two maps.
+const MOVED: u64 = 1_000;
+
+/// The HAMT stress workload: writers move key [`MOVED`] between two
+/// `PMap`s and, in the same transaction, insert or remove one of 192 other
+/// keys in both maps (so trie nodes split and merge and their slot arrays
+/// are replaced under the readers); readers (read-only transactions, with
+/// `bugs` planted on their threads) must see `MOVED` in exactly one map
+/// and any other key in both or neither. Returns the torn snapshots seen
+/// and how many reads ran on the lean path.
+fn map_stress(bugs: &[&str], reads: u64, until_torn: bool) -> (u64, u64) {
+    let t = TempPool::new("ro-map-stress");
+    let pool = create(&t, Durability::Process);
+    let (m1, m2) = (PMap::<u64, u64>::root(&pool, "m1").unwrap(), PMap::<u64, u64>::root(&pool, "m2").unwrap());
+    pool.atomically(|tx| {
+        for k in 0..64 {
+            m1.insert(tx, k, k)?;
+            m2.insert(tx, k, k)?;
+        }
+        m1.insert(tx, MOVED, 0).map(drop)
+    })
+    .unwrap();
+    let (stop, torn, lean) = (AtomicBool::new(false), AtomicU64::new(0), AtomicU64::new(0));
+    let churn = |i: u64| 64 + (i >> 33) % 192;
+    std::thread::scope(|s| {
+        for w in 0..2u64 {
+            let (pool, stop) = (&pool, &stop);
+            s.spawn(move || {
+                let mut i = w;
+                while !stop.load(Ordering::Relaxed) {
+                    i = i.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    pool.atomically(|tx| {
+                        match m1.remove(tx, &MOVED)? {
+                            Some(v) => m2.insert(tx, MOVED, v + 1)?,
+                            None => {
+                                let v = m2.remove(tx, &MOVED)?.unwrap_or(0);
+                                m1.insert(tx, MOVED, v + 1)?
+                            }
+                        };
+                        let k = churn(i);
+                        if m1.remove(tx, &k)?.is_some() {
+                            m2.remove(tx, &k).map(drop)
+                        } else {
+                            m1.insert(tx, k, k)?;
+                            m2.insert(tx, k, k).map(drop)
+                        }
+                    })
+                    .unwrap();
+                }
+            });
+        }
+        let readers: Vec<_> = (0..3u64)
+            .map(|r| {
+                let (pool, torn, lean) = (&pool, &torn, &lean);
+                s.spawn(move || {
+                    for b in bugs {
+                        plant(b);
+                    }
+                    let mut i = r + 7;
+                    for _ in 0..reads {
+                        i = i.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                        let k = churn(i);
+                        let (one, same) = pool
+                            .atomically_read(|tx| {
+                                lean.fetch_add(tx.is_lean() as u64, Ordering::Relaxed);
+                                let one = m1.get(tx, &MOVED)?.is_some() as u32 + m2.get(tx, &MOVED)?.is_some() as u32;
+                                Ok((one, m1.contains_key(tx, &k)? == m2.contains_key(tx, &k)?))
+                            })
+                            .unwrap();
+                        if one != 1 || !same {
+                            torn.fetch_add(1, Ordering::Relaxed);
+                        }
+                        if until_torn && torn.load(Ordering::Relaxed) > 0 {
+                            break;
+                        }
+                    }
+                    disarm_all();
+                })
+            })
+            .collect();
+        for r in readers {
+            r.join().unwrap();
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    pool.atomically(|tx| m1.check(tx).and(m2.check(tx)).map(drop)).unwrap();
+    pool.close().unwrap();
+    (torn.into_inner(), lean.into_inner())
+}
+
+#[test]
+fn concurrent_map_lookups_always_see_a_consistent_snapshot() {
+    let (torn, lean) = map_stress(&[], 5_000, false);
+    assert_eq!(torn, 0, "a read-only map lookup saw a torn snapshot");
+    assert!(lean > 0, "no map lookup ran on the lean path");
+    let (torn, _) = map_stress(&["stm.ro_slow_read"], 1_000, false);
+    assert_eq!(torn, 0, "a widened read-only map lookup saw a torn snapshot");
+}
+
+#[test]
+fn the_map_stress_test_catches_a_missing_recheck() {
+    assert!(map_stress(&["stm.ro_no_recheck", "stm.ro_slow_read"], 200_000, true).0 > 0, "no torn map snapshot without the re-check");
+}
+
+#[test]
+fn the_map_stress_test_catches_a_missing_snapshot_check() {
+    assert!(map_stress(&["stm.ro_no_rv_check", "stm.ro_slow_read"], 200_000, true).0 > 0, "no torn map snapshot without the rv check");
 }

@@ -14,13 +14,20 @@
 //!   drops; once the variables are gone and the epoch has moved on, every
 //!   value made has been dropped once (a leak or a double release fails).
 //!
+//! - `read_only_audits_*`: the same transfers audited by volatile
+//!   read-only transactions (`stm::atomically_read`: no read set, the
+//!   volatile clock's snapshot, each read a seqlock read), which must
+//!   always see the total; with the read-only re-check or snapshot check
+//!   planted out (`stm.ro_no_recheck`, `stm.ro_no_rv_check`) they must see
+//!   a torn total.
+//!
 //! (That volatile-only transactions touch no pool is a unit test:
 //! `stm/engine/pool_state.rs`, `volatile_transactions_touch_no_pool`.)
 //!
 //! Counts and invariants only, no timing (a watchdog bounds each body).
 
 mod common;
-use engram::stm::{atomically, STx, StmResult, TVar};
+use engram::stm::{atomically, atomically_read, ReadTx, STx, StmResult, TVar};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -63,10 +70,10 @@ fn transfer<B: Balance>(tx: &STx<'_>, a: &TVar<B>, b: &TVar<B>, amount: u64) -> 
     tx.write(b, B::of(y + m))
 }
 
-fn total<B: Balance>(tx: &STx<'_>, vars: &[TVar<B>]) -> StmResult<u64> {
+fn total<B: Balance, T: ReadTx>(tx: &T, vars: &[TVar<B>]) -> StmResult<u64> {
     let mut s = 0;
     for v in vars {
-        s += tx.read(v)?.get();
+        s += tx.get(v)?.get();
     }
     Ok(s)
 }
@@ -130,6 +137,122 @@ fn transfers_keep_the_total_oversubscribed() {
 #[test]
 fn inline_transfers_keep_the_total() {
     transfers_keep_the_total::<u64>(2, 2, 60_000);
+}
+
+/// Two writers transfer among the accounts; two readers audit the total
+/// with volatile read-only transactions (`bugs` planted on their threads,
+/// the gap between a read's word and value widened). Returns the torn
+/// totals seen, the audits and how many attempts ran on the lean path;
+/// with `until_torn` the readers stop at the first torn total.
+fn read_only_audits<B: Balance>(bugs: &'static [&'static str], per_writer: u64, until_torn: bool) -> (u64, u64, u64) {
+    let vars: Arc<Vec<TVar<B>>> = Arc::new((0..ACCOUNTS).map(|_| TVar::new(B::of(START))).collect());
+    let want = START * ACCOUNTS as u64;
+    let (stop, torn, audits, lean) = (AtomicBool::new(false), AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
+    std::thread::scope(|s| {
+        let mut ws = Vec::new();
+        for t in 0..2u64 {
+            let (vars, stop) = (vars.clone(), &stop);
+            ws.push(s.spawn(move || {
+                let mut x = t.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+                for _ in 0..per_writer {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let (i, j) = ((x % ACCOUNTS as u64) as usize, ((x >> 8) % ACCOUNTS as u64) as usize);
+                    if i != j {
+                        atomically(|tx| transfer(tx, &vars[i], &vars[j], x % 50)).unwrap();
+                    }
+                }
+            }));
+        }
+        let rs: Vec<_> = (0..2)
+            .map(|_| {
+                let vars = vars.clone();
+                let (stop, torn, audits, lean) = (&stop, &torn, &audits, &lean);
+                s.spawn(move || {
+                    for b in bugs {
+                        engram::failpoint::plant(b);
+                    }
+                    engram::failpoint::plant("stm.ro_slow_read");
+                    engram::failpoint::stretch_reads(true);
+                    while !stop.load(Ordering::Acquire) {
+                        let got = atomically_read(|tx| {
+                            lean.fetch_add(tx.is_lean() as u64, Ordering::Relaxed);
+                            total(tx, &vars)
+                        })
+                        .unwrap();
+                        audits.fetch_add(1, Ordering::Relaxed);
+                        if got != want {
+                            torn.fetch_add(1, Ordering::Relaxed);
+                            if until_torn {
+                                stop.store(true, Ordering::Release);
+                            }
+                        }
+                    }
+                    engram::failpoint::disarm_all();
+                    engram::failpoint::stretch_reads(false);
+                })
+            })
+            .collect();
+        for w in ws {
+            w.join().unwrap();
+        }
+        stop.store(true, Ordering::Release);
+        for r in rs {
+            r.join().unwrap();
+        }
+    });
+    assert_eq!(atomically(|tx| total(tx, &vars)).unwrap(), want, "the writers lost money");
+    (torn.into_inner(), audits.into_inner(), lean.into_inner())
+}
+
+#[test]
+fn read_only_audits_see_the_total() {
+    common::bounded("tvar read-only audits", BOUND, || {
+        for (torn, audits, lean) in [read_only_audits::<u64>(&[], 30_000, false), read_only_audits::<Vec<u64>>(&[], 30_000, false)] {
+            assert_eq!(torn, 0, "a read-only transaction saw a torn total ({audits} audits)");
+            assert!(audits > 0 && lean > 0, "no audit ran on the lean path ({audits} audits)");
+        }
+    });
+}
+
+#[test]
+fn read_only_audits_catch_a_missing_recheck() {
+    common::bounded("tvar read-only audits, no re-check", BOUND, || {
+        assert!(read_only_audits::<u64>(&["stm.ro_no_recheck"], 2_000_000, true).0 > 0, "no torn total without the re-check");
+    });
+}
+
+#[test]
+fn read_only_audits_catch_a_missing_snapshot_check() {
+    common::bounded("tvar read-only audits, no rv check", BOUND, || {
+        assert!(read_only_audits::<u64>(&["stm.ro_no_rv_check"], 2_000_000, true).0 > 0, "no torn total without the rv check");
+    });
+}
+
+#[test]
+fn read_only_transactions_nest_refused_and_retry_on_the_full_path() {
+    let a = TVar::new(0u64);
+    let e = atomically_read(|_| Ok(atomically(|tx| tx.read(&a)))).unwrap();
+    assert!(matches!(e, Err(engram::Error::NestedTransaction { .. })), "{e:?}");
+    let e = atomically(|_| Ok(atomically_read(|tx| tx.read(&a)))).unwrap();
+    assert!(matches!(e, Err(engram::Error::NestedTransaction { .. })), "{e:?}");
+    std::thread::scope(|s| {
+        let w = s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(20));
+            atomically(|tx| tx.write(&a, 5)).unwrap()
+        });
+        let v = atomically_read(|tx| match tx.read(&a)? {
+            0 => tx.retry(),
+            v => Ok(v),
+        })
+        .unwrap();
+        w.join().unwrap();
+        assert_eq!(v, 5);
+    });
 }
 
 static MADE: AtomicU64 = AtomicU64::new(0);

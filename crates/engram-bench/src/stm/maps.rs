@@ -1,8 +1,7 @@
 //! The PSTM side of the STM benchmarks: Engram's transactional collections
 //! (`RbTree`, `Treap`, `HashTable`, `PMap` from `engram::stm::collections`)
 //! in a fresh pool, each operation one transaction: a lookup a read-only
-//! `Pool::atomically_read` one (the HAMT's: `Pool::atomically`), an update
-//! a `Pool::atomically` one.
+//! `Pool::atomically_read` one, an update a `Pool::atomically` one.
 //!
 //! The durability mode is the only difference between the PSTM and the
 //! "no flush" runs: `Durability::Pmem` flushes with CLWB/CLFLUSHOPT and
@@ -83,12 +82,10 @@ macro_rules! coll {
     };
 }
 
-// (The HAMT's lookup reads slot arrays, which read-only transactions do
-// not offer: its lookups stay full transactions.)
 coll!(RbTree<u64, u64>, |p, n| RbTree::root(p, n), atomically_read);
 coll!(Treap<u64, u64>, |p, n| Treap::root(p, n), atomically_read);
 coll!(HashTable<u64, u64>, |p, n| HashTable::root(p, n, HASH_BUCKETS), atomically_read);
-coll!(PMap<u64, u64>, |p, n| PMap::root(p, n));
+coll!(PMap<u64, u64>, |p, n| PMap::root(p, n), atomically_read);
 
 /// One collection in its own pool.
 pub struct PstmMap<C: Coll> {

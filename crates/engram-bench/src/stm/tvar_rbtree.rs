@@ -1,7 +1,8 @@
 //! The fully volatile peer of the STM benchmarks: the red-black tree of
 //! Engram's `RbTree` (CLRS without a sentinel, the same steps line for
 //! line) over volatile [`engram::stm::TVar`]s, run by
-//! [`engram::stm::atomically`] — no pool, no redo log, no flush.
+//! [`engram::stm::atomically`] (lookups: [`engram::stm::atomically_read`],
+//! the read-only path) — no pool, no redo log, no flush.
 //!
 //! Layout: nodes live in an arena of fixed chunks, each node six
 //! `TVar<u64>` fields (key, value, left, right, parent, red); a link is a
@@ -24,7 +25,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
-use engram::stm::{atomically, STx, StmError, StmResult, TVar};
+use engram::stm::{atomically, atomically_read, ReadTx, STx, StmError, StmResult, TVar};
 
 use super::workload::{BenchError, Contents, Op, TxMap};
 
@@ -111,14 +112,14 @@ impl TVarRbTree {
         Ok(id)
     }
 
-    fn key(&self, tx: &STx<'_>, n: u64) -> StmResult<u64> {
-        tx.read(&self.node(n).key)
+    fn key<T: ReadTx>(&self, tx: &T, n: u64) -> StmResult<u64> {
+        tx.get(&self.node(n).key)
     }
 
-    fn child(&self, tx: &STx<'_>, n: u64, d: Dir) -> StmResult<u64> {
+    fn child<T: ReadTx>(&self, tx: &T, n: u64, d: Dir) -> StmResult<u64> {
         match d {
-            Dir::Left => tx.read(&self.node(n).left),
-            Dir::Right => tx.read(&self.node(n).right),
+            Dir::Left => tx.get(&self.node(n).left),
+            Dir::Right => tx.get(&self.node(n).right),
         }
     }
 
@@ -171,8 +172,8 @@ impl TVarRbTree {
         self.set_parent(tx, x, y)
     }
 
-    fn find(&self, tx: &STx<'_>, key: u64) -> StmResult<u64> {
-        let mut cur = tx.read(&self.top)?;
+    fn find<T: ReadTx>(&self, tx: &T, key: u64) -> StmResult<u64> {
+        let mut cur = tx.get(&self.top)?;
         while cur != NIL {
             cur = match key.cmp(&self.key(tx, cur)?) {
                 std::cmp::Ordering::Less => self.child(tx, cur, Dir::Left)?,
@@ -184,12 +185,12 @@ impl TVarRbTree {
     }
 
     /// The key's value.
-    pub fn get(&self, tx: &STx<'_>, key: u64) -> StmResult<Option<u64>> {
+    pub fn get<T: ReadTx>(&self, tx: &T, key: u64) -> StmResult<Option<u64>> {
         let n = self.find(tx, key)?;
         if n == NIL {
             return Ok(None);
         }
-        tx.read(&self.node(n).value).map(Some)
+        tx.get(&self.node(n).value).map(Some)
     }
 
     /// Sets the key's value, linking node `spare` if the key is new;
@@ -386,7 +387,7 @@ impl TxMap for TVarRbTree {
     fn apply(&self, free: &mut Vec<u64>, op: Op) -> Result<bool, BenchError> {
         match op {
             Op::Lookup(k) => {
-                std::hint::black_box(atomically(|tx| self.get(tx, k))?);
+                std::hint::black_box(atomically_read(|tx| self.get(tx, k))?);
                 Ok(false)
             }
             Op::Insert(k, v) => {

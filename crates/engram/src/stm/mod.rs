@@ -50,8 +50,8 @@ pub(crate) mod word;
 
 pub(crate) use engine::in_atomically;
 pub use engine::{
-    atomically, clock_start, set_clock_start, stats, young_helps, ClockStart, RTx, ReadOnlyVar, ReadTx, STx, StmError, StmResult, StmStats,
-    LEAN_ATTEMPTS,
+    atomically, atomically_read, clock_start, set_clock_start, stats, young_helps, ClockStart, RTx, ReadOnlyVar, ReadTx, STx, StmError,
+    StmResult, StmStats, LEAN_ATTEMPTS,
 };
 /// The STM as a layer of the pool: redo-record replay on open, quiesce
 /// before GC and close.

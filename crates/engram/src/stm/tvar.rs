@@ -35,7 +35,7 @@
 //!
 //! Crash behaviour: volatile, nothing survives the process.
 
-use super::engine::{STx, StmResult};
+use super::engine::{RTx, STx, StmResult};
 use super::vars::Var;
 use crossbeam_epoch::Guard;
 use std::any::TypeId;
@@ -115,6 +115,24 @@ impl<T: 'static> TVarInner<T> {
         self.bits.load(Ordering::Acquire)
     }
 
+    /// The value an inline variable's value word `b` stands for (no pin
+    /// needed: nothing lies behind it); `None` for a boxed `T`.
+    #[inline(always)]
+    pub(crate) fn inline_value(b: u64) -> Option<T> {
+        if !Self::inline() {
+            return None;
+        }
+        let mut v = MaybeUninit::<T>::uninit();
+        // SAFETY: inline: every store to `bits` is an `encode` of a T (one
+        // atomic word, never torn), so the first size_of::<T>() bytes of a
+        // word loaded from it are a valid T, copied whole; T has no drop
+        // glue (`inline`).
+        unsafe {
+            std::ptr::copy_nonoverlapping(&b as *const u64 as *const u8, v.as_mut_ptr() as *mut u8, size_of::<T>());
+            Some(v.assume_init())
+        }
+    }
+
     /// The value a value word `b` loaded from this variable stands for.
     ///
     /// # Safety
@@ -126,15 +144,8 @@ impl<T: 'static> TVarInner<T> {
     where
         T: Clone,
     {
-        if Self::inline() {
-            let mut v = MaybeUninit::<T>::uninit();
-            // SAFETY: every store to `bits` is an `encode` of a T (one
-            // atomic word, never torn), so its first size_of::<T>() bytes
-            // are a valid T, copied whole; T is Copy-like (no drop glue).
-            unsafe {
-                std::ptr::copy_nonoverlapping(&b as *const u64 as *const u8, v.as_mut_ptr() as *mut u8, size_of::<T>());
-                v.assume_init()
-            }
+        if let Some(v) = Self::inline_value(b) {
+            v
         } else {
             // SAFETY: `b` is `Arc::into_raw` of a value this variable held
             // while `_g` was pinned: its count is released only by a
@@ -273,6 +284,16 @@ impl<T: Clone + Send + Sync + 'static> TVar<T> {
         let b = self.0.bits();
         // SAFETY: `b` was loaded from this variable while `g` is pinned.
         unsafe { self.0.value_of(b, &g) }
+    }
+}
+
+/// In a read-only transaction: a volatile-only one
+/// ([`crate::stm::atomically_read`]) reads it on its lean path; a pool's
+/// (`Pool::atomically_read`) runs the body on the full path instead.
+impl<T: Clone + Send + Sync + 'static> crate::stm::ReadOnlyVar for TVar<T> {
+    #[inline]
+    fn read_ro(&self, tx: &RTx<'_>) -> StmResult<T> {
+        tx.read_tvar(&self.0)
     }
 }
 

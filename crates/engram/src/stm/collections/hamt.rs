@@ -40,7 +40,7 @@
 //! node writes are replayed or lost together.
 
 use super::{broken, handle, Handle, Shape};
-use crate::stm::{CopyCx, PTField, PTVar, Persist, STx, StmResult, VarCell};
+use crate::stm::{CopyCx, PTField, PTVar, Persist, ReadTx, STx, StmResult, VarCell};
 use crate::{PArray, PPtr, Persistent, Pool, Result};
 use std::hash::Hash;
 use std::mem::{offset_of, size_of};
@@ -191,9 +191,12 @@ impl<K: Persistent, V: Persistent> Slot<K, V> {
     }
 }
 
-fn load<'t, K: Persistent, V: Persistent>(tx: &'t STx<'_>, cell: Cell<K, V>) -> StmResult<Seen<'t, K, V>> {
-    let node = tx.read(&var(cell))?;
-    let slots = if node.slots.is_null() { &[][..] } else { tx.slice_of(node.slots)? };
+/// Node `cell` as `tx` sees it: its variable, then its slot array (an
+/// immutable committed array, in a read-only transaction too:
+/// `RTx::elements_of`).
+fn load<'t, K: Persistent, V: Persistent, T: ReadTx>(tx: &'t T, cell: Cell<K, V>) -> StmResult<Seen<'t, K, V>> {
+    let node = tx.get(&var(cell))?;
+    let slots = if node.slots.is_null() { &[][..] } else { tx.elements_of(node.slots)? };
     Ok(Seen { cell, node, slots })
 }
 
@@ -385,8 +388,9 @@ impl<K: Persistent + Hash + Eq, V: Persistent> PMap<K, V> {
         super::root_handle(pool, name, Self::new)
     }
 
-    /// The value of `key`.
-    pub fn get(&self, tx: &STx<'_>, key: &K) -> StmResult<Option<V>> {
+    /// The value of `key`, in a full ([`STx`]) or read-only
+    /// ([`crate::stm::RTx`]) transaction.
+    pub fn get<T: ReadTx>(&self, tx: &T, key: &K) -> StmResult<Option<V>> {
         let hash = crate::hash::stable_hash(key);
         let (mut cell, mut depth) = (self.root, 0);
         loop {
@@ -399,8 +403,8 @@ impl<K: Persistent + Hash + Eq, V: Persistent> PMap<K, V> {
         }
     }
 
-    /// Whether `key` is in the map.
-    pub fn contains_key(&self, tx: &STx<'_>, key: &K) -> StmResult<bool> {
+    /// Whether `key` is in the map (in either kind of transaction).
+    pub fn contains_key<T: ReadTx>(&self, tx: &T, key: &K) -> StmResult<bool> {
         Ok(self.get(tx, key)?.is_some())
     }
 
@@ -630,8 +634,8 @@ impl<K: Persistent + Hash + Eq> PSet<K> {
         Ok(self.map.remove(tx, key)?.is_some())
     }
 
-    /// Whether `key` is in the set.
-    pub fn contains(&self, tx: &STx<'_>, key: &K) -> StmResult<bool> {
+    /// Whether `key` is in the set (in either kind of transaction).
+    pub fn contains<T: ReadTx>(&self, tx: &T, key: &K) -> StmResult<bool> {
         self.map.contains_key(tx, key)
     }
 

@@ -9,7 +9,8 @@
 //!   redo record, the one fence, in-place stores);
 //! - `coarse.rs`: the global commit lock of the `Coarse` runtime;
 //! - `hw_commit.rs`, `level1.rs`: the hardware levels (`stm::runtime`);
-//! - `rtx.rs`: read-only transactions (`Pool::atomically_read`): TL2's
+//! - `rtx.rs`: read-only transactions (`Pool::atomically_read`, and
+//!   `atomically_read` over volatile variables only): TL2's
 //!   read-only protocol alone, no sets, no commit;
 //! - `run.rs`: the run loop (`atomically`), retry waits, back-off and
 //!   serial mode, per-thread statistics;
@@ -54,7 +55,7 @@ mod young;
 
 pub use domain::{clock_start, set_clock_start, ClockStart};
 pub(crate) use pool_state::quiesce;
-pub use rtx::{RTx, ReadOnlyVar, ReadTx, LEAN_ATTEMPTS};
+pub use rtx::{atomically_read, RTx, ReadOnlyVar, ReadTx, LEAN_ATTEMPTS};
 pub(crate) use run::in_atomically;
 pub use run::{atomically, stats, StmStats};
 pub use tx::STx;

@@ -21,7 +21,7 @@ use crate::ptr::{PArray, PPtr};
 use crate::stm::redo::{StmMeta, HALF, META_ROOT};
 use crate::Pool;
 use parking_lot::Mutex;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -142,8 +142,25 @@ pub(crate) struct ThreadLog {
     pub(super) young_pending: Option<usize>,
 }
 
+/// This thread's entries, one per pool it has used. Dropping the list (the
+/// thread exits) forgets [`LAST`] first.
+struct Locals(Vec<Rc<Local>>);
+
+impl Drop for Locals {
+    fn drop(&mut self) {
+        LAST.with(|c| c.set((0, std::ptr::null())));
+    }
+}
+
 thread_local! {
-    static LOCALS: RefCell<Vec<Rc<Local>>> = const { RefCell::new(Vec::new()) };
+    static LOCALS: RefCell<Locals> = const { RefCell::new(Locals(Vec::new())) };
+    /// The heap id and entry of the pool this thread used last: an entry
+    /// of `LOCALS` (heap ids start at 1, so `(0, null)` is none). Kept
+    /// right where `LOCALS` changes ([`link_local`], `Drop for Locals`):
+    /// an entry leaves the list only when its pool has closed, and a
+    /// `Local` never moves (it is behind an `Rc`). No destructor, so the
+    /// read-only path reaches it without a registration check.
+    static LAST: Cell<(u64, *const Local)> = const { Cell::new((0, std::ptr::null())) };
 }
 
 /// What a pool-bound transaction needs.
@@ -173,10 +190,39 @@ impl<'p> PoolCtx<'p> {
 #[inline]
 pub(super) fn local(pool: &Pool) -> Result<Rc<Local>> {
     let id = pool.inner().heap.id;
-    if let Some(l) = LOCALS.with(|m| m.borrow().iter().find(|l| l.heap_id == id).cloned()) {
+    if let Some(l) = LOCALS.with(|m| m.borrow().0.iter().find(|l| l.heap_id == id).cloned()) {
         return Ok(l);
     }
     link_local(pool, id)
+}
+
+/// [`local`] without a count, for the read-only path: the entry of the pool
+/// this thread used last, one thread-local load and a comparison; else the
+/// list (and the cache set to the entry found).
+#[inline]
+pub(super) fn local_ref(pool: &Pool) -> Result<&Local> {
+    let id = pool.inner().heap.id;
+    let (last, p) = LAST.with(Cell::get);
+    if last == id {
+        // SAFETY: `LAST` names an entry of this thread's `LOCALS` (see
+        // there); it is this pool's, which cannot close while `pool` is
+        // borrowed, so the entry stays in the list, and behind its `Rc` it
+        // never moves, for the borrow's life.
+        return Ok(unsafe { &*p });
+    }
+    local_ref_slow(pool, id)
+}
+
+/// [`local_ref`] when the cache names another pool.
+#[cold]
+#[inline(never)]
+fn local_ref_slow(pool: &Pool, id: u64) -> Result<&Local> {
+    let l = local(pool)?;
+    let p = Rc::as_ptr(&l);
+    LAST.with(|c| c.set((id, p)));
+    // SAFETY: `l` is an entry of `LOCALS` (`local` found or linked it),
+    // which keeps it for as long as its pool is open (see `LAST`).
+    Ok(unsafe { &*p })
 }
 
 /// [`local`]'s first use of `pool` on this thread (kept out of line, so the
@@ -190,8 +236,10 @@ fn link_local(pool: &Pool, id: u64) -> Result<Rc<Local>> {
     let l = Rc::new(Local { heap_id: id, stm, log, cache: pool.inner().heap.cache(), gate, types: RefCell::default() });
     LOCALS.with(|m| {
         let mut m = m.borrow_mut();
-        m.retain(|l| !l.stm.closed.load(Ordering::Acquire));
-        m.push(l.clone());
+        // The cache may name an entry pruned here: forget it first.
+        LAST.with(|c| c.set((0, std::ptr::null())));
+        m.0.retain(|l| !l.stm.closed.load(Ordering::Acquire));
+        m.0.push(l.clone());
     });
     Ok(l)
 }

@@ -37,20 +37,39 @@
 //! progress under any writer pressure), on [`RTx::retry`] (which needs a
 //! read set to wait on), and under `Coarse`.
 //!
+//! What it reads: `PTVar`s, `PTField`s, array headers and committed
+//! immutable arrays (the HAMT's slot arrays, [`RTx::slice_of`]: their
+//! address is read inside a stable read, and a committed array is written
+//! before the commit that links it unlocks its variable). Volatile
+//! `TVar`s in a volatile-only transaction ([`atomically_read`]: the same
+//! steps on the volatile clock, with no pool and so no gate); a `TVar`
+//! read in a pool's lean attempt ends it for the full path, which has
+//! both domains' snapshots.
+//!
+//! The thread's entry for the pool comes from a one-entry cache
+//! (`pool_state::local_ref`: no count taken). The per-read bounds check
+//! stays per read: every address a read uses was itself read from the
+//! pool (a link, a slot array), so no check made once per attempt can
+//! cover it.
+//!
 //! Crash behaviour: none; a read-only transaction writes nothing.
 
-use super::pool_state::local;
-use super::run::{backoff, count_stat, nested_error, IN_TX};
-use super::tx::{array_len_within, cell_fits, check_cell_in};
+use super::domain::VOLATILE;
+use super::pool_state::local_ref;
+use super::run::{backoff, count_stat, IN_TX};
+use super::tx::{array_len_in, array_len_within, cell_fits, check_cell_in};
 use super::{word_at, STx, StmError, StmResult, MAX_VALUE};
 use crate::error::{Error, Result};
 use crate::pool::PoolInner;
 use crate::ptr::PArray;
+use crate::stm::tvar::TVarInner;
 use crate::stm::word;
 use crate::{Persistent, Pool};
-use std::cell::Cell;
+use crossbeam_epoch::Guard;
+use std::cell::{Cell, OnceCell};
 use std::mem::size_of;
-use std::sync::atomic::{fence, Ordering};
+use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// Conflicts in a row after which a read-only transaction runs on the full
 /// path (snapshot extension, then serial mode).
@@ -79,6 +98,9 @@ pub struct RTx<'t> {
     lo: u64,
     hi: u64,
     inner: Option<&'t PoolInner>,
+    /// The attempt's epoch pin, taken at its first boxed `TVar` read (a
+    /// value it clones stays allocated until the attempt ends).
+    pin: OnceCell<Guard>,
 }
 
 /// Something a read-only transaction can read: [`crate::stm::PTVar`],
@@ -96,6 +118,11 @@ pub trait ReadTx: sealed::Sealed {
     /// The element count of array `a` from its header (`STx::array_len`).
     #[doc(hidden)]
     fn array_len_of<T: Persistent>(&self, a: PArray<T>) -> Result<u64>;
+    /// The elements of the immutable committed array `a` (reached through
+    /// a variable this transaction read), borrowed for its life: the
+    /// HAMT's slot arrays.
+    #[doc(hidden)]
+    fn elements_of<T: Persistent>(&self, a: PArray<T>) -> Result<&[T]>;
 }
 
 mod sealed {
@@ -113,6 +140,9 @@ impl ReadTx for STx<'_> {
     fn array_len_of<T: Persistent>(&self, a: PArray<T>) -> Result<u64> {
         self.array_len(a)
     }
+    fn elements_of<T: Persistent>(&self, a: PArray<T>) -> Result<&[T]> {
+        self.slice_of(a)
+    }
 }
 
 impl ReadTx for RTx<'_> {
@@ -124,13 +154,17 @@ impl ReadTx for RTx<'_> {
     fn array_len_of<T: Persistent>(&self, a: PArray<T>) -> Result<u64> {
         self.array_len(a)
     }
+    #[inline]
+    fn elements_of<T: Persistent>(&self, a: PArray<T>) -> Result<&[T]> {
+        self.slice_of(a)
+    }
 }
 
 impl<'t> RTx<'t> {
     /// A read-only view of the full transaction `tx` (the fallback path:
     /// every read is `tx`'s, with its read set and validation).
     pub fn over(tx: &'t STx<'t>) -> Self {
-        RTx { full: Some(tx), rv: 0, epoch: 0, lo: 0, hi: 0, inner: None }
+        RTx { full: Some(tx), rv: 0, epoch: 0, lo: 0, hi: 0, inner: None, pin: OnceCell::new() }
     }
 
     /// Reads `var`.
@@ -180,7 +214,13 @@ impl<'t> RTx<'t> {
         // SAFETY: `check` proved [addr, addr + 8) inside the mapping and
         // addr 8-aligned; the pool is borrowed for 't and the GC waits for
         // the gate this attempt holds.
-        let w = unsafe { word_at(addr as usize) };
+        self.stable_word(unsafe { word_at(addr as usize) }, load)
+    }
+
+    /// Step 3 on lock word `w` (a pool cell's, or a `TVar`'s in a
+    /// volatile-only attempt, whose epoch is 0).
+    #[inline]
+    fn stable_word(&self, w: &AtomicU64, load: impl FnOnce()) -> StmResult<()> {
         let w1 = w.load(Ordering::Acquire);
         if word::is_locked(w1, self.epoch) || (word::version(w1) > self.rv && !planted_rv()) {
             return Err(StmError::Conflict);
@@ -194,6 +234,33 @@ impl<'t> RTx<'t> {
             return Err(StmError::Conflict);
         }
         Ok(())
+    }
+
+    /// Reads a volatile `TVar` (`tvar.rs`). In a volatile-only attempt
+    /// ([`crate::stm::atomically_read`]): the seqlock read against the
+    /// volatile clock's snapshot, then the value (inline: from the bits
+    /// alone; boxed: cloned under the attempt's epoch pin, taken at its
+    /// first boxed read, as on the full path). In a pool's
+    /// lean attempt a `TVar` is not read (the attempt has the pool's
+    /// snapshot only): the attempt ends and the body runs on the full
+    /// path, which reads both domains.
+    #[inline]
+    pub(crate) fn read_tvar<T: Clone + Send + Sync + 'static>(&self, v: &Arc<TVarInner<T>>) -> StmResult<T> {
+        if let Some(tx) = self.full {
+            return tx.read_tvar(v);
+        }
+        if self.inner.is_some() {
+            return Err(StmError::Retry);
+        }
+        let mut b = 0u64;
+        if TVarInner::<T>::inline() {
+            self.stable_word(&v.word, || b = v.bits())?;
+            return TVarInner::<T>::inline_value(b).ok_or_else(|| StmError::Failed(Error::invalid("an inline TVar without its value")));
+        }
+        let g = self.pin.get_or_init(crossbeam_epoch::pin);
+        self.stable_word(&v.word, || b = v.bits())?;
+        // SAFETY: `b` was loaded from `v` while `g` is pinned.
+        Ok(unsafe { v.value_of(b, g) })
     }
 
     /// Reads the cell at `addr` (value of at most `max` bytes).
@@ -269,6 +336,33 @@ impl<'t> RTx<'t> {
         }
         array_len_within::<T>(a.addr(), (self.lo, self.hi)).ok_or_else(|| Error::BadPointer { addr: a.addr() })
     }
+
+    /// The elements of array `a`, an immutable committed array whose
+    /// address this attempt read inside a stable read (a HAMT node's slot
+    /// array). Checked from the header alone (object tag, array flag,
+    /// elements inside the mapped heap; [`STx::slice_of`] also asks the
+    /// allocator for the object's slot): a committed array is written
+    /// before the commit that links it unlocks its variable, so a stable
+    /// read at or below `rv` sees its final bytes, and the GC frees none
+    /// while the attempt holds the gate.
+    #[inline]
+    pub(crate) fn slice_of<T: Persistent>(&self, a: PArray<T>) -> Result<&[T]> {
+        if let Some(tx) = self.full {
+            return tx.slice_of(a);
+        }
+        let n = match array_len_within::<T>(a.addr(), (self.lo, self.hi)) {
+            Some(n) => n,
+            None => array_len_in::<T>(&self.pool()?.space, a.addr())?,
+        };
+        if a.addr() % std::mem::align_of::<T>() as u64 != 0 {
+            return Err(Error::BadPointer { addr: a.addr() });
+        }
+        // SAFETY: header and elements lie inside the mapping (checked
+        // above), which stays while the pool is borrowed for 't; the array
+        // is committed and immutable, and the GC waits for the gate this
+        // attempt holds (see above). Every bit pattern is a valid T.
+        Ok(unsafe { std::slice::from_raw_parts(a.addr() as *const T, n as usize) })
+    }
 }
 
 /// Planted bug `stm.ro_no_rv_check`: a version newer than the snapshot is
@@ -292,8 +386,17 @@ fn full_path_only() -> bool {
     crate::stm::runtime::coarse_possible() && crate::stm::runtime::current() == crate::stm::runtime::Runtime::Coarse
 }
 
-/// Clears the thread's in-transaction mark when the lean loop ends.
+/// The thread's in-transaction mark, set for the lean loop and cleared
+/// when it ends.
 struct InTx;
+
+impl InTx {
+    #[inline]
+    fn enter() -> Self {
+        IN_TX.with(|t| t.set(true));
+        InTx
+    }
+}
 
 impl Drop for InTx {
     fn drop(&mut self) {
@@ -321,25 +424,31 @@ impl Pool {
     /// # Ok::<(), engram::Error>(())
     /// ```
     pub fn atomically_read<R>(&self, mut f: impl FnMut(&RTx<'_>) -> StmResult<R>) -> Result<R> {
-        if IN_TX.with(Cell::get) {
-            return Err(nested_error());
-        }
-        if !full_path_only() {
+        if !IN_TX.with(Cell::get) && !full_path_only() {
             if let Some(r) = self.lean(&mut f)? {
                 return Ok(r);
             }
         }
+        self.read_full(f)
+    }
+
+    /// The full path of [`Pool::atomically_read`] (also its nesting
+    /// error), out of line: the lean path's function then saves and
+    /// restores fewer registers.
+    #[cold]
+    #[inline(never)]
+    fn read_full<R>(&self, mut f: impl FnMut(&RTx<'_>) -> StmResult<R>) -> Result<R> {
         self.atomically(|tx| f(&RTx::over(tx)))
     }
 
     /// The lean attempts (steps 1-4 of the module doc); `None`: take the
     /// full path.
+    #[inline(always)]
     fn lean<R>(&self, f: &mut impl FnMut(&RTx<'_>) -> StmResult<R>) -> Result<Option<R>> {
         let inner = self.inner();
-        let local = local(self)?;
+        let local = local_ref(self)?;
         let (stm, slot) = (&local.stm, &local.gate);
-        IN_TX.with(|t| t.set(true));
-        let _in_tx = InTx;
+        let _in_tx = InTx::enter();
         for attempt in 1..=LEAN_ATTEMPTS {
             // 1. the GC gate, through this thread's slot.
             let _gate = inner.gate.enter(slot);
@@ -352,20 +461,83 @@ impl Pool {
                 lo: space.base() + crate::format::HEAP_OFF,
                 hi: space.base() + space.size(),
                 inner: Some(inner),
+                pin: OnceCell::new(),
             };
             // 3. the body's reads.
-            match f(&tx) {
-                Ok(v) => return Ok(Some(v)),
-                Err(StmError::Failed(e)) => return Err(e),
-                Err(StmError::Retry) => return Ok(None),
-                Err(StmError::Conflict) => {
-                    // 4. run again with a fresh snapshot.
-                    count_stat(|s| s.conflicts += 1);
-                    drop(_gate);
-                    backoff(attempt);
-                }
+            if let Some(done) = outcome(f(&tx)) {
+                return done;
             }
+            // 4. run again with a fresh snapshot (the gate left first).
+            drop(_gate);
+            conflicted(attempt);
         }
         Ok(None)
     }
+}
+
+/// What a lean attempt's body returned means for the loop: `Some` ends it
+/// (a value, an error, or `Ok(None)`: the full path), `None` runs again.
+#[inline]
+fn outcome<R>(r: StmResult<R>) -> Option<Result<Option<R>>> {
+    match r {
+        Ok(v) => Some(Ok(Some(v))),
+        Err(StmError::Failed(e)) => Some(Err(e)),
+        Err(StmError::Retry) => Some(Ok(None)),
+        Err(StmError::Conflict) => None,
+    }
+}
+
+/// Runs `f` as a read-only transaction over volatile [`crate::stm::TVar`]s
+/// only (see [`RTx`]): the volatile clock's snapshot and each read's
+/// seqlock read, nothing else — no pool, no gate, no read set, no
+/// allocation, no shared write. `f` may run more than once; after
+/// [`LEAN_ATTEMPTS`] conflicts in a row, on [`RTx::retry`], or under the
+/// `Coarse` runtime it runs as [`crate::stm::atomically`] would. A pool
+/// variable read in it is an error (use `Pool::atomically_read`).
+///
+/// ```
+/// use engram::stm::{atomically, atomically_read, TVar};
+/// let (a, b) = (TVar::new(70u64), TVar::new(30u64));
+/// atomically(|tx| tx.write(&a, 60).and(tx.write(&b, 40)))?;
+/// assert_eq!(atomically_read(|tx| Ok(tx.read(&a)? + tx.read(&b)?))?, 100);
+/// # Ok::<(), engram::Error>(())
+/// ```
+pub fn atomically_read<R>(mut f: impl FnMut(&RTx<'_>) -> StmResult<R>) -> Result<R> {
+    if !IN_TX.with(Cell::get) && !full_path_only() {
+        if let Some(r) = lean_volatile(&mut f)? {
+            return Ok(r);
+        }
+    }
+    volatile_full(f)
+}
+
+/// The full path of [`atomically_read`] (also its nesting error), out of
+/// line.
+#[cold]
+#[inline(never)]
+fn volatile_full<R>(mut f: impl FnMut(&RTx<'_>) -> StmResult<R>) -> Result<R> {
+    super::run::atomically(|tx| f(&RTx::over(tx)))
+}
+
+/// The lean attempts of a volatile-only read-only transaction: steps 2-4
+/// of the module doc on the volatile clock (no pool: no gate, step 1).
+#[inline(always)]
+fn lean_volatile<R>(f: &mut impl FnMut(&RTx<'_>) -> StmResult<R>) -> Result<Option<R>> {
+    let _in_tx = InTx::enter();
+    for attempt in 1..=LEAN_ATTEMPTS {
+        let tx = RTx { full: None, rv: VOLATILE.now(), epoch: 0, lo: 0, hi: 0, inner: None, pin: OnceCell::new() };
+        if let Some(done) = outcome(f(&tx)) {
+            return done;
+        }
+        conflicted(attempt);
+    }
+    Ok(None)
+}
+
+/// Step 4's count and back-off, out of line (the lean loop's rare path).
+#[cold]
+#[inline(never)]
+fn conflicted(attempt: u32) {
+    count_stat(|s| s.conflicts += 1);
+    backoff(attempt);
 }

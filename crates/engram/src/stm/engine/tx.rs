@@ -439,7 +439,7 @@ pub(super) fn array_len_within<T: Persistent>(addr: u64, (lo, hi): (u64, u64)) -
 /// The element count of the array of `T` at `addr` against the pool's
 /// current mapping, with the error (`BadPointer`).
 #[cold]
-fn array_len_in<T: Persistent>(space: &crate::pool::space::Space, addr: u64) -> Result<u64> {
+pub(super) fn array_len_in<T: Persistent>(space: &crate::pool::space::Space, addr: u64) -> Result<u64> {
     let bad = || Error::BadPointer { addr };
     let off = addr.checked_sub(space.base() + OBJ_HEADER).ok_or_else(bad)?;
     let h: ObjHeader = space.read(off).map_err(|_| bad())?;
