@@ -179,6 +179,21 @@ mod armed {
             "a new type-table entry is written without its last pointer offset (an off-by-one, checksummed as \
              written), while the program keeps the right ones in memory: a later process's GC does not trace that field",
         ),
+        (
+            "tx.free_skips_tag",
+            "`Tx::free` does not refuse an object whose header has lost its tag (freed by an earlier region): a \
+             second free of it is accepted and its slot is handed out twice",
+        ),
+        (
+            "tx.freed_set_kept",
+            "a region's end does not empty its double-free set: the thread's next region that frees an object in a \
+             slot freed, and handed out again, since is refused with `DoubleFree`",
+        ),
+        (
+            "tx.free_any_slot_address",
+            "`Tx::free`'s span-cache path accepts any address inside a slot of a cached span, not only its payload \
+             start: freeing an interior pointer (or a header address) is accepted",
+        ),
     ];
 
     pub(crate) fn planted(bug: &str) -> bool {

@@ -244,6 +244,103 @@ fn interleaved_types_of_one_class_keep_their_own_headers() {
     pool.close().unwrap();
 }
 
+/// What `free` answered for each case of [`free_cases`], in order.
+type FreeAnswers = Vec<Result<(), Error>>;
+
+/// `Tx::free` of objects in spans the region has already read from (so
+/// the region's span cache answers, not the tables): an interior pointer
+/// (16-aligned, into an object whose payload starts with what looks like
+/// a tagged header), a header address, an object freed twice in one
+/// region, an object freed by an earlier region; then 62 objects freed,
+/// their slots handed out again and freed again, region after region on
+/// this thread.
+fn free_cases(pool: &Pool) -> FreeAnswers {
+    let forged = Wide { w: [0xE9A0_0000u64 << 32, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0] };
+    let (wide, objs) = pool
+        .txn(|tx| Ok::<_, Error>((tx.alloc(forged)?, (0..64u64).map(|i| tx.alloc(Small { a: i, b: i })).collect::<Result<Vec<_>, _>>()?)))
+        .unwrap();
+    let (keep, p) = (objs[0], objs[1]);
+    let mut out = Vec::new();
+    // Each region reads `keep` and `wide` first: their spans (and `p`'s,
+    // the same batch as `keep`) are then in the region's span cache.
+    let free_in_region = |addr: u64, twice: bool| {
+        pool.txn(|tx| {
+            tx.read(keep)?;
+            tx.read(wide)?;
+            tx.free(PPtr::<Small>::from_addr(addr))?;
+            if twice {
+                tx.free(PPtr::<Small>::from_addr(addr))?;
+            }
+            Ok::<_, Error>(())
+        })
+    };
+    out.push(free_in_region(wide.addr() + 16, false));
+    out.push(free_in_region(p.addr() - 16, false));
+    out.push(free_in_region(p.addr(), true));
+    out.push(free_in_region(p.addr(), false));
+    out.push(free_in_region(p.addr(), false));
+    // Reuse: the freed slots come back from the thread's cache.
+    let mut last: Vec<u64> = objs[2..].iter().map(|q| q.addr()).collect();
+    let mut reused = 0;
+    for round in 0..4u64 {
+        let r = pool.txn(|tx| {
+            tx.read(keep)?;
+            last.iter().try_for_each(|&a| tx.free(PPtr::<Small>::from_addr(a)))
+        });
+        out.push(r);
+        let next: Vec<u64> = pool.txn(|tx| (0..62).map(|i| tx.alloc(Small { a: round, b: i }).map(|q| q.addr())).collect()).unwrap();
+        reused += next.iter().filter(|a| last.contains(a)).count();
+        last = next;
+    }
+    assert!(reused > 0, "no freed slot was handed out again: the reuse cases test nothing");
+    out
+}
+
+/// The answers [`free_cases`] must get.
+fn free_answers_ok(got: &FreeAnswers) -> bool {
+    let kinds: Vec<&str> = got
+        .iter()
+        .map(|r| match r {
+            Ok(()) => "ok",
+            Err(Error::BadPointer { .. }) => "bad",
+            Err(Error::DoubleFree { .. }) => "double",
+            Err(_) => "other",
+        })
+        .collect();
+    kinds == ["bad", "bad", "double", "ok", "bad", "ok", "ok", "ok", "ok"]
+}
+
+/// `Tx::free` through the region's span cache (`SpanCache::payload_class`,
+/// no table lookup) refuses what the tables' path refuses, with the same
+/// errors: not a payload start (`BadPointer`), freed twice in the region
+/// (`DoubleFree`), freed by an earlier region (`BadPointer`: its tag is
+/// gone); and the region's double-free set is emptied at its end, so a
+/// slot freed, handed out again and freed again is accepted each time.
+#[test]
+fn free_through_the_span_cache_refuses_what_the_tables_refuse() {
+    let t = TempPool::new("ra-free-cached");
+    let pool = create(&t);
+    let got = free_cases(&pool);
+    assert!(free_answers_ok(&got), "{got:?}");
+    pool.close().unwrap();
+}
+
+/// Each planted bug in `free`'s checks (a tag not checked, an interior
+/// address taken for a payload start, a double-free set not emptied at the
+/// region's end) changes an answer of [`free_cases`].
+#[test]
+fn free_cases_catch_the_planted_bugs() {
+    for bug in ["tx.free_skips_tag", "tx.free_any_slot_address", "tx.freed_set_kept"] {
+        let t = TempPool::new("ra-free-planted");
+        let pool = create(&t);
+        engram::failpoint::plant(bug);
+        let got = free_cases(&pool);
+        engram::failpoint::disarm_all();
+        assert!(!free_answers_ok(&got), "{bug}: not caught: {got:?}");
+        drop(pool);
+    }
+}
+
 /// Blocks the pool file holds, in bytes (`st_blocks` counts 512-byte units,
 /// including blocks allocated ahead of use).
 fn file_blocks(t: &TempPool) -> u64 {

@@ -231,23 +231,6 @@ impl LoggedWords {
         });
     }
 
-    /// Marks the one word at `off` (8-aligned); returns whether it was
-    /// marked already (one page lookup for both: `Tx::free`'s double-free
-    /// test and record).
-    #[inline]
-    pub fn test_and_mark(&mut self, off: u64) -> bool {
-        debug_assert!(off % 8 == 0);
-        let (page, word) = bit_at(off / 8);
-        let bit = 1u64 << ((off / 8) & 63);
-        if let Some(Some(p)) = self.pages.get_mut(page) {
-            let v = p.get(word);
-            p.set(word, v | bit);
-            return v & bit != 0;
-        }
-        self.mark_slow(off / 8, off / 8 + 1);
-        false
-    }
-
     /// Unmarks what `mark(off, len)` marked.
     #[inline]
     pub fn unmark(&mut self, off: u64, len: u64) {
@@ -273,21 +256,6 @@ impl LoggedWords {
         }
         for (off, len) in marked {
             self.unmark(off, len);
-        }
-    }
-
-    /// [`LoggedWords::clear`] for a set marked only by `test_and_mark`,
-    /// given those offsets: one bit cleared per word, no range arithmetic
-    /// (the double-free set of a region that freed many small objects).
-    pub fn clear_words(&mut self, marked: impl Iterator<Item = u64>) {
-        if self.cleared_whole(marked.size_hint().0) {
-            return;
-        }
-        for off in marked {
-            let (page, word) = bit_at(off / 8);
-            if let Some(Some(p)) = self.pages.get_mut(page) {
-                p.set(word, p.get(word) & !(1u64 << ((off / 8) & 63)));
-            }
         }
     }
 
@@ -336,37 +304,20 @@ mod tests {
     }
 
     #[test]
-    fn test_and_mark_and_bulk_clear() {
+    fn word_marks_and_bulk_clear() {
         let mut s = LoggedWords::default();
         let offs: Vec<u64> = (0..5000u64).map(|i| 4096 + i * 48).collect();
         for &o in &offs {
-            assert!(!s.test_and_mark(o), "{o} fresh");
+            assert!(!s.covered(o, 8), "{o} fresh");
+            s.mark(o, 8);
         }
-        assert!(offs.iter().all(|&o| s.test_and_mark(o) && s.covered(o, 8)));
+        assert!(offs.iter().all(|&o| s.covered(o, 8)));
         assert!(!s.covered(4096 + 8, 8), "only the word itself");
         // 5000 ranges over one page: the bulk path.
         assert!(offs.len() > s.allocated * BULK_CLEAR_PER_PAGE);
         s.clear(offs.iter().map(|&o| (o, 8)));
         assert!(s.pages.iter().flatten().all(|p| (0..PAGE_WORDS).all(|i| p.get(i) == 0)));
-        assert!(!s.test_and_mark(4096));
-    }
-
-    #[test]
-    fn clear_words_unmarks_exactly_the_marked_words() {
-        let mut s = LoggedWords::default();
-        let offs: Vec<u64> = (0..50u64).map(|i| 4096 + i * 48).chain([3 << 21, (3 << 21) + 8]).collect();
-        for &o in &offs {
-            assert!(!s.test_and_mark(o));
-        }
-        assert!(offs.len() <= s.allocated * BULK_CLEAR_PER_PAGE, "the word-by-word path");
-        s.clear_words(offs.iter().copied());
-        assert!(s.pages.iter().flatten().all(|p| (0..PAGE_WORDS).all(|i| p.get(i) == 0)));
-        assert!(offs.iter().all(|&o| !s.test_and_mark(o)), "fresh again");
-        // the bulk path
-        let many: Vec<u64> = (0..5000u64).map(|i| i * 16).collect();
-        many.iter().for_each(|&o| _ = s.test_and_mark(o));
-        s.clear_words(many.iter().chain(&offs).copied());
-        assert!(s.pages.iter().flatten().all(|p| (0..PAGE_WORDS).all(|i| p.get(i) == 0)));
+        assert!(!s.covered(4096, 8));
     }
 
     #[test]

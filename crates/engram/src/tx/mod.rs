@@ -34,6 +34,7 @@
 //! store through raw pointers); a bad one is [`Error::BadPointerField`] and
 //! the region rolls back (see `pointers.rs`).
 
+mod freed;
 mod locks;
 mod logged;
 mod raw;
@@ -139,9 +140,10 @@ struct RegionSets {
     /// ([`clear_tags`]); scratch, kept for the thread's next region.
     freed_hdrs: Vec<u64>,
     freed_runs: Vec<(usize, usize)>,
-    /// The first payload word of each object in `frees`, to refuse a
-    /// double free: one bit per word, like `words` (no hashing per free).
-    freed: logged::LoggedWords,
+    /// The payload of each object in `frees`, to refuse a double free: one
+    /// bit per 16 bytes (no hashing per free), emptied in O(1) at the
+    /// region's end (`freed.rs`).
+    freed: freed::FreedSet,
     /// Keys this region holds in the pool's lock table.
     locks: Vec<u64>,
 }
@@ -153,13 +155,13 @@ impl RegionSets {
     /// The magazine's unused slots must be back in the cache.
     fn recycle(&mut self, base: u64) {
         // Nothing logged or marked (a read-only or empty region): the
-        // bitmaps are already empty (only `log_new_range` and `mark_fresh`
+        // sets are already empty (only `log_new_range` and `mark_fresh`
         // mark `words`, only a pushed free marks `freed`).
         if !self.logged.is_empty() || self.marked != (0, 0) {
             self.clear_words(base);
         }
         if !self.frees.is_empty() {
-            self.freed.clear_words(self.frees.iter().map(|&f| unpack_free(f).0));
+            self.freed.clear();
         }
         self.marked = (0, 0);
         self.logged.clear();
@@ -225,12 +227,10 @@ impl RegionSets {
     }
 
     /// Whether the region frees the object whose payload is at pool
-    /// address `p` (exactly: only a freed payload's first word is marked,
-    /// and payloads are 16-aligned).
+    /// address `p` (exactly: only a freed payload's start is marked).
     #[inline]
     fn is_freed(&self, base: u64, p: u64) -> bool {
-        let off = p.wrapping_sub(base);
-        off % 16 == 0 && self.freed.covered(off, 8)
+        self.freed.contains(p.wrapping_sub(base))
     }
 }
 
@@ -239,20 +239,14 @@ impl RegionSets {
 const FREE_OFF_MASK: u64 = (1 << 56) - 1;
 const _: () = assert!(HEAP_OFF + MAX_ARENAS * ARENA_SIZE < FREE_OFF_MASK);
 
-/// One entry of `RegionSets::frees`: payload pool offset `off` of the
-/// object at `loc`.
+/// One entry of `RegionSets::frees`: payload pool offset `off` of a small
+/// object of class `class`, or (None) of a large or huge one.
 #[inline]
-fn pack_free(off: u64, loc: Loc) -> u64 {
-    match loc {
-        Loc::Small { class, .. } => off | (class as u64 + 1) << 56,
-        _ => off,
+fn pack_free(off: u64, class: Option<usize>) -> u64 {
+    match class {
+        Some(c) => off | (c as u64 + 1) << 56,
+        None => off,
     }
-}
-
-/// (payload pool offset, small class) of a `RegionSets::frees` entry.
-#[inline]
-fn unpack_free(f: u64) -> (u64, Option<usize>) {
-    (f & FREE_OFF_MASK, (f >> 56).checked_sub(1).map(|c| c as usize))
 }
 
 /// Where [`clear_tags`] lists the freed small slots: header addresses,
@@ -557,29 +551,52 @@ impl<'p> Tx<'p> {
     }
 
     /// Records the object at `addr` to free at commit (inlined into
-    /// `free`: a span-cache hit, one header word, two bitmap operations
-    /// and one push).
+    /// `free`: for a small object of a cached span, the span cache's class
+    /// (no `Loc` built), one header word, one bitmap operation and one
+    /// push; anything else asks the tables, out of line).
     #[inline]
     pub(crate) fn free_addr(&self, addr: u64) -> Result<()> {
-        let space = &self.pool.space;
+        match self.spans.payload_class(addr) {
+            Some(class) => self.record_free(addr, Some(class)),
+            None => self.free_by_tables(addr),
+        }
+    }
+
+    /// [`Tx::free_addr`] for an object the span cache does not answer for:
+    /// located by the span and arena tables (a small object of a span the
+    /// region has not seen, a large or huge one, or no object at all).
+    #[inline(never)]
+    fn free_by_tables(&self, addr: u64) -> Result<()> {
         // (Not `ok_or`: that builds and drops an `Error` on every call.)
-        let Some(loc) = self.locate(addr) else { return Err(Error::BadPointer { addr }) };
-        // SAFETY: `locate` found an object's payload at `addr`: its header
-        // lies in the heap, inside the mapping.
+        let Some(loc) = crate::alloc::locate(&self.pool.space, addr) else { return Err(Error::BadPointer { addr }) };
+        self.spans.learn(loc);
+        if let Loc::Small { class, .. } = loc {
+            return self.record_free(addr, Some(class));
+        }
+        self.record_free(addr, None)?;
+        self.st.borrow_mut().sets.frees_large.push(loc);
+        Ok(())
+    }
+
+    /// The common half of [`Tx::free_addr`] for an object located at
+    /// payload `addr` (`class`: a small one's; None: large or huge): refuses
+    /// an object without its tag (freed by an earlier region) or already
+    /// freed by this one, else lists it in `frees`.
+    #[inline]
+    fn record_free(&self, addr: u64, class: Option<usize>) -> Result<()> {
+        // SAFETY: the span cache or the tables found an object's payload at
+        // `addr`: its header lies in the heap, inside the mapping.
         let flags = unsafe { std::ptr::read((addr - OBJ_HEADER + OBJ_FLAGS_OFF) as *const u32) };
-        if flags & OBJ_TAG_MASK != OBJ_TAG {
+        if flags & OBJ_TAG_MASK != OBJ_TAG && !crate::failpoint::planted("tx.free_skips_tag") {
             return Err(Error::BadPointer { addr });
         }
         let mut st = self.st.borrow_mut();
-        let off = addr - space.base();
-        // `locate` found a payload start: 16-aligned, as `is_freed` asks.
+        let off = addr - self.pool.space.base();
+        // A payload start: 16-aligned, as `is_freed` asks.
         if st.sets.freed.test_and_mark(off) {
             return Err(Error::DoubleFree { addr });
         }
-        st.sets.frees.push(pack_free(off, loc));
-        if !matches!(loc, Loc::Small { .. }) {
-            st.sets.frees_large.push(loc);
-        }
+        st.sets.frees.push(pack_free(off, class));
         Ok(())
     }
 

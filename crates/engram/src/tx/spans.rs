@@ -177,6 +177,19 @@ impl SpanCache {
         (h.within == h.start).then(|| self.loc(&h))
     }
 
+    /// The class of the object whose payload starts at `addr`, for an
+    /// `addr` that is a payload start in a cached span, else None (ask the
+    /// tables): what [`SpanCache::at`] answers, without building the
+    /// `Loc` (`Tx::free` records the class only).
+    #[inline]
+    pub fn payload_class(&self, addr: u64) -> Option<usize> {
+        if addr % 16 != 0 {
+            return None;
+        }
+        let h = self.hit(addr.wrapping_sub(OBJ_HEADER))?;
+        (h.within == h.start || crate::failpoint::planted("tx.free_any_slot_address")).then_some(h.way.class as usize)
+    }
+
     #[inline]
     fn loc(&self, h: &Hit) -> Loc {
         Loc::Small { span: h.g, class: h.way.class as usize, index: h.index as u32 }
@@ -220,6 +233,8 @@ mod tests {
         assert_eq!(c.at(p2), Some(Loc::Small { span: g, class: 1, index: 2 }));
         assert_eq!(c.at(p2 + 16), None, "not a payload start");
         assert_eq!(c.at(p2 + 8), None, "misaligned");
+        assert_eq!(c.payload_class(p2), Some(1));
+        assert_eq!((c.payload_class(p2 + 16), c.payload_class(p2 + 8)), (None, None), "not a payload start");
         // holds: inside one payload only, never the header or the next slot
         assert!(c.holds(p2, 32) && c.holds(p2 + 8, 24) && c.holds(p2 + 31, 1));
         assert!(!c.holds(p2, 33) && !c.holds(p2 - 8, 8) && !c.holds(p2 + 24, 16), "past the payload");
