@@ -124,9 +124,13 @@ type Pool struct {
 	mode    Durability
 	checked bool
 
-	mu    sync.Mutex              // guards types and txs
+	mu    sync.Mutex              // guards types, txs and spareAhead
 	types map[reflect.Type]uint32 // Go type -> pool type id
 	txs   map[C.engram_region]*Tx // running regions (for nesting)
+	// Emptied log-ahead tables of ended regions, for the next regions'
+	// LogRanges (a table is 16 KiB: one per region was most of a
+	// pipelined server's garbage). Volatile.
+	spareAhead []aheadTable
 }
 
 // RootInfo describes a named root ([Pool.Roots]).

@@ -289,6 +289,41 @@ func TestLogRanges(t *testing.T) {
 	}
 }
 
+// TestLogRangesTableReused: a region's log-ahead table goes to the next
+// region emptied (Pool.spareAhead). A range the last region logged ahead
+// must not answer a Log in the next one: there the engine has not logged
+// it, and a store after that Log would survive the rollback.
+func TestLogRangesTableReused(t *testing.T) {
+	p, _ := mustOpen(t, tmpPool(t, "reused.pool"), processOpts)
+	defer p.Close()
+	nodes := listNodes(t, p, 2)
+	a, b := nodes[0], nodes[1]
+	pair := func(n *node) []uint64 {
+		return []uint64{uint64(uintptr(unsafe.Pointer(n))), uint64(unsafe.Sizeof(*n))}
+	}
+	if err := p.Txn(func(tx *Tx) error { return tx.LogRanges(pair(a)) }); err != nil {
+		t.Fatal(err)
+	}
+	before := a.Value
+	stop := errors.New("roll back")
+	err := p.Txn(func(tx *Tx) error {
+		if err := tx.LogRanges(pair(b)); err != nil { // takes the first region's table
+			return err
+		}
+		if err := tx.Log(a); err != nil {
+			return err
+		}
+		a.Value = before + 1000
+		return stop
+	})
+	if !errors.Is(err, stop) {
+		t.Fatal(err)
+	}
+	if a.Value != before {
+		t.Fatalf("node 0 holds %d after the rollback, want %d: the last region's range answered the Log", a.Value, before)
+	}
+}
+
 func TestNestingFlattened(t *testing.T) {
 	p, _ := mustOpen(t, tmpPool(t, "nest.pool"), processOpts)
 	defer p.Close()

@@ -125,11 +125,36 @@ func (tx *Tx) finish(commit bool) error {
 	err := status(s)
 	if tx.depth == 0 {
 		tx.ended = true
+		tx.ahead.reset()
 		tx.pool.mu.Lock()
 		delete(tx.pool.txs, tx.r)
+		if tx.ahead.slots != nil && len(tx.pool.spareAhead) < maxSpareAhead {
+			tx.pool.spareAhead = append(tx.pool.spareAhead, tx.ahead)
+		}
 		tx.pool.mu.Unlock()
+		tx.ahead = aheadTable{}
 	}
 	return err
+}
+
+// maxSpareAhead bounds the emptied log-ahead tables a pool keeps (one per
+// thread that logs ahead at once is enough).
+const maxSpareAhead = 8
+
+// takeAhead gives tx an emptied log-ahead table of an ended region, or a
+// new one.
+func (tx *Tx) takeAhead() {
+	p := tx.pool
+	p.mu.Lock()
+	if n := len(p.spareAhead); n > 0 {
+		tx.ahead = p.spareAhead[n-1]
+		p.spareAhead[n-1] = aheadTable{}
+		p.spareAhead = p.spareAhead[:n-1]
+	}
+	p.mu.Unlock()
+	if tx.ahead.slots == nil {
+		tx.ahead.slots = make([]span, aheadSlots)
+	}
 }
 
 func (tx *Tx) live() error {
@@ -320,6 +345,9 @@ func (tx *Tx) LogRanges(pairs []uint64) error {
 		return err
 	}
 	tx.ahead.reset()
+	if tx.ahead.slots == nil {
+		tx.takeAhead()
+	}
 	for i := 0; i < len(pairs); i += 2 {
 		tx.ahead.add(uintptr(pairs[i]), uintptr(pairs[i]+pairs[i+1]))
 	}
@@ -339,7 +367,7 @@ func (tx *Tx) loggedAhead(addr, end uintptr) bool {
 // goes to the engine, which finds it logged (no fence). Pool addresses
 // are not 0, so an empty slot (addr 0) ends a probe.
 type aheadTable struct {
-	slots []span   // nil until the first add
+	slots []span   // nil until the region's first LogRanges (takeAhead)
 	used  []uint32 // the slots holding a range, for reset
 }
 
@@ -365,9 +393,6 @@ func (a *aheadTable) reset() {
 
 // add remembers [addr, end), unless its probe sequence is full.
 func (a *aheadTable) add(addr, end uintptr) {
-	if a.slots == nil {
-		a.slots = make([]span, aheadSlots)
-	}
 	h := aheadHash(addr)
 	for p := uint32(0); p < aheadProbes; p++ {
 		i := (h + p) & (aheadSlots - 1)

@@ -286,8 +286,14 @@ func cmdMSet(x *ctx, nx bool) error {
 // given twice gets its last value.
 func msetPairs(x *ctx) error {
 	var b engram.LogBatch
-	found := make([]*pEntry, len(x.args))
-	over := make([]bool, len(x.args))
+	// Per argument (the keys' places used): on the stack for up to 16 pairs.
+	var foundBuf [33]*pEntry
+	var overBuf [33]bool
+	found, over := foundBuf[:0], overBuf[:0]
+	if len(x.args) > len(foundBuf) {
+		found, over = make([]*pEntry, 0, len(x.args)), make([]bool, 0, len(x.args))
+	}
+	found, over = found[:len(x.args)], over[:len(x.args)]
 	var newKeys, newVals [][]byte
 	skip := repeatedKeys(x.args)
 	for i := 1; i < len(x.args); i += 2 {

@@ -35,6 +35,8 @@ type command struct {
 	fn                cmdFunc
 	flags             string // "w" write, "r" read, "a" admin/no-auth, "m" allowed in MULTI as-is, "p" pubsub ok
 	first, last, step int
+	denyOOM           bool // refused over maxmemory (Redis's denyoom flag: maxmem.go)
+	prelog            bool // its keys are logged ahead (prelog.go)
 }
 
 var commands = map[string]*command{}
@@ -44,7 +46,8 @@ var commands = map[string]*command{}
 var noMulti = flagged("no_multi")
 
 func reg(name string, arity int, flags string, keys [3]int, fn cmdFunc) {
-	commands[name] = &command{name: name, arity: arity, fn: fn, flags: flags, first: keys[0], last: keys[1], step: keys[2]}
+	commands[name] = &command{name: name, arity: arity, fn: fn, flags: flags, first: keys[0], last: keys[1], step: keys[2],
+		denyOOM: denyOOM[name], prelog: prelogCmds[name]}
 }
 
 var k1 = [3]int{1, 1, 1}
@@ -62,7 +65,11 @@ const (
 )
 
 func (s *Server) dispatch(tx *engram.Tx, c *client, args [][]byte, w *W) error {
-	cmd := lookupCommand(args[0])
+	return s.dispatchCmd(tx, c, lookupCommand(args[0]), args, w)
+}
+
+// dispatchCmd is dispatch with args[0]'s command looked up (nil: none).
+func (s *Server) dispatchCmd(tx *engram.Tx, c *client, cmd *command, args [][]byte, w *W) error {
 	var name string
 	if cmd != nil {
 		name = cmd.name
@@ -93,7 +100,7 @@ func (s *Server) dispatch(tx *engram.Tx, c *client, args [][]byte, w *W) error {
 		w.Err("ERR Can't execute '" + name + "': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context")
 		return nil
 	}
-	if !c.inExec && s.oomRefuses(name, c.multi, w) {
+	if !c.inExec && s.oomRefuses(cmd, c.multi, w) {
 		if c.multi {
 			c.multiErr = true
 		}
@@ -109,8 +116,33 @@ func (s *Server) dispatch(tx *engram.Tx, c *client, args [][]byte, w *W) error {
 		w.Simple("QUEUED")
 		return nil
 	}
-	x := &ctx{s: s, tx: tx, c: c, w: w, args: args, name: name}
-	return cmd.fn(x)
+	x := s.takeCtx()
+	*x = ctx{s: s, tx: tx, c: c, w: w, args: args, name: name}
+	err := cmd.fn(x)
+	s.putCtx(x)
+	return err
+}
+
+// takeCtx returns a command context from the free list, or a new one:
+// a context escapes to the heap (the command runs through a function
+// value), one allocation per command without the list. EXEC dispatches
+// inside a command, so more than one may be in use at once.
+func (s *Server) takeCtx() *ctx {
+	n := len(s.freeCtxs)
+	if n == 0 {
+		return new(ctx)
+	}
+	x := s.freeCtxs[n-1]
+	s.freeCtxs = s.freeCtxs[:n-1]
+	return x
+}
+
+// putCtx returns x to the free list, cleared (it must hold no client's
+// arguments or pool pointers after its command). A command that panics
+// never returns its context: it is garbage, as before.
+func (s *Server) putCtx(x *ctx) {
+	*x = ctx{}
+	s.freeCtxs = append(s.freeCtxs, x)
 }
 
 // lookupCommand finds a command by name in any case without allocating
@@ -127,6 +159,15 @@ func lookupCommand(b []byte) *command {
 		buf[i] = ch
 	}
 	return commands[string(buf[:len(b)])]
+}
+
+// lookupCommands appends the command of each of cmds (nil: unknown) to
+// defs: a request's commands are looked up once, for warming and dispatch.
+func lookupCommands(defs []*command, cmds [][][]byte) []*command {
+	for _, args := range cmds {
+		defs = append(defs, lookupCommand(args[0]))
+	}
+	return defs
 }
 
 func unknownCmd(name string, rest [][]byte) string {

@@ -41,11 +41,12 @@ func (s *Server) overMaxMemory() bool {
 // oomRefuses is true (and the -OOM reply written) when command name must
 // be refused by the soft limit (a denyoom command, or any command but
 // EXEC, DISCARD, QUIT and RESET while the client is in MULTI).
-func (s *Server) oomRefuses(name string, inMulti bool, w *W) bool {
+func (s *Server) oomRefuses(cmd *command, inMulti bool, w *W) bool {
 	// Queueing in MULTI takes memory too: Redis refuses every command but
 	// EXEC, DISCARD, QUIT and RESET there.
+	name := cmd.name
 	queued := inMulti && name != "exec" && name != "discard" && name != "quit" && name != "reset"
-	if (!denyOOM[name] && !queued) || !s.overMaxMemory() {
+	if (!cmd.denyOOM && !queued) || !s.overMaxMemory() {
 		return false
 	}
 	w.Err(errOOM)

@@ -91,6 +91,7 @@ type Server struct {
 	warmRefs     []warmRef         // warm.go's scratch (executor-owned)
 	warmSink     uint64            // what warm.go read (kept so the loads stay)
 	prelogBuf    []uint64          // prelog.go's ranges (executor-owned)
+	freeCtxs     []*ctx            // dispatch's command contexts not in use (executor-owned)
 	mu           sync.Mutex        // guards conns for Close
 	conns        map[int64]*client
 	start        time.Time
@@ -728,7 +729,9 @@ func (s *Server) runRequest(tx *engram.Tx, r *request) (err error) {
 		}
 	}()
 	r.out = W{b: r.out.b[:0], proto: r.c.proto}
-	if err := s.warmRequest(tx, r); err != nil { // under the recover above, as the commands
+	var buf [32]*command // a pipeline of up to 32 commands: no allocation
+	defs := lookupCommands(buf[:0], r.cmds)
+	if err := s.warmRequest(tx, r, defs); err != nil { // under the recover above, as the commands
 		return err
 	}
 	for i, args := range r.cmds {
@@ -741,7 +744,7 @@ func (s *Server) runRequest(tx *engram.Tx, r *request) (err error) {
 			r.c.pending = append(r.c.pending, &request{c: r.c, cmds: r.cmds[i:]})
 			return nil
 		}
-		if err := s.dispatch(tx, r.c, args, &r.out); err != nil {
+		if err := s.dispatchCmd(tx, r.c, defs[i], args, &r.out); err != nil {
 			return err
 		}
 	}

@@ -55,16 +55,18 @@ type warmRef struct {
 //
 // Then the pipeline's string writes are logged ahead (prelog.go): an
 // error there (the pool is full) fails the batch's region.
-func (s *Server) warmRequest(tx *engram.Tx, r *request) error {
+//
+// defs[i] is the command of r.cmds[i] (lookupCommands).
+func (s *Server) warmRequest(tx *engram.Tx, r *request, defs []*command) error {
 	if s.root == nil || r.c.db < 0 || r.c.db >= numDBs {
 		return nil
 	}
 	refs := s.warmRefs[:0]
-	for _, args := range r.cmds {
+	for i, args := range r.cmds {
 		if len(refs) >= warmMax {
 			break
 		}
-		refs = appendKeyRefs(refs, s.root.DBs[r.c.db], args)
+		refs = appendKeyRefs(refs, s.root.DBs[r.c.db], defs[i], args)
 	}
 	if len(refs) < 2 {
 		// One key (a request of one GET, INCR, HSET...): nothing to
@@ -95,8 +97,7 @@ func (s *Server) warmRequest(tx *engram.Tx, r *request) error {
 
 // appendKeyRefs adds the keys of one command (its table's key positions)
 // to refs; the first key's ref carries the command's field (fieldArg).
-func appendKeyRefs(refs []warmRef, d *pDict, args [][]byte) []warmRef {
-	cmd := lookupCommand(args[0])
+func appendKeyRefs(refs []warmRef, d *pDict, cmd *command, args [][]byte) []warmRef {
 	if cmd == nil || cmd.first <= 0 || cmd.first >= len(args) {
 		return refs
 	}
@@ -106,7 +107,7 @@ func appendKeyRefs(refs []warmRef, d *pDict, args [][]byte) []warmRef {
 	}
 	last = min(last, len(args)-1)
 	step := max(cmd.step, 1)
-	pre := prelogCmds[cmd.name]
+	pre := cmd.prelog
 	for i := cmd.first; i <= last && len(refs) < warmMax; i += step {
 		ref := warmRef{d: d, k: args[i], h: hashKey(args[i]), pre: pre}
 		// Warming runs before dispatch checks the arity: fi may be past the end.

@@ -60,7 +60,7 @@ func TestWarmFindsWhatFindFinds(t *testing.T) {
 		{[]byte("zincrby"), key(6)}, {[]byte("set"), []byte(""), []byte("")},
 	}}
 	warm := func(r *request) {
-		if err := s.pool.Txn(func(tx *engram.Tx) error { return s.warmRequest(tx, r) }); err != nil {
+		if err := s.pool.Txn(func(tx *engram.Tx) error { return s.warmRequest(tx, r, lookupCommands(nil, r.cmds)) }); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -87,7 +87,7 @@ func TestZWarmWalksWhereZAddGoes(t *testing.T) {
 		{[]byte("hset"), []byte("z"), []byte("m6"), []byte("v")}, {[]byte("zadd"), []byte("z"), []byte("-inf"), []byte("nosuch")},
 		{[]byte("zadd"), []byte("z"), []byte("+inf"), []byte("m7")},
 	}}
-	if err := s.pool.Txn(func(tx *engram.Tx) error { return s.warmRequest(tx, odd) }); err != nil {
+	if err := s.pool.Txn(func(tx *engram.Tx) error { return s.warmRequest(tx, odd, lookupCommands(nil, odd.cmds)) }); err != nil {
 		t.Fatal(err)
 	}
 }
