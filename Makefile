@@ -309,8 +309,15 @@ $(REDIS_BIN): ffi-lib
 # The server's tests: go-redis end to end, the differential test against
 # redis-server, bad input, 100 kill -9s (ENGRAM_REDIS_KILLS=1000 for the
 # soak), then redis-cli and redis-benchmark against the built binary.
+# Under `make test`, test-go has already run this package's tests with the
+# race detector (`go test -race ./...`), so test-redis does not run them a
+# second time (REDIS_GO_TESTED, set for `test` and its prerequisites);
+# `make test-redis` alone runs them.
+test: REDIS_GO_TESTED = 1
 test-redis: go-deps redis-deps $(REDIS_BIN)
-	cd go && $(GO_ENV) $(GO) vet ./internal/redis ./cmd/engram-redis && $(GO_ENV) $(GO) test -count=1 ./internal/redis
+	cd go && $(GO_ENV) $(GO) vet ./internal/redis ./cmd/engram-redis
+	@if [ -z "$(REDIS_GO_TESTED)" ]; then cd go && $(GO_ENV) $(GO) test -count=1 ./internal/redis; \
+	 else echo "test-redis: ./internal/redis already ran under test-go (-race)"; fi
 	go/cmd/engram-redis/smoke.sh $(REDIS_BIN)
 
 # The Python client: redis-py from PyPI in a venv under target/ (a few
