@@ -360,4 +360,23 @@ func TestOldLayoutRefused(t *testing.T) {
 		}
 	}
 	t.Log(err)
+
+	// A pool of another program's layout keeps the engine's message (the
+	// layout it found), without the version-1 advice.
+	other := filepath.Join(tmpDir(t), "other.pool")
+	op, err := engram.Create(other, &engram.Options{Layout: "engram-go", Durability: engram.Pmem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := op.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = New(Config{Addr: "127.0.0.1:0", Pool: other, Durability: engram.Pmem})
+	if err == nil {
+		s.Close()
+		t.Fatal("an engram-go pool opened")
+	}
+	if !errors.Is(err, engram.ErrWrongLayout) || strings.Contains(err.Error(), "version 1") || !strings.Contains(err.Error(), `"engram-go"`) {
+		t.Fatalf("error %q: want ErrWrongLayout naming \"engram-go\" and no version-1 advice", err)
+	}
 }

@@ -213,10 +213,11 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// openError is the error of a pool that did not open; a pool of another
-// layout (an older engram-redis's) is named with both versions.
+// openError is the error of a pool that did not open; a pool of an older
+// engram-redis's layout is named with both versions (any other layout
+// keeps the engine's message, which names the layout found).
 func openError(path string, err error) error {
-	if errors.Is(err, engram.ErrWrongLayout) {
+	if errors.Is(err, engram.ErrWrongLayout) && strings.Contains(err.Error(), `pool layout is "engram-redis",`) {
 		return fmt.Errorf("open pool %s: this engram-redis reads pool layout version %d (%q); version 1 (%q) is the layout before the sorted sets' variable-size nodes: move the data with the engram-redis that wrote it (DUMP/RESTORE, or a client's copy) into a new pool: %w",
 			path, layoutVersion, layoutName, "engram-redis", err)
 	}
