@@ -286,10 +286,14 @@ pub(crate) fn locate(space: &Space, addr: u64) -> Option<Loc> {
 }
 
 /// Finds the object whose slot contains `addr`: its payload address and
-/// place. The span's entries are read once: the answer is the one
-/// `locate(payload)` gives (it is checked the same way), without reading
-/// the tables a second time, except for a large object's tail spans and
-/// huge objects, which go through `locate` of their head.
+/// place, the answer `locate(payload)` gives (checked the same way), in
+/// O(1) from the span named by `addr`'s bits: for a small span its
+/// class gives the slot boundaries (a multiply, no header read); a large
+/// object's tail entry gives the distance to its head, whose entry is read
+/// directly (the head is in the same arena: a large object never crosses
+/// one, `load_with`); huge objects go through `locate` of their head.
+/// Called by every pointer check the region's caches cannot answer and by
+/// every PSTM write (`cell_offset`).
 pub(crate) fn locate_containing(space: &Space, addr: u64) -> Option<(u64, Loc)> {
     let base = space.base();
     if addr < base + HEAP_OFF {
@@ -305,23 +309,30 @@ pub(crate) fn locate_containing(space: &Space, addr: u64) -> Option<(u64, Loc)> 
         }
         SpanView::Entry(e) => e,
     };
-    let within = match e {
+    // (base, HEAP_OFF, spans and slot sizes are multiples of 16, so each
+    // payload below is 16-aligned, as `locate` requires.)
+    match e {
         1..=39 => {
             let class = (e - 1) as usize;
-            classes::slot_index(class, off - span_off(g)) * slot_size(class)
+            let index = classes::slot_index(class, off - span_off(g));
+            let payload = base + span_off(g) + index * slot_size(class) + OBJ_HEADER;
+            let whole = index < slots_per_span(class) as u64 || crate::failpoint::planted("alloc.slot_past_span_end");
+            whole.then_some((payload, Loc::Small { span: g, class, index: index as u32 }))
         }
-        SPAN_META => return None,
-        _ if e & SPAN_LARGE_HEAD != 0 => 0,
+        SPAN_META => None,
+        _ if e & SPAN_LARGE_HEAD != 0 => loc_at(space, g, e, 0).map(|loc| (base + span_off(g) + OBJ_HEADER, loc)),
         _ if e & SPAN_LARGE_TAIL != 0 => {
-            let payload = base + span_off(g.checked_sub((e & SPAN_LARGE_MASK) as u64)?) + OBJ_HEADER;
-            return locate(space, payload).map(|loc| (payload, loc));
+            // `span_view` refused metadata spans: the subtraction cannot wrap.
+            let k = (e & SPAN_LARGE_MASK) as u64;
+            if k > g % SPANS_PER_ARENA - ARENA_META_SPANS {
+                return None;
+            }
+            let head = g - k;
+            let loc = loc_at(space, head, entry(space, head)?, 0)?;
+            Some((base + span_off(head) + OBJ_HEADER, loc))
         }
-        _ => return None,
-    };
-    // (base, HEAP_OFF, spans and slot sizes are multiples of 16, so the
-    // payload is 16-aligned, as `locate` requires.)
-    let payload = base + span_off(g) + within + OBJ_HEADER;
-    loc_at(space, g, e, within).map(|loc| (payload, loc))
+        _ => None,
+    }
 }
 
 impl Heap {
