@@ -10,7 +10,9 @@
 //! joined by "shift the CRC register over 64 zero bytes", a linear map done
 //! by four table lookups ([`SHIFT`], built at compile time). Shorter inputs
 //! and the tail go one word at a time without the crate's per-call setup,
-//! and an entry's 20 header bytes are three instructions ([`entry`]).
+//! and an entry's 20 header bytes are three instructions ([`entry`]). An
+//! undo entry's append copies its old bytes in the same pass
+//! ([`entry_copy`]).
 //!
 //! Invariant: [`crc32c_append`] returns exactly what
 //! `crc32c::crc32c_append` returns for every input (same polynomial,
@@ -109,6 +111,78 @@ pub(crate) fn entry(gen: u64, off: u64, len: u32, data: &[u8]) -> u32 {
     crc32c::crc32c_append(crc32c::crc32c(&h), data)
 }
 
+/// [`entry`] of `data`, copying `data` to `dst` while reading it: the
+/// undo entry's append, one pass over the old bytes. Inputs shorter than
+/// [`CHUNK`] (almost every entry: a field, an element, a small object) go
+/// one word at a time, each word CRC'd and stored as it is loaded, instead
+/// of a CRC pass and then a `memcpy` call (which costs more than its work
+/// at that size); longer ones take the lanes, then `memcpy`.
+///
+/// # Safety
+/// `dst` must be valid for writes of `data.len()` bytes and not overlap `data`.
+#[inline]
+pub(crate) unsafe fn entry_copy(gen: u64, off: u64, len: u32, data: &[u8], dst: *mut u8) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if data.len() < CHUNK && std::is_x86_feature_detected!("sse4.2") {
+            // SAFETY: the CPU has SSE 4.2 (checked just above); `dst` is
+            // the caller's contract.
+            return unsafe { entry_copy_hw(gen, off, len, data, dst) };
+        }
+    }
+    let c = entry(gen, off, len, data);
+    // SAFETY: the caller's contract: `dst` holds `data.len()` bytes and
+    // does not overlap `data`.
+    unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), dst, data.len()) };
+    c
+}
+
+/// [`entry_copy`] word by word.
+///
+/// # Safety
+/// The CPU must support SSE 4.2; `dst` as for [`entry_copy`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse4.2")]
+unsafe fn entry_copy_hw(gen: u64, off: u64, len: u32, data: &[u8], dst: *mut u8) -> u32 {
+    use std::arch::x86_64::{_mm_crc32_u32, _mm_crc32_u64, _mm_crc32_u8};
+    let c = _mm_crc32_u64(_mm_crc32_u64(u64::from(!0u32), gen), off);
+    let mut c = u64::from(_mm_crc32_u32(c as u32, len));
+    let mut words = data.chunks_exact(8);
+    let mut at = 0;
+    for w in &mut words {
+        let v = word(w, 0);
+        c = _mm_crc32_u64(c, v);
+        // SAFETY: `at + 8 <= data.len()`, which `dst` holds (the caller's
+        // contract). Volatile: a plain store, which the compiler may not
+        // turn back into the `memcpy` call this loop replaces (it did); as
+        // an unaligned `u64` store it is 8 single-byte ones.
+        unsafe { store_word(dst.add(at), v) };
+        at += 8;
+    }
+    let mut c = c as u32;
+    for &b in words.remainder() {
+        c = _mm_crc32_u8(c, b);
+        // SAFETY: `at < data.len()`, as above; volatile, as above.
+        unsafe { std::ptr::write_volatile(dst.add(at), b) };
+        at += 1;
+    }
+    !c
+}
+
+/// Stores `v` little-endian at `dst` (any alignment) with one volatile
+/// store: a plain `mov` on x86-64, kept as it is written.
+///
+/// # Safety
+/// `dst` must be valid for writes of 8 bytes.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn store_word(dst: *mut u8, v: u64) {
+    // SAFETY: the caller's contract; x86-64 allows unaligned 8-byte stores,
+    // and `[u8; 8]` has alignment 1, so the volatile store is of a
+    // byte array at any address.
+    unsafe { std::ptr::write_volatile(dst as *mut [u8; 8], v.to_le_bytes()) };
+}
+
 /// # Safety
 /// The CPU must support SSE 4.2.
 #[cfg(target_arch = "x86_64")]
@@ -191,6 +265,12 @@ mod tests {
                 h.extend_from_slice(&n.to_le_bytes());
                 h.extend_from_slice(d);
                 assert_eq!(entry(gen, off, n, d), crc32c::crc32c(&h), "entry: start {start} len {len}");
+                let mut copy = vec![0xA5u8; len + 9];
+                // SAFETY: `copy` holds `len + 9` bytes, a distinct buffer.
+                let c = unsafe { entry_copy(gen, off, n, d, copy[1..].as_mut_ptr()) };
+                assert_eq!(c, crc32c::crc32c(&h), "entry_copy: start {start} len {len}");
+                assert_eq!(&copy[1..=len], d, "entry_copy's copy: start {start} len {len}");
+                assert!(copy[0] == 0xA5 && copy[len + 1..].iter().all(|&b| b == 0xA5), "entry_copy wrote outside: len {len}");
             }
         }
     }

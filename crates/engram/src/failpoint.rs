@@ -173,6 +173,16 @@ mod armed {
             "not a bug by itself: a read-only transaction's read yields the processor between the lock-word load and \
              the value load, which widens the window the two bugs above open (tests plant it with them, and alone)",
         ),
+        (
+            "tx.last_object_ignores_len",
+            "a region's bounds check answered from the object it found last accepts a range that starts inside that \
+             object whatever its length, so a write may run past the object's end",
+        ),
+        (
+            "alloc.slot_past_span_end",
+            "`locate_containing` accepts a slot index past the span's last whole slot, so a write into the bytes at a \
+             span's end that hold no slot (and on into the next span) is taken for a write into an object",
+        ),
         ("stm.reservation_not_persisted", "the STM clock reservation is raised in memory but never written to the pool"),
         (
             "types.pointer_map_not_persisted",

@@ -261,12 +261,13 @@ impl LogWriter {
         }
         // SAFETY: [off, off+len) is inside the mapping (checked above).
         let data = unsafe { std::slice::from_raw_parts((space.base() + off) as *const u8, len as usize) };
-        let h = LogEntryHeader { gen: self.gen, off, len, crc: entry_crc(self.gen, off, len, data) };
-        space.write(at, &h)?;
+        // The old bytes are copied while their CRC is taken (one pass).
         // SAFETY: the destination [at+ENTRY, at+size) is inside the log region
         // checked by the cursor bounds; source and destination do not overlap
         // (the log area and chunks are never logged ranges).
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), (space.base() + at + ENTRY) as *mut u8, len as usize) };
+        let crc = unsafe { crate::crc::entry_copy(self.gen, off, len, data, (space.base() + at + ENTRY) as *mut u8) };
+        // SAFETY: the header [at, at+ENTRY) is inside the log region, as above.
+        unsafe { space.write_known(space.base() + at, LogEntryHeader { gen: self.gen, off, len, crc }) };
         space.flush(at, size);
         self.cur.at += size;
         self.entries += 1;

@@ -426,3 +426,131 @@ fn log_ranges_logs_several_and_refuses_a_bad_one() {
     assert!(matches!(r, Err(Error::BadPointer { .. })), "{r:?}");
     assert_eq!(walk(&pool), (before.0, before.1 + 20));
 }
+
+// ----- the write bounds check (issue 13: `Tx::in_object`) --------------------
+
+/// u64s filling three spans exactly: a large object whose payload ends
+/// where its slot does.
+const BIG: u64 = (3 * engram::format::SPAN_SIZE - engram::format::OBJ_HEADER) / 8;
+
+/// A small array (4 u64s: a 48-byte slot, payload 32 bytes exactly) and a
+/// large one (`BIG` u64s, three spans), under roots.
+fn two_arrays(pool: &Pool) -> (u64, u64) {
+    pool.txn(|tx| {
+        let (s, b) = (tx.alloc_array::<u64>(4)?, tx.alloc_array::<u64>(BIG)?);
+        tx.set_root_array("small", s)?;
+        tx.set_root_array("big", b)?;
+        Ok::<_, Error>((s.addr(), b.addr()))
+    })
+    .unwrap()
+}
+
+fn assert_refused(r: Result<(), Error>, what: &str) {
+    assert!(matches!(r, Err(Error::BadPointer { .. })), "{what}: {r:?}");
+}
+
+/// A range that starts inside the large object (found by the tables, so
+/// remembered as the region's last object) and runs 8 bytes past its end.
+fn log_past_the_large_end(pool: &Pool, big: u64) -> Result<(), Error> {
+    pool.txn(|tx| {
+        tx.log_range(big, 8)?;
+        tx.log_range(big + BIG * 8 - 8, 16)
+    })
+}
+
+/// Every first log of a range (what `write`, `set`, the front ends' log
+/// calls and sps pay) is checked to lie inside one allocated object's
+/// payload, whichever answer is at hand: the tables (first in a region),
+/// the region's span cache (a small object's span seen before), or the
+/// object the tables found last (a large one). Ranges that cross a small
+/// object's end, a large object's end, or touch a header are refused;
+/// ranges in a large object's tail spans are logged and roll back.
+#[test]
+fn a_first_log_must_lie_inside_one_object() {
+    let t = TempPool::new("write-bounds");
+    let pool = create(&t, true);
+    let (s, b) = two_arrays(&pool);
+    // Small object: by the tables, by the span cache, and several at once.
+    assert_refused(pool.txn(|tx| tx.log_range(s + 24, 16)), "small, past its end (tables)");
+    assert_refused(
+        pool.txn(|tx| {
+            tx.log_range(s, 8)?;
+            tx.log_range(s + 24, 16)
+        }),
+        "small, past its end (span cache)",
+    );
+    assert_refused(pool.txn(|tx| tx.log_range(s - 8, 8)), "small, its header");
+    assert_refused(pool.txn(|tx| tx.log_ranges([(s, 8), (s + 24, 16)])), "small, several at once");
+    // Large object: by the tables, then by the last object.
+    assert_refused(pool.txn(|tx| tx.log_range(b + BIG * 8 - 8, 16)), "large, past its end (tables)");
+    assert_refused(log_past_the_large_end(&pool, b), "large, past its end (last object)");
+    assert_refused(pool.txn(|tx| tx.log_range(b - 8, 8)), "large, its header");
+    // Inside: the last word of each, and an element in the large object's
+    // third span (its tail entry names the head), logged and rolled back.
+    pool.txn(|tx| {
+        tx.log_range(s + 24, 8)?;
+        tx.log_range(b + BIG * 8 - 8, 8)
+    })
+    .unwrap();
+    let tail = 2 * engram::format::SPAN_SIZE / 8 + 5;
+    let big = PArray::<u64>::from_addr(b);
+    let r = pool.txn(|tx| {
+        tx.set(big, tail, 77)?;
+        assert_eq!(tx.get(big, tail)?, 77);
+        Err::<(), _>(Error::Aborted)
+    });
+    assert!(matches!(r, Err(Error::Aborted)), "{r:?}");
+    assert_eq!(pool.txn(|tx| tx.get(big, tail)).unwrap(), 0, "the tail element rolled back");
+}
+
+/// The bytes at a small span's end that hold no whole slot are no object:
+/// 96-byte slots leave 64 bytes (65,536 = 682 x 96 + 64), where a slot 682
+/// would put its payload. Found from a run of 682 slots 96 bytes apart.
+fn past_the_last_slot(pool: &Pool) -> u64 {
+    let mut addrs: Vec<u64> = pool
+        .txn(|tx| {
+            let mut v = Vec::new();
+            for _ in 0..1400 {
+                let a = tx.alloc_array::<u64>(10)?;
+                v.push(a.addr());
+            }
+            tx.set_root_array("first96", PArray::<u64>::from_addr(v[0]))?;
+            Ok::<_, Error>(v)
+        })
+        .unwrap();
+    addrs.sort_unstable();
+    let mut run = 1;
+    for w in addrs.windows(2) {
+        run = if w[1] - w[0] == 96 { run + 1 } else { 1 };
+        if run == 682 {
+            return w[1] + 96;
+        }
+    }
+    panic!("no full span of 96-byte slots among {} objects", addrs.len());
+}
+
+#[test]
+fn a_log_past_a_spans_last_slot_is_refused() {
+    let t = TempPool::new("write-bounds-span-end");
+    let pool = create(&t, false);
+    let p = past_the_last_slot(&pool);
+    assert_refused(pool.txn(|tx| tx.log_range(p, 8)), "past the span's last slot");
+}
+
+/// Each planted bug in the bounds check makes the scenario above that
+/// covers it pass a range it must refuse (so those tests catch it).
+#[test]
+fn the_bounds_tests_catch_their_planted_bugs() {
+    let t = TempPool::new("write-bounds-planted");
+    let pool = create(&t, false);
+    let (_, b) = two_arrays(&pool);
+    let p = past_the_last_slot(&pool);
+    engram::failpoint::plant("tx.last_object_ignores_len");
+    let r = log_past_the_large_end(&pool, b);
+    engram::failpoint::disarm_all();
+    assert!(r.is_ok(), "tx.last_object_ignores_len: the range past the large end was refused anyway: {r:?}");
+    engram::failpoint::plant("alloc.slot_past_span_end");
+    let r = pool.txn(|tx| tx.log_range(p, 8));
+    engram::failpoint::disarm_all();
+    assert!(r.is_ok(), "alloc.slot_past_span_end: the range past the last slot was refused anyway: {r:?}");
+}

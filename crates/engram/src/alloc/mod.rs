@@ -286,42 +286,88 @@ pub(crate) fn locate(space: &Space, addr: u64) -> Option<Loc> {
 }
 
 /// Finds the object whose slot contains `addr`: its payload address and
-/// place. The span's entries are read once: the answer is the one
-/// `locate(payload)` gives (it is checked the same way), without reading
-/// the tables a second time, except for a large object's tail spans and
-/// huge objects, which go through `locate` of their head.
+/// place, the answer `locate(payload)` gives (checked the same way), in
+/// O(1) from the span named by `addr`'s bits. For a span of small objects
+/// (the common case, inlined here) that is two loads (its arena's entry
+/// and its span-table word), the word's CRC-16 and a multiply: the class
+/// gives the slot boundaries, no object header is read. Large and huge
+/// objects go out of line (`locate_containing_large`, `_other`).
+/// Called by every pointer check the region's caches cannot answer and by
+/// every PSTM write (`cell_offset`).
 pub(crate) fn locate_containing(space: &Space, addr: u64) -> Option<(u64, Loc)> {
     let base = space.base();
-    if addr < base + HEAP_OFF {
+    let off = addr.wrapping_sub(base);
+    let g = off.wrapping_sub(HEAP_OFF) / SPAN_SIZE;
+    if off < HEAP_OFF || g >= spans_in(space.size()) {
         return None;
     }
-    let off = addr - base;
-    let g = (off - HEAP_OFF) / SPAN_SIZE;
-    let e = match span_view(space, g)? {
+    let (a, s) = (g / SPANS_PER_ARENA, g % SPANS_PER_ARENA);
+    // SAFETY: the arena table lies in the pool header, below `HEAP_OFF`,
+    // which is always mapped; `a` is below `MAX_ARENAS` (span `g` is in
+    // the pool, which is at most `MAX_POOL_SIZE`). Aligned: the base is
+    // page-aligned and the entry at a multiple of 8.
+    let ae = unsafe { std::ptr::read((base + arena_entry_off(a)) as *const u64) };
+    if ae != 0 || s < ARENA_META_SPANS {
+        return locate_containing_other(space, addr);
+    }
+    // SAFETY: the arena's span table lies in its first span, below span
+    // `g`, which is mapped (checked above); the arena holds spans (its
+    // entry is 0), so the table is one. Aligned: a multiple of 4.
+    let word = unsafe { std::ptr::read((base + entry_off(g)) as *const u32) };
+    match span_entry_decode(word)? {
+        e @ 1..=39 => {
+            let class = (e - 1) as usize;
+            let index = classes::slot_index(class, off - span_off(g));
+            // (base, HEAP_OFF, spans and slot sizes are multiples of 16,
+            // so the payload is 16-aligned, as `locate` requires.)
+            let payload = base + span_off(g) + index * slot_size(class) + OBJ_HEADER;
+            let whole = index < slots_per_span(class) as u64 || crate::failpoint::planted("alloc.slot_past_span_end");
+            whole.then_some((payload, Loc::Small { span: g, class, index: index as u32 }))
+        }
+        e => locate_containing_large(space, g, e),
+    }
+}
+
+/// [`locate_containing`] for an `addr` in the heap whose arena holds a
+/// huge object (through `locate` of its head) or in an arena's metadata
+/// spans (nothing).
+#[inline(never)]
+fn locate_containing_other(space: &Space, addr: u64) -> Option<(u64, Loc)> {
+    let base = space.base();
+    let g = (addr - base - HEAP_OFF) / SPAN_SIZE;
+    match span_view(space, g)? {
         SpanView::Huge { a, ae } => {
             let head = if ae & ARENA_HUGE_HEAD != 0 { a } else { a.checked_sub(ae & ARENA_HUGE_MASK)? };
             let payload = base + arena_off(head) + OBJ_HEADER;
-            return locate(space, payload).map(|loc| (payload, loc));
+            locate(space, payload).map(|loc| (payload, loc))
         }
-        SpanView::Entry(e) => e,
-    };
-    let within = match e {
-        1..=39 => {
-            let class = (e - 1) as usize;
-            classes::slot_index(class, off - span_off(g)) * slot_size(class)
-        }
-        SPAN_META => return None,
-        _ if e & SPAN_LARGE_HEAD != 0 => 0,
+        SpanView::Entry(e) => locate_containing_large(space, g, e),
+    }
+}
+
+/// [`locate_containing`] in span `g` of an arena of spans (not a
+/// metadata span) whose span-table value `e` is not a small class: a
+/// large object's head, or a tail, whose entry gives the distance to its
+/// head, whose entry is read directly (the head is in the same arena: a
+/// large object never crosses one, `load_with`); else nothing.
+#[inline(never)]
+fn locate_containing_large(space: &Space, g: u64, e: u32) -> Option<(u64, Loc)> {
+    let payload = |head: u64| space.base() + span_off(head) + OBJ_HEADER;
+    match e {
+        SPAN_META => None,
+        _ if e & SPAN_LARGE_HEAD != 0 => loc_at(space, g, e, 0).map(|loc| (payload(g), loc)),
         _ if e & SPAN_LARGE_TAIL != 0 => {
-            let payload = base + span_off(g.checked_sub((e & SPAN_LARGE_MASK) as u64)?) + OBJ_HEADER;
-            return locate(space, payload).map(|loc| (payload, loc));
+            // Not a metadata span (the caller's): the subtraction cannot wrap.
+            let k = (e & SPAN_LARGE_MASK) as u64;
+            if k > g % SPANS_PER_ARENA - ARENA_META_SPANS {
+                return None;
+            }
+            let head = g - k;
+            let loc = loc_at(space, head, entry(space, head)?, 0)?;
+            Some((payload(head), loc))
         }
-        _ => return None,
-    };
-    // (base, HEAP_OFF, spans and slot sizes are multiples of 16, so the
-    // payload is 16-aligned, as `locate` requires.)
-    let payload = base + span_off(g) + within + OBJ_HEADER;
-    loc_at(space, g, e, within).map(|loc| (payload, loc))
+        _ => None,
+    }
 }
 
 impl Heap {
