@@ -54,6 +54,10 @@ pub struct CrashtestArgs {
     /// The deep sweep: more regions and up to 256 images per ordering point.
     #[arg(long)]
     pub deep: bool,
+    /// The double-crash mode: a sample of first crashes, each recovered
+    /// (traced), followed by more work and crashed again at every point.
+    #[arg(long)]
+    pub double: bool,
     /// Images checked per ordering point at most (overrides the sweep's).
     #[arg(long, value_name = "N")]
     pub images: Option<usize>,

@@ -104,9 +104,9 @@ impl DoubleSettings {
     pub fn deep() -> Self {
         DoubleSettings {
             per_point: 4,
-            first_images: 96,
-            plain_images: 8,
-            second: Config { max_images_per_point: 16, max_violations: 1, ..Config::default() },
+            first_images: 32,
+            plain_images: 4,
+            second: Config { max_images_per_point: 8, max_violations: 1, ..Config::default() },
             second_new_work: true,
         }
     }
