@@ -48,7 +48,10 @@ pub fn run(a: &CrashtestArgs) -> Result<(), CliError> {
         s.regions
     );
     if a.double {
-        let d = if a.deep { DoubleSettings::deep() } else { DoubleSettings::moderate() };
+        let mut d = if a.deep { DoubleSettings::deep() } else { DoubleSettings::moderate() };
+        d.first_images = a.first_images.unwrap_or(d.first_images);
+        d.per_point = a.per_point.unwrap_or(d.per_point).max(1);
+        d.second.seed = a.seed;
         return run_double(&chosen, &s, &d, &dir);
     }
     let (mut violations, mut images) = (0usize, 0u64);
