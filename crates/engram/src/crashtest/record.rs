@@ -28,7 +28,7 @@ use engram_model::Trace;
 
 /// A transfer between two accounts that counts itself: three logged ranges,
 /// no allocation, so it commits by record.
-pub(super) fn transfer(tx: &Tx<'_>, i: u64) -> Result<()> {
+fn transfer(tx: &Tx<'_>, i: u64) -> Result<()> {
     let lp = tx.root::<Ledger>("ledger")?.ok_or_else(|| Error::corrupt("no ledger"))?;
     let mut l = tx.read(lp)?;
     move_money(tx, l.accounts, i % ACCOUNTS, (i * 5 + 2) % ACCOUNTS, i % 5 + 1)?;
