@@ -15,7 +15,9 @@
 //! (simulated crashes, the `panic` workload's panics) silent.
 //! The persistent STM's workloads (`stm-*`) are in `crashtest/stm.rs`; they
 //! check every image against a model of the states the traced run passed
-//! through.
+//! through. The double-crash mode (`crashtest/double.rs`,
+//! [`Workload::run_double`]) takes a sample of the images through a traced
+//! recovery and more work, and crashes that again at every point.
 
 mod double;
 mod lazy;

@@ -610,11 +610,18 @@ fn young_objects_changed_by_another_thread_are_not_written_back() {
 // ----- two crashes: a first crash, its recovery, more work, a second crash
 
 /// The double-crash mode's moderate sweep of one workload: no violation,
-/// and it reached second crashes.
+/// and it reached second crashes. `ENGRAM_DOUBLE=wide` takes every crash
+/// point's first six mixed images on (the proofs' sample, two images per
+/// second-crash point), `ENGRAM_DOUBLE=deep` the deep settings.
 fn double_sweep(name: &str) -> engram::crashtest::DoubleReport {
     let dir = Scratch::new();
     let t0 = std::time::Instant::now();
-    let r = workload(name).unwrap().run_double(&Settings::moderate(&dir.0), &DoubleSettings::moderate()).unwrap();
+    let d = match std::env::var("ENGRAM_DOUBLE").as_deref() {
+        Ok("wide") => DoubleSettings { plain_images: 1, second: DoubleSettings::moderate().second, ..wide() },
+        Ok("deep") => DoubleSettings::deep(),
+        _ => DoubleSettings::moderate(),
+    };
+    let r = workload(name).unwrap().run_double(&Settings::moderate(&dir.0), &d).unwrap();
     println!("{name:<14} double: {r} ({:.1?})", t0.elapsed());
     for v in &r.violations {
         println!("  first crash before event {} ({:?}) [{}]: {}", v.event_index, v.fence, v.image, v.message);

@@ -36,7 +36,8 @@
 //! 5. crashes that second trace at every ordering point (its own budget,
 //!    [`DoubleSettings::second`]), recovering and checking each image as
 //!    the single mode does (`check_image`: open, `Pool::check`, the
-//!    invariant, new work). What the second images must keep: the state the
+//!    invariant, and the new work on a ledger if `second_new_work`). What
+//!    the second images must keep: the state the
 //!    first recovery produced (the ledger's count or the bank's transfers
 //!    right after the open: a recovered state is one the program may have
 //!    seen) and every commit of the more work that had returned.

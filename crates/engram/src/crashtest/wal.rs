@@ -183,7 +183,8 @@ fn explore_at(s: &WalSettings, path: &Path, image: &Path) -> Result<WalReport> {
 }
 
 /// The double-crash mode of the `wal` explorer: for `first` crash states
-/// (spread over the cut points as [`explore`] spreads its own), the files
+/// (spread over the cut points as [`explore`] spreads its own, plus every
+/// state of the last cut, the clean close), the files
 /// are opened with recovery recorded (the log replayed into the pool file,
 /// a new generation started), two more ledger regions run and the pool is
 /// closed; then every cut point of *that* recording is crashed (at most
