@@ -54,6 +54,17 @@ pub struct CrashtestArgs {
     /// The deep sweep: more regions and up to 256 images per ordering point.
     #[arg(long)]
     pub deep: bool,
+    /// The double-crash mode: a sample of first crashes, each recovered
+    /// (traced), followed by more work and crashed again at every point.
+    #[arg(long)]
+    pub double: bool,
+    /// `--double`: first-crash images taken on per workload, at most
+    /// (overrides the sweep's).
+    #[arg(long, value_name = "N")]
+    pub first_images: Option<usize>,
+    /// `--double`: first-crash images taken on per crash point, at most.
+    #[arg(long, value_name = "N")]
+    pub per_point: Option<usize>,
     /// Images checked per ordering point at most (overrides the sweep's).
     #[arg(long, value_name = "N")]
     pub images: Option<usize>,

@@ -10,7 +10,7 @@
 use crate::args::{CrashtestArgs, FlushKindArg};
 use crate::error::CliError;
 use crate::progress;
-use engram::crashtest::{workload, workloads, Settings, Workload};
+use engram::crashtest::{workload, workloads, DoubleSettings, Settings, Workload};
 use std::path::PathBuf;
 
 /// Runs the command.
@@ -47,6 +47,13 @@ pub fn run(a: &CrashtestArgs) -> Result<(), CliError> {
         s.explorer.max_images_per_point,
         s.regions
     );
+    if a.double {
+        let mut d = if a.deep { DoubleSettings::deep() } else { DoubleSettings::moderate() };
+        d.first_images = a.first_images.unwrap_or(d.first_images);
+        d.per_point = a.per_point.unwrap_or(d.per_point).max(1);
+        d.second.seed = a.seed;
+        return run_double(&chosen, &s, &d, &dir);
+    }
     let (mut violations, mut images) = (0usize, 0u64);
     for w in chosen {
         let pb = progress::steps(0, w.name);
@@ -77,6 +84,37 @@ pub fn run(a: &CrashtestArgs) -> Result<(), CliError> {
     println!("{images} images checked, {violations} violations");
     if violations > 0 {
         return Err(CliError::Invariant { what: format!("{violations} crash images failed recovery or an invariant") });
+    }
+    Ok(())
+}
+
+/// `--double`: each workload's first crashes, recovered, more work, and
+/// a second crash at every point of that (see `engram::crashtest::double`).
+fn run_double(chosen: &[Workload], s: &Settings, d: &DoubleSettings, dir: &std::path::Path) -> Result<(), CliError> {
+    println!(
+        "double-crash mode: up to {} first-crash images per workload ({} per crash point, {} plain), up to {} images per second-crash point",
+        d.first_images, d.per_point, d.plain_images, d.second.max_images_per_point
+    );
+    let (mut violations, mut images) = (0usize, 0u64);
+    for w in chosen {
+        let r = w.run_double(s, d).map_err(|source| CliError::Engine { path: Some(dir.to_path_buf()), source })?;
+        println!("{:<14} {r}", w.name);
+        for v in &r.violations {
+            println!(
+                "  VIOLATION: first crash before trace event {} (fence: {}): {}",
+                v.event_index,
+                v.fence.unwrap_or("end of trace"),
+                v.message
+            );
+            println!("    first image: {}", v.image);
+        }
+        violations += r.violations.len();
+        images += r.second_images;
+    }
+    let _ = std::fs::remove_dir_all(dir);
+    println!("{images} second-crash images checked, {violations} violations");
+    if violations > 0 {
+        return Err(CliError::Invariant { what: format!("{violations} double crashes failed recovery or an invariant") });
     }
     Ok(())
 }

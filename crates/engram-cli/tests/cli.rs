@@ -235,6 +235,11 @@ fn crashtest_reports_points_images_and_violations() {
     }
     let out = engram(&["crashtest", "commit", "--images", "2", "--regions", "1", "--flush-kind", "clflush"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // the double-crash mode: a crash during `raw`'s recovery (no ledger)
+    let out = engram(&["crashtest", "raw", "--double", "--regions", "1"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("second-crash images checked, 0 violations"), "{text}");
     let bad = engram(&["crashtest", "no-such-workload"]);
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown workload"));

@@ -15,8 +15,11 @@
 //! (simulated crashes, the `panic` workload's panics) silent.
 //! The persistent STM's workloads (`stm-*`) are in `crashtest/stm.rs`; they
 //! check every image against a model of the states the traced run passed
-//! through.
+//! through. The double-crash mode (`crashtest/double.rs`,
+//! [`Workload::run_double`]) takes a sample of the images through a traced
+//! recovery and more work, and crashes that again at every point.
 
+mod double;
 mod lazy;
 mod log_many;
 mod raw;
@@ -25,6 +28,8 @@ mod stm;
 mod stm_box;
 mod stm_young;
 pub mod wal;
+
+pub use double::{DoubleReport, DoubleSettings, RECOVERY_FENCES};
 
 use crate::error::{Error, Result};
 use crate::failpoint;
@@ -359,6 +364,12 @@ impl Drop for QuietUnwinds {
 /// the workload's own invariant; then new work on the recovered pool (a
 /// ledger region that allocates, links and frees) and the heap again.
 fn check_image(path: &Path, img: &[u8], returned: u64, extra: Option<&Invariant>) -> std::result::Result<(), String> {
+    check_image_with(path, img, returned, extra, true)
+}
+
+/// [`check_image`], the new work on a ledger left out unless `new_work`
+/// (the double-crash mode's cheaper second check).
+fn check_image_with(path: &Path, img: &[u8], returned: u64, extra: Option<&Invariant>, new_work: bool) -> std::result::Result<(), String> {
     write_image(path, img).map_err(|e| format!("writing image: {e}"))?;
     let pool = Pool::open(path, OpenOptions::new(LAYOUT).durability(Durability::Process)).map_err(|e| format!("open failed: {e}"))?;
     pool.check().map_err(|e| format!("check failed: {e}"))?;
@@ -367,7 +378,7 @@ fn check_image(path: &Path, img: &[u8], returned: u64, extra: Option<&Invariant>
     if let Some(check) = extra {
         check(&pool, returned)?;
     }
-    if ledger {
+    if ledger && new_work {
         pool.txn(|tx| ledger_step(tx, 7, 200, 2)).map_err(|e| format!("a region after recovery: {e}"))?;
         pool.txn(churn).map_err(|e| format!("allocating after recovery: {e}"))?;
         verify_ledger(&pool, 0).map_err(|e| format!("after a region on the recovered pool: {e}"))?;

@@ -185,6 +185,42 @@ mod armed {
         ),
         ("stm.reservation_not_persisted", "the STM clock reservation is raised in memory but never written to the pool"),
         (
+            "stm.box_freed_early",
+            "a commit that replaces a boxed `PTVar` value frees the old box at once, even while a redo record that lists \
+             it (another thread's, or this very commit's) may still be replayed: the next commit's copy reuses the slot \
+             before its fence, and a crash then drops that earlier record",
+        ),
+        (
+            "stm.overflow_not_flushed",
+            "a redo record too large for its log half is moved to an overflow array that is written but not flushed, \
+             so the commit's one fence can make the stand-in record durable without the whole array",
+        ),
+        (
+            "stm.young_not_carried",
+            "a commit that made new transactional objects (cells, nodes) neither carries their initial bytes in its \
+             redo record nor fences them first: a crash after the record's fence can keep a link to an object that \
+             never reached the media",
+        ),
+        (
+            "stm.young_not_helped",
+            "a thread about to overwrite a log half does not first help other threads' older retained records that \
+             carry new objects' initial bytes (make their in-place values durable, clear them): recovery then writes \
+             an object's initial bytes back over a later change",
+        ),
+        ("wal.skip_checksum", "wal replay accepts a record whose checksum does not match, so a torn record is replayed"),
+        ("wal.skip_fdatasync", "a wal commit skips the log's fdatasync: it returns before its record is durable"),
+        (
+            "log.record_recovery_one_step",
+            "recovery of a record-committed region whose generation bump was lost moves the generation on by one, not \
+             two (the bug 78040e5 fixed): entries the slot's next region wrote into the other half before its first \
+             fence become live, and a crash after later regions on other slots undoes them over committed data",
+        ),
+        (
+            "log.recovery_invalidates_first",
+            "recovery of an undo log bumps the slot's generation (persisted) before it writes the old bytes back and \
+             fences them: a crash during that recovery leaves a half-undone region and no log to finish it",
+        ),
+        (
             "types.pointer_map_not_persisted",
             "a new type-table entry is written without its last pointer offset (an off-by-one, checksummed as \
              written), while the program keeps the right ones in memory: a later process's GC does not trace that field",
@@ -392,5 +428,62 @@ mod tests {
         assert_eq!(p.downcast_ref::<SimulatedCrash>(), Some(&SimulatedCrash("gc.swizzle")));
         Failpoint::GcSwizzle.hit(); // fired once, then gone
         disarm_all();
+    }
+
+    /// The `planted("NAME")` calls of the files under `dir` (a misspelt
+    /// bug name in a test plants nothing, so tests' `plant("NAME")` calls
+    /// are collected too, with `call` = `plant(`): (name, file).
+    fn calls(dir: &std::path::Path, call: &str, out: &mut Vec<(String, String)>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                calls(&p, call, out);
+                continue;
+            }
+            if p.extension().is_none_or(|x| x != "rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&p).unwrap();
+            let mut rest = text.as_str();
+            while let Some(at) = rest.find(call) {
+                let before = rest[..at].chars().last();
+                rest = &rest[at + call.len()..];
+                if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+                    continue; // `implant(`, `planted(` when looking for `plant(`
+                }
+                let Some(arg) = rest.trim_start().strip_prefix('"') else { continue };
+                if let Some((name, _)) = arg.split_once('"') {
+                    out.push((name.to_string(), p.display().to_string()));
+                }
+            }
+        }
+    }
+
+    /// Every bug planted in the engine's source is listed in [`BUGS`] with
+    /// a description, once; every listed bug is planted somewhere; and every
+    /// bug the tests plant is listed (a misspelt name would plant nothing).
+    #[test]
+    fn every_planted_bug_is_listed_and_every_listed_bug_is_planted() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut planted = Vec::new();
+        calls(&root.join("src"), "planted(", &mut planted);
+        planted.retain(|(_, file)| !file.ends_with("failpoint.rs"));
+        assert!(planted.len() >= 15, "{planted:?}");
+        let listed = |n: &str| BUGS.iter().filter(|(b, _)| *b == n).count();
+        for (name, file) in &planted {
+            assert_eq!(listed(name), 1, "bug {name:?} planted in {file} is listed {} times in BUGS", listed(name));
+        }
+        for (name, about) in BUGS {
+            assert!(about.len() > 20, "bug {name:?}: no description");
+            assert!(name.contains('.'), "bug {name:?}: not a dotted name");
+            assert!(planted.iter().any(|(n, _)| n == name), "bug {name:?} is listed in BUGS but planted nowhere");
+        }
+        let mut used = Vec::new();
+        calls(&root.join("tests"), "plant(", &mut used);
+        calls(&root.join("src"), "plant(", &mut used);
+        used.retain(|(_, file)| !file.ends_with("failpoint.rs"));
+        for (name, file) in &used {
+            assert_eq!(listed(name), 1, "{file} plants {name:?}, which BUGS does not list");
+        }
     }
 }

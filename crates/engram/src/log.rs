@@ -402,9 +402,13 @@ pub(crate) fn undo_slot_of(space: &Space, slot: u32, translate: &dyn Fn(u64) -> 
     if let Some(sum) = record {
         if !entries.is_empty() && committed(space, &entries, sum)? {
             let gen = slot_gen(space, slot)?;
-            space.write_persist(slot_off(slot), &log_gen_word(gen + 2), "log generation bump: the region is committed")?;
+            let step = if crate::failpoint::planted("log.record_recovery_one_step") { 1 } else { 2 };
+            space.write_persist(slot_off(slot), &log_gen_word(gen + step), "log generation bump: the region is committed")?;
             return Ok(0);
         }
+    }
+    if !entries.is_empty() && crate::failpoint::planted("log.recovery_invalidates_first") {
+        invalidate(space, slot)?;
     }
     for &at in entries.iter().rev() {
         let h: LogEntryHeader = space.read(at)?;

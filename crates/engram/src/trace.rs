@@ -157,6 +157,13 @@ impl Tracer {
         }
     }
 
+    /// Whether a fence named one of `names` was recorded so far (the
+    /// double-crash explorer asks it of a traced open: had recovery any
+    /// work to do?).
+    pub fn has_fence(&self, names: &[&str]) -> bool {
+        self.st.lock().trace.events.iter().any(|e| matches!(e, Event::Fence { what } if names.contains(what)))
+    }
+
     /// Stops recording and returns the trace. Stores made since the last
     /// event are included as unflushed stores.
     pub fn stop(&self) -> Trace {

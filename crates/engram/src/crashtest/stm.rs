@@ -361,6 +361,40 @@ fn check_bank(pool: &Pool, model: &[BankState], min: usize) -> Check<()> {
     bank.step(pool, 1000 + k as u64, &mut after).map_err(|e| format!("a transfer after recovery: {e}"))
 }
 
+/// Transfers [`bank_more`] makes.
+pub(super) const BANK_MORE: u64 = 2;
+
+/// The double-crash mode's more work on a recovered bank (`Ok(None)`: the
+/// pool has none): transfer 300 on a new thread (which adopts a recovered
+/// redo log or makes one), then the rest on this one. A model starts at the
+/// recovered state (noted at position 0: a recovered state is one the
+/// program may have seen) and takes each commit. Returns the second
+/// crash's invariant: the model after `k` transfers, `k` at least noted.
+pub(super) fn bank_more(pool: &Pool, tracer: &Tracer) -> Result<Option<Box<super::Invariant>>> {
+    let Ok(bank) = Bank::find(pool) else { return Ok(None) };
+    let s = bank.read(pool)?;
+    let c = s.count;
+    let mut model = vec![s; c as usize + 1];
+    super::note_returned_at(0, c);
+    let switches = failpoint::switches();
+    let at = std::thread::scope(|sc| {
+        sc.spawn(|| {
+            failpoint::adopt_switches(&switches);
+            pool.atomically(|tx| bank.transfer(tx, 300)).map(|_| tracer.position())
+        })
+        .join()
+        .unwrap_or_else(|_| Err(Error::corrupt("a workload thread panicked")))
+    })?;
+    let mut next = model[c as usize].clone();
+    next.transfer(300);
+    model.push(next);
+    super::note_returned_at(at, c + 1);
+    for i in 301..300 + BANK_MORE {
+        bank.step(pool, i, &mut model)?;
+    }
+    Ok(Some(Box::new(move |pool: &Pool, returned: u64| check_bank(pool, &model, (c as usize).max(returned as usize)))))
+}
+
 fn bank_pool(h: &Harness, warm: u64) -> Result<(Pool, std::sync::Arc<Tracer>, Bank, Vec<BankState>)> {
     let (pool, tracer) = h.create(0)?;
     let bank = Bank::open(&pool)?;

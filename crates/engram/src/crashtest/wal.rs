@@ -182,6 +182,92 @@ fn explore_at(s: &WalSettings, path: &Path, image: &Path) -> Result<WalReport> {
     Ok(report)
 }
 
+/// The double-crash mode of the `wal` explorer: for `first` crash states
+/// (spread over the cut points as [`explore`] spreads its own, plus every
+/// state of the last cut, the clean close), the files
+/// are opened with recovery recorded (the log replayed into the pool file,
+/// a new generation started), two more ledger regions run and the pool is
+/// closed; then every cut point of *that* recording is crashed (at most
+/// `second` states each time), over the first state's files, and checked
+/// as [`explore`] checks: what the first recovery produced (the ledger's
+/// count right after the open) and every region that returned since must
+/// survive.
+pub fn explore_double(s: &WalSettings, first: usize, second: usize) -> Result<WalReport> {
+    std::fs::create_dir_all(&s.dir).map_err(|e| Error::io("create crashtest directory", e))?;
+    let tag = format!("wal2-{}-{:?}", std::process::id(), std::thread::current().id());
+    let tag: String = tag.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').collect();
+    let paths = [s.dir.join(format!("{tag}.pool")), s.dir.join(format!("{tag}.first")), s.dir.join(format!("{tag}.image"))];
+    let _quiet = super::QuietUnwinds::install();
+    let r = double_at(s, first, second, &paths);
+    for p in &paths {
+        let _ = std::fs::remove_file(p);
+        let _ = std::fs::remove_file(log_path(p));
+    }
+    r
+}
+
+fn double_at(s: &WalSettings, first: usize, second: usize, [path, first_path, image]: &[PathBuf; 3]) -> Result<WalReport> {
+    let (base_pool, base_log) = prepare(path)?;
+    let rec = Recorder::new();
+    record(s, path, &rec)?;
+    let events = rec.events();
+    let mut report = WalReport {
+        events: events.len(),
+        syncs: events.iter().filter(|e| **e == IoEvent::LogSync).count(),
+        pool_syncs: events.iter().filter(|e| **e == IoEvent::PoolSync).count(),
+        ..Default::default()
+    };
+    check_all(&events, &base_pool, &base_log, first, |cut, returned, st| {
+        report.returned = report.returned.max(returned);
+        let again = record_after(first_path, &st).map(|rec2| {
+            let events2 = rec2.events();
+            let mut found = Vec::new();
+            check_all(&events2, &st.pool, &st.log, second, |cut2, returned2, st2| {
+                report.states += 1;
+                if let Err(e) = check_state(image, &st2, returned2) {
+                    found.push(format!("then after event {cut2} of the recovery and 2 regions ({}): {e}", st2.kind));
+                }
+            });
+            found
+        });
+        let first_kind = &st.kind;
+        match again {
+            Ok(found) => {
+                report.violations.extend(found.into_iter().take(1).map(|v| format!("first crash after event {cut} ({first_kind}), {v}")))
+            }
+            Err(e) => report
+                .violations
+                .push(format!("first crash after event {cut} ({first_kind}): the recovery or the work after it failed: {e}")),
+        }
+    });
+    Ok(report)
+}
+
+/// Writes a first crash state, opens it with recovery recorded, notes the
+/// ledger's count, runs two ledger regions (noting each) and closes.
+fn record_after(path: &Path, st: &State) -> Result<std::sync::Arc<Recorder>> {
+    let write = |p: &Path, b: &[u8]| std::fs::write(p, b).map_err(|e| Error::io("write first-crash state", e));
+    write(path, &st.pool)?;
+    write(&log_path(path), &st.log)?;
+    let rec = Recorder::new();
+    let mut o = OpenOptions::new(LAYOUT).durability(Durability::Wal);
+    o.wal_recorder = Some(rec.clone());
+    let pool = Pool::open(path, o)?;
+    let count = |pool: &Pool| {
+        pool.txn(|tx| {
+            let lp = tx.root::<Ledger>("ledger")?.ok_or_else(|| Error::corrupt("no ledger"))?;
+            Ok::<_, Error>(tx.read(lp)?.count)
+        })
+    };
+    rec.note_returned(count(&pool)?);
+    for i in 0..2 {
+        let n = pool.txn(|tx| ledger_step(tx, 500 + i, [40, 3000][i as usize], 2))?;
+        rec.note_returned(n);
+    }
+    pool.close()?;
+    Ok(rec)
+}
+
 /// A `wal`-mode pool with a ledger, closed cleanly: the files the recorded
 /// stretch starts from.
 fn prepare(path: &Path) -> Result<(Vec<u8>, Vec<u8>)> {
