@@ -173,6 +173,27 @@ mod armed {
             "not a bug by itself: a read-only transaction's read yields the processor between the lock-word load and \
              the value load, which widens the window the two bugs above open (tests plant it with them, and alone)",
         ),
+        (
+            "stm.young_not_carried",
+            "an STM commit that creates transactional objects neither carries their bytes in its redo record nor \
+             fences them first",
+        ),
+        (
+            "stm.young_not_helped",
+            "a thread overwrites a redo record that changed another thread's new objects while that thread's record \
+             carrying them is retained (no helping): recovery writes their first bytes back over the change",
+        ),
+        (
+            "stm.young_span_lost",
+            "a registered STM record with new objects is given an empty span, so no overwritten record is ever found \
+             to have written into its objects, and nobody helps",
+        ),
+        (
+            "stm.young_help_always",
+            "not unsound: a thread helps (clears other threads' records with new objects, two fences each) before \
+             every overwrite while any older one is registered, whether or not its record touched their objects (the \
+             rule before 2026-12-02)",
+        ),
         ("stm.reservation_not_persisted", "the STM clock reservation is raised in memory but never written to the pool"),
         (
             "types.pointer_map_not_persisted",

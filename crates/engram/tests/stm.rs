@@ -436,6 +436,68 @@ fn fences_per_commit_kind_body() {
     pool.close().unwrap();
 }
 
+/// Helping only where it is needed (issue 14; docs/stm.md, "Round 8"):
+/// thread A creates a node, links it and stays idle, its record (carrying
+/// the node) retained. Thread B's update commits that leave the node alone
+/// issue one fence each and help nobody, however often B reuses its log
+/// halves. Once B changes the node, the commit that overwrites the record
+/// of that change clears A's record first (two more fences, one help).
+#[test]
+fn young_records_are_helped_only_when_their_objects_changed() {
+    alone("young_records_are_helped_only_when_their_objects_changed", || {
+        assert_eq!(young_help_counts(None), [(10, 0), (5, 1)], "(fences, helps): 10 commits beside A's node, then 3 changing it");
+    });
+}
+
+/// The same with the planted `stm.young_help_always` (B helps whenever A's
+/// record is older, as before this rule): B's first ten commits help too.
+#[test]
+fn helping_commits_that_leave_young_objects_alone_is_caught() {
+    alone("helping_commits_that_leave_young_objects_alone_is_caught", || {
+        assert_eq!(young_help_counts(Some("stm.young_help_always"))[0], (12, 1), "the planted bug should help once");
+    });
+}
+
+/// B's (fences, helps) for its ten commits beside A's new node, then for
+/// the three commits that change it and overwrite that change's record.
+fn young_help_counts(plant_b: Option<&str>) -> [(u64, u64); 2] {
+    let t = TempPool::new("stm-young-help");
+    let pool = create(&t, Durability::Pmem);
+    let v: PTVar<u64> = pool.root("v", || 0).unwrap();
+    let root: PTVar<PPtr<ImmNode>> = pool.root("node", PPtr::null).unwrap();
+    // B's log linked, the clock reserved.
+    pool.atomically(|tx| tx.write(&v, 1)).unwrap();
+    let (made, done) = (std::sync::Barrier::new(2), std::sync::Barrier::new(2));
+    let counts = || (engram::pmem::counters().fences, engram::stm::young_helps());
+    let out = std::thread::scope(|s| {
+        s.spawn(|| {
+            publish_imm_node(&pool, &root, 1);
+            made.wait();
+            done.wait(); // alive: its log, and the record in it, stay its own
+        });
+        made.wait();
+        if let Some(bug) = plant_b {
+            failpoint::plant(bug);
+        }
+        let n = pool.atomically(|tx| tx.read(&root)).unwrap();
+        let c0 = counts();
+        for _ in 0..10 {
+            pool.atomically(|tx| tx.modify(&v, |x| x + 1)).unwrap();
+        }
+        let c1 = counts();
+        pool.atomically(|tx| tx.write(&engram::field!(n, ImmNode, value), 5)).unwrap();
+        for _ in 0..2 {
+            pool.atomically(|tx| tx.modify(&v, |x| x + 1)).unwrap();
+        }
+        let c2 = counts();
+        failpoint::disarm_all();
+        done.wait();
+        [(c1.0 - c0.0, c1.1 - c0.1), (c2.0 - c1.0, c2.1 - c1.1)]
+    });
+    pool.close().unwrap();
+    out
+}
+
 /// Issue 15: every open/close in which threads ran transactions used to
 /// leave each thread's 64 KiB redo log linked for ever, so a pool reopened
 /// daily grew without bound. Logs recorded by earlier opens are adopted.
