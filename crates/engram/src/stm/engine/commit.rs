@@ -23,6 +23,9 @@ use crate::stm::wait;
 use crate::stm::word;
 use std::sync::atomic::Ordering;
 
+// `apply` reads a value's words straight from its buffer.
+const _: () = assert!(MAX_VALUE % 8 == 0);
+
 impl STx<'_> {
     // ----- commit -------------------------------------------------------------
 
@@ -298,13 +301,13 @@ impl STx<'_> {
         for w in &st.writes {
             match &w.kind {
                 Kind::P { off, value: Some(b), .. } => {
-                    let mut words = [0u64; MAX_VALUE / 8];
-                    // SAFETY: b.buf holds words()*8 <= MAX_VALUE initialised bytes.
-                    unsafe { std::ptr::copy_nonoverlapping(b.buf.as_ptr(), words.as_mut_ptr() as *mut u8, b.words() * 8) };
-                    for (i, x) in words.iter().enumerate().take(b.words()) {
+                    // Each value word straight from the buffer (no zeroed
+                    // copy of it first: b.buf is MAX_VALUE bytes, a multiple of 8).
+                    for (i, x) in b.buf.chunks_exact(8).take(b.words()).enumerate() {
+                        let x = u64::from_ne_bytes(x.try_into().unwrap_or([0; 8]));
                         // SAFETY: value words of a pool cell write_cell
                         // checked to hold 8 + 8 * words() bytes in the mapping.
-                        unsafe { word_at(w.word + 8 + 8 * i) }.store(*x, Ordering::Relaxed);
+                        unsafe { word_at(w.word + 8 + 8 * i) }.store(x, Ordering::Relaxed);
                     }
                     // The value before its version (same line, so they
                     // persist in this order; a tracer is told the order).
