@@ -183,6 +183,17 @@ mod armed {
             "`locate_containing` accepts a slot index past the span's last whole slot, so a write into the bytes at a \
              span's end that hold no slot (and on into the next span) is taken for a write into an object",
         ),
+        (
+            "stm.young_span_lost",
+            "a registered STM record with new objects is given an empty span, so no overwritten record is ever found \
+             to have written into its objects, and nobody helps",
+        ),
+        (
+            "stm.young_help_always",
+            "not unsound: a thread helps (clears other threads' records with new objects, two fences each) before \
+             every overwrite while any older one is registered, whether or not its record touched their objects (the \
+             rule before 2026-12-02)",
+        ),
         ("stm.reservation_not_persisted", "the STM clock reservation is raised in memory but never written to the pool"),
         (
             "stm.box_freed_early",

@@ -703,4 +703,12 @@ fn double_crash_catches_a_crash_during_recovery() {
     println!("first crash before event {} ({:?}) [{}]:\n  {}", v.event_index, v.fence, v.image, v.message);
     assert!(v.message.contains("during the first recovery"), "{}", v.message);
     assert!(v.message.contains("lost") || v.message.contains("conserved"), "{}", v.message);
+
+/// `mt-stm-young` with the planted `stm.young_span_lost`: A's record is
+/// registered without the span of its new object, so B's overwrite of the
+/// record that changed it finds no write into it and does not help.
+#[test]
+fn young_objects_changes_are_found_in_the_overwritten_record() {
+    let m = first_violation(|| failpoint::plant("stm.young_span_lost"), "mt-stm-young");
+    assert!(m.contains("initial bytes") || m.contains("lost"), "{m}");
 }

@@ -10,8 +10,11 @@
 //! only in place. Before that, B must clear A's record (the helping rule),
 //! or recovery would write M's initial 0 back over it. Every image must
 //! hold the state after exactly `n` commits, `n` at least the commits that
-//! had returned, and accept another commit. The planted bug
-//! `stm.young_not_helped` (no helping) is caught: M reads 0 after commit 4.
+//! had returned, and accept another commit. The planted bugs
+//! `stm.young_not_helped` (no helping) and `stm.young_span_lost` (A's
+//! record registered without its object's span, so B's overwritten record
+//! 2 is not found to have written into it) are caught: M reads 0 after
+//! commit 4.
 
 use super::stm::{raw, Check, Dir};
 use super::Harness;

@@ -91,7 +91,7 @@ pub(crate) fn entry_len(len: u64) -> u64 {
 
 /// CRC32C of `len` bytes at pool offset `off`.
 pub(crate) fn object_crc(space: &Space, off: u64, len: u64) -> Result<u32> {
-    Ok(crc32c::crc32c(object_bytes(space, off, len)?))
+    Ok(crate::crc::crc32c(object_bytes(space, off, len)?))
 }
 
 /// The `len` bytes at pool offset `off`: an object nobody writes while the
@@ -121,7 +121,7 @@ fn finish(buf: &mut [u8], n: u32) {
     buf[R_N..R_N + 4].copy_from_slice(&n.to_le_bytes());
     let len = (buf.len() as u64 - REC_HDR) as u32;
     buf[R_LEN..R_LEN + 4].copy_from_slice(&len.to_le_bytes());
-    let crc = crc32c::crc32c(&buf[REDO_CRC_FROM..]);
+    let crc = crate::crc::crc32c(&buf[REDO_CRC_FROM..]);
     buf[R_CRC..R_CRC + 4].copy_from_slice(&crc.to_le_bytes());
 }
 
@@ -178,6 +178,69 @@ pub(crate) fn encode_overflow(buf: &mut Vec<u8>, wv: u64, off: u64, len: u32, cr
     buf.extend_from_slice(&len.to_le_bytes());
     buf.extend_from_slice(&crc.to_le_bytes());
     finish(buf, 1);
+}
+
+/// Whether the record at the start of the log half at pool offset
+/// `half_off` writes a variable whose cell starts inside one of `boxes`
+/// (`[lo, hi)` pool offsets). For the committing thread's own record (the
+/// young-object rule, `engine/young.rs`): it reads the half in place, and
+/// follows a stand-in to its overflow array (still allocated: it is freed
+/// only when the half is reused). Anything it cannot parse answers `true`
+/// (the caller then helps: the safe side).
+pub(crate) fn record_writes_into(space: &Space, half_off: u64, boxes: impl Iterator<Item = (u64, u64)> + Clone) -> Result<bool> {
+    let half = object_bytes(space, half_off, HALF)?;
+    let Some(body) = record_body(half) else { return Ok(true) };
+    let body = match first_overflow(body) {
+        None => body,
+        Some((off, len)) => match object_bytes(space, off, len).ok().and_then(record_body) {
+            Some(b) => b,
+            None => return Ok(true),
+        },
+    };
+    Ok(value_offsets(body).any(|off| off.is_none_or(|off| boxes.clone().any(|(lo, hi)| off >= lo && off < hi))))
+}
+
+/// A record's entries (after its header), if `bytes` starts with one whose
+/// length fits (the checksum is not checked: for records this process wrote).
+fn record_body(bytes: &[u8]) -> Option<&[u8]> {
+    let u32_at = |o: usize| Some(u32::from_le_bytes(bytes.get(o..o + 4)?.try_into().ok()?));
+    if u32_at(0)? != MAGIC {
+        return None;
+    }
+    bytes.get(REC_HDR as usize..REC_HDR as usize + u32_at(R_LEN)? as usize)
+}
+
+/// A stand-in's overflow array (offset, length), if `body` is one.
+fn first_overflow(body: &[u8]) -> Option<(u64, u64)> {
+    let e = body.get(..ENT_HDR as usize + 8)?;
+    let raw = u32::from_le_bytes(e[E_VLEN..E_VLEN + 4].try_into().ok()?);
+    let off = u64::from_le_bytes(e[..8].try_into().ok()?);
+    (raw == OVERFLOW).then(|| (off, u32::from_le_bytes(e[ENT_HDR as usize..ENT_HDR as usize + 4].try_into().unwrap_or([0; 4])) as u64))
+}
+
+/// The cell offsets of a record body's value entries, in order (init and
+/// check entries skipped); `None` for an entry that overruns the body.
+fn value_offsets(body: &[u8]) -> impl Iterator<Item = Option<u64>> + '_ {
+    let mut at = 0usize;
+    std::iter::from_fn(move || loop {
+        if at >= body.len() {
+            return None;
+        }
+        let Some(e) = body.get(at..at + ENT_HDR as usize) else {
+            at = body.len();
+            return Some(None);
+        };
+        let off = u64::from_le_bytes(e[..8].try_into().unwrap_or([0; 8]));
+        let raw = u32::from_le_bytes(e[E_VLEN..E_VLEN + 4].try_into().unwrap_or([0; 4]));
+        if raw == OVERFLOW || raw & CHECK_FLAG != 0 {
+            at += ENT_HDR as usize + 8;
+            continue;
+        }
+        at += ENT_HDR as usize + ((raw & !INIT_FLAG) as usize).div_ceil(8) * 8;
+        if raw & INIT_FLAG == 0 {
+            return Some(Some(off));
+        }
+    })
 }
 
 /// A decoded record: its timestamp, (cell offset, value) entries, the
@@ -410,6 +473,26 @@ mod tests {
         assert_eq!((r.wv, r.inits.len(), r.entries.len(), r.checks.len()), (9, 1, 1, 1));
         assert_eq!(r.inits[0], (0x2000, obj.to_vec()));
         assert_eq!(r.entries[0], (0x3000, vec![1u8; 8]));
+    }
+
+    /// The young-object rule reads back which cells a record wrote: the
+    /// value entries' offsets alone (not the new objects', not the
+    /// checked copies'), and a stand-in's array.
+    #[test]
+    fn value_offsets_are_read_back_from_a_record() {
+        let mut buf = Vec::new();
+        let obj = [7u8; 44];
+        let (a, b) = ([1u8; 8], [2u8; 40]);
+        let inits = [Ok((0x2000u64, &obj[..]))].into_iter();
+        encode_of(&mut buf, 9, inits, [(0x3000u64, &a[..]), (0x5000, &b[..])].into_iter(), &[(0x4000, 64, 5)]).unwrap();
+        let body = record_body(&buf).unwrap();
+        assert_eq!(first_overflow(body), None);
+        assert_eq!(value_offsets(body).collect::<Vec<_>>(), vec![Some(0x3000), Some(0x5000)]);
+        assert_eq!(value_offsets(&body[..body.len() - 20]).last(), Some(None), "a cut record reads as unknown");
+        buf[0] ^= 1;
+        assert!(record_body(&buf).is_none());
+        encode_overflow(&mut buf, 9, 65536, 3000, 0xfeed);
+        assert_eq!(first_overflow(record_body(&buf).unwrap()), Some((65536, 3000)));
     }
 
     #[test]

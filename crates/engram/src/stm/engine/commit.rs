@@ -23,6 +23,9 @@ use crate::stm::wait;
 use crate::stm::word;
 use std::sync::atomic::Ordering;
 
+// `apply` reads a value's words straight from its buffer.
+const _: () = assert!(MAX_VALUE % 8 == 0);
+
 impl STx<'_> {
     // ----- commit -------------------------------------------------------------
 
@@ -240,9 +243,15 @@ impl STx<'_> {
         if needed > u32::MAX as u64 {
             return Err(Error::TxTooLarge { needed, limit: u32::MAX as u64 });
         }
-        // Another thread's records with new objects may have to go first.
-        super::young::help_before_reuse(ctx)?;
+        // Another thread's records with new objects may have to go first
+        // (young.rs; only if another log has one registered: the log's lock
+        // is dropped while helping).
         let mut log = ctx.log().lock();
+        if super::young::others_registered(ctx, &log) {
+            drop(log);
+            super::young::help_before_reuse(ctx)?;
+            log = ctx.log().lock();
+        }
         let log = &mut *log;
         let h = (log.commits % 2) as usize;
         let half_off = log.log_off + h as u64 * HALF;
@@ -270,7 +279,7 @@ impl STx<'_> {
         // This half's previous record is overwritten on the media now.
         ctx.stm().young.unregister(log, h);
         log.half_wv[h] = wv;
-        log.young_pending = young.then_some(h);
+        log.young_pending = young.then(|| (h, super::young::span_of(inits())));
         log.commits += 1;
         crate::failpoint::Failpoint::StmAfterFence.hit();
         Ok(())
@@ -284,20 +293,21 @@ impl STx<'_> {
         // A record with new objects is registered before they can be
         // reached (their links are stored below), under the log's lock.
         if let (Some(c), Some(l)) = (self.ctx.as_ref(), log.as_mut()) {
-            if let Some(h) = l.young_pending.take() {
-                c.stm().young.register(l, h, wv.p);
+            if let Some((h, (lo, hi))) = l.young_pending.take() {
+                let (lo, hi) = if crate::failpoint::planted("stm.young_span_lost") { (0, 0) } else { (lo, hi) };
+                c.stm().young.register(l, h, super::young::YoungRec { wv: wv.p, lo, hi });
             }
         }
         for w in &st.writes {
             match &w.kind {
                 Kind::P { off, value: Some(b), .. } => {
-                    let mut words = [0u64; MAX_VALUE / 8];
-                    // SAFETY: b.buf holds words()*8 <= MAX_VALUE initialised bytes.
-                    unsafe { std::ptr::copy_nonoverlapping(b.buf.as_ptr(), words.as_mut_ptr() as *mut u8, b.words() * 8) };
-                    for (i, x) in words.iter().enumerate().take(b.words()) {
+                    // Each value word straight from the buffer (no zeroed
+                    // copy of it first: b.buf is MAX_VALUE bytes, a multiple of 8).
+                    for (i, x) in b.buf.chunks_exact(8).take(b.words()).enumerate() {
+                        let x = u64::from_ne_bytes(x.try_into().unwrap_or([0; 8]));
                         // SAFETY: value words of a pool cell write_cell
                         // checked to hold 8 + 8 * words() bytes in the mapping.
-                        unsafe { word_at(w.word + 8 + 8 * i) }.store(*x, Ordering::Relaxed);
+                        unsafe { word_at(w.word + 8 + 8 * i) }.store(x, Ordering::Relaxed);
                     }
                     // The value before its version (same line, so they
                     // persist in this order; a tracer is told the order).
@@ -356,7 +366,7 @@ fn overflow(ctx: &PoolCtx<'_>, log: &mut ThreadLog, h: usize, wv: u64) -> Result
     if !crate::failpoint::planted("stm.overflow_not_flushed") {
         space.flush(off, len);
     }
-    let crc = crc32c::crc32c(&log.buf);
+    let crc = crate::crc::crc32c(&log.buf);
     redo::encode_overflow(&mut log.buf, wv, off, len as u32, crc);
     Ok(())
 }

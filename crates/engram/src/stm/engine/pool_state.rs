@@ -138,8 +138,9 @@ pub(crate) struct ThreadLog {
     /// Halves whose record carries new objects, registered in the pool's
     /// [`super::young::Young`] (`young.rs`).
     pub(super) young: [bool; 2],
-    /// The half just written holds new objects: `apply` registers it.
-    pub(super) young_pending: Option<usize>,
+    /// The half just written holds new objects, in this span of pool
+    /// offsets: `apply` registers it.
+    pub(super) young_pending: Option<(usize, (u64, u64))>,
 }
 
 /// This thread's entries, one per pool it has used. Dropping the list (the

@@ -18,14 +18,22 @@
 //!   [`Young`] map as (log, half) -> wv, from C's in-place stores (under
 //!   T's log lock, so a helper sees them in T's unfenced list) until the
 //!   fence of the commit that overwrites that half.
-//! - Before a thread overwrites its half holding a record of timestamp w,
-//!   it *helps* every other log with a registered record older than w:
-//!   under that log's lock it flushes the log's unfenced in-place values,
-//!   fences, and clears its registered records, older first, each clear
-//!   fenced (two or three fences, only when another thread created objects
-//!   and made no commit since; the common case costs one atomic load).
-//!   Then no record of T can be retained while a record of a later change
-//!   to T's objects is gone.
+//! - Before a thread overwrites its half holding a record R of timestamp
+//!   w, it checks whether R wrote a cell inside the objects of another
+//!   log's registered record older than w (each registered record keeps
+//!   the span `[lo, hi)` of its new objects; R's cell offsets are read
+//!   back from the half itself, so the common path records nothing). Only
+//!   then does it *help*: every registered record of another log older
+//!   than w, oldest first across all logs, is cleared under its log's
+//!   lock after that log's unfenced in-place values are flushed and
+//!   fenced, and each clear is fenced before the next. A record R that
+//!   wrote into no such object may go: no retained record writes R's
+//!   change back. (Until 2026-12-02 a thread helped whenever another log
+//!   had a registered record older than w, touched or not: 1.18 fences per
+//!   update commit at two threads on the hash table; now helping needs a
+//!   write into another thread's newest objects.)
+//!   Then no record with new objects can be retained while a record of a
+//!   later change to those objects is gone.
 //! - Online GC and close clear every record (quiesce) and the map.
 //!
 //! Lock order: a log, then the map; the map is never held while a log is
@@ -40,17 +48,36 @@
 use super::pool_state::{PoolCtx, ThreadLog};
 use crate::error::Result;
 use crate::hash::FastMap;
-use crate::stm::redo::HALF;
+use crate::stm::redo::{self, HALF};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// A registered record: its timestamp and the span `[lo, hi)` (pool
+/// offsets) of the new objects it carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct YoungRec {
+    pub(super) wv: u64,
+    pub(super) lo: u64,
+    pub(super) hi: u64,
+}
 
 /// The retained records that carry new objects, per pool.
 #[derive(Default)]
 pub(crate) struct Young {
-    /// (log offset, half) -> the record's timestamp.
-    map: Mutex<FastMap<(u64, usize), u64>>,
+    /// (log offset, half) -> the record.
+    map: Mutex<FastMap<(u64, usize), YoungRec>>,
     /// Entries in `map` (read without the lock on every commit).
     n: AtomicUsize,
+}
+
+/// A registered record of another log that a helper may have to clear.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Older {
+    wv: u64,
+    log_off: u64,
+    h: usize,
+    lo: u64,
+    hi: u64,
 }
 
 impl Young {
@@ -60,11 +87,11 @@ impl Young {
         self.n.store(0, Ordering::Release);
     }
 
-    /// Registers half `h` of `log` (its record, of timestamp `wv`, carries
-    /// new objects). The caller holds the log's lock.
-    pub(super) fn register(&self, log: &mut ThreadLog, h: usize, wv: u64) {
+    /// Registers half `h` of `log` (its record `rec` carries new objects).
+    /// The caller holds the log's lock.
+    pub(super) fn register(&self, log: &mut ThreadLog, h: usize, rec: YoungRec) {
         let mut m = self.map.lock();
-        if m.insert((log.log_off, h), wv).is_none() {
+        if m.insert((log.log_off, h), rec).is_none() {
             self.n.fetch_add(1, Ordering::Release);
         }
         log.young[h] = true;
@@ -81,66 +108,100 @@ impl Young {
         }
     }
 
-    /// Logs other than `me` with a registered record older than `w`.
-    fn older_than(&self, me: u64, w: u64) -> Vec<u64> {
-        if self.n.load(Ordering::Acquire) == 0 {
+    /// Registered records of logs other than `me` older than `w`, oldest
+    /// first (nothing is allocated when there is none).
+    fn older_than(&self, me: u64, w: u64) -> Vec<Older> {
+        let m = self.map.lock();
+        let older = |(&(l, _), r): (&(u64, usize), &YoungRec)| l != me && r.wv < w;
+        if !m.iter().any(older) {
             return Vec::new();
         }
-        let mut v: Vec<u64> = self.map.lock().iter().filter(|(&(l, _), &wv)| l != me && wv < w).map(|(&(l, _), _)| l).collect();
-        v.dedup();
+        let mut v: Vec<Older> =
+            m.iter().filter(|e| older(*e)).map(|(&(log_off, h), r)| Older { wv: r.wv, log_off, h, lo: r.lo, hi: r.hi }).collect();
+        drop(m);
+        v.sort_unstable();
         v
     }
 }
 
-/// Before this thread overwrites its next log half: helps every other log
-/// whose retained record with new objects is older than the one overwritten.
+/// The span `[lo, hi)` of the objects `(off, len)` a record carries.
+pub(super) fn span_of(objects: impl Iterator<Item = (u64, u64)>) -> (u64, u64) {
+    objects.fold((u64::MAX, 0), |(lo, hi), (off, len)| (lo.min(off), hi.max(off + len)))
+}
+
+/// Whether a log other than `log` (this thread's, locked by the caller)
+/// has a registered record: the only case [`help_before_reuse`] can help.
+/// One atomic load. A record registered after it cannot hold objects that
+/// this thread's earlier records wrote into: they were unreachable until
+/// after its registration.
+#[inline]
+pub(super) fn others_registered(ctx: &PoolCtx<'_>, log: &ThreadLog) -> bool {
+    ctx.stm().young.n.load(Ordering::Acquire) > log.young.iter().filter(|&&y| y).count()
+}
+
+/// Before this thread overwrites its next log half: if the record there
+/// wrote into the new objects of another log's registered record older
+/// than it, helps every such older record (see the module comment).
 /// Takes and drops this thread's log lock; holds none while helping.
 pub(super) fn help_before_reuse(ctx: &PoolCtx<'_>) -> Result<()> {
     let young = &ctx.stm().young;
     if young.n.load(Ordering::Acquire) == 0 || crate::failpoint::planted("stm.young_not_helped") {
         return Ok(());
     }
-    let (me, w) = {
+    let (me, h, w) = {
         let l = ctx.log().lock();
-        (l.log_off, l.half_wv[(l.commits % 2) as usize])
+        let h = (l.commits % 2) as usize;
+        (l.log_off, h, l.half_wv[h])
     };
     if w == 0 {
         return Ok(());
     }
-    for other in young.older_than(me, w) {
-        let log = ctx.stm().logs.lock().iter().find(|l| l.lock().log_off == other).cloned();
-        if let Some(log) = log {
-            help(ctx, &mut log.lock())?;
-        }
+    let older = young.older_than(me, w);
+    if older.is_empty() {
+        return Ok(());
     }
+    // The record is read back from the half under this log's lock (a
+    // helper may clear it, if it carries new objects itself: then it is
+    // gone, and its helper kept the order).
+    let boxes = older.iter().map(|o| (o.lo, o.hi));
+    let touched = {
+        let l = ctx.log().lock();
+        l.half_wv[h] == w
+            && (crate::failpoint::planted("stm.young_help_always")
+                || redo::record_writes_into(&ctx.inner.space, me + h as u64 * HALF, boxes)?)
+    };
+    if !touched {
+        return Ok(());
+    }
+    for o in older {
+        help(ctx, o)?;
+    }
+    HELPS.fetch_add(1, Ordering::Relaxed);
     Ok(())
 }
 
-/// Makes `log`'s in-place values durable, then clears its registered
-/// records, the older first, each clear fenced before the next: a record
-/// with new objects must never be retained while a later one (which may
-/// have changed them) is gone, not even for a moment. Only registered
-/// halves are cleared: a record the log's thread has fenced but not yet
-/// applied (its values not in place, so not in `unfenced`) is not
-/// registered yet, and must stay (nobody can reach its objects yet).
-fn help(ctx: &PoolCtx<'_>, log: &mut ThreadLog) -> Result<()> {
-    let mut halves: Vec<usize> = (0..2).filter(|&h| log.young[h]).collect();
-    if halves.is_empty() {
-        return Ok(()); // it fenced and overwrote them meanwhile
+/// Clears `o` (another log's registered record), if still registered:
+/// under its log's lock, that log's unfenced in-place values flushed and
+/// fenced first (the record's own values among them: it was registered
+/// before they were stored), then the clear, fenced before the next.
+/// A record the log's thread has fenced but not yet applied is not
+/// registered yet, and is left alone (nobody can reach its objects yet).
+fn help(ctx: &PoolCtx<'_>, o: Older) -> Result<()> {
+    let log = ctx.stm().logs.lock().iter().find(|l| l.lock().log_off == o.log_off).cloned();
+    let Some(log) = log else { return Ok(()) };
+    let mut log = log.lock();
+    if !log.young[o.h] || log.half_wv[o.h] != o.wv {
+        return Ok(()); // its thread overwrote it meanwhile
     }
-    halves.sort_by_key(|&h| log.half_wv[h]);
     let space = &ctx.inner.space;
     for &(off, len) in &log.unfenced {
         space.flush(off, len);
     }
     space.persist.fence("another thread's in-place STM values before its records with new objects are cleared")?;
     log.unfenced.clear();
-    for h in halves {
-        clear_half(space, log, h)?;
-        space.persist.fence("records with new objects cleared before a later record is overwritten")?;
-        ctx.stm().young.unregister(log, h);
-    }
-    HELPS.fetch_add(1, Ordering::Relaxed);
+    clear_half(space, &mut log, o.h)?;
+    space.persist.fence("records with new objects cleared before a later record is overwritten")?;
+    ctx.stm().young.unregister(&mut log, o.h);
     Ok(())
 }
 
@@ -154,8 +215,9 @@ fn clear_half(space: &crate::pool::space::Space, log: &mut ThreadLog, h: usize) 
 
 static HELPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// How many times a committing thread has cleared another thread's
-/// records with new objects (process-wide; each cost two fences).
+/// How many times a committing thread has cleared other threads'
+/// records with new objects before overwriting a record that changed
+/// their objects (process-wide; each cleared record cost two fences).
 pub fn young_helps() -> u64 {
     HELPS.load(Ordering::Relaxed)
 }
