@@ -83,7 +83,8 @@ pub struct Tx<'p> {
     /// checked against (objects are freed only when the region ends, so a
     /// range checked once stays an object for the rest of the region).
     last_object: std::cell::Cell<(u64, u64)>,
-    /// Small spans seen by this region, for the pointer checks (`spans.rs`).
+    /// Small spans seen by this thread's regions since the last free or
+    /// sweep, for the pointer checks (`spans.rs`).
     spans: spans::SpanCache,
     st: RefCell<TxState>,
     _gate: crate::pool::gate::GateRead<'p>,
@@ -708,60 +709,6 @@ impl<'p> Tx<'p> {
         let r = f(&mut v);
         self.write(p, v)?;
         Ok(r)
-    }
-
-    /// Number of elements of array `a`.
-    #[inline]
-    pub fn len<T: Persistent>(&self, a: PArray<T>) -> Result<u64> {
-        // An array's header never changes while it is allocated, and this
-        // region frees nothing before it ends: one check per array and
-        // region, and none while the thread's kept one holds.
-        let shape = (size_of::<T>() as u64, align_of::<T>() as u64);
-        let (addr, last_shape, count) = self.last_array.get();
-        if addr == a.addr() && last_shape == shape {
-            return Ok(count);
-        }
-        self.len_kept(a, shape)
-    }
-
-    /// [`Tx::len`] for an array this region has not validated yet: the
-    /// validation an earlier region of this thread kept, if it holds
-    /// (`tx/kept.rs`), else a new one, kept for the next regions.
-    fn len_kept<T: Persistent>(&self, a: PArray<T>, shape: (u64, u64)) -> Result<u64> {
-        let heap = &self.pool.heap;
-        // Read before validating: a free from now on voids what is kept.
-        let frees = heap.frees_seen();
-        let kept = self.st.borrow().sets.array.count(heap.id, a.addr(), shape, frees);
-        if let Some((count, loc)) = kept {
-            // Its span's class still holds (no sweep since): learned as
-            // `validate_array`'s `locate` would have.
-            self.spans.learn(loc);
-            self.last_array.set((a.addr(), shape, count));
-            return Ok(count);
-        }
-        let (count, loc) = self.validate_array(a)?;
-        self.last_array.set((a.addr(), shape, count));
-        self.st.borrow_mut().sets.array = kept::KeptArray::new(heap.id, a.addr(), shape, frees, (count, loc));
-        Ok(count)
-    }
-
-    /// Checks that `a` points to an allocated array whose elements fit its
-    /// slot, aligned for `T`; returns its element count and place.
-    fn validate_array<T: Persistent>(&self, a: PArray<T>) -> Result<(u64, Loc)> {
-        let space = &self.pool.space;
-        let Some(loc) = self.locate(a.addr()) else { return Err(Error::BadPointer { addr: a.addr() }) };
-        let h: ObjHeader = space.read(a.addr() - OBJ_HEADER - space.base())?;
-        if h.flags & OBJ_TAG_MASK != OBJ_TAG || h.flags & OBJ_ARRAY == 0 {
-            return Err(Error::BadPointer { addr: a.addr() });
-        }
-        let bytes = h.count.checked_mul(size_of::<T>() as u64);
-        if bytes.is_none_or(|b| b > loc.capacity()) {
-            return Err(Error::corrupt(format!("array at {:#x}: {} elements overrun its slot", a.addr(), h.count)));
-        }
-        // Aligned and in the mapping as a whole, once: `elem_addr` and
-        // array views then check only the index.
-        self.check(a.addr(), bytes.unwrap_or(0), align_of::<T>())?;
-        Ok((h.count, loc))
     }
 
     /// Element `i` of array `a`.
