@@ -175,8 +175,9 @@ fn is_chunk(space: &Space, addr: u64, cap: u64) -> bool {
 
 impl LogWriter {
     /// A writer at the start of slot `slot`, for the slot's current
-    /// generation (regions read it with `slot_gen` in `Tx::take_slot`).
-    #[cfg(test)]
+    /// generation (regions read it with `slot_gen` in `Tx::take_slot`;
+    /// the tests below open writers with it).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub fn open(space: &Space, slot: u32) -> Result<Self> {
         Ok(Self::resume(slot, slot_gen(space, slot)?))
     }
