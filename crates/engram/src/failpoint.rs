@@ -193,10 +193,7 @@ mod armed {
             "a region keeps the span classes its thread's last region learned although an object was freed or swept \
              since, or the pool is another one (the key of the kept span cache is not compared)",
         ),
-        (
-            "tx.kept_types_ignore_pool",
-            "the type ids a thread's regions kept for one open pool are used for another pool's allocations",
-        ),
+        ("tx.kept_types_ignore_pool", "the type ids a thread's regions kept for one open pool are used for another pool's allocations"),
         (
             "types.pointer_map_not_persisted",
             "a new type-table entry is written without its last pointer offset (an off-by-one, checksummed as \

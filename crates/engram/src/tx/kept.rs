@@ -356,7 +356,8 @@ mod tests {
         let ok = with_bug(bug, || {
             let id1 = allocated_type_id(&p1, 1u64);
             let id2 = allocated_type_id(&p2, 1u64);
-            id1 == p1.inner().types.id_of::<u64>(&p1.inner().space).unwrap() && id2 == p2.inner().types.id_of::<u64>(&p2.inner().space).unwrap()
+            id1 == p1.inner().types.id_of::<u64>(&p1.inner().space).unwrap()
+                && id2 == p2.inner().types.id_of::<u64>(&p2.inner().space).unwrap()
         });
         assert_ne!(p1.inner().types.id_of::<u64>(&p1.inner().space).unwrap(), p2.inner().types.id_of::<u64>(&p2.inner().space).unwrap());
         p1.close().unwrap();
