@@ -232,6 +232,26 @@ mod armed {
              fences them: a crash during that recovery leaves a half-undone region and no log to finish it",
         ),
         (
+            "tx.kept_array_ignores_frees",
+            "a region answers an array's length from the validation an earlier region of its thread kept even after \
+             an object of the pool was freed or swept (the heap's free count is not compared)",
+        ),
+        (
+            "tx.kept_array_ignores_pool",
+            "a kept array validation is used in another open pool (or a later open of the same file): the heap id is \
+             not compared",
+        ),
+        (
+            "tx.kept_array_ignores_type",
+            "a kept array validation is used for another element type (its size and alignment are not compared)",
+        ),
+        (
+            "tx.kept_spans_ignore_frees",
+            "a region keeps the span classes its thread's last region learned although an object was freed or swept \
+             since, or the pool is another one (the key of the kept span cache is not compared)",
+        ),
+        ("tx.kept_types_ignore_pool", "the type ids a thread's regions kept for one open pool are used for another pool's allocations"),
+        (
             "types.pointer_map_not_persisted",
             "a new type-table entry is written without its last pointer offset (an off-by-one, checksummed as \
              written), while the program keeps the right ones in memory: a later process's GC does not trace that field",

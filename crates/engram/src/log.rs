@@ -159,7 +159,7 @@ pub(crate) trait ChunkAlloc {
 }
 
 /// Slot `slot`'s current generation, or `Corrupt` if its word fails the check.
-fn slot_gen(space: &Space, slot: u32) -> Result<u64> {
+pub(crate) fn slot_gen(space: &Space, slot: u32) -> Result<u64> {
     let h: LogSlotHeader = space.read(slot_off(slot))?;
     log_gen_decode(h.gen).ok_or_else(|| Error::corrupt(format!("log slot {slot}: generation word {:#x} fails its checksum", h.gen)))
 }
@@ -174,7 +174,10 @@ fn is_chunk(space: &Space, addr: u64, cap: u64) -> bool {
 }
 
 impl LogWriter {
-    /// A writer at the start of slot `slot`, for the slot's current generation.
+    /// A writer at the start of slot `slot`, for the slot's current
+    /// generation (regions read it with `slot_gen` in `Tx::take_slot`;
+    /// the tests below open writers with it).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub fn open(space: &Space, slot: u32) -> Result<Self> {
         Ok(Self::resume(slot, slot_gen(space, slot)?))
     }

@@ -18,7 +18,6 @@ use crate::format::{TypeEntry, TYPES_CAP, TYPES_OFF, TYPE_ENTRY_SIZE, TYPE_NAME_
 use crate::pool::space::Space;
 use parking_lot::RwLock;
 use std::any::TypeId;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// A type that can be stored in a pool.
@@ -153,8 +152,9 @@ pub(crate) fn builtins() -> [TypeDesc; 3] {
 pub(crate) struct TypeTable {
     /// Type id -> description, for every registered entry (index = id - 1).
     by_id: RwLock<Vec<Option<Arc<TypeDesc>>>>,
-    /// Rust type -> id, for the types this program has used.
-    by_rust: RwLock<HashMap<TypeId, u32>>,
+    /// Rust type -> id, for the types this program has used. FxHash of
+    /// the `TypeId` (the compiler's, not an adversary's, key), not SipHash.
+    by_rust: RwLock<crate::hash::FastMap<TypeId, u32>>,
 }
 
 impl TypeTable {
@@ -176,7 +176,7 @@ impl TypeTable {
             }
             by_id[i as usize] = Some(Arc::new(TypeDesc { name, size: e.size, align: e.align, ptrs, hash: e.hash }));
         }
-        Ok(TypeTable { by_id: RwLock::new(by_id), by_rust: RwLock::new(HashMap::new()) })
+        Ok(TypeTable { by_id: RwLock::new(by_id), by_rust: RwLock::new(Default::default()) })
     }
 
     /// Writes the built-in types into a fresh pool.

@@ -703,6 +703,7 @@ fn double_crash_catches_a_crash_during_recovery() {
     println!("first crash before event {} ({:?}) [{}]:\n  {}", v.event_index, v.fence, v.image, v.message);
     assert!(v.message.contains("during the first recovery"), "{}", v.message);
     assert!(v.message.contains("lost") || v.message.contains("conserved"), "{}", v.message);
+}
 
 /// `mt-stm-young` with the planted `stm.young_span_lost`: A's record is
 /// registered without the span of its new object, so B's overwrite of the

@@ -16,6 +16,11 @@
 //! - A span-table entry naming a size class changes only in `sweep` (the
 //!   span became empty), which runs while no region runs (GC gate held
 //!   exclusively): a region's span cache (`tx/spans.rs`) relies on it.
+//! - Every way an allocated object stops being one (`free`, `free_many`,
+//!   `free_runs`, `free_magazine`, `sweep`) first bumps the heap's free
+//!   count ([`Heap::frees_seen`]), before the object's memory can be
+//!   reused: a validation a thread keeps between regions (`tx/kept.rs`)
+//!   holds while the count has not moved.
 //! - Lock order: class lock, then the span lock. Thread caches are locked
 //!   alone (each only by its thread, and by `drain_caches` while no region runs).
 
@@ -161,7 +166,15 @@ pub(crate) struct Heap {
     /// Huge objects: first arena -> arena count.
     huge: Mutex<FastMap<u64, u32>>,
     caches: Mutex<Vec<Arc<CacheCell>>>,
+    /// How many times objects were freed or swept (see the module docs).
+    frees: FreeCount,
 }
+
+/// [`Heap::frees`] on a line of its own: every region reads it, frees
+/// write it, and the class and cache locks beside it are written often.
+#[repr(align(128))]
+#[derive(Default)]
+struct FreeCount(AtomicU64);
 
 /// Pool offset of global span `g`.
 #[inline]
@@ -379,7 +392,25 @@ impl Heap {
             large: Mutex::new(FastMap::default()),
             huge: Mutex::new(FastMap::default()),
             caches: Mutex::new(Vec::new()),
+            frees: FreeCount::default(),
         }
+    }
+
+    /// The free count now: it moves (before the memory can be reused)
+    /// whenever any object of this heap is freed or swept, so an object
+    /// validated when the count read `n` is still allocated, unchanged,
+    /// while the count still reads `n`.
+    #[inline]
+    pub fn frees_seen(&self) -> u64 {
+        self.frees.0.load(Ordering::Acquire)
+    }
+
+    /// Moves the free count: called first by every way out of an object
+    /// (the memory is reused only after the caller's later lock release,
+    /// which orders this increment before it).
+    #[inline]
+    fn note_frees(&self) {
+        self.frees.0.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Builds the allocator from the persistent span tables, with every
@@ -578,6 +609,7 @@ impl Heap {
     /// one lock), as do its unused ones. `mag` still lists them (the region
     /// unmarks its bookkeeping by it) until `Magazine::reset`.
     pub fn free_magazine(&self, space: &Space, cell: &CacheCell, mag: &mut Magazine) {
+        self.note_frees();
         self.close_batch(space, cell, mag);
         for (c, spill) in cell.push_many(mag.handed_out()) {
             self.give_back(space, c, spill);
@@ -588,6 +620,7 @@ impl Heap {
     /// `hdrs`, in runs of one class, `runs` giving each run's class and
     /// start in `hdrs` (`CacheCell::push_runs`).
     pub fn free_runs(&self, space: &Space, cell: &CacheCell, hdrs: &[u64], runs: &[(usize, usize)]) {
+        self.note_frees();
         for (c, spill) in cell.push_runs(hdrs, runs) {
             self.give_back(space, c, spill);
         }
@@ -596,6 +629,10 @@ impl Heap {
     /// [`Heap::free`] for many objects: the small ones go into `cell`
     /// under one lock.
     pub fn free_many(&self, space: &Space, cell: &CacheCell, locs: &[Loc]) -> Result<()> {
+        if locs.is_empty() {
+            return Ok(());
+        }
+        self.note_frees();
         let small = locs.iter().filter_map(|&loc| match loc {
             Loc::Small { span, class, index } => Some((class, space.base() + span_off(span) + index as u64 * slot_size(class))),
             _ => None,
@@ -795,6 +832,7 @@ impl Heap {
 
     /// Frees the object at payload address `addr` (already validated as `loc`).
     pub fn free(&self, space: &Space, cell: &CacheCell, loc: Loc) -> Result<()> {
+        self.note_frees();
         match loc {
             Loc::Small { span, class, index } => {
                 let hdr = space.base() + span_off(span) + index as u64 * slot_size(class);
@@ -854,6 +892,7 @@ impl Heap {
     /// and empty spans (persisting their span-table entries), and rebuilds
     /// the free lists. Caller holds the pool exclusively with caches drained.
     pub fn sweep(&self, space: &Space, marks: &Marks) -> Result<()> {
+        self.note_frees();
         let mut empty = Vec::new();
         for cls in self.classes.iter() {
             let mut cls = cls.lock();

@@ -548,44 +548,51 @@ impl Pool {
         // `end` before `tx`: every way out drops the Tx (its locks, slot and
         // gate) before the region ends for the persister.
         let end = RegionEnd::begin(&self.inner.space.persist);
-        let tx = Tx::begin(&self.inner)?;
-        ACTIVE.with(|a| a.borrow_mut().push((id, &tx as *const Tx<'_> as *const ())));
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&tx)));
-        unregister_active(id);
-        match result {
-            Ok(Ok(v)) if !tx.is_doomed() => match tx.check_pointers_at_commit() {
-                Ok(()) => {
-                    self.crash_guard(|| tx.commit())?;
-                    // Release the region's locks, then wait (in wal mode)
-                    // until its recordings are durable.
-                    drop(tx);
-                    end.commit()?;
-                    Ok(v)
-                }
-                Err(e) => {
+        // The `Tx` lives in this block and is dropped in place at its end
+        // (`drop(tx)` would move it, a `memcpy` per region), before `end`.
+        let v = {
+            // Gate, then slot; the `Tx` built in this frame (`Tx::begin`).
+            let gate = self.inner.gate.read();
+            let (slot, gen) = Tx::take_slot(&self.inner)?;
+            let tx = Tx::new(&self.inner, gate, slot, gen);
+            ACTIVE.with(|a| a.borrow_mut().push((id, &tx as *const Tx<'_> as *const ())));
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&tx)));
+            unregister_active(id);
+            match result {
+                Ok(Ok(v)) if !tx.is_doomed() => match tx.check_pointers_at_commit() {
+                    Ok(()) => {
+                        self.crash_guard(|| tx.commit())?;
+                        v
+                    }
+                    Err(e) => {
+                        self.crash_guard(|| tx.rollback())?;
+                        return Err(e.into());
+                    }
+                },
+                Ok(Ok(_)) => {
                     self.crash_guard(|| tx.rollback())?;
-                    Err(e.into())
+                    return Err(Error::Aborted.into());
                 }
-            },
-            Ok(Ok(_)) => {
-                self.crash_guard(|| tx.rollback())?;
-                Err(Error::Aborted.into())
+                Ok(Err(e)) => {
+                    self.crash_guard(|| tx.rollback())?;
+                    return Err(e);
+                }
+                Err(panic) if crate::failpoint::is_crash(&*panic) => {
+                    // A simulated crash: abandon the pool without undoing anything.
+                    self.inner.crashed.store(true, std::sync::atomic::Ordering::Release);
+                    drop(tx);
+                    std::panic::resume_unwind(panic)
+                }
+                Err(panic) => {
+                    let _ = tx.rollback();
+                    std::panic::resume_unwind(panic)
+                }
             }
-            Ok(Err(e)) => {
-                self.crash_guard(|| tx.rollback())?;
-                Err(e)
-            }
-            Err(panic) if crate::failpoint::is_crash(&*panic) => {
-                // A simulated crash: abandon the pool without undoing anything.
-                self.inner.crashed.store(true, std::sync::atomic::Ordering::Release);
-                drop(tx);
-                std::panic::resume_unwind(panic)
-            }
-            Err(panic) => {
-                let _ = tx.rollback();
-                std::panic::resume_unwind(panic)
-            }
-        }
+        };
+        // The region's locks are released (the `Tx` dropped); in wal mode,
+        // wait until its recordings are durable.
+        end.commit()?;
+        Ok(v)
     }
 
     /// Runs `f`; if a failpoint fires inside it, abandons the pool (no clean

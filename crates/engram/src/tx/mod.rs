@@ -35,6 +35,7 @@
 //! the region rolls back (see `pointers.rs`).
 
 mod freed;
+mod kept;
 mod locks;
 mod logged;
 mod raw;
@@ -76,13 +77,15 @@ pub struct Tx<'p> {
     /// Identity of this region in the lock table (0 until its first lock:
     /// most regions take none, and skip the shared counter).
     id: std::cell::Cell<u64>,
-    /// The last array whose header was validated: (address, element size, count).
-    last_array: std::cell::Cell<(u64, u64, u64)>,
+    /// The last array whose header was validated: (address, (element
+    /// size, alignment), count).
+    last_array: std::cell::Cell<(u64, (u64, u64), u64)>,
     /// The payload range `[start, end)` of the last object a read was
     /// checked against (objects are freed only when the region ends, so a
     /// range checked once stays an object for the rest of the region).
     last_object: std::cell::Cell<(u64, u64)>,
-    /// Small spans seen by this region, for the pointer checks (`spans.rs`).
+    /// Small spans seen by this thread's regions since the last free or
+    /// sweep, for the pointer checks (`spans.rs`).
     spans: spans::SpanCache,
     st: RefCell<TxState>,
     _gate: crate::pool::gate::GateRead<'p>,
@@ -94,8 +97,6 @@ struct TxState {
     /// This thread's allocation cache, looked up at the region's first
     /// allocation (a region that allocates nothing skips the lookup).
     cache: Option<Arc<CacheCell>>,
-    /// Rust type -> type id, for the types this region used.
-    type_ids: Vec<(std::any::TypeId, u32)>,
     log: LogWriter,
     /// Boxed so that a region moves a pointer, not the sets, in and out of
     /// the thread's spare; taken back by `Drop` (hence `ManuallyDrop`).
@@ -146,6 +147,11 @@ struct RegionSets {
     freed: freed::FreedSet,
     /// Keys this region holds in the pool's lock table.
     locks: Vec<u64>,
+    /// Kept for the thread's next regions (not emptied by `recycle`;
+    /// `tx/kept.rs` says when they hold): the last array validated, and
+    /// the type ids looked up.
+    array: kept::KeptArray,
+    types: kept::KeptTypes,
 }
 
 impl RegionSets {
@@ -317,39 +323,62 @@ fn mark_dirty(dirty: &mut Vec<(u64, u64)>, off: u64, len: u64) {
 static NEXT_TX_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl<'p> Tx<'p> {
-    /// Inlined so that the `Tx` (about 400 bytes) is built in the caller's
-    /// frame instead of being returned and copied there.
+    /// A new region of `pool`: [`Tx::take_slot`], then [`Tx::new`] (for
+    /// callers that box the `Tx`; `Pool::txn` makes the two calls itself,
+    /// so that the `Tx` is built in its frame rather than moved there out
+    /// of a `Result`, a `memcpy` of the whole `Tx` per region).
     #[inline]
     pub(crate) fn begin(pool: &'p PoolInner) -> Result<Self> {
         let gate = pool.gate.read();
-        let (slot, gen) = pool.take_slot();
-        let log = match gen {
-            Some(gen) => LogWriter::resume(slot, gen),
-            None => match LogWriter::open(&pool.space, slot) {
-                Ok(l) => l,
-                Err(e) => {
-                    pool.put_slot(slot);
-                    return Err(e);
-                }
-            },
-        };
-        Ok(Tx {
+        let (slot, gen) = Self::take_slot(pool)?;
+        Ok(Self::new(pool, gate, slot, gen))
+    }
+
+    /// The fallible half of a region's begin: a free log slot of `pool`
+    /// and its generation (the slot set's cached one, or the slot's word
+    /// read and checked: `Corrupt` if it fails, and the slot goes back).
+    /// The caller holds the GC gate.
+    #[inline]
+    pub(crate) fn take_slot(pool: &PoolInner) -> Result<(u32, u64)> {
+        match pool.take_slot() {
+            (slot, Some(gen)) => Ok((slot, gen)),
+            (slot, None) => Self::read_slot_gen(pool, slot),
+        }
+    }
+
+    /// [`Tx::take_slot`] when the slot's generation is not cached.
+    #[cold]
+    fn read_slot_gen(pool: &PoolInner, slot: u32) -> Result<(u32, u64)> {
+        match crate::log::slot_gen(&pool.space, slot) {
+            Ok(gen) => Ok((slot, gen)),
+            Err(e) => {
+                pool.put_slot(slot);
+                Err(e)
+            }
+        }
+    }
+
+    /// The region holding `gate` and log slot `slot` at generation `gen`
+    /// (from [`Tx::take_slot`]). Infallible and inlined, so the `Tx` is
+    /// built where the caller keeps it.
+    #[inline(always)]
+    pub(crate) fn new(pool: &'p PoolInner, gate: crate::pool::gate::GateRead<'p>, slot: u32, gen: u64) -> Self {
+        Tx {
             pool,
             id: std::cell::Cell::new(0),
-            last_array: std::cell::Cell::new((0, 0, 0)),
+            last_array: std::cell::Cell::new((0, (0, 0), 0)),
             last_object: std::cell::Cell::new((0, 0)),
-            spans: spans::SpanCache::new(pool.space.base()),
+            spans: spans::SpanCache::new(pool.space.base(), pool.heap.id, pool.heap.frees_seen()),
             st: RefCell::new(TxState {
                 slot,
                 cache: None,
-                type_ids: Vec::new(),
-                log,
+                log: LogWriter::resume(slot, gen),
                 sets: std::mem::ManuallyDrop::new(SPARE_SETS.with(|s| s.take()).unwrap_or_default()),
                 doomed: false,
             }),
             _gate: gate,
             _not_send: PhantomData,
-        })
+        }
     }
 
     /// Marks the region to roll back when it ends (its commit then fails
@@ -365,14 +394,16 @@ impl<'p> Tx<'p> {
 
     // ----- allocation -------------------------------------------------------
 
-    /// The pool's type id of `T` (cached for the region).
+    /// The pool's type id of `T` (kept for the thread's later regions on
+    /// this open pool: `tx/kept.rs`).
     pub(crate) fn type_id<T: Persistent>(&self) -> Result<u32> {
         let key = std::any::TypeId::of::<T>();
-        if let Some(&(_, id)) = self.st.borrow().type_ids.iter().find(|(k, _)| *k == key) {
+        let heap = self.pool.heap.id;
+        if let Some(id) = self.st.borrow().sets.types.get(heap, key) {
             return Ok(id);
         }
         let id = self.pool.types.id_of::<T>(&self.pool.space)?;
-        self.st.borrow_mut().type_ids.push((key, id));
+        self.st.borrow_mut().sets.types.put(heap, key, id);
         Ok(id)
     }
 
@@ -486,7 +517,7 @@ impl<'p> Tx<'p> {
         let mut st = self.st.borrow_mut();
         let st = &mut *st;
         let key = std::any::TypeId::of::<T>();
-        let &(_, type_id) = st.type_ids.iter().find(|(k, _)| *k == key)?;
+        let type_id = st.sets.types.get(self.pool.heap.id, key)?;
         let hdr = st.sets.mag.pop(c)?;
         // SAFETY: a magazine hands out free slots of class `c` (at least
         // `bytes` long) of spans inside the mapping, each to this region
@@ -711,32 +742,6 @@ impl<'p> Tx<'p> {
         let r = f(&mut v);
         self.write(p, v)?;
         Ok(r)
-    }
-
-    /// Number of elements of array `a`.
-    pub fn len<T: Persistent>(&self, a: PArray<T>) -> Result<u64> {
-        // An array's header never changes while it is allocated, and nothing
-        // is freed before the region ends: one check per array and region.
-        let key = (a.addr(), size_of::<T>() as u64);
-        let (addr, size, count) = self.last_array.get();
-        if (addr, size) == key {
-            return Ok(count);
-        }
-        let space = &self.pool.space;
-        let Some(loc) = self.locate(a.addr()) else { return Err(Error::BadPointer { addr: a.addr() }) };
-        let h: ObjHeader = space.read(a.addr() - OBJ_HEADER - space.base())?;
-        if h.flags & OBJ_TAG_MASK != OBJ_TAG || h.flags & OBJ_ARRAY == 0 {
-            return Err(Error::BadPointer { addr: a.addr() });
-        }
-        let bytes = h.count.checked_mul(size_of::<T>() as u64);
-        if bytes.is_none_or(|b| b > loc.capacity()) {
-            return Err(Error::corrupt(format!("array at {:#x}: {} elements overrun its slot", a.addr(), h.count)));
-        }
-        // Aligned and in the mapping as a whole, once: `elem_addr` and
-        // array views then check only the index.
-        self.check(a.addr(), bytes.unwrap_or(0), align_of::<T>())?;
-        self.last_array.set((key.0, key.1, h.count));
-        Ok(h.count)
     }
 
     /// Element `i` of array `a`.

@@ -17,9 +17,13 @@
 //! would refuse. Large and huge objects are never cached (a concurrent
 //! region may free them).
 //!
-//! Volatile and per region: nothing learned outlives the region (the
-//! entries' memory is kept per thread and emptied when the next region
-//! takes it); no crash behaviour.
+//! Kept between a thread's regions: the entries live in a per-thread box
+//! with the key they hold for, (the heap's id, its free count when the
+//! region began). The next region keeps them only if the key is still the
+//! same: the same open pool (heap ids are unique per open), and no object
+//! freed or swept since (a sweep moves the free count, `Heap::frees_seen`;
+//! no sweep runs while a region runs, so what a region learned holds until
+//! the next sweep). Otherwise it empties them. Volatile; no crash behaviour.
 
 use crate::alloc::classes::{reciprocal, slot_size, slots_per_span};
 use crate::alloc::Loc;
@@ -45,14 +49,19 @@ struct Way {
     class: u32,
 }
 
-/// The cache's entries.
-type Ways = [Cell<Way>; WAYS as usize];
+/// The cache's entries, and the key they hold for: (heap id, the heap's
+/// free count when the region that filled them began); (0, 0): none.
+#[derive(Default)]
+struct Ways {
+    key: (u64, u64),
+    ways: [Cell<Way>; WAYS as usize],
+}
 
 thread_local! {
-    /// The entries of this thread's last region's cache, emptied and reused
-    /// by its next region: a region then allocates nothing for its cache,
-    /// and the `Tx` holds a pointer instead of ~200 bytes that `Pool::txn`
-    /// copied with `memcpy` (twice per region).
+    /// The entries of this thread's last region's cache, reused by its next
+    /// region (emptied unless their key still holds): a region then
+    /// allocates nothing for its cache, and the `Tx` holds a pointer
+    /// instead of ~200 bytes that `Pool::txn` copied with `memcpy`.
     static SPARE_WAYS: Cell<Option<Box<Ways>>> = const { Cell::new(None) };
 }
 
@@ -74,6 +83,17 @@ impl Drop for SpanCache {
     }
 }
 
+impl Ways {
+    /// Empties the entries, which now hold for `key`.
+    #[cold]
+    fn forget(&mut self, key: (u64, u64)) {
+        for w in self.ways.iter() {
+            w.set(Way::default());
+        }
+        self.key = key;
+    }
+}
+
 /// Where an address falls in a cached span: span `g`, its way, the offset
 /// in the span, and the slot (`index`, starting `start` bytes in).
 struct Hit {
@@ -85,18 +105,21 @@ struct Hit {
 }
 
 impl SpanCache {
-    /// An empty cache for the pool mapped at `base`.
+    /// The cache for a region of the pool mapped at `base` whose heap has
+    /// id `heap` and free count `frees` (`Heap::frees_seen`, read now):
+    /// what the thread's last region learned if it ran on the same heap at
+    /// the same free count, else empty.
     #[inline]
-    pub fn new(base: u64) -> Self {
+    pub fn new(base: u64, heap: u64, frees: u64) -> Self {
+        let key = (heap, frees);
         let ways = match SPARE_WAYS.try_with(Cell::take).ok().flatten() {
-            Some(ways) => {
-                // Nothing the previous region learned survives it.
-                for w in ways.iter() {
-                    w.set(Way::default());
+            Some(mut ways) => {
+                if ways.key != key && !crate::failpoint::planted("tx.kept_spans_ignore_frees") {
+                    ways.forget(key);
                 }
                 ways
             }
-            None => Box::default(),
+            None => Box::new(Ways { key, ways: Default::default() }),
         };
         SpanCache { heap: base.wrapping_add(HEAP_OFF), ways: std::mem::ManuallyDrop::new(ways) }
     }
@@ -109,7 +132,7 @@ impl SpanCache {
     fn hit(&self, addr: u64) -> Option<Hit> {
         let rel = addr.wrapping_sub(self.heap);
         let g = rel / SPAN_SIZE;
-        let way = self.ways[(g % WAYS) as usize].get();
+        let way = self.ways.ways[(g % WAYS) as usize].get();
         if way.tag != g + 1 {
             return None;
         }
@@ -132,7 +155,7 @@ impl SpanCache {
     /// tables or from the allocator, which handed out a slot of it).
     #[inline]
     pub fn learn_small(&self, span: u64, class: usize) {
-        let cell = &self.ways[(span % WAYS) as usize];
+        let cell = &self.ways.ways[(span % WAYS) as usize];
         if cell.get().tag == span + 1 {
             return; // every allocation learns its span: keep this cheap
         }
@@ -202,26 +225,50 @@ mod tests {
     use crate::alloc::span_off;
     use crate::format::SPANS_PER_ARENA;
 
-    #[test]
-    fn the_next_region_reuses_the_entries_but_learned_nothing() {
+    /// Whether the thread's next cache, for heap `heap` at free count
+    /// `frees`, still knows the span a cache for heap 1 at free count 5
+    /// learned (the entries' memory is reused either way).
+    fn next_cache_knows(heap: u64, frees: u64) -> bool {
         let base = 1 << 40;
         let g = SPANS_PER_ARENA + 3;
         let p = base + span_off(g) + OBJ_HEADER;
-        let c = SpanCache::new(base);
+        let c = SpanCache::new(base, 1, 5);
         c.learn(Loc::Small { span: g, class: 1, index: 0 });
         assert!(c.at(p).is_some());
         let entries = &**c.ways as *const Ways;
         drop(c);
-        let c = SpanCache::new(base);
+        let c = SpanCache::new(base, heap, frees);
         assert_eq!(&**c.ways as *const Ways, entries, "the thread's spare entries are reused");
-        assert_eq!(c.at(p), None, "a span learned by the previous region is still cached");
-        assert!(!c.holds(p, 8));
+        let knows = c.at(p).is_some();
+        assert_eq!(c.holds(p, 8), knows);
+        drop(c);
+        SpanCache::new(base, 0, 0); // empties the thread's entries for the next test
+        knows
+    }
+
+    /// What a region learned holds for the thread's next region on the
+    /// same heap while nothing was freed or swept; after a free or sweep
+    /// (the free count moved), or on another heap, nothing survives.
+    #[test]
+    fn the_next_region_keeps_what_was_learned_until_a_free() {
+        assert!(next_cache_knows(1, 5), "same heap, nothing freed: kept");
+        assert!(!next_cache_knows(1, 6), "something was freed or swept");
+        assert!(!next_cache_knows(2, 5), "another pool (or another open of it)");
+        #[cfg(feature = "failpoints")]
+        {
+            // Planted "the key is not compared": a span learned before a
+            // sweep would still be answered after it.
+            crate::failpoint::plant("tx.kept_spans_ignore_frees");
+            let stale = next_cache_knows(1, 6);
+            crate::failpoint::disarm_all();
+            assert!(stale, "the plant is what the first asserts catch");
+        }
     }
 
     #[test]
     fn answers_only_for_learned_spans_and_like_the_tables() {
         let base = 1 << 40;
-        let c = SpanCache::new(base);
+        let c = SpanCache::new(base, 1, 0);
         let g = SPANS_PER_ARENA + 9;
         let slot0 = base + span_off(g);
         assert_eq!(c.containing(slot0 + 40), None, "nothing learned yet");
