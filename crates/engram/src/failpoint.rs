@@ -71,6 +71,8 @@ failpoints! {
     TxBeforeCommit = "tx.before_commit",
     /// A region committed (its log invalidated).
     TxAfterCommit = "tx.after_commit",
+    /// A redo region's record is durable, its bytes not yet in place (`tx/redo.rs`).
+    TxRedoAfterRecord = "tx.redo_after_record",
     /// A new span was taken for the allocator (`alloc/mod.rs`).
     AllocNewSpan = "alloc.new_span",
     /// A header copy is about to be rewritten (`pool/space.rs`).

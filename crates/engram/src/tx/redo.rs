@@ -1,0 +1,212 @@
+//! The redo path of a region (issue 13: one fence per short region).
+//!
+//! The engine chooses per region. A region starts on the redo path when the
+//! pool's mode allows it (`Persister::commits_by_redo`: pmem and trace);
+//! while it only writes by value (`Tx::write`, `Tx::set`, `Tx::write_slice`),
+//! each write appends a redo entry with the NEW bytes to the slot's log
+//! (`log/redo.rs`) and stores nothing in place. Its reads by value
+//! (`Tx::read`, `Tx::get`, `Tx::read_slice`) see its own writes: the bytes
+//! are read in place, then every pending entry that overlaps them is
+//! copied over, oldest first (at most `retires::MAX_RANGES` entries and
+//! `LOG_REDO_MAX` bytes, so a read costs at most 16 range tests more).
+//!
+//! The first call that needs the bytes in place leaves the path for good
+//! ([`Tx::leave_redo`]): a log-then-store call (`log_range` and friends,
+//! hence roots and every front end), an allocation, a free, an array view,
+//! or a write past those bounds. Leaving writes the redo entries back (so
+//! a recovery scan reads past them), logs each range's old bytes as an undo
+//! entry, fences once ("undo entries of a region leaving redo"), and stores
+//! the new bytes in place; from there the region is undo-logged as before,
+//! and recovery ignores its redo entries (no redo record follows them).
+//!
+//! A region still on the path at commit commits by redo record
+//! ([`Tx::commit_redo`], steps R1-R4 of `log/redo.rs`): one fence. Crash
+//! behaviour is that of `log/redo.rs` and `retires.rs`.
+
+use super::{Tx, TxState};
+use crate::error::Result;
+use crate::format::LOG_REDO_MAX;
+use crate::log::ENTRY_BYTES;
+use crate::retires::MAX_RANGES;
+
+/// A pending redo entry: (pool offset of the range, its length, pool
+/// offset of the entry in the log).
+pub(super) type Pending = (u64, u32, u64);
+
+/// The bytes of a slice of plain values.
+pub(super) fn bytes_of<T: crate::Persistent>(vals: &[T]) -> &[u8] {
+    // SAFETY: `T: Persistent` is plain data with no padding requirement on
+    // reading (every bit pattern valid, stored as is in the pool); the
+    // slice covers exactly `size_of_val(vals)` initialised bytes.
+    unsafe { std::slice::from_raw_parts(vals.as_ptr() as *const u8, std::mem::size_of_val(vals)) }
+}
+
+impl Tx<'_> {
+    /// Whether region state `st` may log a write of `len` more bytes as
+    /// redo: the mode allows it, nothing is logged in place yet, nothing
+    /// allocated or freed, and the bounds hold.
+    fn redo_open(&self, st: &TxState, len: u64) -> bool {
+        st.log.entries() == 0
+            && !st.log.spilled()
+            && st.sets.mag.handed_out_count() == 0
+            && st.sets.large.is_empty()
+            && st.sets.frees.is_empty()
+            && st.sets.redo.len() < MAX_RANGES
+            && st.sets.redo_bytes + len <= LOG_REDO_MAX
+            && self.pool.space.persist.commits_by_redo()
+    }
+
+    /// A write by value of `data` to absolute address `addr` (checked to
+    /// lie in the pool by the caller): logged as redo if the region is on
+    /// the redo path (Ok(true): nothing stored in place). Ok(false): the
+    /// caller logs undo and stores, as before (the region left the path,
+    /// or was never on it).
+    #[inline]
+    pub(super) fn write_redo(&self, addr: u64, data: &[u8]) -> Result<bool> {
+        let len = data.len() as u64;
+        if !self.redo_open(&self.st.borrow(), len) {
+            self.leave_redo()?;
+            return Ok(false);
+        }
+        self.loggable(addr, len)?;
+        let space = &self.pool.space;
+        let off = addr - space.base();
+        let mut st = self.st.borrow_mut();
+        let Some(at) = st.log.append_redo(space, off, data)? else {
+            drop(st);
+            self.leave_redo()?;
+            return Ok(false);
+        };
+        st.sets.redo.push((off, len as u32, at));
+        st.sets.redo_bytes += len;
+        Ok(true)
+    }
+
+    /// Copies the region's pending redo bytes over `out`, which holds the
+    /// in-place bytes of absolute address `addr` onward (its own writes,
+    /// oldest first, so the newest wins).
+    #[inline]
+    pub(super) fn overlay(&self, addr: u64, out: &mut [u8]) {
+        let st = self.st.borrow();
+        if st.sets.redo.is_empty() {
+            return;
+        }
+        let base = self.pool.space.base();
+        let (start, end) = (addr - base, addr - base + out.len() as u64);
+        for &(off, len, at) in &st.sets.redo {
+            let (s, e) = (off.max(start), (off + len as u64).min(end));
+            if s < e {
+                let src = base + at + ENTRY_BYTES + (s - off);
+                // SAFETY: [src, src+e-s) lies in the entry's data in the log
+                // (inside the mapping); `out` is volatile memory.
+                unsafe { std::ptr::copy_nonoverlapping(src as *const u8, out[(s - start) as usize..].as_mut_ptr(), (e - s) as usize) };
+            }
+        }
+    }
+
+    /// Leaves the redo path (module docs): the redo entries written back,
+    /// the old bytes of their ranges logged as undo under one fence, the
+    /// new bytes stored in place. Nothing to do off the path.
+    #[inline]
+    pub(super) fn leave_redo(&self) -> Result<()> {
+        if self.st.borrow().sets.redo.is_empty() {
+            return Ok(());
+        }
+        self.leave_redo_now()
+    }
+
+    #[cold]
+    fn leave_redo_now(&self) -> Result<()> {
+        let space = &self.pool.space;
+        let mut st = self.st.borrow_mut();
+        let st = &mut *st;
+        // 1. the redo entries written back: the scan reads past them to the
+        //    undo entries that follow.
+        st.log.flush_written(space);
+        // 2. each range's old bytes logged (unfenced), then one fence: the
+        //    undo entries are durable before any range changes.
+        let pending = std::mem::take(&mut st.sets.redo);
+        for &(off, len, _) in &pending {
+            if !st.sets.words.covered(off, len as u64) {
+                st.log.append_unfenced(space, self, off, len)?;
+                st.sets.logged.push((off, len));
+                st.sets.words.mark(off, len as u64);
+                self.note_changed(&mut st.sets.dirty, off, len as u64);
+            }
+        }
+        space.persist.fence("undo entries of a region leaving redo")?;
+        // 3. the new bytes stored in place, oldest first.
+        for &(off, len, at) in &pending {
+            // SAFETY: the entry's data and its target lie in the mapping
+            // (appended by this region; the target checked by `loggable`)
+            // and do not overlap (logs are never targets).
+            unsafe {
+                std::ptr::copy_nonoverlapping((space.base() + at + ENTRY_BYTES) as *const u8, (space.base() + off) as *mut u8, len as usize)
+            };
+        }
+        st.sets.redo_bytes = 0;
+        let mut pending = pending;
+        pending.clear();
+        st.sets.redo = pending;
+        Ok(())
+    }
+
+    /// Steps R1-R3 of `log/redo.rs` for a region still on the redo path.
+    /// Returns the generation the slot's next region logs under.
+    pub(super) fn commit_redo(&self, st: &TxState) -> Result<u64> {
+        let space = &self.pool.space;
+        let persist = &space.persist;
+        // 0. other slots' retires settled in full: their records must be
+        //    dead before this one can be durable (`retires.rs`).
+        if persist.retires().listed(Some(st.slot)).is_some() {
+            persist.fence("redo retires of other slots before a redo record")?;
+        }
+        // R1. the record after the entries; entries and record written back.
+        st.log.redo_record(space)?;
+        if crate::failpoint::planted("tx.redo_in_place_before_fence") {
+            self.store_redo(st);
+        }
+        crate::failpoint::Failpoint::TxBeforeCommit.hit();
+        // R2. one fence: the region is committed (and the slot's previous
+        //     record, chained, has its bytes durable; its word moves).
+        persist.fence_redo(st.slot, "redo record: the region is committed")?;
+        crate::failpoint::Failpoint::TxRedoAfterRecord.hit();
+        // R3. the new bytes in place, not written back; the retire listed.
+        self.store_redo(st);
+        let base = space.base();
+        persist.retires().publish(st.slot, st.log.gen(), st.sets.redo.iter().map(|&(off, len, _)| (base + off, len as u64)));
+        Ok((st.log.gen() + 1) & crate::format::LOG_GEN_MASK)
+    }
+
+    /// Step R3's stores: the new bytes of every pending entry in place,
+    /// oldest first, not written back.
+    fn store_redo(&self, st: &TxState) {
+        let space = &self.pool.space;
+        for &(off, len, at) in &st.sets.redo {
+            // SAFETY: as in `leave_redo_now`.
+            unsafe {
+                std::ptr::copy_nonoverlapping((space.base() + at + ENTRY_BYTES) as *const u8, (space.base() + off) as *mut u8, len as usize)
+            };
+            self.pool.deferred.card(off, len as u64);
+        }
+    }
+
+    /// Before a rollback: the retires listed are settled if the slot's own
+    /// is among them (the word then holds this region's generation, which
+    /// the undo reads) or if the region wrote redo entries and no undo
+    /// entry; such a region stored nothing in place, and its generation is
+    /// moved so its entries are dead. Otherwise nothing to do.
+    pub(super) fn rollback_redo(&self) -> Result<()> {
+        let st = self.st.borrow();
+        let (redo, undo) = (st.log.redo_entries(), st.log.entries());
+        let space = &self.pool.space;
+        let own = space.persist.retires().of(st.slot).is_some();
+        if (redo > 0 || undo > 0) && (own || undo == 0) {
+            space.persist.settle_bumps("redo retires before a redo region rolls back")?;
+        }
+        if redo > 0 && undo == 0 {
+            crate::log::invalidate(space, st.slot)?;
+        }
+        Ok(())
+    }
+}
