@@ -175,6 +175,15 @@ mod armed {
             "not a bug by itself: a read-only transaction's read yields the processor between the lock-word load and \
              the value load, which widens the window the two bugs above open (tests plant it with them, and alone)",
         ),
+        (
+            "tx.redo_in_place_before_fence",
+            "a redo region stores its new bytes in place before its record's fence, so a crash before the fence can \
+             leave some of them durable with no valid record",
+        ),
+        (
+            "tx.redo_read_misses_own_writes",
+            "a redo region's reads by value do not see its own pending writes (they read the bytes in place only)",
+        ),
         ("stm.reservation_not_persisted", "the STM clock reservation is raised in memory but never written to the pool"),
         (
             "types.pointer_map_not_persisted",

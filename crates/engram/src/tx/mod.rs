@@ -150,6 +150,8 @@ struct RegionSets {
     redo: Vec<redo::Pending>,
     /// Bytes of new data in `redo`.
     redo_bytes: u64,
+    /// The region left the redo path (or never may take it again).
+    redo_off: bool,
 }
 
 impl RegionSets {
@@ -179,6 +181,7 @@ impl RegionSets {
         self.locks.clear();
         self.redo.clear();
         self.redo_bytes = 0;
+        self.redo_off = false;
     }
 
     /// Unmarks in `words` what the region logged and the new objects it marked.

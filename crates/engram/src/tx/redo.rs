@@ -46,14 +46,15 @@ impl Tx<'_> {
     /// redo: the mode allows it, nothing is logged in place yet, nothing
     /// allocated or freed, and the bounds hold.
     fn redo_open(&self, st: &TxState, len: u64) -> bool {
-        st.log.entries() == 0
+        self.pool.space.persist.commits_by_redo()
+            && !st.sets.redo_off
+            && st.log.entries() == 0
             && !st.log.spilled()
             && st.sets.mag.handed_out_count() == 0
             && st.sets.large.is_empty()
             && st.sets.frees.is_empty()
             && st.sets.redo.len() < MAX_RANGES
             && st.sets.redo_bytes + len <= LOG_REDO_MAX
-            && self.pool.space.persist.commits_by_redo()
     }
 
     /// A write by value of `data` to absolute address `addr` (checked to
@@ -88,7 +89,7 @@ impl Tx<'_> {
     #[inline]
     pub(super) fn overlay(&self, addr: u64, out: &mut [u8]) {
         let st = self.st.borrow();
-        if st.sets.redo.is_empty() {
+        if st.sets.redo.is_empty() || crate::failpoint::planted("tx.redo_read_misses_own_writes") {
             return;
         }
         let base = self.pool.space.base();
@@ -109,8 +110,13 @@ impl Tx<'_> {
     /// new bytes stored in place. Nothing to do off the path.
     #[inline]
     pub(super) fn leave_redo(&self) -> Result<()> {
-        if self.st.borrow().sets.redo.is_empty() {
-            return Ok(());
+        {
+            let mut st = self.st.borrow_mut();
+            // For good: a view or a pointer may read in place from now on.
+            st.sets.redo_off = true;
+            if st.sets.redo.is_empty() {
+                return Ok(());
+            }
         }
         self.leave_redo_now()
     }
@@ -283,7 +289,21 @@ mod tests {
     /// place once the region commits.
     #[test]
     fn a_region_reads_its_own_pending_writes() {
-        let t = pool("reads", Durability::Trace);
+        reads_own_writes("reads");
+    }
+
+    /// The planted bug: reads that miss the region's pending writes fail
+    /// the test above.
+    #[test]
+    fn a_read_that_misses_its_own_writes_is_caught() {
+        crate::failpoint::plant("tx.redo_read_misses_own_writes");
+        let r = std::panic::catch_unwind(|| reads_own_writes("reads-planted"));
+        crate::failpoint::disarm_all();
+        assert!(r.is_err(), "the planted bug went unnoticed");
+    }
+
+    fn reads_own_writes(tag: &str) {
+        let t = pool(tag, Durability::Trace);
         let p = t.0.as_ref().unwrap();
         let a = array(p, 8);
         txn(p, |tx| {
@@ -334,6 +354,7 @@ mod tests {
                 }
                 assert_eq!(in_place(0), k, "{leave}: not in place after leaving");
                 tx.set(a, 1, 100 * k)?;
+                assert_eq!(in_place(1), 100 * k, "{leave}: a write after leaving is not in place");
                 if k == 2 {
                     return Err(Error::Aborted);
                 }
