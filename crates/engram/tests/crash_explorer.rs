@@ -111,6 +111,7 @@ fn redo_commits_need_their_fences() {
         ("flush", "redo data of the slot's previous region", "redo"),
         ("fence", "redo data durable before its record's generation moves", "redo-undo"),
         ("fence", "undo entries of a region leaving redo", "redo-undo"),
+        ("fence", "redo retires of other slots before a redo record", "mt-redo"),
     ] {
         let m = first_violation(|| if kind == "fence" { failpoint::drop_fence(what) } else { failpoint::drop_flush(what) }, name);
         println!("{what}: {m}");

@@ -13,8 +13,9 @@
 //!   moves money out of an account twice and into another twice, reading
 //!   the balance again each time (a read that missed its region's pending
 //!   entry would lose or make money).
-//! - `mt-redo`: two threads' redo regions interleaved on one ledger (2PL),
-//!   so a region's commit meets the other slot's pending retire.
+//! - `mt-redo`: two threads' redo regions interleaved on one ledger (2PL);
+//!   the first two are ordered so that a commit meets the other slot's
+//!   pending retire, whose record recovery would replay after its own.
 //!
 //! - `redo-recovery`: a redo region crashed after its record's fence,
 //!   before any byte was in place; the traced open replays it (and moves
@@ -126,21 +127,41 @@ pub(super) fn w_redo_reads(h: &Harness) -> Result<Trace> {
 }
 
 /// Each region's number is the count it wrote itself (see `mt-regions`).
+/// The first regions are ordered so that a record of the lower slot is the
+/// later one: thread 0 takes its slot (slot 0) first and waits inside its
+/// region until thread 1's region (slot 1) has committed, so thread 0's
+/// commit meets slot 1's pending retire (recovery replays slot 0 before
+/// slot 1: without that retire settled first, it would replay the older
+/// record last).
 pub(super) fn w_threads(h: &Harness) -> Result<Trace> {
     let (pool, tracer) = h.ledger_pool()?;
+    let (began, committed) = (std::sync::Barrier::new(2), std::sync::Barrier::new(2));
     h.traced(pool, &tracer, |pool| {
         let regions = h.settings.regions.clamp(2, 3);
+        let counted = |tx: &Tx<'_>, i: u64| -> Result<u64> {
+            transfer(tx, i)?;
+            let lp = tx.root::<Ledger>("ledger")?.ok_or_else(|| Error::corrupt("no ledger"))?;
+            Ok(tx.read(lp)?.count)
+        };
         on_threads(2, |t| {
             let mut notes = Vec::new();
-            for k in 0..regions {
+            let first = if t == 0 {
+                pool.txn(|tx| {
+                    began.wait();
+                    committed.wait();
+                    counted(tx, 10)
+                })?
+            } else {
+                began.wait();
+                let c = pool.txn(|tx| counted(tx, 20))?;
+                committed.wait();
+                c
+            };
+            notes.push((tracer.position(), first));
+            for k in 1..regions {
                 let i = 10 * (t as u64 + 1) + k;
                 let count = loop {
-                    let r = pool.txn(|tx| {
-                        transfer(tx, i)?;
-                        let lp = tx.root::<Ledger>("ledger")?.ok_or_else(|| Error::corrupt("no ledger"))?;
-                        Ok(tx.read(lp)?.count)
-                    });
-                    match r {
+                    match pool.txn(|tx| counted(tx, i)) {
                         Ok(count) => break count,
                         Err(Error::LockTimeout) => continue,
                         Err(e) => return Err(e),
