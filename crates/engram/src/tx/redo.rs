@@ -350,7 +350,9 @@ mod tests {
                 match leave {
                     "log_range" => tx.log_range(a.addr() + 8, 8)?,
                     "alloc" => drop(tx.alloc(7u64)?),
-                    _ => drop(tx.array(a)?),
+                    _ => {
+                        tx.array(a)?;
+                    }
                 }
                 assert_eq!(in_place(0), k, "{leave}: not in place after leaving");
                 tx.set(a, 1, 100 * k)?;
