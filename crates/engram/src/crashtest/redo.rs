@@ -23,7 +23,7 @@
 //!
 //! All keep the ledger invariant: money conserved, no returned region lost.
 
-use super::{move_money, on_threads, returned, Harness, Ledger, ACCOUNTS, LAYOUT};
+use super::{move_money, note_returned_at, returned, Harness, Ledger, ACCOUNTS, LAYOUT};
 use crate::error::{Error, Result};
 use crate::{failpoint, OpenOptions, Pool, Tx};
 use engram_model::Trace;
@@ -143,7 +143,7 @@ pub(super) fn w_threads(h: &Harness) -> Result<Trace> {
             let lp = tx.root::<Ledger>("ledger")?.ok_or_else(|| Error::corrupt("no ledger"))?;
             Ok(tx.read(lp)?.count)
         };
-        on_threads(2, |t| {
+        let work = |t: u32| -> Result<Vec<(usize, u64)>> {
             let mut notes = Vec::new();
             let first = if t == 0 {
                 pool.txn(|tx| {
@@ -170,7 +170,22 @@ pub(super) fn w_threads(h: &Harness) -> Result<Trace> {
                 notes.push((tracer.position(), count));
             }
             Ok(notes)
-        })
+        };
+        // Thread 0 is this thread, so the fault sweep counts the drops of
+        // the fence its commit reaches (drops are counted per thread).
+        let switches = failpoint::switches();
+        let (mine, theirs) = std::thread::scope(|s| {
+            let other = s.spawn(|| {
+                failpoint::adopt_switches(&switches);
+                work(1)
+            });
+            let mine = work(0);
+            (mine, other.join().unwrap_or_else(|_| Err(Error::corrupt("a workload thread panicked"))))
+        });
+        for (at, n) in mine?.into_iter().chain(theirs?) {
+            note_returned_at(at, n);
+        }
+        Ok(())
     })
 }
 
