@@ -576,7 +576,6 @@ impl<'p> Tx<'p> {
     /// and one push).
     #[inline]
     pub(crate) fn free_addr(&self, addr: u64) -> Result<()> {
-        self.leave_redo()?;
         let space = &self.pool.space;
         // (Not `ok_or`: that builds and drops an `Error` on every call.)
         let Some(loc) = self.locate(addr) else { return Err(Error::BadPointer { addr }) };
@@ -587,6 +586,13 @@ impl<'p> Tx<'p> {
             return Err(Error::BadPointer { addr });
         }
         let mut st = self.st.borrow_mut();
+        // A free leaves the redo path (`tx/redo.rs`), in this one borrow.
+        st.sets.redo_off = true;
+        if !st.sets.redo.is_empty() {
+            drop(st);
+            self.leave_redo()?;
+            st = self.st.borrow_mut();
+        }
         let off = addr - space.base();
         // `locate` found a payload start: 16-aligned, as `is_freed` asks.
         if st.sets.freed.test_and_mark(off) {
