@@ -422,8 +422,9 @@ impl Persister {
 
     /// [`Persister::fence`] once its fault switch is checked.
     fn fence_and_bumps(&self, what: &'static str) -> Result<()> {
-        // Pending redo retires are settled first (`retires.rs`, a full settle).
-        let retired = self.settle_retires(None)?;
+        // Pending redo retires are settled first (`retires.rs`, a full settle;
+        // one load when no redo region ever committed in this pool).
+        let retired = if self.retires.ever() { self.settle_retires(None)? } else { None };
         // The 2-fence commit's deferred bumps ride on every fence (`bumps.rs`).
         // SAFETY: a pending word is a log slot's generation word, inside the
         // pool's metadata, which stays mapped while the pool is open.

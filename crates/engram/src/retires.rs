@@ -128,6 +128,13 @@ impl PendingRetires {
         }
     }
 
+    /// Whether any slot ever listed a retire (one load; `listed` then
+    /// tells which are listed now).
+    #[inline]
+    pub fn ever(&self) -> bool {
+        self.mask.load(Ordering::Relaxed) != 0
+    }
+
     /// Slot `slot`'s listed generation, if any.
     #[inline]
     pub fn of(&self, slot: u32) -> Option<u64> {

@@ -84,6 +84,10 @@ pub struct Tx<'p> {
     last_object: std::cell::Cell<(u64, u64)>,
     /// Small spans seen by this region, for the pointer checks (`spans.rs`).
     spans: spans::SpanCache,
+    /// Where the region stands on the redo path (`tx/redo.rs`): a plain
+    /// cell, so reads, allocations and frees off the path test one byte
+    /// and borrow nothing.
+    redo: std::cell::Cell<redo::RedoState>,
     st: RefCell<TxState>,
     _gate: crate::pool::gate::GateRead<'p>,
     _not_send: PhantomData<*const ()>,
@@ -150,8 +154,6 @@ struct RegionSets {
     redo: Vec<redo::Pending>,
     /// Bytes of new data in `redo`.
     redo_bytes: u64,
-    /// The region left the redo path (or never may take it again).
-    redo_off: bool,
 }
 
 impl RegionSets {
@@ -181,7 +183,6 @@ impl RegionSets {
         self.locks.clear();
         self.redo.clear();
         self.redo_bytes = 0;
-        self.redo_off = false;
     }
 
     /// Unmarks in `words` what the region logged and the new objects it marked.
@@ -356,6 +357,7 @@ impl<'p> Tx<'p> {
             last_array: std::cell::Cell::new((0, 0, 0)),
             last_object: std::cell::Cell::new((0, 0)),
             spans: spans::SpanCache::new(pool.space.base()),
+            redo: std::cell::Cell::new(redo::RedoState::first(pool)),
             st: RefCell::new(TxState {
                 slot,
                 cache: None,
@@ -504,7 +506,7 @@ impl<'p> Tx<'p> {
         let st = &mut *st;
         let key = std::any::TypeId::of::<T>();
         let &(_, type_id) = st.type_ids.iter().find(|(k, _)| *k == key)?;
-        if !st.sets.redo.is_empty() {
+        if !self.redo_leave_quietly() {
             return None;
         }
         let hdr = st.sets.mag.pop(c)?;
@@ -585,14 +587,9 @@ impl<'p> Tx<'p> {
         if flags & OBJ_TAG_MASK != OBJ_TAG {
             return Err(Error::BadPointer { addr });
         }
+        // A free leaves the redo path (`tx/redo.rs`).
+        self.leave_redo()?;
         let mut st = self.st.borrow_mut();
-        // A free leaves the redo path (`tx/redo.rs`), in this one borrow.
-        st.sets.redo_off = true;
-        if !st.sets.redo.is_empty() {
-            drop(st);
-            self.leave_redo()?;
-            st = self.st.borrow_mut();
-        }
         let off = addr - space.base();
         // `locate` found a payload start: 16-aligned, as `is_freed` asks.
         if st.sets.freed.test_and_mark(off) {
@@ -676,13 +673,18 @@ impl<'p> Tx<'p> {
 
     /// Reads the object `p` points to. The read must lie inside the object
     /// `p` points into, or it is [`Error::BadPointer`].
+    ///
+    /// Always inlined: a read of an object the span cache knows is a tag
+    /// compare, a load and the redo path's one-byte test; out of line
+    /// (LLVM's choice once that test was added) it cost ~20 instructions
+    /// more per read (callgrind, binary-trees).
+    #[inline(always)]
     pub fn read<T: Persistent>(&self, p: PPtr<T>) -> Result<T> {
         self.check_in_object(p.addr(), size_of::<T>() as u64, align_of::<T>())?;
         // SAFETY: the range is inside one object of the mapped heap
         // (checked); every bit pattern is a valid T (Persistent's contract).
-        let mut v = unsafe { std::ptr::read(p.addr() as *const T) };
-        self.overlay_values(p.addr(), std::slice::from_mut(&mut v));
-        Ok(v)
+        let v = unsafe { std::ptr::read(p.addr() as *const T) };
+        Ok(self.overlaid(p.addr(), v))
     }
 
     /// The region's own pending redo writes copied over `vals`, read in
@@ -747,9 +749,8 @@ impl<'p> Tx<'p> {
     pub fn get<T: Persistent>(&self, a: PArray<T>, i: u64) -> Result<T> {
         let addr = self.elem_addr(a, i, 1)?;
         // SAFETY: in bounds of the array and the mapping (checked by elem_addr).
-        let mut v = unsafe { std::ptr::read(addr as *const T) };
-        self.overlay_values(addr, std::slice::from_mut(&mut v));
-        Ok(v)
+        let v = unsafe { std::ptr::read(addr as *const T) };
+        Ok(self.overlaid(addr, v))
     }
 
     /// Sets element `i` of array `a`.

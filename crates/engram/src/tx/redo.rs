@@ -33,6 +33,30 @@ use crate::retires::MAX_RANGES;
 /// offset of the entry in the log).
 pub(super) type Pending = (u64, u32, u64);
 
+/// Where a region stands on the redo path (`Tx::redo`, a plain cell beside
+/// the region's state, so that what runs off the path tests one byte).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum RedoState {
+    /// Off the path for good: the mode has none, or the region left it.
+    Off,
+    /// On the path, no entry written yet.
+    Open,
+    /// On the path with entries pending (`RegionSets::redo` not empty).
+    Pending,
+}
+
+impl RedoState {
+    /// A new region's state in pool `pool`.
+    #[inline]
+    pub(super) fn first(pool: &crate::pool::PoolInner) -> Self {
+        if pool.space.persist.commits_by_redo() {
+            RedoState::Open
+        } else {
+            RedoState::Off
+        }
+    }
+}
+
 /// The bytes of a slice of plain values.
 pub(super) fn bytes_of<T: crate::Persistent>(vals: &[T]) -> &[u8] {
     // SAFETY: `T: Persistent` is plain data with no padding requirement on
@@ -46,8 +70,7 @@ impl Tx<'_> {
     /// redo: the mode allows it, nothing is logged in place yet, nothing
     /// allocated or freed, and the bounds hold.
     fn redo_open(&self, st: &TxState, len: u64) -> bool {
-        self.pool.space.persist.commits_by_redo()
-            && !st.sets.redo_off
+        self.redo.get() != RedoState::Off
             && st.log.entries() == 0
             && !st.log.spilled()
             && st.sets.mag.handed_out_count() == 0
@@ -64,6 +87,9 @@ impl Tx<'_> {
     /// or was never on it).
     #[inline]
     pub(super) fn write_redo(&self, addr: u64, data: &[u8]) -> Result<bool> {
+        if self.redo.get() == RedoState::Off {
+            return Ok(false);
+        }
         let len = data.len() as u64;
         if !self.redo_open(&self.st.borrow(), len) {
             self.leave_redo()?;
@@ -80,7 +106,31 @@ impl Tx<'_> {
         };
         st.sets.redo.push((off, len as u32, at));
         st.sets.redo_bytes += len;
+        self.redo.set(RedoState::Pending);
         Ok(true)
+    }
+
+    /// `v`, read in place at absolute address `addr`, with the region's
+    /// pending redo bytes copied over it. Off the path (or with nothing
+    /// pending) one byte is tested and `v` stays in registers: reads by
+    /// value are inlined into their callers, and a read of a known object
+    /// costs what it did before the redo path.
+    #[inline]
+    pub(super) fn overlaid<T: crate::Persistent>(&self, addr: u64, v: T) -> T {
+        if self.redo.get() != RedoState::Pending {
+            return v;
+        }
+        self.overlaid_pending(addr, v)
+    }
+
+    /// [`Tx::overlaid`] with entries pending.
+    #[inline(never)]
+    fn overlaid_pending<T: crate::Persistent>(&self, addr: u64, mut v: T) -> T {
+        // SAFETY: `v` is plain data (every bit pattern a valid T), seen as
+        // its bytes for the copy.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(&mut v as *mut T as *mut u8, std::mem::size_of::<T>()) };
+        self.overlay_pending(addr, bytes);
+        v
     }
 
     /// Copies the region's pending redo bytes over `out`, which holds the
@@ -88,8 +138,17 @@ impl Tx<'_> {
     /// oldest first, so the newest wins).
     #[inline]
     pub(super) fn overlay(&self, addr: u64, out: &mut [u8]) {
+        if self.redo.get() == RedoState::Pending {
+            self.overlay_pending(addr, out);
+        }
+    }
+
+    /// [`Tx::overlay`] with entries pending (kept out of line: every read
+    /// by value inlines the test above, and only redo regions get here).
+    #[inline(never)]
+    fn overlay_pending(&self, addr: u64, out: &mut [u8]) {
         let st = self.st.borrow();
-        if st.sets.redo.is_empty() || crate::failpoint::planted("tx.redo_read_misses_own_writes") {
+        if crate::failpoint::planted("tx.redo_read_misses_own_writes") {
             return;
         }
         let base = self.pool.space.base();
@@ -110,15 +169,27 @@ impl Tx<'_> {
     /// new bytes stored in place. Nothing to do off the path.
     #[inline]
     pub(super) fn leave_redo(&self) -> Result<()> {
-        {
-            let mut st = self.st.borrow_mut();
-            // For good: a view or a pointer may read in place from now on.
-            st.sets.redo_off = true;
-            if st.sets.redo.is_empty() {
-                return Ok(());
-            }
+        if self.redo_leave_quietly() {
+            return Ok(());
         }
+        self.redo.set(RedoState::Off);
         self.leave_redo_now()
+    }
+
+    /// Leaves the redo path if no entry is pending (true: the region is
+    /// off it for good, having borrowed nothing); false if entries are
+    /// pending (the caller must [`Tx::leave_redo`]).
+    #[inline]
+    pub(super) fn redo_leave_quietly(&self) -> bool {
+        match self.redo.get() {
+            RedoState::Off => true,
+            RedoState::Open => {
+                // For good: a view or a pointer may read in place from now on.
+                self.redo.set(RedoState::Off);
+                true
+            }
+            RedoState::Pending => false,
+        }
     }
 
     #[cold]
