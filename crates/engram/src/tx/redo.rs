@@ -19,6 +19,12 @@
 //! the new bytes in place; from there the region is undo-logged as before,
 //! and recovery ignores its redo entries (no redo record follows them).
 //!
+//! Where a region stands is a plain cell in the `Tx` ([`RedoState`]: `Off`
+//! from the start in msync, wal and process modes, `Open`, `Pending` once
+//! an entry is written), so the code every undo region runs (reads by
+//! value, allocations, frees, by-value writes off the path) tests one byte
+//! and borrows nothing.
+//!
 //! A region still on the path at commit commits by redo record
 //! ([`Tx::commit_redo`], steps R1-R4 of `log/redo.rs`): one fence. Crash
 //! behaviour is that of `log/redo.rs` and `retires.rs`.
