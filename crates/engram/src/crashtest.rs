@@ -24,6 +24,7 @@ mod lazy;
 mod log_many;
 mod raw;
 mod record;
+mod redo;
 mod stm;
 mod stm_box;
 mod stm_young;
@@ -105,6 +106,18 @@ pub fn workloads() -> &'static [Workload] {
             about: "a record-committed region's object freed (or collected), reallocated and stored into unlogged",
             run: record::w_record_free,
         },
+        Workload {
+            name: "redo",
+            about: "by-value regions committed by a redo record (1 fence), chained on one slot, some rolled back",
+            run: redo::w_redo,
+        },
+        Workload {
+            name: "redo-undo",
+            about: "regions leaving the redo path (allocation, log_range after by-value writes); undo regions after a redo one",
+            run: redo::w_redo_undo,
+        },
+        Workload { name: "redo-reads", about: "redo regions reading back their own pending writes", run: redo::w_redo_reads },
+        Workload { name: "redo-recovery", about: "replay of a redo record whose bytes were not in place, crashed", run: redo::w_recovery },
         Workload { name: "abort", about: "regions that return Err and roll back", run: w_abort },
         Workload { name: "nested", about: "nested regions, including a failing inner one", run: w_nested },
         Workload { name: "panic", about: "regions that panic and roll back", run: w_panic },
@@ -116,6 +129,11 @@ pub fn workloads() -> &'static [Workload] {
         Workload { name: "raw", about: "a front end's plain stores with flush, fence and persist (append-only table)", run: raw::w_raw },
         Workload { name: "recovery", about: "recovery of an interrupted region, itself crashed", run: w_recovery },
         Workload { name: "mt-regions", about: "two threads' regions interleaved, 2PL on one ledger (merged trace)", run: w_threads },
+        Workload {
+            name: "mt-redo",
+            about: "two threads' redo regions interleaved, 2PL on one ledger (merged trace)",
+            run: redo::w_threads,
+        },
         Workload { name: "mt-stm", about: "two threads' STM transfers interleaved on one bank (merged trace)", run: stm::w_threads },
         Workload {
             name: "mt-stm-first",

@@ -71,6 +71,8 @@ failpoints! {
     TxBeforeCommit = "tx.before_commit",
     /// A region committed (its log invalidated).
     TxAfterCommit = "tx.after_commit",
+    /// A redo region's record is durable, its bytes not yet in place (`tx/redo.rs`).
+    TxRedoAfterRecord = "tx.redo_after_record",
     /// A new span was taken for the allocator (`alloc/mod.rs`).
     AllocNewSpan = "alloc.new_span",
     /// A header copy is about to be rewritten (`pool/space.rs`).
@@ -193,6 +195,15 @@ mod armed {
             "not unsound: a thread helps (clears other threads' records with new objects, two fences each) before \
              every overwrite while any older one is registered, whether or not its record touched their objects (the \
              rule before 2026-12-02)",
+        ),
+        (
+            "tx.redo_in_place_before_fence",
+            "a redo region stores its new bytes in place before its record's fence, so a crash before the fence can \
+             leave some of them durable with no valid record",
+        ),
+        (
+            "tx.redo_read_misses_own_writes",
+            "a redo region's reads by value do not see its own pending writes (they read the bytes in place only)",
         ),
         ("stm.reservation_not_persisted", "the STM clock reservation is raised in memory but never written to the pool"),
         (

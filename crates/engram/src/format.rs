@@ -38,7 +38,11 @@ pub const MAGIC: [u8; 8] = *b"ENGRAMP\x01";
 /// checksums of the log generation words, span tables, slot bitmaps, root
 /// entries and type entries. Version 3 added the undo log's commit record
 /// ([`LOG_COMMIT`]) and the two halves of a log slot ([`log_first_entry`]).
-pub const FORMAT_VERSION: u32 = 3;
+/// Version 4 added redo entries ([`LOG_REDO`]) and the redo commit record
+/// ([`LOG_REDO_COMMIT`]): a version-3 engine would stop its scan at a redo
+/// entry and drop a committed region whose bytes are not yet in place, so
+/// it must refuse such a pool (it does: the version is unknown to it).
+pub const FORMAT_VERSION: u32 = 4;
 
 /// The oldest format version this engine opens. A version-2 pool's logs
 /// hold no commit record and start every generation at the slot's first
@@ -298,7 +302,8 @@ pub struct LogEntryHeader {
     pub gen: u64,
     /// Pool offset of the logged range.
     pub off: u64,
-    /// Bytes logged, or [`LOG_JUMP`], or [`LOG_COMMIT`].
+    /// Bytes logged (with [`LOG_REDO`] set for a redo entry), or
+    /// [`LOG_JUMP`], or [`LOG_COMMIT`], or [`LOG_REDO_COMMIT`].
     pub len: u32,
     /// CRC32C of gen, off, len and the data.
     pub crc: u32,
@@ -313,6 +318,25 @@ pub const LOG_JUMP: u32 = u32::MAX;
 /// entries. A record whose checksum matches the current bytes means the
 /// region committed (`log.rs`, step 3').
 pub const LOG_COMMIT: u32 = u32::MAX - 1;
+
+/// Set in an entry's `len` (version 4): a *redo* entry, whose data are the
+/// range's NEW bytes (`log/redo.rs`); the length is `len & !LOG_REDO`
+/// (at most [`LOG_REDO_MAX`]). An undo scan skips redo entries; only a
+/// valid [`LOG_REDO_COMMIT`] after them makes them count.
+pub const LOG_REDO: u32 = 1 << 31;
+
+/// Bytes of new data one region may hold in redo entries (version 4); a
+/// region that would write more goes over to undo logging. With the
+/// entries' headers and the record this stays well inside [`LOG_HALF`].
+pub const LOG_REDO_MAX: u64 = 4096;
+
+/// An entry with this length is a region's *redo commit record* (version
+/// 4): no data follows, `off` holds the checksum (`log::data_sum`) of the
+/// log bytes from the generation's first entry up to the record (every
+/// redo entry, header and data). A valid record means the region committed
+/// and its redo entries are replayed (`log/redo.rs`).
+pub const LOG_REDO_COMMIT: u32 = u32::MAX - 2;
+const _: () = assert!(LOG_REDO_COMMIT > LOG_REDO && LOG_REDO_MAX < LOG_REDO as u64);
 
 /// Entry bytes in each half of a log slot (version 3): the entries of
 /// generation `g` start in half `g & 1`, so a region never overwrites the

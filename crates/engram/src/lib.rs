@@ -75,6 +75,7 @@ pub mod pmem;
 mod pointers;
 mod pool;
 mod ptr;
+mod retires;
 pub mod stm;
 #[cfg(feature = "trace")]
 pub mod trace;

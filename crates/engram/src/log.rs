@@ -71,12 +71,19 @@
 //! bump durable, or pending until the next fence, step 4'); the cache is
 //! volatile and plays no part in recovery.
 
+mod redo;
+
+pub(crate) use redo::recover_slot;
+
 use crate::error::{Error, Result};
 use crate::format::*;
 use crate::pool::space::Space;
 
 /// Bytes of an entry header.
 const ENTRY: u64 = std::mem::size_of::<LogEntryHeader>() as u64;
+/// [`ENTRY`], for the region's redo path (`tx/redo.rs`): an entry's data
+/// start this many bytes after it.
+pub(crate) const ENTRY_BYTES: u64 = ENTRY;
 /// Bytes of a chunk header.
 const CHUNK_HDR: u64 = std::mem::size_of::<LogChunkHeader>() as u64;
 /// Smallest overflow chunk.
@@ -150,6 +157,8 @@ pub(crate) struct LogWriter {
     gen: u64,
     cur: Cursor,
     entries: u64,
+    /// Redo entries written since the last reset (`log/redo.rs`).
+    redo: u64,
 }
 
 /// Needs the allocator to make overflow chunks.
@@ -179,7 +188,14 @@ impl LogWriter {
     /// the tests below open writers with it).
     #[cfg_attr(not(test), allow(dead_code))]
     pub fn open(space: &Space, slot: u32) -> Result<Self> {
-        Ok(Self::resume(slot, slot_gen(space, slot)?))
+        // While the slot's redo retire is listed, its word still holds the
+        // record's generation and the next region logs under the next one
+        // (`log/redo.rs`). The retire is read first: a settler moves the
+        // word before it unlists the retire.
+        let listed = space.persist.retires().of(slot);
+        let gen = slot_gen(space, slot)?;
+        let gen = if listed == Some(gen) { (gen + 1) & LOG_GEN_MASK } else { gen };
+        Ok(Self::resume(slot, gen))
     }
 
     /// A writer at the start of slot `slot` whose generation `gen` the
@@ -187,7 +203,7 @@ impl LogWriter {
     /// returns, without reading and checking the word.
     pub fn resume(slot: u32, gen: u64) -> Self {
         let (at, end) = log_first_entry(slot, gen, true);
-        LogWriter { slot, gen, cur: Cursor { chunk: None, at, end }, entries: 0 }
+        LogWriter { slot, gen, cur: Cursor { chunk: None, at, end }, entries: 0, redo: 0 }
     }
 
     /// Whether the log went on into an overflow chunk (such a region
@@ -328,10 +344,37 @@ impl LogWriter {
 /// `translate` maps a stored chunk address to the current mapping
 /// (relocation); `halves` is false for a version-2 pool.
 fn scan(space: &Space, slot: u32, translate: &dyn Fn(u64) -> u64, halves: bool) -> Result<(Vec<u64>, Option<u64>)> {
-    let gen = slot_gen(space, slot)?;
+    let (entries, record) = scan_gen(space, slot, slot_gen(space, slot)?, translate, halves)?;
+    Ok((entries, record.and_then(Record::undo_sum)))
+}
+
+/// What ends a generation's live entries.
+#[derive(Debug)]
+enum Record {
+    /// A valid undo commit record with this checksum (step 3').
+    Undo(u64),
+    /// A valid redo commit record: the redo entries before it, oldest first
+    /// (`log/redo.rs`).
+    Redo(Vec<u64>),
+}
+
+impl Record {
+    fn undo_sum(self) -> Option<u64> {
+        match self {
+            Record::Undo(sum) => Some(sum),
+            Record::Redo(_) => None,
+        }
+    }
+}
+
+/// [`scan`] for generation `gen` (whatever the word says): the live undo
+/// entries and the valid record that ends them. Redo entries are skipped
+/// (they hold new bytes, not old) and collected for a redo record.
+fn scan_gen(space: &Space, slot: u32, gen: u64, translate: &dyn Fn(u64) -> u64, halves: bool) -> Result<(Vec<u64>, Option<Record>)> {
     let (at, end) = log_first_entry(slot, gen, halves);
     let mut cur = Cursor { chunk: None, at, end };
     let mut out = Vec::new();
+    let mut redo = Vec::new();
     let mut hops = 0u64;
     while cur.at + ENTRY <= cur.end {
         let h: LogEntryHeader = space.read(cur.at)?;
@@ -340,7 +383,11 @@ fn scan(space: &Space, slot: u32, translate: &dyn Fn(u64) -> u64, halves: bool) 
         }
         if h.len == LOG_COMMIT {
             let valid = halves && h.crc == entry_crc(h.gen, h.off, h.len, &[]);
-            return Ok((out, valid.then_some(h.off)));
+            return Ok((out, valid.then_some(Record::Undo(h.off))));
+        }
+        if h.len == LOG_REDO_COMMIT {
+            let valid = halves && cur.chunk.is_none() && redo::record_valid(space, &h, at, cur.at)?;
+            return Ok((out, valid.then_some(Record::Redo(redo))));
         }
         if h.len == LOG_JUMP {
             if h.crc != entry_crc(h.gen, h.off, h.len, &[]) {
@@ -360,17 +407,23 @@ fn scan(space: &Space, slot: u32, translate: &dyn Fn(u64) -> u64, halves: bool) 
             cur = Cursor { chunk: Some(off), at: off + CHUNK_HDR, end: off + CHUNK_HDR + c.cap };
             continue;
         }
-        let size = ENTRY + (h.len as u64).div_ceil(8) * 8;
+        let is_redo = halves && h.len != LOG_JUMP && h.len & LOG_REDO != 0;
+        let len = if is_redo { h.len & !LOG_REDO } else { h.len };
+        let size = ENTRY + (len as u64).div_ceil(8) * 8;
         if cur.at + size > cur.end {
             break;
         }
         // SAFETY: [at+ENTRY, at+ENTRY+len) is inside the cursor's region, which
         // is inside the mapping.
-        let data = unsafe { std::slice::from_raw_parts((space.base() + cur.at + ENTRY) as *const u8, h.len as usize) };
+        let data = unsafe { std::slice::from_raw_parts((space.base() + cur.at + ENTRY) as *const u8, len as usize) };
         if h.crc != entry_crc(h.gen, h.off, h.len, data) {
             break;
         }
-        out.push(cur.at);
+        if is_redo {
+            redo.push(cur.at);
+        } else {
+            out.push(cur.at);
+        }
         cur.at += size;
     }
     Ok((out, None))
@@ -402,11 +455,29 @@ pub(crate) fn undo_slot(space: &Space, slot: u32, translate: &dyn Fn(u64) -> u64
 /// since. Under `g + 2` they are stale, as are the committed region's.
 pub(crate) fn undo_slot_of(space: &Space, slot: u32, translate: &dyn Fn(u64) -> u64, halves: bool) -> Result<u64> {
     let (entries, record) = scan(space, slot, translate, halves)?;
+    if entries.is_empty() {
+        return Ok(0);
+    }
+    let n = undo_entries(space, slot, &entries, record)?;
+    if n == 0 {
+        // committed (step 3'): past the next region's generation too.
+        let gen = slot_gen(space, slot)?;
+        let step = if crate::failpoint::planted("log.record_recovery_one_step") { 1 } else { 2 };
+        space.write_persist(slot_off(slot), &log_gen_word(gen + step), "log generation bump: the region is committed")?;
+        return Ok(0);
+    }
+    space.persist.fence("restored bytes before the log is invalidated")?;
+    invalidate(space, slot)?;
+    Ok(n)
+}
+
+/// Undoes the undo entries at `entries` (newest first) and writes the
+/// restored bytes back, unless a commit record's checksum `record` matches
+/// their ranges' current bytes (step 3': the region committed, 0 is
+/// returned). The caller fences and moves the generation.
+fn undo_entries(space: &Space, slot: u32, entries: &[u64], record: Option<u64>) -> Result<u64> {
     if let Some(sum) = record {
-        if !entries.is_empty() && committed(space, &entries, sum)? {
-            let gen = slot_gen(space, slot)?;
-            let step = if crate::failpoint::planted("log.record_recovery_one_step") { 1 } else { 2 };
-            space.write_persist(slot_off(slot), &log_gen_word(gen + step), "log generation bump: the region is committed")?;
+        if !entries.is_empty() && committed(space, entries, sum)? {
             return Ok(0);
         }
     }
@@ -425,10 +496,6 @@ pub(crate) fn undo_slot_of(space: &Space, slot: u32, translate: &dyn Fn(u64) -> 
         };
         space.flush(h.off, h.len as u64);
         crate::failpoint::Failpoint::LogUndoEntry.hit();
-    }
-    if !entries.is_empty() {
-        space.persist.fence("restored bytes before the log is invalidated")?;
-        invalidate(space, slot)?;
     }
     Ok(entries.len() as u64)
 }
@@ -653,6 +720,79 @@ mod tests {
                 "round {round}: recovery left generation {}'s entries live",
                 gen + 1
             );
+        }
+    }
+
+    /// Nothing of generation `w` or `w + 1` of slot `slot` is live: no
+    /// entry, undo or redo, and no record (what a second crash's recovery
+    /// would read first).
+    fn nothing_live(space: &Space, slot: u32, round: u64) {
+        let w = slot_gen(space, slot).unwrap();
+        for g in [w, (w + 1) & LOG_GEN_MASK] {
+            let (entries, record) = scan_gen(space, slot, g, &|v| v, true).unwrap();
+            assert!(entries.is_empty() && record.is_none(), "round {round}: generation {g} (word {w}) still live: {entries:?} {record:?}");
+        }
+    }
+
+    /// Format 4's recovery has the property format 3's got from its move
+    /// by two (`the_next_generation_never_touches_the_previous_log`): a
+    /// chain of redo regions writes ahead of the durable word (the slot's
+    /// next region under `g + 1` while `g`'s retire is listed, the one
+    /// after under `g + 2`), and after a crash that lost every bump,
+    /// recovery replays the committed records in order and moves the word
+    /// past all of them, so no stale entry or record of either half is
+    /// live when a second crash comes, and the slot's next regions log
+    /// and recover as on a fresh slot.
+    #[test]
+    fn recovery_moves_past_every_redo_generation_written_ahead() {
+        let t = pool("redo-ahead");
+        let (p, space) = (&t.0, &t.0.inner().space);
+        let off = target(p, 4096);
+        let retires = space.persist.retires();
+        // one redo region of slot 6: `vals` to off + 64 k, committed by record or not
+        let region = |vals: &[u64], record: bool| {
+            let mut w = LogWriter::open(space, 6).unwrap();
+            for (k, v) in vals.iter().enumerate() {
+                w.append_redo(space, off + 64 * k as u64, &v.to_le_bytes()).unwrap().unwrap();
+            }
+            if record {
+                w.redo_record(space).unwrap();
+            }
+            w.gen()
+        };
+        let read = |k: u64| space.read::<u64>(off + 64 * k).unwrap();
+        for round in 0..3u64 {
+            let g = slot_gen(space, 6).unwrap();
+            // A commits under g (bytes in place later: not stored here)
+            assert_eq!(region(&[round * 10 + 1, round * 10 + 1], true), g);
+            retires.publish(6, g, std::iter::empty());
+            // B, chained: logs under g + 1; its fence moves the word in memory
+            assert_eq!(region(&[round * 10 + 2, round * 10 + 2], true), (g + 1) & LOG_GEN_MASK);
+            retires.bump(6, g);
+            retires.clear(6, g);
+            retires.publish(6, (g + 1) & LOG_GEN_MASK, std::iter::empty());
+            // C, chained again: logs under g + 2 (over A's half) and crashes
+            // before its fence, with every bump lost: the media word is g
+            assert_eq!(region(&[round * 10 + 3, round * 10 + 3, round * 10 + 3], round == 2), (g + 2) & LOG_GEN_MASK);
+            retires.clear(6, (g + 1) & LOG_GEN_MASK);
+            space.write(slot_off(6), &log_gen_word(g)).unwrap();
+            // (round 2: C wrote its record too, but the word never said g + 1,
+            // so C's fence never completed: C did not happen.)
+            assert_eq!(recover_slot(space, 6, &|v| v, true).unwrap(), 2, "round {round}: B's two entries replayed");
+            assert_eq!((read(0), read(1), read(2)), (round * 10 + 2, round * 10 + 2, 0), "round {round}: B stands, C never happened");
+            assert_eq!(slot_gen(space, 6).unwrap(), (g + 3) & LOG_GEN_MASK, "round {round}");
+            nothing_live(space, 6, round);
+            // a second crash right now changes nothing
+            assert_eq!(recover_slot(space, 6, &|v| v, true).unwrap(), 0, "round {round}: second recovery");
+            nothing_live(space, 6, round);
+            // the slot's next region (undo, one entry, over B's first)
+            // crashes before its commit: only its own entry is undone
+            let mut d = LogWriter::open(space, 6).unwrap();
+            d.append(space, &Chunks(p), off, 8).unwrap();
+            space.write(off, &999u64).unwrap();
+            assert_eq!(recover_slot(space, 6, &|v| v, true).unwrap(), 1, "round {round}: D's one entry undone");
+            assert_eq!((read(0), read(1), read(2)), (round * 10 + 2, round * 10 + 2, 0), "round {round}: after D");
+            nothing_live(space, 6, round);
         }
     }
 

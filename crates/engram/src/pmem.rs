@@ -205,6 +205,8 @@ pub struct Persister {
     /// Generation bumps of the 2-fence commit awaiting a fence: every fence
     /// flushes them first (`bumps.rs`).
     bumps: Arc<crate::bumps::PendingBumps>,
+    /// Redo records whose in-place bytes await a fence (`retires.rs`).
+    retires: Arc<crate::retires::PendingRetires>,
     /// Whether regions may commit by record (`commits_by_record`).
     by_record: bool,
 }
@@ -256,6 +258,7 @@ impl Persister {
             id: Arc::new(PersisterId::new()),
             wal: None,
             bumps: Default::default(),
+            retires: Default::default(),
             by_record,
         }
     }
@@ -287,10 +290,27 @@ impl Persister {
         self.by_record
     }
 
-    /// If any generation bump is pending, fences (named `what`), which
-    /// makes every pending bump durable; otherwise does nothing.
+    /// The pool's pending redo retires (`retires.rs`).
+    pub(crate) fn retires(&self) -> &crate::retires::PendingRetires {
+        &self.retires
+    }
+
+    /// Whether regions may commit by redo record (`log/redo.rs`): pmem and
+    /// trace (the Px86 model), the modes whose fence orders this thread's
+    /// write-backs and in which the record commit is on. Msync, wal and
+    /// process modes log undo only: wal's fences are recordings of stores
+    /// already made, msync writes whole pages back at each fence (no line
+    /// to leave for later), and process mode has no fence to save.
+    #[inline]
+    pub(crate) fn commits_by_redo(&self) -> bool {
+        self.by_record && matches!(self.mode, Durability::Pmem | Durability::Trace)
+    }
+
+    /// If any generation bump or redo retire is pending, fences (named
+    /// `what`), which makes every pending bump durable and settles every
+    /// retire; otherwise does nothing.
     pub(crate) fn settle_bumps(&self, what: &'static str) -> Result<()> {
-        if self.bumps.pending() {
+        if self.bumps.pending() || self.retires.listed(None).is_some() {
             self.fence(what)?;
         }
         Ok(())
@@ -391,7 +411,9 @@ impl Persister {
         }
         // Process mode orders nothing; unless a bump was ever listed (the
         // record path, `commits_by_record`), there is nothing to retire
-        // either: exactly what the full path would do, without its call.
+        // either (and no redo retire: process mode never lists one,
+        // `commits_by_redo`): exactly what the full path would do, without
+        // its call.
         if self.mode == Durability::Process && !self.bumps.any() {
             return Ok(());
         }
@@ -400,12 +422,79 @@ impl Persister {
 
     /// [`Persister::fence`] once its fault switch is checked.
     fn fence_and_bumps(&self, what: &'static str) -> Result<()> {
+        // Pending redo retires are settled first (`retires.rs`, a full settle;
+        // one load when no redo region ever committed in this pool).
+        let retired = if self.retires.ever() { self.settle_retires(None)? } else { None };
         // The 2-fence commit's deferred bumps ride on every fence (`bumps.rs`).
         // SAFETY: a pending word is a log slot's generation word, inside the
         // pool's metadata, which stays mapped while the pool is open.
         let bumps = self.bumps.flush(|addr| unsafe { self.flush_named(addr as *const u8, 8, "pending generation bump") });
         self.fence_only(what)?;
         self.bumps.retire(bumps);
+        if let Some(seen) = retired {
+            for (s, g) in seen.pairs() {
+                self.retires.clear(s, g);
+            }
+        }
+        Ok(())
+    }
+
+    /// Steps 1 and 2 of a full settle (`retires.rs`) of every listed retire
+    /// but `except`'s: their in-place ranges written back and fenced, then
+    /// their words moved and written back; the caller's fence that follows
+    /// makes the words durable, and then clears what this returns.
+    fn settle_retires(&self, except: Option<u32>) -> Result<Option<crate::retires::Seen>> {
+        let Some(seen) = self.retires.listed(except) else { return Ok(None) };
+        for (s, _) in seen.pairs() {
+            // SAFETY: the ranges are region data inside the pool, which
+            // stays mapped while the pool is open.
+            self.retires
+                .flush_ranges(s, |a, l| unsafe { self.flush_named(a as *const u8, l as usize, "redo data before its record is retired") });
+        }
+        self.retire_fence("redo data durable before its record's generation moves")?;
+        for (s, g) in seen.pairs() {
+            let word = self.retires.bump(s, g);
+            // SAFETY: a log slot's generation word, mapped while the pool is open.
+            unsafe { self.flush_named(word as *const u8, 8, "redo retire generation bump") };
+        }
+        Ok(Some(seen))
+    }
+
+    /// Step 1's fence of a full settle (no pending bump or retire rides on
+    /// it: the caller's fence that follows takes them).
+    fn retire_fence(&self, what: &'static str) -> Result<()> {
+        if crate::failpoint::fence_dropped(what) {
+            return Ok(());
+        }
+        self.fence_only(what)
+    }
+
+    /// The commit fence of a redo region on slot `slot` (`log/redo.rs`),
+    /// named `what`: as [`Persister::fence`], except that slot `slot`'s own
+    /// listed retire (its previous region's record) is not settled in full
+    /// but chained: its in-place ranges are written back before this one
+    /// fence, and its word moves after it, a pending bump (`retires.rs`).
+    /// Other slots' retires must have been settled by the caller.
+    pub(crate) fn fence_redo(&self, slot: u32, what: &'static str) -> Result<()> {
+        if crate::failpoint::fence_dropped(what) {
+            return Ok(());
+        }
+        let own = self.retires.of(slot);
+        if own.is_some() {
+            // SAFETY: as in `settle_retires`.
+            self.retires.flush_ranges(slot, |a, l| unsafe {
+                self.flush_named(a as *const u8, l as usize, "redo data of the slot's previous region")
+            });
+        }
+        // SAFETY: as in `fence`.
+        let bumps = self.bumps.flush(|addr| unsafe { self.flush_named(addr as *const u8, 8, "pending generation bump") });
+        self.fence_only(what)?;
+        self.bumps.retire(bumps);
+        if let Some(g) = own {
+            self.retires.bump(slot, g);
+            self.bumps.add(slot, (g + 1) & crate::format::LOG_GEN_MASK);
+            self.retires.clear(slot, g);
+        }
         Ok(())
     }
 

@@ -99,6 +99,27 @@ fn record_commits_need_their_fences() {
     assert!(m.contains("lost") || m.contains("conserved"), "{m}");
 }
 
+/// The redo path (`log/redo.rs`, `retires.rs`): its one commit fence is
+/// the commit point; the chained write-back of the slot's previous
+/// region's bytes, the full settle's two steps and the fence of a region
+/// leaving the path are each needed; and a planted store in place before
+/// the record's fence (the bug the path must never have) is caught.
+#[test]
+fn redo_commits_need_their_fences() {
+    for (kind, what, name) in [
+        ("fence", "redo record: the region is committed", "redo"),
+        ("flush", "redo data of the slot's previous region", "redo"),
+        ("fence", "redo data durable before its record's generation moves", "redo-undo"),
+        ("fence", "undo entries of a region leaving redo", "redo-undo"),
+        ("fence", "redo retires of other slots before a redo record", "mt-redo"),
+    ] {
+        let m = first_violation(|| if kind == "fence" { failpoint::drop_fence(what) } else { failpoint::drop_flush(what) }, name);
+        println!("{what}: {m}");
+    }
+    let m = first_violation(|| failpoint::plant("tx.redo_in_place_before_fence"), "redo");
+    println!("in place before the fence: {m}");
+}
+
 /// Each run of a two-thread workload is the one interleaving the threads
 /// happened to take: run the first-commit workloads a few more times. The
 /// STM's log-table race (two threads' first commits linking their redo
@@ -111,7 +132,7 @@ fn record_commits_need_their_fences() {
 fn two_threads_first_commits_over_several_interleavings() {
     let dir = Scratch::new();
     for round in 0..4 {
-        for name in ["mt-stm-first", "mt-regions", "mt-stm-made"] {
+        for name in ["mt-stm-first", "mt-regions", "mt-stm-made", "mt-redo"] {
             let r = workload(name).unwrap().run(&Settings::moderate(&dir.0), &mut |_, _| {}).unwrap();
             for v in &r.violations {
                 println!("  violation before event {} ({:?}): {} [{}]", v.event_index, v.fence, v.message, v.image);
@@ -236,6 +257,15 @@ const FAULTS: &[(&str, &str, &str)] = &[
     ("fence", "region data and its commit record", "record"),
     ("flush", "pending generation bump", "record"),
     ("fence", "pending generation bumps before freed objects are reused", "record-free"),
+    ("fence", "redo record: the region is committed", "redo"),
+    ("flush", "redo data of the slot's previous region", "redo"),
+    ("fence", "redo retires before a redo region rolls back", "redo"),
+    ("fence", "undo entries of a region leaving redo", "redo-undo"),
+    ("fence", "redo data durable before its record's generation moves", "redo-undo"),
+    ("flush", "redo data before its record is retired", "redo-undo"),
+    ("flush", "redo retire generation bump", "redo-undo"),
+    ("fence", "redo retires of other slots before a redo record", "mt-redo"),
+    ("fence", "recovered bytes before the slot's generation moves", "redo-recovery"),
     ("fence", "header copy written before it is relied on", "relocation"),
     ("fence", "grown size recorded before the new space is used", "growth"),
     ("fence", "STM redo record and copies before the new values are visible", "stm-bank"),
@@ -257,6 +287,14 @@ const FAULTS: &[(&str, &str, &str)] = &[
 /// reaches it, why). `ENGRAM_FAULTS_ALL=1` also runs these and requires
 /// only that the workload reaches them.
 const HARMLESS: &[(&str, &str, &str, &str)] = &[
+    (
+        "fence",
+        "recovered slot's generation past its written-ahead halves",
+        "redo-recovery",
+        "the bytes it retires were fenced just before (recovered bytes before the slot's generation moves), so a \
+      lost word only replays or undoes them again; and every writable open then updates its header with a fence \
+      of its own on the same thread before any region runs (header copy written before it is relied on)",
+    ),
     (
         "fence",
         "span tables of swept spans",
@@ -387,7 +425,7 @@ fn every_named_fence_and_flush_is_classified() {
     assert!(names.len() >= 25, "{names:?}");
 }
 
-/// (kind, name) of every `fence("...")`, `write_persist(.., "...")` and
+/// (kind, name) of every `fence("...")`, `write_persist(.., "...")`, `fence_redo(.., "...")` and
 /// `flush_named(.., "...")` under `dir` (test code excluded).
 fn collect_names(dir: &std::path::Path, out: &mut Vec<(String, String)>) {
     for e in std::fs::read_dir(dir).unwrap() {
@@ -402,8 +440,13 @@ fn collect_names(dir: &std::path::Path, out: &mut Vec<(String, String)>) {
         let text = std::fs::read_to_string(&p).unwrap();
         let text = text.split("#[cfg(test)]").next().unwrap_or("");
         for line in text.lines().filter(|l| !l.trim_start().starts_with("//")) {
-            for (pat, kind) in [("fence(\"", "fence"), ("settle_bumps(\"", "fence"), ("write_persist(", "fence"), ("flush_named(", "flush")]
-            {
+            for (pat, kind) in [
+                ("fence(\"", "fence"),
+                ("settle_bumps(\"", "fence"),
+                ("write_persist(", "fence"),
+                ("fence_redo(", "fence"),
+                ("flush_named(", "flush"),
+            ] {
                 let Some(at) = line.find(pat) else { continue };
                 let rest = &line[at + pat.len()..];
                 let rest = if pat.ends_with('"') { rest } else { rest.split_once('"').map_or("", |(_, r)| r) };

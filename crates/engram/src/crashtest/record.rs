@@ -26,10 +26,13 @@ use crate::error::{Error, Result};
 use crate::{PArray, Tx};
 use engram_model::Trace;
 
-/// A transfer between two accounts that counts itself: three logged ranges,
-/// no allocation, so it commits by record.
+/// A transfer between two accounts that counts itself: three logged ranges
+/// (the ledger first, with `log_range`, so the region never takes the redo
+/// path), no allocation, so it commits by record.
 fn transfer(tx: &Tx<'_>, i: u64) -> Result<()> {
     let lp = tx.root::<Ledger>("ledger")?.ok_or_else(|| Error::corrupt("no ledger"))?;
+    // logged in place first: the region is undo-logged, not redo (`tx/redo.rs`)
+    tx.log_range(lp.addr(), std::mem::size_of::<Ledger>() as u64)?;
     let mut l = tx.read(lp)?;
     move_money(tx, l.accounts, i % ACCOUNTS, (i * 5 + 2) % ACCOUNTS, i % 5 + 1)?;
     l.count += 1;

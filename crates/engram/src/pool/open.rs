@@ -328,7 +328,7 @@ pub(super) fn open(path: &Path, o: &OpenOptions) -> Result<(PoolInner, Option<su
     // 3. roll back interrupted regions.
     let translate = |v: u64| reloc.as_ref().map_or(v, |r| r.translate(v));
     for slot in 0..LOG_SLOTS {
-        let n = crate::log::undo_slot_of(&space, slot, &translate, h.version >= 3)?;
+        let n = crate::log::recover_slot(&space, slot, &translate, h.version >= 3)?;
         report.undone_entries += n;
         report.undone_regions += (n > 0) as u64;
     }

@@ -60,6 +60,7 @@ impl Space {
             t.attach(map.base(), map.mapped());
         }
         persist.bumps().attach(map.base());
+        persist.retires().attach(map.base());
         let backed = Mutex::new(crate::format::arena_off(0) + crate::format::ARENA_META_SPANS * crate::format::SPAN_SIZE);
         Space { map, persist, file, path, read_only, header: Mutex::new(header), backed }
     }

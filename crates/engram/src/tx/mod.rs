@@ -39,6 +39,7 @@ mod kept;
 mod locks;
 mod logged;
 mod raw;
+mod redo;
 mod roots;
 mod slots;
 mod spans;
@@ -87,6 +88,10 @@ pub struct Tx<'p> {
     /// Small spans seen by this thread's regions since the last free or
     /// sweep, for the pointer checks (`spans.rs`).
     spans: spans::SpanCache,
+    /// Where the region stands on the redo path (`tx/redo.rs`): a plain
+    /// cell, so reads, allocations and frees off the path test one byte
+    /// and borrow nothing.
+    redo: std::cell::Cell<redo::RedoState>,
     st: RefCell<TxState>,
     _gate: crate::pool::gate::GateRead<'p>,
     _not_send: PhantomData<*const ()>,
@@ -152,6 +157,11 @@ struct RegionSets {
     /// the type ids looked up.
     array: kept::KeptArray,
     types: kept::KeptTypes,
+    /// The redo entries of a region on the redo path, in log order
+    /// (`tx/redo.rs`); empty off it.
+    redo: Vec<redo::Pending>,
+    /// Bytes of new data in `redo`.
+    redo_bytes: u64,
 }
 
 impl RegionSets {
@@ -179,6 +189,8 @@ impl RegionSets {
         self.freed_hdrs.clear();
         self.freed_runs.clear();
         self.locks.clear();
+        self.redo.clear();
+        self.redo_bytes = 0;
     }
 
     /// Unmarks in `words` what the region logged and the new objects it marked.
@@ -369,6 +381,7 @@ impl<'p> Tx<'p> {
             last_array: std::cell::Cell::new((0, (0, 0), 0)),
             last_object: std::cell::Cell::new((0, 0)),
             spans: spans::SpanCache::new(pool.space.base(), pool.heap.id, pool.heap.frees_seen()),
+            redo: std::cell::Cell::new(redo::RedoState::first(pool)),
             st: RefCell::new(TxState {
                 slot,
                 cache: None,
@@ -518,6 +531,9 @@ impl<'p> Tx<'p> {
         let st = &mut *st;
         let key = std::any::TypeId::of::<T>();
         let type_id = st.sets.types.get(self.pool.heap.id, key)?;
+        if !self.redo_leave_quietly() {
+            return None;
+        }
         let hdr = st.sets.mag.pop(c)?;
         // SAFETY: a magazine hands out free slots of class `c` (at least
         // `bytes` long) of spans inside the mapping, each to this region
@@ -554,6 +570,7 @@ impl<'p> Tx<'p> {
     /// into `alloc`: the magazine pop and the header write are the fast path.
     #[inline]
     pub(crate) fn alloc_raw(&self, payload: u64, type_id: u32, flags: u32, count: u64) -> Result<u64> {
+        self.leave_redo()?;
         let space = &self.pool.space;
         let mut st = self.st.borrow_mut();
         let st = &mut *st;
@@ -621,6 +638,8 @@ impl<'p> Tx<'p> {
         if flags & OBJ_TAG_MASK != OBJ_TAG && !crate::failpoint::planted("tx.free_skips_tag") {
             return Err(Error::BadPointer { addr });
         }
+        // A free leaves the redo path (`tx/redo.rs`).
+        self.leave_redo()?;
         let mut st = self.st.borrow_mut();
         let off = addr - self.pool.space.base();
         // A payload start: 16-aligned, as `is_freed` asks.
@@ -718,17 +737,37 @@ impl<'p> Tx<'p> {
 
     /// Reads the object `p` points to. The read must lie inside the object
     /// `p` points into, or it is [`Error::BadPointer`].
+    ///
+    /// Always inlined: a read of an object the span cache knows is a tag
+    /// compare, a load and the redo path's one-byte test; out of line
+    /// (LLVM's choice once that test was added) it cost ~20 instructions
+    /// more per read (callgrind, binary-trees).
+    #[inline(always)]
     pub fn read<T: Persistent>(&self, p: PPtr<T>) -> Result<T> {
         self.check_in_object(p.addr(), size_of::<T>() as u64, align_of::<T>())?;
         // SAFETY: the range is inside one object of the mapped heap
         // (checked); every bit pattern is a valid T (Persistent's contract).
-        Ok(unsafe { std::ptr::read(p.addr() as *const T) })
+        let v = unsafe { std::ptr::read(p.addr() as *const T) };
+        Ok(self.overlaid(p.addr(), v))
+    }
+
+    /// The region's own pending redo writes copied over `vals`, read in
+    /// place from `addr` (`tx/redo.rs`; nothing off the redo path).
+    #[inline]
+    fn overlay_values<T: Persistent>(&self, addr: u64, vals: &mut [T]) {
+        // SAFETY: `vals` is plain data (every bit pattern a valid T), seen
+        // as its bytes for the copy.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(vals.as_mut_ptr() as *mut u8, std::mem::size_of_val(vals)) };
+        self.overlay(addr, bytes);
     }
 
     /// Overwrites the object `p` points to with `value`.
     pub fn write<T: Persistent>(&self, p: PPtr<T>, value: T) -> Result<()> {
         self.check(p.addr(), size_of::<T>() as u64, align_of::<T>())?;
         self.check_values(p.addr(), 0, std::slice::from_ref(&value))?;
+        if self.write_redo(p.addr(), redo::bytes_of(std::slice::from_ref(&value)))? {
+            return Ok(());
+        }
         self.log_range(p.addr(), size_of::<T>() as u64)?;
         // SAFETY: inside the mapped heap (checked); the old bytes are logged.
         unsafe { std::ptr::write(p.addr() as *mut T, value) };
@@ -748,13 +787,17 @@ impl<'p> Tx<'p> {
     pub fn get<T: Persistent>(&self, a: PArray<T>, i: u64) -> Result<T> {
         let addr = self.elem_addr(a, i, 1)?;
         // SAFETY: in bounds of the array and the mapping (checked by elem_addr).
-        Ok(unsafe { std::ptr::read(addr as *const T) })
+        let v = unsafe { std::ptr::read(addr as *const T) };
+        Ok(self.overlaid(addr, v))
     }
 
     /// Sets element `i` of array `a`.
     pub fn set<T: Persistent>(&self, a: PArray<T>, i: u64, value: T) -> Result<()> {
         let addr = self.elem_addr(a, i, 1)?;
         self.check_values(a.addr(), i, std::slice::from_ref(&value))?;
+        if self.write_redo(addr, redo::bytes_of(std::slice::from_ref(&value)))? {
+            return Ok(());
+        }
         self.log_range(addr, size_of::<T>() as u64)?;
         // SAFETY: in bounds (checked); old bytes logged.
         unsafe { std::ptr::write(addr as *mut T, value) };
@@ -767,6 +810,7 @@ impl<'p> Tx<'p> {
         let addr = self.elem_addr(a, start, out.len() as u64)?;
         // SAFETY: in bounds (checked); `out` is a distinct volatile buffer.
         unsafe { std::ptr::copy_nonoverlapping(addr as *const T, out.as_mut_ptr(), out.len()) };
+        self.overlay_values(addr, out);
         Ok(())
     }
 
@@ -774,6 +818,9 @@ impl<'p> Tx<'p> {
     pub fn write_slice<T: Persistent>(&self, a: PArray<T>, start: u64, src: &[T]) -> Result<()> {
         let addr = self.elem_addr(a, start, src.len() as u64)?;
         self.check_values(a.addr(), start, src)?;
+        if self.write_redo(addr, redo::bytes_of(src))? {
+            return Ok(());
+        }
         self.log_range(addr, std::mem::size_of_val(src) as u64)?;
         // SAFETY: in bounds (checked); old bytes logged; `src` is volatile memory.
         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), addr as *mut T, src.len()) };
@@ -850,21 +897,20 @@ impl<'p> Tx<'p> {
     fn log_new_range(&self, addr: u64, len: u64, fence: bool) -> Result<()> {
         let space = &self.pool.space;
         let off = addr.wrapping_sub(space.base());
+        // A region on the redo path leaves it (`tx/redo.rs`); the range may
+        // be logged now.
+        self.leave_redo()?;
         let mut st = self.st.borrow_mut();
         if st.sets.unmarked_fresh() {
             // The region's new objects need no undo: mark them now, once.
             st.sets.mark_fresh(space.base());
-            if st.sets.words.covered(off, len) {
-                return Ok(());
-            }
         }
-        let in_roots = off >= ROOTS_OFF && off.saturating_add(len) <= ROOTS_OFF + ROOTS_CAP as u64 * crate::format::ROOT_ENTRY_SIZE;
-        if !(in_roots || self.in_object(addr, len)) || len > u32::MAX as u64 {
-            return Err(Error::BadPointer { addr });
+        if st.sets.words.covered(off, len) {
+            return Ok(());
         }
-        if space.read_only {
-            return Err(Error::ReadOnly);
-        }
+        drop(st);
+        self.loggable(addr, len)?;
+        let mut st = self.st.borrow_mut();
         // (Objects allocated by this region need no undo, a rollback frees
         // them: their words are in `words` since `mark_fresh`.)
         let st = &mut *st;
@@ -876,6 +922,21 @@ impl<'p> Tx<'p> {
         st.sets.logged.push((off, len as u32));
         st.sets.words.mark(off, len);
         self.note_changed(&mut st.sets.dirty, off, len);
+        Ok(())
+    }
+
+    /// Whether `[addr, addr+len)` may be logged (undo or redo): inside one
+    /// object's slot, or in the root table, and the pool is writable.
+    fn loggable(&self, addr: u64, len: u64) -> Result<()> {
+        let space = &self.pool.space;
+        let off = addr.wrapping_sub(space.base());
+        let in_roots = off >= ROOTS_OFF && off.saturating_add(len) <= ROOTS_OFF + ROOTS_CAP as u64 * crate::format::ROOT_ENTRY_SIZE;
+        if !(in_roots || self.in_object(addr, len)) || len > u32::MAX as u64 {
+            return Err(Error::BadPointer { addr });
+        }
+        if space.read_only {
+            return Err(Error::ReadOnly);
+        }
         Ok(())
     }
 
@@ -917,7 +978,9 @@ impl<'p> Tx<'p> {
         let space = &self.pool.space;
         {
             let st = self.st.borrow();
-            let gen = if self.commits_by_record(&st) {
+            let gen = if !st.sets.redo.is_empty() {
+                self.commit_redo(&st)?
+            } else if self.commits_by_record(&st) {
                 self.commit_by_record(&st)?
             } else {
                 if !st.sets.dirty.is_empty() {
@@ -1003,6 +1066,7 @@ impl<'p> Tx<'p> {
     /// Undoes the region (the caller then drops the `Tx`).
     pub(crate) fn rollback(&self) -> Result<()> {
         let space = &self.pool.space;
+        self.rollback_redo()?;
         let (slot, entries) = {
             let st = self.st.borrow();
             (st.slot, st.log.entries())

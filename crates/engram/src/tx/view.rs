@@ -61,6 +61,8 @@ impl<'p> Tx<'p> {
     /// cost a bounds check (and, for an element the region already logged,
     /// a bit test) each. Same errors as [`Tx::len`].
     pub fn array<T: Persistent>(&self, a: PArray<T>) -> Result<ArrayView<'_, 'p, T>> {
+        // A view reads and writes in place: the region leaves the redo path.
+        self.leave_redo()?;
         let len = self.len(a)?;
         let check_values = self.pool.check_pointers && crate::types::has_pointers::<T>();
         let off = a.addr() - self.pool.space.base();
