@@ -233,9 +233,15 @@ mod armed {
         ("wal.skip_fdatasync", "a wal commit skips the log's fdatasync: it returns before its record is durable"),
         (
             "log.record_recovery_one_step",
-            "recovery of a record-committed region whose generation bump was lost moves the generation on by one, not \
-             two (the bug 78040e5 fixed): entries the slot's next region wrote into the other half before its first \
-             fence become live, and a crash after later regions on other slots undoes them over committed data",
+            "slot recovery moves the log generation on by one, not three (format 4's `recover_slot`; two in the \
+             whole-slot path, the bug 78040e5 fixed): entries the slot's next region wrote into the other half before \
+             its first fence become live, and a crash after later regions on other slots undoes them over committed data",
+        ),
+        (
+            "log.redo_replay_before_decision",
+            "format 4's slot recovery replays a written-ahead redo record over ranges whose undo entries it kept by \
+             the undo record's checksum without first making that decision durable: a crash during the recovery \
+             leaves bytes the checksum no longer matches, and the next recovery undoes a committed region",
         ),
         (
             "log.recovery_invalidates_first",

@@ -681,7 +681,7 @@ fn double_sweep(name: &str) -> engram::crashtest::DoubleReport {
 /// crash anywhere in the recovery and the work after it.
 #[test]
 fn double_crashes_of_regions_are_crash_consistent() {
-    for name in ["record", "commit", "recovery", "record-free"] {
+    for name in ["record", "commit", "recovery", "record-free", "redo-undo", "mt-redo"] {
         let r = double_sweep(name);
         assert!(r.recovering > 0, "{name}: no first crash needed recovery ({r})");
     }
@@ -755,4 +755,24 @@ fn double_crash_catches_a_crash_during_recovery() {
 fn young_objects_changes_are_found_in_the_overwritten_record() {
     let m = first_violation(|| failpoint::plant("stm.young_span_lost"), "mt-stm-young");
     assert!(m.contains("initial bytes") || m.contains("lost"), "{m}");
+}
+
+/// Format 4's slot recovery replays a written-ahead redo record over ranges
+/// whose undo entries it kept because they match the undo record's
+/// checksum. Found by the double-crash mode after redo13r merged: without
+/// the decision made durable first (planted bug
+/// `log.redo_replay_before_decision`), a second crash during that recovery
+/// leaves the replayed bytes, the checksum no longer matches, and the next
+/// recovery undoes the committed region over them.
+#[test]
+fn double_crash_catches_a_redo_replay_before_the_undo_decision() {
+    let dir = Scratch::new();
+    failpoint::plant("log.redo_replay_before_decision");
+    let r = workload("redo-undo").unwrap().run_double(&Settings::moderate(&dir.0), &wide());
+    failpoint::disarm_all();
+    let r = r.unwrap();
+    println!("{r}");
+    let v = r.violations.first().unwrap_or_else(|| panic!("a replay before the undo decision went unnoticed: {r}"));
+    println!("first crash before event {} ({:?}) [{}]:\n  {}", v.event_index, v.fence, v.image, v.message);
+    assert!(v.message.contains("during the first recovery"), "{}", v.message);
 }

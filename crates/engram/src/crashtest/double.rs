@@ -67,6 +67,11 @@ pub const RECOVERY_FENCES: &[&str] = &[
     "restored bytes before the log is invalidated",
     "log generation bump: the region is committed",
     "replayed STM values before their records are cleared",
+    // format 4's slot recovery (`log/redo.rs`): redo records replayed or
+    // undo entries restored, then the word moved past the written-ahead
+    // halves; issued only when the slot had something to recover
+    "recovered bytes before the slot's generation moves",
+    "recovered slot's generation past its written-ahead halves",
 ];
 
 /// How the double-crash mode runs.

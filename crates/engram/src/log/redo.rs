@@ -28,7 +28,11 @@
 //! `w + 1`: while a retire is chained, the slot's next region logs under
 //! `w + 1` (the other half) before the word says so. It replays a valid redo
 //! record of `w`, then of `w + 1` (their order is the slot's commit order);
-//! undoes or keeps `w`'s undo entries as before (`log.rs`); ignores `w + 1`'s
+//! undoes or keeps `w`'s undo entries as before (`log.rs`) and, when a
+//! record of `w + 1` is to be replayed over them, first makes that decision
+//! durable (fence, word at `w + 1`: the replay changes the bytes the undo
+//! record's checksum is compared with, so a crash during recovery must not
+//! decide again); ignores `w + 1`'s
 //! undo entries (their region changed nothing before its first fence, which
 //! settled the chain and made the word `w + 1` durable); and then moves the
 //! word to `w + 3`, past any generation written ahead (a writer is at most
@@ -139,11 +143,27 @@ pub(crate) fn recover_slot(space: &Space, slot: u32, translate: &dyn Fn(u64) -> 
         record => super::undo_entries(space, slot, &entries, record.and_then(Record::undo_sum))?,
     };
     if let Some(Record::Redo(redo)) = ahead {
+        if !entries.is_empty() {
+            // `w`'s undo entries were kept or undone by comparing their
+            // ranges with the undo record's checksum; replaying `w + 1`
+            // changes those bytes, so a crash during this recovery would
+            // make the next one decide again, wrongly (undo a committed
+            // region over the replay: a double-crash bug). The decision is
+            // made durable first: restored bytes fenced, word at `w + 1`
+            // (its live entries are exactly the record replayed next).
+            let gen = (w + 1) & LOG_GEN_MASK;
+            if !crate::failpoint::planted("log.redo_replay_before_decision") {
+                space.write_persist(slot_off(slot), &log_gen_word(gen), "log generation bump: the region is committed")?;
+            }
+        }
         n += replay(space, slot, &redo)?;
     }
     if touched || written_ahead(space, slot, w)? {
         space.persist.fence("recovered bytes before the slot's generation moves")?;
-        let past = (w + 3) & LOG_GEN_MASK;
+        // Three: past the record's generation and the two a next region
+        // may have written ahead (one, as before 78040e5, is a planted bug).
+        let step = if crate::failpoint::planted("log.record_recovery_one_step") { 1 } else { 3 };
+        let past = (w + step) & LOG_GEN_MASK;
         space.write_persist(slot_off(slot), &log_gen_word(past), "recovered slot's generation past its written-ahead halves")?;
     }
     Ok(n)
