@@ -72,6 +72,19 @@ pub struct WalReport {
     pub violations: Vec<String>,
 }
 
+impl WalReport {
+    /// An empty report of the recorded `events`: their counts, nothing
+    /// checked yet.
+    fn of_recording(events: &[IoEvent]) -> Self {
+        WalReport {
+            events: events.len(),
+            syncs: events.iter().filter(|e| **e == IoEvent::LogSync).count(),
+            pool_syncs: events.iter().filter(|e| **e == IoEvent::PoolSync).count(),
+            ..Default::default()
+        }
+    }
+}
+
 impl std::fmt::Display for WalReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
@@ -166,12 +179,7 @@ fn explore_at(s: &WalSettings, path: &Path, image: &Path) -> Result<WalReport> {
     let rec = Recorder::new();
     record(s, path, &rec)?;
     let events = rec.events();
-    let mut report = WalReport {
-        events: events.len(),
-        syncs: events.iter().filter(|e| **e == IoEvent::LogSync).count(),
-        pool_syncs: events.iter().filter(|e| **e == IoEvent::PoolSync).count(),
-        ..Default::default()
-    };
+    let mut report = WalReport::of_recording(&events);
     check_all(&events, &base_pool, &base_log, s.max_states, |cut, returned, st| {
         report.states += 1;
         report.returned = report.returned.max(returned);
@@ -211,12 +219,7 @@ fn double_at(s: &WalSettings, first: usize, second: usize, [path, first_path, im
     let rec = Recorder::new();
     record(s, path, &rec)?;
     let events = rec.events();
-    let mut report = WalReport {
-        events: events.len(),
-        syncs: events.iter().filter(|e| **e == IoEvent::LogSync).count(),
-        pool_syncs: events.iter().filter(|e| **e == IoEvent::PoolSync).count(),
-        ..Default::default()
-    };
+    let mut report = WalReport::of_recording(&events);
     check_all(&events, &base_pool, &base_log, first, |cut, returned, st| {
         report.returned = report.returned.max(returned);
         let again = record_after(first_path, &st).map(|rec2| {
