@@ -84,7 +84,7 @@ fn create_info_check_gc_round_trip() {
     create(&t, "round-trip");
     let info = ok(&["info", t.s()]);
     assert!(info.contains("\"round-trip\""), "{info}");
-    assert!(info.contains("version 3"), "{info}");
+    assert!(info.contains(&format!("version {}", engram::format::FORMAT_VERSION)), "{info}");
     assert!(info.contains("8.00 MiB"), "{info}");
     assert!(info.contains("may grow to 1.00 GiB"), "{info}");
     assert!(["msync", "pmem", "wal"].iter().any(|m| info.contains(&format!("durability   {m} by default"))), "{info}");
