@@ -18,18 +18,12 @@
 //! counters (`engram::pmem::counters`). Nothing is asserted.
 
 use engram::{CreateOptions, Durability, PArray, PPtr, Pool};
+use engram_bench::clock::thread_cpu_ns as cpu_ns;
 
 #[derive(Clone, Copy, Default, engram::Persistent)]
 #[repr(C)]
 struct Body {
     p: [f64; 7],
-}
-
-fn cpu_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes one timespec into the valid `ts`.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// Runs `n` regions of `f` and prints ns, fences and flushes per region.

@@ -22,7 +22,18 @@ fn cpu_clock() -> bool {
 /// Nanoseconds on the job's clock (wall or this thread's CPU time); only
 /// differences are meaningful.
 pub fn now_ns() -> u64 {
-    let id = if cpu_clock() { libc::CLOCK_THREAD_CPUTIME_ID } else { libc::CLOCK_MONOTONIC };
+    read(if cpu_clock() { libc::CLOCK_THREAD_CPUTIME_ID } else { libc::CLOCK_MONOTONIC })
+}
+
+/// Nanoseconds of this thread's CPU time, whatever `ENGRAM_BENCH_CLOCK`
+/// says (the examples time their loops by it); only differences are
+/// meaningful.
+pub fn thread_cpu_ns() -> u64 {
+    read(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// Clock `id` in nanoseconds (0 if it cannot be read).
+fn read(id: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: clock_gettime writes one timespec into the valid `ts`.
     let r = unsafe { libc::clock_gettime(id, &mut ts) };
