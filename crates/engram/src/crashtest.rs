@@ -589,6 +589,15 @@ fn returned(pool: &Pool) -> Result<()> {
     Ok(())
 }
 
+/// After a region that committed or rolled back on purpose
+/// (`Error::Aborted`): [`returned`]; any other error ends the workload.
+fn returned_after(pool: &Pool, r: Result<()>) -> Result<()> {
+    match r {
+        Ok(()) | Err(Error::Aborted) => returned(pool),
+        Err(e) => Err(e),
+    }
+}
+
 /// Moves up to `most` (never more than it holds) from account `from` to
 /// account `to` of a ledger: the transfer every ledger workload makes, read
 /// and written in this order.
@@ -771,10 +780,7 @@ fn w_abort(h: &Harness) -> Result<Trace> {
                 }
                 Ok(())
             });
-            match r {
-                Ok(()) | Err(Error::Aborted) => returned(pool)?,
-                Err(e) => return Err(e),
-            }
+            returned_after(pool, r)?;
         }
         Ok(())
     })
@@ -797,10 +803,7 @@ fn w_nested(h: &Harness) -> Result<Trace> {
                 let _ = inner; // swallowed: the outer region is doomed anyway
                 Ok(())
             });
-            match r {
-                Ok(()) | Err(Error::Aborted) => returned(pool)?,
-                Err(e) => return Err(e),
-            }
+            returned_after(pool, r)?;
         }
         Ok(())
     })

@@ -21,7 +21,7 @@
 //! lost); a lost bump whose record no longer matches would undo R over later
 //! committed data and show as a lost or half transfer.
 
-use super::{move_money, returned, Harness, Ledger, ACCOUNTS};
+use super::{move_money, returned, returned_after, Harness, Ledger, ACCOUNTS};
 use crate::error::{Error, Result};
 use crate::{PArray, Tx};
 use engram_model::Trace;
@@ -53,10 +53,7 @@ pub(super) fn w_record(h: &Harness) -> Result<Trace> {
                     _ => Ok(()),
                 }
             });
-            match r {
-                Ok(()) | Err(Error::Aborted) => returned(pool)?,
-                Err(e) => return Err(e),
-            }
+            returned_after(pool, r)?;
         }
         Ok(())
     })

@@ -23,7 +23,7 @@
 //!
 //! All keep the ledger invariant: money conserved, no returned region lost.
 
-use super::{move_money, note_returned_at, returned, Harness, Ledger, ACCOUNTS, LAYOUT};
+use super::{move_money, note_returned_at, returned, returned_after, Harness, Ledger, ACCOUNTS, LAYOUT};
 use crate::error::{Error, Result};
 use crate::{failpoint, OpenOptions, Pool, Tx};
 use engram_model::Trace;
@@ -50,10 +50,7 @@ pub(super) fn w_redo(h: &Harness) -> Result<Trace> {
                 }
                 Ok(())
             });
-            match r {
-                Ok(()) | Err(Error::Aborted) => returned(pool)?,
-                Err(e) => return Err(e),
-            }
+            returned_after(pool, r)?;
         }
         Ok(())
     })
