@@ -70,6 +70,18 @@ fn transfer<B: Balance>(tx: &STx<'_>, a: &TVar<B>, b: &TVar<B>, amount: u64) -> 
     tx.write(b, B::of(y + m))
 }
 
+/// One writer step: the xorshift `x` moves on and picks two accounts and
+/// an amount; a transfer between two different accounts commits.
+fn random_transfer<B: Balance>(x: &mut u64, vars: &[TVar<B>]) {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    let (i, j) = ((*x % ACCOUNTS as u64) as usize, ((*x >> 8) % ACCOUNTS as u64) as usize);
+    if i != j {
+        atomically(|tx| transfer(tx, &vars[i], &vars[j], *x % 50)).unwrap();
+    }
+}
+
 fn total<B: Balance, T: ReadTx>(tx: &T, vars: &[TVar<B>]) -> StmResult<u64> {
     let mut s = 0;
     for v in vars {
@@ -91,13 +103,7 @@ fn transfers_keep_the_total<B: Balance>(writers: u64, readers: u64, per_writer: 
                 ws.push(s.spawn(move || {
                     let mut x = t.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
                     for _ in 0..per_writer {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
-                        let (i, j) = ((x % ACCOUNTS as u64) as usize, ((x >> 8) % ACCOUNTS as u64) as usize);
-                        if i != j {
-                            atomically(|tx| transfer(tx, &vars[i], &vars[j], x % 50)).unwrap();
-                        }
+                        random_transfer(&mut x, &vars);
                     }
                 }));
             }
@@ -158,13 +164,7 @@ fn read_only_audits<B: Balance>(bugs: &'static [&'static str], per_writer: u64, 
                     if stop.load(Ordering::Relaxed) {
                         break;
                     }
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    let (i, j) = ((x % ACCOUNTS as u64) as usize, ((x >> 8) % ACCOUNTS as u64) as usize);
-                    if i != j {
-                        atomically(|tx| transfer(tx, &vars[i], &vars[j], x % 50)).unwrap();
-                    }
+                    random_transfer(&mut x, &vars);
                 }
             }));
         }
