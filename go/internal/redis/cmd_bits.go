@@ -2,9 +2,10 @@
 // SETBIT, GETBIT, LCS (LEN / IDX / MINMATCHLEN / WITHMATCHLEN, as Redis
 // 7.0's dynamic programme, ranges emitted in the same order).
 //
-// Invariants: SETBIT writes the whole new value in the command's region
-// (a string is replaced, never patched in place), so a crash leaves the
-// old value or the new one.
+// Invariants: SETBIT changes one byte of the string where it is, or moves
+// the string once when it grows past its spare capacity (rawstr.go); both
+// are logged in the command's region, so a crash leaves the old value or
+// the new one.
 package redis
 
 import "strings"
@@ -41,37 +42,26 @@ func cmdSetBit(x *ctx) error {
 	if err != nil || !ok {
 		return err
 	}
-	nv := make([]byte, max(len(v), int(off/8)+1))
-	copy(nv, v)
+	i := int(off / 8)
+	var by byte
+	if i < len(v) {
+		by = v[i]
+	}
 	mask := byte(1) << (7 - uint(off%8))
 	old := int64(0)
-	if nv[off/8]&mask != 0 {
+	if by&mask != 0 {
 		old = 1
 	}
 	if bit == "1" {
-		nv[off/8] |= mask
+		by |= mask
 	} else {
-		nv[off/8] &^= mask
+		by &^= mask
 	}
-	if err = x.putRaw(x.args[1], e, nv); err == nil {
-		x.w.Int(old)
+	if err := x.rawWrite(x.args[1], e, max(len(v), i+1), i, []byte{by}); err != nil {
+		return err
 	}
-	return err
-}
-
-// putRaw stores a string changed in place under k (e: its entry, nil if
-// the key is new), encoded "raw" as Redis's (setRawVal).
-func (x *ctx) putRaw(k []byte, e *pEntry, nv []byte) error {
-	if e == nil {
-		ne, err := x.put(k, tString, nil, false)
-		if err != nil {
-			return err
-		}
-		e = ne
-	} else {
-		x.touch(k)
-	}
-	return setRawVal(x.tx, e, nv)
+	x.w.Int(old)
+	return nil
 }
 
 func cmdGetBit(x *ctx) error {

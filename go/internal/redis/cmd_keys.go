@@ -504,7 +504,7 @@ func encodingOf(e *pEntry) string {
 	switch e.Type {
 	case tString:
 		if cap(e.Val) > len(e.Val) {
-			return "raw" // changed in place (setRawVal)
+			return "raw" // changed in place (rawstr.go)
 		}
 		if _, ok := parseInt(e.Val); ok && len(e.Val) <= 20 {
 			return "int"

@@ -375,16 +375,17 @@ func cmdAppend(x *ctx) error {
 	if err != nil || !ok {
 		return err
 	}
-	nv := append(append(make([]byte, 0, len(v)+len(x.args[2])), v...), x.args[2]...)
-	if e == nil {
-		_, err = x.put(x.args[1], tString, nv, false)
-	} else {
-		err = x.putRaw(x.args[1], e, nv)
+	add := x.args[2]
+	n := len(v) + len(add)
+	if n > maxBulk {
+		x.w.Err("ERR string exceeds maximum allowed size (proto-max-bulk-len)")
+		return nil
 	}
-	if err == nil {
-		x.w.Int(int64(len(nv)))
+	if err := x.rawWrite(x.args[1], e, n, len(v), add); err != nil {
+		return err
 	}
-	return err
+	x.w.Int(int64(n))
+	return nil
 }
 
 func cmdStrlen(x *ctx) error {
@@ -449,14 +450,12 @@ func cmdSetRange(x *ctx) error {
 		x.w.Int(int64(len(v)))
 		return nil
 	}
-	nv := make([]byte, max(int64(len(v)), off+int64(len(val))))
-	copy(nv, v)
-	copy(nv[off:], val)
-	err = x.putRaw(x.args[1], e, nv)
-	if err == nil {
-		x.w.Int(int64(len(nv)))
+	n := max(len(v), int(off)+len(val))
+	if err := x.rawWrite(x.args[1], e, n, int(off), val); err != nil {
+		return err
 	}
-	return err
+	x.w.Int(int64(n))
+	return nil
 }
 
 func incrArg(x *ctx, sign int64) error {

@@ -148,13 +148,51 @@ func (o *hobj) get(f []byte) ([]byte, bool) {
 
 func (o *hobj) has(f []byte) bool { _, ok := o.get(f); return ok }
 
-// set sets f to v; true if f is new.
+// set sets f to v; true if f is new. A field or value the compact
+// encoding cannot hold turns the value into its table first (what done
+// would do at the command's end), so that its bytes go into the pool
+// once, never through a Go copy (docs/redis.md, "Large values").
 func (o *hobj) set(f, v []byte) (bool, error) {
 	o.dirty = true
+	if o.c == nil && !o.fitsCompact(f, v) {
+		if err := o.toTable(); err != nil {
+			return false, err
+		}
+	}
 	if o.c != nil {
 		return o.c.hset(o.x.tx, f, v)
 	}
 	return o.h.set(string(f), append([]byte(nil), v...)), nil
+}
+
+// fitsCompact is whether field f with value v leaves the value compact
+// (hashSmall, setSmall: a long field or value, or a set member that is not
+// an integer, makes Redis convert it).
+func (o *hobj) fitsCompact(f, v []byte) bool {
+	if o.t == tSet {
+		_, ok := parseInt(f)
+		return ok
+	}
+	lim := &o.x.s.lim
+	return int64(len(f)) <= lim.hashValue && int64(len(v)) <= lim.hashValue
+}
+
+// toTable stores the compact value as its table now, creating the key if
+// it is new; the fields to come are written into the table directly.
+func (o *hobj) toTable() error {
+	x := o.x
+	if o.e == nil {
+		e, err := x.put(o.k, o.t, nil, false)
+		if err != nil {
+			return err
+		}
+		o.e = e
+	}
+	if err := writeValueAs(x.tx, &x.s.lim, o.e, o.t, o.h, true); err != nil {
+		return err
+	}
+	o.c, o.h = o.e.Coll, nil
+	return nil
 }
 
 func (o *hobj) del(f []byte) (bool, error) {

@@ -344,21 +344,10 @@ func freeEntry(tx *engram.Tx, e *pEntry) error {
 
 // setVal replaces an entry's value (the old array is freed at commit).
 func setVal(tx *engram.Tx, e *pEntry, typ int64, val []byte) error {
-	return storeVal(tx, e, typ, val, false)
-}
-
-// setRawVal stores a string changed in place (APPEND, SETRANGE, SETBIT):
-// its pool copy has one spare byte (cap > len), which OBJECT ENCODING
-// reports as "raw", as Redis does for such strings.
-func setRawVal(tx *engram.Tx, e *pEntry, val []byte) error {
-	return storeVal(tx, e, tString, val, true)
-}
-
-func storeVal(tx *engram.Tx, e *pEntry, typ int64, val []byte, raw bool) error {
 	if err := dropColl(tx, e); err != nil {
 		return err
 	}
-	if !raw && canOverwrite(e, val) {
+	if canOverwrite(e, val) {
 		var b engram.LogBatch
 		logOverwrite(tx, &b, e, val)
 		if err := tx.LogBatch(&b); err != nil {
@@ -367,15 +356,10 @@ func storeVal(tx *engram.Tx, e *pEntry, typ int64, val []byte, raw bool) error {
 		overwriteVal(e, typ, val)
 		return nil
 	}
-	src := val
-	if raw {
-		src = append(val[:len(val):len(val)], 0)
-	}
-	nv, err := engram.Bytes(tx, src)
+	nv, err := engram.Bytes(tx, val)
 	if err != nil {
 		return err
 	}
-	nv = nv[:len(val)]
 	// The whole entry in one log (one undo record, one fence) rather than
 	// Val and Type apart: a later setExpire in the batch is then covered.
 	if err := tx.Log(e); err != nil {
@@ -409,7 +393,7 @@ func logOverwrite(tx *engram.Tx, b *engram.LogBatch, e *pEntry, val []byte) {
 
 // overwriteVal writes val over e's value bytes (canOverwrite, logged by
 // logOverwrite). The value's capacity becomes its length: cap > len is a
-// raw string (setRawVal).
+// raw string (rawstr.go).
 func overwriteVal(e *pEntry, typ int64, val []byte) {
 	n := len(val)
 	copy(e.Val[:n], val)
