@@ -190,10 +190,10 @@ func BenchmarkZAddMoveWarm(b *testing.B) {
 			for i := 0; i < 16; i++ {
 				o := op{ms[r.IntN(len(ms))], float64(r.IntN(100000))}
 				ops = append(ops, o)
-				ref := warmRef{k: o.m, z: o.s, zset: true}
-				ref.e = z.zfind(o.m)
-				ref.found = ref.e != nil
-				ws = addZWalks(ws, z, &ref)
+				l := zlookup{c: z, m: o.m, z: o.s, zset: true}
+				l.n = z.zfind(o.m)
+				l.found = l.n != nil
+				ws = addZWalks(ws, &l)
 			}
 			sink += walkZ(ws)
 		}

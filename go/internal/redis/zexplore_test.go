@@ -39,15 +39,15 @@ func zsetContents(p *engram.Pool, c *pColl) (map[string]float64, error) {
 		if prev != nil && !(prev.Score < n.Score || (prev.Score == n.Score && string(prev.member()) < string(n.member()))) {
 			return nil, fmt.Errorf("order: %q before %q", prev.member(), n.member())
 		}
-		if e := c.zfind(n.member()); e == nil || bitsScore(e.Expire) != n.Score || !n.isMember(e.Key) {
+		if c.zfind(n.member()) != n || n.Hash != hashKey(n.member()) {
 			return nil, fmt.Errorf("node %q %v: the table disagrees", n.member(), n.Score)
 		}
 		got[string(n.member())] = n.Score
 		rank[n] = int64(len(got))
 		prev = n
 	}
-	if c.ZTail != prev || int64(len(got)) != c.Len || c.Dict.Used != c.Len {
-		return nil, fmt.Errorf("tail/len: %d nodes, Len %d, table %d", len(got), c.Len, c.Dict.Used)
+	if c.ZTail != prev || int64(len(got)) != c.Len || c.ZDict.Used != c.Len || zdictCount(c.ZDict) != c.Len {
+		return nil, fmt.Errorf("tail/len: %d nodes, Len %d, table %d (%d)", len(got), c.Len, c.ZDict.Used, zdictCount(c.ZDict))
 	}
 	level := map[*pZNode]int{c.ZHead: zMaxLevel}
 	for i := 0; i < int(c.ZLevel); i++ {
@@ -60,7 +60,7 @@ func zsetContents(p *engram.Pool, c *pColl) (map[string]float64, error) {
 		}
 	}
 	for n, l := range level {
-		if k, err := p.ObjectCount(unsafe.Pointer(n)); err != nil || k != 2+l {
+		if k, err := p.ObjectCount(unsafe.Pointer(n)); err != nil || k != zNodeHead+l {
 			return nil, fmt.Errorf("node %q: linked on %d levels, its array has %d elements (%v)", n.member(), l, k, err)
 		}
 	}
