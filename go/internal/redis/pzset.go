@@ -42,9 +42,9 @@ const zMaxLevel = 32
 // an array of 3+L pZLevel elements (engram.Make[pZLevel]), read through
 // this struct:
 //
-//	element 0:     Back (the pointer half), Score's bits (the word half)
+//	element 0:     Next, Hash: the member table's chain (pztable.go)
 //	element 1:     Mem, MemLen: the member's bytes (the node's own)
-//	element 2:     Next, Hash: the member table's chain (pztable.go)
+//	element 2:     Back (the pointer half), Score's bits (the word half)
 //	elements 3..:  L[0..L-1], the node's levels
 //
 // so a level-1 node is 64 bytes (an 80-byte slot with the object header),
@@ -53,21 +53,22 @@ const zMaxLevel = 32
 // 2 had a ~69-byte node and a 112-byte table entry). Every pointer is at
 // an element's pointer half, so the pool's collector, swizzling and
 // checked mode see the node as the array it is. A hop of a walk reads the
-// next node's score and its link on the same level, both in the node's
-// first 64-byte line for level 0; a lookup reads Hash, Next and Mem,
-// also in it.
+// next node's score and its link on the same level: the score is the
+// word just before level 0, so for level 0 the two share a 64-byte line
+// unless a line starts at level 0 (one slot in four of the 80-byte
+// class); a lookup reads Next, Hash and Mem, the node's first 32 bytes.
 //
 // The Go struct declares zMaxLevel levels so that code can index them;
 // only the node's first L exist (the header has all of them: it is this
 // struct's size). Never copy, Log or BatchLog a *pZNode as a whole value
 // (that would read past a short node): log its elements (elems, L[i:j]).
 type pZNode struct {
-	Back   *pZNode
-	Score  float64
-	Mem    *byte
-	MemLen int64
 	Next   *pZNode
 	Hash   uint64
+	Mem    *byte
+	MemLen int64
+	Back   *pZNode
+	Score  float64
 	L      [zMaxLevel]pZLevel
 }
 
@@ -76,16 +77,20 @@ type pZLevel struct {
 	Span int64
 }
 
-// zNodeHead is the number of elements before a node's levels.
-const zNodeHead = 3
+// zNodeHead is the number of elements before a node's levels; zNodeScore
+// is the element of Back and Score.
+const (
+	zNodeHead  = 3
+	zNodeScore = 2
+)
 
 // The element layout above, checked at compile time (an index out of
 // range fails the build).
 var (
-	_ = [1]int{}[unsafe.Offsetof(pZNode{}.Score)-unsafe.Offsetof(pZLevel{}.Span)]
+	_ = [1]int{}[unsafe.Offsetof(pZNode{}.Hash)-unsafe.Offsetof(pZLevel{}.Span)]
 	_ = [1]int{}[unsafe.Offsetof(pZNode{}.Mem)-unsafe.Sizeof(pZLevel{})]
-	_ = [1]int{}[unsafe.Offsetof(pZNode{}.Next)-2*unsafe.Sizeof(pZLevel{})]
-	_ = [1]int{}[unsafe.Offsetof(pZNode{}.Hash)-2*unsafe.Sizeof(pZLevel{})-unsafe.Offsetof(pZLevel{}.Span)]
+	_ = [1]int{}[unsafe.Offsetof(pZNode{}.Back)-zNodeScore*unsafe.Sizeof(pZLevel{})]
+	_ = [1]int{}[unsafe.Offsetof(pZNode{}.Score)-zNodeScore*unsafe.Sizeof(pZLevel{})-unsafe.Offsetof(pZLevel{}.Span)]
 	_ = [1]int{}[unsafe.Offsetof(pZNode{}.L)-zNodeHead*unsafe.Sizeof(pZLevel{})]
 	_ = [1]int{}[unsafe.Sizeof(pZNode{})-(zNodeHead+zMaxLevel)*unsafe.Sizeof(pZLevel{})]
 )
@@ -245,12 +250,12 @@ func rankKept(x *pZNode, s float64) bool {
 }
 
 // zrescore writes s over x's score, the order unchanged (rankKept):
-//  1. log the score's word (its pair: element 0, with the back link);
+//  1. log the score's word (its pair, with the back link: zNodeScore);
 //  2. write it.
 //
 // A crash before the region commits undoes it.
 func zrescore(tx *engram.Tx, x *pZNode, s float64) error {
-	if err := engram.LogSlice(tx, x.elems(0)[:1]); err != nil {
+	if err := engram.LogSlice(tx, x.elems(0)[zNodeScore:zNodeScore+1]); err != nil {
 		return err
 	}
 	x.Score = s

@@ -150,6 +150,19 @@ func BenchmarkZAddMove(b *testing.B) {
 	})
 }
 
+// BenchmarkZAddNew: ZADD of a new member with a random score on a
+// skiplist of 100,000 members and more (each op adds one: a node, its
+// member's bytes, its skiplist and table links).
+func BenchmarkZAddNew(b *testing.B) {
+	s, z, _ := bigZSet(b)
+	i := 0
+	runRegions(b, s, func(tx *engram.Tx, r *rand.Rand) error {
+		i++
+		_, err := z.zadd(tx, member(100000+i), float64(r.IntN(100000)))
+		return err
+	})
+}
+
 // BenchmarkHSetSame: HSET of an existing field to its own value ("xxx",
 // redis-benchmark's) on a 100,000-field table.
 func BenchmarkHSetSame(b *testing.B) {
