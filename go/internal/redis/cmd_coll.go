@@ -1065,8 +1065,12 @@ func collScan(x *ctx, t int64) error {
 			items = append(items, string(f.Key))
 			if t == tHash {
 				items = append(items, string(f.Val))
-			} else if t == tZSet {
-				items = append(items, fmtFloat(bitsScore(f.Expire)))
+			}
+		})
+	case e.Coll != nil && e.Coll.ZDict != nil:
+		cur = e.Coll.ZDict.scan(cur, count, func(n *pZNode) {
+			if keep(n.member()) {
+				items = append(items, string(n.member()), fmtFloat(n.Score))
 			}
 		})
 	default:

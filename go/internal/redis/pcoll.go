@@ -8,7 +8,7 @@
 //     whose entries hold field and value: phash.go) once a write makes it
 //     exceed Redis 7.0's thresholds; it stays a table afterwards, as in Redis;
 //   - sorted set: compact while small, then a skiplist with spans plus a
-//     member -> score table (pzset.go).
+//     member -> node table (pzset.go, pztable.go).
 //
 // Invariants: an entry of a collection type has either a compact Val and a
 // nil Coll, or a Coll and a nil Val; every change to a Coll is logged in
@@ -32,10 +32,11 @@ import (
 type pColl struct {
 	Head, Tail *pLNode // list: the chunks
 	Len        int64   // list: elements; sorted set: skiplist length
-	Dict       *pDict  // hash, set, sorted set: field/member table
+	Dict       *pDict  // hash, set: field table
 	ZHead      *pZNode // sorted set: the skiplist's header node
 	ZTail      *pZNode
 	ZLevel     int64
+	ZDict      *pZDict // sorted set: member table, chained through the nodes (pztable.go)
 }
 
 // limits are the conversion thresholds (CONFIG SET hash-max-listpack-entries
@@ -120,11 +121,7 @@ func freeColl(tx *engram.Tx, t int64, c *pColl) error {
 			n = next
 		}
 	case tZSet:
-		for n := c.ZHead; n != nil && err == nil; {
-			next := n.lv(0).Fwd
-			err = freeZNode(tx, n)
-			n = next
-		}
+		return freeZColl(tx, c)
 	}
 	if err == nil && c.Dict != nil {
 		err = freeDict(tx, c.Dict)

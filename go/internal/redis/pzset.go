@@ -1,24 +1,25 @@
 // pzset.go: the persistent sorted set: a skiplist ordered by (score,
 // member) whose levels carry spans (so ranks are O(log n)), plus a table
-// member -> entry (a pDict; the score's bits in the entry's Expire field).
-// A node is sized by its level (2+L 16-byte elements, as Redis's node:
-// pZNode; pool layout version 2, server.go) and shares the member's pool
-// bytes with its table entry. An insert or
-// delete logs the O(log n) level links it changes, in one batch (an
-// insert's batch also holds its table link: zslLinkAt); a member
-// whose score changes keeps its node (zslMove: one walk, two interleaved
+// member -> node (pZDict, pztable.go: its chains run through the nodes).
+// A node is sized by its level (3+L 16-byte elements, as Redis's node:
+// pZNode) and holds the member, its score, its table link and its levels:
+// one allocation (and the member's bytes) per member, pool layout version
+// 3 (server.go). An insert or delete logs the O(log n) level links it
+// changes and its table link in one batch (zslLinkAt, unlinkAt); a
+// member whose score changes keeps its node: written in place when its
+// rank stays (zrescore), else moved (zslMove: one walk, two interleaved
 // pointer chases, unlink and link logged in one batch).
 //
 // Also zobj, the view the sorted-set commands work through: the compact
 // encoding decoded into a zsetv while small (written back whole, converted
 // to a skiplist past Redis's thresholds), or the skiplist itself.
 //
-// Invariants: ZHead has zMaxLevel levels; a node allocated with level L
-// is linked on exactly its levels 0..L-1 (a move keeps its node and its
-// level); lv(i).Span of a node is the
-// number of level-0 steps to lv(i).Fwd (to the end for a nil Fwd, as
-// Redis's zskiplist); Len is the number of nodes; the table holds exactly
-// the nodes' members with their scores.
+// Invariants: ZHead has zMaxLevel levels and is in no table; a node
+// allocated with level L is linked on exactly its levels 0..L-1 (a move
+// keeps its node and its level); lv(i).Span of a node is the number of
+// level-0 steps to lv(i).Fwd (to the end for a nil Fwd, as Redis's
+// zskiplist); Len is the number of nodes; the table holds exactly the
+// nodes (ZDict.Used == Len), each in the bucket of its member's hash.
 //
 // Crash behaviour: every change is logged in the executor's region first.
 package redis
@@ -37,30 +38,37 @@ import (
 const zMaxLevel = 32
 
 // pZNode is a skiplist node, sized by its level as Redis's zskiplistNode
-// is. In the pool a node of level L is an array of 2+L pZLevel elements
-// (engram.Make[pZLevel]), read through this struct:
+// is, and the member table's chain link. In the pool a node of level L is
+// an array of 3+L pZLevel elements (engram.Make[pZLevel]), read through
+// this struct:
 //
-//	element 0:     Back (the pointer half), Score's bits (the word half)
-//	element 1:     Mem, MemLen: the member's bytes (its table entry's Key)
-//	elements 2..:  L[0..L-1], the node's levels
+//	element 0:     Next, Hash: the member table's chain (pztable.go)
+//	element 1:     Mem, MemLen: the member's bytes (the node's own)
+//	element 2:     Back (the pointer half), Score's bits (the word half)
+//	elements 3..:  L[0..L-1], the node's levels
 //
-// so a level-1 node is 48 bytes (a 64-byte slot with the object header),
-// level 2 is 64 (80), level 3 is 80 (96): with p = 1/4 the average node
-// takes ~69 bytes of slot, where a fixed node with 4 inline levels took
-// 160. Every pointer is at an element's pointer half, so the pool's
-// collector, swizzling and checked mode see the node as the array it is.
-// A hop of a walk reads the next node's score and its link on the same
-// level, both in the node's first 64-byte line for levels 0-1.
+// so a level-1 node is 64 bytes (an 80-byte slot with the object header),
+// level 2 is 80 (96), level 3 is 96 (112): with p = 1/4 the average node
+// takes ~85 bytes of slot, for both the skiplist and the table (version
+// 2 had a ~69-byte node and a 112-byte table entry). Every pointer is at
+// an element's pointer half, so the pool's collector, swizzling and
+// checked mode see the node as the array it is. A hop of a walk reads the
+// next node's score and its link on the same level: the score is the
+// word just before level 0, so for level 0 the two share a 64-byte line
+// unless a line starts at level 0 (one slot in four of the 80-byte
+// class); a lookup reads Next, Hash and Mem, the node's first 32 bytes.
 //
 // The Go struct declares zMaxLevel levels so that code can index them;
 // only the node's first L exist (the header has all of them: it is this
 // struct's size). Never copy, Log or BatchLog a *pZNode as a whole value
 // (that would read past a short node): log its elements (elems, L[i:j]).
 type pZNode struct {
-	Back   *pZNode
-	Score  float64
+	Next   *pZNode
+	Hash   uint64
 	Mem    *byte
 	MemLen int64
+	Back   *pZNode
+	Score  float64
 	L      [zMaxLevel]pZLevel
 }
 
@@ -69,29 +77,38 @@ type pZLevel struct {
 	Span int64
 }
 
+// zNodeHead is the number of elements before a node's levels; zNodeScore
+// is the element of Back and Score.
+const (
+	zNodeHead  = 3
+	zNodeScore = 2
+)
+
 // The element layout above, checked at compile time (an index out of
 // range fails the build).
 var (
-	_ = [1]int{}[unsafe.Offsetof(pZNode{}.Score)-unsafe.Offsetof(pZLevel{}.Span)]
+	_ = [1]int{}[unsafe.Offsetof(pZNode{}.Hash)-unsafe.Offsetof(pZLevel{}.Span)]
 	_ = [1]int{}[unsafe.Offsetof(pZNode{}.Mem)-unsafe.Sizeof(pZLevel{})]
-	_ = [1]int{}[unsafe.Offsetof(pZNode{}.L)-2*unsafe.Sizeof(pZLevel{})]
-	_ = [1]int{}[unsafe.Sizeof(pZNode{})-(2+zMaxLevel)*unsafe.Sizeof(pZLevel{})]
+	_ = [1]int{}[unsafe.Offsetof(pZNode{}.Back)-zNodeScore*unsafe.Sizeof(pZLevel{})]
+	_ = [1]int{}[unsafe.Offsetof(pZNode{}.Score)-zNodeScore*unsafe.Sizeof(pZLevel{})-unsafe.Offsetof(pZLevel{}.Span)]
+	_ = [1]int{}[unsafe.Offsetof(pZNode{}.L)-zNodeHead*unsafe.Sizeof(pZLevel{})]
+	_ = [1]int{}[unsafe.Sizeof(pZNode{})-(zNodeHead+zMaxLevel)*unsafe.Sizeof(pZLevel{})]
 )
 
 // lv is level i of n (i below n's level).
 func (n *pZNode) lv(i int) *pZLevel { return &n.L[i] }
 
-// member is n's member (its table entry's key bytes).
+// member is n's member (the node's own bytes).
 func (n *pZNode) member() []byte { return unsafe.Slice(n.Mem, n.MemLen) }
 
 // elems is the pool array of a node of the given level: all of it.
 func (n *pZNode) elems(level int) []pZLevel {
-	return unsafe.Slice((*pZLevel)(unsafe.Pointer(n)), 2+level)
+	return unsafe.Slice((*pZLevel)(unsafe.Pointer(n)), zNodeHead+level)
 }
 
 // isMember is whether n's member is the bytes of m itself (not merely
-// equal ones): a node's member is its table entry's key (newZNode), so
-// this tells the node of entry e by e.Key without reading the bytes.
+// equal ones): a walk toward a node's own place with its own member
+// (x.member()) tells the node without reading the bytes.
 func (n *pZNode) isMember(m []byte) bool {
 	return n.Mem == unsafe.SliceData(m) && n.MemLen == int64(len(m))
 }
@@ -112,24 +129,41 @@ func memberBefore(n *pZNode, m []byte) bool {
 	return !n.isMember(m) && bytes.Compare(n.member(), m) < 0
 }
 
-// newZNode allocates a node of the given level for (s, m), m being its
-// table entry's key (fresh: no log).
+// newZNode allocates a node of the given level for (s, m) with a copy of
+// m's bytes (fresh: no log); m nil (the header) allocates no bytes.
 func newZNode(tx *engram.Tx, level int, s float64, m []byte) (*pZNode, error) {
-	els, err := engram.Make[pZLevel](tx, 2+level, 2+level)
+	els, err := engram.Make[pZLevel](tx, zNodeHead+level, zNodeHead+level)
 	if err != nil {
 		return nil, err
 	}
 	n := (*pZNode)(unsafe.Pointer(unsafe.SliceData(els)))
-	n.Score, n.Mem, n.MemLen = s, unsafe.SliceData(m), int64(len(m))
+	n.Score, n.Hash = s, hashKey(m)
+	if m != nil {
+		pm, err := engram.Bytes(tx, m)
+		if err != nil {
+			return nil, err
+		}
+		n.Mem, n.MemLen = unsafe.SliceData(pm), int64(len(pm))
+	}
 	return n, nil
 }
 
-// freeZNode frees a node (its member belongs to the table entry).
-func freeZNode(tx *engram.Tx, n *pZNode) error { return tx.Free(n) }
+// freeZNode frees a node and its member's bytes.
+func freeZNode(tx *engram.Tx, n *pZNode) error {
+	if n.MemLen > 0 {
+		if err := tx.Free(unsafe.Slice(n.Mem, n.MemLen)); err != nil {
+			return err
+		}
+	}
+	return tx.Free(n)
+}
 
 func newZColl(tx *engram.Tx) (*pColl, error) {
-	c, err := newDictColl(tx)
+	c, err := engram.New[pColl](tx)
 	if err != nil {
+		return nil, err
+	}
+	if c.ZDict, err = newZDict(tx); err != nil {
 		return nil, err
 	}
 	if c.ZHead, err = newZNode(tx, zMaxLevel, 0, nil); err != nil {
@@ -137,6 +171,23 @@ func newZColl(tx *engram.Tx) (*pColl, error) {
 	}
 	c.ZLevel = 1
 	return c, nil
+}
+
+// freeZColl frees a sorted set's nodes, table and collection.
+func freeZColl(tx *engram.Tx, c *pColl) error {
+	for n := c.ZHead; n != nil; {
+		next := n.lv(0).Fwd
+		if err := freeZNode(tx, n); err != nil {
+			return err
+		}
+		n = next
+	}
+	if c.ZDict != nil {
+		if err := c.ZDict.free(tx); err != nil {
+			return err
+		}
+	}
+	return tx.Free(c)
 }
 
 func scoreBits(s float64) int64 { return int64(math.Float64bits(s)) }
@@ -149,19 +200,19 @@ func zrandomLevel() int {
 	return l
 }
 
-// zfind is member m's table entry (its score in Expire), or nil.
-func (c *pColl) zfind(m []byte) *pEntry {
-	_, e := c.Dict.find(m, hashKey(m))
-	return e
+// zfind is member m's node, or nil.
+func (c *pColl) zfind(m []byte) *pZNode {
+	_, n := c.ZDict.find(m, hashKey(m))
+	return n
 }
 
 // zscore is member m's score.
 func (c *pColl) zscore(m []byte) (float64, bool) {
-	e := c.zfind(m)
-	if e == nil {
+	n := c.zfind(m)
+	if n == nil {
 		return 0, false
 	}
-	return bitsScore(e.Expire), true
+	return n.Score, true
 }
 
 // zadd sets m's score; true if m is new.
@@ -169,45 +220,65 @@ func (c *pColl) zadd(tx *engram.Tx, m []byte, s float64) (bool, error) {
 	return c.zaddAt(tx, c.zfind(m), m, s)
 }
 
-// zaddAt sets m's score, e being m's entry (nil: m is new): a new member
-// gets an entry and a node; a moved one keeps its node, unlinked from its
-// old place and linked at its new one (no free and new allocation).
-func (c *pColl) zaddAt(tx *engram.Tx, e *pEntry, m []byte, s float64) (bool, error) {
-	if e != nil {
-		if bitsScore(e.Expire) == s {
+// zaddAt sets m's score, x being m's node (nil: m is new): a new member
+// gets a node, linked into the skiplist and the table; a member whose
+// rank the new score keeps is rescored in place (zrescore); another is
+// moved, its node kept, unlinked from its old place and linked at its new
+// one (no free and new allocation).
+func (c *pColl) zaddAt(tx *engram.Tx, x *pZNode, m []byte, s float64) (bool, error) {
+	if x != nil {
+		switch {
+		case x.Score == s:
 			return false, nil
+		case rankKept(x, s):
+			return false, zrescore(tx, x, s)
 		}
-		return false, c.zslMove(tx, e, s)
+		return false, c.zslMove(tx, x, s)
 	}
-	if err := c.Dict.prepareAdd(tx); err != nil {
+	if err := c.ZDict.prepareAdd(tx); err != nil {
 		return false, err
 	}
-	e, err := newEntry(tx, m, 0, nil)
-	if err != nil {
-		return false, err
+	return true, c.zslInsert(tx, s, m)
+}
+
+// rankKept is whether x keeps its rank at score s: s lies strictly
+// between its neighbours' scores (as Redis's zslUpdateScore; an equal
+// score, whose order the members decide, moves).
+func rankKept(x *pZNode, s float64) bool {
+	next := x.lv(0).Fwd
+	return (x.Back == nil || x.Back.Score < s) && (next == nil || next.Score > s)
+}
+
+// zrescore writes s over x's score, the order unchanged (rankKept):
+//  1. log the score's word (its pair, with the back link: zNodeScore);
+//  2. write it.
+//
+// A crash before the region commits undoes it.
+func zrescore(tx *engram.Tx, x *pZNode, s float64) error {
+	if err := engram.LogSlice(tx, x.elems(0)[zNodeScore:zNodeScore+1]); err != nil {
+		return err
 	}
-	e.Expire = scoreBits(s) // fresh entry: no log
-	return true, c.zslInsert(tx, s, e)
+	x.Score = s
+	return nil
 }
 
 // zrem removes m; false if absent.
 func (c *pColl) zrem(tx *engram.Tx, m []byte) (bool, error) {
-	e := c.zfind(m)
-	if e == nil {
-		return false, nil
-	}
-	if err := c.zslDelete(tx, bitsScore(e.Expire), e.Key); err != nil {
+	if err := c.ZDict.rehashStep(tx); err != nil {
 		return false, err
 	}
-	return c.Dict.remove(tx, m)
+	slot, x := c.ZDict.find(m, hashKey(m))
+	if x == nil {
+		return false, nil
+	}
+	return true, c.zslDelete(tx, x, slot)
 }
 
-// zslInsert links a new node for e's member at score s (e.Expire becomes
-// s), and e (new, unlinked) into the table.
-func (c *pColl) zslInsert(tx *engram.Tx, s float64, e *pEntry) error {
+// zslInsert links a new node for member m at score s (the table prepared:
+// prepareAdd).
+func (c *pColl) zslInsert(tx *engram.Tx, s float64, m []byte) error {
 	var update [zMaxLevel]*pZNode
 	var rank [zMaxLevel]int64
-	m := e.Key
 	n := c.ZHead
 	for i := int(c.ZLevel) - 1; i >= 0; i-- {
 		if i < int(c.ZLevel)-1 {
@@ -219,18 +290,18 @@ func (c *pColl) zslInsert(tx *engram.Tx, s float64, e *pEntry) error {
 		}
 		update[i] = n
 	}
-	return c.zslLinkAt(tx, s, e, zrandomLevel(), &update, &rank)
+	return c.zslLinkAt(tx, s, m, zrandomLevel(), &update, &rank)
 }
 
-// zslMove moves e's member from its score to s, its node kept. One walk
+// zslMove moves node x from its score to s. One walk
 // finds both places: the node's predecessors (del) and, in the list
 // without the node, the new place's (ins, with ranks), the two pointer
 // chases interleaved so that their cache misses overlap. Then the node is
 // unlinked (the list becomes the one ins was found in) and linked again.
-func (c *pColl) zslMove(tx *engram.Tx, e *pEntry, s float64) error {
+func (c *pColl) zslMove(tx *engram.Tx, x *pZNode, s float64) error {
 	var del, ins [zMaxLevel]*pZNode
 	var rank [zMaxLevel]int64
-	s0, m := bitsScore(e.Expire), e.Key
+	s0, m := x.Score, x.member()
 	nd, ni := c.ZHead, c.ZHead
 	for i := int(c.ZLevel) - 1; i >= 0; i-- {
 		if i < int(c.ZLevel)-1 {
@@ -261,13 +332,14 @@ func (c *pColl) zslMove(tx *engram.Tx, e *pEntry, s float64) error {
 		}
 		del[i], ins[i] = nd, ni
 	}
-	return c.moveAt(tx, e, s, &del, &ins, &rank)
+	return c.moveAt(tx, x, s, &del, &ins, &rank)
 }
 
-// moveAt unlinks e's node (predecessors del) and links it at s (ins,
+// moveAt unlinks node x (predecessors del) and links it at s (ins,
 // rank: found in the list without it), both changes logged in one batch:
-// both paths' levels, the two back links, the node whole (back link,
-// score, levels: one range) and the entry's score. The node's level is
+// both paths' levels, the two back links and the node whole (back link,
+// score, member, table link, levels: one range; its score is its
+// table's too). The node's level is
 // the highest level del links to it on; the levels it alone occupied are
 // the header on ins, so ins covers every level the link changes.
 //
@@ -275,9 +347,8 @@ func (c *pColl) zslMove(tx *engram.Tx, e *pEntry, s float64) error {
 // or above the node's whose node is the same on both paths (its span
 // would lose one and gain it back: same), and the collection's header
 // unless the tail or the list's level changes (its length would).
-func (c *pColl) moveAt(tx *engram.Tx, e *pEntry, s float64, del, ins *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64) error {
-	x := del[0].lv(0).Fwd
-	if x == nil || x.Score != bitsScore(e.Expire) || !bytes.Equal(x.member(), e.Key) {
+func (c *pColl) moveAt(tx *engram.Tx, x *pZNode, s float64, del, ins *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64) error {
+	if del[0].lv(0).Fwd != x {
 		return errCorruptZSet
 	}
 	top := int(c.ZLevel)
@@ -304,7 +375,6 @@ func (c *pColl) moveAt(tx *engram.Tx, e *pEntry, s float64, del, ins *[zMaxLevel
 		}
 	}
 	engram.BatchLogSlice(tx, &b, x.elems(level))
-	engram.BatchLog(tx, &b, &e.Expire)
 	if header {
 		engram.BatchLog(tx, &b, c)
 	}
@@ -315,7 +385,7 @@ func (c *pColl) moveAt(tx *engram.Tx, e *pEntry, s float64, del, ins *[zMaxLevel
 	if header {
 		c.Len-- // the list without x, which linkLogged's new levels read
 	}
-	c.linkLogged(s, e, x, level, ins, rank, same)
+	c.linkLogged(s, x, level, ins, rank, same)
 	if header {
 		c.Len++
 	}
@@ -334,36 +404,35 @@ func levelOn(update *[zMaxLevel]*pZNode, x *pZNode, top int) int {
 	return level
 }
 
-// zslLinkAt links a new node of the given level after update[i] on each
-// level, rank[i] being update[i]'s rank, for new entry e's member at s,
-// and e into the table (prepareAdd done):
+// zslLinkAt links a new node of the given level for member m at s after
+// update[i] on each level, rank[i] being update[i]'s rank, and into the
+// table (prepareAdd done):
 //  1. log, in one batch (one engine call, one fence), what the skiplist
 //     link changes (addChange, the header) and what the table link
 //     changes (the insertion slot, Used);
-//  2. link e into the table;
-//  3. allocate the node (fresh: no log) and link it.
+//  2. allocate the node and its member's bytes (fresh: no log);
+//  3. link it into the table and the skiplist.
 //
-// A crash before the region commits undoes both links; the entry and the
-// node are then unreachable, garbage for the pool's collector.
-func (c *pColl) zslLinkAt(tx *engram.Tx, s float64, e *pEntry, level int, update *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64) error {
+// A crash before the region commits undoes both links; the node is then
+// unreachable, garbage for the pool's collector.
+func (c *pColl) zslLinkAt(tx *engram.Tx, s float64, m []byte, level int, update *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64) error {
 	for i := int(c.ZLevel); i < level; i++ {
 		update[i] = c.ZHead
 	}
-	slot := c.Dict.insertSlot(e.Hash)
+	slot := c.ZDict.insertSlot(hashKey(m))
 	var b engram.LogBatch
 	c.addChange(tx, &b, update, max(level, int(c.ZLevel)), update[0].lv(0).Fwd)
 	engram.BatchLog(tx, &b, c)
-	engram.BatchLog(tx, &b, slot)
-	engram.BatchLog(tx, &b, &c.Dict.Used)
+	c.ZDict.logLink(tx, &b, slot)
 	if err := tx.LogBatch(&b); err != nil {
 		return err
 	}
-	c.Dict.linkLogged(slot, e)
-	x, err := newZNode(tx, level, s, e.Key)
+	x, err := newZNode(tx, level, s, m)
 	if err != nil {
 		return err
 	}
-	c.linkLogged(s, e, x, level, update, rank, 0)
+	c.ZDict.linkLogged(slot, x)
+	c.linkLogged(s, x, level, update, rank, 0)
 	c.Len++
 	return nil
 }
@@ -371,8 +440,7 @@ func (c *pColl) zslLinkAt(tx *engram.Tx, s float64, e *pEntry, level int, update
 // linkLogged is zslLinkAt's change, its ranges logged: x (allocated) is
 // linked at s; the levels of same keep their spans (link). The caller
 // counts x in Len.
-func (c *pColl) linkLogged(s float64, e *pEntry, x *pZNode, level int, update *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64, same uint32) {
-	e.Expire = scoreBits(s)
+func (c *pColl) linkLogged(s float64, x *pZNode, level int, update *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64, same uint32) {
 	if level > int(c.ZLevel) {
 		for i := int(c.ZLevel); i < level; i++ {
 			update[i] = c.ZHead
@@ -404,16 +472,6 @@ func (c *pColl) link(update *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64, x *pZNo
 		x.Back = update[0]
 	}
 	c.linkBack(x.lv(0).Fwd, x)
-}
-
-// logChange logs, in one batch (one engine call, one fence), what an
-// insert or delete changes (addChange) and the collection's header
-// (length, level, tail).
-func (c *pColl) logChange(tx *engram.Tx, update *[zMaxLevel]*pZNode, top int, next *pZNode) error {
-	var b engram.LogBatch
-	c.addChange(tx, &b, update, top, next)
-	engram.BatchLog(tx, &b, c)
-	return tx.LogBatch(&b)
 }
 
 // addChange adds to b what an insert or delete at update changes:
@@ -486,7 +544,7 @@ func (rs *levelRuns) log(tx *engram.Tx, b *engram.LogBatch) {
 }
 
 // linkBack points next's back link (or the tail) at n (logged by
-// logChange).
+// addChange).
 func (c *pColl) linkBack(next, n *pZNode) {
 	if next != nil {
 		next.Back = n
@@ -495,19 +553,11 @@ func (c *pColl) linkBack(next, n *pZNode) {
 	}
 }
 
-// zslDelete unlinks and frees the node of (s, m).
-func (c *pColl) zslDelete(tx *engram.Tx, s float64, m []byte) error {
-	x, _, err := c.zslUnlink(tx, s, m)
-	if err != nil {
-		return err
-	}
-	return freeZNode(tx, x)
-}
-
-// zslUnlink unlinks the node of (s, m) and returns it with its level
-// (its own links are left as they were).
-func (c *pColl) zslUnlink(tx *engram.Tx, s float64, m []byte) (*pZNode, int, error) {
+// zslDelete unlinks node x from the skiplist and from the table (slot:
+// the table's slot that points at it) and frees it.
+func (c *pColl) zslDelete(tx *engram.Tx, x *pZNode, slot **pZNode) error {
 	var update [zMaxLevel]*pZNode
+	s, m := x.Score, x.member()
 	n := c.ZHead
 	for i := int(c.ZLevel) - 1; i >= 0; i-- {
 		for l := n.lv(i); !stop(l.Fwd, s, m); l = n.lv(i) {
@@ -515,22 +565,33 @@ func (c *pColl) zslUnlink(tx *engram.Tx, s float64, m []byte) (*pZNode, int, err
 		}
 		update[i] = n
 	}
-	return c.unlinkAt(tx, &update, s, m)
+	if err := c.unlinkAt(tx, &update, x, slot); err != nil {
+		return err
+	}
+	return freeZNode(tx, x)
 }
 
-// unlinkAt unlinks the node of (s, m), update[i] being its predecessor
-// on each level, and returns it with its level.
-func (c *pColl) unlinkAt(tx *engram.Tx, update *[zMaxLevel]*pZNode, s float64, m []byte) (*pZNode, int, error) {
-	x := update[0].lv(0).Fwd
-	if x == nil || x.Score != s || !bytes.Equal(x.member(), m) {
-		return nil, 0, errCorruptZSet
+// unlinkAt unlinks node x, update[i] being its predecessor on each
+// level, from the skiplist and the table (slot: the table's slot that
+// points at it):
+//  1. log, in one batch, the levels, the header and the next node's back
+//     link (addChange) and the table's slot and count;
+//  2. unlink x from both (its own links are left as they were).
+func (c *pColl) unlinkAt(tx *engram.Tx, update *[zMaxLevel]*pZNode, x *pZNode, slot **pZNode) error {
+	if update[0].lv(0).Fwd != x || *slot != x {
+		return errCorruptZSet
 	}
-	if err := c.logChange(tx, update, int(c.ZLevel), x.lv(0).Fwd); err != nil {
-		return nil, 0, err
+	var b engram.LogBatch
+	c.addChange(tx, &b, update, int(c.ZLevel), x.lv(0).Fwd)
+	engram.BatchLog(tx, &b, c)
+	c.ZDict.logLink(tx, &b, slot)
+	if err := tx.LogBatch(&b); err != nil {
+		return err
 	}
-	level := c.unlinkLogged(update, x, 0)
+	c.ZDict.unlinkLogged(slot, x)
+	c.unlinkLogged(update, x, 0)
 	c.Len--
-	return x, level, nil
+	return nil
 }
 
 // unlinkLogged is unlinkAt's change, its ranges logged (the caller
@@ -667,17 +728,17 @@ func (o *zobj) rank(m []byte) (int64, bool) {
 	}), true
 }
 
-// find is m's score and, in a skiplist, its table entry (for addAt).
-func (o *zobj) find(m []byte) (float64, bool, *pEntry) {
+// find is m's score and, in a skiplist, its node (for addAt).
+func (o *zobj) find(m []byte) (float64, bool, *pZNode) {
 	if o.c == nil {
 		s, ok := o.z.scores[string(m)]
 		return s, ok, nil
 	}
-	e := o.c.zfind(m)
-	if e == nil {
+	n := o.c.zfind(m)
+	if n == nil {
 		return 0, false, nil
 	}
-	return bitsScore(e.Expire), true, e
+	return n.Score, true, n
 }
 
 // add sets m's score; true if m is new.
@@ -689,12 +750,12 @@ func (o *zobj) add(m []byte, s float64) (bool, error) {
 	return o.addAt(m, s, nil)
 }
 
-// addAt is add with m's entry from find (nil: m is absent), sparing a
+// addAt is add with m's node from find (nil: m is absent), sparing a
 // second table lookup.
-func (o *zobj) addAt(m []byte, s float64, e *pEntry) (bool, error) {
+func (o *zobj) addAt(m []byte, s float64, n *pZNode) (bool, error) {
 	o.dirty = true
 	if o.c != nil {
-		return o.c.zaddAt(o.x.tx, e, m, s)
+		return o.c.zaddAt(o.x.tx, n, m, s)
 	}
 	return o.z.add(string(m), s), nil
 }

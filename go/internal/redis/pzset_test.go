@@ -41,13 +41,13 @@ func checkSkiplist(t *testing.T, s *Server, k string) {
 		if prev != nil && !(prev.Score < n.Score || (prev.Score == n.Score && string(prev.member()) < string(n.member()))) {
 			t.Fatalf("order: %q %v before %q %v", prev.member(), prev.Score, n.member(), n.Score)
 		}
-		if te := c.zfind(n.member()); te == nil || bitsScore(te.Expire) != n.Score {
+		if c.zfind(n.member()) != n || n.Hash != hashKey(n.member()) {
 			t.Fatalf("node %q %v: the table disagrees", n.member(), n.Score)
 		}
 		nodes, prev = append(nodes, n), n
 	}
-	if c.ZTail != prev || int64(len(nodes)) != c.Len || c.Dict.Used != c.Len {
-		t.Fatalf("tail/len: %d nodes, Len %d, table %d", len(nodes), c.Len, c.Dict.Used)
+	if c.ZTail != prev || int64(len(nodes)) != c.Len || c.ZDict.Used != c.Len || zdictCount(c.ZDict) != c.Len {
+		t.Fatalf("tail/len: %d nodes, Len %d, table %d (%d)", len(nodes), c.Len, c.ZDict.Used, zdictCount(c.ZDict))
 	}
 	rank := map[*pZNode]int64{c.ZHead: 0}
 	for i, n := range nodes {
@@ -71,15 +71,36 @@ func checkSkiplist(t *testing.T, s *Server, k string) {
 }
 
 // checkNodeSizes checks that each node is linked on exactly the levels
-// its pool array holds (2+L elements: pZNode), so no link lies past it.
+// its pool array holds (3+L elements: pZNode), so no link lies past it.
 func checkNodeSizes(t *testing.T, s *Server, level map[*pZNode]int) {
 	t.Helper()
 	for n, l := range level {
 		got, err := s.pool.ObjectCount(unsafe.Pointer(n))
-		if err != nil || got != 2+l {
-			t.Fatalf("node %q: linked on %d levels, its pool array has %d elements (%v), want %d", n.member(), l, got, err, 2+l)
+		if err != nil || got != zNodeHead+l {
+			t.Fatalf("node %q: linked on %d levels, its pool array has %d elements (%v), want %d", n.member(), l, got, err, zNodeHead+l)
 		}
 	}
+}
+
+// zdictCount is the number of nodes in d's chains, each checked to be
+// in the bucket of its hash (-1 if one is not).
+func zdictCount(d *pZDict) int64 {
+	var n int64
+	tabs := [][]*pZNode{d.T0}
+	if d.RehashIdx >= 0 {
+		tabs = append(tabs, d.T1)
+	}
+	for t, tab := range tabs {
+		for i, b := range tab {
+			for x := b; x != nil; x = x.Next {
+				if x.Hash&uint64(len(tab)-1) != uint64(i) || (t == 0 && int64(i) < d.RehashIdx) {
+					return -1
+				}
+				n++
+			}
+		}
+	}
+	return n
 }
 
 func TestZSetSkiplistRandom(t *testing.T) {
@@ -331,38 +352,42 @@ func zsetEqual(got []goredis.Z, model map[string]float64) bool {
 }
 
 // TestOldLayoutRefused: a pool of layout version 1 ("engram-redis", the
-// fixed-size skiplist nodes before redis8zn) does not open; the error is
-// ErrWrongLayout and names both versions. The pool is made as version 1
-// made it (layout name, the keyspace root); its bytes are never read.
+// fixed-size skiplist nodes before redis8zn) or 2 ("engram-redis/2", a
+// table entry beside each node before redis8zm) does not open; the error
+// is ErrWrongLayout and names both versions. The pool is made as the old
+// version made it (layout name, the keyspace root); its bytes are never
+// read.
 func TestOldLayoutRefused(t *testing.T) {
-	path := filepath.Join(tmpDir(t), "v1.pool")
-	pool, err := engram.Create(path, &engram.Options{Layout: "engram-redis", Durability: engram.Pmem})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := pool.Txn(func(tx *engram.Tx) error { _, err := openRoot(tx, pool); return err }); err != nil {
-		t.Fatal(err)
-	}
-	if err := pool.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(Config{Addr: "127.0.0.1:0", Pool: path, Durability: engram.Pmem})
-	if err == nil {
-		s.Close()
-		t.Fatal("a version-1 pool opened")
-	}
-	if !errors.Is(err, engram.ErrWrongLayout) {
-		t.Fatalf("error %v, want ErrWrongLayout", err)
-	}
-	for _, want := range []string{"version 2", `"engram-redis/2"`, "version 1", `"engram-redis"`} {
-		if !strings.Contains(err.Error(), want) {
-			t.Fatalf("error %q does not say %s", err, want)
+	for _, old := range []struct{ name, version string }{{"engram-redis", "version 1"}, {"engram-redis/2", "version 2"}} {
+		path := filepath.Join(tmpDir(t), "old.pool")
+		pool, err := engram.Create(path, &engram.Options{Layout: old.name, Durability: engram.Pmem})
+		if err != nil {
+			t.Fatal(err)
 		}
+		if err := pool.Txn(func(tx *engram.Tx) error { _, err := openRoot(tx, pool); return err }); err != nil {
+			t.Fatal(err)
+		}
+		if err := pool.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s, err := New(Config{Addr: "127.0.0.1:0", Pool: path, Durability: engram.Pmem})
+		if err == nil {
+			s.Close()
+			t.Fatalf("a %s pool opened", old.version)
+		}
+		if !errors.Is(err, engram.ErrWrongLayout) {
+			t.Fatalf("error %v, want ErrWrongLayout", err)
+		}
+		for _, want := range []string{"version 3", `"engram-redis/3"`, old.version, strconv.Quote(old.name)} {
+			if !strings.Contains(err.Error(), want) {
+				t.Fatalf("error %q does not say %s", err, want)
+			}
+		}
+		t.Log(err)
 	}
-	t.Log(err)
 
 	// A pool of another program's layout keeps the engine's message (the
-	// layout it found), without the version-1 advice.
+	// layout it found), without the old versions' advice.
 	other := filepath.Join(tmpDir(t), "other.pool")
 	op, err := engram.Create(other, &engram.Options{Layout: "engram-go", Durability: engram.Pmem})
 	if err != nil {
@@ -371,12 +396,12 @@ func TestOldLayoutRefused(t *testing.T) {
 	if err := op.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, err = New(Config{Addr: "127.0.0.1:0", Pool: other, Durability: engram.Pmem})
+	s, err := New(Config{Addr: "127.0.0.1:0", Pool: other, Durability: engram.Pmem})
 	if err == nil {
 		s.Close()
 		t.Fatal("an engram-go pool opened")
 	}
-	if !errors.Is(err, engram.ErrWrongLayout) || strings.Contains(err.Error(), "version 1") || !strings.Contains(err.Error(), `"engram-go"`) {
-		t.Fatalf("error %q: want ErrWrongLayout naming \"engram-go\" and no version-1 advice", err)
+	if !errors.Is(err, engram.ErrWrongLayout) || strings.Contains(err.Error(), "version 1") || strings.Contains(err.Error(), "version 2") || !strings.Contains(err.Error(), `"engram-go"`) {
+		t.Fatalf("error %q: want ErrWrongLayout naming \"engram-go\" and no old-version advice", err)
 	}
 }

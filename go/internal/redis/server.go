@@ -172,11 +172,20 @@ const (
 // struct says):
 //
 //	1 "engram-redis": until redis8zn (fixed 128-byte skiplist nodes);
-//	2 "engram-redis/2": skiplist nodes sized by their level (pzset.go).
+//	2 "engram-redis/2": skiplist nodes sized by their level (pzset.go);
+//	3 "engram-redis/3": a sorted set's member table chained through its
+//	  skiplist nodes, no table entry per member (pzset.go, pztable.go).
 const (
-	layoutVersion = 2
-	layoutName    = "engram-redis/2"
+	layoutVersion = 3
+	layoutName    = "engram-redis/3"
 )
+
+// oldLayouts are the earlier versions' layout names and what changed
+// since each (openError's message).
+var oldLayouts = []struct{ name, change string }{
+	{"engram-redis", "version 1 is the layout before the sorted sets' variable-size nodes"},
+	{"engram-redis/2", "version 2 is the layout before the sorted sets' member table of nodes"},
+}
 
 // New opens (or creates) the pool and builds the server.
 func New(cfg Config) (*Server, error) {
@@ -217,9 +226,11 @@ func New(cfg Config) (*Server, error) {
 // engram-redis's layout is named with both versions (any other layout
 // keeps the engine's message, which names the layout found).
 func openError(path string, err error) error {
-	if errors.Is(err, engram.ErrWrongLayout) && strings.Contains(err.Error(), `pool layout is "engram-redis",`) {
-		return fmt.Errorf("open pool %s: this engram-redis reads pool layout version %d (%q); version 1 (%q) is the layout before the sorted sets' variable-size nodes: move the data with the engram-redis that wrote it (DUMP/RESTORE, or a client's copy) into a new pool: %w",
-			path, layoutVersion, layoutName, "engram-redis", err)
+	for _, old := range oldLayouts {
+		if errors.Is(err, engram.ErrWrongLayout) && strings.Contains(err.Error(), fmt.Sprintf("pool layout is %q,", old.name)) {
+			return fmt.Errorf("open pool %s: this engram-redis reads pool layout version %d (%q); %s (%q): move the data with the engram-redis that wrote it (DUMP/RESTORE, or a client's copy) into a new pool: %w",
+				path, layoutVersion, layoutName, old.change, old.name, err)
+		}
 	}
 	return fmt.Errorf("open pool %s: %w", path, err)
 }

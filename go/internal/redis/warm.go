@@ -89,7 +89,7 @@ func (s *Server) warmRequest(tx *engram.Tx, r *request, defs []*command) error {
 		refs = append(refs, warmRef{d: ref.e.Coll.Dict, k: ref.f, h: hashKey(ref.f), c: ref.e.Coll, z: ref.z, zset: ref.zset})
 	}
 	s.warmSink += walkRefs(refs[n:])
-	s.warmSink += warmZ(refs[n:])
+	s.warmSink += warmZ(refs[:n]) // a big sorted set's member table and skiplist: zwarm.go
 	clear(refs)
 	s.warmRefs = refs[:0]
 	return nil

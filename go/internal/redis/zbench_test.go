@@ -150,6 +150,19 @@ func BenchmarkZAddMove(b *testing.B) {
 	})
 }
 
+// BenchmarkZAddNew: ZADD of a new member with a random score on a
+// skiplist of 100,000 members and more (each op adds one: a node, its
+// member's bytes, its skiplist and table links).
+func BenchmarkZAddNew(b *testing.B) {
+	s, z, _ := bigZSet(b)
+	i := 0
+	runRegions(b, s, func(tx *engram.Tx, r *rand.Rand) error {
+		i++
+		_, err := z.zadd(tx, member(100000+i), float64(r.IntN(100000)))
+		return err
+	})
+}
+
 // BenchmarkHSetSame: HSET of an existing field to its own value ("xxx",
 // redis-benchmark's) on a 100,000-field table.
 func BenchmarkHSetSame(b *testing.B) {
@@ -190,10 +203,10 @@ func BenchmarkZAddMoveWarm(b *testing.B) {
 			for i := 0; i < 16; i++ {
 				o := op{ms[r.IntN(len(ms))], float64(r.IntN(100000))}
 				ops = append(ops, o)
-				ref := warmRef{k: o.m, z: o.s, zset: true}
-				ref.e = z.zfind(o.m)
-				ref.found = ref.e != nil
-				ws = addZWalks(ws, z, &ref)
+				l := zlookup{c: z, m: o.m, z: o.s, zset: true}
+				l.n = z.zfind(o.m)
+				l.found = l.n != nil
+				ws = addZWalks(ws, &l)
 			}
 			sink += walkZ(ws)
 		}

@@ -39,15 +39,15 @@ func zsetContents(p *engram.Pool, c *pColl) (map[string]float64, error) {
 		if prev != nil && !(prev.Score < n.Score || (prev.Score == n.Score && string(prev.member()) < string(n.member()))) {
 			return nil, fmt.Errorf("order: %q before %q", prev.member(), n.member())
 		}
-		if e := c.zfind(n.member()); e == nil || bitsScore(e.Expire) != n.Score || !n.isMember(e.Key) {
+		if c.zfind(n.member()) != n || n.Hash != hashKey(n.member()) {
 			return nil, fmt.Errorf("node %q %v: the table disagrees", n.member(), n.Score)
 		}
 		got[string(n.member())] = n.Score
 		rank[n] = int64(len(got))
 		prev = n
 	}
-	if c.ZTail != prev || int64(len(got)) != c.Len || c.Dict.Used != c.Len {
-		return nil, fmt.Errorf("tail/len: %d nodes, Len %d, table %d", len(got), c.Len, c.Dict.Used)
+	if c.ZTail != prev || int64(len(got)) != c.Len || c.ZDict.Used != c.Len || zdictCount(c.ZDict) != c.Len {
+		return nil, fmt.Errorf("tail/len: %d nodes, Len %d, table %d (%d)", len(got), c.Len, c.ZDict.Used, zdictCount(c.ZDict))
 	}
 	level := map[*pZNode]int{c.ZHead: zMaxLevel}
 	for i := 0; i < int(c.ZLevel); i++ {
@@ -60,7 +60,7 @@ func zsetContents(p *engram.Pool, c *pColl) (map[string]float64, error) {
 		}
 	}
 	for n, l := range level {
-		if k, err := p.ObjectCount(unsafe.Pointer(n)); err != nil || k != 2+l {
+		if k, err := p.ObjectCount(unsafe.Pointer(n)); err != nil || k != zNodeHead+l {
 			return nil, fmt.Errorf("node %q: linked on %d levels, its array has %d elements (%v)", n.member(), l, k, err)
 		}
 	}
@@ -68,8 +68,9 @@ func zsetContents(p *engram.Pool, c *pColl) (map[string]float64, error) {
 }
 
 // zexploreOps is the traced workload: moves of existing members (to
-// random scores, so the paths differ), new members, removals, a move of a
-// member to the tail and one to the head.
+// random scores, so the paths differ), a score written in place (its rank
+// kept), new members, removals, a move of a member to the tail and one to
+// the head.
 func zexploreOps(r *rand.Rand, members int) []func(tx *engram.Tx, c *pColl, model map[string]float64) error {
 	move := func(m string, s float64) func(tx *engram.Tx, c *pColl, model map[string]float64) error {
 		return func(tx *engram.Tx, c *pColl, model map[string]float64) error {
@@ -93,11 +94,27 @@ func zexploreOps(r *rand.Rand, members int) []func(tx *engram.Tx, c *pColl, mode
 			return move(m, s)(tx, c, model)
 		}
 	}
+	// rescore gives m a score between its neighbours': written in place
+	// (zrescore), which it checks.
+	rescore := func(m string) func(tx *engram.Tx, c *pColl, model map[string]float64) error {
+		return func(tx *engram.Tx, c *pColl, model map[string]float64) error {
+			x := c.zfind([]byte(m))
+			if x == nil || x.lv(0).Fwd == nil {
+				return fmt.Errorf("rescore %s: not a member before the tail", m)
+			}
+			s := (x.Score + x.lv(0).Fwd.Score) / 2
+			if !rankKept(x, s) {
+				return fmt.Errorf("rescore %s to %v: its rank would change", m, s)
+			}
+			return move(m, s)(tx, c, model)
+		}
+	}
 	member := func() string { return fmt.Sprintf("m%d", r.IntN(members)) }
 	near := r.IntN(members)
 	return []func(tx *engram.Tx, c *pColl, model map[string]float64) error{
 		move(member(), r.Float64()*100), move(member(), r.Float64()*100),
-		move(fmt.Sprintf("m%d", near), float64(near)+0.5), // the paths share all but the lowest levels
+		move(fmt.Sprintf("m%d", near), float64(near)+1.5), // the paths share all but the lowest levels
+		rescore(member()),
 		move("new-a", 50.5), move(member(), 1000), move(member(), -1),
 		tallest(r.Float64() * 100), tallest(2000),
 		rem(member()), move("new-b", r.Float64()*100), move(member(), r.Float64()*100),
@@ -139,6 +156,9 @@ func exploreZSet(t *testing.T, members int) engram.ExploreReport {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The member table is still growing (pZDict.rehashStep): the traced
+	// regions' adds and removal move its buckets.
+	growing := h.C.ZDict.RehashIdx >= 0
 	states := []map[string]float64{maps.Clone(model)}
 	if err := tr.Start(); err != nil {
 		t.Fatal(err)
@@ -176,6 +196,9 @@ func exploreZSet(t *testing.T, members int) engram.ExploreReport {
 	}
 	if rep.Points == 0 || rep.ImagesChecked == 0 {
 		t.Fatalf("nothing explored: %+v", rep)
+	}
+	if !growing {
+		t.Fatalf("the member table of %d members was not growing: the regions moved none of its buckets", members)
 	}
 	return rep
 }

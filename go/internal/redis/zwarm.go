@@ -9,8 +9,11 @@
 // one hop of each per pass, so their misses overlap (16 ZADDs: 32 walks in
 // flight); the commands' own walks then find the nodes cached.
 //
+// Before the walks, the members' table paths (bucket slot, chain: the
+// nodes themselves, pztable.go) are read the same way, in passes.
+//
 // Invariants: as warm.go: it only reads (between two commands of the
-// region, on the executor), through the skiplist's own links, and a wrong
+// region, on the executor), through the table's and skiplist's own links, and a wrong
 // guess (an INCR's sum, a score that does not parse) costs a walk of loads
 // and nothing else; a walk stops at the list's end and after at most
 // ZLevel descents.
@@ -32,6 +35,19 @@ type zwalk struct {
 	m []byte
 }
 
+// zlookup is one member being looked up in a big sorted set's table
+// (pztable.go): at node n of its chain (nil: not there), found once n's
+// hash is the member's.
+type zlookup struct {
+	c     *pColl
+	m     []byte
+	h     uint64
+	n     *pZNode
+	found bool
+	z     float64 // the score a ZADD gives m
+	zset  bool    // z is told
+}
+
 // zwarmTarget is the new score a sorted-set write of args will give its
 // member, if it tells one: ZADD's last score (ZINCRBY's is a sum, ZREM's
 // none: those warm the member's present place only).
@@ -42,34 +58,82 @@ func zwarmTarget(name string, args [][]byte) (float64, bool) {
 	return parseFloat(args[len(args)-2])
 }
 
-// warmZ runs the walks of refs (warmRequest's field refs, walked by
-// walkRefs) whose collection is a skiplist: toward each found member's
-// place and each ZADD's new one. It returns a sum of what it read.
+// warmZ warms the sorted-set writes among refs (warmRequest's key refs,
+// walked by walkRefs): for each whose key holds a skiplist and which
+// names a member (ref.f), the member's table path (its node), then the
+// skiplist walks toward the member's place and a ZADD's new one. It
+// returns a sum of what it read.
 func warmZ(refs []warmRef) uint64 {
+	var lbuf [zwarmMax / 2]zlookup
+	ls := lbuf[:0]
+	for i := range refs {
+		ref := &refs[i]
+		if len(ls) == cap(ls) {
+			break
+		}
+		if ref.f == nil || !ref.found || ref.e.Coll == nil || ref.e.Coll.ZDict == nil || ref.e.Coll.ZHead == nil {
+			continue
+		}
+		ls = append(ls, zlookup{c: ref.e.Coll, m: ref.f, h: hashKey(ref.f), z: ref.z, zset: ref.zset})
+	}
+	if len(ls) == 0 {
+		return 0
+	}
+	walkZTables(ls)
 	var buf [zwarmMax]zwalk
 	ws := buf[:0]
-	for i := range refs {
-		ws = addZWalks(ws, refs[i].c, &refs[i])
-	}
-	if len(ws) == 0 {
-		return 0
+	for i := range ls {
+		ws = addZWalks(ws, &ls[i])
 	}
 	return math.Float64bits(walkZ(ws))
 }
 
-// addZWalks adds the walks of one warmed field ref (its entry found in a
-// skiplist set's table, or not) to ws: toward the member's present place
-// and, for a ZADD, toward its new one.
-func addZWalks(ws []zwalk, c *pColl, ref *warmRef) []zwalk {
-	if c == nil || c.ZHead == nil || c.ZLevel < 1 || len(ws)+2 > cap(ws) {
+// walkZTables follows every lookup's table path in passes, as
+// pZDict.find would: the bucket slots (T1's for a bucket already moved),
+// then each chain one node per pass until each has found its hash or the
+// chain's end. A member added while the table grows, in T1 though its
+// T0 bucket is not moved yet, is not looked for in T1: the command's own
+// lookup takes that miss.
+func walkZTables(ls []zlookup) {
+	for i := range ls {
+		l := &ls[i]
+		d := l.c.ZDict
+		tab := d.T0
+		if d.RehashIdx >= 0 && int64(l.h&uint64(len(tab)-1)) < d.RehashIdx {
+			tab = d.T1 // already moved
+		}
+		l.n = tab[l.h&uint64(len(tab)-1)]
+	}
+	for moved := true; moved; {
+		moved = false
+		for i := range ls {
+			l := &ls[i]
+			if l.found || l.n == nil {
+				continue
+			}
+			if l.n.Hash == l.h {
+				l.found = true
+				continue
+			}
+			l.n, moved = l.n.Next, true
+		}
+	}
+}
+
+// addZWalks adds the walks of one member looked up (walkZTables) to ws:
+// toward the member's present place (its node found) and, for a ZADD,
+// toward its new one.
+func addZWalks(ws []zwalk, l *zlookup) []zwalk {
+	c := l.c
+	if c.ZLevel < 1 || len(ws)+2 > cap(ws) {
 		return ws
 	}
 	top := int(c.ZLevel) - 1
-	if ref.found {
-		ws = append(ws, zwalk{n: c.ZHead, i: top, s: bitsScore(ref.e.Expire), m: ref.e.Key})
+	if l.found {
+		ws = append(ws, zwalk{n: c.ZHead, i: top, s: l.n.Score, m: l.n.member()})
 	}
-	if ref.zset {
-		ws = append(ws, zwalk{n: c.ZHead, i: top, s: ref.z, m: ref.k})
+	if l.zset {
+		ws = append(ws, zwalk{n: c.ZHead, i: top, s: l.z, m: l.m})
 	}
 	return ws
 }

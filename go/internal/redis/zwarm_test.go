@@ -61,10 +61,10 @@ func TestZWarmWalksWhereZAddGoes(t *testing.T) {
 		ws := buf[:0]
 		for k := 0; k < 16; k++ {
 			m := []byte(key(r.IntN(3300))) // a tenth absent
-			ref := warmRef{k: m, z: float64(r.IntN(310)) - 5, zset: true}
-			ref.e = z.zfind(m)
-			ref.found = ref.e != nil
-			ws = addZWalks(ws, z, &ref)
+			l := zlookup{c: z, m: m, z: float64(r.IntN(310)) - 5, zset: true}
+			l.n = z.zfind(m)
+			l.found = l.n != nil
+			ws = addZWalks(ws, &l)
 		}
 		want := make([]*pZNode, len(ws))
 		for k, w := range ws {

@@ -1,0 +1,247 @@
+// pztable.go: a big sorted set's member table (pZDict): a chained hash
+// table, with incremental rehash as store.go's pDict, whose chains are
+// the skiplist nodes themselves (pZNode's Next and Hash: pzset.go). A
+// lookup of a member ends at its node, which holds the member and its
+// score: there is no table entry beside the node (pool layout version 3,
+// server.go), so a member costs one node and its bytes.
+//
+// This is pDict's code for nodes instead of entries (the two chain types
+// differ: an entry is a struct, a node an array of level pairs); the
+// functions keep pDict's names and order.
+//
+// Invariants: a node is in exactly one of the two tables, in the bucket
+// its Hash selects; Used counts the nodes of both; every store into the
+// table is preceded by tx.Log of what it overwrites.
+//
+// Crash behaviour: the table changes only inside the executor's region
+// (each change logged first), so a crash leaves it before or after the
+// region.
+package redis
+
+import (
+	engram "github.com/engram-pm/engram-go"
+)
+
+// pZDict is a sorted set's member -> node table.
+type pZDict struct {
+	T0, T1    []*pZNode
+	Used      int64
+	RehashIdx int64 // -1: not rehashing
+}
+
+func newZDict(tx *engram.Tx) (*pZDict, error) {
+	d, err := engram.New[pZDict](tx)
+	if err != nil {
+		return nil, err
+	}
+	if d.T0, err = engram.Make[*pZNode](tx, initialBuckets, initialBuckets); err != nil {
+		return nil, err
+	}
+	d.RehashIdx = -1
+	return d, nil
+}
+
+// find is m's node (h = hashKey(m)) and the slot that points at it, or
+// nils.
+func (d *pZDict) find(m []byte, h uint64) (slot **pZNode, n *pZNode) {
+	for t := 0; t < 2; t++ {
+		tab := d.T0
+		if t == 1 {
+			if d.RehashIdx < 0 {
+				break
+			}
+			tab = d.T1
+		}
+		i := h & uint64(len(tab)-1)
+		if t == 0 && d.RehashIdx >= 0 && int64(i) < d.RehashIdx {
+			continue // already moved to T1
+		}
+		slot = &tab[i]
+		for n = *slot; n != nil; n = n.Next {
+			if n.Hash == h && string(n.member()) == string(m) {
+				return slot, n
+			}
+			slot = &n.Next
+		}
+	}
+	return nil, nil
+}
+
+// insertSlot is where a new member goes: T1 while rehashing, else T0.
+func (d *pZDict) insertSlot(h uint64) **pZNode {
+	tab := d.T0
+	if d.RehashIdx >= 0 {
+		tab = d.T1
+	}
+	return &tab[h&uint64(len(tab)-1)]
+}
+
+// prepareAdd starts growing if due, then takes one rehash step (each
+// logged on its own), so that the tables do not change between
+// insertSlot and linkLogged.
+func (d *pZDict) prepareAdd(tx *engram.Tx) error {
+	if err := d.maybeGrow(tx); err != nil {
+		return err
+	}
+	return d.rehashStep(tx)
+}
+
+// rehashStep moves one bucket (and skips up to 10 empty ones).
+func (d *pZDict) rehashStep(tx *engram.Tx) error {
+	if d.RehashIdx < 0 {
+		return nil
+	}
+	for empty := 0; empty < 10 && d.RehashIdx < int64(len(d.T0)); empty++ {
+		if d.T0[d.RehashIdx] != nil {
+			break
+		}
+		if err := tx.Log(&d.RehashIdx); err != nil {
+			return err
+		}
+		d.RehashIdx++
+	}
+	if d.RehashIdx < int64(len(d.T0)) {
+		if err := d.moveBucket(tx, d.RehashIdx); err != nil {
+			return err
+		}
+		if err := tx.Log(&d.RehashIdx); err != nil {
+			return err
+		}
+		d.RehashIdx++
+	}
+	if d.RehashIdx >= int64(len(d.T0)) {
+		return d.finishRehash(tx)
+	}
+	return nil
+}
+
+// moveBucket moves T0's bucket i into T1: every link it changes (each
+// node's Next, its destination slot, the source slot) logged with one
+// engine call and one fence, then changed.
+func (d *pZDict) moveBucket(tx *engram.Tx, i int64) error {
+	src := &d.T0[i]
+	var b engram.LogBatch
+	for n := *src; n != nil; n = n.Next {
+		engram.BatchLog(tx, &b, &n.Next)
+		engram.BatchLog(tx, &b, &d.T1[n.Hash&uint64(len(d.T1)-1)])
+	}
+	engram.BatchLog(tx, &b, src)
+	if err := tx.LogBatch(&b); err != nil {
+		return err
+	}
+	for n := *src; n != nil; {
+		next := n.Next
+		dst := &d.T1[n.Hash&uint64(len(d.T1)-1)]
+		n.Next = *dst
+		*dst = n
+		n = next
+	}
+	*src = nil
+	return nil
+}
+
+func (d *pZDict) finishRehash(tx *engram.Tx) error {
+	if err := tx.Log(d); err != nil {
+		return err
+	}
+	old := d.T0
+	d.T0, d.T1, d.RehashIdx = d.T1, nil, -1
+	return tx.Free(old)
+}
+
+// maybeGrow starts a rehash into a table twice the size at load 1.
+func (d *pZDict) maybeGrow(tx *engram.Tx) error {
+	if d.RehashIdx >= 0 || d.Used < int64(len(d.T0)) {
+		return nil
+	}
+	n := len(d.T0) * 2
+	t1, err := engram.Make[*pZNode](tx, n, n)
+	if err != nil {
+		return err
+	}
+	if err := tx.Log(d); err != nil {
+		return err
+	}
+	d.T1, d.RehashIdx = t1, 0
+	return nil
+}
+
+// logLink adds to b what linking or unlinking a node at slot changes: the
+// slot and the count.
+func (d *pZDict) logLink(tx *engram.Tx, b *engram.LogBatch, slot **pZNode) {
+	engram.BatchLog(tx, b, slot)
+	engram.BatchLog(tx, b, &d.Used)
+}
+
+// linkLogged links n at slot (insertSlot after prepareAdd; logLink done).
+func (d *pZDict) linkLogged(slot **pZNode, n *pZNode) {
+	n.Next = *slot
+	*slot = n
+	d.Used++
+}
+
+// unlinkLogged unlinks n from slot, the slot that points at it (find;
+// logLink done).
+func (d *pZDict) unlinkLogged(slot **pZNode, n *pZNode) {
+	*slot = n.Next
+	d.Used--
+}
+
+// free frees the tables and d (the nodes are the skiplist's).
+func (d *pZDict) free(tx *engram.Tx) error {
+	for _, t := range [][]*pZNode{d.T0, d.T1} {
+		if cap(t) > 0 {
+			if err := tx.Free(t); err != nil {
+				return err
+			}
+		}
+	}
+	return tx.Free(d)
+}
+
+// scan visits buckets from cursor until it has seen count nodes (before
+// MATCH filtering) or visited 10*count buckets, as dictScan does, and
+// returns the next cursor, 0 at the end.
+func (d *pZDict) scan(cur uint64, count int64, fn func(n *pZNode)) uint64 {
+	seen := int64(0)
+	visit := func(tab []*pZNode, i uint64) {
+		for n := tab[i]; n != nil; n = n.Next {
+			seen++
+			fn(n)
+		}
+	}
+	small, large := d.T0, []*pZNode(nil)
+	if d.RehashIdx >= 0 {
+		large = d.T1
+		if len(large) < len(small) {
+			small, large = large, small
+		}
+	}
+	for i := int64(0); i < 10*count && seen < count; i++ {
+		if cur = scanBuckets(small, large, cur, visit); cur == 0 {
+			break
+		}
+	}
+	return cur
+}
+
+// scanBuckets visits small's bucket cursor and, when large is not nil,
+// the buckets of large it expands to, and returns the next cursor (the
+// reverse-binary cursor of pDict.scanBucket and Redis's dictScan).
+func scanBuckets[E any](small, large []E, cursor uint64, visit func(tab []E, i uint64)) uint64 {
+	m0 := uint64(len(small) - 1)
+	visit(small, cursor&m0)
+	if large == nil {
+		cursor |= ^m0
+		return rev(rev(cursor) + 1)
+	}
+	m1 := uint64(len(large) - 1)
+	for {
+		visit(large, cursor&m1)
+		cursor |= ^m1
+		cursor = rev(rev(cursor) + 1)
+		if cursor&(m0^m1) == 0 {
+			return cursor
+		}
+	}
+}
