@@ -7,7 +7,11 @@
 //
 // This is pDict's code for nodes instead of entries (the two chain types
 // differ: an entry is a struct, a node an array of level pairs); the
-// functions keep pDict's names and order.
+// functions keep pDict's names and order, so a fix to one is easily made
+// to the other. It is a copy, not one generic table, on purpose: Go
+// compiles a method of a generic type once for all pointer type arguments
+// and calls the chain's accessors (next link, hash, key) through a
+// dictionary, not inlined, and pDict.find is on every command's path.
 //
 // Invariants: a node is in exactly one of the two tables, in the bucket
 // its Hash selects; Used counts the nodes of both; every store into the
