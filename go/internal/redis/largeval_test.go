@@ -50,6 +50,7 @@ func TestLargeValueCopiedOnce(t *testing.T) {
 		{"LPUSH", func(k []byte) [][]byte { return [][]byte{b("LPUSH"), k, val} }},
 		{"RPUSH", func(k []byte) [][]byte { return [][]byte{b("RPUSH"), k, val} }},
 		{"SADD", func(k []byte) [][]byte { return [][]byte{b("SADD"), k, val} }},
+		{"ZADD", func(k []byte) [][]byte { return [][]byte{b("ZADD"), k, b("1.5"), val} }},
 	}
 	c := &client{id: 1, proto: 2, authed: true}
 	s.execMu.Lock()

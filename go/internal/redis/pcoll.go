@@ -244,6 +244,22 @@ func writeValueAs(tx *engram.Tx, lim *limits, e *pEntry, t int64, v any, big boo
 	return nil
 }
 
+// toColl stores the compact value v of k (e: its entry, nil if the key is
+// new; it is created) as its persistent structure now, before a write
+// that passes Redis's conversion threshold, and returns the entry: the
+// write then goes into the structure directly, so its bytes reach the
+// pool once instead of through the compact value's Go form.
+func (x *ctx) toColl(k []byte, t int64, e *pEntry, v any) (*pEntry, error) {
+	if e == nil {
+		ne, err := x.put(k, t, nil, false)
+		if err != nil {
+			return nil, err
+		}
+		e = ne
+	}
+	return e, writeValueAs(x.tx, &x.s.lim, e, t, v, true)
+}
+
 // compactOf is v's compact encoding if Redis would keep it compact.
 func compactOf(lim *limits, t int64, v any) ([]byte, bool) {
 	switch t {

@@ -177,21 +177,14 @@ func (o *hobj) fitsCompact(f, v []byte) bool {
 	return int64(len(f)) <= lim.hashValue && int64(len(v)) <= lim.hashValue
 }
 
-// toTable stores the compact value as its table now, creating the key if
-// it is new; the fields to come are written into the table directly.
+// toTable stores the compact value as its table now (toColl); the fields
+// to come are written into the table directly.
 func (o *hobj) toTable() error {
-	x := o.x
-	if o.e == nil {
-		e, err := x.put(o.k, o.t, nil, false)
-		if err != nil {
-			return err
-		}
-		o.e = e
-	}
-	if err := writeValueAs(x.tx, &x.s.lim, o.e, o.t, o.h, true); err != nil {
+	e, err := o.x.toColl(o.k, o.t, o.e, o.h)
+	if err != nil {
 		return err
 	}
-	o.c, o.h = o.e.Coll, nil
+	o.e, o.c, o.h = e, e.Coll, nil
 	return nil
 }
 

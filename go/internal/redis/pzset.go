@@ -754,6 +754,16 @@ func (o *zobj) add(m []byte, s float64) (bool, error) {
 // second table lookup.
 func (o *zobj) addAt(m []byte, s float64, n *pZNode) (bool, error) {
 	o.dirty = true
+	if o.c == nil && int64(len(m)) > o.x.s.lim.zsetValue {
+		// A member too long for the compact value: the skiplist first
+		// (toColl), so that the member's bytes go into the pool once.
+		e, err := o.x.toColl(o.k, tZSet, o.e, o.z)
+		if err != nil {
+			return false, err
+		}
+		o.e, o.c, o.z = e, e.Coll, nil
+		return o.c.zadd(o.x.tx, m, s)
+	}
 	if o.c != nil {
 		return o.c.zaddAt(o.x.tx, n, m, s)
 	}
