@@ -25,6 +25,11 @@ type ctx struct {
 	w    *W
 	args [][]byte
 	name string
+	// hob is the first hash or set object the command opens (hashObj):
+	// part of the pooled context, so an HSET allocates nothing on the Go
+	// heap; a second one (SMOVE, SINTERSTORE) is allocated.
+	hob     hobj
+	hobUsed bool
 }
 
 type cmdFunc func(x *ctx) error
