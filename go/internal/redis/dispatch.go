@@ -10,6 +10,7 @@
 package redis
 
 import (
+	"bytes"
 	"errors"
 	"strconv"
 	"strings"
@@ -168,9 +169,16 @@ func lookupCommand(b []byte) *command {
 
 // lookupCommands appends the command of each of cmds (nil: unknown) to
 // defs: a request's commands are looked up once, for warming and dispatch.
+// A command spelled as the one before it (a pipeline of INCRs) takes its
+// lookup without hashing the name again.
 func lookupCommands(defs []*command, cmds [][][]byte) []*command {
+	var prev []byte
+	var def *command
 	for _, args := range cmds {
-		defs = append(defs, lookupCommand(args[0]))
+		if prev == nil || !bytes.Equal(args[0], prev) {
+			prev, def = args[0], lookupCommand(args[0])
+		}
+		defs = append(defs, def)
 	}
 	return defs
 }
