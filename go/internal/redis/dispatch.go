@@ -291,7 +291,7 @@ func (s *Server) putFound(tx *engram.Tx, db int, k []byte, e *pEntry, t int64, v
 	if e == nil {
 		return s.root.DBs[db].add(tx, k, t, val)
 	}
-	if err := setVal(tx, e, t, val); err != nil {
+	if err := storeVal(tx, e, t, val, false, !keepTTL); err != nil {
 		return nil, err
 	}
 	if !keepTTL {

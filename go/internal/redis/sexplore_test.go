@@ -47,6 +47,7 @@ var sexplorePipelines = [][]string{
 	// cleared)
 	{"DECR d10"},
 	{"MSET t4 bbb"},
+	{"SET t5 ddd"},
 	// both DECRs are guessed from 11 (11 -> 10 keeps the entry), the
 	// second shortens the value: its own log must cover the entry
 	{"DECR d11", "DECR d11"},
@@ -56,7 +57,7 @@ var sexplorePipelines = [][]string{
 var sexploreSetup = []string{
 	"SET n12 12", "SET n9 9", "SET n10 10", "SET n20 20", "SET s3 xxx", "SET s4 abcd",
 	"SET t1 aaa PX 100000000", "SET t2 aaa PX 100000000", "SET t3 5 PX 100000000",
-	"SET r1 ab", "APPEND r1 c", "SET d10 10", "SET d11 11", "SET t4 aaa PX 100000000",
+	"SET r1 ab", "APPEND r1 c", "SET d10 10", "SET d11 11", "SET t4 aaa PX 100000000", "SET t5 aaa PX 100000000",
 }
 
 func splitCmds(lines []string) [][][]byte {

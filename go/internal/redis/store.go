@@ -344,23 +344,27 @@ func freeEntry(tx *engram.Tx, e *pEntry) error {
 
 // setVal replaces an entry's value (the old array is freed at commit).
 func setVal(tx *engram.Tx, e *pEntry, typ int64, val []byte) error {
-	return storeVal(tx, e, typ, val, false)
+	return storeVal(tx, e, typ, val, false, false)
 }
 
 // setRawVal stores a string changed in place (APPEND, SETRANGE, SETBIT):
 // its pool copy has one spare byte (cap > len), which OBJECT ENCODING
 // reports as "raw", as Redis does for such strings.
 func setRawVal(tx *engram.Tx, e *pEntry, val []byte) error {
-	return storeVal(tx, e, tString, val, true)
+	return storeVal(tx, e, tString, val, true, false)
 }
 
-func storeVal(tx *engram.Tx, e *pEntry, typ int64, val []byte, raw bool) error {
+// storeVal stores val as e's value (of type typ), in place when it fits;
+// clearTTL: the caller clears e's TTL next (setExpire), so an in-place
+// write logs the entry with the value when there is one to clear (one
+// log call instead of two).
+func storeVal(tx *engram.Tx, e *pEntry, typ int64, val []byte, raw, clearTTL bool) error {
 	if err := dropColl(tx, e); err != nil {
 		return err
 	}
 	if !raw && canOverwrite(e, val) {
 		var b engram.LogBatch
-		logOverwrite(tx, &b, e, typ, val, false)
+		logOverwrite(tx, &b, e, typ, val, clearTTL)
 		if err := tx.LogBatch(&b); err != nil {
 			return err
 		}
