@@ -49,6 +49,10 @@ type Tx struct {
 	// LogBatch's pairs, copied here for the cgo call (a batch passed to C
 	// itself would escape to the heap: one allocation per batch).
 	logBuf [2 * logBatchMax]uint64
+	// allocOut is where the engine's allocation calls put the new
+	// object's address (a local passed to C would escape to the heap:
+	// one 8-byte allocation per New, Make, String and Bytes).
+	allocOut C.uint64_t
 }
 
 // logCacheSize is how many recently logged ranges a Tx remembers: enough
@@ -479,10 +483,10 @@ func New[T any](tx *Tx) (*T, error) {
 	if err != nil {
 		return nil, err
 	}
-	var addr C.uint64_t
-	if err := status(C.engram_alloc(tx.r, C.uint32_t(id), &addr)); err != nil {
+	if err := status(C.engram_alloc(tx.r, C.uint32_t(id), &tx.allocOut)); err != nil {
 		return nil, err
 	}
+	addr := tx.allocOut
 	tx.track(uintptr(addr), t, 1)
 	return (*T)(ptr(uintptr(addr))), nil
 }
@@ -504,10 +508,10 @@ func Make[T any](tx *Tx, length, capacity int) ([]T, error) {
 	if err != nil {
 		return nil, err
 	}
-	var addr C.uint64_t
-	if err := status(C.engram_alloc_array(tx.r, C.uint32_t(id), C.uint64_t(capacity), &addr)); err != nil {
+	if err := status(C.engram_alloc_array(tx.r, C.uint32_t(id), C.uint64_t(capacity), &tx.allocOut)); err != nil {
 		return nil, err
 	}
+	addr := tx.allocOut
 	tx.track(uintptr(addr), t, capacity)
 	return unsafe.Slice((*T)(ptr(uintptr(addr))), capacity)[:length], nil
 }
@@ -516,10 +520,10 @@ func Make[T any](tx *Tx, length, capacity int) ([]T, error) {
 const byteType = 1
 
 func (tx *Tx) bytes(n int) (unsafe.Pointer, error) {
-	var addr C.uint64_t
-	if err := status(C.engram_alloc_array(tx.r, byteType, C.uint64_t(n), &addr)); err != nil {
+	if err := status(C.engram_alloc_array(tx.r, byteType, C.uint64_t(n), &tx.allocOut)); err != nil {
 		return nil, err
 	}
+	addr := tx.allocOut
 	return ptr(uintptr(addr)), nil
 }
 

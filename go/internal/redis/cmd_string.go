@@ -308,7 +308,7 @@ func msetPairs(x *ctx) error {
 		case e == nil:
 			newKeys, newVals = append(newKeys, x.args[i]), append(newVals, x.args[i+1])
 		case canOverwrite(e, x.args[i+1]):
-			logOverwrite(x.tx, &b, e, x.args[i+1])
+			logOverwrite(x.tx, &b, e, tString, x.args[i+1], true)
 			over[i] = true
 		}
 		found[i] = e
@@ -322,7 +322,9 @@ func msetPairs(x *ctx) error {
 		case over[i]:
 			x.touch(x.args[i])
 			overwriteVal(e, tString, x.args[i+1])
-			e.Expire = 0
+			if e.Expire != 0 {
+				e.Expire = 0 // logged with the entry (logOverwrite)
+			}
 		default:
 			if _, err := x.putLooked(x.args[i], e, tString, x.args[i+1], false); err != nil {
 				return err

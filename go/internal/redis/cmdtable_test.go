@@ -83,3 +83,19 @@ func TestCommandFlagsCopied(t *testing.T) {
 		}
 	}
 }
+
+// TestLookupCommandsRepeated: a pipeline's commands are looked up once
+// per run of equal names; each still gets its own command.
+func TestLookupCommandsRepeated(t *testing.T) {
+	names := []string{"INCR", "INCR", "incr", "GET", "GET", "GETDEL", "nosuch", "nosuch", "INCR", "", "SET"}
+	var cmds [][][]byte
+	for _, n := range names {
+		cmds = append(cmds, [][]byte{[]byte(n), []byte("k")})
+	}
+	defs := lookupCommands(nil, cmds)
+	for i, n := range names {
+		if want := lookupCommand([]byte(n)); defs[i] != want {
+			t.Fatalf("command %d (%q): got %v, want %v", i, n, defs[i], want)
+		}
+	}
+}

@@ -10,6 +10,7 @@
 package redis
 
 import (
+	"bytes"
 	"errors"
 	"strconv"
 	"strings"
@@ -25,6 +26,11 @@ type ctx struct {
 	w    *W
 	args [][]byte
 	name string
+	// hob is the first hash or set object the command opens (hashObj):
+	// part of the pooled context, so an HSET allocates nothing on the Go
+	// heap; a second one (SMOVE, SINTERSTORE) is allocated.
+	hob     hobj
+	hobUsed bool
 }
 
 type cmdFunc func(x *ctx) error
@@ -163,9 +169,16 @@ func lookupCommand(b []byte) *command {
 
 // lookupCommands appends the command of each of cmds (nil: unknown) to
 // defs: a request's commands are looked up once, for warming and dispatch.
+// A command spelled as the one before it (a pipeline of INCRs) takes its
+// lookup without hashing the name again.
 func lookupCommands(defs []*command, cmds [][][]byte) []*command {
+	var prev []byte
+	var def *command
 	for _, args := range cmds {
-		defs = append(defs, lookupCommand(args[0]))
+		if prev == nil || !bytes.Equal(args[0], prev) {
+			prev, def = args[0], lookupCommand(args[0])
+		}
+		defs = append(defs, def)
 	}
 	return defs
 }
@@ -278,7 +291,7 @@ func (s *Server) putFound(tx *engram.Tx, db int, k []byte, e *pEntry, t int64, v
 	if e == nil {
 		return s.root.DBs[db].add(tx, k, t, val)
 	}
-	if err := setVal(tx, e, t, val); err != nil {
+	if err := storeVal(tx, e, t, val, !keepTTL); err != nil {
 		return nil, err
 	}
 	if !keepTTL {

@@ -117,7 +117,12 @@ func (x *ctx) hashObj(k []byte, t int64) (*hobj, bool, error) {
 	if err != nil || wrong {
 		return nil, false, err
 	}
-	o := &hobj{x: x, k: k, t: t, e: e}
+	o := &x.hob
+	if x.hobUsed {
+		o = new(hobj)
+	}
+	x.hobUsed = true
+	*o = hobj{x: x, k: k, t: t, e: e}
 	switch {
 	case e == nil:
 		o.h = newHash()

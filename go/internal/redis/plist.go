@@ -104,7 +104,7 @@ func (c *pColl) lpush(tx *engram.Tx, v []byte, left bool) error {
 	if left {
 		slot = n.Start - 1
 	}
-	if err := tx.Log(&n.Items[slot]); err != nil {
+	if err := logPushSlots(tx, n, slot); err != nil {
 		return err
 	}
 	n.Items[slot] = b
@@ -120,6 +120,22 @@ func (c *pColl) lpush(tx *engram.Tx, v []byte, left bool) error {
 	}
 	c.Len++
 	return nil
+}
+
+// pushWindow is how many slots of a chunk a push logs at once: the
+// aligned run of slots holding the pushed one. The next pushes into that
+// run (the rest of a pipeline's LPUSHes) find it logged on the Go side,
+// with no engine call and no fence: one log call per 8 pushes instead of
+// one each, for 192 bytes of undo instead of 24 (a chunk linked by the
+// region needs no undo at all: the engine answers at once).
+const pushWindow = 8
+
+// logPushSlots undo-logs the slots of n around slot (pushWindow of them,
+// aligned, within the chunk) before a push writes slot.
+func logPushSlots(tx *engram.Tx, n *pLNode, slot int64) error {
+	lo := slot &^ (pushWindow - 1)
+	hi := min(lo+pushWindow, int64(len(n.Items)))
+	return engram.LogSlice(tx, n.Items[lo:hi])
 }
 
 // linkEnd links a new empty chunk at an end (filled from its inner side).

@@ -24,6 +24,8 @@
 package redis
 
 import (
+	"math"
+	"strconv"
 	"unsafe"
 
 	engram "github.com/engram-pm/engram-go"
@@ -55,10 +57,12 @@ func (s *Server) prelog(tx *engram.Tx, refs []warmRef) error {
 }
 
 // appendPrelog adds the ranges a string write of ref's key changes: for
-// an existing string, its entry (what logOverwrite and storeVal log) and
-// its value's bytes if short (an overwrite's); for an absent key, its
-// insertion slot and the table's count (what pDict.add and addMany log,
-// unless a rehash starts first).
+// an existing string, its value's bytes if short (an overwrite's) and its
+// entry unless the write is likely to leave the entry as it is (entryKept:
+// an overwrite by a value of the same length, no TTL to clear, writes
+// only the value bytes); for an absent key, its insertion slot and the
+// table's count (what pDict.add and addMany log, unless a rehash starts
+// first).
 func appendPrelog(pairs []uint64, ref *warmRef) []uint64 {
 	if !ref.found {
 		slot := ref.d.insertSlot(ref.h)
@@ -68,11 +72,91 @@ func appendPrelog(pairs []uint64, ref *warmRef) []uint64 {
 	if e.Type != tString || e.Coll != nil {
 		return pairs
 	}
-	pairs = append(pairs, addrOf(e), uint64(unsafe.Sizeof(*e)))
+	if !entryKept(e, ref.guess) {
+		pairs = append(pairs, addrOf(e), uint64(unsafe.Sizeof(*e)))
+	}
 	if n := cap(e.Val); n > 0 && n <= overwriteMax {
 		pairs = append(pairs, uint64(uintptr(unsafe.Pointer(unsafe.SliceData(e.Val)))), valWords(n))
 	}
 	return pairs
+}
+
+// valGuess is what a pipeline's string write will likely store under its
+// key, as far as warming can tell from the command's arguments: nothing
+// (kind guessNone), a value given as an argument (guessValue: SET k v,
+// GETSET, MSET), or the key's integer plus by (guessIncr: INCR, DECR,
+// INCRBY, DECRBY). A guess only decides what is logged ahead.
+type valGuess struct {
+	kind uint8
+	val  []byte // guessValue's value
+	by   int64  // guessIncr's increment
+}
+
+const (
+	guessNone = iota
+	guessValue
+	guessIncr
+)
+
+// guessValueOf is the valGuess of the string write name at key position
+// i of args (a SET with options, SETEX, PSETEX and INCRBYFLOAT: none:
+// they change the TTL or format their value in ways not worth guessing).
+func guessValueOf(name string, args [][]byte, i int) valGuess {
+	switch name {
+	case "set", "getset":
+		if len(args) == 3 {
+			return valGuess{kind: guessValue, val: args[2]}
+		}
+	case "mset":
+		if i+1 < len(args) {
+			return valGuess{kind: guessValue, val: args[i+1]}
+		}
+	case "incr":
+		return valGuess{kind: guessIncr, by: 1}
+	case "decr":
+		return valGuess{kind: guessIncr, by: -1}
+	case "incrby", "decrby":
+		if len(args) != 3 {
+			break
+		}
+		by, ok := parseInt(args[2])
+		if !ok || (name == "decrby" && by == math.MinInt64) {
+			break
+		}
+		if name == "decrby" {
+			by = -by
+		}
+		return valGuess{kind: guessIncr, by: by}
+	}
+	return valGuess{}
+}
+
+// entryKept is whether the write g guesses leaves entry e (a string's)
+// unchanged: it overwrites e's value bytes with as many bytes (its length
+// and capacity stay: overwriteVal writes the header only if they change)
+// and e has no TTL to clear (SET and MSET clear it; INCR keeps it).
+func entryKept(e *pEntry, g valGuess) bool {
+	n := guessLen(e, g)
+	if n <= 0 || n != len(e.Val) || n != cap(e.Val) {
+		return false
+	}
+	return g.kind == guessIncr || e.Expire == 0
+}
+
+// guessLen is the length of the value g stores over e's (-1: unknown).
+func guessLen(e *pEntry, g valGuess) int {
+	switch g.kind {
+	case guessValue:
+		return len(g.val)
+	case guessIncr:
+		cur, ok := parseInt(e.Val)
+		if !ok || (g.by > 0 && cur > math.MaxInt64-g.by) || (g.by < 0 && cur < math.MinInt64-g.by) {
+			return -1
+		}
+		var buf [20]byte
+		return len(strconv.AppendInt(buf[:0], cur+g.by, 10))
+	}
+	return -1
 }
 
 // valWords is the logged length of a string value of capacity n: whole

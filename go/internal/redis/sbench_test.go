@@ -1,9 +1,9 @@
-// sbench_test.go: micro-benchmarks of the string write path as the
-// executor runs it at pipeline 16 (redis-benchmark -c 50 -P 16 -r 100000:
-// 50 clients' pipelines of 16 commands in one region), without the
-// network: lookup warming, logging ahead, dispatch, the replies' encoding
-// and the commit. Each reports the process's CPU time per command
-// (cpu-ns/op) and Go heap allocations per command (allocs/op).
+// sbench_test.go: micro-benchmarks of the string, list and hash write
+// paths as the executor runs them at pipeline 16 (redis-benchmark -c 50
+// -P 16 -r 100000: 50 clients' pipelines of 16 commands in one region),
+// without the network: lookup warming, logging ahead, dispatch, the
+// replies' encoding and the commit. Each reports the process's CPU time
+// per command (cpu-ns/op) and Go heap allocations per command (allocs/op).
 package redis
 
 import (
@@ -86,5 +86,21 @@ func BenchmarkMSetP16(b *testing.B) {
 			args = append(args, benchKey(r), v)
 		}
 		return args
+	})
+}
+
+// BenchmarkLPushP16: LPUSH of a 3-byte value to one list
+// (redis-benchmark's "LPUSH mylist xxx").
+func BenchmarkLPushP16(b *testing.B) {
+	lpush, k, v := []byte("LPUSH"), []byte("mylist"), []byte("xxx")
+	benchPipelines(b, 1, func(r *rand.Rand) [][]byte { return [][]byte{lpush, k, v} })
+}
+
+// BenchmarkHSetP16: HSET of a random field of 100,000 of one hash to a
+// 3-byte value (redis-benchmark's "HSET myhash element:<rand> xxx").
+func BenchmarkHSetP16(b *testing.B) {
+	hset, k, v := []byte("HSET"), []byte("myhash"), []byte("xxx")
+	benchPipelines(b, 128, func(r *rand.Rand) [][]byte {
+		return [][]byte{hset, k, []byte(fmt.Sprintf("element:%012d", r.IntN(100000))), v}
 	})
 }

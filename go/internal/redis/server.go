@@ -195,6 +195,13 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, openError(cfg.Pool, err)
 	}
+	return newOnPool(cfg, pool, first, t0)
+}
+
+// newOnPool is New on an open pool (first: it was just created; t0: when
+// the open began), which the server then owns (closed on an error).
+func newOnPool(cfg Config, pool *engram.Pool, first bool, t0 time.Time) (*Server, error) {
+	var err error
 	s := &Server{cfg: cfg, pool: pool, lim: defaultLimits, reqs: make(chan *request, 1024), clients: map[int64]*client{},
 		conns: map[int64]*client{}, start: time.Now(), watch: map[string]int64{},
 		blocked: map[*client]*blockState{}, ready: map[string]bool{}, closed: make(chan struct{}), kick: make(chan struct{}, 1)}

@@ -344,12 +344,20 @@ func freeEntry(tx *engram.Tx, e *pEntry) error {
 
 // setVal replaces an entry's value (the old array is freed at commit).
 func setVal(tx *engram.Tx, e *pEntry, typ int64, val []byte) error {
+	return storeVal(tx, e, typ, val, false)
+}
+
+// storeVal stores val as e's value (of type typ), in place when it fits;
+// clearTTL: the caller clears e's TTL next (setExpire), so an in-place
+// write logs the entry with the value when there is one to clear (one
+// log call instead of two).
+func storeVal(tx *engram.Tx, e *pEntry, typ int64, val []byte, clearTTL bool) error {
 	if err := dropColl(tx, e); err != nil {
 		return err
 	}
 	if canOverwrite(e, val) {
 		var b engram.LogBatch
-		logOverwrite(tx, &b, e, val)
+		logOverwrite(tx, &b, e, typ, val, clearTTL)
 		if err := tx.LogBatch(&b); err != nil {
 			return err
 		}
@@ -384,20 +392,34 @@ func canOverwrite(e *pEntry, val []byte) bool {
 	return len(val) > 0 && len(val) <= overwriteMax && e.Coll == nil && cap(e.Val) >= len(val)
 }
 
-// logOverwrite adds to b what overwriteVal changes: the entry and the
-// value bytes it writes.
-func logOverwrite(tx *engram.Tx, b *engram.LogBatch, e *pEntry, val []byte) {
-	engram.BatchLog(tx, b, e)
+// logOverwrite adds to b what overwriteVal changes: the value bytes it
+// writes, and the entry if its header changes or clearTTL finds a TTL to
+// clear (an INCR of 12 to 13 or a SET of a 3-byte value over one leaves
+// the entry as it is: only the value's line is logged and, at the
+// commit, flushed).
+func logOverwrite(tx *engram.Tx, b *engram.LogBatch, e *pEntry, typ int64, val []byte, clearTTL bool) {
+	if headerChanges(e, typ, len(val)) || (clearTTL && e.Expire != 0) {
+		engram.BatchLog(tx, b, e)
+	}
 	engram.BatchLogSlice(tx, b, e.Val[:len(val)])
+}
+
+// headerChanges is whether overwriteVal of n bytes of type typ writes e's
+// header fields (Val's length or capacity, Type).
+func headerChanges(e *pEntry, typ int64, n int) bool {
+	return e.Type != typ || len(e.Val) != n || cap(e.Val) != n
 }
 
 // overwriteVal writes val over e's value bytes (canOverwrite, logged by
 // logOverwrite). The value's capacity becomes its length: cap > len is a
-// raw string (rawstr.go).
+// raw string (rawstr.go). The header is written only if it changes
+// (logOverwrite logs it only then).
 func overwriteVal(e *pEntry, typ int64, val []byte) {
 	n := len(val)
 	copy(e.Val[:n], val)
-	e.Val, e.Type = e.Val[:n:n], typ
+	if headerChanges(e, typ, n) {
+		e.Val, e.Type = e.Val[:n:n], typ
+	}
 }
 
 func setExpire(tx *engram.Tx, e *pEntry, at int64) error {

@@ -36,8 +36,9 @@ type warmRef struct {
 	h     uint64
 	e     *pEntry
 	found bool
-	inNew bool // looking in T1 (the table a growing table moves to)
-	pre   bool // the command writes a string under the key (prelog.go)
+	inNew bool     // looking in T1 (the table a growing table moves to)
+	pre   bool     // the command writes a string under the key (prelog.go)
+	guess valGuess // what the string write stores there (prelog.go)
 	f     []byte
 	c     *pColl  // a field's ref: the collection whose table d is
 	z     float64 // the score a ZADD gives f (zset: it tells one; zwarm.go)
@@ -110,6 +111,9 @@ func appendKeyRefs(refs []warmRef, d *pDict, cmd *command, args [][]byte) []warm
 	pre := cmd.prelog
 	for i := cmd.first; i <= last && len(refs) < warmMax; i += step {
 		ref := warmRef{d: d, k: args[i], h: hashKey(args[i]), pre: pre}
+		if pre {
+			ref.guess = guessValueOf(cmd.name, args, i)
+		}
 		// Warming runs before dispatch checks the arity: fi may be past the end.
 		if fi := fieldArg(cmd.name, len(args)); i == cmd.first && fi > cmd.first && fi < len(args) {
 			ref.f = args[fi]
