@@ -263,6 +263,29 @@ impl<'t> RTx<'t> {
         Ok(unsafe { v.value_of(b, g) })
     }
 
+    /// Reads an embedded volatile field (`TField`, `tfield.rs`): its lock
+    /// word `word`, its value by `load`. In a volatile-only attempt the
+    /// seqlock read against the volatile clock's snapshot (no read set, so
+    /// `keep` is not called: the caller holds the field's owner for the
+    /// attempt); in a pool's lean attempt, as for a `TVar`, the attempt
+    /// ends for the full path; on the full path the `STx`'s read.
+    #[inline]
+    pub(crate) fn read_field<T, K>(&self, word: &AtomicU64, load: impl Fn() -> T, keep: impl FnOnce() -> Arc<K>) -> StmResult<T>
+    where
+        T: Clone + Send + Sync + 'static,
+        K: std::any::Any + Send + Sync,
+    {
+        if let Some(tx) = self.full {
+            return tx.read_volatile(word, load, keep);
+        }
+        if self.inner.is_some() {
+            return Err(StmError::Retry);
+        }
+        let mut out = None;
+        self.stable_word(word, || out = Some(load()))?;
+        out.ok_or_else(|| StmError::Failed(Error::invalid("a field read produced nothing")))
+    }
+
     /// Reads the cell at `addr` (value of at most `max` bytes).
     #[inline]
     pub(crate) fn read_cell<P: Persistent>(&self, addr: u64, max: usize) -> StmResult<P> {
