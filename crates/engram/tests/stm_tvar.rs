@@ -18,8 +18,9 @@
 //!   read-only transactions (`stm::atomically_read`: no read set, the
 //!   volatile clock's snapshot, each read a seqlock read), which must
 //!   always see the total; with the read-only re-check or snapshot check
-//!   planted out (`stm.ro_no_recheck`, `stm.ro_no_rv_check`) they must see
-//!   a torn total.
+//!   planted out (`stm.ro_no_recheck`, `stm.ro_no_rv_check`), or the
+//!   one-compare test of a lock word made to ignore its lock bits
+//!   (`stm.ro_fast_check_ignores_lock`), they must see a torn total.
 //!
 //! - `vcollection_lookups_*`: the `vcollections` maps (both layouts)
 //!   looked up by volatile read-only transactions while writers move a key
@@ -237,6 +238,14 @@ fn read_only_audits_catch_a_missing_recheck() {
 fn read_only_audits_catch_a_missing_snapshot_check() {
     common::bounded("tvar read-only audits, no rv check", BOUND, || {
         assert!(read_only_audits::<u64>(&["stm.ro_no_rv_check"], 2_000_000, true).0 > 0, "no torn total without the rv check");
+    });
+}
+
+#[test]
+fn read_only_audits_catch_a_fast_check_that_ignores_locks() {
+    common::bounded("tvar read-only audits, fast check ignores locks", BOUND, || {
+        let torn = read_only_audits::<u64>(&["stm.ro_fast_check_ignores_lock"], 2_000_000, true).0;
+        assert!(torn > 0, "no torn total with locked words accepted");
     });
 }
 
