@@ -494,8 +494,11 @@ fn move_and_churn(tx: &STx<'_>, a: &dyn VMap, b: &dyn VMap, k: u64, i: u64) -> S
     }
 }
 
+/// A named pair of maps of one structure and layout.
+type MapPair = (&'static str, Box<dyn VMap>, Box<dyn VMap>);
+
 /// Each structure in both layouts (`TVar` and `TField` cells): a fresh pair.
-fn vmap_pairs() -> Vec<(&'static str, Box<dyn VMap>, Box<dyn VMap>)> {
+fn vmap_pairs() -> Vec<MapPair> {
     vec![
         ("rbtree/tvar", Box::new(RbTree::<Boxed>::new()), Box::new(RbTree::<Boxed>::new())),
         ("rbtree/embedded", Box::new(RbTree::<Embedded>::new()), Box::new(RbTree::<Embedded>::new())),
@@ -521,7 +524,10 @@ fn vcollection_lookups_see_a_moved_key_in_one_map() {
 fn vcollection_lookups_catch_a_missing_recheck() {
     common::bounded("vcollections read-only lookups, no re-check", BOUND, || {
         for (name, a, b) in vmap_pairs() {
-            assert!(moved_key_lookups(&*a, &*b, &["stm.ro_no_recheck"], 400_000, true).0 > 0, "{name}: no torn lookup without the re-check");
+            assert!(
+                moved_key_lookups(&*a, &*b, &["stm.ro_no_recheck"], 400_000, true).0 > 0,
+                "{name}: no torn lookup without the re-check"
+            );
         }
     });
 }
@@ -530,7 +536,10 @@ fn vcollection_lookups_catch_a_missing_recheck() {
 fn vcollection_lookups_catch_a_missing_snapshot_check() {
     common::bounded("vcollections read-only lookups, no rv check", BOUND, || {
         for (name, a, b) in vmap_pairs() {
-            assert!(moved_key_lookups(&*a, &*b, &["stm.ro_no_rv_check"], 400_000, true).0 > 0, "{name}: no torn lookup without the rv check");
+            assert!(
+                moved_key_lookups(&*a, &*b, &["stm.ro_no_rv_check"], 400_000, true).0 > 0,
+                "{name}: no torn lookup without the rv check"
+            );
         }
     });
 }

@@ -6,7 +6,7 @@
 //!
 //! Layout: nodes live in an arena of fixed chunks, each node six
 //! `TVar<u64>` fields (key, value, left, right, parent, red). A link is a
-//! [`Link`]: the node's address in the arena (as TinySTM's tree holds a
+//! `Link`: the node's address in the arena (as TinySTM's tree holds a
 //! node pointer), 0 for null, so following one is a load, not an arena
 //! lookup. Nodes are handed out by a bump counter and chunks are made on
 //! first use, so a node's variables never move or die while the tree
@@ -23,9 +23,9 @@
 //! Keeps true: the same invariants as `RbTree` ([`TVarRbTree::contents`]
 //! checks order, parent links, colours and black heights); an insert that
 //! does not link its spare node gives it back to the free list; every
-//! [`Link`] is null or the address of a node of the tree's arena (the
+//! `Link` is null or the address of a node of the tree's arena (the
 //! `link` module: a `Link` is made only by the arena or read from a
-//! [`LinkVar`], and a `LinkVar` only ever holds `Link`s).
+//! `LinkVar`, and a `LinkVar` only ever holds `Link`s).
 
 use std::sync::OnceLock;
 
@@ -50,7 +50,14 @@ struct Node {
 
 impl Node {
     fn new() -> Self {
-        Node { key: TVar::new(0), value: TVar::new(0), left: LinkVar::nil(), right: LinkVar::nil(), parent: LinkVar::nil(), red: TVar::new(0) }
+        Node {
+            key: TVar::new(0),
+            value: TVar::new(0),
+            left: LinkVar::nil(),
+            right: LinkVar::nil(),
+            parent: LinkVar::nil(),
+            red: TVar::new(0),
+        }
     }
 }
 

@@ -10,8 +10,8 @@
 //! Keeps true: every operation is one transaction; `contents` runs the
 //! structure's own shape check (`VMap::check`) and sums what it holds.
 
-use engram::stm::{atomically, atomically_read};
 use engram::stm::vcollections::{Boxed, Hamt, Treap, VMap};
+use engram::stm::{atomically, atomically_read};
 
 use super::workload::{BenchError, Contents, Op, Structure, TxMap};
 
