@@ -110,7 +110,7 @@ fn worker(map: &dyn VMap, rt: Runtime, t: u32, stop: &AtomicBool) -> Result<(u64
         r = r.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         let (p, k) = ((r >> 20) % 100, (r >> 33) % KEYS + 1);
         let res = match p {
-            0..=89 => atomically(|tx| map.get(tx, k)).map(drop),
+            0..=89 => atomically(|tx| map.get(&engram::stm::RTx::over(tx), k)).map(drop),
             90..=94 => atomically(|tx| map.insert(tx, k, done)).map(drop),
             _ => atomically(|tx| map.remove(tx, k)).map(drop),
         };

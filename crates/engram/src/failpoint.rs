@@ -171,6 +171,11 @@ mod armed {
         ),
         ("stm.ro_no_rv_check", "a read-only transaction accepts a version newer than its snapshot"),
         (
+            "stm.ro_fast_check_ignores_lock",
+            "a read-only transaction's one-compare test of a lock word (`word::clean_at_most`) ignores its low bits, \
+             so a word locked by a live committer passes if its version is not newer than the snapshot",
+        ),
+        (
             "stm.ro_slow_read",
             "not a bug by itself: a read-only transaction's read yields the processor between the lock-word load and \
              the value load, which widens the window the two bugs above open (tests plant it with them, and alone)",

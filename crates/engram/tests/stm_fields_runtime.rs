@@ -16,7 +16,7 @@
 use engram::htm::EmuConfig;
 use engram::stm::runtime::{self, Runtime};
 use engram::stm::vcollections::{Boxed, Embedded, Hamt, RbTree, Treap, VMap};
-use engram::stm::{atomically, TField, TStruct};
+use engram::stm::{atomically, atomically_read, TField, TStruct};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -48,7 +48,7 @@ fn four_threads(m: &dyn VMap, rt: Runtime, ops: u64) -> u64 {
                     for i in 0..ops {
                         let k = (rng(&mut x) % 64) * 4 + t;
                         match rng(&mut x) % 3 {
-                            0 => assert_eq!(atomically(|tx| m.get(tx, k)).unwrap(), model.get(&k).copied()),
+                            0 => assert_eq!(atomically_read(|tx| m.get(tx, k)).unwrap(), model.get(&k).copied()),
                             1 => {
                                 atomically(|tx| m.insert(tx, k, i)).unwrap();
                                 model.insert(k, i);

@@ -18,8 +18,15 @@
 //!   read-only transactions (`stm::atomically_read`: no read set, the
 //!   volatile clock's snapshot, each read a seqlock read), which must
 //!   always see the total; with the read-only re-check or snapshot check
-//!   planted out (`stm.ro_no_recheck`, `stm.ro_no_rv_check`) they must see
-//!   a torn total.
+//!   planted out (`stm.ro_no_recheck`, `stm.ro_no_rv_check`), or the
+//!   one-compare test of a lock word made to ignore its lock bits
+//!   (`stm.ro_fast_check_ignores_lock`), they must see a torn total.
+//!
+//! - `vcollection_lookups_*`: the `vcollections` maps (both layouts)
+//!   looked up by volatile read-only transactions while writers move a key
+//!   between two maps and churn others: the key is always in exactly one;
+//!   with `stm.ro_no_recheck` / `stm.ro_no_rv_check` planted on the
+//!   readers, lookups see it in both or neither.
 //!
 //! (That volatile-only transactions touch no pool is a unit test:
 //! `stm/engine/pool_state.rs`, `volatile_transactions_touch_no_pool`.)
@@ -27,7 +34,8 @@
 //! Counts and invariants only, no timing (a watchdog bounds each body).
 
 mod common;
-use engram::stm::{atomically, atomically_read, ReadTx, STx, StmResult, TVar};
+use engram::stm::vcollections::{Boxed, Embedded, Hamt, RbTree, Treap, VMap};
+use engram::stm::{atomically, atomically_read, RTx, ReadTx, STx, StmResult, TVar};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -234,6 +242,14 @@ fn read_only_audits_catch_a_missing_snapshot_check() {
 }
 
 #[test]
+fn read_only_audits_catch_a_fast_check_that_ignores_locks() {
+    common::bounded("tvar read-only audits, fast check ignores locks", BOUND, || {
+        let torn = read_only_audits::<u64>(&["stm.ro_fast_check_ignores_lock"], 2_000_000, true).0;
+        assert!(torn > 0, "no torn total with locked words accepted");
+    });
+}
+
+#[test]
 fn read_only_transactions_nest_refused_and_retry_on_the_full_path() {
     let a = TVar::new(0u64);
     let e = atomically_read(|_| Ok(atomically(|tx| tx.read(&a)))).unwrap();
@@ -390,5 +406,140 @@ fn a_variable_outlives_the_attempts_that_read_it() {
             rounds += 1;
         }
         assert_eq!(GONE.load(Ordering::SeqCst), 1, "the variable's value was not dropped exactly once");
+    });
+}
+
+/// The key two writers move between two maps.
+const MOVED: u64 = 1_000_003;
+
+/// Two writers move `MOVED` between maps `a` and `b` in one transaction
+/// each, and in the same transaction insert or remove one of 64 other keys
+/// in both (so nodes are linked, unlinked and rotated under the readers);
+/// two readers look `MOVED` up in both maps in one volatile read-only
+/// transaction (`stm::atomically_read`, `bugs` planted on their threads,
+/// each read widened) and must see it in exactly one. Returns the torn
+/// lookups, the lookups and the attempts on the lean path.
+fn moved_key_lookups(a: &dyn VMap, b: &dyn VMap, bugs: &'static [&'static str], per_writer: u64, until_torn: bool) -> (u64, u64, u64) {
+    atomically(|tx| a.insert(tx, MOVED, 0).map(drop)).unwrap();
+    let (stop, torn, lookups, lean) = (AtomicBool::new(false), AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
+    std::thread::scope(|s| {
+        let ws: Vec<_> = (0..2u64)
+            .map(|t| {
+                let stop = &stop;
+                s.spawn(move || {
+                    let mut x = (t + 7).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+                    for i in 0..per_writer {
+                        if stop.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        atomically(|tx| move_and_churn(tx, a, b, x % 64, i)).unwrap();
+                    }
+                })
+            })
+            .collect();
+        let rs: Vec<_> = (0..2)
+            .map(|_| {
+                let (stop, torn, lookups, lean) = (&stop, &torn, &lookups, &lean);
+                s.spawn(move || {
+                    for bug in bugs {
+                        engram::failpoint::plant(bug);
+                    }
+                    engram::failpoint::plant("stm.ro_slow_read");
+                    while !stop.load(Ordering::Acquire) {
+                        let (in_a, in_b) = atomically_read(|tx| {
+                            lean.fetch_add(tx.is_lean() as u64, Ordering::Relaxed);
+                            Ok((a.get(tx, MOVED)?.is_some(), b.get(tx, MOVED)?.is_some()))
+                        })
+                        .unwrap();
+                        lookups.fetch_add(1, Ordering::Relaxed);
+                        if in_a == in_b {
+                            torn.fetch_add(1, Ordering::Relaxed);
+                            if until_torn {
+                                stop.store(true, Ordering::Release);
+                            }
+                        }
+                    }
+                    engram::failpoint::disarm_all();
+                })
+            })
+            .collect();
+        for w in ws {
+            w.join().unwrap();
+        }
+        stop.store(true, Ordering::Release);
+        for r in rs {
+            r.join().unwrap();
+        }
+    });
+    let (in_a, in_b) = atomically(|tx| Ok((a.get(&RTx::over(tx), MOVED)?.is_some(), b.get(&RTx::over(tx), MOVED)?.is_some()))).unwrap();
+    assert!(in_a != in_b, "the writers lost or doubled the moved key");
+    (torn.into_inner(), lookups.into_inner(), lean.into_inner())
+}
+
+/// One writer step: `MOVED` from the map that holds it to the other, and
+/// key `k` inserted into both maps or removed from both.
+fn move_and_churn(tx: &STx<'_>, a: &dyn VMap, b: &dyn VMap, k: u64, i: u64) -> StmResult<()> {
+    let (from, to) = if a.get(&RTx::over(tx), MOVED)?.is_some() { (a, b) } else { (b, a) };
+    from.remove(tx, MOVED)?;
+    to.insert(tx, MOVED, i)?;
+    if i % 2 == 0 {
+        a.insert(tx, k, i)?;
+        b.insert(tx, k, i).map(drop)
+    } else {
+        a.remove(tx, k)?;
+        b.remove(tx, k).map(drop)
+    }
+}
+
+/// A named pair of maps of one structure and layout.
+type MapPair = (&'static str, Box<dyn VMap>, Box<dyn VMap>);
+
+/// Each structure in both layouts (`TVar` and `TField` cells): a fresh pair.
+fn vmap_pairs() -> Vec<MapPair> {
+    vec![
+        ("rbtree/tvar", Box::new(RbTree::<Boxed>::new()), Box::new(RbTree::<Boxed>::new())),
+        ("rbtree/embedded", Box::new(RbTree::<Embedded>::new()), Box::new(RbTree::<Embedded>::new())),
+        ("treap/tvar", Box::new(Treap::<Boxed>::new()), Box::new(Treap::<Boxed>::new())),
+        ("treap/embedded", Box::new(Treap::<Embedded>::new()), Box::new(Treap::<Embedded>::new())),
+        ("hamt/tvar", Box::new(Hamt::<Boxed>::new()), Box::new(Hamt::<Boxed>::new())),
+        ("hamt/embedded", Box::new(Hamt::<Embedded>::new()), Box::new(Hamt::<Embedded>::new())),
+    ]
+}
+
+#[test]
+fn vcollection_lookups_see_a_moved_key_in_one_map() {
+    common::bounded("vcollections read-only lookups", BOUND, || {
+        for (name, a, b) in vmap_pairs() {
+            let (torn, lookups, lean) = moved_key_lookups(&*a, &*b, &[], 4_000, false);
+            assert_eq!(torn, 0, "{name}: a read-only lookup saw the moved key in both maps or neither ({lookups} lookups)");
+            assert!(lookups > 0 && lean > 0, "{name}: no lookup ran on the lean path ({lookups} lookups)");
+        }
+    });
+}
+
+#[test]
+fn vcollection_lookups_catch_a_missing_recheck() {
+    common::bounded("vcollections read-only lookups, no re-check", BOUND, || {
+        for (name, a, b) in vmap_pairs() {
+            assert!(
+                moved_key_lookups(&*a, &*b, &["stm.ro_no_recheck"], 400_000, true).0 > 0,
+                "{name}: no torn lookup without the re-check"
+            );
+        }
+    });
+}
+
+#[test]
+fn vcollection_lookups_catch_a_missing_snapshot_check() {
+    common::bounded("vcollections read-only lookups, no rv check", BOUND, || {
+        for (name, a, b) in vmap_pairs() {
+            assert!(
+                moved_key_lookups(&*a, &*b, &["stm.ro_no_rv_check"], 400_000, true).0 > 0,
+                "{name}: no torn lookup without the rv check"
+            );
+        }
     });
 }

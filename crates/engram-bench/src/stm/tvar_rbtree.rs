@@ -5,10 +5,12 @@
 //! the read-only path) — no pool, no redo log, no flush.
 //!
 //! Layout: nodes live in an arena of fixed chunks, each node six
-//! `TVar<u64>` fields (key, value, left, right, parent, red); a link is a
-//! node id, 0 for null. Ids are handed out by a bump counter and chunks are
-//! made on first use, so a node's variables never move or die while the
-//! tree exists.
+//! `TVar<u64>` fields (key, value, left, right, parent, red). A link is a
+//! `Link`: the node's address in the arena (as TinySTM's tree holds a
+//! node pointer), 0 for null, so following one is a load, not an arena
+//! lookup. Nodes are handed out by a bump counter and chunks are made on
+//! first use, so a node's variables never move or die while the tree
+//! exists.
 //!
 //! Recycling: a node a delete unlinks goes, after that transaction commits,
 //! to the deleting thread's free list, and a later insert of that thread
@@ -20,28 +22,29 @@
 //!
 //! Keeps true: the same invariants as `RbTree` ([`TVarRbTree::contents`]
 //! checks order, parent links, colours and black heights); an insert that
-//! does not link its spare node gives it back to the free list.
+//! does not link its spare node gives it back to the free list; every
+//! `Link` is null or the address of a node of the tree's arena (the
+//! `link` module: a `Link` is made only by the arena or read from a
+//! `LinkVar`, and a `LinkVar` only ever holds `Link`s).
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use engram::stm::{atomically, atomically_read, ReadTx, STx, StmError, StmResult, TVar};
 
 use super::workload::{BenchError, Contents, Op, TxMap};
+use link::{Arena, Link, LinkVar, NIL};
 
 /// Nodes per arena chunk.
 const CHUNK: usize = 4096;
 /// Chunks at most (4 Mi nodes).
 const MAX_CHUNKS: usize = 1024;
-/// The null link.
-const NIL: u64 = 0;
 
 struct Node {
     key: TVar<u64>,
     value: TVar<u64>,
-    left: TVar<u64>,
-    right: TVar<u64>,
-    parent: TVar<u64>,
+    left: LinkVar,
+    right: LinkVar,
+    parent: LinkVar,
     red: TVar<u64>,
 }
 
@@ -50,19 +53,91 @@ impl Node {
         Node {
             key: TVar::new(0),
             value: TVar::new(0),
-            left: TVar::new(NIL),
-            right: TVar::new(NIL),
-            parent: TVar::new(NIL),
+            left: LinkVar::nil(),
+            right: LinkVar::nil(),
+            parent: LinkVar::nil(),
             red: TVar::new(0),
+        }
+    }
+}
+
+/// Node addresses: the only place a [`Link`] is made or followed.
+mod link {
+    use super::{BenchError, Node, OnceLock, CHUNK, MAX_CHUNKS};
+    use engram::stm::{ReadTx, STx, StmResult, TVar};
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// A node of one tree's arena, by address (0: none). Made only by
+    /// [`Arena::fresh`] and [`LinkVar::get`], so it is always null or a
+    /// node of the arena that made it.
+    #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+    pub struct Link(u64);
+
+    /// The null link.
+    pub const NIL: Link = Link(0);
+
+    /// A transactional link field: a `TVar<u64>` that holds only [`Link`]s.
+    pub struct LinkVar(TVar<u64>);
+
+    impl LinkVar {
+        pub fn nil() -> Self {
+            LinkVar(TVar::new(NIL.0))
+        }
+        #[inline]
+        pub fn get<T: ReadTx>(&self, tx: &T) -> StmResult<Link> {
+            tx.get(&self.0).map(Link)
+        }
+        #[inline]
+        pub fn set(&self, tx: &STx<'_>, l: Link) -> StmResult<()> {
+            tx.write(&self.0, l.0)
+        }
+    }
+
+    /// The nodes, in chunks made on first use and never moved or freed
+    /// before the arena (the tree) is dropped.
+    pub struct Arena {
+        chunks: Box<[OnceLock<Box<[Node]>>]>,
+        next: AtomicU64,
+        /// What the null link stands for if followed (never, by the
+        /// tree's algorithms; this keeps [`Arena::node`] total).
+        nil: Node,
+    }
+
+    impl Arena {
+        pub fn new() -> Self {
+            Arena { chunks: (0..MAX_CHUNKS).map(|_| OnceLock::new()).collect(), next: AtomicU64::new(0), nil: Node::new() }
+        }
+
+        /// A node never handed out before.
+        pub fn fresh(&self) -> Result<Link, BenchError> {
+            let i = self.next.fetch_add(1, Ordering::Relaxed) as usize;
+            if i >= CHUNK * MAX_CHUNKS {
+                return Err(BenchError::Invalid(format!("the TVar tree ran out of its {} node slots", CHUNK * MAX_CHUNKS)));
+            }
+            let chunk = self.chunks[i / CHUNK].get_or_init(|| (0..CHUNK).map(|_| Node::new()).collect());
+            Ok(Link(&chunk[i % CHUNK] as *const Node as u64))
+        }
+
+        /// The node `l` names.
+        #[inline(always)]
+        pub fn node(&self, l: Link) -> &Node {
+            if l == NIL {
+                return &self.nil;
+            }
+            // SAFETY: a non-null `Link` is the address of a node in a chunk
+            // of this arena (made by `fresh`, or read from a `LinkVar`, which
+            // holds only such links; links never cross trees), and chunks
+            // are neither moved nor freed before the arena, which `&self`
+            // borrows.
+            unsafe { &*(l.0 as *const Node) }
         }
     }
 }
 
 /// A red-black tree from u64 to u64 over volatile TVars.
 pub struct TVarRbTree {
-    top: TVar<u64>,
-    chunks: Box<[OnceLock<Box<[Node]>>]>,
-    next: AtomicU64,
+    top: LinkVar,
+    arena: Arena,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -93,72 +168,61 @@ impl Default for TVarRbTree {
 impl TVarRbTree {
     /// An empty tree.
     pub fn new() -> Self {
-        TVarRbTree { top: TVar::new(NIL), chunks: (0..MAX_CHUNKS).map(|_| OnceLock::new()).collect(), next: AtomicU64::new(1) }
+        TVarRbTree { top: LinkVar::nil(), arena: Arena::new() }
     }
 
-    fn node(&self, id: u64) -> &Node {
-        let i = (id - 1) as usize;
-        let chunk = self.chunks[i / CHUNK].get_or_init(|| (0..CHUNK).map(|_| Node::new()).collect());
-        &chunk[i % CHUNK]
+    #[inline(always)]
+    fn node(&self, n: Link) -> &Node {
+        self.arena.node(n)
     }
 
-    /// A node id never handed out before.
-    fn fresh(&self) -> Result<u64, BenchError> {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
-        if id as usize > CHUNK * MAX_CHUNKS {
-            return Err(BenchError::Invalid(format!("the TVar tree ran out of its {} node slots", CHUNK * MAX_CHUNKS)));
-        }
-        self.node(id);
-        Ok(id)
-    }
-
-    fn key<T: ReadTx>(&self, tx: &T, n: u64) -> StmResult<u64> {
+    fn key<T: ReadTx>(&self, tx: &T, n: Link) -> StmResult<u64> {
         tx.get(&self.node(n).key)
     }
 
-    fn child<T: ReadTx>(&self, tx: &T, n: u64, d: Dir) -> StmResult<u64> {
+    fn child<T: ReadTx>(&self, tx: &T, n: Link, d: Dir) -> StmResult<Link> {
         match d {
-            Dir::Left => tx.get(&self.node(n).left),
-            Dir::Right => tx.get(&self.node(n).right),
+            Dir::Left => self.node(n).left.get(tx),
+            Dir::Right => self.node(n).right.get(tx),
         }
     }
 
-    fn set_child(&self, tx: &STx<'_>, n: u64, d: Dir, c: u64) -> StmResult<()> {
+    fn set_child(&self, tx: &STx<'_>, n: Link, d: Dir, c: Link) -> StmResult<()> {
         match d {
-            Dir::Left => tx.write(&self.node(n).left, c),
-            Dir::Right => tx.write(&self.node(n).right, c),
+            Dir::Left => self.node(n).left.set(tx, c),
+            Dir::Right => self.node(n).right.set(tx, c),
         }
     }
 
-    fn parent(&self, tx: &STx<'_>, n: u64) -> StmResult<u64> {
-        tx.read(&self.node(n).parent)
+    fn parent(&self, tx: &STx<'_>, n: Link) -> StmResult<Link> {
+        self.node(n).parent.get(tx)
     }
 
-    fn set_parent(&self, tx: &STx<'_>, n: u64, p: u64) -> StmResult<()> {
-        tx.write(&self.node(n).parent, p)
+    fn set_parent(&self, tx: &STx<'_>, n: Link, p: Link) -> StmResult<()> {
+        self.node(n).parent.set(tx, p)
     }
 
-    fn is_red(&self, tx: &STx<'_>, n: u64) -> StmResult<bool> {
+    fn is_red(&self, tx: &STx<'_>, n: Link) -> StmResult<bool> {
         Ok(n != NIL && tx.read(&self.node(n).red)? != 0)
     }
 
-    fn set_red(&self, tx: &STx<'_>, n: u64, red: bool) -> StmResult<()> {
+    fn set_red(&self, tx: &STx<'_>, n: Link, red: bool) -> StmResult<()> {
         tx.write(&self.node(n).red, red as u64)
     }
 
-    fn side(&self, tx: &STx<'_>, p: u64, n: u64) -> StmResult<Dir> {
+    fn side(&self, tx: &STx<'_>, p: Link, n: Link) -> StmResult<Dir> {
         Ok(if self.child(tx, p, Dir::Left)? == n { Dir::Left } else { Dir::Right })
     }
 
-    fn relink(&self, tx: &STx<'_>, parent: u64, old: u64, new: u64) -> StmResult<()> {
+    fn relink(&self, tx: &STx<'_>, parent: Link, old: Link, new: Link) -> StmResult<()> {
         if parent == NIL {
-            return tx.write(&self.top, new);
+            return self.top.set(tx, new);
         }
         let d = self.side(tx, parent, old)?;
         self.set_child(tx, parent, d, new)
     }
 
-    fn rotate(&self, tx: &STx<'_>, x: u64, d: Dir) -> StmResult<()> {
+    fn rotate(&self, tx: &STx<'_>, x: Link, d: Dir) -> StmResult<()> {
         let y = self.child(tx, x, d.flip())?;
         let b = self.child(tx, y, d)?;
         self.set_child(tx, x, d.flip(), b)?;
@@ -172,8 +236,8 @@ impl TVarRbTree {
         self.set_parent(tx, x, y)
     }
 
-    fn find<T: ReadTx>(&self, tx: &T, key: u64) -> StmResult<u64> {
-        let mut cur = tx.get(&self.top)?;
+    fn find<T: ReadTx>(&self, tx: &T, key: u64) -> StmResult<Link> {
+        let mut cur = self.top.get(tx)?;
         while cur != NIL {
             cur = match key.cmp(&self.key(tx, cur)?) {
                 std::cmp::Ordering::Less => self.child(tx, cur, Dir::Left)?,
@@ -195,8 +259,8 @@ impl TVarRbTree {
 
     /// Sets the key's value, linking node `spare` if the key is new;
     /// returns whether `spare` was linked.
-    fn insert(&self, tx: &STx<'_>, key: u64, value: u64, spare: u64) -> StmResult<bool> {
-        let (mut parent, mut cur, mut d) = (NIL, tx.read(&self.top)?, Dir::Left);
+    fn insert(&self, tx: &STx<'_>, key: u64, value: u64, spare: Link) -> StmResult<bool> {
+        let (mut parent, mut cur, mut d) = (NIL, self.top.get(tx)?, Dir::Left);
         while cur != NIL {
             d = match key.cmp(&self.key(tx, cur)?) {
                 std::cmp::Ordering::Less => Dir::Left,
@@ -213,12 +277,12 @@ impl TVarRbTree {
         let n = self.node(z);
         tx.write(&n.key, key)?;
         tx.write(&n.value, value)?;
-        tx.write(&n.left, NIL)?;
-        tx.write(&n.right, NIL)?;
-        tx.write(&n.parent, parent)?;
+        n.left.set(tx, NIL)?;
+        n.right.set(tx, NIL)?;
+        n.parent.set(tx, parent)?;
         tx.write(&n.red, 1)?;
         if parent == NIL {
-            tx.write(&self.top, z)?;
+            self.top.set(tx, z)?;
         } else {
             self.set_child(tx, parent, d, z)?;
         }
@@ -226,7 +290,7 @@ impl TVarRbTree {
         Ok(true)
     }
 
-    fn fix_insert(&self, tx: &STx<'_>, mut z: u64) -> StmResult<()> {
+    fn fix_insert(&self, tx: &STx<'_>, mut z: Link) -> StmResult<()> {
         loop {
             let mut p = self.parent(tx, z)?;
             if p == NIL || !self.is_red(tx, p)? {
@@ -252,7 +316,7 @@ impl TVarRbTree {
             self.rotate(tx, g, d.flip())?;
             break;
         }
-        let top = tx.read(&self.top)?;
+        let top = self.top.get(tx)?;
         if self.is_red(tx, top)? {
             self.set_red(tx, top, false)?;
         }
@@ -260,7 +324,7 @@ impl TVarRbTree {
     }
 
     /// Removes the key; the node it unlinked.
-    fn remove(&self, tx: &STx<'_>, key: u64) -> StmResult<Option<u64>> {
+    fn remove(&self, tx: &STx<'_>, key: u64) -> StmResult<Option<Link>> {
         let z = self.find(tx, key)?;
         if z == NIL {
             return Ok(None);
@@ -303,7 +367,7 @@ impl TVarRbTree {
         Ok(Some(z))
     }
 
-    fn replace(&self, tx: &STx<'_>, u: u64, up: u64, v: u64) -> StmResult<()> {
+    fn replace(&self, tx: &STx<'_>, u: Link, up: Link, v: Link) -> StmResult<()> {
         self.relink(tx, up, u, v)?;
         if v != NIL {
             self.set_parent(tx, v, up)?;
@@ -311,7 +375,7 @@ impl TVarRbTree {
         Ok(())
     }
 
-    fn fix_remove(&self, tx: &STx<'_>, mut x: u64, mut xp: u64) -> StmResult<()> {
+    fn fix_remove(&self, tx: &STx<'_>, mut x: Link, mut xp: Link) -> StmResult<()> {
         while xp != NIL && !self.is_red(tx, x)? {
             let d = self.side(tx, xp, x)?;
             let mut w = self.child(tx, xp, d.flip())?;
@@ -351,8 +415,8 @@ impl TVarRbTree {
     fn check_node(
         &self,
         tx: &STx<'_>,
-        n: u64,
-        parent: u64,
+        n: Link,
+        parent: Link,
         bounds: (Option<u64>, Option<u64>),
         depth: u32,
         c: &mut Contents,
@@ -363,18 +427,18 @@ impl TVarRbTree {
         let k = self.key(tx, n)?;
         let ordered = bounds.0.is_none_or(|lo| lo < k) && bounds.1.is_none_or(|hi| k < hi);
         if !ordered || self.parent(tx, n)? != parent || depth > 128 {
-            return Err(broken(format!("TVar tree node {n}: out of order, wrong parent, or too deep")));
+            return Err(broken(format!("TVar tree node {n:?}: out of order, wrong parent, or too deep")));
         }
         let red = tx.read(&self.node(n).red)?;
         let (l, r) = (self.child(tx, n, Dir::Left)?, self.child(tx, n, Dir::Right)?);
         if red > 1 || (red == 1 && (self.is_red(tx, l)? || self.is_red(tx, r)?)) {
-            return Err(broken(format!("TVar tree node {n}: colour {red}, or a red node with a red child")));
+            return Err(broken(format!("TVar tree node {n:?}: colour {red}, or a red node with a red child")));
         }
         c.add(k, tx.read(&self.node(n).value)?);
         let bl = self.check_node(tx, l, n, (bounds.0, Some(k)), depth + 1, c)?;
         let br = self.check_node(tx, r, n, (Some(k), bounds.1), depth + 1, c)?;
         if bl != br {
-            return Err(broken(format!("TVar tree node {n}: black heights {bl} and {br}")));
+            return Err(broken(format!("TVar tree node {n:?}: black heights {bl} and {br}")));
         }
         Ok(bl + (red == 0) as u64)
     }
@@ -382,9 +446,9 @@ impl TVarRbTree {
 
 impl TxMap for TVarRbTree {
     /// Nodes this thread unlinked, to reuse.
-    type Local = Vec<u64>;
+    type Local = Vec<Link>;
 
-    fn apply(&self, free: &mut Vec<u64>, op: Op) -> Result<bool, BenchError> {
+    fn apply(&self, free: &mut Vec<Link>, op: Op) -> Result<bool, BenchError> {
         match op {
             Op::Lookup(k) => {
                 std::hint::black_box(atomically_read(|tx| self.get(tx, k))?);
@@ -393,7 +457,7 @@ impl TxMap for TVarRbTree {
             Op::Insert(k, v) => {
                 let spare = match free.pop() {
                     Some(id) => id,
-                    None => self.fresh()?,
+                    None => self.arena.fresh()?,
                 };
                 if !atomically(|tx| self.insert(tx, k, v, spare))? {
                     free.push(spare);
@@ -411,7 +475,7 @@ impl TxMap for TVarRbTree {
     }
 
     fn insert_batch(&self, pairs: &[(u64, u64)]) -> Result<(), BenchError> {
-        let spares = pairs.iter().map(|_| self.fresh()).collect::<Result<Vec<_>, _>>()?;
+        let spares = pairs.iter().map(|_| self.arena.fresh()).collect::<Result<Vec<_>, _>>()?;
         atomically(|tx| pairs.iter().zip(&spares).try_for_each(|(&(k, v), &s)| self.insert(tx, k, v, s).map(drop)))?;
         // Spares of keys that were already present stay unused: harmless.
         Ok(())
@@ -419,7 +483,7 @@ impl TxMap for TVarRbTree {
 
     fn contents(&self) -> Result<Contents, BenchError> {
         Ok(atomically(|tx| {
-            let top = tx.read(&self.top)?;
+            let top = self.top.get(tx)?;
             if self.is_red(tx, top)? {
                 return Err(broken("TVar tree: the top is red".into()));
             }

@@ -2,15 +2,16 @@
 //! [`engram::stm::vcollections`] `Treap` and `Hamt` in their one-`TVar`-
 //! per-node-field layout ([`Boxed`]), run by [`engram::stm::atomically`]
 //! with no pool, as the `tvar` implementation of those structures (the
-//! red-black tree's is [`super::tvar_rbtree`]). Their links are
+//! red-black tree's is [`super::tvar_rbtree`]); lookups by
+//! [`engram::stm::atomically_read`], the read-only path. Their links are
 //! `TVar<Option<Arc<Node>>>` (boxed values behind the lock word), their
 //! values `TVar<u64>` (inline).
 //!
 //! Keeps true: every operation is one transaction; `contents` runs the
 //! structure's own shape check (`VMap::check`) and sums what it holds.
 
-use engram::stm::atomically;
 use engram::stm::vcollections::{Boxed, Hamt, Treap, VMap};
+use engram::stm::{atomically, atomically_read};
 
 use super::workload::{BenchError, Contents, Op, Structure, TxMap};
 
@@ -35,7 +36,7 @@ impl TxMap for TVarVMap {
         let m = &*self.0;
         Ok(match op {
             Op::Lookup(k) => {
-                std::hint::black_box(atomically(|tx| m.get(tx, k))?);
+                std::hint::black_box(atomically_read(|tx| m.get(tx, k))?);
                 false
             }
             Op::Insert(k, v) => {

@@ -66,7 +66,7 @@
 //! }
 //! ```
 
-use super::engine::{STx, StmError, StmResult, VCell};
+use super::engine::{RTx, STx, StmError, StmResult, VCell};
 use super::tvar::TVar;
 use crate::error::Error;
 use parking_lot::RwLock;
@@ -122,6 +122,12 @@ pub trait TCell: Send + Sync {
     fn get<O: Send + Sync + 'static>(&self, tx: &STx<'_>, owner: &Arc<O>) -> StmResult<Self::Value>
     where
         Self::Value: Clone + Send + Sync + 'static;
+    /// Reads it in a read-only transaction (`stm::atomically_read`: the
+    /// seqlock read, no read-set entry; through [`RTx::over`], the full
+    /// transaction's read); `owner` as in [`TCell::get`].
+    fn get_ro<O: Send + Sync + 'static>(&self, tx: &RTx<'_>, owner: &Arc<O>) -> StmResult<Self::Value>
+    where
+        Self::Value: Clone + Send + Sync + 'static;
     /// Buffers a write of `v` in `tx`.
     fn set<O: Send + Sync + 'static>(&self, tx: &STx<'_>, owner: &Arc<O>, v: Self::Value) -> StmResult<()>
     where
@@ -143,6 +149,13 @@ impl<T: Send + Sync + 'static> TCell for TField<T> {
     {
         self.check_inside(owner)?;
         tx.read_volatile(&self.word, || self.value.read().clone(), || owner.clone())
+    }
+    fn get_ro<O: Send + Sync + 'static>(&self, tx: &RTx<'_>, owner: &Arc<O>) -> StmResult<T>
+    where
+        T: Clone,
+    {
+        self.check_inside(owner)?;
+        tx.read_field(&self.word, || self.value.read().clone(), || owner.clone())
     }
     fn set<O: Send + Sync + 'static>(&self, tx: &STx<'_>, owner: &Arc<O>, v: T) -> StmResult<()>
     where
@@ -185,6 +198,12 @@ impl<T: Send + Sync + 'static> TCell for TVar<T> {
         TVar::new(v)
     }
     fn get<O: Send + Sync + 'static>(&self, tx: &STx<'_>, _owner: &Arc<O>) -> StmResult<T>
+    where
+        T: Clone,
+    {
+        tx.read(self)
+    }
+    fn get_ro<O: Send + Sync + 'static>(&self, tx: &RTx<'_>, _owner: &Arc<O>) -> StmResult<T>
     where
         T: Clone,
     {

@@ -40,6 +40,19 @@ pub fn is_locked(w: u64, epoch: u16) -> bool {
     w & LOCKED != 0 && (w >> 1) & EPOCH_MASK == epoch as u64 & EPOCH_MASK
 }
 
+/// The largest version a word can carry (48 bits).
+pub const MAX_VERSION: u64 = (1 << 48) - 1;
+
+/// Whether `w` is an unlocked word (low 16 bits clear) of version at most
+/// `rv` (at most [`MAX_VERSION`]: callers clamp their snapshot), in one
+/// rotate and one compare: rotated right by 16, an unlocked word is its
+/// version, and any word with a low bit set is above `MAX_VERSION`. `false` says nothing more: the word may still be readable
+/// (a stale epoch's lock, [`is_locked`]), so callers check it again in full.
+#[inline(always)]
+pub fn clean_at_most(w: u64, rv: u64) -> bool {
+    w.rotate_right(16) <= rv
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -50,5 +63,25 @@ mod tests {
         assert!(is_locked(w, 7));
         assert!(!is_locked(w, 8));
         assert_eq!(version(w), 42);
+    }
+
+    #[test]
+    fn clean_at_most_is_unlocked_and_not_newer() {
+        for (w, rv, want) in [
+            (unlocked(42), 42, true),
+            (unlocked(42), 41, false),
+            (unlocked(0), 0, true),
+            (unlocked(MAX_VERSION), MAX_VERSION, true),
+            (locked(unlocked(MAX_VERSION), 1), MAX_VERSION, false),
+            (locked(unlocked(3), 7), 100, false),
+            (locked(unlocked(3), 0), 100, false),
+            (unlocked(3) | 2, 100, false),
+        ] {
+            assert_eq!(clean_at_most(w, rv), want, "{w:#x} at {rv}");
+            // It never accepts a word the full test refuses.
+            if clean_at_most(w, rv) {
+                assert!(!is_locked(w, 7) && version(w) <= rv);
+            }
+        }
     }
 }

@@ -17,7 +17,7 @@
 
 use super::{broken, mix, Form, VMap};
 use crate::error::Result;
-use crate::stm::{atomically, STx, StmResult, TCell, TStruct};
+use crate::stm::{atomically, RTx, STx, StmResult, TCell, TStruct};
 use std::sync::Arc;
 
 const BITS: u32 = 5;
@@ -62,6 +62,10 @@ impl<F: Form> Node<F> {
         self.slots[i].get(tx, self)
     }
 
+    fn slot_ro(self: &Arc<Self>, tx: &RTx<'_>, i: usize) -> StmResult<Slot<F>> {
+        self.slots[i].get_ro(tx, self)
+    }
+
     fn set_slot(self: &Arc<Self>, tx: &STx<'_>, i: usize, s: Slot<F>) -> StmResult<()> {
         self.slots[i].set(tx, self, s)
     }
@@ -93,12 +97,13 @@ impl<F: Form> Hamt<F> {
     }
 
     /// The leaf of `key` and where it hangs (node, slot), if present.
-    fn find(&self, tx: &STx<'_>, key: u64) -> StmResult<Option<Found<F>>> {
+    /// (Read-only: a lookup's, or an update's through `RTx::over`.)
+    fn find(&self, tx: &RTx<'_>, key: u64) -> StmResult<Option<Found<F>>> {
         let h = mix(key);
         let mut node = self.root.clone();
         for level in 0..13 {
             let i = index(h, level);
-            match node.slot(tx, i)? {
+            match node.slot_ro(tx, i)? {
                 Slot::Empty => return Ok(None),
                 Slot::Leaf(l) => return Ok((l.key == key).then_some((node, i, l))),
                 Slot::Node(n) => node = n,
@@ -129,9 +134,9 @@ impl<F: Form> Hamt<F> {
 }
 
 impl<F: Form> VMap for Hamt<F> {
-    fn get(&self, tx: &STx<'_>, key: u64) -> StmResult<Option<u64>> {
+    fn get(&self, tx: &RTx<'_>, key: u64) -> StmResult<Option<u64>> {
         match self.find(tx, key)? {
-            Some((_, _, l)) => l.value(tx).map(Some),
+            Some((_, _, l)) => l.value.get_ro(tx, &l).map(Some),
             None => Ok(None),
         }
     }
@@ -170,7 +175,7 @@ impl<F: Form> VMap for Hamt<F> {
     }
 
     fn remove(&self, tx: &STx<'_>, key: u64) -> StmResult<bool> {
-        match self.find(tx, key)? {
+        match self.find(&RTx::over(tx), key)? {
             Some((node, i, _)) => node.set_slot(tx, i, Slot::Empty).map(|()| true),
             None => Ok(false),
         }

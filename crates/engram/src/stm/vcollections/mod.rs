@@ -19,14 +19,16 @@
 //! caller's transaction (so it composes, and user code never sees another
 //! transaction's half-done update); each type's `check` verifies its
 //! shape (order, colours and black heights; heap order; every leaf on its
-//! hash's path) and returns the contents. Unlinked nodes are freed when the
+//! hash's path) and returns the contents. Lookups (`get`) run in a
+//! read-only transaction ([`crate::stm::atomically_read`]: no read set;
+//! in an update, through [`crate::stm::RTx::over`]). Unlinked nodes are freed when the
 //! last transaction holding them ends (`Arc`), so a zombie never reads
 //! freed memory. A parent link whose node is gone (a snapshot older than
 //! the commit that unlinked it) makes the transaction run again.
 //! Volatile: nothing survives a crash.
 //!
 //! ```
-//! use engram::stm::atomically;
+//! use engram::stm::{atomically, atomically_read};
 //! use engram::stm::vcollections::{Embedded, RbTree, VMap};
 //!
 //! let t = RbTree::<Embedded>::new();
@@ -36,7 +38,7 @@
 //!     t.remove(tx, 5)
 //! })
 //! .unwrap();
-//! assert_eq!(atomically(|tx| t.get(tx, 3)).unwrap(), Some(30));
+//! assert_eq!(atomically_read(|tx| t.get(tx, 3)).unwrap(), Some(30));
 //! assert_eq!(t.check().unwrap(), vec![(3, 30)]);
 //! ```
 
@@ -50,7 +52,7 @@ pub use hamt::Hamt;
 pub use rbtree::RbTree;
 pub use treap::Treap;
 
-use super::{STx, StmError, StmResult, TCell, TField, TVar};
+use super::{RTx, STx, StmError, StmResult, TCell, TField, TVar};
 use crate::error::{Error, Result};
 use std::sync::Arc;
 
@@ -78,8 +80,9 @@ impl Form for Embedded {
 
 /// A transactional map from `u64` to `u64` (the benchmark's interface).
 pub trait VMap: Send + Sync {
-    /// The key's value.
-    fn get(&self, tx: &STx<'_>, key: u64) -> StmResult<Option<u64>>;
+    /// The key's value (read-only: `stm::atomically_read`, or an update's
+    /// `RTx::over(tx)`).
+    fn get(&self, tx: &RTx<'_>, key: u64) -> StmResult<Option<u64>>;
     /// Sets the key's value; whether the key is new.
     fn insert(&self, tx: &STx<'_>, key: u64, value: u64) -> StmResult<bool>;
     /// Removes the key; whether it was there.

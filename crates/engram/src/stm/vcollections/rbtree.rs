@@ -11,7 +11,7 @@
 
 use super::{broken, same, Dir, Form, VMap};
 use crate::error::Result;
-use crate::stm::{atomically, STx, StmError, StmResult, TCell, TStruct};
+use crate::stm::{atomically, RTx, STx, StmError, StmResult, TCell, TStruct};
 use std::sync::{Arc, Weak};
 
 type Link<F> = Option<Arc<Node<F>>>;
@@ -117,13 +117,18 @@ impl<F: Form> RbTree<F> {
         x.set_up(tx, &Some(y))
     }
 
-    fn find(&self, tx: &STx<'_>, key: u64) -> StmResult<Link<F>> {
-        let mut cur = self.head.top(tx)?;
+    /// The node of `key` (read-only: a lookup's, or an update's through
+    /// `RTx::over`).
+    fn find(&self, tx: &RTx<'_>, key: u64) -> StmResult<Link<F>> {
+        let mut cur = self.head.top.get_ro(tx, &self.head)?;
         while let Some(n) = cur {
             if n.key == key {
                 return Ok(Some(n));
             }
-            cur = n.child(tx, Dir::of(key, n.key))?;
+            cur = match Dir::of(key, n.key) {
+                Dir::Left => n.left.get_ro(tx, &n)?,
+                Dir::Right => n.right.get_ro(tx, &n)?,
+            };
         }
         Ok(None)
     }
@@ -284,9 +289,9 @@ impl<F: Form> RbTree<F> {
 }
 
 impl<F: Form> VMap for RbTree<F> {
-    fn get(&self, tx: &STx<'_>, key: u64) -> StmResult<Option<u64>> {
+    fn get(&self, tx: &RTx<'_>, key: u64) -> StmResult<Option<u64>> {
         match self.find(tx, key)? {
-            Some(n) => n.value(tx).map(Some),
+            Some(n) => n.value.get_ro(tx, &n).map(Some),
             None => Ok(None),
         }
     }
@@ -320,7 +325,7 @@ impl<F: Form> VMap for RbTree<F> {
     }
 
     fn remove(&self, tx: &STx<'_>, key: u64) -> StmResult<bool> {
-        match self.find(tx, key)? {
+        match self.find(&RTx::over(tx), key)? {
             Some(z) => self.unlink(tx, &z).map(|()| true),
             None => Ok(false),
         }

@@ -22,7 +22,7 @@ fn against_model<M: VMap>(m: &M, keys: u64, ops: usize, seed: u64) {
             batch
                 .iter()
                 .map(|&(op, k)| match op {
-                    0 => m.get(tx, k).map(|v| v.map_or(0, |v| v + 1)),
+                    0 => m.get(&crate::stm::RTx::over(tx), k).map(|v| v.map_or(0, |v| v + 1)),
                     1 => m.insert(tx, k, k * 10 + i as u64).map(u64::from),
                     _ => m.remove(tx, k).map(u64::from),
                 })

@@ -9,7 +9,7 @@
 
 use super::{broken, mix, same, Dir, Form, VMap};
 use crate::error::Result;
-use crate::stm::{atomically, STx, StmResult, TCell, TStruct};
+use crate::stm::{atomically, RTx, STx, StmResult, TCell, TStruct};
 use std::sync::Arc;
 
 type Link<F> = Option<Arc<Node<F>>>;
@@ -48,6 +48,14 @@ impl<F: Form> Node<F> {
         match d {
             Dir::Left => self.left(tx),
             Dir::Right => self.right(tx),
+        }
+    }
+
+    /// The `d` link, in a read-only transaction.
+    fn child_ro(self: &Arc<Self>, tx: &RTx<'_>, d: Dir) -> StmResult<Link<F>> {
+        match d {
+            Dir::Left => self.left.get_ro(tx, self),
+            Dir::Right => self.right.get_ro(tx, self),
         }
     }
 
@@ -162,13 +170,13 @@ impl<F: Form> Treap<F> {
 }
 
 impl<F: Form> VMap for Treap<F> {
-    fn get(&self, tx: &STx<'_>, key: u64) -> StmResult<Option<u64>> {
-        let mut cur = self.head.top(tx)?;
+    fn get(&self, tx: &RTx<'_>, key: u64) -> StmResult<Option<u64>> {
+        let mut cur = self.head.top.get_ro(tx, &self.head)?;
         while let Some(n) = cur {
             if n.key == key {
-                return n.value(tx).map(Some);
+                return n.value.get_ro(tx, &n).map(Some);
             }
-            cur = n.child(tx, Dir::of(key, n.key))?;
+            cur = n.child_ro(tx, Dir::of(key, n.key))?;
         }
         Ok(None)
     }
