@@ -842,7 +842,8 @@ fn every_fence_an_open_issues_is_declared_for_opens() {
 }
 
 /// Every workload has a row in docs/crash-consistency.md's table ("What
-/// is explored"), and every row names a workload.
+/// is explored"), every row names a workload, and so does every name in
+/// the Makefile's deep double-crash loop.
 #[test]
 fn every_workload_is_described_in_the_docs() {
     let doc = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/crash-consistency.md");
@@ -855,5 +856,13 @@ fn every_workload_is_described_in_the_docs() {
     }
     for r in &rows {
         assert!(workload(r).is_some(), "docs/crash-consistency.md describes {r:?}, which is no workload");
+    }
+    // `make bench`'s deep double sweep names its workloads in a shell loop
+    let make = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Makefile")).unwrap();
+    let lines: Vec<&str> = make.lines().collect();
+    let at = lines.windows(2).position(|l| l[0].contains("for w in ") && l[1].contains("--double")).expect("the double loop");
+    let names = lines[at].trim_start().trim_start_matches("for w in ").split(';').next().unwrap();
+    for n in names.split_whitespace() {
+        assert!(workload(n).is_some(), "the Makefile's double-crash sweep names {n:?}, which is no workload");
     }
 }
