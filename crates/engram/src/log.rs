@@ -72,9 +72,12 @@
 //! volatile and plays no part in recovery.
 
 mod redo;
+// The crash explorer's check after recovery (`crashtest`).
+#[cfg(feature = "testing")]
 mod settled;
 
 pub(crate) use redo::recover_slot;
+#[cfg(feature = "testing")]
 pub(crate) use settled::unsettled;
 
 use crate::error::{Error, Result};
