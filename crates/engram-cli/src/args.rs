@@ -41,9 +41,8 @@ pub enum Command {
 
 /// `engram crashtest`.
 #[derive(Debug, Args)]
-#[command(after_help = "Workloads: alloc, roots, commit, abort, nested, panic, growth, relocation, gc,\n\
-    close, recovery, stm-bank, stm-map, stm-overflow, stm-gc, stm-recovery, stm-relocation,\n\
-    lazy-force, lazy-stream, lazy-memo, lazy-hashmemo, or `all`.\n\
+#[command(after_help = "Workloads: `all` (the default) or one name; an unknown name lists them all\n\
+    (docs/crash-consistency.md, \"What is explored\", describes each).\n\
     Exit status 1 if any crash image fails recovery or\n\
     its invariant; each violation names the trace position, the fence, what failed\n\
     and which unflushed stores the image lost.")]

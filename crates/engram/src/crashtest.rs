@@ -30,7 +30,7 @@ mod stm_box;
 mod stm_young;
 pub mod wal;
 
-pub use double::{DoubleReport, DoubleSettings, RECOVERY_FENCES};
+pub use double::{DoubleReport, DoubleSettings};
 
 use crate::error::{Error, Result};
 use crate::failpoint;
@@ -205,6 +205,11 @@ pub struct Settings {
     /// Trace every flush as this instruction (`None`: the one this CPU's
     /// `Pmem` mode uses). CLFLUSH adds crash points after every flush.
     pub flush_kind: Option<FlushKind>,
+    /// Check after every recovery that the logs are settled: no log slot
+    /// begins its log with a valid entry a later scan would read as live
+    /// (`log/settled.rs`). On in both sweeps; a test turns it off to show
+    /// the double-crash mode catches the same bug by itself.
+    pub settled_logs: bool,
 }
 
 impl Settings {
@@ -215,6 +220,7 @@ impl Settings {
             regions: 3,
             explorer: Config { max_images_per_point: 12, ..Config::default() },
             flush_kind: None,
+            settled_logs: true,
         }
     }
 
@@ -225,6 +231,7 @@ impl Settings {
             regions: 12,
             explorer: Config { max_images_per_point: 256, ..Config::default() },
             flush_kind: None,
+            settled_logs: true,
         }
     }
 }
@@ -316,7 +323,8 @@ impl Workload {
             let notes = RETURNED.with(|r| std::mem::take(&mut *r.borrow_mut())).1;
             let extra = h.check.borrow();
             let extra = extra.as_deref();
-            let mut check = |point: usize, img: &[u8]| check_image(&image_path, img, returned_before(&notes, point), extra);
+            let checks = Checks { new_work: true, settled_logs: settings.settled_logs };
+            let mut check = |point: usize, img: &[u8]| check_image(&image_path, img, returned_before(&notes, point), extra, checks);
             explore_indexed(&trace, &settings.explorer, &mut check, progress)
         });
         RETURNED.with(|r| *r.borrow_mut() = (None, Vec::new()));
@@ -377,32 +385,53 @@ impl Drop for QuietUnwinds {
     }
 }
 
-/// Opens an image with the real recovery code and checks it: the heap, the
-/// ledger (with at least `returned` entries when the workload keeps one),
-/// the workload's own invariant; then new work on the recovered pool (a
-/// ledger region that allocates, links and frees) and the heap again.
-fn check_image(path: &Path, img: &[u8], returned: u64, extra: Option<&Invariant>) -> std::result::Result<(), String> {
-    check_image_with(path, img, returned, extra, true)
+/// Which of [`check_image`]'s optional checks run.
+#[derive(Clone, Copy, Debug)]
+struct Checks {
+    /// New work on a ledger after the checks (the double-crash mode's
+    /// second check leaves it out unless `second_new_work`).
+    new_work: bool,
+    /// The logs settled after recovery ([`Settings::settled_logs`]).
+    settled_logs: bool,
 }
 
-/// [`check_image`], the new work on a ledger left out unless `new_work`
-/// (the double-crash mode's cheaper second check).
-fn check_image_with(path: &Path, img: &[u8], returned: u64, extra: Option<&Invariant>, new_work: bool) -> std::result::Result<(), String> {
+/// Opens an image with the real recovery code and checks it: the logs
+/// settled (no slot holds an entry a later scan would read as live), the
+/// heap, the ledger (with at least `returned` entries when the workload
+/// keeps one), the workload's own invariant; then new work on the
+/// recovered pool (a ledger region that allocates, links and frees) and
+/// the heap again.
+fn check_image(path: &Path, img: &[u8], returned: u64, extra: Option<&Invariant>, checks: Checks) -> std::result::Result<(), String> {
     write_image(path, img).map_err(|e| format!("writing image: {e}"))?;
     let pool = Pool::open(path, OpenOptions::new(LAYOUT).durability(Durability::Process)).map_err(|e| format!("open failed: {e}"))?;
+    if checks.settled_logs {
+        check_settled_logs(&pool)?;
+    }
     pool.check().map_err(|e| format!("check failed: {e}"))?;
     check_clean_bitmaps(&pool)?;
     let ledger = verify_ledger(&pool, returned)?;
     if let Some(check) = extra {
         check(&pool, returned)?;
     }
-    if ledger && new_work {
+    if ledger && checks.new_work {
         pool.txn(|tx| ledger_step(tx, 7, 200, 2)).map_err(|e| format!("a region after recovery: {e}"))?;
         pool.txn(churn).map_err(|e| format!("allocating after recovery: {e}"))?;
         verify_ledger(&pool, 0).map_err(|e| format!("after a region on the recovered pool: {e}"))?;
         pool.check().map_err(|e| format!("check after a region on the recovered pool: {e}"))?;
     }
     pool.close().map_err(|e| format!("close failed: {e}"))
+}
+
+/// After recovery, before any region: every log slot settled
+/// (`log/settled.rs`). A recovery that leaves an entry a later scan reads
+/// as live (78040e5's bug) passes every other check of a single crash:
+/// the damage shows only after more work and a second crash.
+fn check_settled_logs(pool: &Pool) -> std::result::Result<(), String> {
+    match crate::log::unsettled(&pool.inner().space) {
+        Ok(None) => Ok(()),
+        Ok(Some(m)) => Err(format!("after recovery, {m}")),
+        Err(e) => Err(format!("reading the logs after recovery: {e}")),
+    }
 }
 
 /// Payload sizes [`churn`] allocates: those of the ledger's objects (an

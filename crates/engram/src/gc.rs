@@ -146,7 +146,7 @@ fn mark_with(
     m.grey_roots()?;
     m.drain(progress, &|| false)?;
     if m.stats.swizzled > 0 {
-        space.persist.fence("swizzled pointers before the relocation is finished")?;
+        space.persist.fence(crate::fences::SWIZZLED)?;
     }
     progress(m.stats.objects);
     m.stats.bad_fields = m.bad.len() as u64;

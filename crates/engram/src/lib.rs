@@ -64,6 +64,7 @@ pub mod crashtest;
 mod crc;
 mod error;
 pub mod failpoint;
+pub mod fences;
 pub mod format;
 mod futex;
 mod gc;

@@ -72,8 +72,13 @@
 //! volatile and plays no part in recovery.
 
 mod redo;
+// The crash explorer's check after recovery (`crashtest`).
+#[cfg(feature = "testing")]
+mod settled;
 
 pub(crate) use redo::recover_slot;
+#[cfg(feature = "testing")]
+pub(crate) use settled::unsettled;
 
 use crate::error::{Error, Result};
 use crate::format::*;
@@ -246,7 +251,7 @@ impl LogWriter {
     /// word again. Returns the new generation, durable on return.
     pub fn commit(&self, space: &Space) -> Result<u64> {
         let gen = (self.gen + 1) & LOG_GEN_MASK;
-        space.write_persist(slot_off(self.slot), &log_gen_word(gen), "log generation bump: the region is committed")?;
+        space.write_persist(slot_off(self.slot), &log_gen_word(gen), crate::fences::GEN_BUMP)?;
         Ok(gen)
     }
 
@@ -259,7 +264,7 @@ impl LogWriter {
     pub fn append(&mut self, space: &Space, chunks: &dyn ChunkAlloc, off: u64, len: u32) -> Result<()> {
         self.append_unfenced(space, chunks, off, len)?;
         // Step 1 of the protocol: the entry is durable before the range changes.
-        space.persist.fence("undo entry before the logged range is modified")?;
+        space.persist.fence(crate::fences::UNDO_ENTRY)?;
         crate::failpoint::Failpoint::LogAfterAppend.hit();
         Ok(())
     }
@@ -316,7 +321,7 @@ impl LogWriter {
             if next != 0 && cap >= need + ENTRY { (chunk_off, cap) } else { self.new_chunk(space, chunks, link_off, next, need)? };
         // The jump entry tells the scan to continue in the linked chunk.
         let h = LogEntryHeader { gen: self.gen, off: 0, len: LOG_JUMP, crc: entry_crc(self.gen, 0, LOG_JUMP, &[]) };
-        space.write_persist(self.cur.at, &h, "jump entry before entries in the next chunk")?;
+        space.write_persist(self.cur.at, &h, crate::fences::JUMP_ENTRY)?;
         self.cur = Cursor { chunk: Some(chunk_off), at: chunk_off + CHUNK_HDR, end: chunk_off + CHUNK_HDR + cap };
         Ok(())
     }
@@ -332,9 +337,9 @@ impl LogWriter {
         //    chunk is linked (the GC reads both once it is).
         space.write(off, &LogChunkHeader { next: rest, cap })?;
         space.flush(off - OBJ_HEADER, OBJ_HEADER + CHUNK_HDR);
-        space.persist.fence("log chunk headers before the chunk is linked")?;
+        space.persist.fence(crate::fences::CHUNK_HEADERS)?;
         // 2. link it (8-byte atomic store); from here the GC keeps it alive.
-        space.write_persist(link_off, &addr, "log chunk link before entries use it")?;
+        space.write_persist(link_off, &addr, crate::fences::CHUNK_LINK)?;
         Ok((off, cap))
     }
 }
@@ -463,10 +468,10 @@ pub(crate) fn undo_slot_of(space: &Space, slot: u32, translate: &dyn Fn(u64) -> 
         // committed (step 3'): past the next region's generation too.
         let gen = slot_gen(space, slot)?;
         let step = if crate::failpoint::planted("log.record_recovery_one_step") { 1 } else { 2 };
-        space.write_persist(slot_off(slot), &log_gen_word(gen + step), "log generation bump: the region is committed")?;
+        space.write_persist(slot_off(slot), &log_gen_word(gen + step), crate::fences::GEN_BUMP)?;
         return Ok(0);
     }
-    space.persist.fence("restored bytes before the log is invalidated")?;
+    space.persist.fence(crate::fences::RESTORED_BYTES)?;
     invalidate(space, slot)?;
     Ok(n)
 }
@@ -518,7 +523,7 @@ fn committed(space: &Space, entries: &[u64], sum: u64) -> Result<bool> {
 /// Bumps the slot's generation: every entry written so far stops counting.
 pub(crate) fn invalidate(space: &Space, slot: u32) -> Result<()> {
     let gen = slot_gen(space, slot)?;
-    space.write_persist(slot_off(slot), &log_gen_word(gen + 1), "log generation bump: the region is committed")
+    space.write_persist(slot_off(slot), &log_gen_word(gen + 1), crate::fences::GEN_BUMP)
 }
 
 /// The first chunk address of each slot (GC roots).
@@ -810,7 +815,7 @@ mod tests {
         assert!(live_entries(space, 9, &|v| v).unwrap().is_empty());
         assert!(space.persist.bumps().is_pending(9));
         std::thread::scope(|s| {
-            s.spawn(|| space.persist.fence("front end fence").unwrap());
+            s.spawn(|| space.persist.fence(crate::fences::FRONT_END).unwrap());
         });
         assert!(!space.persist.bumps().is_pending(9));
     }
@@ -834,10 +839,10 @@ mod tests {
             let before = flushes();
             w.commit_lazily(space).unwrap();
             assert_eq!(flushes(), before, "the committing thread wrote the bump back");
-            space.persist.fence("front end fence").unwrap();
+            space.persist.fence(crate::fences::FRONT_END).unwrap();
             assert_eq!(flushes(), before + 1, "the next fence wrote back the pending bump's line");
             assert!(!space.persist.bumps().is_pending(11));
-            space.persist.fence("front end fence").unwrap();
+            space.persist.fence(crate::fences::FRONT_END).unwrap();
             assert_eq!(flushes(), before + 1, "a retired bump was written back again");
         }
     }

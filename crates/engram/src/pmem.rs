@@ -428,7 +428,7 @@ impl Persister {
         // The 2-fence commit's deferred bumps ride on every fence (`bumps.rs`).
         // SAFETY: a pending word is a log slot's generation word, inside the
         // pool's metadata, which stays mapped while the pool is open.
-        let bumps = self.bumps.flush(|addr| unsafe { self.flush_named(addr as *const u8, 8, "pending generation bump") });
+        let bumps = self.bumps.flush(|addr| unsafe { self.flush_named(addr as *const u8, 8, crate::fences::PENDING_BUMP) });
         self.fence_only(what)?;
         self.bumps.retire(bumps);
         if let Some(seen) = retired {
@@ -448,14 +448,13 @@ impl Persister {
         for (s, _) in seen.pairs() {
             // SAFETY: the ranges are region data inside the pool, which
             // stays mapped while the pool is open.
-            self.retires
-                .flush_ranges(s, |a, l| unsafe { self.flush_named(a as *const u8, l as usize, "redo data before its record is retired") });
+            self.retires.flush_ranges(s, |a, l| unsafe { self.flush_named(a as *const u8, l as usize, crate::fences::RETIRE_DATA) });
         }
-        self.retire_fence("redo data durable before its record's generation moves")?;
+        self.retire_fence(crate::fences::RETIRE_FENCE)?;
         for (s, g) in seen.pairs() {
             let word = self.retires.bump(s, g);
             // SAFETY: a log slot's generation word, mapped while the pool is open.
-            unsafe { self.flush_named(word as *const u8, 8, "redo retire generation bump") };
+            unsafe { self.flush_named(word as *const u8, 8, crate::fences::RETIRE_BUMP) };
         }
         Ok(Some(seen))
     }
@@ -482,12 +481,10 @@ impl Persister {
         let own = self.retires.of(slot);
         if own.is_some() {
             // SAFETY: as in `settle_retires`.
-            self.retires.flush_ranges(slot, |a, l| unsafe {
-                self.flush_named(a as *const u8, l as usize, "redo data of the slot's previous region")
-            });
+            self.retires.flush_ranges(slot, |a, l| unsafe { self.flush_named(a as *const u8, l as usize, crate::fences::REDO_PREVIOUS) });
         }
         // SAFETY: as in `fence`.
-        let bumps = self.bumps.flush(|addr| unsafe { self.flush_named(addr as *const u8, 8, "pending generation bump") });
+        let bumps = self.bumps.flush(|addr| unsafe { self.flush_named(addr as *const u8, 8, crate::fences::PENDING_BUMP) });
         self.fence_only(what)?;
         self.bumps.retire(bumps);
         if let Some(g) = own {

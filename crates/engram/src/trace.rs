@@ -157,11 +157,20 @@ impl Tracer {
         }
     }
 
-    /// Whether a fence named one of `names` was recorded so far (the
-    /// double-crash explorer asks it of a traced open: had recovery any
-    /// work to do?).
-    pub fn has_fence(&self, names: &[&str]) -> bool {
-        self.st.lock().trace.events.iter().any(|e| matches!(e, Event::Fence { what } if names.contains(what)))
+    /// The names of the fences recorded so far, each once, in the order
+    /// first seen (the double-crash explorer asks it of a traced open: had
+    /// recovery any work to do? see `fences::is_recovery`).
+    pub fn fences(&self) -> Vec<&'static str> {
+        let st = self.st.lock();
+        let mut out: Vec<&'static str> = Vec::new();
+        for e in &st.trace.events {
+            if let Event::Fence { what } = e {
+                if !out.contains(what) {
+                    out.push(what);
+                }
+            }
+        }
+        out
     }
 
     /// Stops recording and returns the trace. Stores made since the last

@@ -298,9 +298,9 @@ fn write_entry(space: &Space, index: u32, d: &TypeDesc) -> Result<()> {
     e.crc = e.compute_crc();
     let off = TYPES_OFF + index as u64 * TYPE_ENTRY_SIZE;
     // 1. the body, durable before it can count; a crash here leaves used = 0.
-    space.write_persist(off, &e, "type entry body before its used flag")?;
+    space.write_persist(off, &e, crate::fences::TYPE_BODY)?;
     // 2. the used flag (8-byte atomic store).
-    space.write_persist(off, &1u32, "type entry used flag")
+    space.write_persist(off, &1u32, crate::fences::TYPE_USED)
 }
 
 #[cfg(test)]

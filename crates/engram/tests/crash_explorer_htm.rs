@@ -79,7 +79,7 @@ fn pstm_under_each_htm_runtime_is_crash_consistent() {
         let dir = Scratch::new(&format!("{}-fault", rt.name()));
         let mut settings = Settings::moderate(&dir.0);
         settings.explorer.max_violations = 1;
-        failpoint::drop_fence("STM redo record and copies before the new values are visible");
+        failpoint::drop_fence(engram::fences::STM_RECORD);
         let r = workload("stm-bank").unwrap().run(&settings, &mut |_, _| {});
         failpoint::disarm_all();
         match r {

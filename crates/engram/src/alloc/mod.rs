@@ -227,7 +227,7 @@ fn entry_checked(space: &Space, g: u64) -> Result<u32> {
 
 fn set_entry(space: &Space, g: u64, v: u32) -> Result<()> {
     space.write(entry_off(g), &span_entry_encode(v))?;
-    space.flush_named(entry_off(g), 4, "span-table entry");
+    space.flush_named(entry_off(g), 4, crate::fences::SPAN_ENTRY);
     Ok(())
 }
 
@@ -773,7 +773,7 @@ impl Heap {
         // payload line evicted to the media before the arena table says
         // "huge", an open after a crash would read it as span-table entries
         // (found by the `huge` crash-explorer workload).
-        space.persist.fence("arena table entries of a huge object before its payload overwrites the span tables")?;
+        space.persist.fence(crate::fences::HUGE_ALLOC)?;
         self.huge.lock().insert(a, k as u32);
         Ok((space.base() + arena_off(a), Loc::Huge { arena: a, arenas: k as u32 }))
     }
@@ -814,12 +814,12 @@ impl Heap {
             space.write(arena_off(a + d), &zero)?;
             space.flush(arena_off(a + d), 4 * SPANS_PER_ARENA);
         }
-        space.persist.fence("span tables cleared before the arenas are handed back")?;
+        space.persist.fence(crate::fences::HUGE_SPAN_TABLES)?;
         // 2. then hand the arenas back to span allocation.
         for d in 0..k as u64 {
             set_arena_entry(space, a + d, 0)?;
         }
-        space.persist.fence("arena table entries of a freed huge object")?;
+        space.persist.fence(crate::fences::HUGE_FREE)?;
         self.huge.lock().remove(&a);
         let mut ss = self.spans.lock();
         for g in a * SPANS_PER_ARENA..(a + k as u64) * SPANS_PER_ARENA {
@@ -922,7 +922,7 @@ impl Heap {
             self.release_huge(space, a, k)?;
         }
         self.rebuild_partials();
-        space.persist.fence("span tables of swept spans")
+        space.persist.fence(crate::fences::SWEPT_SPANS)
     }
 
     /// Marked (reachable) objects the allocator holds as free: a small
@@ -984,7 +984,7 @@ impl Heap {
                 space.flush(bitmap_crc_off(g), 4);
             }
         }
-        space.persist.fence("slot bitmaps before the clean flag")
+        space.persist.fence(crate::fences::CLEAN_BITMAPS)
     }
 
     /// Free space figures.

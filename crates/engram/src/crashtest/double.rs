@@ -20,9 +20,12 @@
 //!    more: the mixed images are where a partial recovery bites;
 //! 3. opens each with recovery *traced* (its stores, flushes and fences go
 //!    to the same persistency model). A recovery that undid or completed a
-//!    region or replayed STM records ([`RECOVERY_FENCES`]) is *recovering*;
-//!    one that had nothing to do (*plain*) is taken on only while
-//!    `plain_images` allows;
+//!    region or replayed STM records (it issued a fence `crate::fences`
+//!    declares [`fences::Stage::Recovery`]) is *recovering*; one that had nothing
+//!    to do (*plain*) is taken on only while `plain_images` allows. An
+//!    open that issued a fence declared neither `Recovery` nor `Open` is
+//!    a violation of the declarations, reported as such: a new recovery
+//!    fence cannot be left undeclared, which would make every image plain;
 //! 4. on each taken image, after the traced recovery, runs more work on the
 //!    recovered pool, still traced ([`more_work`]): a ledger workload's
 //!    regions first on another log slot (the opening thread holds its slot
@@ -50,29 +53,16 @@
 //! files in the settings' directory, removed at the end.
 
 use super::{
-    check_image_with, ledger_step, move_money, note_returned_at, returned_before, write_image, Harness, Invariant, Ledger, QuietUnwinds,
-    RETURNED,
+    check_image, check_settled_logs, ledger_step, move_money, note_returned_at, returned_before, write_image, Checks, Harness, Invariant,
+    Ledger, QuietUnwinds, RETURNED,
 };
 use crate::error::{Error, Result};
+use crate::fences;
 use crate::trace::Tracer;
 use crate::{OpenOptions, Pool, RecoveryGc};
 use engram_model::{explore_indexed, Config, Report, Trace, Violation};
 use std::path::PathBuf;
 use std::sync::Arc;
-
-/// Fences only a recovery that had work to do issues: an undo log rolled
-/// back, a record-committed region's generation moved on, STM records
-/// replayed.
-pub const RECOVERY_FENCES: &[&str] = &[
-    "restored bytes before the log is invalidated",
-    "log generation bump: the region is committed",
-    "replayed STM values before their records are cleared",
-    // format 4's slot recovery (`log/redo.rs`): redo records replayed or
-    // undo entries restored, then the word moved past the written-ahead
-    // halves; issued only when the slot had something to recover
-    "recovered bytes before the slot's generation moves",
-    "recovered slot's generation past its written-ahead halves",
-];
 
 /// How the double-crash mode runs.
 #[derive(Clone, Debug)]
@@ -308,7 +298,20 @@ impl Run<'_> {
             Err(e) => return Taken::Yes(Err(format!("the first recovery failed: {e}"))),
         };
         let opened = tracer.position();
-        let recovering = tracer.has_fence(RECOVERY_FENCES);
+        let issued = tracer.fences();
+        if let Some(w) = issued.iter().find(|w| !fences::issued_by_open(w)) {
+            tracer.stop();
+            pool.simulate_crash();
+            return Taken::Yes(Err(format!(
+                "the first recovery issued the fence {w:?}, which `engram::fences` declares neither Recovery nor Open"
+            )));
+        }
+        let recovering = issued.iter().any(|w| fences::is_recovery(w));
+        if let Err(m) = if self.h.settings.settled_logs { check_settled_logs(&pool) } else { Ok(()) } {
+            tracer.stop();
+            pool.simulate_crash();
+            return Taken::Yes(Err(format!("the first recovery left its logs unsettled: {m}")));
+        }
         if !recovering && !plain {
             tracer.stop();
             pool.simulate_crash();
@@ -329,8 +332,8 @@ impl Run<'_> {
             Err(e) => return Taken::Yes(Err(format!("the work after the first recovery failed: {e}"))),
         };
         let inv: Option<&Invariant> = own.as_deref().or(self.extra);
-        let work = self.double.second_new_work;
-        let mut check = |p: usize, img: &[u8]| check_image_with(&self.files.second, img, returned_before(&notes, p), inv, work);
+        let checks = Checks { new_work: self.double.second_new_work, settled_logs: self.h.settings.settled_logs };
+        let mut check = |p: usize, img: &[u8]| check_image(&self.files.second, img, returned_before(&notes, p), inv, checks);
         let r = explore_indexed(&trace, &self.double.second, &mut check, &mut |_, _| {});
         report.second_points += r.points;
         report.second_images += r.images_checked;

@@ -28,13 +28,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// The fence of step 2 (named, so a crash test can drop it).
-pub const FENCE_RESULT: &str = "lazy result copy before the indirection that publishes it";
+pub const FENCE_RESULT: &str = crate::fences::LAZY_RESULT;
 
 /// Makes the calling thread's last links durable now (one fence), instead
 /// of at its next update or the clean close. Call it on the
 /// thread that forced: a fence orders that thread's flushes.
 pub fn sync(pool: &crate::Pool) -> Result<()> {
-    pool.inner().space.persist.fence("lazy links of this thread made durable (lazy::sync)")
+    pool.inner().space.persist.fence(crate::fences::LAZY_SYNC)
 }
 
 /// Counts kept by the calling thread since it started (take deltas).

@@ -153,18 +153,18 @@ pub(crate) fn recover_slot(space: &Space, slot: u32, translate: &dyn Fn(u64) -> 
             // (its live entries are exactly the record replayed next).
             let gen = (w + 1) & LOG_GEN_MASK;
             if !crate::failpoint::planted("log.redo_replay_before_decision") {
-                space.write_persist(slot_off(slot), &log_gen_word(gen), "log generation bump: the region is committed")?;
+                space.write_persist(slot_off(slot), &log_gen_word(gen), crate::fences::GEN_BUMP)?;
             }
         }
         n += replay(space, slot, &redo)?;
     }
     if touched || written_ahead(space, slot, w)? {
-        space.persist.fence("recovered bytes before the slot's generation moves")?;
+        space.persist.fence(crate::fences::RECOVERED_BYTES)?;
         // Three: past the record's generation and the two a next region
         // may have written ahead (one, as before 78040e5, is a planted bug).
         let step = if crate::failpoint::planted("log.record_recovery_one_step") { 1 } else { 3 };
         let past = (w + step) & LOG_GEN_MASK;
-        space.write_persist(slot_off(slot), &log_gen_word(past), "recovered slot's generation past its written-ahead halves")?;
+        space.write_persist(slot_off(slot), &log_gen_word(past), crate::fences::RECOVERED_PAST)?;
     }
     Ok(n)
 }

@@ -356,7 +356,7 @@ fn final_pause(inner: &PoolInner, mut cm: ConcurrentMark<'_>, stop: &dyn Fn() ->
     let rescanned = cm.finish(&written)?;
     let m = cm.result();
     let (before, _) = inner.heap.live();
-    space.persist.settle_bumps("pending generation bumps before a sweep frees objects")?;
+    space.persist.settle_bumps(crate::fences::BUMPS_BEFORE_SWEEP)?;
     inner.heap.sweep(space, &m.marks)?;
     let (live, bytes) = inner.heap.live();
     *inner.stats.lock() = MarkStats { objects: live, bytes, ..m.stats };

@@ -451,7 +451,7 @@ fn collect_parts(
     let m = crate::gc::mark(space, types, reloc, progress)?;
     // No freed object may be reused while a logged range in it belongs to
     // a region whose generation bump is not durable (`log.rs`, step 4').
-    space.persist.settle_bumps("pending generation bumps before a sweep frees objects")?;
+    space.persist.settle_bumps(crate::fences::BUMPS_BEFORE_SWEEP)?;
     heap.sweep(space, &m.marks)?;
     Ok((m.stats, m.bad))
 }

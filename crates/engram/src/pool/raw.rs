@@ -57,7 +57,7 @@ impl Pool {
 
     /// Orders and completes this thread's earlier flushes.
     pub fn fence(&self) -> Result<()> {
-        self.inner.space.persist.fence("front end fence")
+        self.inner.space.persist.fence(crate::fences::FRONT_END)
     }
 
     /// The object whose payload starts at `addr`: its type id (of the
@@ -79,7 +79,7 @@ impl Pool {
         self.range(addr, len)?;
         // SAFETY: `range` checked that [addr, addr+len) lies inside this
         // pool's mapping, which lives as long as `self`.
-        unsafe { self.inner.space.persist.persist(addr as *const u8, len as usize, "front end persist") }
+        unsafe { self.inner.space.persist.persist(addr as *const u8, len as usize, crate::fences::FRONT_END_PERSIST) }
     }
 }
 

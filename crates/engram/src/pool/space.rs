@@ -232,7 +232,7 @@ impl Space {
         //    copy intact.
         let slot = (next.seq % 2) * HEADER_SLOT;
         crate::failpoint::Failpoint::HeaderBeforeWrite.hit();
-        self.write_persist(slot, &next, "header copy written before it is relied on")?;
+        self.write_persist(slot, &next, crate::fences::HEADER_COPY)?;
         *h = next;
         Ok(())
     }
@@ -269,7 +269,7 @@ impl Space {
         next.seq = h.seq + 1;
         next.crc = next.compute_crc();
         let slot = (next.seq % 2) * HEADER_SLOT;
-        self.write_persist(slot, &next, "grown size recorded before the new space is used")?;
+        self.write_persist(slot, &next, crate::fences::GROWN_SIZE)?;
         *h = next;
         Ok(())
     }

@@ -399,7 +399,7 @@ pub(crate) fn recover(space: &Space, translate: &dyn Fn(u64) -> u64) -> Result<O
             rep.replayed += replay(space, *off, v, r.wv)? as u64;
         }
     }
-    space.persist.fence("replayed STM values before their records are cleared")?;
+    space.persist.fence(crate::fences::STM_REPLAYED)?;
     // A record with new objects is cleared (durably) before any later one:
     // were it retained alone, the next recovery would write its objects'
     // first bytes back over the later changes (stm/engine/young.rs).
@@ -407,7 +407,7 @@ pub(crate) fn recover(space: &Space, translate: &dyn Fn(u64) -> u64) -> Result<O
         if !r.inits.is_empty() {
             space.write(*at, &0u32)?;
             space.flush(*at, 4);
-            space.persist.fence("an STM record with new objects cleared before later records")?;
+            space.persist.fence(crate::fences::STM_YOUNG_CLEARED)?;
         }
     }
     for off in halves {
@@ -418,7 +418,7 @@ pub(crate) fn recover(space: &Space, translate: &dyn Fn(u64) -> u64) -> Result<O
     let epoch_off = meta_off + offset_of!(StmMeta, epoch) as u64;
     space.write(epoch_off, &(meta.epoch + 1))?;
     space.flush(epoch_off, 8);
-    space.persist.fence("STM records cleared and epoch bumped")?;
+    space.persist.fence(crate::fences::STM_EPOCH)?;
     Ok(Some(rep))
 }
 

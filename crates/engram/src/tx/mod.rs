@@ -868,7 +868,7 @@ impl<'p> Tx<'p> {
         }
         if logged {
             // Step 1 of the protocol for every entry above, under one fence.
-            self.pool.space.persist.fence("undo entry before the logged range is modified")?;
+            self.pool.space.persist.fence(crate::fences::UNDO_ENTRY)?;
         }
         Ok(())
     }
@@ -989,7 +989,7 @@ impl<'p> Tx<'p> {
                         space.flush(off, len);
                     }
                     // 2. the new data is durable before the log stops protecting it.
-                    space.persist.fence("region data before the log is invalidated")?;
+                    space.persist.fence(crate::fences::REGION_DATA)?;
                 }
                 crate::failpoint::Failpoint::TxBeforeCommit.hit();
                 // 3. one generation bump commits the region.
@@ -1012,7 +1012,7 @@ impl<'p> Tx<'p> {
         // A freed object may be reused at once and stored into unlogged: no
         // earlier region's commit record may still need its bytes (`log.rs`,
         // step 4'; a region that only frees issues no other fence).
-        space.persist.settle_bumps("pending generation bumps before freed objects are reused")?;
+        space.persist.settle_bumps(crate::fences::BUMPS_BEFORE_REUSE)?;
         let mut st = self.st.borrow_mut();
         let st = &mut *st;
         let cache = st.cache.clone().unwrap_or_else(|| self.pool.heap.cache());
@@ -1058,7 +1058,7 @@ impl<'p> Tx<'p> {
         st.log.commit_record(space, sum)?;
         crate::failpoint::Failpoint::TxBeforeCommit.hit();
         // 3. one fence: data and record durable, the region is committed.
-        space.persist.fence("region data and its commit record")?;
+        space.persist.fence(crate::fences::RECORD_COMMIT)?;
         // 4'. retire the log; durable with the next fence (log.rs).
         st.log.commit_lazily(space)
     }

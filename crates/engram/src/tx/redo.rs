@@ -217,7 +217,7 @@ impl Tx<'_> {
                 self.note_changed(&mut st.sets.dirty, off, len as u64);
             }
         }
-        space.persist.fence("undo entries of a region leaving redo")?;
+        space.persist.fence(crate::fences::REDO_LEAVING)?;
         // 3. the new bytes stored in place, oldest first.
         for &(off, len, at) in &pending {
             // SAFETY: the entry's data and its target lie in the mapping
@@ -242,7 +242,7 @@ impl Tx<'_> {
         // 0. other slots' retires settled in full: their records must be
         //    dead before this one can be durable (`retires.rs`).
         if persist.retires().listed(Some(st.slot)).is_some() {
-            persist.fence("redo retires of other slots before a redo record")?;
+            persist.fence(crate::fences::REDO_OTHER_RETIRES)?;
         }
         // R1. the record after the entries; entries and record written back.
         st.log.redo_record(space)?;
@@ -252,7 +252,7 @@ impl Tx<'_> {
         crate::failpoint::Failpoint::TxBeforeCommit.hit();
         // R2. one fence: the region is committed (and the slot's previous
         //     record, chained, has its bytes durable; its word moves).
-        persist.fence_redo(st.slot, "redo record: the region is committed")?;
+        persist.fence_redo(st.slot, crate::fences::REDO_RECORD)?;
         crate::failpoint::Failpoint::TxRedoAfterRecord.hit();
         // R3. the new bytes in place, not written back; the retire listed.
         self.store_redo(st);
@@ -285,7 +285,7 @@ impl Tx<'_> {
         let space = &self.pool.space;
         let own = space.persist.retires().of(st.slot).is_some();
         if (redo > 0 || undo > 0) && (own || undo == 0) {
-            space.persist.settle_bumps("redo retires before a redo region rolls back")?;
+            space.persist.settle_bumps(crate::fences::REDO_ROLLBACK)?;
         }
         if redo > 0 && undo == 0 {
             crate::log::invalidate(space, st.slot)?;

@@ -124,7 +124,7 @@ impl STx<'_> {
         for m in &st.made {
             space.flush(m.off, m.len);
         }
-        space.persist.fence("objects allocated by a transaction that wrote no variable")
+        space.persist.fence(crate::fences::STM_MADE)
     }
 
     fn materialize_all(&self) -> StmResult<()> {
@@ -274,7 +274,7 @@ impl STx<'_> {
         // 6. the one fence: record, copies, new objects, and the previous
         //    commit's in-place values are durable; the other half may be
         //    reused next time.
-        space.persist.fence("STM redo record and copies before the new values are visible")?;
+        space.persist.fence(crate::fences::STM_RECORD)?;
         log.unfenced.clear();
         // This half's previous record is overwritten on the media now.
         ctx.stm().young.unregister(log, h);
@@ -380,7 +380,7 @@ fn reserve_clock(ctx: &PoolCtx<'_>, wv: u64) -> Result<()> {
     if wv >= *r {
         let new = wv + RESERVE;
         if !crate::failpoint::planted("stm.reservation_not_persisted") {
-            ctx.inner.space.write_persist(ctx.stm().meta_off, &new, "STM clock reservation before versions above it are used")?;
+            ctx.inner.space.write_persist(ctx.stm().meta_off, &new, crate::fences::STM_CLOCK)?;
         }
         *r = new;
         ctx.stm().reserved_fast.store(new, Ordering::Release);

@@ -447,7 +447,7 @@ pub(crate) fn quiesce(inner: &PoolInner) -> Result<()> {
             }
         }
     }
-    space.persist.fence("in-place STM values of idle threads before their records are cleared")?;
+    space.persist.fence(crate::fences::STM_IDLE_VALUES)?;
     // Oldest first, and a record with new objects durably cleared before
     // any later one (young.rs: it must never outlive a later record).
     records.sort_unstable();
@@ -455,7 +455,7 @@ pub(crate) fn quiesce(inner: &PoolInner) -> Result<()> {
         space.write(off, &0u32)?;
         space.flush(off, 4);
         if young {
-            space.persist.fence("an STM record with new objects cleared before later records")?;
+            space.persist.fence(crate::fences::STM_YOUNG_CLEARED)?;
         }
     }
     stm.young.clear();
@@ -472,7 +472,7 @@ pub(crate) fn quiesce(inner: &PoolInner) -> Result<()> {
             space.flush(l.log_off + h * HALF, 4);
         }
     }
-    space.persist.fence("STM records cleared")
+    space.persist.fence(crate::fences::STM_CLEARED)
 }
 
 #[cfg(test)]

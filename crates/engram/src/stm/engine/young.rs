@@ -197,10 +197,10 @@ fn help(ctx: &PoolCtx<'_>, o: Older) -> Result<()> {
     for &(off, len) in &log.unfenced {
         space.flush(off, len);
     }
-    space.persist.fence("another thread's in-place STM values before its records with new objects are cleared")?;
+    space.persist.fence(crate::fences::STM_HELP_VALUES)?;
     log.unfenced.clear();
     clear_half(space, &mut log, o.h)?;
-    space.persist.fence("records with new objects cleared before a later record is overwritten")?;
+    space.persist.fence(crate::fences::STM_HELP_CLEARED)?;
     ctx.stm().young.unregister(&mut log, o.h);
     Ok(())
 }
