@@ -65,6 +65,7 @@ mod crc;
 mod error;
 pub mod failpoint;
 pub mod format;
+mod fresh;
 mod futex;
 mod gc;
 mod hash;

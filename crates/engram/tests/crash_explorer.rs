@@ -99,6 +99,23 @@ fn record_commits_need_their_fences() {
     assert!(m.contains("lost") || m.contains("conserved"), "{m}");
 }
 
+/// A region that logged nothing leaves its new objects unflushed at commit
+/// (`fresh.rs`, `Tx::commit` step 1'); the next fence writes them back.
+/// Without that write-back (the flush dropped) or without the listing (the
+/// planted bug), a later region links objects whose stores a crash can
+/// lose: the ledger then holds an entry with the wrong number or an
+/// unfilled payload.
+#[test]
+fn fresh_objects_are_written_back_before_a_later_region_links_them() {
+    for fault in
+        [&(|| failpoint::drop_flush("fresh objects of earlier regions")) as &dyn Fn(), &|| failpoint::plant("tx.fresh_never_written_back")]
+    {
+        // (the message depends on which store was lost: the entry's number,
+        // its payload, or its header, which `check` refuses)
+        first_violation(fault, "fresh-link");
+    }
+}
+
 /// The redo path (`log/redo.rs`, `retires.rs`): its one commit fence is
 /// the commit point; the chained write-back of the slot's previous
 /// region's bytes, the full settle's two steps and the fence of a region
@@ -256,6 +273,7 @@ const FAULTS: &[(&str, &str, &str)] = &[
     ("fence", "region data before the log is invalidated", "commit"),
     ("fence", "region data and its commit record", "record"),
     ("flush", "pending generation bump", "record"),
+    ("flush", "fresh objects of earlier regions", "fresh-link"),
     ("fence", "pending generation bumps before freed objects are reused", "record-free"),
     ("fence", "redo record: the region is committed", "redo"),
     ("flush", "redo data of the slot's previous region", "redo"),
@@ -681,7 +699,7 @@ fn double_sweep(name: &str) -> engram::crashtest::DoubleReport {
 /// crash anywhere in the recovery and the work after it.
 #[test]
 fn double_crashes_of_regions_are_crash_consistent() {
-    for name in ["record", "commit", "recovery", "record-free", "redo-undo", "mt-redo"] {
+    for name in ["record", "commit", "recovery", "record-free", "redo-undo", "mt-redo", "fresh-link"] {
         let r = double_sweep(name);
         assert!(r.recovering > 0, "{name}: no first crash needed recovery ({r})");
     }
