@@ -8,7 +8,9 @@
 //! A read-only region and, every other round, a region that only frees an
 //! object A made (no fence either) follow; then region B moves money,
 //! counts the entry, links it as the log's head (logged stores) and drops
-//! entries beyond the third. B's first entry fence must write A's lines back
+//! entries beyond the third (by-value writes: the redo path, whose one
+//! fence is `Persister::fence_redo`; every other round undo-logged first,
+//! whose entry fence is `Persister::fence`). B's first entry fence must write A's lines back
 //! before B can commit: a crash after B's commit that loses A's stores shows
 //! as an entry with the wrong number or an unfilled payload in the ledger
 //! invariant.
@@ -55,6 +57,11 @@ pub(super) fn w_fresh_link(h: &Harness) -> Result<Trace> {
 /// log's head, entries beyond the third dropped.
 fn link(tx: &crate::Tx<'_>, i: u64, entry: PPtr<Entry>) -> Result<()> {
     let lp = tx.root::<Ledger>("ledger")?.ok_or_else(|| Error::corrupt("no ledger"))?;
+    if i % 2 == 1 {
+        // the undo path (an entry fence, then the 3-fence commit); the
+        // other rounds take the redo path (one fence: `Persister::fence_redo`)
+        tx.log_range(lp.addr(), std::mem::size_of::<Ledger>() as u64)?;
+    }
     let mut l = tx.read(lp)?;
     move_money(tx, l.accounts, i % ACCOUNTS, (i * 3 + 1) % ACCOUNTS, i % 7 + 1)?;
     l.count += 1;
