@@ -228,6 +228,40 @@ mod tests {
         assert_eq!(runs(&f), vec![(0x1040_0000, 0x40)], "a page reused after a clear");
     }
 
+    /// Stress: threads each list a line of their own and then "fence"
+    /// (write back what is listed, recording each line as durable, then
+    /// retire). When a thread's fence returns, its own line must be durable,
+    /// written back by itself or by whichever thread took it: a set
+    /// unlisted before its write-back had completed would let a thread find
+    /// it empty while another thread's write-back of its line was still in
+    /// flight.
+    #[test]
+    fn a_fence_returns_only_once_every_line_listed_before_it_is_durable() {
+        use std::collections::HashSet;
+        let f = PendingFresh::default();
+        let durable = parking_lot::Mutex::new(HashSet::new());
+        std::thread::scope(|s| {
+            for t in 0..4u64 {
+                let (f, durable) = (&f, &durable);
+                s.spawn(move || {
+                    for k in 0..2_000u64 {
+                        let off = (t << 30) + k * LINE;
+                        f.defer(0, &[(off, 1)]);
+                        if let Some(l) = f.flush_listed(|a, n| {
+                            let mut d = durable.lock();
+                            for line in (a..a + n).step_by(LINE as usize) {
+                                d.insert(line);
+                            }
+                        }) {
+                            l.retire();
+                        }
+                        assert!(durable.lock().contains(&off), "thread {t}: line {off:#x} not durable after its fence");
+                    }
+                });
+            }
+        });
+    }
+
     /// Lines written back but not retired (the fence failed) stay listed,
     /// and a thread that asks meanwhile waits for the lock, not for nothing.
     #[test]
