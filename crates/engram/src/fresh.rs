@@ -247,7 +247,11 @@ mod tests {
                     for k in 0..2_000u64 {
                         let off = (t << 30) + k * LINE;
                         f.defer(0, &[(off, 1)]);
+                        // let another thread's fence take the line
+                        std::thread::yield_now();
                         if let Some(l) = f.flush_listed(|a, n| {
+                            // a write-back takes time: let other threads in
+                            std::thread::yield_now();
                             let mut d = durable.lock();
                             for line in (a..a + n).step_by(LINE as usize) {
                                 d.insert(line);
