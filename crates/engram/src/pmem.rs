@@ -313,6 +313,19 @@ impl Persister {
         self.fresh.defer(base, ranges);
     }
 
+    /// If lines of new objects are listed (`fresh.rs`): a fence named
+    /// `what`, which writes them back first, so they are durable before the
+    /// caller's next store. For commit records, which may reach the media
+    /// before their own fence (any line may be evicted early), so the
+    /// objects they link must be durable before the record is written.
+    #[inline]
+    pub(crate) fn settle_fresh(&self, what: &'static str) -> Result<()> {
+        if self.fresh.any() {
+            return self.fence(what);
+        }
+        Ok(())
+    }
+
     /// Before a fence: the listed lines of new objects written back on this
     /// thread (`fresh.rs`); the set stays locked until the caller has fenced
     /// and retires it. One load when none is listed.

@@ -274,6 +274,7 @@ const FAULTS: &[(&str, &str, &str)] = &[
     ("fence", "region data and its commit record", "record"),
     ("flush", "pending generation bump", "record"),
     ("flush", "fresh objects of earlier regions", "fresh-link"),
+    ("fence", "fresh objects of earlier regions before a commit record", "fresh-link"),
     ("fence", "pending generation bumps before freed objects are reused", "record-free"),
     ("fence", "redo record: the region is committed", "redo"),
     ("flush", "redo data of the slot's previous region", "redo"),
@@ -461,6 +462,7 @@ fn collect_names(dir: &std::path::Path, out: &mut Vec<(String, String)>) {
             for (pat, kind) in [
                 ("fence(\"", "fence"),
                 ("settle_bumps(\"", "fence"),
+                ("settle_fresh(\"", "fence"),
                 ("write_persist(", "fence"),
                 ("fence_redo(", "fence"),
                 ("flush_named(", "flush"),

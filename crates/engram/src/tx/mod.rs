@@ -1074,6 +1074,10 @@ impl<'p> Tx<'p> {
     /// steps 3' and 4'). Returns the slot's new generation.
     fn commit_by_record(&self, st: &TxState) -> Result<u64> {
         let space = &self.pool.space;
+        // 0. new objects of earlier regions that this region may have linked
+        //    (another thread's, listed after this region's first entry
+        //    fence), durable before the record can be (`fresh.rs`).
+        space.persist.settle_fresh("fresh objects of earlier regions before a commit record")?;
         // 1. the checksum of what the region wrote (its logged ranges),
         //    read before the write-back (which may evict the lines), then
         //    the data flushed.
