@@ -40,10 +40,13 @@ fn binary_trees_counts_every_node() {
         // stretch + long-lived: 2 + 2 regions; 64 + 16 trees of 2 regions each.
         assert_eq!(run.regions, 4 + 2 * (64 + 16));
         if mode == Durability::Pmem {
-            // A node is a 32-byte slot: two share a cache line, and the
-            // commit flushes each line once.
-            assert!(run.flushes >= run.value / 2, "every node's line is flushed: {run:?}");
-            assert!(run.fences > 0);
+            // The building and freeing regions log nothing: their new
+            // objects' lines are listed, not flushed (`fresh.rs`), and the
+            // next fence (the long-lived tree's regions) writes each listed
+            // line back once, however often its slot was reused; so fewer
+            // flushes than nodes' lines, and a few fences, not one per tree.
+            assert!(run.flushes > 0 && run.flushes < run.value / 2, "{run:?}");
+            assert!(run.fences > 0 && run.fences < 16, "{run:?}");
         }
     }
 }

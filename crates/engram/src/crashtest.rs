@@ -20,6 +20,7 @@
 //! recovery and more work, and crashes that again at every point.
 
 mod double;
+mod fresh;
 mod lazy;
 mod log_many;
 mod raw;
@@ -100,6 +101,11 @@ pub fn workloads() -> &'static [Workload] {
             name: "record",
             about: "log-only regions committed by a commit record (2 fences), mixed with allocating and aborting ones",
             run: record::w_record,
+        },
+        Workload {
+            name: "fresh-link",
+            about: "new objects of a region that logged nothing (left unflushed at its commit), linked by a later region",
+            run: fresh::w_fresh_link,
         },
         Workload {
             name: "record-free",

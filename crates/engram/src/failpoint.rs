@@ -135,6 +135,11 @@ mod armed {
     /// The bugs [`plant`] knows: (name, what the engine then does wrong).
     pub const BUGS: &[(&str, &str)] = &[
         (
+            "tx.fresh_never_written_back",
+            "a region that logged nothing commits without writing its new objects back and without listing them for \
+             a later fence (`fresh.rs`), so a later region can link objects that are not durable",
+        ),
+        (
             "stm.adopted_log_not_reflushed",
             "a thread that adopts an exited thread's redo log does not flush that thread's last in-place values again, so \
              its fence does not cover them before it overwrites their records",

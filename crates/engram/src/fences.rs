@@ -118,6 +118,13 @@ named! {
     BUMPS_BEFORE_REUSE: Fence [Region] = "pending generation bumps before freed objects are reused",
     /// A sweep settles the pending bumps before it frees objects.
     BUMPS_BEFORE_SWEEP: Fence [Gc, Open] = "pending generation bumps before a sweep frees objects",
+    /// The lines of new objects that committed regions which logged nothing
+    /// left unflushed (`fresh.rs`), written back by every later fence.
+    FRESH_LINES: Flush [Region] = "fresh objects of earlier regions",
+    /// Those lines fenced before a commit record (undo record, redo record,
+    /// STM record) is written: a record may reach the media before the
+    /// lines it links.
+    FRESH_BEFORE_RECORD: Fence [Region, Stm] = "fresh objects of earlier regions before a commit record",
 
     // ----- the redo path (`tx/redo.rs`, `log/redo.rs`, `retires.rs`, `pmem.rs`)
     /// R2: a redo region's one commit fence.

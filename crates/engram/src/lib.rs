@@ -66,6 +66,7 @@ mod error;
 pub mod failpoint;
 pub mod fences;
 pub mod format;
+mod fresh;
 mod futex;
 mod gc;
 mod hash;

@@ -207,6 +207,9 @@ pub struct Persister {
     bumps: Arc<crate::bumps::PendingBumps>,
     /// Redo records whose in-place bytes await a fence (`retires.rs`).
     retires: Arc<crate::retires::PendingRetires>,
+    /// Lines of new objects that committed regions left unflushed: every
+    /// fence writes them back first (`fresh.rs`).
+    fresh: Arc<crate::fresh::PendingFresh>,
     /// Whether regions may commit by record (`commits_by_record`).
     by_record: bool,
 }
@@ -259,6 +262,7 @@ impl Persister {
             wal: None,
             bumps: Default::default(),
             retires: Default::default(),
+            fresh: Default::default(),
             by_record,
         }
     }
@@ -288,6 +292,48 @@ impl Persister {
     #[inline]
     pub(crate) fn commits_by_record(&self) -> bool {
         self.by_record
+    }
+
+    /// Whether a region that logged nothing may leave its new objects
+    /// unflushed at commit, listed for the next fence of any thread
+    /// (`fresh.rs`): in the modes whose fence orders this thread's
+    /// write-backs (pmem, and the tracer's Px86 model, so the crash explorer
+    /// checks it). Msync and wal write back at commit as before; process
+    /// mode writes nothing back anyway.
+    #[inline]
+    pub(crate) fn defers_fresh(&self) -> bool {
+        matches!(self.mode, Durability::Pmem | Durability::Trace)
+    }
+
+    /// Lists the lines of new objects (`ranges`: pool offsets and lengths
+    /// of a pool mapped at `base`) for the next fence of any thread
+    /// (`fresh.rs`). Only in a mode where [`Persister::defers_fresh`].
+    pub(crate) fn defer_fresh(&self, base: u64, ranges: &[(u64, u64)]) {
+        debug_assert!(self.defers_fresh());
+        self.fresh.defer(base, ranges);
+    }
+
+    /// If lines of new objects are listed (`fresh.rs`): a fence named
+    /// `what`, which writes them back first, so they are durable before the
+    /// caller's next store. For commit records, which may reach the media
+    /// before their own fence (any line may be evicted early), so the
+    /// objects they link must be durable before the record is written.
+    #[inline]
+    pub(crate) fn settle_fresh(&self, what: &'static str) -> Result<()> {
+        if self.fresh.any() {
+            return self.fence(what);
+        }
+        Ok(())
+    }
+
+    /// Before a fence: the listed lines of new objects written back on this
+    /// thread (`fresh.rs`); the set stays locked until the caller has fenced
+    /// and retires it. One load when none is listed.
+    #[inline]
+    fn flush_fresh(&self) -> Option<crate::fresh::Listed<'_>> {
+        // SAFETY: listed lines lie in the pool's heap, which stays mapped
+        // (and never shrinks) while the pool is open.
+        self.fresh.flush_listed(|a, l| unsafe { self.flush_named(a as *const u8, l as usize, crate::fences::FRESH_LINES) })
     }
 
     /// The pool's pending redo retires (`retires.rs`).
@@ -429,8 +475,13 @@ impl Persister {
         // SAFETY: a pending word is a log slot's generation word, inside the
         // pool's metadata, which stays mapped while the pool is open.
         let bumps = self.bumps.flush(|addr| unsafe { self.flush_named(addr as *const u8, 8, crate::fences::PENDING_BUMP) });
+        // So do the new objects that committed regions left unflushed (`fresh.rs`).
+        let fresh = self.flush_fresh();
         self.fence_only(what)?;
         self.bumps.retire(bumps);
+        if let Some(f) = fresh {
+            f.retire();
+        }
         if let Some(seen) = retired {
             for (s, g) in seen.pairs() {
                 self.retires.clear(s, g);
@@ -485,8 +536,12 @@ impl Persister {
         }
         // SAFETY: as in `fence`.
         let bumps = self.bumps.flush(|addr| unsafe { self.flush_named(addr as *const u8, 8, crate::fences::PENDING_BUMP) });
+        let fresh = self.flush_fresh();
         self.fence_only(what)?;
         self.bumps.retire(bumps);
+        if let Some(f) = fresh {
+            f.retire();
+        }
         if let Some(g) = own {
             self.retires.bump(slot, g);
             self.bumps.add(slot, (g + 1) & crate::format::LOG_GEN_MASK);

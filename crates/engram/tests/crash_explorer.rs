@@ -126,6 +126,23 @@ fn record_commits_need_their_fences() {
     assert!(m.contains("lost") || m.contains("conserved"), "{m}");
 }
 
+/// A region that logged nothing leaves its new objects unflushed at commit
+/// (`fresh.rs`, `Tx::commit` step 1'); the next fence writes them back.
+/// Without that write-back (the flush dropped) or without the listing (the
+/// planted bug), a later region links objects whose stores a crash can
+/// lose: the ledger then holds an entry with the wrong number or an
+/// unfilled payload.
+#[test]
+fn fresh_objects_are_written_back_before_a_later_region_links_them() {
+    for fault in
+        [&(|| failpoint::drop_flush(fences::FRESH_LINES)) as &dyn Fn(), &|| failpoint::plant("tx.fresh_never_written_back")]
+    {
+        // (the message depends on which store was lost: the entry's number,
+        // its payload, or its header, which `check` refuses)
+        first_violation(fault, "fresh-link");
+    }
+}
+
 /// The redo path (`log/redo.rs`, `retires.rs`): its one commit fence is
 /// the commit point; the chained write-back of the slot's previous
 /// region's bytes, the full settle's two steps and the fence of a region
@@ -284,6 +301,8 @@ const FAULTS: &[(&str, &str)] = &[
     (fences::REGION_DATA, "commit"),
     (fences::RECORD_COMMIT, "record"),
     (fences::PENDING_BUMP, "record"),
+    (fences::FRESH_LINES, "fresh-link"),
+    (fences::FRESH_BEFORE_RECORD, "fresh-link"),
     (fences::BUMPS_BEFORE_REUSE, "record-free"),
     (fences::REDO_RECORD, "redo"),
     (fences::REDO_PREVIOUS, "redo"),
@@ -426,7 +445,7 @@ fn every_open_fences_its_flushes_before_it_returns() {
 
 /// The functions of the persistence seam that take a fence's or named
 /// flush's name (`Persister`, `Space`).
-const SEAM: &[&str] = &["fence", "fence_redo", "retire_fence", "settle_bumps", "write_persist", "flush_named", "persist"];
+const SEAM: &[&str] = &["fence", "fence_redo", "retire_fence", "settle_bumps", "settle_fresh", "write_persist", "flush_named", "persist"];
 
 /// Every named fence and flush is declared once in `engram::fences` and
 /// filed in exactly one of the lists above; the engine's non-test source
@@ -684,7 +703,7 @@ fn double_sweep(name: &str) -> engram::crashtest::DoubleReport {
 /// crash anywhere in the recovery and the work after it.
 #[test]
 fn double_crashes_of_regions_are_crash_consistent() {
-    for name in ["record", "commit", "recovery", "record-free", "redo-undo", "mt-redo"] {
+    for name in ["record", "commit", "recovery", "record-free", "redo-undo", "mt-redo", "fresh-link"] {
         let r = double_sweep(name);
         assert!(r.recovering > 0, "{name}: no first crash needed recovery ({r})");
     }

@@ -10,6 +10,11 @@
 //!
 //! Crash behaviour: a type entry is written body-first, then its used flag
 //! (see `types.rs`); flush and fence promise only what `pmem.rs` promises.
+//! An object allocated by a region that logged nothing is durable only
+//! after the next fence of any thread (`fresh.rs`), not at that region's
+//! commit: a front end that links such an object with a plain store outside
+//! any region calls [`Pool::fence`] (or persists the object) first, as it
+//! already must for the object's own plain stores.
 
 use super::Pool;
 use crate::error::{Error, Result};

@@ -19,6 +19,13 @@
 //! steps 3' and 4'; pmem, trace and process modes). A region that frees
 //! fences any such pending bump before it hands its objects back.
 //!
+//! A region that logged nothing (it only allocated, filled new objects and
+//! freed: a binary-trees build) issues no flush and no fence either: nothing
+//! durable reaches its new objects, so it lists their lines for the next
+//! fence of any thread (step 1', `fresh.rs`), which every region that could
+//! link them issues before its commit point. (Pmem and trace modes; msync
+//! and wal flush at commit.)
+//!
 //! A region that wrote nothing issues no flush and no fence. Rollback (an
 //! `Err`, a panic, or a failed nested region) replays the log newest first,
 //! persists the restored bytes, bumps the generation and frees what the
@@ -983,7 +990,15 @@ impl<'p> Tx<'p> {
             } else if self.commits_by_record(&st) {
                 self.commit_by_record(&st)?
             } else {
-                if !st.sets.dirty.is_empty() {
+                if st.sets.dirty.is_empty() {
+                    // nothing written
+                } else if st.log.entries() == 0 && space.persist.defers_fresh() {
+                    // 1'. nothing logged: `dirty` holds only the region's new
+                    //     objects, which nothing durable reaches; they are
+                    //     written back by the next fence of any thread, before
+                    //     any region that links them commits (`fresh.rs`).
+                    self.defer_fresh(&st.sets.dirty);
+                } else {
                     // 1. flush what the region wrote and allocated.
                     for &(off, len) in &st.sets.dirty {
                         space.flush(off, len);
@@ -1027,6 +1042,18 @@ impl<'p> Tx<'p> {
         self.pool.heap.free_many(space, &cache, &sets.frees_large)
     }
 
+    /// Step 1' of [`Tx::commit`]: the region's new objects (`dirty`, pool
+    /// offsets) listed for the next fence of any thread (`fresh.rs`).
+    /// With the planted bug `tx.fresh_never_written_back` they are neither
+    /// listed nor flushed.
+    fn defer_fresh(&self, dirty: &[(u64, u64)]) {
+        if crate::failpoint::planted("tx.fresh_never_written_back") {
+            return;
+        }
+        let space = &self.pool.space;
+        space.persist.defer_fresh(space.base(), dirty);
+    }
+
     /// Whether the region commits by commit record (`log.rs`, steps 3' and
     /// 4'): it logged, its log stayed in its slot, and it neither allocated
     /// nor freed, so its writes are exactly its logged ranges; and the
@@ -1047,6 +1074,10 @@ impl<'p> Tx<'p> {
     /// steps 3' and 4'). Returns the slot's new generation.
     fn commit_by_record(&self, st: &TxState) -> Result<u64> {
         let space = &self.pool.space;
+        // 0. new objects of earlier regions that this region may have linked
+        //    (another thread's, listed after this region's first entry
+        //    fence), durable before the record can be (`fresh.rs`).
+        space.persist.settle_fresh(crate::fences::FRESH_BEFORE_RECORD)?;
         // 1. the checksum of what the region wrote (its logged ranges),
         //    read before the write-back (which may evict the lines), then
         //    the data flushed.

@@ -244,6 +244,9 @@ impl Tx<'_> {
         if persist.retires().listed(Some(st.slot)).is_some() {
             persist.fence(crate::fences::REDO_OTHER_RETIRES)?;
         }
+        // 0'. new objects of earlier regions that this record may link,
+        //     durable before it is written (`fresh.rs`).
+        persist.settle_fresh(crate::fences::FRESH_BEFORE_RECORD)?;
         // R1. the record after the entries; entries and record written back.
         st.log.redo_record(space)?;
         if crate::failpoint::planted("tx.redo_in_place_before_fence") {

@@ -266,6 +266,9 @@ impl STx<'_> {
         if log.buf.len() as u64 > HALF {
             overflow(ctx, log, h, wv)?;
         }
+        // New objects of earlier regions that the record's values may
+        // link, durable before the record is written (`fresh.rs`).
+        space.persist.settle_fresh(crate::fences::FRESH_BEFORE_RECORD)?;
         space.write_bytes(half_off, &log.buf)?;
         space.flush(half_off, log.buf.len() as u64);
         for m in &st.made {
