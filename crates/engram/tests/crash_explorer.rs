@@ -78,6 +78,14 @@ fn log_many_needs_its_one_undo_fence() {
     first_violation(|| failpoint::drop_fence("undo entry before the logged range is modified"), "log-many");
 }
 
+/// `ArrayView::swap` logs both elements and fences once: without that
+/// fence a crash finds an element changed and its undo entry torn.
+#[test]
+fn swap_needs_its_one_undo_fence() {
+    let m = first_violation(|| failpoint::drop_fence("undo entries of an array swap before either element changes"), "swap");
+    assert!(m.contains("half swap") || m.contains("counts"), "{m}");
+}
+
 /// The 2-fence commit (`log.rs`, steps 3' and 4'). Its one commit fence is
 /// the commit point; and the design review's case 3: a region commits by
 /// record (its generation bump pending), a later region frees the object
@@ -248,6 +256,7 @@ const FAULTS: &[(&str, &str, &str)] = &[
     ("flush", "span-table entry", "alloc"),
     ("fence", "slot bitmaps before the clean flag", "close"),
     ("fence", "undo entry before the logged range is modified", "commit"),
+    ("fence", "undo entries of an array swap before either element changes", "swap"),
     ("fence", "log chunk headers before the chunk is linked", "spill"),
     ("fence", "log chunk link before entries use it", "spill"),
     ("fence", "restored bytes before the log is invalidated", "abort"),
