@@ -172,18 +172,21 @@ impl<T: Persistent> ArrayView<'_, '_, T> {
         }
         let size = size_of::<T>() as u64;
         let (oi, oj) = (self.off + i * size, self.off + j * size);
+        // Loaded first, as two `get`s would: the loads need not wait for
+        // the bit tests (logging does not change the elements).
+        // SAFETY: both in bounds of the array (checked), aligned for T
+        // (checked by `Tx::len`); every bit pattern is a valid T.
+        let (vi, vj) = unsafe { (std::ptr::read(ai as *const T), std::ptr::read(aj as *const T)) };
         let page = self.page.get();
-        let (ci, cj) = (page.covered(oi, size), page.covered(oj, size));
-        if size != 0 && !(ci && cj) {
-            // An element the cached page shows logged is passed with
-            // length 0 (skipped); the other is asked of the whole set.
-            let len = |covered: bool| if covered { 0 } else { size };
-            self.log_pair((ai, len(ci)), (aj, len(cj)), oj)?;
+        if size != 0 && !(page.covered(oi, size) && page.covered(oj, size)) {
+            self.log_pair(ai, oi, aj, oj)?;
         }
-        // SAFETY: both in bounds (checked), distinct (i != j) elements of
-        // one array, so the two T do not overlap; both old values are
-        // logged (or the array is new in this region).
-        unsafe { std::ptr::swap_nonoverlapping(ai as *mut T, aj as *mut T, 1) };
+        // SAFETY: both in bounds (checked) and distinct (i != j); both old
+        // values are logged (or the array is new in this region).
+        unsafe {
+            std::ptr::write(ai as *mut T, vj);
+            std::ptr::write(aj as *mut T, vi);
+        }
         crate::failpoint::Failpoint::TxAfterWrite.hit();
         Ok(())
     }
@@ -198,7 +201,7 @@ impl<T: Persistent> ArrayView<'_, '_, T> {
     }
 
     /// The slow half of `swap`: step 1 of the undo protocol for both
-    /// elements (ranges `ei` and `ej`; length 0: known logged) at once.
+    /// elements (at `ai` and `aj`, pool offsets `oi` and `oj`) at once.
     /// Each element not yet covered gets its undo entry, written and
     /// flushed; then one fence makes the entries durable before either
     /// element changes (a crash before it finds the entries torn or whole
@@ -207,8 +210,12 @@ impl<T: Persistent> ArrayView<'_, '_, T> {
     /// now on, so nothing else would fence it before it changes. Then
     /// caches the bitmap page of element `j` (pool offset `oj`).
     #[cold]
-    fn log_pair(&self, ei: (u64, u64), ej: (u64, u64), oj: u64) -> Result<()> {
-        let (logged, result) = self.tx.log_ranges_unfenced([ei, ej]);
+    fn log_pair(&self, ai: u64, oi: u64, aj: u64, oj: u64) -> Result<()> {
+        // An element the cached page shows logged is passed with length 0
+        // (skipped); the other is asked of the whole set.
+        let (page, size) = (self.page.get(), size_of::<T>() as u64);
+        let len = |off: u64| if page.covered(off, size) { 0 } else { size };
+        let (logged, result) = self.tx.log_ranges_unfenced([(ai, len(oi)), (aj, len(oj))]);
         if logged {
             self.tx.pool.space.persist.fence("undo entries of an array swap before either element changes")?;
         }
