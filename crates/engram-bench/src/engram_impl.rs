@@ -13,8 +13,12 @@
 //!   range, like the peer's `pmemobj_tx_add_range` of the whole array).
 //! - **sps**: a `PArray<u64>` with `a[i] = i` is built and committed before
 //!   the clock starts; the timed part is ONE region doing all the swaps with
-//!   an array view's `get`/`set` (`Tx::array`; each element logged the
-//!   first time it changes).
+//!   an array view's `swap` (`Tx::array`; each element logged the first
+//!   time it changes, both elements of a swap under one fence). The peer
+//!   fences once per `pmemobj_tx_add_range`, two per new swap: libpmemobj
+//!   has no call that adds several ranges at once. With
+//!   `ENGRAM_BENCH_SPS=sets` each swap is two `get`s and two `set`s instead
+//!   (one fence per new element, as the peer), to show what `swap` gains.
 //!
 //! What this module keeps true:
 //!
@@ -238,19 +242,29 @@ fn sps_setup(pool: &Pool, n: u64) -> Result<PArray<u64>, Error> {
     })
 }
 
+/// Whether sps swaps by two `get`s and two `set`s (`ENGRAM_BENCH_SPS=sets`)
+/// rather than by `ArrayView::swap`.
+fn sps_by_sets() -> bool {
+    std::env::var("ENGRAM_BENCH_SPS").is_ok_and(|v| v == "sets")
+}
+
 /// The timed part: one region of `swaps` swaps, both elements logged,
 /// through an array view (`Tx::array`: the header checked once, like the
 /// peer's one `pmemobj_direct`).
-fn sps_swaps(pool: &Pool, a: PArray<u64>, n: u64, swaps: u64, seed: NonZeroU64) -> Result<(), Error> {
+fn sps_swaps(pool: &Pool, a: PArray<u64>, n: u64, swaps: u64, seed: NonZeroU64, by_sets: bool) -> Result<(), Error> {
     pool.txn(|tx| {
         let v = tx.array(a)?;
         let mut rng = XorShift64Star::new(seed);
         for _ in 0..swaps {
             let i = rng.next_u64() % n;
             let j = rng.next_u64() % n;
-            let (vi, vj) = (v.get(i)?, v.get(j)?);
-            v.set(i, vj)?;
-            v.set(j, vi)?;
+            if by_sets {
+                let (vi, vj) = (v.get(i)?, v.get(j)?);
+                v.set(i, vj)?;
+                v.set(j, vi)?;
+            } else {
+                v.swap(i, j)?;
+            }
         }
         Ok(())
     })
@@ -277,8 +291,9 @@ pub fn sps(path: &Path, n: u64, swaps: u64, seed: NonZeroU64, durability: Durabi
     }
     let pool = create_pool(path, sps_pool_bytes(n, swaps), durability)?;
     let a = sps_setup(&pool, n)?;
+    let by_sets = sps_by_sets();
     let meter = Meter::start();
-    sps_swaps(&pool, a, n, swaps, seed)?;
+    sps_swaps(&pool, a, n, swaps, seed, by_sets)?;
     let mut run = meter.stop(0, 1);
     run.value = sps_sum(&pool, a, n)?;
     pool.close()?;

@@ -29,6 +29,7 @@ mod redo;
 mod stm;
 mod stm_box;
 mod stm_young;
+mod swap;
 pub mod wal;
 
 pub use double::{DoubleReport, DoubleSettings};
@@ -96,6 +97,11 @@ pub fn workloads() -> &'static [Workload] {
             name: "log-many",
             about: "regions that log several ranges under one undo fence (log_ranges)",
             run: log_many::w_log_many,
+        },
+        Workload {
+            name: "swap",
+            about: "array-view swaps: both elements logged under one undo fence, mixed with logged ones; rollbacks",
+            run: swap::w_swap,
         },
         Workload {
             name: "record",

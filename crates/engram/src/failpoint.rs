@@ -191,6 +191,12 @@ mod armed {
              object whatever its length, so a write may run past the object's end",
         ),
         (
+            "tx.log_skips_tag",
+            "a region's first log of a range checks only that it lies inside a slot's payload, not that the slot's \
+             header carries the tag, so a write through a dangling pointer into a slot an earlier region freed is \
+             accepted (and logged, and stored)",
+        ),
+        (
             "alloc.slot_past_span_end",
             "`locate_containing` accepts a slot index past the span's last whole slot, so a write into the bytes at a \
              span's end that hold no slot (and on into the next span) is taken for a write into an object",

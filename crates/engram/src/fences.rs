@@ -118,6 +118,8 @@ named! {
     BUMPS_BEFORE_REUSE: Fence [Region] = "pending generation bumps before freed objects are reused",
     /// A sweep settles the pending bumps before it frees objects.
     BUMPS_BEFORE_SWEEP: Fence [Gc, Open] = "pending generation bumps before a sweep frees objects",
+    /// `ArrayView::swap`: the undo entries of both elements under one fence.
+    SWAP_ENTRIES: Fence [Region] = "undo entries of an array swap before either element changes",
     /// The lines of new objects that committed regions which logged nothing
     /// left unflushed (`fresh.rs`), written back by every later fence.
     FRESH_LINES: Flush [Region] = "fresh objects of earlier regions",

@@ -6,8 +6,10 @@
 //! and pool regions), what a committed region wrote through a view is there
 //! after reopening, no cached page outlives its region (the next region's
 //! first write to the same element is logged again), fresh arrays need no
-//! log, and bad indices are typed errors. Crash behaviour is the same as
-//! `Tx::set` (covered by the crash explorer's region workloads).
+//! log, and bad indices are typed errors; `swap` logs what is not logged
+//! under one fence (counted), is `slice::swap`, and rolls back. Crash
+//! behaviour is the same as `Tx::set` (covered by the crash explorer's
+//! region workloads; a swap's one fence by its `swap` workload).
 
 mod common;
 use common::TempPool;
@@ -167,4 +169,136 @@ fn bad_indices_are_typed_errors() {
     })
     .unwrap();
     assert_eq!(contents(&pool, a), (0..10).collect::<Vec<_>>());
+}
+
+// ----- ArrayView::swap ---------------------------------------------------------
+
+fn create_pmem(t: &TempPool) -> Pool {
+    Pool::create(&t.0, CreateOptions::new("test").durability(Durability::Pmem).initial_size(16 << 20)).unwrap()
+}
+
+/// Fences the calling thread issued while `f` ran.
+fn fences_in(f: impl FnOnce()) -> u64 {
+    let before = engram::pmem::counters().fences;
+    f();
+    engram::pmem::counters().fences - before
+}
+
+/// A swap logs whichever of its two elements the region has not logged,
+/// under ONE fence, and fences nothing when both are logged or `i == j`;
+/// each swap is `slice::swap` (checked against a model), and the region's
+/// rollback restores every element, whoever logged it first (a swap, a
+/// view's `set`, `Tx::set`).
+#[test]
+fn a_swap_logs_what_is_not_logged_under_one_fence_and_rolls_back() {
+    let t = TempPool::new("view-swap");
+    let pool = create_pmem(&t);
+    let n = 64;
+    let a = setup(&pool, n);
+    let r: Result<(), Error> = pool.txn(|tx| {
+        tx.set(a, 40, 1040)?; // logged by the generic path
+        let v = tx.array(a)?;
+        v.set(41, 1041)?; // logged by the view
+        let mut model: Vec<u64> = (0..n).collect();
+        (model[40], model[41]) = (1040, 1041);
+        let mut swap = |i: u64, j: u64| {
+            model.swap(i as usize, j as usize);
+            fences_in(|| v.swap(i, j).unwrap())
+        };
+        assert_eq!(swap(1, 2), 1, "neither logged: one fence for both");
+        assert_eq!(swap(2, 3), 1, "one logged (2), one not: one fence");
+        assert_eq!(swap(3, 1), 0, "both logged");
+        assert_eq!(swap(5, 5), 0, "an element with itself: nothing logged");
+        assert_eq!(swap(40, 41), 0, "logged by Tx::set and by the view's set");
+        assert_eq!(swap(40, 50), 1, "logged by Tx::set, and one not");
+        assert_eq!(swap(63, 0), 1, "the ends");
+        for i in 0..n {
+            assert_eq!(v.get(i)?, model[i as usize], "element {i}");
+        }
+        Err(Error::Aborted)
+    });
+    assert!(matches!(r, Err(Error::Aborted)), "{r:?}");
+    assert_eq!(contents(&pool, a), (0..n).collect::<Vec<_>>(), "the rollback restored every element");
+}
+
+/// `i == j` changes nothing and is never logged: a rollback after it (and
+/// after swaps that did log) leaves the element as it was.
+#[test]
+fn a_swap_of_an_element_with_itself_changes_nothing() {
+    let t = TempPool::new("view-swap-self");
+    let pool = create_pmem(&t);
+    let a = setup(&pool, 8);
+    let fences = fences_in(|| {
+        pool.txn(|tx| {
+            let v = tx.array(a)?;
+            v.swap(3, 3)?;
+            assert_eq!(v.get(3)?, 3);
+            Ok::<_, Error>(())
+        })
+        .unwrap()
+    });
+    assert_eq!(fences, 0, "a region that swapped an element with itself wrote nothing");
+    assert_eq!(contents(&pool, a), (0..8).collect::<Vec<_>>());
+}
+
+/// Committed swaps are there after reopening; random swaps (many of them
+/// with one or both elements logged) then rolled back leave them so.
+#[test]
+fn committed_swaps_survive_reopen_and_random_ones_roll_back() {
+    let t = TempPool::new("view-swap-commit");
+    let n = 300;
+    let mut model: Vec<u64> = (0..n).collect();
+    {
+        let pool = create_pmem(&t);
+        let a = setup(&pool, n);
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        pool.txn(|tx| {
+            let v = tx.array(a)?;
+            for _ in 0..3000 {
+                let (i, j) = (xorshift(&mut x) % n, xorshift(&mut x) % n);
+                v.swap(i, j)?;
+                model.swap(i as usize, j as usize);
+            }
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+        assert_eq!(contents(&pool, a), model);
+        let r: Result<(), Error> = pool.txn(|tx| {
+            let v = tx.array(a)?;
+            for _ in 0..3000 {
+                let (i, j) = (xorshift(&mut x) % n, xorshift(&mut x) % n);
+                v.swap(i, j)?;
+            }
+            Err(Error::Aborted)
+        });
+        assert!(r.is_err());
+        assert_eq!(contents(&pool, a), model);
+        pool.close().unwrap();
+    }
+    let pool = Pool::open(&t.0, OpenOptions::new("test").durability(Durability::Pmem)).unwrap();
+    let a = pool.txn(|tx| tx.root_array::<u64>("a")).unwrap().unwrap();
+    assert_eq!(contents(&pool, a), model);
+}
+
+/// An index out of bounds (either one, or both) is `OutOfBounds` and
+/// changes neither element, logged or not; the region goes on and commits
+/// what it did swap.
+#[test]
+fn a_swap_out_of_bounds_changes_nothing() {
+    let t = TempPool::new("view-swap-bounds");
+    let pool = create_pmem(&t);
+    let a = setup(&pool, 10);
+    pool.txn(|tx| {
+        let v = tx.array(a)?;
+        v.swap(0, 1)?;
+        for (i, j) in [(0, 10), (10, 0), (2, 10), (10, 10), (u64::MAX, 1)] {
+            let r = v.swap(i, j);
+            assert!(matches!(r, Err(Error::OutOfBounds { index: 10 | u64::MAX, len: 10, .. })), "({i}, {j}): {r:?}");
+        }
+        Ok::<_, Error>(())
+    })
+    .unwrap();
+    let mut want: Vec<u64> = (0..10).collect();
+    want.swap(0, 1);
+    assert_eq!(contents(&pool, a), want);
 }

@@ -549,8 +549,110 @@ fn the_bounds_tests_catch_their_planted_bugs() {
     let r = log_past_the_large_end(&pool, b);
     engram::failpoint::disarm_all();
     assert!(r.is_ok(), "tx.last_object_ignores_len: the range past the large end was refused anyway: {r:?}");
+    // (The bytes past the last slot carry no tag: the tag check refuses
+    // them too, so the bounds bug shows with that check planted away.)
     engram::failpoint::plant("alloc.slot_past_span_end");
+    engram::failpoint::plant("tx.log_skips_tag");
     let r = pool.txn(|tx| tx.log_range(p, 8));
     engram::failpoint::disarm_all();
     assert!(r.is_ok(), "alloc.slot_past_span_end: the range past the last slot was refused anyway: {r:?}");
+}
+
+// ----- writes into freed slots (issue 13: `Tx::in_live_object`) --------------
+
+/// Two small objects `x` and `y` (one span, `y` under a root) and a large
+/// array `big`, committed; then `x` and `big` freed by a committed region.
+/// Returns their addresses; `x` held 7 when freed.
+fn freed_objects(pool: &Pool) -> (PPtr<u64>, PPtr<u64>, PArray<u64>) {
+    let (x, y, big) = pool
+        .txn(|tx| {
+            let (x, y) = (tx.alloc(7u64)?, tx.alloc(8u64)?);
+            let big = tx.alloc_array::<u64>(BIG)?;
+            tx.set_root("y", y)?;
+            Ok::<_, Error>((x, y, big))
+        })
+        .unwrap();
+    pool.txn(|tx| {
+        tx.free(x)?;
+        tx.free_array(big)
+    })
+    .unwrap();
+    (x, y, big)
+}
+
+/// Empties the span caches of this thread's next regions: a committed
+/// free moves the heap's free count (the object is of another class than
+/// `freed_objects`' small ones, so their freed slot is not handed out).
+fn forget_spans(pool: &Pool) {
+    pool.txn(|tx| {
+        let d = tx.alloc_array::<u64>(40)?;
+        tx.free_array(d)
+    })
+    .unwrap();
+}
+
+/// A write through a dangling pointer into a slot an earlier region freed
+/// is refused at its first log, whichever answer the bounds check has at
+/// hand: the tables (first in a region), the span cache (a live object of
+/// the same span logged first; it then is the region's last object too),
+/// a read of the freed slot by the tables first (answered, but not
+/// remembered as a live object), `log_ranges`, and a freed large object.
+/// Nothing is stored and the live neighbour's write is undone with its
+/// region.
+#[test]
+fn a_write_into_a_freed_slot_is_refused() {
+    let t = TempPool::new("freed-slot");
+    let pool = create(&t, false);
+    let (x, y, big) = freed_objects(&pool);
+    let refused = |r: Result<(), Error>, what: &str| {
+        assert!(matches!(r, Err(Error::BadPointer { addr }) if addr == x.addr() || addr == big.addr() + 8000), "{what}: {r:?}");
+    };
+    refused(
+        pool.txn(|tx| {
+            assert_eq!(tx.read(x)?, 7, "reads are not checked for the tag");
+            tx.write(x, 5)
+        }),
+        "write after a read of the freed slot (tables)",
+    );
+    forget_spans(&pool);
+    refused(pool.txn(|tx| tx.write(x, 5)), "write (tables)");
+    forget_spans(&pool);
+    refused(pool.txn(|tx| tx.log_range(x.addr(), 8)), "log_range (tables)");
+    refused(
+        pool.txn(|tx| {
+            tx.write(y, 9)?;
+            tx.write(x, 5)
+        }),
+        "write (span cache, after a live object of the span)",
+    );
+    refused(pool.txn(|tx| tx.log_ranges([(y.addr(), 8), (x.addr(), 8)])), "log_ranges");
+    refused(pool.txn(|tx| tx.log_range(big.addr() + 8000, 8)), "a freed large object");
+    pool.txn(|tx| {
+        assert_eq!((tx.read(x)?, tx.read(y)?), (7, 8), "nothing stored, y's write undone");
+        Ok::<_, Error>(())
+    })
+    .unwrap();
+    // The live neighbour is still writable, and the pool checks.
+    pool.txn(|tx| tx.write(y, 10)).unwrap();
+    pool.check().unwrap();
+}
+
+/// With `tx.log_skips_tag` planted (the first log checks the slot's bounds,
+/// not its tag) the write into the freed slot is accepted: the test above
+/// catches it. The tag check also refuses the bytes past a span's last
+/// slot (no tag there) when the bounds check is planted away alone.
+#[test]
+fn the_freed_slot_test_catches_its_planted_bug() {
+    let t = TempPool::new("freed-slot-planted");
+    let pool = create(&t, false);
+    let (x, _, _) = freed_objects(&pool);
+    engram::failpoint::plant("tx.log_skips_tag");
+    let r = pool.txn(|tx| tx.write(x, 5));
+    engram::failpoint::disarm_all();
+    assert!(r.is_ok(), "tx.log_skips_tag: the write into the freed slot was refused anyway: {r:?}");
+    let p = past_the_last_slot(&pool);
+    engram::failpoint::plant("alloc.slot_past_span_end");
+    let r = pool.txn(|tx| tx.log_range(p, 8));
+    engram::failpoint::disarm_all();
+    assert_refused(r, "past the last slot, no tag there");
 }

@@ -105,6 +105,14 @@ fn log_many_needs_its_one_undo_fence() {
     first_violation(|| failpoint::drop_fence(fences::UNDO_ENTRY), "log-many");
 }
 
+/// `ArrayView::swap` logs both elements and fences once: without that
+/// fence a crash finds an element changed and its undo entry torn.
+#[test]
+fn swap_needs_its_one_undo_fence() {
+    let m = first_violation(|| failpoint::drop_fence(fences::SWAP_ENTRIES), "swap");
+    assert!(m.contains("half swap") || m.contains("counts"), "{m}");
+}
+
 /// The 2-fence commit (`log.rs`, steps 3' and 4'). Its one commit fence is
 /// the commit point; and the design review's case 3: a region commits by
 /// record (its generation bump pending), a later region frees the object
@@ -293,6 +301,7 @@ const FAULTS: &[(&str, &str)] = &[
     (fences::SPAN_ENTRY, "alloc"),
     (fences::CLEAN_BITMAPS, "close"),
     (fences::UNDO_ENTRY, "commit"),
+    (fences::SWAP_ENTRIES, "swap"),
     (fences::CHUNK_HEADERS, "spill"),
     (fences::CHUNK_LINK, "spill"),
     (fences::RESTORED_BYTES, "abort"),

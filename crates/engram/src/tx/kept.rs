@@ -61,10 +61,14 @@ impl Tx<'_> {
             // `validate_array`'s `locate` would have.
             self.spans.learn(loc);
             self.last_array.set((a.addr(), shape, count));
+            self.last_object.set((a.addr(), a.addr() + loc.capacity()));
             return Ok(count);
         }
         let (count, loc) = self.validate_array(a)?;
         self.last_array.set((a.addr(), shape, count));
+        // A live object (tagged, checked just now): the region's first log
+        // into it (`Tx::in_live_object`) need not read the header again.
+        self.last_object.set((a.addr(), a.addr() + loc.capacity()));
         self.st.borrow_mut().sets.array = KeptArray::new(heap.id, a.addr(), shape, frees, (count, loc));
         Ok(count)
     }

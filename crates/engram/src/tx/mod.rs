@@ -88,9 +88,12 @@ pub struct Tx<'p> {
     /// The last array whose header was validated: (address, (element
     /// size, alignment), count).
     last_array: std::cell::Cell<(u64, (u64, u64), u64)>,
-    /// The payload range `[start, end)` of the last object a read was
-    /// checked against (objects are freed only when the region ends, so a
-    /// range checked once stays an object for the rest of the region).
+    /// The payload range `[start, end)` of the last object the tables (a
+    /// read) or a first log found, if its header carries the tag, or of
+    /// the last array `Tx::len` validated (tagged too: `tx/kept.rs`): a
+    /// live object (objects are freed only when a region ends, so a range
+    /// checked once stays a live object for the rest of the region).
+    /// (0, 0): none. Never an untagged slot, so a first log may trust it.
     last_object: std::cell::Cell<(u64, u64)>,
     /// Small spans seen by this thread's regions since the last free or
     /// sweep, for the pointer checks (`spans.rs`).
@@ -700,8 +703,8 @@ impl<'p> Tx<'p> {
     }
 
     /// Whether `[addr, addr+len)` lies inside the payload of one allocated
-    /// object: the bounds check of every read and of every first log of a
-    /// range (`log_new_range`: every write, the front ends' log calls).
+    /// object: the bounds check of every read (a first log of a range adds
+    /// the tag: [`Tx::in_live_object`]).
     ///
     /// O(1) and inlined for the two common answers: an object of a span in
     /// the region's span cache (`SpanCache::holds`: a tag compare and a
@@ -712,34 +715,91 @@ impl<'p> Tx<'p> {
     /// tables (`in_object_slow`, itself O(1): `alloc::locate_containing`).
     #[inline]
     fn in_object(&self, addr: u64, len: u64) -> bool {
-        if self.spans.holds(addr, len) {
-            return true;
-        }
+        self.spans.holds(addr, len) || self.in_last_object(addr, len) || self.in_object_slow(addr, len)
+    }
+
+    /// Whether `[addr, addr+len)` lies inside `last_object` (a live object).
+    #[inline]
+    fn in_last_object(&self, addr: u64, len: u64) -> bool {
         let (start, end) = self.last_object.get();
         if start != 0 && addr >= start && addr.checked_add(len).is_some_and(|e| e <= end) {
             return true;
         }
-        if crate::failpoint::planted("tx.last_object_ignores_len") && start != 0 && addr >= start && addr < end {
-            return true;
+        crate::failpoint::planted("tx.last_object_ignores_len") && start != 0 && addr >= start && addr < end
+    }
+
+    /// Whether `[addr, addr+len)` lies inside the payload of one allocated
+    /// object that is live: [`Tx::in_object`], and the object's header
+    /// carries the tag. A slot an earlier region freed has its tag cleared
+    /// by that region's commit (`clear_tags`), and a slot never handed out
+    /// has none, so a write through a dangling pointer into a freed slot
+    /// is refused. The check of every first log of a range (`loggable`:
+    /// undo and redo). Neither the span tables nor the span cache know
+    /// which slots of a span are allocated (the slot bitmaps are the
+    /// allocator's), hence the header load, once per object: the object
+    /// found becomes `last_object`, so the next first log of another range
+    /// of it (sps's array, a front end's fields) is a compare. A small
+    /// object's header is 16 bytes before its payload, mostly on the line
+    /// the undo entry's copy of the old bytes reads next.
+    ///
+    /// Not refused: a slot the collector swept (the sweep rewrites the
+    /// bitmaps, not the headers, so it keeps its tag until reused; only a
+    /// pointer held outside any region across a collection can dangle
+    /// there), and an object this region frees (freed at its commit).
+    #[inline]
+    fn in_live_object(&self, addr: u64, len: u64) -> bool {
+        self.in_last_object(addr, len) || self.in_live_object_new(addr, len)
+    }
+
+    /// [`Tx::in_live_object`] for a range outside `last_object`: the span
+    /// cache or the tables find the slot's payload, then its tag is read.
+    #[inline(never)]
+    fn in_live_object_new(&self, addr: u64, len: u64) -> bool {
+        let payload = match self.spans.payload_holding(addr, len) {
+            Some(p) => p,
+            None => match self.object_by_tables(addr, len) {
+                Some(p) => p,
+                None => return false,
+            },
+        };
+        if !self.tagged(payload.0) && !crate::failpoint::planted("tx.log_skips_tag") {
+            return false;
         }
-        self.in_object_slow(addr, len)
+        self.last_object.set(payload);
+        true
+    }
+
+    /// The payload `[start, end)` of the object whose payload holds
+    /// `[addr, addr+len)`, by the span and arena tables (and the cache).
+    fn object_by_tables(&self, addr: u64, len: u64) -> Option<(u64, u64)> {
+        self.check(addr, len, 1).ok()?;
+        let (p, loc) = self.locate_containing(addr)?;
+        (addr >= p && addr + len <= p + loc.capacity()).then(|| (p, p + loc.capacity()))
+    }
+
+    /// Whether the header of the object whose payload starts at `p` (found
+    /// by the span cache or the tables) carries the tag: a live object.
+    #[inline]
+    fn tagged(&self, p: u64) -> bool {
+        // SAFETY: the span cache or the tables found a slot whose payload
+        // starts at `p`: its header lies in the heap, inside the mapping
+        // (which never shrinks while the pool is open).
+        let flags = unsafe { std::ptr::read((p - OBJ_HEADER + OBJ_FLAGS_OFF) as *const u32) };
+        flags & OBJ_TAG_MASK == OBJ_TAG
     }
 
     /// [`Tx::in_object`] by the span and arena tables; the object found
-    /// becomes the last one (objects are freed only when a region ends, so
-    /// it stays one for the rest of this region).
+    /// becomes the last one if it is live (objects are freed only when a
+    /// region ends, so it stays one for the rest of this region). A read
+    /// of an untagged slot is answered (as before) but not remembered:
+    /// `last_object` must not let a first log skip the tag.
     #[inline(never)]
     fn in_object_slow(&self, addr: u64, len: u64) -> bool {
-        if self.check(addr, len, 1).is_err() {
-            return false;
+        let Some(payload) = self.object_by_tables(addr, len) else { return false };
+        if self.tagged(payload.0) {
+            self.last_object.set(payload);
         }
-        match self.locate_containing(addr) {
-            Some((p, loc)) if addr >= p && addr + len <= p + loc.capacity() => {
-                self.last_object.set((p, p + loc.capacity()));
-                true
-            }
-            _ => false,
-        }
+        true
     }
 
     /// Reads the object `p` points to. The read must lie inside the object
@@ -856,28 +916,42 @@ impl<'p> Tx<'p> {
         if self.st.borrow().sets.words.covered(off, len) {
             return Ok(());
         }
-        self.log_new_range(addr, len, true)
+        self.log_new_range(addr, len, true).map(|_| ())
     }
 
     /// [`Tx::log_range`] for each `(addr, len)` of `ranges`, with one fence
     /// for all of their undo entries instead of one each (the region may
     /// modify none of them before this returns). On an error the ranges
-    /// before the bad one may be logged; none was modified.
+    /// before the bad one may be logged (and are fenced: the region may go
+    /// on and change them); none was modified.
     pub fn log_ranges(&self, ranges: impl IntoIterator<Item = (u64, u64)>) -> Result<()> {
+        let (logged, result) = self.log_ranges_unfenced(ranges);
+        if logged {
+            // Step 1 of the protocol for every entry above, under one fence.
+            self.pool.space.persist.fence(crate::fences::UNDO_ENTRY)?;
+        }
+        result
+    }
+
+    /// The logging half of [`Tx::log_ranges`]: an undo entry, written and
+    /// flushed, for each range not yet covered, up to the first error.
+    /// Returns whether it wrote any entry (the caller must then fence
+    /// before changing any of the ranges, whatever the result: a range
+    /// logged is covered, so a later write to it logs nothing and fences
+    /// nothing) and the result.
+    pub(crate) fn log_ranges_unfenced(&self, ranges: impl IntoIterator<Item = (u64, u64)>) -> (bool, Result<()>) {
         let base = self.pool.space.base();
         let mut logged = false;
         for (addr, len) in ranges {
             if len == 0 || self.st.borrow().sets.words.covered(addr.wrapping_sub(base), len) {
                 continue;
             }
-            self.log_new_range(addr, len, false)?;
-            logged = true;
+            match self.log_new_range(addr, len, false) {
+                Ok(wrote) => logged |= wrote,
+                Err(e) => return (logged, Err(e)),
+            }
         }
-        if logged {
-            // Step 1 of the protocol for every entry above, under one fence.
-            self.pool.space.persist.fence(crate::fences::UNDO_ENTRY)?;
-        }
-        Ok(())
+        (logged, Ok(()))
     }
 
     /// [`Tx::log_range`] for a caller that keeps a bitmap page between
@@ -899,21 +973,28 @@ impl<'p> Tx<'p> {
         Ok(())
     }
 
-    /// `log_range` for a range not yet logged: validates and logs it
-    /// (without `fence`, the caller fences before changing it).
-    fn log_new_range(&self, addr: u64, len: u64, fence: bool) -> Result<()> {
+    /// `log_range` for a range the caller found not covered: validates and
+    /// logs it (without `fence`, the caller fences before changing it).
+    /// Returns whether it wrote an entry (false: the range turned out to
+    /// be covered once the region left the redo path or marked its new
+    /// objects).
+    fn log_new_range(&self, addr: u64, len: u64, fence: bool) -> Result<bool> {
         let space = &self.pool.space;
         let off = addr.wrapping_sub(space.base());
         // A region on the redo path leaves it (`tx/redo.rs`); the range may
-        // be logged now.
+        // be logged now. Leaving logs (and marks) the pending ranges.
+        let mut changed = self.redo.get() != redo::RedoState::Off;
         self.leave_redo()?;
         let mut st = self.st.borrow_mut();
         if st.sets.unmarked_fresh() {
             // The region's new objects need no undo: mark them now, once.
             st.sets.mark_fresh(space.base());
+            changed = true;
         }
-        if st.sets.words.covered(off, len) {
-            return Ok(());
+        // The caller asked `covered` already: ask again only if the set
+        // changed since (an sps swap, a front end's log, skip this).
+        if changed && st.sets.words.covered(off, len) {
+            return Ok(false);
         }
         drop(st);
         self.loggable(addr, len)?;
@@ -929,16 +1010,17 @@ impl<'p> Tx<'p> {
         st.sets.logged.push((off, len as u32));
         st.sets.words.mark(off, len);
         self.note_changed(&mut st.sets.dirty, off, len);
-        Ok(())
+        Ok(true)
     }
 
     /// Whether `[addr, addr+len)` may be logged (undo or redo): inside one
-    /// object's slot, or in the root table, and the pool is writable.
+    /// live object's payload ([`Tx::in_live_object`]), or in the root
+    /// table, and the pool is writable.
     fn loggable(&self, addr: u64, len: u64) -> Result<()> {
         let space = &self.pool.space;
         let off = addr.wrapping_sub(space.base());
         let in_roots = off >= ROOTS_OFF && off.saturating_add(len) <= ROOTS_OFF + ROOTS_CAP as u64 * crate::format::ROOT_ENTRY_SIZE;
-        if !(in_roots || self.in_object(addr, len)) || len > u32::MAX as u64 {
+        if !(in_roots || self.in_live_object(addr, len)) || len > u32::MAX as u64 {
             return Err(Error::BadPointer { addr });
         }
         if space.read_only {

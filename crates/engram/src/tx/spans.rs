@@ -17,6 +17,11 @@
 //! would refuse. Large and huge objects are never cached (a concurrent
 //! region may free them).
 //!
+//! The cache knows spans, not which of their slots are allocated (the slot
+//! bitmaps are the allocator's): a first log asks the slot's header tag as
+//! well (`Tx::in_live_object`), so that a write through a dangling pointer
+//! into a slot an earlier region freed is refused.
+//!
 //! Kept between a thread's regions: the entries live in a per-thread box
 //! with the key they hold for, (the heap's id, its free count when the
 //! region began). The next region keeps them only if the key is still the
@@ -180,6 +185,23 @@ impl SpanCache {
         }
     }
 
+    /// The payload `[start, end)` of the slot `[addr, addr+len)` lies
+    /// inside, for an `addr` in a cached span (what [`SpanCache::holds`]
+    /// accepts, with the bounds it accepted it by), else None (ask the
+    /// tables). Whether the slot holds a live object is the caller's to
+    /// ask (its header's tag: `Tx::in_live_object`).
+    #[inline]
+    pub fn payload_holding(&self, addr: u64, len: u64) -> Option<(u64, u64)> {
+        let h = self.hit(addr)?;
+        // pos < slot: the subtraction cannot wrap, nor `len` overflow.
+        let pos = h.within - h.start;
+        if pos < OBJ_HEADER || len > h.way.slot as u64 - pos {
+            return None;
+        }
+        let slot = self.heap + h.g * SPAN_SIZE + h.start;
+        Some((slot + OBJ_HEADER, slot + h.way.slot as u64))
+    }
+
     /// What `alloc::locate_containing(space, addr)` answers, for an `addr`
     /// in a cached span, else None (ask the tables).
     #[inline]
@@ -286,6 +308,11 @@ mod tests {
         assert!(c.holds(p2, 32) && c.holds(p2 + 8, 24) && c.holds(p2 + 31, 1));
         assert!(!c.holds(p2, 33) && !c.holds(p2 - 8, 8) && !c.holds(p2 + 24, 16), "past the payload");
         assert!(!c.holds(p2, u64::MAX) && !c.holds(p2 + 8, u64::MAX - 4), "no overflow");
+        // payload_holding: what holds accepts, with the payload's bounds
+        for (a, n) in [(p2, 32), (p2 + 8, 24), (p2 + 31, 1), (p2, 33), (p2 - 8, 8), (p2 + 24, 16), (p2 + 8, u64::MAX - 4)] {
+            let want = c.holds(a, n).then_some((p2, p2 + 32));
+            assert_eq!(c.payload_holding(a, n), want, "{a:#x}+{n}");
+        }
         // the tail of the span past its last slot holds no object
         let per = slots_per_span(1) as u64;
         assert_eq!(c.containing(slot0 + per * 48 + 4), None);
@@ -298,5 +325,6 @@ mod tests {
         assert_eq!(c.containing(base + 8), None);
         assert_eq!(c.at(base), None);
         assert!(!c.holds(base + 8, 8) && !c.holds(0, 8) && !c.holds(u64::MAX - 7, 8));
+        assert_eq!((c.payload_holding(base + 8, 8), c.payload_holding(u64::MAX - 7, 8)), (None, None));
     }
 }

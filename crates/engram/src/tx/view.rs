@@ -25,8 +25,15 @@
 //!   goes through `Tx::log_range`, so the view never skips a log the
 //!   generic path would write.
 //!
+//! [`ArrayView::swap`] logs both elements with one `Tx::log_ranges`-style
+//! call, so a swap that logs pays one entry fence, not two.
+//!
 //! Crash behaviour: the same as `Tx::set` (the old bytes are logged before
-//! the store; the view adds no state of its own to the pool).
+//! the store; the view adds no state of its own to the pool). A swap's two
+//! undo entries are made durable by one fence, named "undo entries of an
+//! array swap before either element changes", before either element is
+//! stored: a crash before it leaves both unchanged, after it both
+//! restorable (the crash explorer's `swap` workload).
 //!
 //! [`LoggedWords::page_ptr`]: super::logged::LoggedWords::page_ptr
 
@@ -126,14 +133,101 @@ impl<T: Persistent> ArrayView<'_, '_, T> {
         Ok(())
     }
 
+    /// Swaps elements `i` and `j`, as `slice::swap` does: logs whichever of
+    /// the two the region has not logged yet with ONE fence for both
+    /// entries (two `set`s fence once per entry), then stores both. `i ==
+    /// j` changes nothing and logs nothing. An index out of bounds is
+    /// [`Error::OutOfBounds`] and leaves both elements as they were.
+    ///
+    /// The values stored are the array's own, so checked mode validates
+    /// nothing here (their pointer fields were valid where they were; the
+    /// commit checks every logged object's pointer fields anyway).
+    ///
+    /// ```
+    /// # use engram::{CreateOptions, Durability, Pool};
+    /// # let path = std::env::temp_dir().join(format!("engram-doc-swap-{}", std::process::id()));
+    /// # let pool = Pool::create(&path, CreateOptions::new("doc").durability(Durability::Process)).unwrap();
+    /// let a = pool.txn(|tx| {
+    ///     let a = tx.alloc_array::<u64>(4)?;
+    ///     tx.write_slice(a, 0, &[10, 11, 12, 13])?;
+    ///     tx.set_root_array("a", a)?;
+    ///     Ok::<_, engram::Error>(a)
+    /// })?;
+    /// pool.txn(|tx| {
+    ///     let v = tx.array(a)?;
+    ///     v.swap(0, 3)?; // logs elements 0 and 3 under one fence
+    ///     v.swap(3, 1)?; // logs element 1 only
+    ///     assert_eq!((v.get(0)?, v.get(1)?, v.get(3)?), (13, 10, 11));
+    ///     Ok::<_, engram::Error>(())
+    /// })?;
+    /// # pool.close()?;
+    /// # std::fs::remove_file(&path).unwrap();
+    /// # Ok::<_, engram::Error>(())
+    /// ```
+    #[inline]
+    pub fn swap(&self, i: u64, j: u64) -> Result<()> {
+        let (ai, aj) = (self.bounds(i)?, self.bounds(j)?);
+        if i == j {
+            return Ok(());
+        }
+        let size = size_of::<T>() as u64;
+        let (oi, oj) = (self.off + i * size, self.off + j * size);
+        // Loaded first, as two `get`s would: the loads need not wait for
+        // the bit tests (logging does not change the elements).
+        // SAFETY: both in bounds of the array (checked), aligned for T
+        // (checked by `Tx::len`); every bit pattern is a valid T.
+        let (vi, vj) = unsafe { (std::ptr::read(ai as *const T), std::ptr::read(aj as *const T)) };
+        let page = self.page.get();
+        if size != 0 && !(page.covered(oi, size) && page.covered(oj, size)) {
+            self.log_pair(ai, oi, aj, oj)?;
+        }
+        // SAFETY: both in bounds (checked) and distinct (i != j); both old
+        // values are logged (or the array is new in this region).
+        unsafe {
+            std::ptr::write(ai as *mut T, vj);
+            std::ptr::write(aj as *mut T, vi);
+        }
+        crate::failpoint::Failpoint::TxAfterWrite.hit();
+        Ok(())
+    }
+
     /// The slow half of `set`: logs through the region, then caches the
     /// bitmap page the element's bits are in.
     #[cold]
     fn log(&self, addr: u64, off: u64) -> Result<()> {
         self.tx.log_range(addr, size_of::<T>() as u64)?;
+        self.cache_page(off);
+        Ok(())
+    }
+
+    /// The slow half of `swap`: step 1 of the undo protocol for both
+    /// elements (at `ai` and `aj`, pool offsets `oi` and `oj`) at once.
+    /// Each element not yet covered gets its undo entry, written and
+    /// flushed; then one fence makes the entries durable before either
+    /// element changes (a crash before it finds the entries torn or whole
+    /// and both elements unchanged). The fence is issued whenever an entry
+    /// was written, also if the second failed: the first is covered from
+    /// now on, so nothing else would fence it before it changes. Then
+    /// caches the bitmap page of element `j` (pool offset `oj`).
+    #[cold]
+    fn log_pair(&self, ai: u64, oi: u64, aj: u64, oj: u64) -> Result<()> {
+        // An element the cached page shows logged is passed with length 0
+        // (skipped); the other is asked of the whole set.
+        let (page, size) = (self.page.get(), size_of::<T>() as u64);
+        let len = |off: u64| if page.covered(off, size) { 0 } else { size };
+        let (logged, result) = self.tx.log_ranges_unfenced([(ai, len(oi)), (aj, len(oj))]);
+        if logged {
+            self.tx.pool.space.persist.fence(crate::fences::SWAP_ENTRIES)?;
+        }
+        result?;
+        self.cache_page(oj);
+        Ok(())
+    }
+
+    /// Caches the bitmap page that holds pool offset `off`'s bit.
+    fn cache_page(&self, off: u64) {
         if let Some(c) = PageCache::of(&self.tx.st.borrow().sets.words, off) {
             self.page.set(c);
         }
-        Ok(())
     }
 }
