@@ -69,6 +69,9 @@ pub unsafe extern "C" fn engram_region_begin(pool: crate::engram_pool, region: *
         }
         let entry = crate::handles::pool(pool)?;
         let r = entry.pool.begin()?;
+        // A front end may link the region's new objects with plain stores
+        // after the commit: the commit makes them durable (engram.h).
+        r.tx().new_objects_durable_at_commit();
         *dst = add_region(RegionSlot { region: Some(r), pool_id: pool, entry, depth: 1 });
         Ok(())
     })
@@ -275,4 +278,49 @@ pub unsafe extern "C" fn engram_root_remove(region: engram_region, name: *const 
         }
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pool::{engram_create_options, engram_create_options_init, engram_pool_close, engram_pool_create};
+
+    /// A C-ABI region that only allocates and fills a new object still
+    /// writes it back and fences at its commit (a front end may link it with
+    /// a plain store right after), while the same region in Rust leaves the
+    /// write-back to the next fence (`fresh.rs`).
+    #[test]
+    fn a_commit_that_only_allocated_makes_the_object_durable() {
+        let base = if std::path::Path::new("/dev/shm").is_dir() { std::path::PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
+        let file = base.join(format!("engram-ffi-fresh-{}.pool", std::process::id()));
+        let path = std::ffi::CString::new(file.to_str().unwrap()).unwrap();
+        let layout = std::ffi::CString::new("ffi-fresh").unwrap();
+        // SAFETY: all-zero is a valid engram_create_options (null layout,
+        // zero sizes), and init fills it before use.
+        let mut o: engram_create_options = unsafe { std::mem::zeroed() };
+        // SAFETY: valid out-pointers and NUL-terminated strings that outlive the calls.
+        let pool = unsafe {
+            assert_eq!(engram_create_options_init(&mut o), 0);
+            o.layout = layout.as_ptr();
+            o.durability = 1; // ENGRAM_DURABILITY_PMEM
+            let mut pool = 0;
+            assert_eq!(engram_pool_create(path.as_ptr(), &o, &mut pool), 0);
+            pool
+        };
+        let fences = || engram::pmem::counters().fences;
+        let mut r = 0;
+        // SAFETY: `r` and `addr` are valid out-pointers; the object is 64
+        // bytes of the pool's byte type, written inside its own region.
+        unsafe {
+            assert_eq!(engram_region_begin(pool, &mut r), 0);
+            let mut addr = 0;
+            assert_eq!(engram_alloc_array(r, 1, 64, &mut addr), 0);
+            std::ptr::write_bytes(addr as *mut u8, 7, 64);
+        }
+        let before = fences();
+        assert_eq!(engram_region_commit(r), 0);
+        assert!(fences() > before, "the C ABI's commit of a region that only allocated issued no fence");
+        assert_eq!(engram_pool_close(pool), 0);
+        let _ = std::fs::remove_file(&file);
+    }
 }

@@ -10,11 +10,12 @@
 //!
 //! Crash behaviour: a type entry is written body-first, then its used flag
 //! (see `types.rs`); flush and fence promise only what `pmem.rs` promises.
-//! An object allocated by a region that logged nothing is durable only
+//! An object allocated by a Rust region that logged nothing is durable only
 //! after the next fence of any thread (`fresh.rs`), not at that region's
-//! commit: a front end that links such an object with a plain store outside
-//! any region calls [`Pool::fence`] (or persists the object) first, as it
-//! already must for the object's own plain stores.
+//! commit; front ends link new objects with plain stores after a commit, so
+//! their regions (the C ABI's `engram_region_begin`) ask for the old
+//! contract, [`Tx::new_objects_durable_at_commit`](crate::Tx::new_objects_durable_at_commit):
+//! their commit makes everything the region wrote durable before it returns.
 
 use super::Pool;
 use crate::error::{Error, Result};

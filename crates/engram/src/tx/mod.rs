@@ -117,6 +117,9 @@ struct TxState {
     /// the thread's spare; taken back by `Drop` (hence `ManuallyDrop`).
     sets: std::mem::ManuallyDrop<Box<RegionSets>>,
     doomed: bool,
+    /// The commit writes back and fences the region's new objects even if
+    /// it logged nothing ([`Tx::new_objects_durable_at_commit`]).
+    eager_new: bool,
 }
 
 /// The region's bookkeeping, reused (emptied) by the thread's next region so
@@ -398,6 +401,7 @@ impl<'p> Tx<'p> {
                 log: LogWriter::resume(slot, gen),
                 sets: std::mem::ManuallyDrop::new(SPARE_SETS.with(|s| s.take()).unwrap_or_default()),
                 doomed: false,
+                eager_new: false,
             }),
             _gate: gate,
             _not_send: PhantomData,
@@ -408,6 +412,18 @@ impl<'p> Tx<'p> {
     /// with [`Error::Aborted`]).
     pub fn doom(&self) {
         self.st.borrow_mut().doomed = true;
+    }
+
+    /// Makes this region's commit write back and fence its new objects even
+    /// when it logged nothing. A region that logs nothing otherwise leaves
+    /// them to the next fence of any thread (`fresh.rs`): sound for code
+    /// that links a new object only by a logged store (every safe Rust
+    /// path), not for a front end that links it with a plain store after
+    /// the commit. The C ABI's regions (`engram_region_begin`) always ask
+    /// for it, so a commit there still makes everything the region wrote
+    /// durable before it returns.
+    pub fn new_objects_durable_at_commit(&self) {
+        self.st.borrow_mut().eager_new = true;
     }
 
     /// Whether the region will roll back when it ends.
@@ -1074,7 +1090,7 @@ impl<'p> Tx<'p> {
             } else {
                 if st.sets.dirty.is_empty() {
                     // nothing written
-                } else if st.log.entries() == 0 && space.persist.defers_fresh() {
+                } else if st.log.entries() == 0 && !st.eager_new && space.persist.defers_fresh() {
                     // 1'. nothing logged: `dirty` holds only the region's new
                     //     objects, which nothing durable reaches; they are
                     //     written back by the next fence of any thread, before
