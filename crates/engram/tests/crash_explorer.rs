@@ -142,9 +142,7 @@ fn record_commits_need_their_fences() {
 /// unfilled payload.
 #[test]
 fn fresh_objects_are_written_back_before_a_later_region_links_them() {
-    for fault in
-        [&(|| failpoint::drop_flush(fences::FRESH_LINES)) as &dyn Fn(), &|| failpoint::plant("tx.fresh_never_written_back")]
-    {
+    for fault in [&(|| failpoint::drop_flush(fences::FRESH_LINES)) as &dyn Fn(), &|| failpoint::plant("tx.fresh_never_written_back")] {
         // (the message depends on which store was lost: the entry's number,
         // its payload, or its header, which `check` refuses)
         first_violation(fault, "fresh-link");
