@@ -251,13 +251,15 @@ impl Tx<'_> {
         }
         crate::failpoint::Failpoint::TxBeforeCommit.hit();
         // R2. one fence: the region is committed (and the slot's previous
-        //     record, chained, has its bytes durable; its word moves).
-        persist.fence_redo(st.slot, "redo record: the region is committed")?;
+        //     record, chained, has its bytes durable, or covered by this
+        //     record; its word moves).
+        let base = space.base();
+        let ranges = st.sets.redo.iter().map(|&(off, len, _)| (base + off, len as u64));
+        persist.fence_redo(st.slot, ranges.clone(), "redo record: the region is committed")?;
         crate::failpoint::Failpoint::TxRedoAfterRecord.hit();
         // R3. the new bytes in place, not written back; the retire listed.
         self.store_redo(st);
-        let base = space.base();
-        persist.retires().publish(st.slot, st.log.gen(), st.sets.redo.iter().map(|&(off, len, _)| (base + off, len as u64)));
+        persist.retires().publish(st.slot, st.log.gen(), ranges);
         Ok((st.log.gen() + 1) & crate::format::LOG_GEN_MASK)
     }
 
@@ -359,6 +361,65 @@ mod tests {
         let mut b = [0u64; 35];
         txn(p, |tx| tx.read_slice(a, 0, &mut b)).unwrap();
         assert_eq!(b[0], 1 + (0..10).sum::<u64>());
+    }
+
+    /// The subsumed retire: a region whose ranges cover every byte of the
+    /// slot's previous redo region writes back only its own record (at most
+    /// 6 lines: 40 header bytes and 280 data bytes) and the pending word (1
+    /// line), leaving the previous region's in-place lines to its own
+    /// retire; a region that leaves out one word its predecessor wrote (on
+    /// a line it writes itself) also writes the predecessor's 5 data lines
+    /// back. The bytes are right either way.
+    #[test]
+    fn a_covered_predecessor_is_not_written_back() {
+        covered_lines("cover");
+    }
+
+    /// The planted bug (every predecessor taken for covered) fails the
+    /// test above: the uncovered predecessor's lines are not written back.
+    #[test]
+    fn an_uncovered_predecessor_taken_for_covered_is_caught() {
+        crate::failpoint::plant("retires.uncovered_as_covered");
+        let r = std::panic::catch_unwind(|| covered_lines("cover-planted"));
+        crate::failpoint::disarm_all();
+        assert!(r.is_err(), "the planted bug went unnoticed");
+    }
+
+    fn covered_lines(tag: &str) {
+        let t = pool(tag, Durability::Pmem);
+        let p = t.0.as_ref().unwrap();
+        let a = array(p, 35);
+        let step = |k: u64, n: usize| {
+            txn(p, |tx| {
+                let mut b = [0u64; 35];
+                tx.read_slice(a, 0, &mut b)?;
+                b.iter_mut().for_each(|x| *x += k);
+                tx.write_slice(a, 0, &b[..n])
+            })
+            .unwrap();
+        };
+        let lines = |k: u64, n: usize| {
+            let before = counters();
+            step(k, n);
+            let after = counters();
+            assert_eq!(after.fences - before.fences, 1, "one fence");
+            after.flushes - before.flushes
+        };
+        step(1, 35);
+        for k in 0..4 {
+            let n = lines(k, 35);
+            assert!(n <= 7, "a covered predecessor: {n} lines");
+        }
+        for k in 0..4 {
+            // 34 words after 35: not covered; 35 after 34: covered
+            let (short, whole) = (lines(k, 34), lines(k, 35));
+            assert!(short >= 11, "the predecessor's word 34 is not covered, yet {short} lines");
+            assert!(whole <= 7, "a covered predecessor: {whole} lines");
+        }
+        let mut b = [0u64; 35];
+        txn(p, |tx| tx.read_slice(a, 0, &mut b)).unwrap();
+        // 1, then 0 + 1 + 2 + 3 to every word twice and once more to all but word 34
+        assert_eq!((b[0], b[33], b[34]), (19, 19, 13));
     }
 
     /// Reads by value see the region's own pending writes, newest first,
