@@ -496,9 +496,13 @@ impl Persister {
         self.fence_only(what)?;
         self.bumps.retire(bumps);
         if let Some(g) = own {
-            self.retires.bump(slot, g);
-            self.bumps.add(slot, (g + 1) & crate::format::LOG_GEN_MASK);
+            // Unlisted first, then the word moved by a plain store (the
+            // owner's, `PendingRetires::move_own`), then the pending bump
+            // listed (never before the word holds it: a fence of another
+            // thread could write the old word back and retire the pair).
             self.retires.clear(slot, g);
+            self.retires.move_own(slot, g);
+            self.bumps.add(slot, (g + 1) & crate::format::LOG_GEN_MASK);
         }
         Ok(())
     }
