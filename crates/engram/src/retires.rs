@@ -47,8 +47,10 @@
 //!   `ranges[s]` lists the record's in-place ranges. Only the slot's owner
 //!   publishes (after its previous retire is cleared); anyone clears, by
 //!   compare-and-swap of the pair, after step 2 (or the chain) is done.
-//! - The word moves by compare-and-swap from `g` to `g + 1` only, so a late
-//!   settler never moves it back over an owner's newer store.
+//! - A settler moves the word by compare-and-swap from `g` to `g + 1` only,
+//!   so a late settler never moves it back over an owner's newer store;
+//!   the owner's chain stores `g + 1` plainly ([`PendingRetires::move_own`]:
+//!   the word then holds `g` or `g + 1`, since only the owner lists).
 //! - `mask` bit `s` is set from slot `s`'s first publish on, never cleared.
 //!
 //! Crash behaviour: none of this is persistent; recovery finds the records
