@@ -129,6 +129,11 @@ pub fn workloads() -> &'static [Workload] {
             run: redo::w_redo_undo,
         },
         Workload { name: "redo-reads", about: "redo regions reading back their own pending writes", run: redo::w_redo_reads },
+        Workload {
+            name: "redo-cover",
+            about: "redo regions whose ranges cover the previous one's (its write-back left out) or not",
+            run: redo::w_cover,
+        },
         Workload { name: "redo-recovery", about: "replay of a redo record whose bytes were not in place, crashed", run: redo::w_recovery },
         Workload { name: "abort", about: "regions that return Err and roll back", run: w_abort },
         Workload { name: "nested", about: "nested regions, including a failing inner one", run: w_nested },

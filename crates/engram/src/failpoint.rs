@@ -218,6 +218,18 @@ mod armed {
              leave some of them durable with no valid record",
         ),
         (
+            "retires.uncovered_as_covered",
+            "a redo region's commit fence takes the slot's previous redo region for covered by its own ranges \
+             whether or not it is, so the chain never writes the previous region's in-place bytes back: once the \
+             word moves past that record, a crash can lose the bytes it stored outside the new region's ranges",
+        ),
+        (
+            "tx.redo_other_slots_not_settled",
+            "a redo region's commit does not settle the other slots' listed redo retires before its record's fence, so \
+             two valid records of different slots may cover the same bytes and recovery, which replays slots in \
+             index order, can replay the older one last",
+        ),
+        (
             "tx.redo_read_misses_own_writes",
             "a redo region's reads by value do not see its own pending writes (they read the bytes in place only)",
         ),

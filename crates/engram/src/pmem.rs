@@ -524,13 +524,18 @@ impl Persister {
     /// listed retire (its previous region's record) is not settled in full
     /// but chained: its in-place ranges are written back before this one
     /// fence, and its word moves after it, a pending bump (`retires.rs`).
+    /// Where the region's own ranges `next` (absolute address, length)
+    /// cover every byte of the previous one's, that write-back is left out
+    /// (the subsumed retire: once this fence completes, this region's
+    /// record reproduces every byte the previous one stored, and this
+    /// region's own retire writes the same ranges back later).
     /// Other slots' retires must have been settled by the caller.
-    pub(crate) fn fence_redo(&self, slot: u32, what: &'static str) -> Result<()> {
+    pub(crate) fn fence_redo(&self, slot: u32, next: impl Iterator<Item = (u64, u64)> + Clone, what: &'static str) -> Result<()> {
         if crate::failpoint::fence_dropped(what) {
             return Ok(());
         }
         let own = self.retires.of(slot);
-        if own.is_some() {
+        if own.is_some() && !self.retires.covered_by(slot, next) {
             // SAFETY: as in `settle_retires`.
             self.retires.flush_ranges(slot, |a, l| unsafe { self.flush_named(a as *const u8, l as usize, crate::fences::REDO_PREVIOUS) });
         }
@@ -543,9 +548,13 @@ impl Persister {
             f.retire();
         }
         if let Some(g) = own {
-            self.retires.bump(slot, g);
-            self.bumps.add(slot, (g + 1) & crate::format::LOG_GEN_MASK);
+            // Unlisted first, then the word moved by a plain store (the
+            // owner's, `PendingRetires::move_own`), then the pending bump
+            // listed (never before the word holds it: a fence of another
+            // thread could write the old word back and retire the pair).
             self.retires.clear(slot, g);
+            self.retires.move_own(slot, g);
+            self.bumps.add(slot, (g + 1) & crate::format::LOG_GEN_MASK);
         }
         Ok(())
     }

@@ -24,6 +24,17 @@
 //!   and replays their records in that order (`log/redo.rs`), so the
 //!   previous record may stay valid until then: the slot's own later
 //!   changes are in the later record. One fence per region.
+//!   *Subsumed*: where the next region's ranges cover every byte of the
+//!   previous one's ([`PendingRetires::covered_by`]), step 1 is left out.
+//!   Once the next record's fence completes, that record reproduces every
+//!   byte the previous region stored in place, so the previous record may
+//!   die (the word move, as above) with those bytes not durable: a crash
+//!   then replays the next record (the word is `g` or `g + 1`, and both
+//!   replays include it). The next record itself dies only after its own
+//!   ranges (a superset) are written back, by the chain or a full settle,
+//!   or after a later record covers them in turn; a settler of the
+//!   previous retire that runs meanwhile still writes its ranges back
+//!   before it moves the word, as below.
 //! - a *full settle* (`Persister::fence`, every other fence of any thread):
 //!   steps 1 and 2 with their own fence, then the caller's. A region that
 //!   changes a redo region's bytes after it is ordered after its commit by
@@ -36,8 +47,10 @@
 //!   `ranges[s]` lists the record's in-place ranges. Only the slot's owner
 //!   publishes (after its previous retire is cleared); anyone clears, by
 //!   compare-and-swap of the pair, after step 2 (or the chain) is done.
-//! - The word moves by compare-and-swap from `g` to `g + 1` only, so a late
-//!   settler never moves it back over an owner's newer store.
+//! - A settler moves the word by compare-and-swap from `g` to `g + 1` only,
+//!   so a late settler never moves it back over an owner's newer store;
+//!   the owner's chain stores `g + 1` plainly ([`PendingRetires::move_own`]:
+//!   the word then holds `g` or `g + 1`, since only the owner lists).
 //! - `mask` bit `s` is set from slot `s`'s first publish on, never cleared.
 //!
 //! Crash behaviour: none of this is persistent; recovery finds the records
@@ -178,6 +191,25 @@ impl PendingRetires {
         }
     }
 
+    /// Whether every byte of slot `slot`'s listed retire lies in the union
+    /// of `next` (absolute address, length): the slot's next redo region,
+    /// whose record then reproduces every byte the listed one stored in
+    /// place, so the chain need not write those bytes back (the subsumed
+    /// retire, `Persister::fence_redo`). At most `MAX_RANGES` ranges on
+    /// each side; a range is covered by walking its start forward through
+    /// the ranges of `next` that contain it. The caller owns the slot.
+    pub fn covered_by(&self, slot: u32, next: impl Iterator<Item = (u64, u64)> + Clone) -> bool {
+        if crate::failpoint::planted("retires.uncovered_as_covered") {
+            return true;
+        }
+        let Some(e) = self.slots.get(slot as usize) else { return false };
+        let n = (e.n.load(Ordering::Relaxed) as usize).min(MAX_RANGES);
+        (0..n).all(|k| {
+            let (addr, len) = (e.ranges[2 * k].load(Ordering::Relaxed), e.ranges[2 * k + 1].load(Ordering::Relaxed));
+            range_covered(addr, addr + len, next.clone())
+        })
+    }
+
     /// Step 2's store: moves slot `slot`'s word from `gen` to `gen + 1` if
     /// it still holds `gen` (compare-and-swap: never backwards). Returns
     /// the word's address, to write back. Call only after a fence that made
@@ -194,12 +226,41 @@ impl PendingRetires {
         addr
     }
 
+    /// The chain's store (`Persister::fence_redo`): moves slot `slot`'s
+    /// word to `gen + 1` by a plain atomic store, not a compare-and-swap: a
+    /// locked instruction on the line the commit fence has just written
+    /// back waits for that line (~60 ns per region here), a store does not.
+    /// Sound for the owner only, after its own retire of `gen` is cleared:
+    /// only the owner lists the slot's retires, so the word holds `gen` or
+    /// (a settler was first) `gen + 1`, and a settler's compare-and-swap
+    /// `gen -> gen + 1` lands on the same value.
+    pub fn move_own(&self, slot: u32, gen: u64) {
+        let addr = self.word(slot);
+        // SAFETY: as in `bump`.
+        let word = unsafe { &*(addr as *const AtomicU64) };
+        word.store(log_gen_word((gen + 1) & LOG_GEN_MASK), Ordering::Release);
+    }
+
     /// Unlists slot `slot`'s retire of generation `gen` (a newer one stays).
     pub fn clear(&self, slot: u32, gen: u64) {
         if let Some(e) = self.slots.get(slot as usize) {
             let _ = e.gen.compare_exchange(TAG | gen, 0, Ordering::SeqCst, Ordering::SeqCst);
         }
     }
+}
+
+/// Whether `[start, end)` lies in the union of `ranges` (address, length):
+/// the start moves to the furthest end of a range that contains it, until
+/// it passes `end` (covered) or no range contains it (not covered).
+fn range_covered(mut start: u64, end: u64, ranges: impl Iterator<Item = (u64, u64)> + Clone) -> bool {
+    while start < end {
+        let reach = ranges.clone().filter(|&(a, l)| a <= start && start < a + l).map(|(a, l)| a + l).max();
+        match reach {
+            Some(r) => start = r,
+            None => return false,
+        }
+    }
+    true
 }
 
 #[cfg(test)]
@@ -225,6 +286,29 @@ mod tests {
         assert!(r.of(3).is_none() && r.listed(None).is_none());
     }
 
+    /// The subsumed retire's test is byte-exact: the listed ranges must lie
+    /// in the union of the next region's, which may cover one range with
+    /// several (adjacent or overlapping, in any order); a byte left out at
+    /// either end or between two ranges (even one on the same cache line)
+    /// is not covered, and neither is anything when the next region is empty.
+    #[test]
+    fn a_retire_is_covered_only_byte_for_byte() {
+        let r = PendingRetires::default();
+        r.publish(1, 5, [(0x1000, 280), (0x2008, 8)].into_iter());
+        let covers = |next: &[(u64, u64)]| r.covered_by(1, next.iter().copied());
+        assert!(covers(&[(0x1000, 280), (0x2008, 8)]), "the same ranges");
+        assert!(covers(&[(0x2000, 64), (0xff8, 400)]), "larger ones, in another order");
+        assert!(covers(&[(0x2008, 8), (0x1080, 152), (0x1000, 144), (0x1040, 8)]), "one range by three overlapping");
+        assert!(!covers(&[(0x1000, 279), (0x2008, 8)]), "the last byte left out");
+        assert!(!covers(&[(0x1001, 279), (0x2008, 8)]), "the first byte left out");
+        assert!(!covers(&[(0x1000, 100), (0x1065, 200), (0x2008, 8)]), "a gap of one byte between two ranges");
+        assert!(!covers(&[(0x1000, 280), (0x2000, 8)]), "the neighbouring word, on the same line");
+        assert!(!covers(&[]), "nothing");
+        r.publish(2, 5, std::iter::empty());
+        assert!(r.covered_by(2, std::iter::empty()), "an empty retire is covered by anything");
+        assert!(!r.covered_by(LOG_SLOTS, [(0x1000, 280)].into_iter()), "a slot out of range is never covered");
+    }
+
     #[test]
     fn a_bump_moves_the_word_forward_only() {
         // Lay the fake words out as the slots are: one every LOG_SLOT_SIZE bytes.
@@ -244,5 +328,18 @@ mod tests {
         r.bump(2, 7);
         // SAFETY: as above.
         assert_eq!(log_gen_decode(unsafe { *w(2) }), Some(9));
+        // the owner's move lands on gen + 1 whether or not a settler's
+        // compare-and-swap was first, and a settler after it changes nothing
+        for settler_first in [false, true] {
+            // SAFETY: as above.
+            unsafe { *w(5) = log_gen_word(20) };
+            if settler_first {
+                r.bump(5, 20);
+            }
+            r.move_own(5, 20);
+            r.bump(5, 20);
+            // SAFETY: as above.
+            assert_eq!(log_gen_decode(unsafe { *w(5) }), Some(21), "settler first: {settler_first}");
+        }
     }
 }

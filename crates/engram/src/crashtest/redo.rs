@@ -17,6 +17,14 @@
 //!   the first two are ordered so that a commit meets the other slot's
 //!   pending retire, whose record recovery would replay after its own.
 //!
+//! - `redo-cover`: successive redo regions on one slot whose ranges cover
+//!   the previous region's (the whole accounts array by one `write_slice`,
+//!   or by two that meet) and do not (a pair of accounts; every account but
+//!   the last, on the same line as the rest): a covered predecessor's
+//!   in-place bytes are not written back by the chain (the subsumed retire,
+//!   `Persister::fence_redo`), an uncovered one's are; a rollback and an
+//!   undo region settle a retire whose predecessor was subsumed.
+//!
 //! - `redo-recovery`: a redo region crashed after its record's fence,
 //!   before any byte was in place; the traced open replays it (and moves
 //!   the slot's word past its halves), then a region runs after it.
@@ -120,6 +128,93 @@ pub(super) fn w_redo_reads(h: &Harness) -> Result<Trace> {
             returned(pool)?;
         }
         Ok(())
+    })
+}
+
+/// The shapes of `redo-cover`'s regions: what each writes by value.
+#[derive(Clone, Copy, Debug)]
+enum Cover {
+    /// Every account, by one `write_slice`.
+    Whole,
+    /// Every account, by two `write_slice`s that meet (covered by their union).
+    Split,
+    /// Accounts 7 and another, by `set`.
+    Pair,
+    /// Accounts 0-6 by one `write_slice` (account 7, on the same cache line,
+    /// not written: a predecessor that wrote it is not covered).
+    AllButLast,
+}
+
+/// One `redo-cover` region of shape `c`: moves money (into or out of the
+/// last account where the shape writes it) and counts itself; the ledger
+/// word is written every time, so it is always covered.
+fn cover_region(tx: &Tx<'_>, c: Cover, i: u64) -> Result<()> {
+    let lp = tx.root::<Ledger>("ledger")?.ok_or_else(|| Error::corrupt("no ledger"))?;
+    let mut l = tx.read(lp)?;
+    let last = ACCOUNTS - 1;
+    let mut a = [0u64; ACCOUNTS as usize];
+    tx.read_slice(l.accounts, 0, &mut a)?;
+    let (from, to) = match c {
+        Cover::AllButLast => (i % last, (i + 2) % last),
+        Cover::Pair => (last, i % last),
+        _ => (i % last, last),
+    };
+    let amount = a[from as usize].min(i % 5 + 1);
+    a[from as usize] -= amount;
+    a[to as usize] += amount;
+    match c {
+        Cover::Whole => tx.write_slice(l.accounts, 0, &a)?,
+        Cover::Split => {
+            tx.write_slice(l.accounts, 4, &a[4..])?;
+            tx.write_slice(l.accounts, 0, &a[..4])?;
+        }
+        Cover::Pair => {
+            tx.set(l.accounts, from, a[from as usize])?;
+            tx.set(l.accounts, to, a[to as usize])?;
+        }
+        Cover::AllButLast => tx.write_slice(l.accounts, 0, &a[..last as usize])?,
+    }
+    l.count += 1;
+    tx.write(lp, l)
+}
+
+pub(super) fn w_cover(h: &Harness) -> Result<Trace> {
+    use Cover::*;
+    let (pool, tracer) = h.ledger_pool()?;
+    h.traced(pool, &tracer, |pool| {
+        // (shape, rolled back): each line says whether the region's ranges
+        // cover its predecessor's (the chain's write-back left out) or not.
+        let plan = [
+            (Whole, false),      // the slot's first redo region of the trace
+            (Whole, false),      // covers: subsumed
+            (Pair, false),       // does not cover the whole array: written back
+            (Split, false),      // covers the pair by the union of two ranges
+            (AllButLast, false), // leaves out account 7, which the split wrote
+            (Whole, false),      // covers
+            (Whole, true),       // rolled back: settles the retire in full
+            (Whole, false),      // nothing listed (the rollback settled it)
+            (Whole, false),      // covers
+        ];
+        for (i, &(c, abort)) in plan.iter().enumerate() {
+            let r = pool.txn(|tx| {
+                cover_region(tx, c, i as u64 + 1)?;
+                if abort {
+                    return Err(Error::Aborted);
+                }
+                Ok(())
+            });
+            returned_after(pool, r)?;
+        }
+        // an undo region (it logs first): its entry fence settles in full
+        // the retire of a region whose predecessor was subsumed
+        pool.txn(|tx| {
+            let lp = tx.root::<Ledger>("ledger")?.ok_or_else(|| Error::corrupt("no ledger"))?;
+            tx.log_range(lp.addr(), std::mem::size_of::<Ledger>() as u64)?;
+            transfer(tx, 3)
+        })?;
+        returned(pool)?;
+        pool.txn(|tx| cover_region(tx, Whole, 20))?;
+        returned(pool)
     })
 }
 

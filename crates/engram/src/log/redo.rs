@@ -22,7 +22,9 @@
 //! R4. the record is retired later, in order: the in-place lines written
 //!     back and fenced, then the generation word moved past `g` (by the
 //!     slot's next redo region, chained, or by a full settle at any other
-//!     fence; `retires.rs`).
+//!     fence; `retires.rs`). The chain leaves the write-back out when the
+//!     next region's ranges cover every byte of this one's (the subsumed
+//!     retire): its record, durable at the same fence, reproduces them.
 //!
 //! Recovery ([`recover_slot`]) reads the word's generation `w` and also
 //! `w + 1`: while a retire is chained, the slot's next region logs under
