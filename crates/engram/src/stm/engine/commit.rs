@@ -210,7 +210,9 @@ impl STx<'_> {
                 _ => None,
             })
         };
-        if entries().next().is_none() {
+        // The value entries' bytes, in one pass (none: nothing to record).
+        let values: u64 = entries().map(|(_, v)| redo::entry_len(v.len() as u64)).sum();
+        if values == 0 {
             return Ok(());
         }
         reserve_clock(ctx, wv)?;
@@ -220,9 +222,8 @@ impl STx<'_> {
         // carries their initial bytes, written back whole at recovery
         // (young.rs says why that is sound).
         let inits = || st.made.iter().filter(|m| m.mutable).map(|m| (m.off, m.len));
-        let young = inits().next().is_some() && !crate::failpoint::planted("stm.young_not_carried");
+        let young = !st.made.is_empty() && inits().next().is_some() && !crate::failpoint::planted("stm.young_not_carried");
         let init_len: u64 = if young { inits().map(|(_, l)| redo::entry_len(l)).sum() } else { 0 };
-        let len = redo::record_len_of(entries()) + init_len;
         // Copies are immutable: the record carries their checksums, and
         // recovery replays it only if every copy reached the media whole.
         // (The allocator metadata that makes each copy, or new object, an
@@ -239,7 +240,7 @@ impl STx<'_> {
         for (off, len) in st.made.iter().flat_map(checked).flatten() {
             st.checks.push((off, len, redo::object_crc(space, off, len)?));
         }
-        let needed = len + st.checks.len() as u64 * (redo::ENT_HDR + 8);
+        let needed = redo::record_len(values, init_len, st.checks.len());
         if needed > u32::MAX as u64 {
             return Err(Error::TxTooLarge { needed, limit: u32::MAX as u64 });
         }
@@ -262,12 +263,20 @@ impl STx<'_> {
         }
         // (The new objects' bytes are read in place, not collected first.)
         let init_bytes = inits().filter(|_| young).map(|(off, len)| Ok((off, redo::object_bytes(space, off, len)?)));
-        redo::encode_of(&mut log.buf, wv, init_bytes, entries(), &st.checks)?;
-        if log.buf.len() as u64 > HALF {
+        let len = if needed <= HALF {
+            // The record straight into the half (no buffer, no second copy).
+            redo::encode_into(half_bytes(space, half_off, needed)?, wv, init_bytes, entries(), &st.checks)?;
+            space.traced(space.base() + half_off, needed);
+            needed
+        } else {
+            log.buf.clear();
+            log.buf.resize(needed as usize, 0);
+            redo::encode_into(&mut log.buf, wv, init_bytes, entries(), &st.checks)?;
             overflow(ctx, log, h, wv)?;
-        }
-        space.write_bytes(half_off, &log.buf)?;
-        space.flush(half_off, log.buf.len() as u64);
+            space.write_bytes(half_off, &log.buf)?;
+            log.buf.len() as u64
+        };
+        space.flush(half_off, len);
         for m in &st.made {
             space.flush(m.off, m.len);
         }
@@ -348,6 +357,20 @@ impl STx<'_> {
 pub(super) struct Stamps {
     pub(super) p: u64,
     pub(super) v: u64,
+}
+
+/// The first `len` bytes of the log half at pool offset `half_off`, to
+/// encode a record into in place. The caller holds the half's log lock:
+/// only its thread writes the half, and helpers and the young-object
+/// test read or clear it under that lock too.
+fn half_bytes(space: &crate::pool::space::Space, half_off: u64, len: u64) -> Result<&mut [u8]> {
+    if len > HALF || !space.contains(space.base() + half_off, len) {
+        return Err(Error::corrupt(format!("STM log half {half_off:#x}+{len} is outside the pool")));
+    }
+    // SAFETY: inside the live, writable mapping (checked); the half belongs
+    // to the caller's log, whose lock it holds, so nothing else reads or
+    // writes these bytes while the slice lives (see above).
+    Ok(unsafe { std::slice::from_raw_parts_mut((space.base() + half_off) as *mut u8, len as usize) })
 }
 
 /// Moves the record in `log.buf`, too large for a log half, to a byte
