@@ -126,20 +126,13 @@ pub(crate) fn record_len(values: u64, inits: u64, checks: usize) -> u64 {
     REC_HDR + values + inits + checks as u64 * (ENT_HDR + 8)
 }
 
-/// Encodes a record into `buf` (cleared first): see [`encode_into`].
+/// Encodes a record into `buf` (sized to it): see [`encode_into`].
 #[cfg(test)]
-pub(crate) fn encode_of<'a>(
-    buf: &mut Vec<u8>,
-    wv: u64,
-    inits: impl Iterator<Item = Result<(u64, &'a [u8])>> + Clone,
-    entries: impl Iterator<Item = (u64, &'a [u8])> + Clone,
-    checks: &[(u64, u64, u32)],
-) -> Result<()> {
-    let values = entries.clone().map(|(_, v)| entry_len(v.len() as u64)).sum();
-    let init_len = inits.clone().map(|i| i.map_or(0, |(_, v)| entry_len(v.len() as u64))).sum();
+fn encode_of(buf: &mut Vec<u8>, wv: u64, inits: &[(u64, &[u8])], entries: &[(u64, &[u8])], checks: &[(u64, u64, u32)]) -> Result<()> {
+    let lens = |e: &[(u64, &[u8])]| e.iter().map(|(_, v)| entry_len(v.len() as u64)).sum();
     buf.clear();
-    buf.resize(record_len(values, init_len, checks.len()) as usize, 0);
-    encode_into(buf, wv, inits, entries, checks)
+    buf.resize(record_len(lens(entries), lens(inits), checks.len()) as usize, 0);
+    encode_into(buf, wv, inits.iter().map(|&i| Ok(i)), entries.iter().copied(), checks)
 }
 
 /// Writes entries into a record being encoded: one bounds check per
@@ -509,19 +502,36 @@ mod tests {
     }
 
     fn encode(buf: &mut Vec<u8>, wv: u64, entries: &[(u64, &[u8])], checks: &[(u64, u64, u32)]) {
-        encode_of(buf, wv, std::iter::empty(), entries.iter().copied(), checks).unwrap()
+        encode_of(buf, wv, &[], entries, checks).unwrap()
     }
 
     #[test]
     fn init_entries_roundtrip_before_the_values() {
         let mut buf = Vec::new();
         let obj = [7u8; 44];
-        encode_of(&mut buf, 9, [Ok((0x2000u64, &obj[..]))].into_iter(), [(0x3000u64, &[1u8; 8][..])].into_iter(), &[(0x4000, 64, 5)])
-            .unwrap();
+        encode_of(&mut buf, 9, &[(0x2000u64, &obj[..])], &[(0x3000u64, &[1u8; 8][..])], &[(0x4000, 64, 5)]).unwrap();
         let r = decode(&buf).unwrap();
         assert_eq!((r.wv, r.inits.len(), r.entries.len(), r.checks.len()), (9, 1, 1, 1));
         assert_eq!(r.inits[0], (0x2000, obj.to_vec()));
         assert_eq!(r.entries[0], (0x3000, vec![1u8; 8]));
+    }
+
+    /// `encode_into` fills exactly the bytes it was given, zero-padding an
+    /// object's last word (the commit sizes its log half's slice by
+    /// `record_len`); a slice of another length is refused, not overrun.
+    #[test]
+    fn records_fill_exactly_their_reckoned_length() {
+        let obj = [7u8; 44];
+        let mut buf = vec![0xffu8; record_len(entry_len(8), entry_len(44), 1) as usize];
+        let entries = || [(0x3000u64, &[1u8; 8][..])].into_iter();
+        encode_into(&mut buf, 9, [Ok((0x2000u64, &obj[..]))].into_iter(), entries(), &[(0x4000, 64, 5)]).unwrap();
+        let pad = (REC_HDR + ENT_HDR) as usize + 44;
+        assert_eq!(&buf[pad..pad + 4], &[0; 4], "an object's last word is zero-padded");
+        assert_eq!(decode(&buf).map(|r| (r.inits.len(), r.entries.len(), r.checks.len())), Some((1, 1, 1)));
+        for len in [buf.len() - 8, buf.len() + 8] {
+            let mut other = vec![0u8; len];
+            assert!(encode_into(&mut other, 9, [Ok((0x2000u64, &obj[..]))].into_iter(), entries(), &[(0x4000, 64, 5)]).is_err(), "{len}");
+        }
     }
 
     /// The young-object rule reads back which cells a record wrote: the
@@ -532,8 +542,7 @@ mod tests {
         let mut buf = Vec::new();
         let obj = [7u8; 44];
         let (a, b) = ([1u8; 8], [2u8; 40]);
-        let inits = [Ok((0x2000u64, &obj[..]))].into_iter();
-        encode_of(&mut buf, 9, inits, [(0x3000u64, &a[..]), (0x5000, &b[..])].into_iter(), &[(0x4000, 64, 5)]).unwrap();
+        encode_of(&mut buf, 9, &[(0x2000u64, &obj[..])], &[(0x3000u64, &a[..]), (0x5000, &b[..])], &[(0x4000, 64, 5)]).unwrap();
         let body = record_body(&buf).unwrap();
         assert_eq!(first_overflow(body), None);
         assert_eq!(value_offsets(body).collect::<Vec<_>>(), vec![Some(0x3000), Some(0x5000)]);

@@ -49,8 +49,10 @@ impl STx<'_> {
         // Lock words go through the emulated HTM when it is armed (runtime.rs).
         let via = runtime::route();
         // The coarse lock (coarse.rs): exclusive for a Coarse commit, shared
-        // for the others, until the last in-place store.
-        let mut coarse = Commit::take(via);
+        // for the others, until the last in-place store. (Nothing to take,
+        // without a call, once the process is known to have no Coarse
+        // commits: `take` would return `None` then.)
+        let mut coarse = if runtime::coarse_possible() { Commit::take(via) } else { Commit::None };
         // 2. lock the write set (FineHtm: and validate the reads, in one
         //    hardware transaction; `validated` then. Coarse: plain stores).
         let validated = if coarse.exclusive() {
@@ -130,6 +132,10 @@ impl STx<'_> {
     fn materialize_all(&self) -> StmResult<()> {
         let mut st = self.st.borrow_mut();
         let Some(ctx) = self.ctx.as_ref() else { return Ok(()) };
+        // (Plain values, the common case, need no copy context.)
+        if !st.writes.iter().any(|w| matches!(w.kind, Kind::P { value: None, pending: Some(_), .. })) {
+            return Ok(());
+        }
         let mut cx = CopyCx::new(ctx.inner, ctx.cache());
         let mut err = None;
         for w in st.writes.iter_mut() {
@@ -363,6 +369,7 @@ pub(super) struct Stamps {
 /// encode a record into in place. The caller holds the half's log lock:
 /// only its thread writes the half, and helpers and the young-object
 /// test read or clear it under that lock too.
+#[inline]
 fn half_bytes(space: &crate::pool::space::Space, half_off: u64, len: u64) -> Result<&mut [u8]> {
     if len > HALF || !space.contains(space.base() + half_off, len) {
         return Err(Error::corrupt(format!("STM log half {half_off:#x}+{len} is outside the pool")));
@@ -395,10 +402,19 @@ fn overflow(ctx: &PoolCtx<'_>, log: &mut ThreadLog, h: usize, wv: u64) -> Result
 }
 
 /// Persists a new clock reservation before `wv` can reach the pool.
+#[inline]
 fn reserve_clock(ctx: &PoolCtx<'_>, wv: u64) -> Result<()> {
     if wv < ctx.stm().reserved_fast.load(Ordering::Acquire) {
         return Ok(());
     }
+    reserve_clock_slow(ctx, wv)
+}
+
+/// [`reserve_clock`] across the reservation: one extra fence per
+/// `RESERVE` versions.
+#[cold]
+#[inline(never)]
+fn reserve_clock_slow(ctx: &PoolCtx<'_>, wv: u64) -> Result<()> {
     let mut r = ctx.stm().reserved.lock();
     if wv >= *r {
         let new = wv + RESERVE;

@@ -737,7 +737,9 @@ impl<'p> STx<'p> {
                 }
             }
             None => {
-                st.wbits |= wbit(word);
+                if !crate::failpoint::planted("stm.write_filter_unset") {
+                    st.wbits |= wbit(word);
+                }
                 st.writes.push(w);
                 let i = st.writes.len() - 1;
                 if st.writes.len() > 16 {
@@ -970,6 +972,9 @@ fn known_cell(st: &State, found: Option<usize>, addr: u64, len: u64, base: u64) 
         }
     }
     let off = addr.checked_sub(base)?;
+    if crate::failpoint::planted("stm.known_cell_any") && !st.made.is_empty() {
+        return Some(off);
+    }
     let inside = |m: &Made| m.mutable && off >= m.off + OBJ_HEADER && off + 8 + len <= m.off + m.len;
     st.made.iter().any(inside).then_some(off)
 }
