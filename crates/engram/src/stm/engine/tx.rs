@@ -682,27 +682,30 @@ impl<'p> STx<'p> {
 
     pub(crate) fn write_cell<T: Persist>(&self, addr: u64, max: usize, v: T) -> StmResult<()> {
         self.check_cell::<T::P>(addr, max)?;
-        let off = self.write_offset(addr, size_of::<T::P>() as u64)?;
+        // The write set is searched once, for the offset and the entry.
+        let found = self.find(&self.st.borrow(), addr as usize);
+        let off = self.write_offset(addr, size_of::<T::P>() as u64, found)?;
         let kind = match v.plain() {
             Some(p) => Kind::P { off, value: Some(Bytes::of(&p)), pending: None, boxed: false },
             None => Kind::P { off, value: None, pending: Some(Box::new(PendingVal(v))), boxed: false },
         };
-        self.put(addr as usize, kind);
+        self.put_found(addr as usize, kind, found);
         Ok(())
     }
 
     /// [`STx::cell_offset`] for a write, without asking the allocator
     /// when this attempt already knows the answer: the cell is in its
     /// write set (checked then, for a value at least as long), or lies in
-    /// an object the attempt allocated itself (`made`: its slot is known).
+    /// the object the attempt allocated last (`made`: its slot is known).
+    /// `found`: the cell's write-set entry, if any.
     #[inline(always)]
-    fn write_offset(&self, addr: u64, len: u64) -> StmResult<u64> {
+    fn write_offset(&self, addr: u64, len: u64, found: Option<usize>) -> StmResult<u64> {
         let known = {
             let st = self.st.borrow();
-            if st.wbits & wbit(addr as usize) == 0 && st.made.is_empty() {
+            if found.is_none() && st.made.is_empty() {
                 None
             } else {
-                known_cell(&st, self.find(&st, addr as usize), addr, len, self.bounds.0.wrapping_sub(crate::format::HEAP_OFF))
+                known_cell(&st, found, addr, len, self.bounds.0.wrapping_sub(crate::format::HEAP_OFF))
             }
         };
         match known {
@@ -723,11 +726,19 @@ impl<'p> STx<'p> {
     }
 
     pub(super) fn put(&self, word: usize, kind: Kind) {
+        let found = self.find(&self.st.borrow(), word);
+        self.put_found(word, kind, found);
+    }
+
+    /// [`STx::put`] with the word's write-set entry already looked up
+    /// (`found`, nothing changed the set since).
+    #[inline]
+    fn put_found(&self, word: usize, kind: Kind, found: Option<usize>) {
         // An update from here on: record the reads that follow.
         self.rec.set(true);
         let mut st = self.st.borrow_mut();
         let w = Write { word, kind, old: 0 };
-        match self.find(&st, word) {
+        match found {
             Some(i) => {
                 let old = std::mem::replace(&mut st.writes[i], w);
                 if let Some(f) = st.frames.last_mut() {
@@ -962,8 +973,9 @@ impl<'p> STx<'p> {
 /// The pool offset of the cell at `addr` (value of `len` bytes) if `st`
 /// shows it lies inside one allocated object: write-set entry `found` is
 /// that cell with a value of at least `len` bytes (its offset was checked
-/// when it was written), or an object this attempt allocated (`made`)
-/// holds it. `base` is the pool's base address.
+/// when it was written), or the object this attempt allocated last
+/// (`made`: one comparison pair, not a scan; a write into an earlier one
+/// asks the allocator) holds it. `base` is the pool's base address.
 #[inline]
 fn known_cell(st: &State, found: Option<usize>, addr: u64, len: u64, base: u64) -> Option<u64> {
     if let Some(Kind::P { off, value: Some(b), .. }) = found.map(|i| &st.writes[i].kind) {
@@ -976,7 +988,7 @@ fn known_cell(st: &State, found: Option<usize>, addr: u64, len: u64, base: u64) 
         return Some(off);
     }
     let inside = |m: &Made| m.mutable && off >= m.off + OBJ_HEADER && off + 8 + len <= m.off + m.len;
-    st.made.iter().any(inside).then_some(off)
+    st.made.last().is_some_and(inside).then_some(off)
 }
 
 pub(super) fn rebuild_index(st: &mut State) {
