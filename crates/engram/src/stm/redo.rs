@@ -126,15 +126,6 @@ pub(crate) fn record_len(values: u64, inits: u64, checks: usize) -> u64 {
     REC_HDR + values + inits + checks as u64 * (ENT_HDR + 8)
 }
 
-/// Encodes a record into `buf` (sized to it): see [`encode_into`].
-#[cfg(test)]
-fn encode_of(buf: &mut Vec<u8>, wv: u64, inits: &[(u64, &[u8])], entries: &[(u64, &[u8])], checks: &[(u64, u64, u32)]) -> Result<()> {
-    let lens = |e: &[(u64, &[u8])]| e.iter().map(|(_, v)| entry_len(v.len() as u64)).sum();
-    buf.clear();
-    buf.resize(record_len(lens(entries), lens(inits), checks.len()) as usize, 0);
-    encode_into(buf, wv, inits.iter().map(|&i| Ok(i)), entries.iter().copied(), checks)
-}
-
 /// Writes entries into a record being encoded: one bounds check per
 /// entry, each field stored at its offset (no growing buffer).
 struct Cursor<'b> {
@@ -496,6 +487,14 @@ fn replay(space: &Space, off: u64, v: &[u8], wv: u64) -> Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Encodes a record into `buf` (sized to it): see [`encode_into`].
+    fn encode_of(buf: &mut Vec<u8>, wv: u64, inits: &[(u64, &[u8])], entries: &[(u64, &[u8])], checks: &[(u64, u64, u32)]) -> Result<()> {
+        let lens = |e: &[(u64, &[u8])]| e.iter().map(|(_, v)| entry_len(v.len() as u64)).sum();
+        buf.clear();
+        buf.resize(record_len(lens(entries), lens(inits), checks.len()) as usize, 0);
+        encode_into(buf, wv, inits.iter().map(|&i| Ok(i)), entries.iter().copied(), checks)
+    }
 
     fn record_len_of(entries: &[(u64, &[u8])]) -> u64 {
         record_len(entries.iter().map(|(_, v)| entry_len(v.len() as u64)).sum(), 0, 0)

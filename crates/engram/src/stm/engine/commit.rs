@@ -271,7 +271,14 @@ impl STx<'_> {
         let init_bytes = inits().filter(|_| young).map(|(off, len)| Ok((off, redo::object_bytes(space, off, len)?)));
         let len = if needed <= HALF {
             // The record straight into the half (no buffer, no second copy).
-            redo::encode_into(half_bytes(space, half_off, needed)?, wv, init_bytes, entries(), &st.checks)?;
+            let at = half_at(space, half_off, needed)?;
+            // SAFETY: `needed` bytes at `at` lie inside the live mapping
+            // (`half_at` checked them); the half belongs to this thread's
+            // log, whose lock `log` holds: nothing else reads or writes
+            // them while the slice lives (helpers and the young-object
+            // test read or clear a half under that lock too).
+            let out = unsafe { std::slice::from_raw_parts_mut(at, needed as usize) };
+            redo::encode_into(out, wv, init_bytes, entries(), &st.checks)?;
             space.traced(space.base() + half_off, needed);
             needed
         } else {
@@ -365,19 +372,15 @@ pub(super) struct Stamps {
     pub(super) v: u64,
 }
 
-/// The first `len` bytes of the log half at pool offset `half_off`, to
-/// encode a record into in place. The caller holds the half's log lock:
-/// only its thread writes the half, and helpers and the young-object
-/// test read or clear it under that lock too.
+/// The address of the log half at pool offset `half_off`, checked to
+/// hold `len` bytes of a record inside the mapping (the caller writes the
+/// record there in place, under the half's log lock).
 #[inline]
-fn half_bytes(space: &crate::pool::space::Space, half_off: u64, len: u64) -> Result<&mut [u8]> {
+fn half_at(space: &crate::pool::space::Space, half_off: u64, len: u64) -> Result<*mut u8> {
     if len > HALF || !space.contains(space.base() + half_off, len) {
         return Err(Error::corrupt(format!("STM log half {half_off:#x}+{len} is outside the pool")));
     }
-    // SAFETY: inside the live, writable mapping (checked); the half belongs
-    // to the caller's log, whose lock it holds, so nothing else reads or
-    // writes these bytes while the slice lives (see above).
-    Ok(unsafe { std::slice::from_raw_parts_mut((space.base() + half_off) as *mut u8, len as usize) })
+    Ok((space.base() + half_off) as *mut u8)
 }
 
 /// Moves the record in `log.buf`, too large for a log half, to a byte
