@@ -233,6 +233,16 @@ mod armed {
             "tx.redo_read_misses_own_writes",
             "a redo region's reads by value do not see its own pending writes (they read the bytes in place only)",
         ),
+        (
+            "stm.write_filter_unset",
+            "a write does not set its word's bit in the write set's filter (`State::wbits`), so a later read of the \
+             same variable in that transaction misses its own write and reads the committed value",
+        ),
+        (
+            "stm.known_cell_any",
+            "a write in a transaction that allocated an object is taken to lie inside that object without looking, \
+             so a write outside every allocated object is accepted instead of refused with `BadPointer`",
+        ),
         ("stm.reservation_not_persisted", "the STM clock reservation is raised in memory but never written to the pool"),
         (
             "stm.box_freed_early",

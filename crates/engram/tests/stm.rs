@@ -753,6 +753,85 @@ fn derive_immutable_fields_have_no_read_set_entry_and_no_write() {
     pool.close().unwrap();
 }
 
+/// An update that writes a variable and a node's field, then reads both
+/// back (and a field next to them it did not write), in one transaction
+/// that then abandons itself (with the planted bug its commit would not
+/// validate: its own locked words look foreign): what it read. `plant`: a
+/// bug planted on this thread for the run.
+fn own_writes_read_back(pool: &Pool, plant: Option<&str>) -> [u64; 3] {
+    let root: PTVar<PPtr<ImmNode>> = pool.root("own-node", PPtr::null).unwrap();
+    let v: PTVar<u64> = pool.root("own-v", || 1).unwrap();
+    let n = publish_imm_node(pool, &root, 9);
+    if let Some(b) = plant {
+        failpoint::plant(b);
+    }
+    let seen = std::cell::Cell::new([0u64; 3]);
+    let r = pool.atomically(|tx| {
+        tx.write(&v, 2)?;
+        tx.write(&engram::field!(n, ImmNode, value), 3)?;
+        seen.set([tx.read(&v)?, tx.read(&engram::field!(n, ImmNode, value))?, tx.read(&engram::field!(n, ImmNode, key))?]);
+        Err::<(), _>(StmError::Failed(engram::Error::Aborted))
+    });
+    failpoint::disarm_all();
+    assert!(matches!(r, Err(engram::Error::Aborted)), "{r:?}");
+    seen.get()
+}
+
+/// Read-your-writes after the write set's filter (`State::wbits`): reads
+/// of an update after its first write skip the write-set scan unless the
+/// word's bit is set. The written values read back, the unwritten key as
+/// committed; with the planted `stm.write_filter_unset` (a write sets no
+/// bit) the reads miss the transaction's own writes.
+#[test]
+fn reads_after_writes_see_their_own_values() {
+    let t = TempPool::new("stm-own-writes");
+    let pool = create(&t, Durability::Process);
+    assert_eq!(own_writes_read_back(&pool, None), [2, 3, 9]);
+    assert_eq!(own_writes_read_back(&pool, Some("stm.write_filter_unset")), [1, 1, 9], "the planted bug reads committed values");
+    pool.close().unwrap();
+}
+
+/// A write through a raw handle just past an object the transaction
+/// allocated (the next slot's header): refused with `BadPointer`, although
+/// the write set's known-cell shortcut (writes into the attempt's own new
+/// objects skip the allocator) is armed. Returns the write's outcome; the
+/// transaction never commits. `plant`: a bug planted for the run.
+fn write_past_a_new_object(pool: &Pool, plant: Option<&str>) -> Result<(), engram::Error> {
+    if let Some(b) = plant {
+        failpoint::plant(b);
+    }
+    let r = pool.atomically(|tx| {
+        use engram::stm::PTField;
+        let n = tx.alloc(ImmNode { key: PTField::new(1), value: PTField::new(2) })?;
+        tx.write(&engram::field!(n, ImmNode, value), 4)?;
+        let past = PTField::<u64>::at(n.addr(), std::mem::size_of::<ImmNode>());
+        match tx.write(&past, 5) {
+            Ok(()) => Err(StmError::Failed(engram::Error::Aborted)),
+            Err(e) => Err(e),
+        }
+    });
+    failpoint::disarm_all();
+    match r {
+        Err(engram::Error::Aborted) => Ok(()),
+        Err(e) => Err(e),
+        Ok(()) => Ok(()),
+    }
+}
+
+/// Writes skip the allocator's lookup only where the attempt knows the
+/// cell lies inside one object; a write outside every object is still
+/// refused. With the planted `stm.known_cell_any` (any write of an attempt
+/// that allocated is taken as inside) it is accepted.
+#[test]
+fn writes_past_a_new_object_are_refused() {
+    let t = TempPool::new("stm-known-cell");
+    let pool = create(&t, Durability::Process);
+    let r = write_past_a_new_object(&pool, None);
+    assert!(matches!(r, Err(engram::Error::BadPointer { .. })), "{r:?}");
+    assert!(write_past_a_new_object(&pool, Some("stm.known_cell_any")).is_ok(), "the planted bug accepts the write");
+    pool.close().unwrap();
+}
+
 /// One thread alternates between two pools, closes one and opens it again:
 /// each transaction runs on its own pool's state and redo log (the thread
 /// keeps one entry per open pool, and a closed pool's entry is not reused).

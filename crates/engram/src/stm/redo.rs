@@ -78,11 +78,6 @@ pub(crate) struct StmMeta {
     pub logs: PArray<PArray<u8>>,
 }
 
-/// Bytes a record of these entries needs.
-pub(crate) fn record_len_of<'a>(entries: impl Iterator<Item = (u64, &'a [u8])>) -> u64 {
-    REC_HDR + entries.map(|(_, v)| entry_len(v.len() as u64)).sum::<u64>()
-}
-
 /// Bytes one entry of `len` value bytes takes in a record (header, value
 /// padded to 8).
 pub(crate) fn entry_len(len: u64) -> u64 {
@@ -125,45 +120,83 @@ fn finish(buf: &mut [u8], n: u32) {
     buf[R_CRC..R_CRC + 4].copy_from_slice(&crc.to_le_bytes());
 }
 
-/// Encodes a record into `buf` (cleared first): the initial bytes of the
-/// transactional objects the commit created (`inits`: pool offset, bytes),
-/// the values, then the checksums `checks` (offset, length, CRC32C) of the
-/// copies it links. An `inits` item that is an error (an object outside
-/// the pool) ends the encoding with it.
-pub(crate) fn encode_of<'a>(
-    buf: &mut Vec<u8>,
+/// Bytes of a record with these parts: `values` and `inits` the summed
+/// [`entry_len`]s of its value and init entries, `checks` its check entries.
+pub(crate) fn record_len(values: u64, inits: u64, checks: usize) -> u64 {
+    REC_HDR + values + inits + checks as u64 * (ENT_HDR + 8)
+}
+
+/// Writes entries into a record being encoded: one bounds check per
+/// entry, each field stored at its offset (no growing buffer).
+struct Cursor<'b> {
+    out: &'b mut [u8],
+    at: usize,
+    n: u32,
+}
+
+impl Cursor<'_> {
+    /// The part of the record after the last entry written.
+    fn room(&mut self, len: usize) -> Result<&mut [u8]> {
+        self.out.get_mut(self.at..self.at + len).ok_or_else(|| Error::corrupt("STM redo record longer than its reckoned length"))
+    }
+
+    /// An entry header (`off`, `vlen`, zero) and `body`, zero-padded to 8.
+    fn entry(&mut self, off: u64, vlen: u32, body: &[u8]) -> Result<()> {
+        let len = ENT_HDR as usize + body.len().div_ceil(8) * 8;
+        let e = self.room(len)?;
+        e[..8].copy_from_slice(&off.to_le_bytes());
+        e[E_VLEN..E_VLEN + 4].copy_from_slice(&vlen.to_le_bytes());
+        e[E_VLEN + 4..ENT_HDR as usize].fill(0);
+        let (v, pad) = e[ENT_HDR as usize..].split_at_mut(body.len());
+        v.copy_from_slice(body);
+        if !pad.is_empty() {
+            pad.fill(0);
+        }
+        self.at += len;
+        self.n += 1;
+        Ok(())
+    }
+}
+
+/// Encodes a record into `out`, exactly [`record_len`] bytes of it: the
+/// initial bytes of the transactional objects the commit created (`inits`:
+/// pool offset, bytes), the values, then the checksums `checks` (offset,
+/// length, CRC32C) of the copies it links; then the header and its CRC32C.
+/// One pass over the entries, each copied once into `out` (the commit
+/// passes its log half in the pool itself, so nothing is copied again). An
+/// `inits` item that is an error (an object outside the pool) ends the
+/// encoding with it; so does an `out` of another length than the entries
+/// need.
+pub(crate) fn encode_into<'a>(
+    out: &mut [u8],
     wv: u64,
     inits: impl Iterator<Item = Result<(u64, &'a [u8])>>,
     entries: impl Iterator<Item = (u64, &'a [u8])>,
     checks: &[(u64, u64, u32)],
 ) -> Result<()> {
-    begin(buf, wv);
-    let mut entry_count = 0usize;
+    let mut c = Cursor { out, at: REC_HDR as usize, n: 0 };
     for init in inits {
         let (off, v) = init?;
-        entry_count += 1;
-        buf.extend_from_slice(&off.to_le_bytes());
-        buf.extend_from_slice(&(INIT_FLAG | v.len() as u32).to_le_bytes());
-        buf.extend_from_slice(&0u32.to_le_bytes());
-        buf.extend_from_slice(v);
-        buf.resize(buf.len().div_ceil(8) * 8, 0);
+        c.entry(off, INIT_FLAG | v.len() as u32, v)?;
     }
     for (off, v) in entries {
-        entry_count += 1;
-        buf.extend_from_slice(&off.to_le_bytes());
-        buf.extend_from_slice(&(v.len() as u32).to_le_bytes());
-        buf.extend_from_slice(&0u32.to_le_bytes());
-        buf.extend_from_slice(v);
-        buf.resize(buf.len().div_ceil(8) * 8, 0);
+        c.entry(off, v.len() as u32, v)?;
     }
     for &(off, len, crc) in checks {
-        buf.extend_from_slice(&off.to_le_bytes());
-        buf.extend_from_slice(&(CHECK_FLAG | len as u32).to_le_bytes());
-        buf.extend_from_slice(&0u32.to_le_bytes());
-        buf.extend_from_slice(&crc.to_le_bytes());
-        buf.extend_from_slice(&0u32.to_le_bytes());
+        let mut body = [0u8; 8];
+        body[..4].copy_from_slice(&crc.to_le_bytes());
+        c.entry(off, CHECK_FLAG | len as u32, &body)?;
     }
-    finish(buf, (entry_count + checks.len()) as u32);
+    let (n, at) = (c.n, c.at);
+    if at != out.len() {
+        return Err(Error::corrupt("STM redo record shorter than its reckoned length"));
+    }
+    out[..4].copy_from_slice(&MAGIC.to_le_bytes());
+    out[R_WV..R_WV + 8].copy_from_slice(&wv.to_le_bytes());
+    out[R_N..R_N + 4].copy_from_slice(&n.to_le_bytes());
+    out[R_LEN..R_LEN + 4].copy_from_slice(&((at as u64 - REC_HDR) as u32).to_le_bytes());
+    let crc = crate::crc::crc32c(&out[REDO_CRC_FROM..]);
+    out[R_CRC..R_CRC + 4].copy_from_slice(&crc.to_le_bytes());
     Ok(())
 }
 
@@ -455,24 +488,49 @@ fn replay(space: &Space, off: u64, v: &[u8], wv: u64) -> Result<bool> {
 mod tests {
     use super::*;
 
-    fn record_len(entries: &[(u64, &[u8])]) -> u64 {
-        record_len_of(entries.iter().copied())
+    /// Encodes a record into `buf` (sized to it): see [`encode_into`].
+    fn encode_of(buf: &mut Vec<u8>, wv: u64, inits: &[(u64, &[u8])], entries: &[(u64, &[u8])], checks: &[(u64, u64, u32)]) -> Result<()> {
+        let lens = |e: &[(u64, &[u8])]| e.iter().map(|(_, v)| entry_len(v.len() as u64)).sum();
+        buf.clear();
+        buf.resize(record_len(lens(entries), lens(inits), checks.len()) as usize, 0);
+        encode_into(buf, wv, inits.iter().map(|&i| Ok(i)), entries.iter().copied(), checks)
+    }
+
+    fn record_len_of(entries: &[(u64, &[u8])]) -> u64 {
+        record_len(entries.iter().map(|(_, v)| entry_len(v.len() as u64)).sum(), 0, 0)
     }
 
     fn encode(buf: &mut Vec<u8>, wv: u64, entries: &[(u64, &[u8])], checks: &[(u64, u64, u32)]) {
-        encode_of(buf, wv, std::iter::empty(), entries.iter().copied(), checks).unwrap()
+        encode_of(buf, wv, &[], entries, checks).unwrap()
     }
 
     #[test]
     fn init_entries_roundtrip_before_the_values() {
         let mut buf = Vec::new();
         let obj = [7u8; 44];
-        encode_of(&mut buf, 9, [Ok((0x2000u64, &obj[..]))].into_iter(), [(0x3000u64, &[1u8; 8][..])].into_iter(), &[(0x4000, 64, 5)])
-            .unwrap();
+        encode_of(&mut buf, 9, &[(0x2000u64, &obj[..])], &[(0x3000u64, &[1u8; 8][..])], &[(0x4000, 64, 5)]).unwrap();
         let r = decode(&buf).unwrap();
         assert_eq!((r.wv, r.inits.len(), r.entries.len(), r.checks.len()), (9, 1, 1, 1));
         assert_eq!(r.inits[0], (0x2000, obj.to_vec()));
         assert_eq!(r.entries[0], (0x3000, vec![1u8; 8]));
+    }
+
+    /// `encode_into` fills exactly the bytes it was given, zero-padding an
+    /// object's last word (the commit sizes its log half's slice by
+    /// `record_len`); a slice of another length is refused, not overrun.
+    #[test]
+    fn records_fill_exactly_their_reckoned_length() {
+        let obj = [7u8; 44];
+        let mut buf = vec![0xffu8; record_len(entry_len(8), entry_len(44), 1) as usize];
+        let entries = || [(0x3000u64, &[1u8; 8][..])].into_iter();
+        encode_into(&mut buf, 9, [Ok((0x2000u64, &obj[..]))].into_iter(), entries(), &[(0x4000, 64, 5)]).unwrap();
+        let pad = (REC_HDR + ENT_HDR) as usize + 44;
+        assert_eq!(&buf[pad..pad + 4], &[0; 4], "an object's last word is zero-padded");
+        assert_eq!(decode(&buf).map(|r| (r.inits.len(), r.entries.len(), r.checks.len())), Some((1, 1, 1)));
+        for len in [buf.len() - 8, buf.len() + 8] {
+            let mut other = vec![0u8; len];
+            assert!(encode_into(&mut other, 9, [Ok((0x2000u64, &obj[..]))].into_iter(), entries(), &[(0x4000, 64, 5)]).is_err(), "{len}");
+        }
     }
 
     /// The young-object rule reads back which cells a record wrote: the
@@ -483,8 +541,7 @@ mod tests {
         let mut buf = Vec::new();
         let obj = [7u8; 44];
         let (a, b) = ([1u8; 8], [2u8; 40]);
-        let inits = [Ok((0x2000u64, &obj[..]))].into_iter();
-        encode_of(&mut buf, 9, inits, [(0x3000u64, &a[..]), (0x5000, &b[..])].into_iter(), &[(0x4000, 64, 5)]).unwrap();
+        encode_of(&mut buf, 9, &[(0x2000u64, &obj[..])], &[(0x3000u64, &a[..]), (0x5000, &b[..])], &[(0x4000, 64, 5)]).unwrap();
         let body = record_body(&buf).unwrap();
         assert_eq!(first_overflow(body), None);
         assert_eq!(value_offsets(body).collect::<Vec<_>>(), vec![Some(0x3000), Some(0x5000)]);
@@ -501,7 +558,7 @@ mod tests {
         let a = [1u8, 2, 3];
         let b = [9u8; 16];
         encode(&mut buf, 77, &[(4096, &a), (8192, &b)], &[(12288, 48, 0xabcd)]);
-        assert_eq!(buf.len() as u64, record_len(&[(4096, &a), (8192, &b)]) + ENT_HDR + 8);
+        assert_eq!(buf.len() as u64, record_len_of(&[(4096, &a), (8192, &b)]) + ENT_HDR + 8);
         let mut half = buf.clone();
         half.resize(HALF as usize, 0);
         let r = decode(&half).unwrap();

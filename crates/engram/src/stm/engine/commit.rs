@@ -49,8 +49,10 @@ impl STx<'_> {
         // Lock words go through the emulated HTM when it is armed (runtime.rs).
         let via = runtime::route();
         // The coarse lock (coarse.rs): exclusive for a Coarse commit, shared
-        // for the others, until the last in-place store.
-        let mut coarse = Commit::take(via);
+        // for the others, until the last in-place store. (Nothing to take,
+        // without a call, once the process is known to have no Coarse
+        // commits: `take` would return `None` then.)
+        let mut coarse = if runtime::coarse_possible() { Commit::take(via) } else { Commit::None };
         // 2. lock the write set (FineHtm: and validate the reads, in one
         //    hardware transaction; `validated` then. Coarse: plain stores).
         let validated = if coarse.exclusive() {
@@ -130,6 +132,10 @@ impl STx<'_> {
     fn materialize_all(&self) -> StmResult<()> {
         let mut st = self.st.borrow_mut();
         let Some(ctx) = self.ctx.as_ref() else { return Ok(()) };
+        // (Plain values, the common case, need no copy context.)
+        if !st.writes.iter().any(|w| matches!(w.kind, Kind::P { value: None, pending: Some(_), .. })) {
+            return Ok(());
+        }
         let mut cx = CopyCx::new(ctx.inner, ctx.cache());
         let mut err = None;
         for w in st.writes.iter_mut() {
@@ -210,7 +216,9 @@ impl STx<'_> {
                 _ => None,
             })
         };
-        if entries().next().is_none() {
+        // The value entries' bytes, in one pass (none: nothing to record).
+        let values: u64 = entries().map(|(_, v)| redo::entry_len(v.len() as u64)).sum();
+        if values == 0 {
             return Ok(());
         }
         reserve_clock(ctx, wv)?;
@@ -220,9 +228,8 @@ impl STx<'_> {
         // carries their initial bytes, written back whole at recovery
         // (young.rs says why that is sound).
         let inits = || st.made.iter().filter(|m| m.mutable).map(|m| (m.off, m.len));
-        let young = inits().next().is_some() && !crate::failpoint::planted("stm.young_not_carried");
+        let young = !st.made.is_empty() && inits().next().is_some() && !crate::failpoint::planted("stm.young_not_carried");
         let init_len: u64 = if young { inits().map(|(_, l)| redo::entry_len(l)).sum() } else { 0 };
-        let len = redo::record_len_of(entries()) + init_len;
         // Copies are immutable: the record carries their checksums, and
         // recovery replays it only if every copy reached the media whole.
         // (The allocator metadata that makes each copy, or new object, an
@@ -239,7 +246,7 @@ impl STx<'_> {
         for (off, len) in st.made.iter().flat_map(checked).flatten() {
             st.checks.push((off, len, redo::object_crc(space, off, len)?));
         }
-        let needed = len + st.checks.len() as u64 * (redo::ENT_HDR + 8);
+        let needed = redo::record_len(values, init_len, st.checks.len());
         if needed > u32::MAX as u64 {
             return Err(Error::TxTooLarge { needed, limit: u32::MAX as u64 });
         }
@@ -262,15 +269,30 @@ impl STx<'_> {
         }
         // (The new objects' bytes are read in place, not collected first.)
         let init_bytes = inits().filter(|_| young).map(|(off, len)| Ok((off, redo::object_bytes(space, off, len)?)));
-        redo::encode_of(&mut log.buf, wv, init_bytes, entries(), &st.checks)?;
-        if log.buf.len() as u64 > HALF {
-            overflow(ctx, log, h, wv)?;
-        }
         // New objects of earlier regions that the record's values may
         // link, durable before the record is written (`fresh.rs`).
         space.persist.settle_fresh(crate::fences::FRESH_BEFORE_RECORD)?;
-        space.write_bytes(half_off, &log.buf)?;
-        space.flush(half_off, log.buf.len() as u64);
+        let len = if needed <= HALF {
+            // The record straight into the half (no buffer, no second copy).
+            let at = half_at(space, half_off, needed)?;
+            // SAFETY: `needed` bytes at `at` lie inside the live mapping
+            // (`half_at` checked them); the half belongs to this thread's
+            // log, whose lock `log` holds: nothing else reads or writes
+            // them while the slice lives (helpers and the young-object
+            // test read or clear a half under that lock too).
+            let out = unsafe { std::slice::from_raw_parts_mut(at, needed as usize) };
+            redo::encode_into(out, wv, init_bytes, entries(), &st.checks)?;
+            space.traced(space.base() + half_off, needed);
+            needed
+        } else {
+            log.buf.clear();
+            log.buf.resize(needed as usize, 0);
+            redo::encode_into(&mut log.buf, wv, init_bytes, entries(), &st.checks)?;
+            overflow(ctx, log, h, wv)?;
+            space.write_bytes(half_off, &log.buf)?;
+            log.buf.len() as u64
+        };
+        space.flush(half_off, len);
         for m in &st.made {
             space.flush(m.off, m.len);
         }
@@ -353,6 +375,17 @@ pub(super) struct Stamps {
     pub(super) v: u64,
 }
 
+/// The address of the log half at pool offset `half_off`, checked to
+/// hold `len` bytes of a record inside the mapping (the caller writes the
+/// record there in place, under the half's log lock).
+#[inline]
+fn half_at(space: &crate::pool::space::Space, half_off: u64, len: u64) -> Result<*mut u8> {
+    if len > HALF || !space.contains(space.base() + half_off, len) {
+        return Err(Error::corrupt(format!("STM log half {half_off:#x}+{len} is outside the pool")));
+    }
+    Ok((space.base() + half_off) as *mut u8)
+}
+
 /// Moves the record in `log.buf`, too large for a log half, to a byte
 /// array of its own (flushed; the commit's fence makes it durable), and
 /// leaves in `log.buf` the stand-in record that points to it. The array is
@@ -375,10 +408,19 @@ fn overflow(ctx: &PoolCtx<'_>, log: &mut ThreadLog, h: usize, wv: u64) -> Result
 }
 
 /// Persists a new clock reservation before `wv` can reach the pool.
+#[inline]
 fn reserve_clock(ctx: &PoolCtx<'_>, wv: u64) -> Result<()> {
     if wv < ctx.stm().reserved_fast.load(Ordering::Acquire) {
         return Ok(());
     }
+    reserve_clock_slow(ctx, wv)
+}
+
+/// [`reserve_clock`] across the reservation: one extra fence per
+/// `RESERVE` versions.
+#[cold]
+#[inline(never)]
+fn reserve_clock_slow(ctx: &PoolCtx<'_>, wv: u64) -> Result<()> {
     let mut r = ctx.stm().reserved.lock();
     if wv >= *r {
         let new = wv + RESERVE;

@@ -135,9 +135,9 @@ pub(crate) struct ThreadLog {
     pub(super) overflow: [Option<Loc>; 2],
     /// The timestamp of the record in each half (0: none).
     pub(super) half_wv: [u64; 2],
-    /// Halves whose record carries new objects, registered in the pool's
-    /// [`super::young::Young`] (`young.rs`).
-    pub(super) young: [bool; 2],
+    /// The record in each half if it carries new objects: registered,
+    /// and counted in the pool's [`super::young::Young`] (`young.rs`).
+    pub(super) young: [Option<super::young::YoungRec>; 2],
     /// The half just written holds new objects, in this span of pool
     /// offsets: `apply` registers it.
     pub(super) young_pending: Option<(usize, (u64, u64))>,
@@ -443,7 +443,7 @@ pub(crate) fn quiesce(inner: &PoolInner) -> Result<()> {
         }
         for h in 0..2 {
             if l.half_wv[h] != 0 {
-                records.push((l.half_wv[h], l.log_off + h as u64 * HALF, l.young[h]));
+                records.push((l.half_wv[h], l.log_off + h as u64 * HALF, l.young[h].is_some()));
             }
         }
     }
@@ -463,7 +463,7 @@ pub(crate) fn quiesce(inner: &PoolInner) -> Result<()> {
         let mut l = l.lock();
         l.unfenced.clear();
         l.half_wv = [0; 2];
-        l.young = [false; 2];
+        l.young = [None; 2];
         // The overflow arrays become garbage with their records (the GC
         // frees them).
         l.overflow = [None; 2];

@@ -117,6 +117,11 @@ pub(super) struct State {
     /// alive; `TVar`s only when `keeping` (see `STx::read_tvar`).
     pub(super) keep: Vec<Arc<dyn Any + Send + Sync>>,
     pub(super) writes: Vec<Write>,
+    /// A filter of the words in `writes` (bit [`wbit`] of each is set; a
+    /// clear bit means "not written", so most lookups of a read in an
+    /// update end here without a scan). Kept a superset: set by `put`,
+    /// cleared with `writes`.
+    pub(super) wbits: u64,
     pub(super) index: FastMap<usize, usize>,
     /// Objects allocated by this attempt: flushed at commit, freed on abort.
     pub(super) made: Vec<Made>,
@@ -134,6 +139,14 @@ pub(super) struct State {
 /// thread's next transaction.
 const KEEP_MAX: usize = 1 << 16;
 
+/// The bit of lock word `word` in [`State::wbits`]: cells are at least 16
+/// bytes apart (a `PTField` is a lock word and a value word), so the
+/// address's bits above 16 pick it.
+#[inline]
+fn wbit(word: usize) -> u64 {
+    1 << ((word >> 4) & 63)
+}
+
 impl State {
     /// Empties the sets, keeping their buffers (unless one grew huge).
     fn clear(&mut self) {
@@ -144,6 +157,7 @@ impl State {
         self.reads.clear();
         self.keep.clear();
         self.writes.clear();
+        self.wbits = 0;
         if !self.index.is_empty() {
             // (clearing a map with capacity rewrites all its control bytes)
             self.index.clear();
@@ -359,7 +373,11 @@ impl<'p> STx<'p> {
         self.write(var, f(v))
     }
 
+    #[inline]
     pub(super) fn find(&self, st: &State, word: usize) -> Option<usize> {
+        if st.wbits & wbit(word) == 0 {
+            return None;
+        }
         if st.writes.len() <= 16 {
             st.writes.iter().position(|w| w.word == word)
         } else {
@@ -464,12 +482,14 @@ impl<'p> STx<'p> {
     }
 
     /// Reads the cell at `addr` (value of at most `max` bytes). A value of
-    /// at most 8 bytes (a `PTField`, a link, a counter) takes the inlined
-    /// one-word path: bounds check, the empty-write-set test, the seqlock
-    /// read of one word, no copy buffer.
+    /// at most 8 bytes (a `PTField`, a link, a counter) that this attempt
+    /// has not written takes the inlined one-word path: bounds check, the
+    /// write filter's bit (`State::wbits`: clear for a cell not written,
+    /// so an update's reads after its first write scan nothing), the
+    /// seqlock read of one word, no copy buffer.
     #[inline]
     pub(crate) fn read_cell<P: Persistent>(&self, addr: u64, max: usize) -> StmResult<P> {
-        if size_of::<P>() > 8 || self.by_value || !self.st.borrow().writes.is_empty() {
+        if size_of::<P>() > 8 || self.by_value || self.st.borrow().wbits & wbit(addr as usize) != 0 {
             return self.read_cell_any(addr, max);
         }
         self.check_cell::<P>(addr, max)?;
@@ -538,7 +558,7 @@ impl<'p> STx<'p> {
     /// This transaction's own pending value for the cell, materialised.
     #[inline]
     pub(super) fn own_write(&self, word: usize) -> StmResult<Option<Bytes>> {
-        if self.st.borrow().writes.is_empty() {
+        if self.st.borrow().wbits & wbit(word) == 0 {
             return Ok(None);
         }
         self.own_write_slow(word)
@@ -662,13 +682,36 @@ impl<'p> STx<'p> {
 
     pub(crate) fn write_cell<T: Persist>(&self, addr: u64, max: usize, v: T) -> StmResult<()> {
         self.check_cell::<T::P>(addr, max)?;
-        let off = self.cell_offset(addr, size_of::<T::P>() as u64)?;
+        // The write set is searched once, for the offset and the entry.
+        let found = self.find(&self.st.borrow(), addr as usize);
+        let off = self.write_offset(addr, size_of::<T::P>() as u64, found)?;
         let kind = match v.plain() {
             Some(p) => Kind::P { off, value: Some(Bytes::of(&p)), pending: None, boxed: false },
             None => Kind::P { off, value: None, pending: Some(Box::new(PendingVal(v))), boxed: false },
         };
-        self.put(addr as usize, kind);
+        self.put_found(addr as usize, kind, found);
         Ok(())
+    }
+
+    /// [`STx::cell_offset`] for a write, without asking the allocator
+    /// when this attempt already knows the answer: the cell is in its
+    /// write set (checked then, for a value at least as long), or lies in
+    /// the object the attempt allocated last (`made`: its slot is known).
+    /// `found`: the cell's write-set entry, if any.
+    #[inline(always)]
+    fn write_offset(&self, addr: u64, len: u64, found: Option<usize>) -> StmResult<u64> {
+        let known = {
+            let st = self.st.borrow();
+            if found.is_none() && st.made.is_empty() {
+                None
+            } else {
+                known_cell(&st, found, addr, len, self.bounds.0.wrapping_sub(crate::format::HEAP_OFF))
+            }
+        };
+        match known {
+            Some(off) => Ok(off),
+            None => self.cell_offset(addr, len),
+        }
     }
 
     /// The pool offset of the cell at `addr`, checked to lie, with a value
@@ -683,11 +726,19 @@ impl<'p> STx<'p> {
     }
 
     pub(super) fn put(&self, word: usize, kind: Kind) {
+        let found = self.find(&self.st.borrow(), word);
+        self.put_found(word, kind, found);
+    }
+
+    /// [`STx::put`] with the word's write-set entry already looked up
+    /// (`found`, nothing changed the set since).
+    #[inline]
+    fn put_found(&self, word: usize, kind: Kind, found: Option<usize>) {
         // An update from here on: record the reads that follow.
         self.rec.set(true);
         let mut st = self.st.borrow_mut();
         let w = Write { word, kind, old: 0 };
-        match self.find(&st, word) {
+        match found {
             Some(i) => {
                 let old = std::mem::replace(&mut st.writes[i], w);
                 if let Some(f) = st.frames.last_mut() {
@@ -697,6 +748,9 @@ impl<'p> STx<'p> {
                 }
             }
             None => {
+                if !crate::failpoint::planted("stm.write_filter_unset") {
+                    st.wbits |= wbit(word);
+                }
                 st.writes.push(w);
                 let i = st.writes.len() - 1;
                 if st.writes.len() > 16 {
@@ -914,6 +968,27 @@ impl<'p> STx<'p> {
         let st = self.st.borrow();
         (st.reads.iter().map(|r| (r.word, r.version, r.epoch)).collect(), st.keep.clone())
     }
+}
+
+/// The pool offset of the cell at `addr` (value of `len` bytes) if `st`
+/// shows it lies inside one allocated object: write-set entry `found` is
+/// that cell with a value of at least `len` bytes (its offset was checked
+/// when it was written), or the object this attempt allocated last
+/// (`made`: one comparison pair, not a scan; a write into an earlier one
+/// asks the allocator) holds it. `base` is the pool's base address.
+#[inline]
+fn known_cell(st: &State, found: Option<usize>, addr: u64, len: u64, base: u64) -> Option<u64> {
+    if let Some(Kind::P { off, value: Some(b), .. }) = found.map(|i| &st.writes[i].kind) {
+        if b.len as u64 >= len {
+            return Some(*off);
+        }
+    }
+    let off = addr.checked_sub(base)?;
+    if crate::failpoint::planted("stm.known_cell_any") && !st.made.is_empty() {
+        return Some(off);
+    }
+    let inside = |m: &Made| m.mutable && off >= m.off + OBJ_HEADER && off + 8 + len <= m.off + m.len;
+    st.made.last().is_some_and(inside).then_some(off)
 }
 
 pub(super) fn rebuild_index(st: &mut State) {

@@ -14,8 +14,9 @@
 //! while C's is retained: C' (thread T') reused its log half, its change
 //! durable in place, while C's thread T stayed idle. The rule here:
 //!
-//! - Each log half whose record carries inits is registered in the pool's
-//!   [`Young`] map as (log, half) -> wv, from C's in-place stores (under
+//! - Each log half whose record carries inits is registered (its
+//!   [`YoungRec`] kept in the log's slot for the half, `ThreadLog::young`,
+//!   and counted in the pool's [`Young`]), from C's in-place stores (under
 //!   T's log lock, so a helper sees them in T's unfenced list) until the
 //!   fence of the commit that overwrites that half.
 //! - Before a thread overwrites its half holding a record R of timestamp
@@ -36,8 +37,10 @@
 //!   later change to those objects is gone.
 //! - Online GC and close clear every record (quiesce) and the map.
 //!
-//! Lock order: a log, then the map; the map is never held while a log is
-//! taken, and a helper holds no log of its own while it helps.
+//! Lock order: the pool's list of logs, then a log; a helper holds no
+//! log of its own while it helps. Registering and unregistering take no
+//! lock besides the log's own (held anyway): the records live in the
+//! logs' slots, and only the count is shared.
 //!
 //! Crash behaviour: a crash at any point leaves either C's record with
 //! M's bytes (replayed whole, then every retained later record) or no
@@ -47,9 +50,7 @@
 
 use super::pool_state::{PoolCtx, ThreadLog};
 use crate::error::Result;
-use crate::hash::FastMap;
 use crate::stm::redo::{self, HALF};
-use parking_lot::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A registered record: its timestamp and the span `[lo, hi)` (pool
@@ -61,12 +62,11 @@ pub(super) struct YoungRec {
     pub(super) hi: u64,
 }
 
-/// The retained records that carry new objects, per pool.
+/// The retained records that carry new objects, per pool: how many (the
+/// records themselves are in their logs' slots, `ThreadLog::young`).
 #[derive(Default)]
 pub(crate) struct Young {
-    /// (log offset, half) -> the record.
-    map: Mutex<FastMap<(u64, usize), YoungRec>>,
-    /// Entries in `map` (read without the lock on every commit).
+    /// Registered records (read without a lock on every commit).
     n: AtomicUsize,
 }
 
@@ -81,47 +81,47 @@ struct Older {
 }
 
 impl Young {
-    /// All records were cleared (quiesce).
+    /// All records were cleared (quiesce; the caller empties the slots).
     pub(crate) fn clear(&self) {
-        self.map.lock().clear();
         self.n.store(0, Ordering::Release);
     }
 
     /// Registers half `h` of `log` (its record `rec` carries new objects).
     /// The caller holds the log's lock.
     pub(super) fn register(&self, log: &mut ThreadLog, h: usize, rec: YoungRec) {
-        let mut m = self.map.lock();
-        if m.insert((log.log_off, h), rec).is_none() {
+        if log.young[h].replace(rec).is_none() {
             self.n.fetch_add(1, Ordering::Release);
         }
-        log.young[h] = true;
     }
 
     /// Half `h` of `log` was overwritten and fenced, or cleared. The caller
     /// holds the log's lock.
+    #[inline]
     pub(super) fn unregister(&self, log: &mut ThreadLog, h: usize) {
-        if !std::mem::take(&mut log.young[h]) {
-            return;
-        }
-        if self.map.lock().remove(&(log.log_off, h)).is_some() {
+        if log.young[h].take().is_some() {
             self.n.fetch_sub(1, Ordering::Release);
         }
     }
+}
 
-    /// Registered records of logs other than `me` older than `w`, oldest
-    /// first (nothing is allocated when there is none).
-    fn older_than(&self, me: u64, w: u64) -> Vec<Older> {
-        let m = self.map.lock();
-        let older = |(&(l, _), r): (&(u64, usize), &YoungRec)| l != me && r.wv < w;
-        if !m.iter().any(older) {
-            return Vec::new();
+/// Registered records of logs other than `me` older than `w`, oldest
+/// first: each log's slots read under its lock (the pool's list of logs
+/// held, then one log at a time).
+fn older_than(ctx: &PoolCtx<'_>, me: u64, w: u64) -> Vec<Older> {
+    let mut v = Vec::new();
+    for l in ctx.stm().logs.lock().iter() {
+        let l = l.lock();
+        if l.log_off == me {
+            continue;
         }
-        let mut v: Vec<Older> =
-            m.iter().filter(|e| older(*e)).map(|(&(log_off, h), r)| Older { wv: r.wv, log_off, h, lo: r.lo, hi: r.hi }).collect();
-        drop(m);
-        v.sort_unstable();
-        v
+        for (h, r) in l.young.iter().enumerate() {
+            if let Some(r) = r.filter(|r| r.wv < w) {
+                v.push(Older { wv: r.wv, log_off: l.log_off, h, lo: r.lo, hi: r.hi });
+            }
+        }
     }
+    v.sort_unstable();
+    v
 }
 
 /// The span `[lo, hi)` of the objects `(off, len)` a record carries.
@@ -136,7 +136,7 @@ pub(super) fn span_of(objects: impl Iterator<Item = (u64, u64)>) -> (u64, u64) {
 /// after its registration.
 #[inline]
 pub(super) fn others_registered(ctx: &PoolCtx<'_>, log: &ThreadLog) -> bool {
-    ctx.stm().young.n.load(Ordering::Acquire) > log.young.iter().filter(|&&y| y).count()
+    ctx.stm().young.n.load(Ordering::Acquire) > log.young.iter().filter(|y| y.is_some()).count()
 }
 
 /// Before this thread overwrites its next log half: if the record there
@@ -156,7 +156,7 @@ pub(super) fn help_before_reuse(ctx: &PoolCtx<'_>) -> Result<()> {
     if w == 0 {
         return Ok(());
     }
-    let older = young.older_than(me, w);
+    let older = older_than(ctx, me, w);
     if older.is_empty() {
         return Ok(());
     }
@@ -190,7 +190,7 @@ fn help(ctx: &PoolCtx<'_>, o: Older) -> Result<()> {
     let log = ctx.stm().logs.lock().iter().find(|l| l.lock().log_off == o.log_off).cloned();
     let Some(log) = log else { return Ok(()) };
     let mut log = log.lock();
-    if !log.young[o.h] || log.half_wv[o.h] != o.wv {
+    if log.young[o.h].is_none() || log.half_wv[o.h] != o.wv {
         return Ok(()); // its thread overwrote it meanwhile
     }
     let space = &ctx.inner.space;
