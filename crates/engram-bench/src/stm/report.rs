@@ -482,9 +482,11 @@ transaction. So the ratio isolates the price of the persistence *instructions* o
 this machine; it is not PSTM against a separately designed volatile STM (the \
 paper's baseline is GHC's `TVar` STM, which has no log at all).
 - **The TVar tree** is the fully volatile peer: the same red-black-tree steps over \
-`engram::stm::TVar` cells run by `engram::stm::atomically` — no pool, no log, no \
+`engram::stm::TVar` cells run by `engram::stm::atomically` (lookups by \
+`engram::stm::atomically_read`, the read-only path; since stm14l a link is the node's \
+address in the tree's arena, as TinySTM's tree holds a pointer) — no pool, no log, no \
 copies; for the treap and the HAMT, `engram::stm::vcollections` with one `TVar` \
-per node field. A `TVar` is a heap object of its own (since stm14tv2 a 16-byte cell: \
+per node field (lookups by `atomically_read` too since stm14l). A `TVar` is a heap object of its own (since stm14tv2 a 16-byte cell: \
 lock word, then the value inline or a pointer to an immutable `Arc`): a read takes \
 no lock and no count, but costs one more cache line than a PSTM read of a field \
 embedded in a node, and cloning a link value (`Option<Arc<Node>>` in the treap and \
