@@ -655,6 +655,26 @@ fn move_money(tx: &crate::Tx<'_>, accounts: PArray<u64>, from: u64, to: u64, mos
     tx.set(accounts, to, b + amount)
 }
 
+/// Frees the entry after the `keep`-th of the list at `head` (and its
+/// payload), unlinking it: the ledger's log stays at most `keep` long.
+fn drop_after(tx: &crate::Tx<'_>, head: PPtr<Entry>, keep: u64) -> Result<()> {
+    let mut p = head;
+    for _ in 1..keep {
+        p = if p.is_null() { p } else { tx.read(p)?.next };
+    }
+    if !p.is_null() {
+        let mut e = tx.read(p)?;
+        if !e.next.is_null() {
+            let dead = tx.read(e.next)?;
+            tx.free_array(dead.payload)?;
+            tx.free(e.next)?;
+            e.next = PPtr::null();
+            tx.write(p, e)?;
+        }
+    }
+    Ok(())
+}
+
 /// One ledger region: move money, append an entry with a payload of
 /// `payload` bytes, and drop entries beyond `keep`. It holds the ledger's
 /// lock (two-phase locking: regions do not lock what they touch by
@@ -672,21 +692,7 @@ fn ledger_step(tx: &crate::Tx<'_>, i: u64, payload: u64, keep: u64) -> Result<u6
     tx.write_slice(data, 0, &vec![l.count as u8; edge as usize])?;
     tx.write_slice(data, payload - edge, &vec![l.count as u8; edge as usize])?;
     l.log = tx.alloc(Entry { seq: l.count, payload: data, next: l.log })?;
-    // drop the entry after the `keep`-th
-    let mut p = l.log;
-    for _ in 1..keep {
-        p = if p.is_null() { p } else { tx.read(p)?.next };
-    }
-    if !p.is_null() {
-        let mut e = tx.read(p)?;
-        if !e.next.is_null() {
-            let dead = tx.read(e.next)?;
-            tx.free_array(dead.payload)?;
-            tx.free(e.next)?;
-            e.next = PPtr::null();
-            tx.write(p, e)?;
-        }
-    }
+    drop_after(tx, l.log, keep)?;
     tx.write(lp, l)?;
     Ok(l.count)
 }

@@ -536,8 +536,8 @@ mod tests {
     use super::*;
     use crate::{CreateOptions, Durability, Pool};
 
-    /// A pool on tmpfs, removed when dropped.
-    struct Temp(Pool, std::path::PathBuf);
+    /// A pool on tmpfs, removed when dropped (also `log/settled.rs`'s tests).
+    pub(super) struct Temp(pub(super) Pool, std::path::PathBuf);
 
     impl Drop for Temp {
         fn drop(&mut self) {
@@ -545,7 +545,7 @@ mod tests {
         }
     }
 
-    fn pool(tag: &str) -> Temp {
+    pub(super) fn pool(tag: &str) -> Temp {
         let dir = if std::path::Path::new("/dev/shm").is_dir() { "/dev/shm".into() } else { std::env::temp_dir() };
         let path = dir.join(format!("engram-unit-log-{tag}-{}.pool", std::process::id()));
         let _ = std::fs::remove_file(&path);

@@ -9,7 +9,6 @@ package redis
 import (
 	"bytes"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"unsafe"
 
@@ -59,17 +58,9 @@ func rawExploreOps() []rawOp {
 }
 
 func TestRawStringCrashExplorer(t *testing.T) {
-	dir := tmpDir(t)
-	tr, err := engram.NewTracer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Free()
-	p, err := engram.Create(filepath.Join(dir, "r.pool"), &engram.Options{Layout: layoutName, Durability: engram.Trace, Tracer: tr, MaxSize: 64 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, tr, dir := tracedPool(t, "r.pool")
 	var h *rawExploreHolder
+	var err error
 	err = p.Txn(func(tx *engram.Tx) error {
 		if h, err = engram.New[rawExploreHolder](tx); err != nil {
 			return err
@@ -96,13 +87,7 @@ func TestRawStringCrashExplorer(t *testing.T) {
 			t.Fatalf("after %+v: %d bytes (cap %d), want the model's %d", op.off, len(got), cap(got), len(states[len(states)-1]))
 		}
 	}
-	if _, err := tr.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Abandon(); err != nil {
-		t.Fatal(err)
-	}
-	rep, err := tr.Explore(engram.ExploreOptions{Layout: layoutName, ScratchDir: dir}, func(p *engram.Pool) error {
+	rep := exploreTraced(t, tr, p, dir, func(p *engram.Pool) error {
 		h, err := engram.Root[rawExploreHolder](p, rawExploreRoot)
 		if err != nil {
 			return err
@@ -118,13 +103,7 @@ func TestRawStringCrashExplorer(t *testing.T) {
 		}
 		return fmt.Errorf("a %d-byte string that no prefix of the regions leaves", len(got))
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Logf("%+v", rep)
-	if rep.Points == 0 || rep.ImagesChecked == 0 {
-		t.Fatalf("nothing explored: %+v", rep)
-	}
 	if rep.Violations != 0 {
 		t.Fatalf("%d violations: %s", rep.Violations, rep.FirstViolation)
 	}

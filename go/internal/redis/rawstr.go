@@ -89,13 +89,5 @@ func moveRaw(tx *engram.Tx, e *pEntry, newLen, off int, src []byte) error {
 	}
 	copy(nv, e.Val)
 	copy(nv[off:], src)
-	if err := tx.Log(e); err != nil {
-		return err
-	}
-	old := e.Val
-	e.Val, e.Type = nv, tString
-	if cap(old) > 0 {
-		return tx.Free(old)
-	}
-	return nil
+	return replaceVal(tx, e, tString, nv)
 }

@@ -12,7 +12,6 @@ package redis
 import (
 	"fmt"
 	"maps"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -126,16 +125,7 @@ func TestListPushCrashExplorer(t *testing.T) {
 // the regions' prefixes left.
 func exploreServer(t *testing.T, setup []string, pipelines [][]string, state func(*pRoot) (map[string]string, error)) engram.ExploreReport {
 	t.Helper()
-	dir := tmpDir(t)
-	tr, err := engram.NewTracer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Free()
-	p, err := engram.Create(filepath.Join(dir, "s.pool"), &engram.Options{Layout: layoutName, Durability: engram.Trace, Tracer: tr, MaxSize: 64 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, tr, dir := tracedPool(t, "s.pool")
 	s, err := newOnPool(Config{}, p, true, time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -166,13 +156,7 @@ func exploreServer(t *testing.T, setup []string, pipelines [][]string, state fun
 	for _, pl := range pipelines {
 		run(pl)
 	}
-	if _, err := tr.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Abandon(); err != nil {
-		t.Fatal(err)
-	}
-	rep, err := tr.Explore(engram.ExploreOptions{Layout: layoutName, ScratchDir: dir}, func(p *engram.Pool) error {
+	rep := exploreTraced(t, tr, p, dir, func(p *engram.Pool) error {
 		root, err := engram.Root[pRoot](p, rootName)
 		if err != nil {
 			return err
@@ -188,12 +172,6 @@ func exploreServer(t *testing.T, setup []string, pipelines [][]string, state fun
 		}
 		return fmt.Errorf("%v: none of the %d states the regions leave", got, len(states))
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.Points == 0 || rep.ImagesChecked == 0 {
-		t.Fatalf("nothing explored: %+v", rep)
-	}
 	if rep.Violations != 0 {
 		t.Fatalf("%d violations: %s", rep.Violations, rep.FirstViolation)
 	}

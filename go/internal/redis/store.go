@@ -368,8 +368,14 @@ func storeVal(tx *engram.Tx, e *pEntry, typ int64, val []byte, clearTTL bool) er
 	if err != nil {
 		return err
 	}
-	// The whole entry in one log (one undo record, one fence) rather than
-	// Val and Type apart: a later setExpire in the batch is then covered.
+	return replaceVal(tx, e, typ, nv)
+}
+
+// replaceVal points e at nv, a value array new in the region, and frees
+// the old one at commit. The whole entry in one log (one undo record, one
+// fence) rather than Val and Type apart: a later setExpire in the batch is
+// then covered.
+func replaceVal(tx *engram.Tx, e *pEntry, typ int64, nv []byte) error {
 	if err := tx.Log(e); err != nil {
 		return err
 	}

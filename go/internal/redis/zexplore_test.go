@@ -125,16 +125,8 @@ func zexploreOps(r *rand.Rand, members int) []func(tx *engram.Tx, c *pColl, mode
 // region each on a traced pool, and explores them.
 func exploreZSet(t *testing.T, members int) engram.ExploreReport {
 	t.Helper()
-	dir := tmpDir(t)
-	tr, err := engram.NewTracer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Free()
-	p, err := engram.Create(filepath.Join(dir, "z.pool"), &engram.Options{Layout: layoutName, Durability: engram.Trace, Tracer: tr, MaxSize: 64 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, tr, dir := tracedPool(t, "z.pool")
+	var err error
 	model := map[string]float64{}
 	var h *zexploreHolder
 	err = p.Txn(func(tx *engram.Tx) error {
@@ -169,13 +161,7 @@ func exploreZSet(t *testing.T, members int) engram.ExploreReport {
 		}
 		states = append(states, maps.Clone(model))
 	}
-	if _, err := tr.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Abandon(); err != nil {
-		t.Fatal(err)
-	}
-	rep, err := tr.Explore(engram.ExploreOptions{Layout: layoutName, ScratchDir: dir}, func(p *engram.Pool) error {
+	rep := exploreTraced(t, tr, p, dir, func(p *engram.Pool) error {
 		h, err := engram.Root[zexploreHolder](p, zexploreRoot)
 		if err != nil {
 			return err
@@ -191,12 +177,6 @@ func exploreZSet(t *testing.T, members int) engram.ExploreReport {
 		}
 		return fmt.Errorf("%d members, none of the %d states the regions leave", len(got), len(states))
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.Points == 0 || rep.ImagesChecked == 0 {
-		t.Fatalf("nothing explored: %+v", rep)
-	}
 	if !growing {
 		t.Fatalf("the member table of %d members was not growing: the regions moved none of its buckets", members)
 	}
@@ -209,4 +189,43 @@ func TestZSetCrashExplorer(t *testing.T) {
 	if rep.Violations != 0 {
 		t.Fatalf("%d violations: %s", rep.Violations, rep.FirstViolation)
 	}
+}
+
+// tracedPool is a new pool named name in trace mode, its tracer (freed
+// when the test ends) and its scratch directory, which the explorer uses
+// too: the redis package's crash-explorer tests start from it.
+func tracedPool(t *testing.T, name string) (*engram.Pool, *engram.Tracer, string) {
+	t.Helper()
+	dir := tmpDir(t)
+	tr, err := engram.NewTracer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Free() })
+	p, err := engram.Create(filepath.Join(dir, name), &engram.Options{Layout: layoutName, Durability: engram.Trace, Tracer: tr, MaxSize: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, tr, dir
+}
+
+// exploreTraced stops tr's trace, abandons p and recovers every crash
+// image the x86 model allows, each checked by check; the test fails if
+// the explorer fails or explored nothing. The caller judges violations.
+func exploreTraced(t *testing.T, tr *engram.Tracer, p *engram.Pool, dir string, check func(*engram.Pool) error) engram.ExploreReport {
+	t.Helper()
+	if _, err := tr.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Abandon(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := tr.Explore(engram.ExploreOptions{Layout: layoutName, ScratchDir: dir}, check)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Points == 0 || rep.ImagesChecked == 0 {
+		t.Fatalf("nothing explored: %+v", rep)
+	}
+	return rep
 }

@@ -15,7 +15,7 @@
 //! as an entry with the wrong number or an unfilled payload in the ledger
 //! invariant.
 
-use super::{move_money, returned, Entry, Harness, Ledger, ACCOUNTS};
+use super::{drop_after, move_money, returned, Entry, Harness, Ledger, ACCOUNTS};
 use crate::error::{Error, Result};
 use crate::{PArray, PPtr};
 use engram_model::Trace;
@@ -66,19 +66,6 @@ fn link(tx: &crate::Tx<'_>, i: u64, entry: PPtr<Entry>) -> Result<()> {
     move_money(tx, l.accounts, i % ACCOUNTS, (i * 3 + 1) % ACCOUNTS, i % 7 + 1)?;
     l.count += 1;
     l.log = entry;
-    let mut p = l.log;
-    for _ in 1..3 {
-        p = if p.is_null() { p } else { tx.read(p)?.next };
-    }
-    if !p.is_null() {
-        let mut e = tx.read(p)?;
-        if !e.next.is_null() {
-            let dead = tx.read(e.next)?;
-            tx.free_array(dead.payload)?;
-            tx.free(e.next)?;
-            e.next = PPtr::null();
-            tx.write(p, e)?;
-        }
-    }
+    drop_after(tx, l.log, 3)?;
     tx.write(lp, l)
 }

@@ -67,23 +67,8 @@ fn live(space: &Space, slot: u32, g: u64, halves: bool) -> Result<Option<String>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::log::tests::pool;
     use crate::log::{recover_slot, slot_off, LogWriter};
-    use crate::{CreateOptions, Durability, Pool};
-
-    struct Temp(Pool, std::path::PathBuf);
-
-    impl Drop for Temp {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(&self.1);
-        }
-    }
-
-    fn pool(tag: &str) -> Temp {
-        let dir = if std::path::Path::new("/dev/shm").is_dir() { "/dev/shm".into() } else { std::env::temp_dir() };
-        let path = dir.join(format!("engram-unit-settled-{tag}-{}.pool", std::process::id()));
-        let _ = std::fs::remove_file(&path);
-        Temp(Pool::create(&path, CreateOptions::new("settled").durability(Durability::Process)).unwrap(), path)
-    }
 
     /// A fresh pool is settled; a redo entry without its record is inert;
     /// a valid redo record written ahead (under `w + 1`) or an undo entry of
