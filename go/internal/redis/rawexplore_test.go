@@ -165,4 +165,12 @@ func TestAppendPatchesInPlace(t *testing.T) {
 	if got := run("OBJECT", "ENCODING", "k"); got != "$3\r\nraw\r\n" {
 		t.Fatalf("OBJECT ENCODING: %q", got)
 	}
+	// A short SET over it does not keep the large array (canOverwrite).
+	if got := run("SET", "k", "short"); got != "+OK\r\n" {
+		t.Fatalf("SET: %q", got)
+	}
+	e := entry()
+	if n, err := s.pool.ObjectCount(unsafe.Pointer(unsafe.SliceData(e.Val))); err != nil || n > 2*overwriteMax || string(e.Val) != "short" {
+		t.Fatalf("after a short SET the value %q lives in an array of %d bytes (%v)", e.Val, n, err)
+	}
 }

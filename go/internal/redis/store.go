@@ -393,9 +393,13 @@ func replaceVal(tx *engram.Tx, e *pEntry, typ int64, nv []byte) error {
 // twice; a short one spares an allocation and a free.
 const overwriteMax = 64
 
-// canOverwrite is whether val can be written over e's value bytes.
+// canOverwrite is whether val can be written over e's value bytes: a
+// short value, and an old array of at most twice overwriteMax bytes. A
+// longer old array (a long value, or a raw string's spare capacity:
+// rawstr.go) is freed and the value gets its own, rather than keep, say,
+// 2 MiB for a 10-byte string until the key is written again.
 func canOverwrite(e *pEntry, val []byte) bool {
-	return len(val) > 0 && len(val) <= overwriteMax && e.Coll == nil && cap(e.Val) >= len(val)
+	return len(val) > 0 && len(val) <= overwriteMax && e.Coll == nil && cap(e.Val) >= len(val) && cap(e.Val) <= 2*overwriteMax
 }
 
 // logOverwrite adds to b what overwriteVal changes: the value bytes it
