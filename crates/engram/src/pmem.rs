@@ -471,17 +471,7 @@ impl Persister {
         // Pending redo retires are settled first (`retires.rs`, a full settle;
         // one load when no redo region ever committed in this pool).
         let retired = if self.retires.ever() { self.settle_retires(None)? } else { None };
-        // The 2-fence commit's deferred bumps ride on every fence (`bumps.rs`).
-        // SAFETY: a pending word is a log slot's generation word, inside the
-        // pool's metadata, which stays mapped while the pool is open.
-        let bumps = self.bumps.flush(|addr| unsafe { self.flush_named(addr as *const u8, 8, crate::fences::PENDING_BUMP) });
-        // So do the new objects that committed regions left unflushed (`fresh.rs`).
-        let fresh = self.flush_fresh();
-        self.fence_only(what)?;
-        self.bumps.retire(bumps);
-        if let Some(f) = fresh {
-            f.retire();
-        }
+        self.fence_with_riders(what)?;
         if let Some(seen) = retired {
             for (s, g) in seen.pairs() {
                 self.retires.clear(s, g);
@@ -539,14 +529,7 @@ impl Persister {
             // SAFETY: as in `settle_retires`.
             self.retires.flush_ranges(slot, |a, l| unsafe { self.flush_named(a as *const u8, l as usize, crate::fences::REDO_PREVIOUS) });
         }
-        // SAFETY: as in `fence`.
-        let bumps = self.bumps.flush(|addr| unsafe { self.flush_named(addr as *const u8, 8, crate::fences::PENDING_BUMP) });
-        let fresh = self.flush_fresh();
-        self.fence_only(what)?;
-        self.bumps.retire(bumps);
-        if let Some(f) = fresh {
-            f.retire();
-        }
+        self.fence_with_riders(what)?;
         if let Some(g) = own {
             // Unlisted first, then the word moved by a plain store (the
             // owner's, `PendingRetires::move_own`), then the pending bump
@@ -555,6 +538,23 @@ impl Persister {
             self.retires.clear(slot, g);
             self.retires.move_own(slot, g);
             self.bumps.add(slot, (g + 1) & crate::format::LOG_GEN_MASK);
+        }
+        Ok(())
+    }
+
+    /// The fence `what` with what rides on every fence: the 2-fence
+    /// commit's deferred generation bumps (`bumps.rs`) and the lines of new
+    /// objects that committed regions left unflushed (`fresh.rs`) are
+    /// written back before it and retired once it has completed.
+    fn fence_with_riders(&self, what: &'static str) -> Result<()> {
+        // SAFETY: a pending word is a log slot's generation word, inside the
+        // pool's metadata, which stays mapped while the pool is open.
+        let bumps = self.bumps.flush(|addr| unsafe { self.flush_named(addr as *const u8, 8, crate::fences::PENDING_BUMP) });
+        let fresh = self.flush_fresh();
+        self.fence_only(what)?;
+        self.bumps.retire(bumps);
+        if let Some(f) = fresh {
+            f.retire();
         }
         Ok(())
     }
