@@ -244,8 +244,13 @@ fn read_only_audits_catch_a_missing_snapshot_check() {
 #[test]
 fn read_only_audits_catch_a_fast_check_that_ignores_locks() {
     common::bounded("tvar read-only audits, fast check ignores locks", BOUND, || {
-        let torn = read_only_audits::<u64>(&["stm.ro_fast_check_ignores_lock"], 2_000_000, true).0;
-        assert!(torn > 0, "no torn total with locked words accepted");
+        // The torn read needs a reader between a writer's lock and its
+        // release: on a busy 2-core machine one run of 2,000,000 operations
+        // has missed it (one fresh-clone `make test` in three), so up to five
+        // runs, each of which must end with the writers' money intact.
+        let torn: u64 =
+            (0..5).map(|_| read_only_audits::<u64>(&["stm.ro_fast_check_ignores_lock"], 2_000_000, true).0).find(|&t| t > 0).unwrap_or(0);
+        assert!(torn > 0, "no torn total with locked words accepted in five runs");
     });
 }
 
