@@ -68,6 +68,7 @@ type funcInfo struct {
 	tx         string // name of the *Tx in scope, for fixes ("" if none)
 	prov       map[ssa.Value]Prov
 	logs       []region
+	batched    []batchAdd  // ranges added to log batches (see flushBatches)
 	stores     []storeAt   // every plain store, for killing logs (see killed)
 	callStores []callStore // stores callees make through arguments, likewise
 	state      int         // 0 new, 1 analyzing, 2 done

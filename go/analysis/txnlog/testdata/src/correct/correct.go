@@ -408,3 +408,46 @@ func localBuffers(tx *engram.Tx, n *Node) string {
 	sort.Strings(parts)
 	return strings.Join(parts, string(buf[:]))
 }
+
+// Two fields added to a batch, the batch logged, both stored.
+func batched(tx *engram.Tx, l *List, n *Node) error { // want batched:"logs\\(1:1 steps\\) logs\\(1:1 steps\\)"
+	var b engram.LogBatch
+	engram.BatchLog(tx, &b, &l.Head)
+	engram.BatchLog(tx, &b, &l.Len)
+	if err := tx.LogBatch(&b); err != nil {
+		return err
+	}
+	l.Head, l.Len = n, l.Len+1
+	return nil
+}
+
+// A helper logging through its own batch counts as a log at its call.
+func logHeadLen(tx *engram.Tx, l *List) error { // want logHeadLen:"logs\\(1:1 steps\\) logs\\(1:1 steps\\)"
+	var b engram.LogBatch
+	engram.BatchLog(tx, &b, &l.Head)
+	engram.BatchLog(tx, &b, &l.Len)
+	return tx.LogBatch(&b)
+}
+
+func batchedByHelper(tx *engram.Tx, l *List) { // want batchedByHelper:"logs\\(1:1 steps\\) logs\\(1:1 steps\\)"
+	if logHeadLen(tx, l) != nil {
+		return
+	}
+	l.Len = 0
+}
+
+// A helper adding to the caller's batch, logged by the caller.
+func addHead(tx *engram.Tx, b *engram.LogBatch, l *List) { // want addHead:"batches\\(2:1 steps into 1\\)"
+	engram.BatchLog(tx, b, &l.Head)
+}
+
+func batchedInHelper(tx *engram.Tx, l *List) { // want batchedInHelper:"logs\\(1:1 steps\\)"
+	var b engram.LogBatch
+	addHead(tx, &b, l)
+	engram.BatchLogSlice(tx, &b, l.Head.Items)
+	if tx.LogBatch(&b) != nil {
+		return
+	}
+	l.Head.Items[2] = 1
+	l.Head = nil
+}

@@ -1,0 +1,68 @@
+package bugs
+
+import "github.com/engram-pm/engram-go"
+
+// Log batches (engram.BatchLog, BatchLogSlice, tx.LogBatch): a range added
+// to a batch is logged only when the batch is.
+
+// Added to a batch that is never logged.
+func batchNeverLogged(tx *engram.Tx, l *List) {
+	var b engram.LogBatch
+	engram.BatchLog(tx, &b, &l.Len)
+	l.Len = 0 // want `unlogged store to pool memory: l.Len`
+}
+
+// Added after the batch was logged.
+func batchAddedLate(tx *engram.Tx, l *List) {
+	var b engram.LogBatch
+	_ = tx.LogBatch(&b)
+	engram.BatchLog(tx, &b, &l.Len)
+	l.Len = 0 // want `unlogged store to pool memory: l.Len`
+}
+
+// Added to one batch, another logged.
+func batchOther(tx *engram.Tx, l *List) {
+	var b, c engram.LogBatch
+	engram.BatchLog(tx, &b, &l.Len)
+	_ = tx.LogBatch(&c)
+	l.Len = 0 // want `unlogged store to pool memory: l.Len`
+}
+
+// Added on one branch only.
+func batchOneBranch(tx *engram.Tx, l *List, c bool) {
+	var b engram.LogBatch
+	if c {
+		engram.BatchLog(tx, &b, &l.Len)
+	}
+	_ = tx.LogBatch(&b)
+	l.Len = 0 // want `unlogged store to pool memory: l.Len`
+}
+
+// A helper adds to the caller's batch, which the caller never logs.
+func addLen(tx *engram.Tx, b *engram.LogBatch, l *List) { // want addLen:"batches\\(2:1 steps into 1\\)"
+	engram.BatchLog(tx, b, &l.Len)
+}
+
+func batchHelperNotLogged(tx *engram.Tx, l *List) {
+	var b engram.LogBatch
+	addLen(tx, &b, l)
+	l.Len = 0 // want `unlogged store to pool memory: l.Len`
+}
+
+// The batch holds the old head's field: the head changes before the store.
+func batchRelinked(tx *engram.Tx, l *List, m *Node) { // want batchRelinked:"logs\\(1:1 steps\\)"
+	var b engram.LogBatch
+	_ = tx.Log(&l.Head)
+	engram.BatchLog(tx, &b, &l.Head.Val)
+	l.Head = m
+	_ = tx.LogBatch(&b)
+	l.Head.Val = 1 // want `unlogged store to pool memory: l.Head.Val`
+}
+
+// A batch of one field, another stored.
+func batchWrongField(tx *engram.Tx, l *List) { // want batchWrongField:"logs\\(1:1 steps\\)"
+	var b engram.LogBatch
+	engram.BatchLog(tx, &b, &l.Head)
+	_ = tx.LogBatch(&b)
+	l.Len = 0 // want `unlogged store to pool memory: l.Len`
+}
