@@ -26,6 +26,9 @@ func (c *checker) analyze(fi *funcInfo) {
 		for _, in := range b.Instrs {
 			switch in := in.(type) {
 			case *ssa.Store:
+				if inVolatileObject(in.Addr) {
+					continue
+				}
 				fi.write(in, pathOf(in.Addr), fi.get(in.Addr), fi.c.site(in.Pos(), in.Addr))
 			case ssa.CallInstruction:
 				fi.call(in)
@@ -170,6 +173,15 @@ func (fi *funcInfo) relSteps(p path, j int) []FactStep {
 	return out
 }
 
+// stepsOf is the kinds of a summary's steps, as path steps.
+func stepsOf(fs []FactStep) []step {
+	out := make([]step, len(fs))
+	for i, s := range fs {
+		out[i] = step{kind: s.Kind}
+	}
+	return out
+}
+
 // factPath extends an argument's path by a summary's steps.
 func factPath(arg ssa.Value, steps []FactStep) path {
 	p := pathOf(arg)
@@ -292,6 +304,9 @@ func (fi *funcInfo) applyEffect(in ssa.CallInstruction, args []ssa.Value, e *Eff
 		pr = Prov{Flags: provPool}
 	} else {
 		arg := args[e.Param]
+		if !e.Opaque && e.Undecided == "" && inObject(stepsOf(e.Steps)) && inVolatileObject(arg) {
+			return // inside an object the pool cannot hold
+		}
 		pr = fi.pathProv(arg, e.Steps)
 		if !e.Opaque {
 			p = factPath(arg, e.Steps)
@@ -360,8 +375,8 @@ func (fi *funcInfo) builtin(in ssa.CallInstruction, name string, args []ssa.Valu
 		return
 	}
 	dst := args[0]
-	if _, ok := dst.Type().Underlying().(*types.Slice); !ok {
-		return // clear of a map: maps never live in the pool
+	if sl, ok := dst.Type().Underlying().(*types.Slice); !ok || !poolable(sl.Elem()) {
+		return // clear of a map, or elements the pool cannot hold
 	}
 	s := site{pos: in.Pos(), what: fmt.Sprintf("the elements of %s", fi.c.exprText(dst, in.Pos()))}
 	if fi.rangeLogged(in, dst) {
@@ -400,6 +415,9 @@ func (fi *funcInfo) atomic(in ssa.CallInstruction, obj *types.Func, args []ssa.V
 		return
 	case hasPrefix(name, "Store", "Add", "Swap", "CompareAndSwap", "And", "Or"):
 		dst := args[0]
+		if inVolatileObject(dst) {
+			return
+		}
 		text := fi.c.exprText(dst, in.Pos())
 		s := site{pos: in.Pos(), what: deref(text)}
 		if !strings.ContainsAny(text, "()") {

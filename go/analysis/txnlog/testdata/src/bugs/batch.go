@@ -66,3 +66,15 @@ func batchWrongField(tx *engram.Tx, l *List) { // want batchWrongField:"logs\\(1
 	_ = tx.LogBatch(&b)
 	l.Len = 0 // want `unlogged store to pool memory: l.Len`
 }
+
+// Pool memory reached through server state the pool cannot hold.
+type server struct {
+	root  *List
+	names map[string]int
+	hits  int
+}
+
+func (s *server) handle(tx *engram.Tx) {
+	s.hits++
+	s.root.Len = 0 // want `unlogged store to pool memory: s.root.Len`
+}

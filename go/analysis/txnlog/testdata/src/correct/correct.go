@@ -451,3 +451,26 @@ func batchedInHelper(tx *engram.Tx, l *List) { // want batchedInHelper:"logs\\(1
 	l.Head.Items[2] = 1
 	l.Head = nil
 }
+
+// A server's own state (a struct with a map: the pool cannot hold it) and
+// a reply buffer inside it, written by a method taking the transaction.
+type server struct {
+	root  *List
+	names map[string]int
+	hits  int
+	stats struct{ cmds int }
+	out   writer
+}
+
+type writer struct{ b []byte }
+
+func (w *writer) put(s string) { w.b = append(w.b, s...) } // want put:"store\\(0:w.b\\)"
+
+func (s *server) handle(tx *engram.Tx, keys []*server) {
+	s.hits++
+	s.stats.cmds++
+	s.out.put("+OK")
+	s.names = nil
+	keys[0] = s
+	copy(keys, keys[1:])
+}
