@@ -58,6 +58,7 @@ type checker struct {
 	// direct[fn]: fn is referred to only as the callee of static calls in
 	// this package, at least once (see helperTx).
 	direct map[*ssa.Function]bool
+	allocs map[*types.TypeName]bool // see allocatable (nil until asked)
 }
 
 // funcInfo is the state of one function's analysis.

@@ -26,7 +26,7 @@ func (c *checker) analyze(fi *funcInfo) {
 		for _, in := range b.Instrs {
 			switch in := in.(type) {
 			case *ssa.Store:
-				if inVolatileObject(in.Addr) {
+				if fi.c.inVolatileObject(in.Addr) {
 					continue
 				}
 				fi.write(in, pathOf(in.Addr), fi.get(in.Addr), fi.c.site(in.Pos(), in.Addr))
@@ -304,7 +304,7 @@ func (fi *funcInfo) applyEffect(in ssa.CallInstruction, args []ssa.Value, e *Eff
 		pr = Prov{Flags: provPool}
 	} else {
 		arg := args[e.Param]
-		if !e.Opaque && e.Undecided == "" && inObject(stepsOf(e.Steps)) && inVolatileObject(arg) {
+		if !e.Opaque && e.Undecided == "" && inObject(stepsOf(e.Steps)) && fi.c.inVolatileObject(arg) {
 			return // inside an object the pool cannot hold
 		}
 		pr = fi.pathProv(arg, e.Steps)
@@ -375,7 +375,7 @@ func (fi *funcInfo) builtin(in ssa.CallInstruction, name string, args []ssa.Valu
 		return
 	}
 	dst := args[0]
-	if sl, ok := dst.Type().Underlying().(*types.Slice); !ok || !poolable(sl.Elem()) {
+	if sl, ok := dst.Type().Underlying().(*types.Slice); !ok || !fi.c.canHold(sl.Elem()) {
 		return // clear of a map, or elements the pool cannot hold
 	}
 	s := site{pos: in.Pos(), what: fmt.Sprintf("the elements of %s", fi.c.exprText(dst, in.Pos()))}
@@ -415,7 +415,7 @@ func (fi *funcInfo) atomic(in ssa.CallInstruction, obj *types.Func, args []ssa.V
 		return
 	case hasPrefix(name, "Store", "Add", "Swap", "CompareAndSwap", "And", "Or"):
 		dst := args[0]
-		if inVolatileObject(dst) {
+		if fi.c.inVolatileObject(dst) {
 			return
 		}
 		text := fi.c.exprText(dst, in.Pos())

@@ -78,3 +78,36 @@ func (s *server) handle(tx *engram.Tx) {
 	s.hits++
 	s.root.Len = 0 // want `unlogged store to pool memory: s.root.Len`
 }
+
+// Unexported types the package allocates in the pool, directly, inside
+// another, or through a generic helper.
+type record struct{ v int }
+
+type inner struct{ v int }
+
+type outer struct{ in inner }
+
+type gen struct{ v int }
+
+func alloc[T any](tx *engram.Tx) *T { // want alloc:"result\\(0:fresh\\)"
+	p, _ := engram.New[T](tx)
+	return p
+}
+
+func allocAll(tx *engram.Tx) {
+	_, _ = engram.New[record](tx)
+	_, _ = engram.New[outer](tx)
+	_ = alloc[gen](tx)
+}
+
+func (r *record) set(tx *engram.Tx) {
+	r.v = 1 // want `unlogged store to pool memory: r.v`
+}
+
+func (i *inner) set(tx *engram.Tx) {
+	i.v = 1 // want `unlogged store to pool memory: i.v`
+}
+
+func (g *gen) set(tx *engram.Tx) {
+	g.v = 1 // want `unlogged store to pool memory: g.v`
+}

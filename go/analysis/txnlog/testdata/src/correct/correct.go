@@ -459,12 +459,13 @@ type server struct {
 	names map[string]int
 	hits  int
 	stats struct{ cmds int }
-	out   writer
+	out   Writer
 }
 
-type writer struct{ b []byte }
+// Writer is exported: another package may allocate it in the pool.
+type Writer struct{ b []byte }
 
-func (w *writer) put(s string) { w.b = append(w.b, s...) } // want put:"store\\(0:w.b\\)"
+func (w *Writer) put(s string) { w.b = append(w.b, s...) } // want put:"store\\(0:w.b\\)"
 
 func (s *server) handle(tx *engram.Tx, keys []*server) {
 	s.hits++
@@ -473,4 +474,15 @@ func (s *server) handle(tx *engram.Tx, keys []*server) {
 	s.names = nil
 	keys[0] = s
 	copy(keys, keys[1:])
+}
+
+// A scratch type of this package that nothing allocates in the pool.
+type scratch struct {
+	n    int
+	refs []*Node
+}
+
+func (s *scratch) reset(tx *engram.Tx, l *List) {
+	s.n = 0
+	s.refs = append(s.refs[:0], l.Head)
 }
