@@ -477,16 +477,38 @@ func (fi *funcInfo) reach(v ssa.Value, at ssa.Instruction) Prov {
 // readOnlyPkgs are standard packages whose functions do not store through
 // the pointers passed to them (or only to lock words, which are volatile
 // state by Engram's rules).
+// runtime/metrics is one: its only writer, Read, fills a []metrics.Sample,
+// which the pool cannot hold (a Sample holds an unsafe.Pointer).
 var readOnlyPkgs = map[string]bool{
 	"fmt": true, "errors": true, "strings": true, "strconv": true, "math": true,
 	"math/bits": true, "unicode": true, "log": true, "time": true,
 	"context": true, "sync": true, "runtime": true, "testing": true,
+	"runtime/metrics": true,
+}
+
+// readOnlyFuncPkgs are standard packages whose functions (not methods:
+// bytes.Buffer and bytes.Reader write through theirs) do not store through
+// their arguments, unless given a function to call.
+var readOnlyFuncPkgs = map[string]bool{"bytes": true}
+
+// readOnlyFunc reports whether fn is a function of readOnlyFuncPkgs that
+// takes no function argument.
+func readOnlyFunc(fn *ssa.Function) bool {
+	if fn.Pkg == nil || !readOnlyFuncPkgs[fn.Pkg.Pkg.Path()] || fn.Signature.Recv() != nil {
+		return false
+	}
+	for i := 0; i < fn.Signature.Params().Len(); i++ {
+		if _, ok := fn.Signature.Params().At(i).Type().Underlying().(*types.Signature); ok {
+			return false
+		}
+	}
+	return true
 }
 
 // external: a call with no summary (outside the module) that is passed
 // memory which may be pool memory cannot be decided.
 func (fi *funcInfo) external(in ssa.CallInstruction, callee *ssa.Function, args []ssa.Value) {
-	if callee.Pkg != nil && readOnlyPkgs[callee.Pkg.Pkg.Path()] && !scans(callee.Name()) {
+	if callee.Pkg != nil && readOnlyPkgs[callee.Pkg.Pkg.Path()] && !scans(callee.Name()) || readOnlyFunc(callee) {
 		return
 	}
 	if callee.Synthetic != "" {

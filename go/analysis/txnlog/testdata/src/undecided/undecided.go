@@ -3,6 +3,7 @@
 package undecided
 
 import (
+	"bytes"
 	"fmt"
 	"sort"
 
@@ -114,4 +115,13 @@ var Shared *Node
 
 func viaExported(tx *engram.Tx) {
 	Shared.Val = 1 // want `cannot decide: Shared.Val is written through a pointer of unknown provenance`
+}
+
+type Entry struct{ Key []byte }
+
+// A bytes method writing through its argument, and a bytes function given
+// a function to call.
+func viaBytes(tx *engram.Tx, e *Entry, r *bytes.Reader) {
+	_, _ = r.Read(e.Key) // want `cannot decide: call to \(\*bytes.Reader\).Read outside the module may store to pool memory passed to it`
+	_ = bytes.IndexFunc(e.Key, func(r rune) bool { return r == 0 }) // want `cannot decide: call to bytes.IndexFunc outside the module may store to pool memory passed to it`
 }
