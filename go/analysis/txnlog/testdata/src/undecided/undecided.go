@@ -122,6 +122,6 @@ type Entry struct{ Key []byte }
 // A bytes method writing through its argument, and a bytes function given
 // a function to call.
 func viaBytes(tx *engram.Tx, e *Entry, r *bytes.Reader) {
-	_, _ = r.Read(e.Key) // want `cannot decide: call to \(\*bytes.Reader\).Read outside the module may store to pool memory passed to it`
+	_, _ = r.Read(e.Key)                                            // want `cannot decide: call to \(\*bytes.Reader\).Read outside the module may store to pool memory passed to it`
 	_ = bytes.IndexFunc(e.Key, func(r rune) bool { return r == 0 }) // want `cannot decide: call to bytes.IndexFunc outside the module may store to pool memory passed to it`
 }
