@@ -216,8 +216,14 @@ func (fi *funcInfo) call(in ssa.CallInstruction) {
 	}
 	callee := common.StaticCallee()
 	if callee == nil {
-		fi.undecided(in.Pos(), Prov{Flags: provUnknown},
-			fmt.Sprintf("call of a function value%s may store to pool memory", funcValueName(common.Value)))
+		reason := fmt.Sprintf("call of a function value%s may store to pool memory", funcValueName(common.Value))
+		if k := fi.paramIndex(common.Value); k >= 0 && !fi.txn {
+			// decided at each call of fi, by the function passed there
+			fi.addEffect(Effect{Param: -1, Opaque: true, Undecided: reason, Calls: k + 1,
+				Pos: fi.posString(in.Pos()), Func: fi.fn.Name()})
+			return
+		}
+		fi.undecided(in.Pos(), Prov{Flags: provUnknown}, reason)
 		return
 	}
 	if obj := calleeObj(common); obj != nil && obj.Pkg() != nil && obj.Pkg().Path() == "sync/atomic" {
@@ -295,12 +301,73 @@ func (fi *funcInfo) undecided(pos token.Pos, pr Prov, reason string) {
 	fi.undecidedEffect(pr, &Effect{Undecided: reason, Pos: fi.posString(pos), Func: fi.fn.Name()})
 }
 
-// applyEffect checks one effect of a callee at the call site.
+// paramIndex is v's index among fi's parameters (free variables follow),
+// or -1.
+func (fi *funcInfo) paramIndex(v ssa.Value) int {
+	for i, p := range fi.fn.Params {
+		if p == v {
+			return i
+		}
+	}
+	for i, f := range fi.fn.FreeVars {
+		if f == v {
+			return len(fi.fn.Params) + i
+		}
+	}
+	return -1
+}
+
+// applyCall checks a callee's call of the function value its caller passes
+// in args[e.Calls-1]: a function or closure of this package is checked
+// here through its summary (what it is called with is pool memory, its
+// captured variables are the closure's bindings); a function value fi
+// was itself given is left to fi's callers. False if it cannot say.
+func (fi *funcInfo) applyCall(in ssa.CallInstruction, args []ssa.Value, e *Effect, callee string) bool {
+	if e.Calls-1 >= len(args) || args[e.Calls-1] == nil {
+		return false
+	}
+	fv := args[e.Calls-1]
+	if k := fi.paramIndex(fv); k >= 0 && !fi.txn {
+		out := *e
+		out.Calls = k + 1
+		fi.addEffect(out)
+		return true
+	}
+	var fn *ssa.Function
+	var bindings []ssa.Value
+	switch v := fv.(type) {
+	case *ssa.Function:
+		fn = v
+	case *ssa.MakeClosure:
+		fn, _ = v.Fn.(*ssa.Function)
+		bindings = v.Bindings
+	}
+	if fn == nil || fn.Pkg != fi.c.pkg || len(fn.Blocks) == 0 || fn.TypeParams().Len() > 0 {
+		return false
+	}
+	fin := fi.c.info(fn)
+	if fin.state == 1 {
+		return true // recursion: optimistic, as for calls
+	}
+	fi.c.analyze(fin)
+	cargs := append(make([]ssa.Value, len(fn.Params)), bindings...)
+	name := calleeName(fn) + " through " + callee
+	for i := range fin.effects {
+		fi.applyEffect(in, cargs, &fin.effects[i], name)
+	}
+	return true
+}
+
+// applyEffect checks one effect of a callee at the call site (args[i] nil:
+// memory the callee passes, taken to be pool memory).
 func (fi *funcInfo) applyEffect(in ssa.CallInstruction, args []ssa.Value, e *Effect, callee string) {
+	if e.Calls > 0 && fi.applyCall(in, args, e, callee) {
+		return
+	}
 	s := site{pos: in.Pos(), what: e.What, callee: callee, at: e.Pos, eff: e}
 	var pr Prov
 	var p path
-	if e.Param < 0 || e.Param >= len(args) {
+	if e.Param < 0 || e.Param >= len(args) || args[e.Param] == nil {
 		pr = Prov{Flags: provPool}
 	} else {
 		arg := args[e.Param]
@@ -356,7 +423,7 @@ func (fi *funcInfo) pathProv(arg ssa.Value, steps []FactStep) Prov {
 // undecidedEffect passes a callee's undecided effect up a summary.
 func (fi *funcInfo) undecidedEffect(pr Prov, e *Effect) {
 	out := *e
-	out.Opaque, out.Steps = true, nil
+	out.Opaque, out.Steps, out.Calls = true, nil, 0
 	if pr.Flags&(provPool|provUnknown) != 0 {
 		out.Param = -1
 		fi.addEffect(out)

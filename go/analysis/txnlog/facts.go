@@ -77,6 +77,10 @@ type Effect struct {
 	Pos       string     // file:line of the store
 	Func      string     // the function that stores
 	SliceAll  bool       // in Logs: all elements of the slice at Steps
+	// Calls, in Effects: k > 0 for a call of the function value in
+	// parameter k-1 (Undecided says so): checked at each call site
+	// against the function passed there (applyCall)
+	Calls int
 	// Batch, in Logs: 0 for a log; k > 0 for a range added to the
 	// LogBatch that parameter k-1 points to (logged when that batch is)
 	Batch int

@@ -111,3 +111,21 @@ func (i *inner) set(tx *engram.Tx) {
 func (g *gen) set(tx *engram.Tx) {
 	g.v = 1 // want `unlogged store to pool memory: g.v`
 }
+
+// A helper calling the function it is given, given one that stores.
+type Dict struct{ Items []*Node }
+
+func (d *Dict) each(fn func(n *Node)) { // want each:"undecided\\(-1:call of a function value \\(fn\\) may store to pool memory\\)"
+	for _, n := range d.Items {
+		fn(n)
+	}
+}
+
+func bumpAll(d *Dict, l *List) { // want bumpAll:"store\\(-1:n.Val\\) store\\(1:l.Len\\)"
+	d.each(func(n *Node) { n.Val++ })
+	d.each(func(*Node) { l.Len++ })
+}
+
+func bumpInTx(tx *engram.Tx, d *Dict, l *List) {
+	bumpAll(d, l) // want `unlogged store to pool memory in call to bumpAll: n.Val` `unlogged store to pool memory in call to bumpAll: l.Len`
+}

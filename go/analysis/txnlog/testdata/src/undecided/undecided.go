@@ -61,9 +61,9 @@ func apply(n *Node, f func(int) int) { // want apply:"undecided\\(-1:call of a f
 	n.Val = f(n.Val)
 }
 
-func viaHelper(tx *engram.Tx, n *Node) { // want viaHelper:"logs\\(1:1 steps\\)"
+func viaHelper(tx *engram.Tx, n *Node, g func(int) int) { // want viaHelper:"logs\\(1:1 steps\\)"
 	_ = tx.Log(&n.Val)
-	apply(n, func(v int) int { return v + 1 }) // want `cannot decide: in call to apply: call of a function value \(f\) may store to pool memory`
+	apply(n, g) // want `cannot decide: in call to apply: call of a function value \(f\) may store to pool memory`
 }
 
 // A pointer received from a channel.
