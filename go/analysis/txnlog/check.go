@@ -216,8 +216,11 @@ func (fi *funcInfo) call(in ssa.CallInstruction) {
 	}
 	callee := common.StaticCallee()
 	if callee == nil {
+		if fn, bindings := fi.staticFunc(common.Value); fn != nil && fi.applyFunc(in, fn, append(append([]ssa.Value(nil), common.Args...), bindings...), "") {
+			return
+		}
 		reason := fmt.Sprintf("call of a function value%s may store to pool memory", funcValueName(common.Value))
-		if k := fi.paramIndex(common.Value); k >= 0 && !fi.txn {
+		if k := fi.funcParamIndex(common.Value); k >= 0 && !fi.txn {
 			// decided at each call of fi, by the function passed there
 			fi.addEffect(Effect{Param: -1, Opaque: true, Undecided: reason, Calls: k + 1,
 				Pos: fi.posString(in.Pos()), Func: fi.fn.Name()})
@@ -317,6 +320,17 @@ func (fi *funcInfo) paramIndex(v ssa.Value) int {
 	return -1
 }
 
+// funcParamIndex is the index of the parameter (or captured variable) a
+// called function value comes from, or -1.
+func (fi *funcInfo) funcParamIndex(v ssa.Value) int {
+	if u, ok := v.(*ssa.UnOp); ok && u.Op == token.MUL {
+		if fv, ok := u.X.(*ssa.FreeVar); ok && onlyLoaded(fv) {
+			return fi.paramIndex(fv)
+		}
+	}
+	return fi.paramIndex(v)
+}
+
 // applyCall checks a callee's call of the function value its caller passes
 // in args[e.Calls-1]: a function or closure of this package is checked
 // here through its summary (what it is called with is pool memory, its
@@ -327,22 +341,31 @@ func (fi *funcInfo) applyCall(in ssa.CallInstruction, args []ssa.Value, e *Effec
 		return false
 	}
 	fv := args[e.Calls-1]
+	if _, ok := fv.(*ssa.Alloc); ok {
+		fv = onlyStored(fv) // a captured variable: what it holds
+		if fv == nil {
+			return false
+		}
+	}
 	if k := fi.paramIndex(fv); k >= 0 && !fi.txn {
 		out := *e
 		out.Calls = k + 1
 		fi.addEffect(out)
 		return true
 	}
-	var fn *ssa.Function
-	var bindings []ssa.Value
-	switch v := fv.(type) {
-	case *ssa.Function:
-		fn = v
-	case *ssa.MakeClosure:
-		fn, _ = v.Fn.(*ssa.Function)
-		bindings = v.Bindings
+	fn, bindings := fi.staticFunc(fv)
+	if fn == nil {
+		return false
 	}
-	if fn == nil || fn.Pkg != fi.c.pkg || len(fn.Blocks) == 0 || fn.TypeParams().Len() > 0 {
+	return fi.applyFunc(in, fn, append(make([]ssa.Value, len(fn.Params)), bindings...), callee)
+}
+
+// applyFunc checks, at in, the summary of fn (a function or closure of
+// this package called through a function value) against args (nil for
+// arguments not known here: pool memory). via names the callee that makes
+// the call, if not in itself. False if fn has no summary here.
+func (fi *funcInfo) applyFunc(in ssa.CallInstruction, fn *ssa.Function, args []ssa.Value, via string) bool {
+	if fn.Pkg != fi.c.pkg || len(fn.Blocks) == 0 || fn.TypeParams().Len() > 0 {
 		return false
 	}
 	fin := fi.c.info(fn)
@@ -350,12 +373,92 @@ func (fi *funcInfo) applyCall(in ssa.CallInstruction, args []ssa.Value, e *Effec
 		return true // recursion: optimistic, as for calls
 	}
 	fi.c.analyze(fin)
-	cargs := append(make([]ssa.Value, len(fn.Params)), bindings...)
-	name := calleeName(fn) + " through " + callee
+	name := calleeName(fn)
+	if via != "" {
+		name += " through " + via
+	}
 	for i := range fin.effects {
-		fi.applyEffect(in, cargs, &fin.effects[i], name)
+		fi.applyEffect(in, args, &fin.effects[i], name)
 	}
 	return true
+}
+
+// staticFunc is the one function a function value v can be, with the
+// closure's bindings: a function, a closure made here, or a local (or a
+// captured local) that only ever holds one such value. Nil otherwise.
+func (fi *funcInfo) staticFunc(v ssa.Value) (*ssa.Function, []ssa.Value) {
+	for depth := 0; depth < 4; depth++ {
+		switch x := v.(type) {
+		case *ssa.Function:
+			return x, nil
+		case *ssa.MakeClosure:
+			fn, _ := x.Fn.(*ssa.Function)
+			return fn, x.Bindings
+		case *ssa.UnOp:
+			if x.Op != token.MUL {
+				return nil, nil
+			}
+			cell := x.X
+			if fv, ok := cell.(*ssa.FreeVar); ok {
+				if !onlyLoaded(fv) {
+					return nil, nil
+				}
+				_, cell = fi.binding(fv)
+			}
+			v = onlyStored(cell)
+		default:
+			return nil, nil
+		}
+	}
+	return nil, nil
+}
+
+// onlyLoaded reports whether a captured variable is only read.
+func onlyLoaded(v ssa.Value) bool {
+	if v.Referrers() == nil {
+		return false
+	}
+	for _, r := range *v.Referrers() {
+		switch r.(type) {
+		case *ssa.UnOp, *ssa.DebugRef:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// onlyStored is the one value ever stored into a local cell (an Alloc that
+// is otherwise only loaded, or captured by closures that only load it), or
+// nil.
+func onlyStored(cell ssa.Value) ssa.Value {
+	if _, ok := cell.(*ssa.Alloc); !ok || cell.Referrers() == nil {
+		return nil
+	}
+	var val ssa.Value
+	for _, r := range *cell.Referrers() {
+		switch r := r.(type) {
+		case *ssa.Store:
+			if r.Addr != cell || val != nil {
+				return nil
+			}
+			val = r.Val
+		case *ssa.UnOp, *ssa.DebugRef:
+		case *ssa.MakeClosure:
+			fn, ok := r.Fn.(*ssa.Function)
+			if !ok {
+				return nil
+			}
+			for i, b := range r.Bindings {
+				if b == cell && (i >= len(fn.FreeVars) || !onlyLoaded(fn.FreeVars[i])) {
+					return nil
+				}
+			}
+		default:
+			return nil
+		}
+	}
+	return val
 }
 
 // applyEffect checks one effect of a callee at the call site (args[i] nil:

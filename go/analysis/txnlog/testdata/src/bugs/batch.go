@@ -129,3 +129,30 @@ func bumpAll(d *Dict, l *List) { // want bumpAll:"store\\(-1:n.Val\\) store\\(1:
 func bumpInTx(tx *engram.Tx, d *Dict, l *List) {
 	bumpAll(d, l) // want `unlogged store to pool memory in call to bumpAll: n.Val` `unlogged store to pool memory in call to bumpAll: l.Len`
 }
+
+// A local closure called inside the transaction, and one a helper's own
+// closure calls.
+func localClosure(pool *engram.Pool, l *List) error {
+	set := func(n *Node) { n.Val = 1 }
+	return pool.Txn(func(tx *engram.Tx) error {
+		set(l.Head) // want `unlogged store to pool memory in call to func literal in localClosure: n.Val`
+		return nil
+	})
+}
+
+func (d *Dict) visit(fn func(n *Node)) { // want visit:"undecided\\(-1:call of a function value may store to pool memory\\)"
+	walk := func() {
+		for _, n := range d.Items {
+			fn(n)
+		}
+	}
+	walk()
+}
+
+func visitBump(d *Dict) { // want visitBump:"store\\(-1:n.Val\\)"
+	d.visit(func(n *Node) { n.Val = 2 })
+}
+
+func visitInTx(tx *engram.Tx, d *Dict) {
+	visitBump(d) // want `unlogged store to pool memory in call to visitBump: n.Val`
+}

@@ -521,3 +521,14 @@ func sumAll(d *Dict) int {
 func countAll(tx *engram.Tx, d *Dict) int {
 	return sumAll(d) + len(d.Items)
 }
+
+// A local closure counting into a local, called inside the transaction.
+func localCounter(pool *engram.Pool, l *List) (int, error) {
+	seen := 0
+	count := func(n *Node) { seen += n.Val }
+	err := pool.Txn(func(tx *engram.Tx) error {
+		count(l.Head)
+		return nil
+	})
+	return seen, err
+}
