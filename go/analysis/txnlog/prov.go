@@ -87,8 +87,11 @@ func (fi *funcInfo) compute(v ssa.Value) Prov {
 	}
 	if x := through(v); x != nil {
 		p := fi.get(x)
-		if _, ok := v.(*ssa.Convert); ok {
-			p = p.join(unknown) // from unsafe.Pointer or uintptr
+		if cv, ok := v.(*ssa.Convert); ok && !pointerish(cv.X.Type()) {
+			// from uintptr: pointer arithmetic, or an address from nowhere
+			// (a conversion of a pointer, or of an unsafe.Pointer made from
+			// one, points where it did)
+			p = p.join(unknown)
 		}
 		return p
 	}
@@ -538,8 +541,11 @@ func (fi *funcInfo) callResults(call *ssa.Call) []Prov {
 		return out
 	}
 	if b, ok := common.Value.(*ssa.Builtin); ok {
-		if b.Name() == "append" && len(common.Args) > 0 {
+		switch {
+		case b.Name() == "append" && len(common.Args) > 0:
 			return fill(fi.get(common.Args[0]).join(volatile))
+		case unsafeViews[b.Name()] && len(common.Args) > 0:
+			return fill(fi.get(common.Args[0]))
 		}
 		return fill(volatile)
 	}
@@ -575,6 +581,10 @@ func (fi *funcInfo) callResults(call *ssa.Call) []Prov {
 	}
 	return out
 }
+
+// unsafeViews are the unsafe builtins whose result points into the memory
+// their first argument points to (or, for unsafe.Slice and String, at).
+var unsafeViews = map[string]bool{"SliceData": true, "StringData": true, "Slice": true, "String": true, "Add": true}
 
 // callArgs lists the arguments of a static call as the callee numbers its
 // parameters: receiver, arguments, then closure bindings.

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"fmt"
 	"sort"
+	"unsafe"
 
 	"github.com/engram-pm/engram-go"
 )
@@ -124,4 +125,10 @@ type Entry struct{ Key []byte }
 func viaBytes(tx *engram.Tx, e *Entry, r *bytes.Reader) {
 	_, _ = r.Read(e.Key)                                            // want `cannot decide: call to \(\*bytes.Reader\).Read outside the module may store to pool memory passed to it`
 	_ = bytes.IndexFunc(e.Key, func(r rune) bool { return r == 0 }) // want `cannot decide: call to bytes.IndexFunc outside the module may store to pool memory passed to it`
+}
+
+// An address computed from an integer.
+func viaUintptr(tx *engram.Tx, n *Node) {
+	p := (*int)(unsafe.Pointer(uintptr(unsafe.Pointer(n)) + unsafe.Offsetof(n.Val)))
+	*p = 1 // want `cannot decide: \*p is written through a pointer of unknown provenance`
 }
