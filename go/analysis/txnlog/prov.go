@@ -319,7 +319,7 @@ func (fi *funcInfo) volatileLoad(addr ssa.Value) Prov {
 func (fi *funcInfo) volatileLoadBefore(addr ssa.Value, at ssa.Instruction) Prov {
 	base := objectBase(addr)
 	switch b := base.(type) {
-	case *ssa.Alloc:
+	case *ssa.Alloc, *ssa.MakeSlice:
 		return fi.storesInto(b, nil, at)
 	case *ssa.FreeVar:
 		p := fi.storesInto(b, nil, at)

@@ -156,3 +156,12 @@ func visitBump(d *Dict) { // want visitBump:"store\\(-1:n.Val\\)"
 func visitInTx(tx *engram.Tx, d *Dict) {
 	visitBump(d) // want `unlogged store to pool memory in call to visitBump: n.Val`
 }
+
+// Pool nodes kept in a local slice made with make.
+func poolInLocalSlice(tx *engram.Tx, l *List) {
+	ns := make([]*Node, 1)
+	ns[0] = l.Head
+	for _, n := range ns {
+		n.Val = 1 // want `unlogged store to pool memory: n.Val`
+	}
+}

@@ -532,3 +532,19 @@ func localCounter(pool *engram.Pool, l *List) (int, error) {
 	})
 	return seen, err
 }
+
+// Fresh nodes kept in a local slice made with make, set afterwards.
+func freshInLocalSlice(tx *engram.Tx, k int) error {
+	ns := make([]*Node, k)
+	for i := range ns {
+		n, err := engram.New[Node](tx)
+		if err != nil {
+			return err
+		}
+		ns[i] = n
+	}
+	for _, n := range ns {
+		n.Val = 1
+	}
+	return nil
+}
