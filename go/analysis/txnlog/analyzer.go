@@ -38,7 +38,7 @@ var Analyzer = &analysis.Analyzer{
 	Doc:       "report stores inside Engram transactions to pool memory that is not undo-logged first\n\nInside pool.Txn closures and functions taking a *engram.Tx, every store to memory that may live in the pool (reached from engram.Root, from a parameter, or loaded from such memory) must be preceded on every path by tx.Log or engram.LogSlice covering it. Stores in called functions of the same module are checked at the call through summaries. Where this cannot be decided statically the analyzer says \"cannot decide\". With -fix it inserts the missing tx.Log calls.",
 	Requires:  []*analysis.Analyzer{buildssa.Analyzer},
 	Run:       run,
-	FactTypes: []analysis.Fact{new(Summary)},
+	FactTypes: []analysis.Fact{new(Summary), new(VolatileType)},
 }
 
 type checker struct {
@@ -59,6 +59,8 @@ type checker struct {
 	// this package, at least once (see helperTx).
 	direct map[*ssa.Function]bool
 	allocs map[*types.TypeName]bool // see allocatable (nil until asked)
+	// volatile: this package's types marked //engramvet:volatile
+	volatile map[*types.TypeName]bool
 }
 
 // funcInfo is the state of one function's analysis.
@@ -98,12 +100,14 @@ func run(pass *analysis.Pass) (any, error) {
 	// only its tests are held to the rules.
 	c.testsOnly = pass.Pkg.Path() == engramPath
 	c.indexExprs()
+	c.markVolatile()
 	c.countRefs(ssaInfo.SrcFuncs)
 	c.globals = map[*ssa.Global]Prov{}
 	c.allFuncs = append([]*ssa.Function(nil), ssaInfo.SrcFuncs...)
 	if init := c.pkg.Func("init"); init != nil {
 		c.allFuncs = append(c.allFuncs, init)
 	}
+	c.checkVolatileAllocs()
 	for _, fn := range ssaInfo.SrcFuncs {
 		c.analyze(c.info(fn))
 	}
@@ -288,7 +292,7 @@ func (c *checker) summaryOf(common *ssa.CallCommon) *Summary {
 
 // sameModule reports whether a package path is in the module being checked
 // (when the driver does not say: every package outside GOROOT).
-func (c *checker) sameModule(obj *types.Func) bool {
+func (c *checker) sameModule(obj types.Object) bool {
 	pkgPath := obj.Pkg().Path()
 	if c.modPath != "" {
 		return pkgPath == c.modPath || strings.HasPrefix(pkgPath, c.modPath+"/")

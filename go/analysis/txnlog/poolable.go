@@ -61,6 +61,9 @@ func (c *checker) canHold(t types.Type) bool {
 		return false
 	}
 	n, ok := types.Unalias(t).(*types.Named)
+	if ok && c.isVolatile(n.Obj()) {
+		return false // see volatile.go
+	}
 	if !ok || n.Obj().Pkg() != c.pass.Pkg || n.Obj().Parent() != c.pass.Pkg.Scope() || n.TypeParams().Len() > 0 {
 		return true
 	}

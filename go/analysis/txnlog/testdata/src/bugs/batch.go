@@ -1,6 +1,10 @@
 package bugs
 
-import "github.com/engram-pm/engram-go"
+import (
+	"lib"
+
+	"github.com/engram-pm/engram-go"
+)
 
 // Log batches (engram.BatchLog, BatchLogSlice, tx.LogBatch): a range added
 // to a batch is logged only when the batch is.
@@ -164,4 +168,21 @@ func poolInLocalSlice(tx *engram.Tx, l *List) {
 	for _, n := range ns {
 		n.Val = 1 // want `unlogged store to pool memory: n.Val`
 	}
+}
+
+// A type said to be Go heap memory, allocated in the pool.
+//
+//engramvet:volatile (wrongly)
+type scratchBuf struct{ b []byte } // want scratchBuf:"volatile"
+
+type holdsBuf struct{ s scratchBuf }
+
+func allocBuf(tx *engram.Tx) {
+	_, _ = engram.New[scratchBuf](tx) // want `scratchBuf is marked //engramvet:volatile but New\[...\] may allocate it in the pool`
+	_ = alloc[holdsBuf](tx)           // want `scratchBuf is marked //engramvet:volatile but alloc\[...\] may allocate it in the pool`
+}
+
+// A type another package marks volatile, allocated here.
+func allocLibBuf(tx *engram.Tx) {
+	_, _ = engram.New[lib.Buf](tx) // want `Buf is marked //engramvet:volatile but New\[...\] may allocate it in the pool`
 }
