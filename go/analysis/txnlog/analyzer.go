@@ -111,6 +111,17 @@ func run(pass *analysis.Pass) (any, error) {
 	for _, fn := range ssaInfo.SrcFuncs {
 		c.analyze(c.info(fn))
 	}
+	// closures in package-level variable initializers (not in SrcFuncs)
+	if init := c.pkg.Func("init"); init != nil {
+		var anons func(fn *ssa.Function)
+		anons = func(fn *ssa.Function) {
+			for _, a := range fn.AnonFuncs {
+				c.analyze(c.info(a))
+				anons(a)
+			}
+		}
+		anons(init)
+	}
 	for _, fn := range ssaInfo.SrcFuncs {
 		if obj, ok := fn.Object().(*types.Func); ok && fn.Parent() == nil {
 			fi := c.info(fn)

@@ -215,6 +215,11 @@ func (fi *funcInfo) call(in ssa.CallInstruction) {
 		return
 	}
 	callee := common.StaticCallee()
+	if callee == nil && takesTx(common.Signature()) {
+		// every function of the module that can be this value is checked
+		// on its own: one taking the *Tx used as a value is transactional
+		return
+	}
 	if callee == nil {
 		if fn, bindings := fi.staticFunc(common.Value); fn != nil && fi.applyFunc(in, fn, append(append([]ssa.Value(nil), common.Args...), bindings...), "") {
 			return
@@ -246,6 +251,16 @@ func (fi *funcInfo) call(in ssa.CallInstruction) {
 	for i := range sum.Effects {
 		fi.applyEffect(in, args, &sum.Effects[i], name)
 	}
+}
+
+// takesTx reports whether a signature has a *engram.Tx parameter.
+func takesTx(sig *types.Signature) bool {
+	for i := 0; i < sig.Params().Len(); i++ {
+		if isTxPtr(sig.Params().At(i).Type()) {
+			return true
+		}
+	}
+	return false
 }
 
 // funcValueName names a called function value for messages (" f"), if it
@@ -615,9 +630,10 @@ func hasPrefix(s string, prefixes ...string) bool {
 }
 
 // scans reports whether a function of a read-only package nevertheless
-// writes through its arguments (fmt.Sscan and the like).
+// writes through its arguments (fmt.Sscan and the like, a Read, or calls a
+// function it is given: Shuffle).
 func scans(name string) bool {
-	return strings.Contains(strings.ToLower(name), "scan")
+	return strings.Contains(strings.ToLower(name), "scan") || name == "Read" || name == "Shuffle"
 }
 
 // reach is the provenance of what the call at, given v, may write: v's
@@ -654,6 +670,9 @@ var readOnlyPkgs = map[string]bool{
 	"math/bits": true, "unicode": true, "log": true, "time": true,
 	"context": true, "sync": true, "runtime": true, "testing": true,
 	"runtime/metrics": true,
+	// the generators' methods write their own state (a Rand holds an
+	// interface: never pool memory); Read and Shuffle are not exempt
+	"math/rand": true, "math/rand/v2": true,
 }
 
 // readOnlyFuncPkgs are standard packages whose functions (not methods:

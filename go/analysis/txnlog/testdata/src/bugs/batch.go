@@ -186,3 +186,17 @@ func allocBuf(tx *engram.Tx) {
 func allocLibBuf(tx *engram.Tx) {
 	_, _ = engram.New[lib.Buf](tx) // want `Buf is marked //engramvet:volatile but New\[...\] may allocate it in the pool`
 }
+
+// Operations taking the transaction, called as values: each is checked on
+// its own.
+var ops = []func(tx *engram.Tx, n *Node){
+	func(tx *engram.Tx, n *Node) {
+		n.Val = 3 // want `unlogged store to pool memory: n.Val`
+	},
+}
+
+func runOps(tx *engram.Tx, n *Node) {
+	for _, op := range ops {
+		op(tx, n)
+	}
+}

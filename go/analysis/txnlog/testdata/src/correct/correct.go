@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
 	"runtime/metrics"
 	"sort"
 	"strings"
@@ -559,4 +560,13 @@ func (r *Reply) add(s string) { r.b = append(r.b, s...) }
 func (r *Reply) handle(tx *engram.Tx, l *List) {
 	r.add("+OK")
 	r.b = r.b[:0]
+}
+
+// Operations taking the transaction, called as values, and a generator.
+func runLogged(tx *engram.Tx, n *Node, op func(*engram.Tx, *Node) error) error {
+	r := rand.New(rand.NewPCG(1, 2))
+	if r.IntN(2) == 0 {
+		return nil
+	}
+	return op(tx, n)
 }

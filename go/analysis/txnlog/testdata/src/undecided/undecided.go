@@ -5,6 +5,7 @@ package undecided
 import (
 	"bytes"
 	"fmt"
+	"math/rand"
 	"sort"
 	"unsafe"
 
@@ -131,4 +132,9 @@ func viaBytes(tx *engram.Tx, e *Entry, r *bytes.Reader) {
 func viaUintptr(tx *engram.Tx, n *Node) {
 	p := (*int)(unsafe.Pointer(uintptr(unsafe.Pointer(n)) + unsafe.Offsetof(n.Val)))
 	*p = 1 // want `cannot decide: \*p is written through a pointer of unknown provenance`
+}
+
+// A generator reading into pool memory.
+func viaRandRead(tx *engram.Tx, e *Entry, r *rand.Rand) {
+	_, _ = r.Read(e.Key) // want `cannot decide: call to \(\*math/rand.Rand\).Read outside the module may store to pool memory passed to it`
 }
