@@ -414,11 +414,17 @@ func (fi *funcInfo) staticFunc(v ssa.Value) (*ssa.Function, []ssa.Value) {
 				return nil, nil
 			}
 			cell := x.X
-			if fv, ok := cell.(*ssa.FreeVar); ok {
+			for owner := fi; ; {
+				fv, ok := cell.(*ssa.FreeVar)
+				if !ok {
+					break
+				}
 				if !onlyLoaded(fv) {
 					return nil, nil
 				}
-				_, cell = fi.binding(fv)
+				if owner, cell = owner.binding(fv); owner == nil {
+					return nil, nil
+				}
 			}
 			v = onlyStored(cell)
 		default:
@@ -428,15 +434,35 @@ func (fi *funcInfo) staticFunc(v ssa.Value) (*ssa.Function, []ssa.Value) {
 	return nil, nil
 }
 
-// onlyLoaded reports whether a captured variable is only read.
+// onlyLoaded reports whether a captured variable is only read (here, and
+// in the closures it is captured by in turn).
 func onlyLoaded(v ssa.Value) bool {
 	if v.Referrers() == nil {
 		return false
 	}
 	for _, r := range *v.Referrers() {
-		switch r.(type) {
+		switch r := r.(type) {
 		case *ssa.UnOp, *ssa.DebugRef:
+		case *ssa.MakeClosure:
+			if !boundOnlyLoaded(r, v) {
+				return false
+			}
 		default:
+			return false
+		}
+	}
+	return true
+}
+
+// boundOnlyLoaded reports whether the closure mc only reads v, which it
+// captures.
+func boundOnlyLoaded(mc *ssa.MakeClosure, v ssa.Value) bool {
+	fn, ok := mc.Fn.(*ssa.Function)
+	if !ok {
+		return false
+	}
+	for i, b := range mc.Bindings {
+		if b == v && (i >= len(fn.FreeVars) || !onlyLoaded(fn.FreeVars[i])) {
 			return false
 		}
 	}
@@ -460,14 +486,8 @@ func onlyStored(cell ssa.Value) ssa.Value {
 			val = r.Val
 		case *ssa.UnOp, *ssa.DebugRef:
 		case *ssa.MakeClosure:
-			fn, ok := r.Fn.(*ssa.Function)
-			if !ok {
+			if !boundOnlyLoaded(r, cell) {
 				return nil
-			}
-			for i, b := range r.Bindings {
-				if b == cell && (i >= len(fn.FreeVars) || !onlyLoaded(fn.FreeVars[i])) {
-					return nil
-				}
 			}
 		default:
 			return nil

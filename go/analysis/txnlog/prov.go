@@ -69,6 +69,11 @@ func (fi *funcInfo) get(v ssa.Value) Prov {
 	case *ssa.Const, *ssa.Global, *ssa.Function, *ssa.Builtin:
 		return Prov{Flags: provVolatile}
 	}
+	if owner, ok := v.(interface{ Parent() *ssa.Function }); ok && owner.Parent() != nil && owner.Parent() != fi.fn {
+		// a value of an enclosing function (a closure's binding, met when
+		// a call of a captured function value is resolved): as captured
+		return fi.c.info(owner.Parent()).get(v).lift()
+	}
 	return Prov{}
 }
 

@@ -200,3 +200,18 @@ func runOps(tx *engram.Tx, n *Node) {
 		op(tx, n)
 	}
 }
+
+// A local closure writing pool memory it captured, called in the
+// transaction (directly, and from a nested closure).
+func capturedPool(pool *engram.Pool, l *List) error {
+	h := l.Head
+	bump := func() { h.Val++ }
+	return pool.Txn(func(tx *engram.Tx) error {
+		bump() // want `unlogged store to pool memory in call to func literal in capturedPool: h.Val`
+		nested := func() {
+			bump()
+		}
+		nested() // want `unlogged store to pool memory in call to func literal in capturedPool\$2: h.Val`
+		return nil
+	})
+}
