@@ -441,17 +441,23 @@ func onlyLoaded(v ssa.Value) bool {
 		return false
 	}
 	for _, r := range *v.Referrers() {
-		switch r := r.(type) {
-		case *ssa.UnOp, *ssa.DebugRef:
-		case *ssa.MakeClosure:
-			if !boundOnlyLoaded(r, v) {
-				return false
-			}
-		default:
+		if !readUse(r, v) {
 			return false
 		}
 	}
 	return true
+}
+
+// readUse reports whether instruction r only reads the variable v: a load,
+// or a closure that captures v and only reads it.
+func readUse(r ssa.Instruction, v ssa.Value) bool {
+	switch r := r.(type) {
+	case *ssa.UnOp, *ssa.DebugRef:
+		return true
+	case *ssa.MakeClosure:
+		return boundOnlyLoaded(r, v)
+	}
+	return false
 }
 
 // boundOnlyLoaded reports whether the closure mc only reads v, which it
@@ -478,18 +484,9 @@ func onlyStored(cell ssa.Value) ssa.Value {
 	}
 	var val ssa.Value
 	for _, r := range *cell.Referrers() {
-		switch r := r.(type) {
-		case *ssa.Store:
-			if r.Addr != cell || val != nil {
-				return nil
-			}
-			val = r.Val
-		case *ssa.UnOp, *ssa.DebugRef:
-		case *ssa.MakeClosure:
-			if !boundOnlyLoaded(r, cell) {
-				return nil
-			}
-		default:
+		if st, ok := r.(*ssa.Store); ok && st.Addr == cell && val == nil {
+			val = st.Val
+		} else if !readUse(r, cell) {
 			return nil
 		}
 	}
