@@ -107,7 +107,7 @@ func (c *pColl) lpush(tx *engram.Tx, v []byte, left bool) error {
 	if err := logPushSlots(tx, n, slot); err != nil {
 		return err
 	}
-	n.Items[slot] = b
+	n.Items[slot] = b //engramvet:ignore logPushSlots logged the aligned window holding slot
 	if err := tx.Log(n); err != nil {
 		return err
 	}
