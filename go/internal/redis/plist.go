@@ -114,7 +114,7 @@ func (c *pColl) lpush(tx *engram.Tx, v []byte, left bool) error {
 	if err := tx.LogBatch(&lb); err != nil {
 		return err
 	}
-	n.Items[slot] = b
+	n.Items[slot] = b //engramvet:ignore batchPushSlots logged the aligned window holding slot
 	if left {
 		n.Start--
 	}

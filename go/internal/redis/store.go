@@ -175,7 +175,7 @@ func (d *pDict) moveBucket(tx *engram.Tx, i int64) error {
 	for e := *src; e != nil; {
 		next := e.Next
 		dst := &d.T1[e.Hash&uint64(len(d.T1)-1)]
-		e.Next = *dst
+		e.Next = *dst //engramvet:ignore this and the next line: batch-logged by the walk above over the same chain (each Next, each destination slot)
 		*dst = e
 		e = next
 	}
@@ -289,7 +289,7 @@ func (d *pDict) addMany(tx *engram.Tx, ks, vs [][]byte) error {
 	for _, e := range es {
 		slot := d.insertSlot(e.Hash)
 		e.Next = *slot
-		*slot = e
+		*slot = e //engramvet:ignore batch-logged above: the same insertSlot(e.Hash), the tables unchanged since
 	}
 	d.Used += int64(len(es))
 	return nil
@@ -445,8 +445,9 @@ func headerChanges(e *pEntry, typ int64, n int) bool {
 // (logOverwrite logs it only then).
 func overwriteVal(e *pEntry, typ int64, val []byte) {
 	n := len(val)
+	//engramvet:ignore logged by the caller: logOverwrite (e.Val[:len(val)]) or overwriteField
 	copy(e.Val[:n], val)
-	if headerChanges(e, typ, n) {
+	if headerChanges(e, typ, n) { //engramvet:ignore the header is logged when headerChanges (logOverwrite: e; overwriteField: e.Val, e.Type unchanged)
 		e.Val, e.Type = e.Val[:n:n], typ
 	}
 }
