@@ -350,8 +350,12 @@ func setVal(tx *engram.Tx, e *pEntry, typ int64, val []byte) error {
 // storeVal stores val as e's value (of type typ), in place when it fits;
 // clearTTL: the caller clears e's TTL next (setExpire), so an in-place
 // write logs the entry with the value when there is one to clear (one
-// log call instead of two).
+// log call instead of two). A value e already holds (storesNothing)
+// writes nothing.
 func storeVal(tx *engram.Tx, e *pEntry, typ int64, val []byte, clearTTL bool) error {
+	if storesNothing(e, typ, val, clearTTL) {
+		return nil
+	}
 	if err := dropColl(tx, e); err != nil {
 		return err
 	}
@@ -400,6 +404,21 @@ const overwriteMax = 64
 // 2 MiB for a 10-byte string until the key is written again.
 func canOverwrite(e *pEntry, val []byte) bool {
 	return len(val) > 0 && len(val) <= overwriteMax && e.Coll == nil && cap(e.Val) >= len(val) && cap(e.Val) <= 2*overwriteMax
+}
+
+// storesNothing is whether storing val (of type typ; clearTTL: and
+// clearing the TTL) over e would leave e exactly as it is: the same type,
+// no collection, the same bytes in an array of exactly that length (so
+// OBJECT ENCODING stays: a raw string's spare capacity would go), and no
+// TTL to clear. Such a write (SET k v over v, MSET's pairs, HSET's
+// fields: phash.go) logs nothing and fences nothing: the pool already
+// holds what the command asks for, durably once the region commits (an
+// earlier region's value was durable before its reply; a value written
+// earlier in this region commits with it). The caller still touches the
+// key (WATCH sees the write, as Redis's SET of the same value).
+func storesNothing(e *pEntry, typ int64, val []byte, clearTTL bool) bool {
+	return e.Type == typ && e.Coll == nil && len(e.Val) == len(val) && cap(e.Val) == len(val) &&
+		(!clearTTL || e.Expire == 0) && string(e.Val) == string(val)
 }
 
 // logOverwrite adds to b what overwriteVal changes: the value bytes it
