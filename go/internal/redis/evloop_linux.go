@@ -62,6 +62,9 @@ type evLoop struct {
 	cmds   [][][]byte // one request's commands while parsing (copied out by queue)
 	cmdBuf [][][]byte // carved into requests' command lists (never reused: see argArena)
 	reqBuf []request  // carved into requests (likewise)
+	// lastReady: the events the last wait returned (wait polls without
+	// blocking first only after a turn of several sockets).
+	lastReady int
 
 	// fdsClosed: epfd and the wake pipe are closed (mu): add and wakeUp
 	// then leave them alone (a loop whose epoll_wait failed closes them
@@ -213,17 +216,26 @@ func (l *evLoop) run() {
 	}
 }
 
-// wait returns the ready events: first without blocking and without
-// telling the scheduler (under load a turn's sockets are usually ready
-// again by the next one), then, if none, blocking (the scheduler hands
-// the P on while it sleeps).
+// wait returns the ready events. After a turn that served several
+// sockets it first polls without blocking and without telling the
+// scheduler (under load a turn's sockets are usually ready again by the
+// next one), then, if none, blocks (the scheduler hands the P on while it
+// sleeps). After a turn of one socket (a single client waiting for each
+// reply: it cannot have sent more yet) it blocks at once, as
+// redis-server's one epoll_wait per turn: the poll would find nothing and
+// cost a system call per request.
 func (l *evLoop) wait() (int, error) {
-	r, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(l.epfd), uintptr(unsafe.Pointer(&l.events[0])),
-		uintptr(len(l.events)), 0, 0, 0)
-	if e == 0 && r > 0 {
-		return int(r), nil
+	if l.lastReady > 1 {
+		r, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(l.epfd), uintptr(unsafe.Pointer(&l.events[0])),
+			uintptr(len(l.events)), 0, 0, 0)
+		if e == 0 && r > 0 {
+			l.lastReady = int(r)
+			return int(r), nil
+		}
 	}
-	return syscall.EpollWait(l.epfd, l.events, -1)
+	n, err := syscall.EpollWait(l.epfd, l.events, -1)
+	l.lastReady = n
+	return n, err
 }
 
 // turnOnce handles n ready events and runs what they brought.
