@@ -33,6 +33,7 @@ package redis
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -43,6 +44,7 @@ const (
 	evReadSize  = 64 << 10 // bytes read per socket per turn
 	evMaxEvents = 256      // sockets handled per epoll_wait
 	evWakeToken = 0        // the event data of the loop's wake pipe (client ids start at 1)
+	yieldEvery  = int64(5 * time.Millisecond)
 )
 
 // evLoop is one event loop: its epoll instance, its connections and the
@@ -65,6 +67,7 @@ type evLoop struct {
 	// lastReady: the events the last wait returned (wait polls without
 	// blocking first only after a turn of several sockets).
 	lastReady int
+	yielded   int64 // when the loop last yielded (Unix ns; yieldNow)
 
 	// fdsClosed: epfd and the wake pipe are closed (mu): add and wakeUp
 	// then leave them alone (a loop whose epoll_wait failed closes them
@@ -272,6 +275,23 @@ func (l *evLoop) turnOnce(n int) {
 	}
 	clear(l.turn)
 	l.turn = l.turn[:0]
+	l.yieldNow(at)
+}
+
+// yieldNow lets the scheduler run (runtime.Gosched) once every
+// yieldEvery. A loop that is never descheduled — under load its poll
+// always finds work, and blocking in epoll_wait does not count — looks
+// to Go's sysmon like a goroutine running for over 10 ms: sysmon then
+// preempts it with a signal and takes its P from the next cgo call it
+// is in, and each such retake puts sysmon back to waking every 20 us
+// for a millisecond or more (thousands of wake-ups per second, 2-3 % of
+// the server's CPU, perf). A yield every few milliseconds costs a
+// scheduler pass (and a wake-up of an idle thread) and avoids that.
+func (l *evLoop) yieldNow(at int64) {
+	if at-l.yielded >= yieldEvery {
+		l.yielded = at
+		runtime.Gosched()
+	}
 }
 
 // readConn reads the socket once and queues its whole commands (and its
