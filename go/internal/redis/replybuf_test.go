@@ -5,7 +5,7 @@ package redis
 import (
 	"io"
 	"net"
-	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,20 +14,12 @@ import (
 
 // TestReplyBufferReuse runs batches for one client over a pipe: after a
 // first request the client has a spare buffer; two requests of the
-// client in one batch (the second gets none while the first holds it) answer in order with their own replies; after
-// the batch the client keeps a buffer, and its next request builds its
-// replies in that same memory.
+// client in one batch (the second gets none while the first holds it)
+// answer in order with their own replies; after the batch the client
+// keeps a buffer, and its next request builds its replies in that same
+// memory.
 func TestReplyBufferReuse(t *testing.T) {
-	d, err := os.MkdirTemp("/dev/shm", "engram-redis-replybuf-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(d) })
-	s, err := New(Config{Pool: d + "/r.pool", Durability: engram.Pmem, MaxMemory: 64 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s, _ := startCfg(t, Config{Addr: "127.0.0.1:0", Pool: filepath.Join(tmpDir(t), "r.pool")})
 	srv, cli := net.Pipe()
 	t.Cleanup(func() { srv.Close(); cli.Close() })
 	c := &client{id: 1, conn: srv, proto: 2, authed: true}
