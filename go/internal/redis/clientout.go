@@ -28,10 +28,31 @@ import (
 )
 
 const (
+	replyKeep    = 64 << 10  // the largest reply buffer a client keeps for its next request
 	outLimit     = 512 << 20 // backlog that hangs a client up
 	outChunk     = 256 << 10 // bytes per deadline
 	writeTimeout = 10 * time.Second
 )
+
+// takeReplyBuf returns the client's spare reply buffer, empty, for a
+// request's replies (nil if another request of the same batch holds it):
+// once a client has one, its replies cost no allocation and no growth.
+// The buffer belongs to one request until afterCommit has written it and
+// handed it back (keepReplyBuf); write copies what it keeps, so the
+// buffer is free again when write returns. Executor-owned (execMu).
+func (c *client) takeReplyBuf() []byte {
+	b := c.replyBuf[:0]
+	c.replyBuf = nil
+	return b
+}
+
+// keepReplyBuf hands a written reply buffer back to its client (one
+// larger than replyKeep, after a big reply, is left to the collector).
+func (c *client) keepReplyBuf(b []byte) {
+	if cap(b) > 0 && cap(b) <= replyKeep {
+		c.replyBuf = b[:0]
+	}
+}
 
 // write sends bytes to the client (replies and pushes): at once if the
 // socket takes them, else through the flusher.

@@ -33,6 +33,7 @@ package redis
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -43,6 +44,7 @@ const (
 	evReadSize  = 64 << 10 // bytes read per socket per turn
 	evMaxEvents = 256      // sockets handled per epoll_wait
 	evWakeToken = 0        // the event data of the loop's wake pipe (client ids start at 1)
+	yieldEvery  = int64(5 * time.Millisecond)
 )
 
 // evLoop is one event loop: its epoll instance, its connections and the
@@ -62,6 +64,10 @@ type evLoop struct {
 	cmds   [][][]byte // one request's commands while parsing (copied out by queue)
 	cmdBuf [][][]byte // carved into requests' command lists (never reused: see argArena)
 	reqBuf []request  // carved into requests (likewise)
+	// lastReady: the events the last wait returned (wait polls without
+	// blocking first only after a turn of several sockets).
+	lastReady int
+	yielded   int64 // when the loop last yielded (Unix ns; yieldNow)
 
 	// fdsClosed: epfd and the wake pipe are closed (mu): add and wakeUp
 	// then leave them alone (a loop whose epoll_wait failed closes them
@@ -213,17 +219,26 @@ func (l *evLoop) run() {
 	}
 }
 
-// wait returns the ready events: first without blocking and without
-// telling the scheduler (under load a turn's sockets are usually ready
-// again by the next one), then, if none, blocking (the scheduler hands
-// the P on while it sleeps).
+// wait returns the ready events. After a turn that served several
+// sockets it first polls without blocking and without telling the
+// scheduler (under load a turn's sockets are usually ready again by the
+// next one), then, if none, blocks (the scheduler hands the P on while it
+// sleeps). After a turn of one socket (a single client waiting for each
+// reply: it cannot have sent more yet) it blocks at once, as
+// redis-server's one epoll_wait per turn: the poll would find nothing and
+// cost a system call per request.
 func (l *evLoop) wait() (int, error) {
-	r, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(l.epfd), uintptr(unsafe.Pointer(&l.events[0])),
-		uintptr(len(l.events)), 0, 0, 0)
-	if e == 0 && r > 0 {
-		return int(r), nil
+	if l.lastReady > 1 {
+		r, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(l.epfd), uintptr(unsafe.Pointer(&l.events[0])),
+			uintptr(len(l.events)), 0, 0, 0)
+		if e == 0 && r > 0 {
+			l.lastReady = int(r)
+			return int(r), nil
+		}
 	}
-	return syscall.EpollWait(l.epfd, l.events, -1)
+	n, err := syscall.EpollWait(l.epfd, l.events, -1)
+	l.lastReady = n
+	return n, err
 }
 
 // turnOnce handles n ready events and runs what they brought.
@@ -260,6 +275,23 @@ func (l *evLoop) turnOnce(n int) {
 	}
 	clear(l.turn)
 	l.turn = l.turn[:0]
+	l.yieldNow(at)
+}
+
+// yieldNow lets the scheduler run (runtime.Gosched) once every
+// yieldEvery. A loop that is never descheduled — under load its poll
+// always finds work, and blocking in epoll_wait does not count — looks
+// to Go's sysmon like a goroutine running for over 10 ms: sysmon then
+// preempts it with a signal and takes its P from the next cgo call it
+// is in, and each such retake puts sysmon back to waking every 20 us
+// for a millisecond or more (thousands of wake-ups per second, 2-3 % of
+// the server's CPU, perf). A yield every few milliseconds costs a
+// scheduler pass (and a wake-up of an idle thread) and avoids that.
+func (l *evLoop) yieldNow(at int64) {
+	if at-l.yielded >= yieldEvery {
+		l.yielded = at
+		runtime.Gosched()
+	}
 }
 
 // readConn reads the socket once and queues its whole commands (and its

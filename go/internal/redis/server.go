@@ -149,6 +149,7 @@ type client struct {
 	addr      string
 	created   time.Time
 	lastCmd   string
+	replyBuf  []byte // its spare reply buffer (executor-owned; clientout.go, takeReplyBuf)
 }
 
 type request struct {
@@ -696,6 +697,8 @@ func (s *Server) afterCommit(live []*request) {
 		if len(r.out.b) > 0 {
 			r.c.write(r.out.b)
 		}
+		r.c.keepReplyBuf(r.out.b)
+		r.out.b = nil
 		if r.c.closing {
 			r.c.closeAfterReplies()
 		}
@@ -747,7 +750,11 @@ func (s *Server) runRequest(tx *engram.Tx, r *request) (err error) {
 			err = fmt.Errorf("internal error in command: %v", p)
 		}
 	}()
-	r.out = W{b: r.out.b[:0], proto: r.c.proto}
+	b := r.out.b[:0]
+	if b == nil {
+		b = r.c.takeReplyBuf()
+	}
+	r.out = W{b: b, proto: r.c.proto}
 	var buf [32]*command // a pipeline of up to 32 commands: no allocation
 	defs := lookupCommands(buf[:0], r.cmds)
 	if err := s.warmRequest(tx, r, defs); err != nil { // under the recover above, as the commands
