@@ -279,6 +279,24 @@ impl<'t> RTx<'t> {
         Ok(unsafe { v.value_of(b, g) })
     }
 
+    /// Reads a `TWord` (`tword.rs`), its value word's bits. In a
+    /// volatile-only attempt: the seqlock read against the volatile clock's
+    /// snapshot, no pin (the bits are the value; the word's box is borrowed
+    /// for the read). A pool's lean attempt ends for the full path, as for
+    /// a `TVar`; on the full path the `STx`'s read.
+    #[inline]
+    pub(crate) fn read_word<T: crate::stm::WordValue>(&self, r: &crate::stm::TWordRef<'_, T>) -> StmResult<u64> {
+        match self.via {
+            Via::Volatile => {}
+            Via::Full(tx) => return tx.read_word(r),
+            Via::Pool(_) => return Err(StmError::Retry),
+        }
+        let c = r.cell();
+        let mut b = 0u64;
+        self.stable_word(&c.word, || b = c.bits.load(Ordering::Acquire))?;
+        Ok(b)
+    }
+
     /// Reads an embedded volatile field (`TField`, `tfield.rs`): its lock
     /// word `word`, its value by `load`. In a volatile-only attempt the
     /// seqlock read against the volatile clock's snapshot (no read set, so
