@@ -149,6 +149,15 @@ impl<T: WordValue> TWord<T> {
         TWord { word: AtomicU64::new(0), bits: AtomicU64::new(v.to_bits()), _t: PhantomData }
     }
 
+    /// The value word now (inside a seqlock read; the gap before the load
+    /// is widened by `failpoint::stretch_reads` in tests). Acquire, as a
+    /// `TVar`'s.
+    #[inline(always)]
+    pub(crate) fn bits(&self) -> u64 {
+        crate::failpoint::read_gap();
+        self.bits.load(Ordering::Acquire)
+    }
+
     /// The committed value, outside any transaction (one atomic load: a
     /// word is never torn).
     pub fn load(&self) -> T {

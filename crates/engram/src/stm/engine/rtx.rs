@@ -293,7 +293,7 @@ impl<'t> RTx<'t> {
         }
         let c = r.cell();
         let mut b = 0u64;
-        self.stable_word(&c.word, || b = c.bits.load(Ordering::Acquire))?;
+        self.stable_word(&c.word, || b = c.bits())?;
         Ok(b)
     }
 

@@ -591,7 +591,7 @@ impl<'p> STx<'p> {
                 *value = Some(b);
                 Ok(Some(b))
             }
-            Kind::V { .. } | Kind::W { .. } => Err(StmError::Failed(Error::invalid("a volatile TVar was read as a persistent cell"))),
+            Kind::V { .. } | Kind::W { .. } => Err(StmError::Failed(Error::invalid("a volatile variable was read as a persistent cell"))),
         }
     }
 
@@ -889,9 +889,9 @@ impl<'p> STx<'p> {
         }
         self.pin();
         if self.in_hw() {
-            return self.read_hw(&c.word, || c.bits.load(Ordering::Acquire));
+            return self.read_hw(&c.word, || c.bits());
         }
-        let b = self.read_bits(&c.word, || c.bits.load(Ordering::Acquire), || r.keep())?;
+        let b = self.read_bits(&c.word, || c.bits(), || r.keep())?;
         if self.by_value && self.rec.get() {
             self.saw_bytes::<u64>(&[b]);
         }
