@@ -286,15 +286,24 @@ impl<'t> RTx<'t> {
     /// a `TVar`; on the full path the `STx`'s read.
     #[inline]
     pub(crate) fn read_word<T: crate::stm::WordValue>(&self, r: &crate::stm::TWordRef<'_, T>) -> StmResult<u64> {
-        match self.via {
-            Via::Volatile => {}
-            Via::Full(tx) => return tx.read_word(r),
-            Via::Pool(_) => return Err(StmError::Retry),
+        if !matches!(self.via, Via::Volatile) {
+            return self.read_word_elsewhere(r);
         }
         let c = r.cell();
         let mut b = 0u64;
         self.stable_word(&c.word, || b = c.bits())?;
         Ok(b)
+    }
+
+    /// [`RTx::read_word`] off the volatile lean path, out of line (so the
+    /// lean loop does not build the word's handle for it).
+    #[cold]
+    #[inline(never)]
+    fn read_word_elsewhere<T: crate::stm::WordValue>(&self, r: &crate::stm::TWordRef<'_, T>) -> StmResult<u64> {
+        match self.via {
+            Via::Full(tx) => tx.read_word(r),
+            _ => Err(StmError::Retry),
+        }
     }
 
     /// Reads an embedded volatile field (`TField`, `tfield.rs`): its lock
