@@ -60,7 +60,7 @@
 //! The projection cannot hand out a word that does not live in the box (a
 //! word on the stack, say, which a commit would write after it is gone):
 //!
-//! ```compile_fail
+//! ```compile_fail,E0597
 //! use engram::stm::{atomically, TBox, TWord};
 //! let b = TBox::new(0u64);
 //! atomically(|tx| {
