@@ -16,14 +16,14 @@
 //!    the commit's volatile timestamp), the protocol of a `TVar`.
 //! 2. A [`TWordRef`] is made only from a [`TRef`] (a borrowed [`TBox`]) and a
 //!    projection `for<'b> Fn(&'b S) -> &'b TWord<T>`, which can only
-//!    return a word inside the boxed value (or a `'static` one): so the
-//!    word lives as long as the box's allocation.
+//!    return a word inside the boxed value or owned by it (or a `'static`
+//!    one): so the word lives as long as the boxed value.
 //! 3. A box's allocation outlives every attempt that reached it: a
 //!    [`TBox`] handle's release is deferred past every thread pinned at
-//!    that time (`Drop for TBox`), and an attempt pins before its first
-//!    recorded word read or buffered write (`STx::pin`), so the read and
-//!    write sets may keep bare word addresses (no count, no allocation per
-//!    access). A `retry` waits unpinned: such an attempt runs again with
+//!    that time (`Drop for TBox`), and a full transaction's attempt pins
+//!    before its first word read or buffered write (`STx::pin`), so the
+//!    read and write sets may keep bare word addresses (no count, no
+//!    allocation per access). A `retry` waits unpinned: such an attempt runs again with
 //!    `keeping` on and each read takes a count on its box (`run.rs`).
 //! 4. Values are plain words ([`WordValue`]: integers, `bool`, `char`),
 //!    inline, so nothing is ever freed at a write and a read needs no pin
@@ -181,6 +181,37 @@ impl<T: WordValue + std::fmt::Debug> std::fmt::Debug for TWord<T> {
 /// last handle's release is deferred through crossbeam-epoch past every
 /// transaction attempt that may still reach its words (module doc, 3).
 /// Plain fields are read through `Deref` (set them before boxing).
+///
+/// Nodes linked by address, as a pointer-linked structure holds them (an
+/// arena owns the boxes, so every link stays valid while it is borrowed):
+///
+/// ```
+/// use engram::stm::{atomically, atomically_read, TBox, TRef, TWord};
+///
+/// struct Node {
+///     key: u64,
+///     next: TWord<usize>, // the next node's `as_ptr`, 0 for none
+/// }
+/// let arena: Vec<TBox<Node>> = (0..3).map(|k| TBox::new(Node { key: k, next: TWord::new(0) })).collect();
+/// atomically(|tx| {
+///     for w in arena.windows(2) {
+///         tx.write(&w[0].as_ref().word(|n| &n.next), w[1].as_ptr() as usize)?;
+///     }
+///     Ok(())
+/// })?;
+/// let keys = atomically_read(|tx| {
+///     let (mut keys, mut at) = (vec![], arena[0].as_ptr() as usize);
+///     while at != 0 {
+///         // SAFETY: every link is a box of `arena`, alive while borrowed here.
+///         let n = unsafe { TRef::from_raw(at as *const Node) };
+///         keys.push(n.get().key);
+///         at = tx.read(&n.word(|n| &n.next))?;
+///     }
+///     Ok(keys)
+/// })?;
+/// assert_eq!(keys, [0, 1, 2]);
+/// # Ok::<(), engram::Error>(())
+/// ```
 pub struct TBox<S: Send + Sync + 'static>(ManuallyDrop<Arc<S>>);
 
 impl<S: Send + Sync + 'static> TBox<S> {
