@@ -96,23 +96,7 @@ fn audits(bugs: &'static [&'static str], per_writer: u64, full: usize, until_tor
         for _ in 0..2 {
             let (boxes, stop, torn, seen) = (&boxes, &stop, &torn, &seen);
             rs.push(s.spawn(move || {
-                for b in bugs {
-                    engram::failpoint::plant(b);
-                }
-                engram::failpoint::plant("stm.ro_slow_read");
-                engram::failpoint::stretch_reads(true);
-                while !stop.load(Ordering::Acquire) {
-                    let got = atomically_read(|tx| total(tx, boxes)).unwrap();
-                    seen.fetch_add(1, Ordering::Relaxed);
-                    if got != want {
-                        torn.fetch_add(1, Ordering::Relaxed);
-                        if until_torn {
-                            stop.store(true, Ordering::Release);
-                        }
-                    }
-                }
-                engram::failpoint::disarm_all();
-                engram::failpoint::stretch_reads(false);
+                common::Audit { stop, seen, torn, until_torn }.run(bugs, want, || atomically_read(|tx| total(tx, boxes)).unwrap());
             }));
         }
         for _ in 0..full {
