@@ -328,8 +328,11 @@ pub struct TWordRef<'a, T: WordValue> {
     w: &'a TWord<T>,
     /// The box's value, and how to take a count on it ([`keep_box`]).
     owner: *const (),
-    keep: unsafe fn(*const ()) -> Arc<dyn Any + Send + Sync>,
+    keep: Keep,
 }
+
+/// How a [`TWordRef`] takes a count on its box ([`keep_box`] of its type).
+pub(crate) type Keep = unsafe fn(*const ()) -> Arc<dyn Any + Send + Sync>;
 
 impl<T: WordValue> Clone for TWordRef<'_, T> {
     fn clone(&self) -> Self {
@@ -338,11 +341,12 @@ impl<T: WordValue> Clone for TWordRef<'_, T> {
 }
 impl<T: WordValue> Copy for TWordRef<'_, T> {}
 
-impl<T: WordValue> TWordRef<'_, T> {
+impl<'a, T: WordValue> TWordRef<'a, T> {
     /// A count on the word's box (a `retry` waits unpinned on its word).
     pub(crate) fn keep(&self) -> Arc<dyn Any + Send + Sync> {
-        // SAFETY: `owner` is the value of the box `self` borrows (made
-        // only by `TRef::word`), alive for this borrow.
+        // SAFETY: `owner` is the value of the box `self` borrows (made by
+        // `TRef::word`, or put back from its parts, `from_parts`), alive
+        // for this borrow, and `keep` is `keep_box` of its type.
         unsafe { (self.keep)(self.owner) }
     }
 
@@ -350,6 +354,20 @@ impl<T: WordValue> TWordRef<'_, T> {
     #[inline(always)]
     pub(crate) fn cell(&self) -> &TWord<T> {
         self.w
+    }
+
+    /// The handle's parts, to pass in registers ([`TWordRef::from_parts`]
+    /// puts them back).
+    #[inline(always)]
+    pub(crate) fn parts(&self) -> (&'a TWord<T>, *const (), Keep) {
+        (self.w, self.owner, self.keep)
+    }
+
+    /// The handle whose [`TWordRef::parts`] these are (and only those: the
+    /// owner and its `keep` must be a box's, as `TRef::word` made them).
+    #[inline(always)]
+    pub(crate) fn from_parts(w: &'a TWord<T>, owner: *const (), keep: Keep) -> Self {
+        TWordRef { w, owner, keep }
     }
 }
 

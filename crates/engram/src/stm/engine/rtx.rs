@@ -287,7 +287,10 @@ impl<'t> RTx<'t> {
     #[inline]
     pub(crate) fn read_word<T: crate::stm::WordValue>(&self, r: &crate::stm::TWordRef<'_, T>) -> StmResult<u64> {
         if !matches!(self.via, Via::Volatile) {
-            return self.read_word_elsewhere(r);
+            // (The handle's parts in registers, so the lean loop stores
+            // nothing for this path.)
+            let (w, owner, keep) = r.parts();
+            return self.read_word_elsewhere(w, owner, keep);
         }
         let c = r.cell();
         let mut b = 0u64;
@@ -295,13 +298,18 @@ impl<'t> RTx<'t> {
         Ok(b)
     }
 
-    /// [`RTx::read_word`] off the volatile lean path, out of line (so the
-    /// lean loop does not build the word's handle for it).
+    /// [`RTx::read_word`] off the volatile lean path, out of line; the
+    /// word's handle in parts ([`crate::stm::TWordRef::parts`]).
     #[cold]
     #[inline(never)]
-    fn read_word_elsewhere<T: crate::stm::WordValue>(&self, r: &crate::stm::TWordRef<'_, T>) -> StmResult<u64> {
+    fn read_word_elsewhere<T: crate::stm::WordValue>(
+        &self,
+        w: &crate::stm::TWord<T>,
+        owner: *const (),
+        keep: crate::stm::tword::Keep,
+    ) -> StmResult<u64> {
         match self.via {
-            Via::Full(tx) => tx.read_word(r),
+            Via::Full(tx) => tx.read_word(&crate::stm::TWordRef::from_parts(w, owner, keep)),
             _ => Err(StmError::Retry),
         }
     }
