@@ -10,8 +10,9 @@
 //!   on the per-thread counters;
 //! - the retry policies: attempts per thread for the hardware commit, a
 //!   fixed count for level 1;
-//! - banks of volatile TVars under each runtime and mixes of all four, 4
-//!   and 8 threads, with random emulated conflicts (2 % per access),
+//! - banks of volatile TVars (and of `TWord`s in `TBox`es) under each
+//!   runtime and mixes of all four, 4 and 8 threads, with random emulated
+//!   conflicts (2 % per access),
 //!   checked by auditors (a body that sees a broken total is a zombie: it
 //!   must be ended by the runtime and never commit; only lazy level 1 may
 //!   see one);
@@ -32,7 +33,7 @@ use common::TempPool;
 use engram::htm::abort::{code, CAPACITY, CONFLICT, DEBUG, NESTED, RETRY};
 use engram::htm::{Abort, Cause, EmuConfig};
 use engram::stm::runtime::{self, Attempts, HtmPolicy, Runtime, RuntimeStats, Subscription};
-use engram::stm::{self, PTVar, StmResult, TVar};
+use engram::stm::{self, PTVar, StmResult, TBox, TVar, TWord};
 use engram::{CreateOptions, Durability, OpenOptions, Pool};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, RecvTimeoutError};
@@ -249,11 +250,57 @@ fn a_real_conflict_fails_hardware_validation() {
 const ACCTS: usize = 8;
 const START: u64 = 1000;
 
+/// The accounts of a bank: `TVar`s, or `TWord`s inline in `TBox`es.
+trait Accounts: Send + Sync + 'static {
+    fn open() -> Self;
+    fn get(&self, tx: &stm::STx<'_>, i: usize) -> StmResult<u64>;
+    fn set(&self, tx: &stm::STx<'_>, i: usize, v: u64) -> StmResult<()>;
+    fn total(&self) -> u64;
+}
+
+impl Accounts for Vec<TVar<u64>> {
+    fn open() -> Self {
+        (0..ACCTS).map(|_| TVar::new(START)).collect()
+    }
+    fn get(&self, tx: &stm::STx<'_>, i: usize) -> StmResult<u64> {
+        tx.read(&self[i])
+    }
+    fn set(&self, tx: &stm::STx<'_>, i: usize, v: u64) -> StmResult<()> {
+        tx.write(&self[i], v)
+    }
+    fn total(&self) -> u64 {
+        self.iter().map(TVar::load).sum()
+    }
+}
+
+/// Two accounts per box.
+type WordPairs = Vec<TBox<[TWord<u64>; 2]>>;
+
+impl Accounts for WordPairs {
+    fn open() -> Self {
+        (0..ACCTS / 2).map(|_| TBox::new([TWord::new(START), TWord::new(START)])).collect()
+    }
+    fn get(&self, tx: &stm::STx<'_>, i: usize) -> StmResult<u64> {
+        tx.read(&self[i / 2].as_ref().word(|p| &p[i % 2]))
+    }
+    fn set(&self, tx: &stm::STx<'_>, i: usize, v: u64) -> StmResult<()> {
+        tx.write(&self[i / 2].as_ref().word(|p| &p[i % 2]), v)
+    }
+    fn total(&self) -> u64 {
+        self.iter().flat_map(|p| p.iter().map(TWord::load)).sum()
+    }
+}
+
+/// [`bank_of`] over `TVar`s.
+fn bank(rts: Vec<Runtime>, per: u64) -> u64 {
+    bank_of::<Vec<TVar<u64>>>(rts, per)
+}
+
 /// Transfers on volatile accounts; `rts[i]` is worker i's runtime, the
 /// auditor runs under the last one. Returns the auditor's bodies that saw
 /// a broken total (zombies: only level 1 with lazy subscription may).
-fn bank(rts: Vec<Runtime>, per: u64) -> u64 {
-    let accts: Arc<Vec<TVar<u64>>> = Arc::new((0..ACCTS).map(|_| TVar::new(START)).collect());
+fn bank_of<A: Accounts>(rts: Vec<Runtime>, per: u64) -> u64 {
+    let accts: Arc<A> = Arc::new(A::open());
     let done = Arc::new(AtomicBool::new(false));
     let audits = Arc::new(AtomicU64::new(0));
     let zombies = Arc::new(AtomicU64::new(0));
@@ -265,7 +312,7 @@ fn bank(rts: Vec<Runtime>, per: u64) -> u64 {
             let total = START * ACCTS as u64;
             while !done.load(Ordering::Acquire) || audits.load(Ordering::Relaxed) == 0 {
                 let s = stm::atomically(|tx| {
-                    let sum = || accts.iter().map(|x| tx.read(x)).sum::<StmResult<u64>>();
+                    let sum = || (0..ACCTS).map(|i| accts.get(tx, i)).sum::<StmResult<u64>>();
                     let mut s = sum()?;
                     if s != total {
                         // a zombie: it must be ended by the runtime (a read
@@ -296,9 +343,9 @@ fn bank(rts: Vec<Runtime>, per: u64) -> u64 {
                     r = r.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                     let (i, j, amt) = ((r >> 33) as usize % ACCTS, (r >> 40) as usize % ACCTS, (r >> 50) % 50);
                     stm::atomically(|tx| {
-                        let x = tx.read(&accts[i])?.min(amt);
-                        tx.write(&accts[i], tx.read(&accts[i])? - x)?;
-                        tx.write(&accts[j], tx.read(&accts[j])? + x)
+                        let x = accts.get(tx, i)?.min(amt);
+                        accts.set(tx, i, accts.get(tx, i)? - x)?;
+                        accts.set(tx, j, accts.get(tx, j)? + x)
                     })
                     .unwrap();
                 }
@@ -329,7 +376,7 @@ fn bank(rts: Vec<Runtime>, per: u64) -> u64 {
     }
     done.store(true, Ordering::Release);
     auditor.join().unwrap();
-    assert_eq!(accts.iter().map(TVar::load).sum::<u64>(), START * ACCTS as u64);
+    assert_eq!(accts.total(), START * ACCTS as u64);
     let z = zombies.load(Ordering::Relaxed);
     println!("bank: {} audits, {hw} hardware commits, {z} zombie bodies", audits.load(Ordering::Relaxed));
     z
@@ -367,6 +414,23 @@ fn coarse_bank_and_mixed_runtimes() {
         bank(vec![Runtime::Fine, Runtime::FineHtm, Runtime::Hybrid, Runtime::Coarse], 1500);
         use Runtime::{Coarse, Fine, FineHtm, Hybrid};
         bank(vec![Coarse, Hybrid, Coarse, FineHtm, Fine, Hybrid, Coarse, Hybrid], 500);
+    });
+}
+
+/// The bank over `TWord`s inline in `TBox`es (two accounts per box): every
+/// runtime, alone and mixed (level 1 reads them in hardware, `Coarse`
+/// validates them by value).
+#[test]
+fn word_bank_under_each_runtime() {
+    let _g = setup();
+    bounded("word bank", || {
+        runtime::set_policy(HtmPolicy::default());
+        use Runtime::{Coarse, Fine, FineHtm, Hybrid};
+        for rts in [vec![Fine; 4], vec![FineHtm; 4], vec![Coarse; 4], vec![Fine, Coarse, FineHtm, Hybrid]] {
+            assert_eq!(bank_of::<WordPairs>(rts, 1000), 0, "a software body saw a broken total");
+        }
+        bank_of::<WordPairs>(vec![Hybrid; 4], 1000);
+        bank_of::<WordPairs>(vec![Coarse, Hybrid, Coarse, FineHtm, Fine, Hybrid, Coarse, Hybrid], 400);
     });
 }
 

@@ -181,27 +181,13 @@ fn read_only_audits<B: Balance>(bugs: &'static [&'static str], per_writer: u64, 
                 let vars = vars.clone();
                 let (stop, torn, audits, lean) = (&stop, &torn, &audits, &lean);
                 s.spawn(move || {
-                    for b in bugs {
-                        engram::failpoint::plant(b);
-                    }
-                    engram::failpoint::plant("stm.ro_slow_read");
-                    engram::failpoint::stretch_reads(true);
-                    while !stop.load(Ordering::Acquire) {
-                        let got = atomically_read(|tx| {
+                    common::Audit { stop, seen: audits, torn, until_torn }.run(bugs, want, || {
+                        atomically_read(|tx| {
                             lean.fetch_add(tx.is_lean() as u64, Ordering::Relaxed);
                             total(tx, &vars)
                         })
-                        .unwrap();
-                        audits.fetch_add(1, Ordering::Relaxed);
-                        if got != want {
-                            torn.fetch_add(1, Ordering::Relaxed);
-                            if until_torn {
-                                stop.store(true, Ordering::Release);
-                            }
-                        }
-                    }
-                    engram::failpoint::disarm_all();
-                    engram::failpoint::stretch_reads(false);
+                        .unwrap()
+                    })
                 })
             })
             .collect();

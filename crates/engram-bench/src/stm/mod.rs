@@ -17,7 +17,8 @@
 //!   no fence — the volatile-STM peer of the paper's comparison ("the same
 //!   code without persistence"; `report.rs` says exactly what it keeps);
 //! - **TVar tree** (`tvar`): the red-black tree over volatile
-//!   [`engram::stm::TVar`]s in an arena ([`tvar_rbtree`]) — a fully
+//!   transactional words, each node one [`engram::stm::TBox`] of
+//!   [`engram::stm::TWord`]s ([`tvar_rbtree`]) — a fully
 //!   volatile peer, no pool at all; for the treap and the HAMT, the
 //!   `vcollections` ones with one `TVar` per node field ([`tvar_vmap`]);
 //! - **PMDK** (`pmdk`): libpmemobj red-black tree and hash table in C

@@ -484,11 +484,13 @@ paper's baseline is GHC's `TVar` STM, which has no log at all).
 - **The TVar tree** is the fully volatile peer: the same red-black-tree steps over \
 `engram::stm::TVar` cells run by `engram::stm::atomically` (lookups by \
 `engram::stm::atomically_read`, the read-only path; since stm14l a link is the node's \
-address in the tree's arena, as TinySTM's tree holds a pointer) — no pool, no log, no \
+address, as TinySTM's tree holds a pointer; since stm14tv each node is one \
+allocation, an `engram::stm::TBox` of six `engram::stm::TWord`s, lock word and value \
+word inline, so a field read is on the node's own line) — no pool, no log, no \
 copies; for the treap and the HAMT, `engram::stm::vcollections` with one `TVar` \
 per node field (lookups by `atomically_read` too since stm14l). A `TVar` is a heap object of its own (since stm14tv2 a 16-byte cell: \
 lock word, then the value inline or a pointer to an immutable `Arc`): a read takes \
-no lock and no count, but costs one more cache line than a PSTM read of a field \
+no lock and no count, but costs one more cache line than a read of a field \
 embedded in a node, and cloning a link value (`Option<Arc<Node>>` in the treap and \
 HAMT) writes the node's reference count. Compare it with the no-flush tree as two \
 different volatile designs, not as an upper bound.

@@ -4,71 +4,81 @@
 //! [`engram::stm::atomically`] (lookups: [`engram::stm::atomically_read`],
 //! the read-only path) — no pool, no redo log, no flush.
 //!
-//! Layout: nodes live in an arena of fixed chunks, each node six
-//! `TVar<u64>` fields (key, value, left, right, parent, red). A link is a
-//! `Link`: the node's address in the arena (as TinySTM's tree holds a
-//! node pointer), 0 for null, so following one is a load, not an arena
-//! lookup. Nodes are handed out by a bump counter and chunks are made on
-//! first use, so a node's variables never move or die while the tree
-//! exists.
+//! Layout: each node is one allocation, a [`TBox`] of six transactional
+//! words ([`TWord`]: lock word and value word, inline), key, left and
+//! right first (the fields a lookup reads). A link is a `Link`: the node's
+//! address (as TinySTM's tree holds a node pointer), 0 for null, so
+//! following one is a load, and a field read is the node's own lock word
+//! and value word: no handle, no cell of its own, no arena lookup. The
+//! arena keeps every node's box until the tree is dropped, so a node's
+//! words never move or die while the tree exists.
 //!
 //! Recycling: a node a delete unlinks goes, after that transaction commits,
 //! to the deleting thread's free list, and a later insert of that thread
 //! reuses it, writing all its fields in the inserting transaction. That is
-//! safe without any reclamation scheme because variables are never freed:
+//! safe without any reclamation scheme because nodes are never freed:
 //! a transaction that still reaches the old node sees fields newer than its
 //! snapshot, fails to extend it (the link it followed changed), and runs
-//! again — the STM's own validation. Keys are therefore variables too.
+//! again — the STM's own validation. Keys are therefore words too.
 //!
 //! Keeps true: the same invariants as `RbTree` ([`TVarRbTree::contents`]
 //! checks order, parent links, colours and black heights); an insert that
 //! does not link its spare node gives it back to the free list; every
 //! `Link` is null or the address of a node of the tree's arena (the
 //! `link` module: a `Link` is made only by the arena or read from a
-//! `LinkVar`, and a `LinkVar` only ever holds `Link`s).
+//! link word, which only ever holds `Link`s).
 
-use std::sync::OnceLock;
-
-use engram::stm::{atomically, atomically_read, ReadTx, STx, StmError, StmResult, TVar};
+use engram::stm::{atomically, atomically_read, ReadTx, STx, StmError, StmResult, TWord};
 
 use super::workload::{BenchError, Contents, Op, TxMap};
-use link::{Arena, Link, LinkVar, NIL};
+use link::{Arena, Link, NIL};
 
-/// Nodes per arena chunk.
-const CHUNK: usize = 4096;
-/// Chunks at most (4 Mi nodes).
-const MAX_CHUNKS: usize = 1024;
-
+/// A node: six words in one allocation (a `TBox`).
 struct Node {
-    key: TVar<u64>,
-    value: TVar<u64>,
-    left: LinkVar,
-    right: LinkVar,
-    parent: LinkVar,
-    red: TVar<u64>,
+    key: TWord<u64>,
+    left: TWord<u64>,
+    right: TWord<u64>,
+    value: TWord<u64>,
+    parent: TWord<u64>,
+    red: TWord<u64>,
 }
 
 impl Node {
     fn new() -> Self {
         Node {
-            key: TVar::new(0),
-            value: TVar::new(0),
-            left: LinkVar::nil(),
-            right: LinkVar::nil(),
-            parent: LinkVar::nil(),
-            red: TVar::new(0),
+            key: TWord::new(0),
+            left: TWord::new(NIL.bits()),
+            right: TWord::new(NIL.bits()),
+            value: TWord::new(0),
+            parent: TWord::new(NIL.bits()),
+            red: TWord::new(0),
         }
     }
 }
 
+/// Which word of a node a link field is.
+#[derive(Clone, Copy)]
+enum LinkField {
+    Left,
+    Right,
+    Parent,
+}
+
+/// Which plain word of a node.
+#[derive(Clone, Copy)]
+enum Field {
+    Key,
+    Value,
+    Red,
+}
+
 /// Node addresses: the only place a [`Link`] is made or followed.
 mod link {
-    use super::{BenchError, Node, OnceLock, CHUNK, MAX_CHUNKS};
-    use engram::stm::{ReadTx, STx, StmResult, TVar};
-    use std::sync::atomic::{AtomicU64, Ordering};
+    use super::{BenchError, Field, LinkField, Node};
+    use engram::stm::{ReadTx, STx, StmResult, TBox, TRef, TWordRef};
 
     /// A node of one tree's arena, by address (0: none). Made only by
-    /// [`Arena::fresh`] and [`LinkVar::get`], so it is always null or a
+    /// [`Arena::fresh`] and [`Arena::link`], so it is always null or a
     /// node of the arena that made it.
     #[derive(Clone, Copy, PartialEq, Eq, Debug)]
     pub struct Link(u64);
@@ -76,67 +86,104 @@ mod link {
     /// The null link.
     pub const NIL: Link = Link(0);
 
-    /// A transactional link field: a `TVar<u64>` that holds only [`Link`]s.
-    pub struct LinkVar(TVar<u64>);
-
-    impl LinkVar {
-        pub fn nil() -> Self {
-            LinkVar(TVar::new(NIL.0))
-        }
-        #[inline]
-        pub fn get<T: ReadTx>(&self, tx: &T) -> StmResult<Link> {
-            tx.get(&self.0).map(Link)
-        }
-        #[inline]
-        pub fn set(&self, tx: &STx<'_>, l: Link) -> StmResult<()> {
-            tx.write(&self.0, l.0)
+    impl Link {
+        /// What a link word holds for this link.
+        pub const fn bits(self) -> u64 {
+            self.0
         }
     }
 
-    /// The nodes, in chunks made on first use and never moved or freed
-    /// before the arena (the tree) is dropped.
+    /// The nodes, each boxed, kept until the arena (the tree) is dropped.
     pub struct Arena {
-        chunks: Box<[OnceLock<Box<[Node]>>]>,
-        next: AtomicU64,
+        nodes: std::sync::Mutex<Vec<TBox<Node>>>,
         /// What the null link stands for if followed (never, by the
         /// tree's algorithms; this keeps [`Arena::node`] total).
-        nil: Node,
+        nil: TBox<Node>,
     }
 
     impl Arena {
         pub fn new() -> Self {
-            Arena { chunks: (0..MAX_CHUNKS).map(|_| OnceLock::new()).collect(), next: AtomicU64::new(0), nil: Node::new() }
+            Arena { nodes: std::sync::Mutex::new(Vec::new()), nil: TBox::new(Node::new()) }
         }
 
         /// A node never handed out before.
         pub fn fresh(&self) -> Result<Link, BenchError> {
-            let i = self.next.fetch_add(1, Ordering::Relaxed) as usize;
-            if i >= CHUNK * MAX_CHUNKS {
-                return Err(BenchError::Invalid(format!("the TVar tree ran out of its {} node slots", CHUNK * MAX_CHUNKS)));
-            }
-            let chunk = self.chunks[i / CHUNK].get_or_init(|| (0..CHUNK).map(|_| Node::new()).collect());
-            Ok(Link(&chunk[i % CHUNK] as *const Node as u64))
+            let b = TBox::new(Node::new());
+            let l = Link(b.as_ptr() as u64);
+            self.nodes.lock().map_err(|_| BenchError::Invalid("the TVar tree's arena lock is poisoned".into()))?.push(b);
+            Ok(l)
         }
 
         /// The node `l` names.
         #[inline(always)]
-        pub fn node(&self, l: Link) -> &Node {
+        pub fn node(&self, l: Link) -> TRef<'_, Node> {
             if l == NIL {
-                return &self.nil;
+                return self.nil.as_ref();
             }
-            // SAFETY: a non-null `Link` is the address of a node in a chunk
-            // of this arena (made by `fresh`, or read from a `LinkVar`, which
-            // holds only such links; links never cross trees), and chunks
-            // are neither moved nor freed before the arena, which `&self`
+            // SAFETY: a non-null `Link` is the address of a node boxed by
+            // this arena (made by `fresh`, or read from a link word, which
+            // holds only such links; links never cross trees), and the
+            // arena keeps every box until it is dropped, which `&self`
             // borrows.
-            unsafe { &*(l.0 as *const Node) }
+            unsafe { TRef::from_raw(l.0 as *const Node) }
+        }
+
+        /// Word `f` of node `n`.
+        #[inline(always)]
+        pub fn word(&self, n: Link, f: Field) -> TWordRef<'_, u64> {
+            let r = self.node(n);
+            match f {
+                Field::Key => r.word(|s| &s.key),
+                Field::Value => r.word(|s| &s.value),
+                Field::Red => r.word(|s| &s.red),
+            }
+        }
+
+        /// Link word `f` of node `n` (it holds only [`Link`]s).
+        #[inline(always)]
+        fn link_word(&self, n: Link, f: LinkField) -> TWordRef<'_, u64> {
+            let r = self.node(n);
+            match f {
+                LinkField::Left => r.word(|s| &s.left),
+                LinkField::Right => r.word(|s| &s.right),
+                LinkField::Parent => r.word(|s| &s.parent),
+            }
+        }
+
+        /// The link in word `f` of node `n`.
+        #[inline(always)]
+        pub fn link<T: ReadTx>(&self, tx: &T, n: Link, f: LinkField) -> StmResult<Link> {
+            tx.get(&self.link_word(n, f)).map(Link)
+        }
+
+        /// Sets word `f` of node `n` to `l`.
+        #[inline(always)]
+        pub fn set_link(&self, tx: &STx<'_>, n: Link, f: LinkField, l: Link) -> StmResult<()> {
+            tx.write(&self.link_word(n, f), l.0)
+        }
+    }
+
+    /// The tree's root link (a word of its own box, holding only `Link`s).
+    pub struct Top(TBox<engram::stm::TWord<u64>>);
+
+    impl Top {
+        pub fn nil() -> Self {
+            Top(TBox::new(engram::stm::TWord::new(NIL.0)))
+        }
+        #[inline]
+        pub fn get<T: ReadTx>(&self, tx: &T) -> StmResult<Link> {
+            tx.get(&self.0.as_ref().word(|w| w)).map(Link)
+        }
+        #[inline]
+        pub fn set(&self, tx: &STx<'_>, l: Link) -> StmResult<()> {
+            tx.write(&self.0.as_ref().word(|w| w), l.0)
         }
     }
 }
 
 /// A red-black tree from u64 to u64 over volatile TVars.
 pub struct TVarRbTree {
-    top: LinkVar,
+    top: link::Top,
     arena: Arena,
 }
 
@@ -147,6 +194,14 @@ enum Dir {
 }
 
 impl Dir {
+    #[inline(always)]
+    fn field(self) -> LinkField {
+        match self {
+            Dir::Left => LinkField::Left,
+            Dir::Right => LinkField::Right,
+        }
+    }
+
     fn flip(self) -> Dir {
         match self {
             Dir::Left => Dir::Right,
@@ -168,46 +223,47 @@ impl Default for TVarRbTree {
 impl TVarRbTree {
     /// An empty tree.
     pub fn new() -> Self {
-        TVarRbTree { top: LinkVar::nil(), arena: Arena::new() }
+        TVarRbTree { top: link::Top::nil(), arena: Arena::new() }
     }
 
     #[inline(always)]
-    fn node(&self, n: Link) -> &Node {
-        self.arena.node(n)
+    fn read<T: ReadTx>(&self, tx: &T, n: Link, f: Field) -> StmResult<u64> {
+        tx.get(&self.arena.word(n, f))
     }
 
+    #[inline(always)]
+    fn write(&self, tx: &STx<'_>, n: Link, f: Field, v: u64) -> StmResult<()> {
+        tx.write(&self.arena.word(n, f), v)
+    }
+
+    #[inline(always)]
     fn key<T: ReadTx>(&self, tx: &T, n: Link) -> StmResult<u64> {
-        tx.get(&self.node(n).key)
+        self.read(tx, n, Field::Key)
     }
 
+    #[inline(always)]
     fn child<T: ReadTx>(&self, tx: &T, n: Link, d: Dir) -> StmResult<Link> {
-        match d {
-            Dir::Left => self.node(n).left.get(tx),
-            Dir::Right => self.node(n).right.get(tx),
-        }
+        self.arena.link(tx, n, d.field())
     }
 
     fn set_child(&self, tx: &STx<'_>, n: Link, d: Dir, c: Link) -> StmResult<()> {
-        match d {
-            Dir::Left => self.node(n).left.set(tx, c),
-            Dir::Right => self.node(n).right.set(tx, c),
-        }
+        self.arena.set_link(tx, n, d.field(), c)
     }
 
     fn parent(&self, tx: &STx<'_>, n: Link) -> StmResult<Link> {
-        self.node(n).parent.get(tx)
+        self.arena.link(tx, n, LinkField::Parent)
     }
 
     fn set_parent(&self, tx: &STx<'_>, n: Link, p: Link) -> StmResult<()> {
-        self.node(n).parent.set(tx, p)
+        self.arena.set_link(tx, n, LinkField::Parent, p)
     }
 
     fn is_red(&self, tx: &STx<'_>, n: Link) -> StmResult<bool> {
-        Ok(n != NIL && tx.read(&self.node(n).red)? != 0)
+        Ok(n != NIL && self.read(tx, n, Field::Red)? != 0)
     }
 
     fn set_red(&self, tx: &STx<'_>, n: Link, red: bool) -> StmResult<()> {
-        tx.write(&self.node(n).red, red as u64)
+        self.write(tx, n, Field::Red, red as u64)
     }
 
     fn side(&self, tx: &STx<'_>, p: Link, n: Link) -> StmResult<Dir> {
@@ -254,7 +310,7 @@ impl TVarRbTree {
         if n == NIL {
             return Ok(None);
         }
-        tx.get(&self.node(n).value).map(Some)
+        self.read(tx, n, Field::Value).map(Some)
     }
 
     /// Sets the key's value, linking node `spare` if the key is new;
@@ -266,7 +322,7 @@ impl TVarRbTree {
                 std::cmp::Ordering::Less => Dir::Left,
                 std::cmp::Ordering::Greater => Dir::Right,
                 std::cmp::Ordering::Equal => {
-                    tx.write(&self.node(cur).value, value)?;
+                    self.write(tx, cur, Field::Value, value)?;
                     return Ok(false);
                 }
             };
@@ -274,13 +330,12 @@ impl TVarRbTree {
             cur = self.child(tx, cur, d)?;
         }
         let z = spare;
-        let n = self.node(z);
-        tx.write(&n.key, key)?;
-        tx.write(&n.value, value)?;
-        n.left.set(tx, NIL)?;
-        n.right.set(tx, NIL)?;
-        n.parent.set(tx, parent)?;
-        tx.write(&n.red, 1)?;
+        self.write(tx, z, Field::Key, key)?;
+        self.write(tx, z, Field::Value, value)?;
+        self.set_child(tx, z, Dir::Left, NIL)?;
+        self.set_child(tx, z, Dir::Right, NIL)?;
+        self.set_parent(tx, z, parent)?;
+        self.write(tx, z, Field::Red, 1)?;
         if parent == NIL {
             self.top.set(tx, z)?;
         } else {
@@ -429,12 +484,12 @@ impl TVarRbTree {
         if !ordered || self.parent(tx, n)? != parent || depth > 128 {
             return Err(broken(format!("TVar tree node {n:?}: out of order, wrong parent, or too deep")));
         }
-        let red = tx.read(&self.node(n).red)?;
+        let red = self.read(tx, n, Field::Red)?;
         let (l, r) = (self.child(tx, n, Dir::Left)?, self.child(tx, n, Dir::Right)?);
         if red > 1 || (red == 1 && (self.is_red(tx, l)? || self.is_red(tx, r)?)) {
             return Err(broken(format!("TVar tree node {n:?}: colour {red}, or a red node with a red child")));
         }
-        c.add(k, tx.read(&self.node(n).value)?);
+        c.add(k, self.read(tx, n, Field::Value)?);
         let bl = self.check_node(tx, l, n, (bounds.0, Some(k)), depth + 1, c)?;
         let br = self.check_node(tx, r, n, (Some(k), bounds.1), depth + 1, c)?;
         if bl != br {

@@ -28,6 +28,9 @@
 //!   inline in an ordinary struct shared as an `Arc`; `#[derive(TStruct)]`
 //!   writes its accessors. [`vcollections`]: red-black tree, HAMT and treap
 //!   on the volatile STM, each over one `TVar` per field or embedded fields.
+//! - [`TWord`]: a transactional word (integers, `bool`, `char`) inline in a
+//!   volatile struct boxed as a [`TBox`], one allocation per node and a
+//!   field read on the node's own line (lock word, value word, re-check).
 //! - [`runtime`]: selectable TM runtimes (fine-grain STM, or Fine HTM: the
 //!   commit locks its write set and validates its reads in one hardware
 //!   transaction), per thread or process-wide, interface unchanged.
@@ -43,6 +46,7 @@ pub(crate) mod redo;
 pub mod runtime;
 pub mod tfield;
 mod tvar;
+pub mod tword;
 mod vars;
 pub mod vcollections;
 pub mod wait;
@@ -67,6 +71,7 @@ pub use persist::{CopyCx, POption, PPair, PSlice, PStr, Persist};
 pub use redo::StmRecovery;
 pub use tfield::{TCell, TField};
 pub use tvar::TVar;
+pub use tword::{TBox, TRef, TWord, TWordRef, WordValue};
 pub use vars::{
     field_at, field_of, BoxCell, FieldKind, FieldRef, Immutable, ImmutableRef, Mutable, PTField, PTVar, ReadVar, TFields, Var, VarCell,
     PTVAR_MAX_VALUE,

@@ -1,5 +1,6 @@
-//! Helpers shared by the integration tests: unique pool paths on tmpfs, and
-//! a watchdog that turns a hang into a failure.
+//! Helpers shared by the integration tests: unique pool paths on tmpfs, a
+//! watchdog that turns a hang into a failure, and the read-only auditors'
+//! loop of the volatile STM stress tests.
 #![allow(dead_code)]
 
 use std::path::PathBuf;
@@ -39,5 +40,40 @@ pub fn bounded<R: Send + 'static>(what: &str, bound: std::time::Duration, f: imp
             panic!("{what}: not finished after {bound:?} (deadlock, lost wake-up or starvation)")
         }
         _ => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+    }
+}
+
+/// What a read-only auditor thread shares with its test: `stop` (set by
+/// the test, or by the first torn total if `until_torn`), and the counts
+/// of audits and of totals other than the one expected.
+pub struct Audit<'a> {
+    pub stop: &'a std::sync::atomic::AtomicBool,
+    pub seen: &'a std::sync::atomic::AtomicU64,
+    pub torn: &'a std::sync::atomic::AtomicU64,
+    pub until_torn: bool,
+}
+
+impl Audit<'_> {
+    /// An auditor's loop: `bugs` planted on this thread, every read
+    /// widened (`stm.ro_slow_read`, `stretch_reads`), `total` run until
+    /// `stop` and compared with `want`; the thread's plants removed after.
+    pub fn run(&self, bugs: &[&str], want: u64, mut total: impl FnMut() -> u64) {
+        for b in bugs {
+            engram::failpoint::plant(b);
+        }
+        engram::failpoint::plant("stm.ro_slow_read");
+        engram::failpoint::stretch_reads(true);
+        while !self.stop.load(Ordering::Acquire) {
+            let got = total();
+            self.seen.fetch_add(1, Ordering::Relaxed);
+            if got != want {
+                self.torn.fetch_add(1, Ordering::Relaxed);
+                if self.until_torn {
+                    self.stop.store(true, Ordering::Release);
+                }
+            }
+        }
+        engram::failpoint::disarm_all();
+        engram::failpoint::stretch_reads(false);
     }
 }

@@ -103,7 +103,7 @@ impl STx<'_> {
     /// Whether the write set has pool variables, and volatile ones.
     fn domains_written(&self) -> (bool, bool) {
         let st = self.st.borrow();
-        let v = st.writes.iter().filter(|w| matches!(w.kind, Kind::V { .. })).count();
+        let v = st.writes.iter().filter(|w| w.kind.is_volatile()).count();
         (v < st.writes.len(), v > 0)
     }
 
@@ -175,8 +175,9 @@ impl STx<'_> {
         let mut st = self.st.borrow_mut();
         for i in 0..st.writes.len() {
             let e = if matches!(st.writes[i].kind, Kind::P { .. }) { epoch } else { 0 };
-            // SAFETY: a write-set word: a pool cell checked by write_cell, or
-            // a TVar whose Arc the write holds (`Kind::V::cell`).
+            // SAFETY: a write-set word: a pool cell checked by write_cell, a
+            // TVar whose Arc the write holds (`Kind::V::cell`), or a `TWord`
+            // alive while the attempt is pinned (`Kind::W`).
             let w = unsafe { word_at(st.writes[i].word) };
             let cur = if plain { runtime::word_load(via, w) } else { w.load(Ordering::Acquire) };
             let ok = !word::is_locked(cur, e)
@@ -350,6 +351,16 @@ impl STx<'_> {
                     runtime::word_store(via, cell.word(), new_word_v);
                     crate::failpoint::apply_gap();
                 }
+                Kind::W { bits } => {
+                    // The value word, then the lock word unlocked with the
+                    // new version (a `TWord`, `tword.rs`).
+                    // SAFETY: a `TWord`'s lock word, its value word at +8;
+                    // alive while this attempt is pinned (`write_word`).
+                    unsafe { word_at(w.word + 8) }.store(*bits, Ordering::Release);
+                    // SAFETY: as above.
+                    runtime::word_store(via, unsafe { word_at(w.word) }, new_word_v);
+                    crate::failpoint::apply_gap();
+                }
                 // SAFETY: the cell's lock word (checked by write_cell).
                 Kind::P { .. } => runtime::word_store(via, unsafe { word_at(w.word) }, w.old),
             }
@@ -361,7 +372,7 @@ impl STx<'_> {
             wait::wake(&d.waiters, st.writes.iter().filter(|w| matches!(w.kind, Kind::P { value: Some(_), .. })).map(|w| w.word));
         }
         if wv.v != 0 {
-            wait::wake(&VOLATILE.waiters, st.writes.iter().filter(|w| matches!(w.kind, Kind::V { .. })).map(|w| w.word));
+            wait::wake(&VOLATILE.waiters, st.writes.iter().filter(|w| w.kind.is_volatile()).map(|w| w.word));
         }
         crate::failpoint::Failpoint::StmAfterApply.hit();
     }

@@ -48,7 +48,7 @@
 use super::coarse;
 use super::commit::Stamps;
 use super::domain::VOLATILE;
-use super::tx::{Kind, STx};
+use super::tx::STx;
 use super::{word_at, StmError, StmResult};
 use crate::error::Error;
 use crate::htm::abort::code;
@@ -163,11 +163,12 @@ impl STx<'_> {
         {
             let mut st = self.st.borrow_mut();
             for i in 0..st.writes.len() {
-                if !matches!(st.writes[i].kind, Kind::V { .. }) {
+                if !st.writes[i].kind.is_volatile() {
                     let a = t.abort(code::USER);
                     return Err(self.hw_failed(a));
                 }
-                // SAFETY: a write-set word: a TVar whose Arc the write holds.
+                // SAFETY: a write-set word: a TVar whose Arc the write holds,
+                // or a `TWord` alive while the attempt is pinned.
                 let w = unsafe { word_at(st.writes[i].word) };
                 let cur = t.load(w).map_err(|a| self.hw_failed(a))?;
                 if word::is_locked(cur, 0) {

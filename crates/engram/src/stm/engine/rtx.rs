@@ -279,6 +279,41 @@ impl<'t> RTx<'t> {
         Ok(unsafe { v.value_of(b, g) })
     }
 
+    /// Reads a `TWord` (`tword.rs`), its value word's bits. In a
+    /// volatile-only attempt: the seqlock read against the volatile clock's
+    /// snapshot, no pin (the bits are the value; the word's box is borrowed
+    /// for the read). A pool's lean attempt ends for the full path, as for
+    /// a `TVar`; on the full path the `STx`'s read.
+    #[inline]
+    pub(crate) fn read_word<T: crate::stm::WordValue>(&self, r: &crate::stm::TWordRef<'_, T>) -> StmResult<u64> {
+        if !matches!(self.via, Via::Volatile) {
+            // (The handle's parts in registers, so the lean loop stores
+            // nothing for this path.)
+            let (w, owner, keep) = r.parts();
+            return self.read_word_elsewhere(w, owner, keep);
+        }
+        let c = r.cell();
+        let mut b = 0u64;
+        self.stable_word(&c.word, || b = c.bits())?;
+        Ok(b)
+    }
+
+    /// [`RTx::read_word`] off the volatile lean path, out of line; the
+    /// word's handle in parts ([`crate::stm::TWordRef::parts`]).
+    #[cold]
+    #[inline(never)]
+    fn read_word_elsewhere<T: crate::stm::WordValue>(
+        &self,
+        w: &crate::stm::TWord<T>,
+        owner: *const (),
+        keep: crate::stm::tword::Keep,
+    ) -> StmResult<u64> {
+        match self.via {
+            Via::Full(tx) => tx.read_word(&crate::stm::TWordRef::from_parts(w, owner, keep)),
+            _ => Err(StmError::Retry),
+        }
+    }
+
     /// Reads an embedded volatile field (`TField`, `tfield.rs`): its lock
     /// word `word`, its value by `load`. In a volatile-only attempt the
     /// seqlock read against the volatile clock's snapshot (no read set, so

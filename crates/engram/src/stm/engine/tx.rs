@@ -95,6 +95,17 @@ pub(super) enum Kind {
     P { off: u64, value: Option<Bytes>, pending: Option<Box<dyn Pending>>, boxed: bool },
     /// A volatile TVar.
     V { cell: Arc<dyn VCell>, value: Box<dyn Any + Send + Sync> },
+    /// A volatile `TWord` (`tword.rs`): the value word to install, at
+    /// `word + 8`. No count: the attempt is pinned ([`STx::write_word`]).
+    W { bits: u64 },
+}
+
+impl Kind {
+    /// Whether this writes a volatile variable (the volatile domain's).
+    #[inline]
+    pub(super) fn is_volatile(&self) -> bool {
+        !matches!(self, Kind::P { .. })
+    }
 }
 
 pub(super) struct Write {
@@ -308,7 +319,7 @@ impl<'p> STx<'p> {
 
     /// Whether this attempt read or wrote a volatile variable.
     pub(super) fn touched_volatile(&self) -> bool {
-        self.read_v.get() || self.st.borrow().writes.iter().any(|w| matches!(w.kind, Kind::V { .. }))
+        self.read_v.get() || self.st.borrow().writes.iter().any(|w| w.kind.is_volatile())
     }
 
     /// The pool this transaction runs on (hook for `crate::lazy`).
@@ -580,7 +591,7 @@ impl<'p> STx<'p> {
                 *value = Some(b);
                 Ok(Some(b))
             }
-            Kind::V { .. } => Err(StmError::Failed(Error::invalid("a volatile TVar was read as a persistent cell"))),
+            Kind::V { .. } | Kind::W { .. } => Err(StmError::Failed(Error::invalid("a volatile variable was read as a persistent cell"))),
         }
     }
 
@@ -843,15 +854,71 @@ impl<'p> STx<'p> {
             // (pinned before the hardware transaction began) is pinned.
             return self.read_hw(&v.word, || unsafe { v.value_of(v.bits(), g) });
         }
+        let b = self.read_bits(&v.word, || v.bits(), || v.clone() as Arc<dyn Any + Send + Sync>)?;
+        // SAFETY: `b` was loaded from `v` while `g` is pinned (above).
+        Ok(unsafe { v.value_of(b, g) })
+    }
+
+    /// The seqlock read of a volatile variable's lock word `word` around
+    /// `load` (its value word), recorded in the read set as a bare word:
+    /// the caller pinned the attempt first, and the variable's release is
+    /// deferred past it. Only a keeping attempt (on its way to a `retry`'s
+    /// unpinned wait) takes a count, `keep`.
+    #[inline]
+    fn read_bits(&self, word: &AtomicU64, load: impl Fn() -> u64, keep: impl FnOnce() -> Arc<dyn Any + Send + Sync>) -> StmResult<u64> {
         let mut b = 0u64;
-        self.read_versioned_v(w, || b = v.bits())?;
+        self.read_versioned_v(word as *const AtomicU64 as usize, || b = load())?;
         if self.keeping {
-            self.st.borrow_mut().keep.push(v.clone());
+            self.st.borrow_mut().keep.push(keep());
         } else if self.rec.get() {
             self.unkept.set(true);
         }
-        // SAFETY: `b` was loaded from `v` while `g` is pinned (above).
-        Ok(unsafe { v.value_of(b, g) })
+        Ok(b)
+    }
+
+    /// Reads a `TWord` (`tword.rs`): its buffered write if any, else, with
+    /// the attempt pinned, the seqlock read of its lock word around its
+    /// value word (the bits returned). Under `Coarse` the bits read are
+    /// recorded for validation by value, as a plain pool value's are.
+    #[inline]
+    pub(crate) fn read_word<T: crate::stm::WordValue>(&self, r: &crate::stm::TWordRef<'_, T>) -> StmResult<u64> {
+        let c = r.cell();
+        let w = &c.word as *const AtomicU64 as usize;
+        if let Some(b) = self.own_word(w) {
+            return Ok(b);
+        }
+        self.pin();
+        if self.in_hw() {
+            return self.read_hw(&c.word, || c.bits());
+        }
+        let b = self.read_bits(&c.word, || c.bits(), || r.keep())?;
+        if self.by_value && self.rec.get() {
+            self.saw_bytes::<u64>(&[b]);
+        }
+        Ok(b)
+    }
+
+    /// This attempt's buffered write of the `TWord` whose lock word is `w`.
+    #[inline]
+    fn own_word(&self, w: usize) -> Option<u64> {
+        let st = self.st.borrow();
+        if st.writes.is_empty() {
+            return None;
+        }
+        match &st.writes[self.find(&st, w)?].kind {
+            Kind::W { bits } => Some(*bits),
+            _ => None,
+        }
+    }
+
+    /// Buffers a write of the value word `bits` to the `TWord` whose lock
+    /// word is `word`. The attempt is pinned first: the word's box is
+    /// released only after it (`tword.rs`, 3), so the write set keeps the
+    /// bare address until commit.
+    #[inline]
+    pub(crate) fn write_word(&self, word: &AtomicU64, bits: u64) {
+        self.pin();
+        self.put(word as *const AtomicU64 as usize, Kind::W { bits });
     }
 
     /// This attempt's buffered write of the volatile word `w`, if any.
@@ -863,7 +930,7 @@ impl<'p> STx<'p> {
         }
         match &st.writes[self.find(&st, w)?].kind {
             Kind::V { value, .. } => value.downcast_ref::<Arc<T>>().map(|a| (**a).clone()),
-            Kind::P { .. } => None,
+            Kind::P { .. } | Kind::W { .. } => None,
         }
     }
 
