@@ -552,6 +552,7 @@ impl Persister {
     /// commit's deferred generation bumps (`bumps.rs`) and the lines of new
     /// objects that committed regions left unflushed (`fresh.rs`) are
     /// written back before it and retired once it has completed.
+    #[inline]
     fn fence_with_riders(&self, what: &'static str) -> Result<()> {
         // Only a pending pair builds (and returns) the list of what was
         // flushed: the bits stay set once a region committed by record, and
@@ -572,7 +573,7 @@ impl Persister {
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     fn fence_only(&self, what: &'static str) -> Result<()> {
         match self.mode {
             Durability::Pmem => {
