@@ -196,6 +196,9 @@ mod tests {
         let f = b.flush(|_| {});
         b.retire(f);
         assert!(!b.pending() && !b.is_pending(3));
+        // The bits stay set; `pending` (what every fence asks first) still
+        // finds nothing to write back.
+        assert!(b.any());
     }
 
     /// Case 2 of the design review, many threads: owners bump their slots
