@@ -401,6 +401,11 @@ impl Persister {
         if len == 0 || self.mode == Durability::Process {
             return;
         }
+        // Pmem mode, the one that runs hot, without a call.
+        if self.mode == Durability::Pmem {
+            self.flush_lines(addr as usize, len);
+            return;
+        }
         // SAFETY: the caller's contract is flush's.
         unsafe { self.flush_by_mode(addr, len) }
     }
@@ -433,6 +438,7 @@ impl Persister {
         }
     }
 
+    #[inline]
     fn flush_lines(&self, addr: usize, len: usize) {
         let mut line = addr & !(CACHE_LINE - 1);
         let end = addr + len;
@@ -546,10 +552,18 @@ impl Persister {
     /// commit's deferred generation bumps (`bumps.rs`) and the lines of new
     /// objects that committed regions left unflushed (`fresh.rs`) are
     /// written back before it and retired once it has completed.
+    #[inline]
     fn fence_with_riders(&self, what: &'static str) -> Result<()> {
-        // SAFETY: a pending word is a log slot's generation word, inside the
-        // pool's metadata, which stays mapped while the pool is open.
-        let bumps = self.bumps.flush(|addr| unsafe { self.flush_named(addr as *const u8, 8, crate::fences::PENDING_BUMP) });
+        // Only a pending pair builds (and returns) the list of what was
+        // flushed: the bits stay set once a region committed by record, and
+        // the list is 136 bytes to build, copy and retire (`bumps.rs`).
+        let bumps = if self.bumps.pending() {
+            // SAFETY: a pending word is a log slot's generation word, inside
+            // the pool's metadata, which stays mapped while the pool is open.
+            self.bumps.flush(|addr| unsafe { self.flush_named(addr as *const u8, 8, crate::fences::PENDING_BUMP) })
+        } else {
+            None
+        };
         let fresh = self.flush_fresh();
         self.fence_only(what)?;
         self.bumps.retire(bumps);
@@ -559,6 +573,7 @@ impl Persister {
         Ok(())
     }
 
+    #[inline(always)]
     fn fence_only(&self, what: &'static str) -> Result<()> {
         match self.mode {
             Durability::Pmem => {

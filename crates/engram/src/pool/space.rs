@@ -177,6 +177,7 @@ impl Space {
     /// Flushes `len` bytes at pool offset `off` (durable after the next fence).
     /// A range reaching outside the mapping is clipped to it (an engine bug;
     /// debug builds assert).
+    #[inline]
     pub fn flush(&self, off: u64, len: u64) {
         let (addr, len) = self.clip(off, len);
         // SAFETY: `clip` keeps the range inside the live mapping, which stays
@@ -185,6 +186,7 @@ impl Space {
     }
 
     /// `[base+off, base+off+len)` intersected with the mapping.
+    #[inline]
     fn clip(&self, off: u64, len: u64) -> (u64, u64) {
         debug_assert!(off.checked_add(len).is_some_and(|e| e <= self.size()), "flush of {off:#x}+{len} outside the pool");
         let off = off.min(self.size());
