@@ -183,9 +183,12 @@ pub(crate) fn encode_into<'a>(
         c.entry(off, v.len() as u32, v)?;
     }
     for &(off, len, crc) in checks {
+        // The length's low 31 bits beside the flag, the rest after the CRC
+        // (a copy of 2 GiB or more: a large boxed value, say).
         let mut body = [0u8; 8];
         body[..4].copy_from_slice(&crc.to_le_bytes());
-        c.entry(off, CHECK_FLAG | len as u32, &body)?;
+        body[4..].copy_from_slice(&((len >> 31) as u32).to_le_bytes());
+        c.entry(off, CHECK_FLAG | (len & !(CHECK_FLAG as u64) & u32::MAX as u64) as u32, &body)?;
     }
     let (n, at) = (c.n, c.at);
     if at != out.len() {
@@ -323,7 +326,8 @@ fn decode(half: &[u8]) -> Option<Record> {
             if at + ENT_HDR as usize + 8 > end {
                 return None;
             }
-            checks.push((off, (raw & !CHECK_FLAG) as u64, u32_at(at + ENT_HDR as usize)));
+            let len = (raw & !CHECK_FLAG) as u64 | (u32_at(at + ENT_HDR as usize + 4) as u64) << 31;
+            checks.push((off, len, u32_at(at + ENT_HDR as usize)));
             at += ENT_HDR as usize + 8;
             continue;
         }
@@ -502,6 +506,16 @@ mod tests {
 
     fn encode(buf: &mut Vec<u8>, wv: u64, entries: &[(u64, &[u8])], checks: &[(u64, u64, u32)]) {
         encode_of(buf, wv, &[], entries, checks).unwrap()
+    }
+
+    /// A check entry keeps a copy's whole length: 31 bits beside its flag,
+    /// the rest after the CRC (zero in records of copies under 2 GiB).
+    #[test]
+    fn check_entries_keep_lengths_of_2_gib_and_more() {
+        let mut buf = Vec::new();
+        let checks = [(0x4000, 64, 5), (0x8000, (1 << 31) + 24, 6), (0x10000, 5 << 30, 7), (0x20000, (1 << 31) - 8, 8)];
+        encode(&mut buf, 9, &[(0x3000u64, &[1u8; 8][..])], &checks);
+        assert_eq!(decode(&buf).unwrap().checks, checks.to_vec());
     }
 
     #[test]
