@@ -177,6 +177,14 @@ pub(crate) fn encode_into<'a>(
     let mut c = Cursor { out, at: REC_HDR as usize, n: 0 };
     for init in inits {
         let (off, v) = init?;
+        // (The length shares its word with the flags.)
+        if v.len() >= INIT_FLAG as usize {
+            return Err(Error::invalid(format!(
+                "a new transactional object of {} bytes: a redo record carries at most {} per object",
+                v.len(),
+                INIT_FLAG - 1
+            )));
+        }
         c.entry(off, INIT_FLAG | v.len() as u32, v)?;
     }
     for (off, v) in entries {
@@ -516,6 +524,16 @@ mod tests {
         let checks = [(0x4000, 64, 5), (0x8000, (1 << 31) + 24, 6), (0x10000, 5 << 30, 7), (0x20000, (1 << 31) - 8, 8)];
         encode(&mut buf, 9, &[(0x3000u64, &[1u8; 8][..])], &checks);
         assert_eq!(decode(&buf).unwrap().checks, checks.to_vec());
+    }
+
+    /// A new object whose length would reach the init flag's bits is
+    /// refused, not recorded with a length that reads back as another.
+    /// (`vec!` of zeros is calloc'd: the 512 MiB are never touched.)
+    #[test]
+    fn an_init_entry_too_long_for_its_length_bits_is_refused() {
+        let big = vec![0u8; INIT_FLAG as usize];
+        let e = encode_into(&mut [0u8; 64], 9, std::iter::once(Ok((0x2000u64, &big[..]))), std::iter::empty(), &[]).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument { .. }) && e.to_string().contains("at most"), "{e}");
     }
 
     #[test]
