@@ -158,6 +158,14 @@ impl Cursor<'_> {
     }
 }
 
+/// [`encode_into`]'s error for a new object whose length reaches the init
+/// flag's bits (out of line: the encoding loop stays small).
+#[cold]
+#[inline(never)]
+fn init_too_long(len: usize) -> Error {
+    Error::invalid(format!("a new transactional object of {len} bytes: a redo record carries at most {} per object", INIT_FLAG - 1))
+}
+
 /// Encodes a record into `out`, exactly [`record_len`] bytes of it: the
 /// initial bytes of the transactional objects the commit created (`inits`:
 /// pool offset, bytes), the values, then the checksums `checks` (offset,
@@ -179,11 +187,7 @@ pub(crate) fn encode_into<'a>(
         let (off, v) = init?;
         // (The length shares its word with the flags.)
         if v.len() >= INIT_FLAG as usize {
-            return Err(Error::invalid(format!(
-                "a new transactional object of {} bytes: a redo record carries at most {} per object",
-                v.len(),
-                INIT_FLAG - 1
-            )));
+            return Err(init_too_long(v.len()));
         }
         c.entry(off, INIT_FLAG | v.len() as u32, v)?;
     }
