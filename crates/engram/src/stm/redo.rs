@@ -197,10 +197,8 @@ pub(crate) fn encode_into<'a>(
     for &(off, len, crc) in checks {
         // The length's low 31 bits beside the flag, the rest after the CRC
         // (a copy of 2 GiB or more: a large boxed value, say).
-        let mut body = [0u8; 8];
-        body[..4].copy_from_slice(&crc.to_le_bytes());
-        body[4..].copy_from_slice(&((len >> 31) as u32).to_le_bytes());
-        c.entry(off, CHECK_FLAG | (len & !(CHECK_FLAG as u64) & u32::MAX as u64) as u32, &body)?;
+        let body = (crc as u64 | (len >> 31) << 32).to_le_bytes();
+        c.entry(off, CHECK_FLAG | (len as u32 & !CHECK_FLAG), &body)?;
     }
     let (n, at) = (c.n, c.at);
     if at != out.len() {
