@@ -46,6 +46,7 @@ var (
 	ErrBadFields          = errors.New("engram: pool holds pointer fields naming no live object")
 	ErrUnknownFunction    = errors.New("engram: lazy thunk names an unregistered function")
 	ErrCrossPool          = errors.New("engram: STM transaction used a variable of another pool")
+	ErrStmClockExhausted  = errors.New("engram: STM version clock reached its limit")
 	// ErrClosed: the pool was closed.
 	ErrClosed = errors.New("engram: pool is closed")
 	// ErrTxEnded: a Tx was used after its region ended (or on another goroutine).
@@ -92,6 +93,7 @@ var byCode = map[C.engram_status]error{
 	C.ENGRAM_ERR_BAD_FIELDS:          ErrBadFields,
 	C.ENGRAM_ERR_UNKNOWN_FUNCTION:    ErrUnknownFunction,
 	C.ENGRAM_ERR_CROSS_POOL:          ErrCrossPool,
+	C.ENGRAM_ERR_STM_CLOCK_EXHAUSTED: ErrStmClockExhausted,
 	C.ENGRAM_ERR_CLOSED:              ErrClosed,
 	C.ENGRAM_ERR_REGION_ENDED:        ErrTxEnded,
 	C.ENGRAM_ERR_INTERNAL:            ErrInternal,

@@ -149,6 +149,10 @@ typedef enum engram_code {
    */
   ENGRAM_ERR_CROSS_POOL = 29,
   /**
+   * An STM clock (a pool's, or the volatile one) reached its 48-bit limit: the commit was refused and wrote nothing (the message says what to do).
+   */
+  ENGRAM_ERR_STM_CLOCK_EXHAUSTED = 30,
+  /**
    * The pool (or tracer) handle is closed or was never valid.
    */
   ENGRAM_ERR_CLOSED = 100,

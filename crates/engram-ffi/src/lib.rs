@@ -113,6 +113,8 @@ pub enum engram_code {
     ENGRAM_ERR_UNKNOWN_FUNCTION = 28,
     /// An STM transaction of one pool used a variable of another pool (the message names both).
     ENGRAM_ERR_CROSS_POOL = 29,
+    /// An STM clock (a pool's, or the volatile one) reached its 48-bit limit: the commit was refused and wrote nothing (the message says what to do).
+    ENGRAM_ERR_STM_CLOCK_EXHAUSTED = 30,
     /// The pool (or tracer) handle is closed or was never valid.
     ENGRAM_ERR_CLOSED = 100,
     /// The region handle has ended, or belongs to another thread.
@@ -223,6 +225,7 @@ pub extern "C" fn engram_code_name(code: engram_status) -> *const c_char {
         27 => b"ENGRAM_ERR_BAD_FIELDS\0",
         28 => b"ENGRAM_ERR_UNKNOWN_FUNCTION\0",
         29 => b"ENGRAM_ERR_CROSS_POOL\0",
+        30 => b"ENGRAM_ERR_STM_CLOCK_EXHAUSTED\0",
         100 => b"ENGRAM_ERR_CLOSED\0",
         101 => b"ENGRAM_ERR_REGION_ENDED\0",
         102 => b"ENGRAM_ERR_INTERNAL\0",
@@ -278,6 +281,7 @@ mod tests {
             (Error::BadFields { count: 1, first: "f".into() }, ENGRAM_ERR_BAD_FIELDS),
             (Error::UnknownFunction { name: "f".into() }, ENGRAM_ERR_UNKNOWN_FUNCTION),
             (Error::CrossPool { pool: "a".into(), other: "b".into() }, ENGRAM_ERR_CROSS_POOL),
+            (Error::StmClockExhausted { domain: "p".into(), limit: 1, remedy: "r" }, ENGRAM_ERR_STM_CLOCK_EXHAUSTED),
         ];
         for (e, c) in pairs {
             assert_eq!(e.code(), c as i32, "{e}");

@@ -238,6 +238,22 @@ pub enum Error {
         /// The pool the variable belongs to.
         other: PathBuf,
     },
+    /// An STM clock reached its limit: a lock word carries a 48-bit
+    /// version, so a domain hands out at most `stm::MAX_VERSION`
+    /// timestamps (a pool's over its whole life, across opens; the
+    /// volatile domain's per process). The commit was refused before any
+    /// version could wrap and wrote nothing; every later update commit of
+    /// that domain is refused too, reads keep working (docs/stm.md,
+    /// "Limits").
+    #[error("{domain}: the STM version clock reached its limit of {limit} commit timestamps; the commit was refused and wrote nothing ({remedy})")]
+    StmClockExhausted {
+        /// The pool's file, or "volatile variables" for the process-wide domain of `TVar`s.
+        domain: String,
+        /// The last timestamp a version can carry (`stm::MAX_VERSION`).
+        limit: u64,
+        /// What to do.
+        remedy: &'static str,
+    },
 }
 
 impl Error {
@@ -273,6 +289,7 @@ impl Error {
             Error::BadFields { .. } => 27,
             Error::UnknownFunction { .. } => 28,
             Error::CrossPool { .. } => 29,
+            Error::StmClockExhausted { .. } => 30,
         }
     }
 
@@ -329,6 +346,7 @@ mod tests {
             Error::BadFields { count: 1, first: "f".into() },
             Error::UnknownFunction { name: "f".into() },
             Error::CrossPool { pool: "a".into(), other: "b".into() },
+            Error::StmClockExhausted { domain: "p".into(), limit: 1, remedy: "r" },
         ];
         let mut codes: Vec<i32> = errs.iter().map(Error::code).collect();
         codes.sort();

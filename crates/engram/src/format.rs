@@ -395,8 +395,9 @@ pub const REDO_CRC_FROM: usize = offset_of!(RedoRecordHeader, wv);
 /// Header of one redo entry. A value entry: `vlen` bytes of the variable's
 /// new value follow (padded to 8), stored at pool offset `off` + 8 (after
 /// the cell's lock word). A check entry (`vlen` has [`REDO_CHECK_FLAG`]):
-/// the low bits are the length of the copy at pool offset `off`, and 8
-/// bytes follow: its CRC32C, then zero. An overflow entry (`vlen` is
+/// the low 31 bits are the length of the copy at pool offset `off`, and 8
+/// bytes follow: its CRC32C, then the length's bits from bit 31 up (zero
+/// for a copy under 2 GiB). An overflow entry (`vlen` is
 /// exactly [`REDO_OVERFLOW`]), the only entry of a record too large for a
 /// log half: the whole record (header included) lies in a byte array at pool
 /// offset `off`, and 8 bytes follow: its length, then its CRC32C. An init

@@ -54,8 +54,8 @@ pub(crate) mod word;
 
 pub(crate) use engine::in_atomically;
 pub use engine::{
-    atomically, atomically_read, clock_start, set_clock_start, stats, young_helps, ClockStart, RTx, ReadOnlyVar, ReadTx, STx, StmError,
-    StmResult, StmStats, LEAN_ATTEMPTS,
+    atomically, atomically_read, clock_for_tests, clock_start, set_clock_start, stats, young_helps, ClockStart, RTx, ReadOnlyVar, ReadTx,
+    STx, StmError, StmResult, StmStats, LEAN_ATTEMPTS,
 };
 /// The STM as a layer of the pool: redo-record replay on open, quiesce
 /// before GC and close.
@@ -76,3 +76,4 @@ pub use vars::{
     field_at, field_of, BoxCell, FieldKind, FieldRef, Immutable, ImmutableRef, Mutable, PTField, PTVar, ReadVar, TFields, Var, VarCell,
     PTVAR_MAX_VALUE,
 };
+pub use word::MAX_VERSION;

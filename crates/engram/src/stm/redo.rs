@@ -158,6 +158,14 @@ impl Cursor<'_> {
     }
 }
 
+/// [`encode_into`]'s error for a new object whose length reaches the init
+/// flag's bits (out of line: the encoding loop stays small).
+#[cold]
+#[inline(never)]
+fn init_too_long(len: usize) -> Error {
+    Error::invalid(format!("a new transactional object of {len} bytes: a redo record carries at most {} per object", INIT_FLAG - 1))
+}
+
 /// Encodes a record into `out`, exactly [`record_len`] bytes of it: the
 /// initial bytes of the transactional objects the commit created (`inits`:
 /// pool offset, bytes), the values, then the checksums `checks` (offset,
@@ -177,15 +185,20 @@ pub(crate) fn encode_into<'a>(
     let mut c = Cursor { out, at: REC_HDR as usize, n: 0 };
     for init in inits {
         let (off, v) = init?;
+        // (The length shares its word with the flags.)
+        if v.len() >= INIT_FLAG as usize {
+            return Err(init_too_long(v.len()));
+        }
         c.entry(off, INIT_FLAG | v.len() as u32, v)?;
     }
     for (off, v) in entries {
         c.entry(off, v.len() as u32, v)?;
     }
     for &(off, len, crc) in checks {
-        let mut body = [0u8; 8];
-        body[..4].copy_from_slice(&crc.to_le_bytes());
-        c.entry(off, CHECK_FLAG | len as u32, &body)?;
+        // The length's low 31 bits beside the flag, the rest after the CRC
+        // (a copy of 2 GiB or more: a large boxed value, say).
+        let body = (crc as u64 | (len >> 31) << 32).to_le_bytes();
+        c.entry(off, CHECK_FLAG | (len as u32 & !CHECK_FLAG), &body)?;
     }
     let (n, at) = (c.n, c.at);
     if at != out.len() {
@@ -323,7 +336,8 @@ fn decode(half: &[u8]) -> Option<Record> {
             if at + ENT_HDR as usize + 8 > end {
                 return None;
             }
-            checks.push((off, (raw & !CHECK_FLAG) as u64, u32_at(at + ENT_HDR as usize)));
+            let len = (raw & !CHECK_FLAG) as u64 | (u32_at(at + ENT_HDR as usize + 4) as u64) << 31;
+            checks.push((off, len, u32_at(at + ENT_HDR as usize)));
             at += ENT_HDR as usize + 8;
             continue;
         }
@@ -502,6 +516,26 @@ mod tests {
 
     fn encode(buf: &mut Vec<u8>, wv: u64, entries: &[(u64, &[u8])], checks: &[(u64, u64, u32)]) {
         encode_of(buf, wv, &[], entries, checks).unwrap()
+    }
+
+    /// A check entry keeps a copy's whole length: 31 bits beside its flag,
+    /// the rest after the CRC (zero in records of copies under 2 GiB).
+    #[test]
+    fn check_entries_keep_lengths_of_2_gib_and_more() {
+        let mut buf = Vec::new();
+        let checks = [(0x4000, 64, 5), (0x8000, (1 << 31) + 24, 6), (0x10000, 5 << 30, 7), (0x20000, (1 << 31) - 8, 8)];
+        encode(&mut buf, 9, &[(0x3000u64, &[1u8; 8][..])], &checks);
+        assert_eq!(decode(&buf).unwrap().checks, checks.to_vec());
+    }
+
+    /// A new object whose length would reach the init flag's bits is
+    /// refused, not recorded with a length that reads back as another.
+    /// (`vec!` of zeros is calloc'd: the 512 MiB are never touched.)
+    #[test]
+    fn an_init_entry_too_long_for_its_length_bits_is_refused() {
+        let big = vec![0u8; INIT_FLAG as usize];
+        let e = encode_into(&mut [0u8; 64], 9, std::iter::once(Ok((0x2000u64, &big[..]))), std::iter::empty(), &[]).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument { .. }) && e.to_string().contains("at most"), "{e}");
     }
 
     #[test]

@@ -8,8 +8,13 @@
 //! the current pool epoch. A crash can leave a locked word behind in the
 //! pool; every open starts a new epoch, so such a stale lock reads as
 //! unlocked and is simply overwritten by the next writer. (Epochs wrap after
-//! 32768 opens; a stale lock survives that long only if its variable is
-//! never written in all that time, and the next writer clears it anyway.)
+//! 32768 opens: a stale lock whose variable is not written in all that time
+//! reads as held again for that one open, until the next open moves the
+//! epoch on; docs/stm.md, "Limits".)
+//!
+//! A version never wraps: a commit whose timestamp is above
+//! [`MAX_VERSION`] is refused before it stores a word
+//! (`engine/commit.rs`, `Stamps::within_limit`).
 
 /// Bit 0: locked.
 const LOCKED: u64 = 1;

@@ -63,6 +63,10 @@ impl STx<'_> {
         };
         // 3. the commit timestamps: one per domain written.
         let wv = Stamps { p: pool.filter(|_| wrote_p).map_or(0, Domain::stamp), v: if wrote_v { VOLATILE.stamp() } else { 0 } };
+        if let Err(e) = wv.within_limit(self.ctx.as_ref()) {
+            self.unlock_writes(via);
+            return Err(StmError::Failed(e));
+        }
         // 4. validate the reads unless nobody committed since we began, in
         //    any domain read (domain.rs). That skip is sound only if every
         //    commit takes its timestamp before validating (TL2); a hardware
@@ -386,6 +390,38 @@ pub(super) struct Stamps {
     pub(super) v: u64,
 }
 
+impl Stamps {
+    /// Whether both timestamps fit a lock word's version (at most
+    /// `word::MAX_VERSION`); else the error naming the clock that ran out
+    /// (`ctx`: the commit's pool, if any). Checked before anything carries
+    /// them (redo record, in-place words): past the limit a version would
+    /// wrap to a small number and read as older than every snapshot
+    /// (docs/stm.md, "Limits"). A clock once past it stays past it, so
+    /// every later commit of that domain is refused too.
+    #[inline]
+    pub(super) fn within_limit(self, ctx: Option<&PoolCtx<'_>>) -> Result<()> {
+        if self.p.max(self.v) <= word::MAX_VERSION {
+            return Ok(());
+        }
+        Err(clock_exhausted(ctx.filter(|_| self.p > word::MAX_VERSION)))
+    }
+}
+
+/// [`Stamps::within_limit`]'s error: for the pool of `ctx`, else for the
+/// volatile domain.
+#[cold]
+#[inline(never)]
+fn clock_exhausted(ctx: Option<&PoolCtx<'_>>) -> Error {
+    let (domain, remedy) = match ctx {
+        Some(c) => (
+            c.inner.space.path.display().to_string(),
+            "the pool's data is intact and readable; copy it into a new pool to keep writing (docs/stm.md, \"Limits\")",
+        ),
+        None => ("volatile variables".to_string(), "the volatile domain's clock starts again when the process restarts"),
+    };
+    Error::StmClockExhausted { domain, limit: word::MAX_VERSION, remedy }
+}
+
 /// The address of the log half at pool offset `half_off`, checked to
 /// hold `len` bytes of a record inside the mapping (the caller writes the
 /// record there in place, under the half's log lock).
@@ -434,7 +470,10 @@ fn reserve_clock(ctx: &PoolCtx<'_>, wv: u64) -> Result<()> {
 fn reserve_clock_slow(ctx: &PoolCtx<'_>, wv: u64) -> Result<()> {
     let mut r = ctx.stm().reserved.lock();
     if wv >= *r {
-        let new = wv + RESERVE;
+        // (Never above the last usable version: a reopened pool's clock
+        // starts above the reservation. `within_limit` refused any `wv`
+        // past it, so `new > wv`.)
+        let new = (wv + RESERVE).min(word::MAX_VERSION + 1);
         if !crate::failpoint::planted("stm.reservation_not_persisted") {
             ctx.inner.space.write_persist(ctx.stm().meta_off, &new, crate::fences::STM_CLOCK)?;
         }

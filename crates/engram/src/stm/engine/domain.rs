@@ -40,7 +40,8 @@
 //!
 //! Where a pool's clock starts ([`ClockStart`]): above its persisted
 //! reservation, and by default also above every reservation of the process
-//! ([`HIGH`]), so versions are unique per process. Versions repeated across
+//! ([`HIGH`], while that is at most half the clock's range: [`LIFT_MAX`]),
+//! so versions are unique per process. Versions repeated across
 //! pools are harmless (nothing process-wide is keyed by a version;
 //! `tests/stm_clocks.rs` runs the crash explorer with colliding clocks);
 //! the process-wide start is defence in depth.
@@ -129,12 +130,22 @@ fn parse_start(v: std::result::Result<String, std::env::VarError>) -> Result<Clo
     }
 }
 
+/// Under [`ClockStart::Process`], a pool's clock is lifted to the process's
+/// [`HIGH`] only while that is at most this: the lift is defence in depth,
+/// and it must not age a young pool toward the clock's limit
+/// (`word::MAX_VERSION`, docs/stm.md "Limits") because an old pool was
+/// used in the same process.
+const LIFT_MAX: u64 = crate::stm::word::MAX_VERSION / 2;
+
 /// The first clock value of a pool whose persisted reservation is
 /// `reserved` (see [`ClockStart`]).
 pub(crate) fn start_above(reserved: u64) -> Result<u64> {
     Ok(match clock_start()? {
         ClockStart::Pool => reserved + 1,
-        ClockStart::Process => (reserved + 1).max(HIGH.fetch_max(reserved, Ordering::AcqRel)),
+        ClockStart::Process => {
+            let high = HIGH.fetch_max(reserved, Ordering::AcqRel);
+            (reserved + 1).max(if high <= LIFT_MAX { high } else { 0 })
+        }
     })
 }
 

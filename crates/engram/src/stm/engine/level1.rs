@@ -183,6 +183,10 @@ impl STx<'_> {
         runtime::count(|s| s.l1_commits += 1);
         if !self.st.borrow().writes.is_empty() {
             let wv = Stamps { p: 0, v: VOLATILE.stamp() };
+            if let Err(e) = wv.within_limit(None) {
+                self.unlock_writes(runtime::route());
+                return Err(StmError::Failed(e));
+            }
             self.apply(wv, runtime::route());
         }
         Ok(())

@@ -54,6 +54,7 @@ mod values;
 mod young;
 
 pub use domain::{clock_start, set_clock_start, ClockStart};
+pub use pool_state::clock_for_tests;
 pub(crate) use pool_state::quiesce;
 pub use rtx::{atomically_read, RTx, ReadOnlyVar, ReadTx, LEAN_ATTEMPTS};
 pub(crate) use run::in_atomically;

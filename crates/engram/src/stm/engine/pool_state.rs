@@ -313,6 +313,22 @@ pub(super) fn stm_pool(pool: &Pool) -> Result<Arc<StmPool>> {
     Ok(s)
 }
 
+/// Testing only: moves the version clock of `pool`'s domain (or, with
+/// `None`, of the volatile domain) forward to at least `at_least`, and
+/// returns the clock then. The clock never moves back, so every version
+/// already handed out stays at or below it; the pool's reservation follows
+/// at its next commit, as for any timestamp. Tests reach the clock's limit
+/// (`word::MAX_VERSION`, docs/stm.md "Limits") this way without 2^48
+/// commits.
+#[doc(hidden)]
+pub fn clock_for_tests(pool: Option<&Pool>, at_least: u64) -> Result<u64> {
+    let advance = |d: &Domain| d.clock.0.fetch_max(at_least, Ordering::AcqRel).max(at_least);
+    Ok(match pool {
+        Some(p) => advance(&stm_pool(p)?.domain),
+        None => advance(&super::domain::VOLATILE),
+    })
+}
+
 /// The pool offsets of the redo logs linked by earlier opens (read inside
 /// the caller's region, which holds the metadata's lock).
 fn earlier_logs(tx: &crate::tx::Tx<'_>, logs: PArray<PArray<u8>>) -> Result<Vec<u64>> {

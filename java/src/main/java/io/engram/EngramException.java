@@ -15,7 +15,7 @@ public class EngramException extends RuntimeException {
         LOCK_TIMEOUT(16), ABORTED(17), BUSY(18), READ_ONLY(19),
         TX_TOO_LARGE(20), NESTED_TRANSACTION(21), DOUBLE_FREE(22), OUT_OF_BOUNDS(23), POOL_TOO_SMALL(24),
         TXN_IN_ATOMICALLY(25), BAD_POINTER_FIELD(26), BAD_FIELDS(27), UNKNOWN_FUNCTION(28),
-        CROSS_POOL(29),
+        CROSS_POOL(29), STM_CLOCK_EXHAUSTED(30),
         CLOSED(100), REGION_ENDED(101), INTERNAL(102),
         /** An object of a class that cannot be made persistent became reachable from a root. */
         NOT_PERSISTABLE(200),
