@@ -4,11 +4,21 @@
 // A node is sized by its level (3+L 16-byte elements, as Redis's node:
 // pZNode) and holds the member, its score, its table link and its levels:
 // one allocation (and the member's bytes) per member, pool layout version
-// 3 (server.go). An insert or delete logs the O(log n) level links it
-// changes and its table link in one batch (zslLinkAt, unlinkAt); a
-// member whose score changes keeps its node: written in place when its
-// rank stays (zrescore), else moved (zslMove: one walk, two interleaved
-// pointer chases, unlink and link logged in one batch).
+// 4 (server.go). An insert or delete logs the links it changes (on the
+// node's own levels: one or two for most nodes) and its table link in one
+// batch (zslLinkAt, unlinkAt); a member whose score changes keeps its
+// node: written in place when its rank stays (zrescore), else moved
+// (zslMove: one walk, two interleaved pointer chases, unlink and link
+// logged in one batch).
+//
+// The spans are not logged: they follow from the links, so they are kept
+// up to date in place but trusted only while the set is ranked (its stamp
+// is the pool's epoch, engram.Tx.Epoch: set when they are computed, and
+// no longer equal after a rollback or a reopen). A rank read of a set
+// that is not ranked computes them again first (rerank: one pass over
+// level 0). So a move that keeps its node's levels logs what it relinks
+// (its level-0 neighbours for a level-1 node), not the ~10 spans of the
+// levels above it on both paths.
 //
 // Also zobj, the view the sorted-set commands work through: the compact
 // encoding decoded into a zsetv while small (written back whole, converted
@@ -16,12 +26,15 @@
 //
 // Invariants: ZHead has zMaxLevel levels and is in no table; a node
 // allocated with level L is linked on exactly its levels 0..L-1 (a move
-// keeps its node and its level); lv(i).Span of a node is the number of
-// level-0 steps to lv(i).Fwd (to the end for a nil Fwd, as Redis's
-// zskiplist); Len is the number of nodes; the table holds exactly the
-// nodes (ZDict.Used == Len), each in the bucket of its member's hash.
+// keeps its node and its level); while the set is ranked (ranked),
+// lv(i).Span of a node is the number of level-0 steps to lv(i).Fwd (to
+// the end for a nil Fwd, as Redis's zskiplist); Len is the number of
+// nodes; the table holds exactly the nodes (ZDict.Used == Len), each in
+// the bucket of its member's hash.
 //
-// Crash behaviour: every change is logged in the executor's region first.
+// Crash behaviour: every change but a span's is logged in the executor's
+// region first; a crash or a rollback may leave spans half changed, and
+// leaves the set not ranked (a new open or a rollback changes the epoch).
 package redis
 
 import (
@@ -57,6 +70,9 @@ const zMaxLevel = 32
 // word just before level 0, so for level 0 the two share a 64-byte line
 // unless a line starts at level 0 (one slot in four of the 80-byte
 // class); a lookup reads Next, Hash and Mem, the node's first 32 bytes.
+//
+// The header's Hash word (it is in no table) is the set's rank stamp
+// (ranked).
 //
 // The Go struct declares zMaxLevel levels so that code can index them;
 // only the node's first L exist (the header has all of them: it is this
@@ -170,7 +186,49 @@ func newZColl(tx *engram.Tx) (*pColl, error) {
 		return nil, err
 	}
 	c.ZLevel = 1
+	c.ZHead.Hash = tx.Epoch() // no spans yet: ranked (ranked)
 	return c, nil
+}
+
+// ranked is whether c's spans are exact: its stamp (the header's Hash
+// word) is the pool's epoch. It is set when they are computed (a new set,
+// rerank) and stays while every region that changes the set commits: each
+// keeps them up to date, unlogged (a rollback would not restore them, so
+// it changes the epoch).
+func (c *pColl) ranked(tx *engram.Tx) bool { return c.ZHead.Hash == tx.Epoch() }
+
+// ranks makes c ranked: if it is not, it computes every span again from
+// the links (rerank).
+func (c *pColl) ranks(tx *engram.Tx) {
+	if !c.ranked(tx) {
+		c.rerank(tx)
+	}
+}
+
+// rerank sets every span of c from the links, in one pass over level 0
+// (last[i]: the last node seen so far on level i, at rank at[i]; a node
+// is on level i when last[i] links to it there, and its levels are
+// contiguous), then stamps c ranked. The stores are not logged (ranked):
+// inside a region that rolls back, the new stamp no longer holds.
+func (c *pColl) rerank(tx *engram.Tx) {
+	var last [zMaxLevel]*pZNode
+	var at [zMaxLevel]int64
+	top := int(c.ZLevel)
+	for i := range top {
+		last[i] = c.ZHead
+	}
+	var r int64
+	for x := c.ZHead.lv(0).Fwd; x != nil; x = x.lv(0).Fwd {
+		r++
+		for i := 0; i < top && last[i].lv(i).Fwd == x; i++ {
+			last[i].lv(i).Span = r - at[i]
+			last[i], at[i] = x, r
+		}
+	}
+	for i := range top {
+		last[i].lv(i).Span = c.Len - at[i] // to the end
+	}
+	c.ZHead.Hash = tx.Epoch()
 }
 
 // freeZColl frees a sorted set's nodes, table and collection.
@@ -337,16 +395,16 @@ func (c *pColl) zslMove(tx *engram.Tx, x *pZNode, s float64) error {
 
 // moveAt unlinks node x (predecessors del) and links it at s (ins,
 // rank: found in the list without it), both changes logged in one batch:
-// both paths' levels, the two back links and the node whole (back link,
-// score, member, table link, levels: one range; its score is its
-// table's too). The node's level is
-// the highest level del links to it on; the levels it alone occupied are
-// the header on ins, so ins covers every level the link changes.
+// both paths' links on the node's levels, the two back links and the
+// node whole (back link, score, member, table link, levels: one range;
+// its score is its table's too). The node's level is the highest level
+// del links to it on; the levels it alone occupied are the header on
+// ins, so ins covers every level the link changes. The spans of the
+// levels above the node's change by one (or not at all, where both paths
+// share the node), unlogged (ranked).
 //
-// What a move leaves as it was is neither written nor logged: a level at
-// or above the node's whose node is the same on both paths (its span
-// would lose one and gain it back: same), and the collection's header
-// unless the tail or the list's level changes (its length would).
+// The collection's header is neither written nor logged unless the tail
+// or the list's level changes (its length would).
 func (c *pColl) moveAt(tx *engram.Tx, x *pZNode, s float64, del, ins *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64) error {
 	if del[0].lv(0).Fwd != x {
 		return errCorruptZSet
@@ -357,17 +415,11 @@ func (c *pColl) moveAt(tx *engram.Tx, x *pZNode, s float64, del, ins *[zMaxLevel
 	if next == x {
 		next = x.lv(0).Fwd
 	}
-	var same uint32
-	for i := level; i < top; i++ {
-		if del[i] == ins[i] {
-			same |= 1 << i
-		}
-	}
 	header := x.lv(0).Fwd == nil || next == nil || (level == top && c.ZHead.lv(top-1).Fwd == x && x.lv(top-1).Fwd == nil)
 	var b engram.LogBatch
 	var runs levelRuns
-	runs.add(del, top, same)
-	runs.add(ins, top, same)
+	runs.add(del, level)
+	runs.add(ins, level)
 	runs.log(tx, &b)
 	for _, nb := range [2]*pZNode{x.lv(0).Fwd, next} { // the back links
 		if nb != nil {
@@ -381,11 +433,11 @@ func (c *pColl) moveAt(tx *engram.Tx, x *pZNode, s float64, del, ins *[zMaxLevel
 	if err := tx.LogBatch(&b); err != nil {
 		return err
 	}
-	c.unlinkLogged(del, x, same)
+	c.unlinkLogged(del, x)
 	if header {
 		c.Len-- // the list without x, which linkLogged's new levels read
 	}
-	c.linkLogged(s, x, level, ins, rank, same)
+	c.linkLogged(s, x, level, ins, rank)
 	if header {
 		c.Len++
 	}
@@ -408,8 +460,9 @@ func levelOn(update *[zMaxLevel]*pZNode, x *pZNode, top int) int {
 // update[i] on each level, rank[i] being update[i]'s rank, and into the
 // table (prepareAdd done):
 //  1. log, in one batch (one engine call, one fence), what the skiplist
-//     link changes (addChange, the header) and what the table link
-//     changes (the insertion slot, Used);
+//     link changes (addChange: the links on the node's levels, the next
+//     node's back link; the header) and what the table link changes (the
+//     insertion slot, Used);
 //  2. allocate the node and its member's bytes (fresh: no log);
 //  3. link it into the table and the skiplist.
 //
@@ -421,7 +474,7 @@ func (c *pColl) zslLinkAt(tx *engram.Tx, s float64, m []byte, level int, update 
 	}
 	slot := c.ZDict.insertSlot(hashKey(m))
 	var b engram.LogBatch
-	c.addChange(tx, &b, update, max(level, int(c.ZLevel)), update[0].lv(0).Fwd)
+	c.addChange(tx, &b, update, level, update[0].lv(0).Fwd)
 	engram.BatchLog(tx, &b, c)
 	c.ZDict.logLink(tx, &b, slot)
 	if err := tx.LogBatch(&b); err != nil {
@@ -432,15 +485,14 @@ func (c *pColl) zslLinkAt(tx *engram.Tx, s float64, m []byte, level int, update 
 		return err
 	}
 	c.ZDict.linkLogged(slot, x)
-	c.linkLogged(s, x, level, update, rank, 0)
+	c.linkLogged(s, x, level, update, rank)
 	c.Len++
 	return nil
 }
 
 // linkLogged is zslLinkAt's change, its ranges logged: x (allocated) is
-// linked at s; the levels of same keep their spans (link). The caller
-// counts x in Len.
-func (c *pColl) linkLogged(s float64, x *pZNode, level int, update *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64, same uint32) {
+// linked at s. The caller counts x in Len.
+func (c *pColl) linkLogged(s float64, x *pZNode, level int, update *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64) {
 	if level > int(c.ZLevel) {
 		for i := int(c.ZLevel); i < level; i++ {
 			update[i] = c.ZHead
@@ -449,13 +501,12 @@ func (c *pColl) linkLogged(s float64, x *pZNode, level int, update *[zMaxLevel]*
 		c.ZLevel = int64(level)
 	}
 	x.Score, x.Back = s, nil
-	c.link(update, rank, x, level, same)
+	c.link(update, rank, x, level)
 }
 
 // link puts x (its score set) after update[i] on its level levels; the
-// spans above them grow by one, except on the levels of same (a move's
-// unchanged levels, moveAt).
-func (c *pColl) link(update *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64, x *pZNode, level int, same uint32) {
+// spans above them grow by one (unlogged: ranked).
+func (c *pColl) link(update *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64, x *pZNode, level int) {
 	for i := 0; i < level; i++ {
 		u := update[i].lv(i)
 		x.lv(i).Fwd = u.Fwd
@@ -464,9 +515,7 @@ func (c *pColl) link(update *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64, x *pZNo
 		u.Span = rank[0] - rank[i] + 1
 	}
 	for i := level; i < int(c.ZLevel); i++ {
-		if same&(1<<i) == 0 {
-			update[i].lv(i).Span++
-		}
+		update[i].lv(i).Span++
 	}
 	if update[0] != c.ZHead {
 		x.Back = update[0]
@@ -475,10 +524,11 @@ func (c *pColl) link(update *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64, x *pZNo
 }
 
 // addChange adds to b what an insert or delete at update changes:
-// update[i].lv(i) for every level below top (a run of levels one node
-// holds as one range: the search path visits a node on consecutive
-// levels; a node's levels are contiguous), and the back link of next
-// (the node after the change point).
+// update[i].lv(i) for every level below top, the node's level (a run of
+// levels one node holds as one range: the search path visits a node on
+// consecutive levels; a node's levels are contiguous), and the back link
+// of next (the node after the change point). The spans above it change
+// unlogged (ranked).
 func (c *pColl) addChange(tx *engram.Tx, b *engram.LogBatch, update *[zMaxLevel]*pZNode, top int, next *pZNode) {
 	for i := 0; i < top; {
 		n, j := update[i], i+1
@@ -507,15 +557,11 @@ type levelRun struct {
 	lo, hi int
 }
 
-// add adds update[i].L[i] for every level below top but those of skip.
-func (rs *levelRuns) add(update *[zMaxLevel]*pZNode, top int, skip uint32) {
+// add adds update[i].L[i] for every level below top.
+func (rs *levelRuns) add(update *[zMaxLevel]*pZNode, top int) {
 	for i := 0; i < top; {
-		if skip&(1<<i) != 0 {
-			i++
-			continue
-		}
 		n, j := update[i], i+1
-		for j < top && update[j] == n && skip&(1<<j) == 0 {
+		for j < top && update[j] == n {
 			j++
 		}
 		rs.put(n, i, j)
@@ -574,38 +620,36 @@ func (c *pColl) zslDelete(tx *engram.Tx, x *pZNode, slot **pZNode) error {
 // unlinkAt unlinks node x, update[i] being its predecessor on each
 // level, from the skiplist and the table (slot: the table's slot that
 // points at it):
-//  1. log, in one batch, the levels, the header and the next node's back
-//     link (addChange) and the table's slot and count;
+//  1. log, in one batch, the links on x's levels, the header and the next
+//     node's back link (addChange) and the table's slot and count;
 //  2. unlink x from both (its own links are left as they were).
 func (c *pColl) unlinkAt(tx *engram.Tx, update *[zMaxLevel]*pZNode, x *pZNode, slot **pZNode) error {
 	if update[0].lv(0).Fwd != x || *slot != x {
 		return errCorruptZSet
 	}
 	var b engram.LogBatch
-	c.addChange(tx, &b, update, int(c.ZLevel), x.lv(0).Fwd)
+	c.addChange(tx, &b, update, levelOn(update, x, int(c.ZLevel)), x.lv(0).Fwd)
 	engram.BatchLog(tx, &b, c)
 	c.ZDict.logLink(tx, &b, slot)
 	if err := tx.LogBatch(&b); err != nil {
 		return err
 	}
 	c.ZDict.unlinkLogged(slot, x)
-	c.unlinkLogged(update, x, 0)
+	c.unlinkLogged(update, x)
 	c.Len--
 	return nil
 }
 
 // unlinkLogged is unlinkAt's change, its ranges logged (the caller
-// uncounts x from Len); it returns x's level. The levels of same keep
-// their spans (moveAt).
-func (c *pColl) unlinkLogged(update *[zMaxLevel]*pZNode, x *pZNode, same uint32) int {
-	level := 0
+// uncounts x from Len); the spans of the levels above x's shrink by one
+// (unlogged: ranked).
+func (c *pColl) unlinkLogged(update *[zMaxLevel]*pZNode, x *pZNode) {
 	for i := 0; i < int(c.ZLevel); i++ {
 		u := update[i].lv(i)
 		if u.Fwd == x {
 			u.Span += x.lv(i).Span - 1
 			u.Fwd = x.lv(i).Fwd
-			level = i + 1
-		} else if same&(1<<i) == 0 {
+		} else {
 			u.Span--
 		}
 	}
@@ -613,11 +657,10 @@ func (c *pColl) unlinkLogged(update *[zMaxLevel]*pZNode, x *pZNode, same uint32)
 	for c.ZLevel > 1 && c.ZHead.lv(int(c.ZLevel)-1).Fwd == nil {
 		c.ZLevel--
 	}
-	return level
 }
 
 // zcount is the number of leading nodes for which before is true (before
-// must hold for a prefix of the order).
+// must hold for a prefix of the order). c must be ranked (ranks).
 func (c *pColl) zcount(before func(s float64, m []byte) bool) int64 {
 	var r int64
 	x := c.ZHead
@@ -630,7 +673,8 @@ func (c *pColl) zcount(before func(s float64, m []byte) bool) int64 {
 	return r
 }
 
-// zat is the node of 0-based rank r (nil if out of range).
+// zat is the node of 0-based rank r (nil if out of range). c must be
+// ranked (ranks).
 func (c *pColl) zat(r int64) *pZNode {
 	r++
 	var trav int64
@@ -694,6 +738,7 @@ func (o *zobj) score(m []byte) (float64, bool) {
 // count is the number of leading elements for which before holds.
 func (o *zobj) count(before func(s float64, m []byte) bool) int64 {
 	if o.c != nil {
+		o.c.ranks(o.x.tx)
 		return o.c.zcount(before)
 	}
 	return int64(sort.Search(len(o.z.els), func(i int) bool {
@@ -711,6 +756,7 @@ func (o *zobj) slice(lo, hi int64) []zel {
 		return append([]zel(nil), o.z.els[lo:hi]...)
 	}
 	out := make([]zel, 0, hi-lo)
+	o.c.ranks(o.x.tx)
 	for n := o.c.zat(lo); n != nil && int64(len(out)) < hi-lo; n = n.lv(0).Fwd {
 		out = append(out, zel{n.Score, string(n.member())})
 	}

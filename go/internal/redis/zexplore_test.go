@@ -5,7 +5,9 @@
 // links, tail, length, every node linked on exactly the levels its pool
 // array holds, the table agreeing) whose members are those of a prefix of
 // the regions. A change stored before it is logged shows here as an image
-// that is neither.
+// that is neither. The spans are not logged (pzset.go, ranked): an image
+// must not hold a ranked set, and its spans computed again (rerank) must
+// be exact.
 package redis
 
 import (
@@ -27,8 +29,19 @@ type zexploreHolder struct {
 }
 
 // zsetContents checks c's skiplist (as checkSkiplist does, without a
-// testing.T) and returns its members with their scores.
+// testing.T) and returns its members with their scores. p was just
+// opened: c must not be ranked; its spans are computed again first.
 func zsetContents(p *engram.Pool, c *pColl) (map[string]float64, error) {
+	err := p.Txn(func(tx *engram.Tx) error {
+		if c.ranked(tx) {
+			return fmt.Errorf("the set is ranked right after an open: its unlogged spans would be trusted")
+		}
+		c.rerank(tx)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
 	got := map[string]float64{}
 	rank := map[*pZNode]int64{c.ZHead: 0}
 	var prev *pZNode
