@@ -57,7 +57,7 @@ const zMaxLevel = 32
 //
 //	element 0:     Next, Hash: the member table's chain (pztable.go)
 //	element 1:     Mem, MemLen: the member's bytes (the node's own)
-//	element 2:     Back (the pointer half), Score's bits (the word half)
+//	element 2:     Spare (the pointer half: nil), Score's bits (the word half)
 //	elements 3..:  L[0..L-1], the node's levels
 //
 // so a level-1 node is 64 bytes (an 80-byte slot with the object header),
@@ -72,7 +72,10 @@ const zMaxLevel = 32
 // class); a lookup reads Next, Hash and Mem, the node's first 32 bytes.
 //
 // The header's Hash word (it is in no table) is the set's rank stamp
-// (ranked).
+// (ranked). There are no back links (Spare was the back link until
+// layout version 4): nothing walks the list backwards (a reverse range
+// is found by rank and read forwards), and each link or unlink changed
+// one more node's back link.
 //
 // The Go struct declares zMaxLevel levels so that code can index them;
 // only the node's first L exist (the header has all of them: it is this
@@ -83,7 +86,7 @@ type pZNode struct {
 	Hash   uint64
 	Mem    *byte
 	MemLen int64
-	Back   *pZNode
+	Spare  *pZNode // nil
 	Score  float64
 	L      [zMaxLevel]pZLevel
 }
@@ -94,7 +97,7 @@ type pZLevel struct {
 }
 
 // zNodeHead is the number of elements before a node's levels; zNodeScore
-// is the element of Back and Score.
+// is the element of Spare and Score.
 const (
 	zNodeHead  = 3
 	zNodeScore = 2
@@ -105,7 +108,7 @@ const (
 var (
 	_ = [1]int{}[unsafe.Offsetof(pZNode{}.Hash)-unsafe.Offsetof(pZLevel{}.Span)]
 	_ = [1]int{}[unsafe.Offsetof(pZNode{}.Mem)-unsafe.Sizeof(pZLevel{})]
-	_ = [1]int{}[unsafe.Offsetof(pZNode{}.Back)-zNodeScore*unsafe.Sizeof(pZLevel{})]
+	_ = [1]int{}[unsafe.Offsetof(pZNode{}.Spare)-zNodeScore*unsafe.Sizeof(pZLevel{})]
 	_ = [1]int{}[unsafe.Offsetof(pZNode{}.Score)-zNodeScore*unsafe.Sizeof(pZLevel{})-unsafe.Offsetof(pZLevel{}.Span)]
 	_ = [1]int{}[unsafe.Offsetof(pZNode{}.L)-zNodeHead*unsafe.Sizeof(pZLevel{})]
 	_ = [1]int{}[unsafe.Sizeof(pZNode{})-(zNodeHead+zMaxLevel)*unsafe.Sizeof(pZLevel{})]
@@ -299,16 +302,17 @@ func (c *pColl) zaddAt(tx *engram.Tx, x *pZNode, m []byte, s float64) (bool, err
 	return true, c.zslInsert(tx, s, m)
 }
 
-// rankKept is whether x keeps its rank at score s: s lies strictly
-// between its neighbours' scores (as Redis's zslUpdateScore; an equal
-// score, whose order the members decide, moves).
+// rankKept is whether x keeps its rank at score s: s is above its score
+// (so above its predecessor's) and strictly below its successor's (as
+// Redis's zslUpdateScore, which also keeps a lower score above the
+// predecessor's: here that one moves, there being no back link).
 func rankKept(x *pZNode, s float64) bool {
 	next := x.lv(0).Fwd
-	return (x.Back == nil || x.Back.Score < s) && (next == nil || next.Score > s)
+	return s > x.Score && (next == nil || next.Score > s)
 }
 
 // zrescore writes s over x's score, the order unchanged (rankKept):
-//  1. log the score's word (its pair, with the back link: zNodeScore);
+//  1. log the score's word (its pair: zNodeScore);
 //  2. write it.
 //
 // A crash before the region commits undoes it.
@@ -395,37 +399,27 @@ func (c *pColl) zslMove(tx *engram.Tx, x *pZNode, s float64) error {
 
 // moveAt unlinks node x (predecessors del) and links it at s (ins,
 // rank: found in the list without it), both changes logged in one batch:
-// both paths' links on the node's levels, the two back links and the
-// node whole (back link, score, member, table link, levels: one range;
-// its score is its table's too). The node's level is the highest level
+// both paths' links on the node's levels and the node whole (score,
+// member, table link, levels: one range; its score is its table's too). The node's level is the highest level
 // del links to it on; the levels it alone occupied are the header on
 // ins, so ins covers every level the link changes. The spans of the
 // levels above the node's change by one (or not at all, where both paths
 // share the node), unlogged (ranked).
 //
-// The collection's header is neither written nor logged unless the tail
-// or the list's level changes (its length would).
+// The collection's header is neither written nor logged unless the
+// list's level changes (its length would).
 func (c *pColl) moveAt(tx *engram.Tx, x *pZNode, s float64, del, ins *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64) error {
 	if del[0].lv(0).Fwd != x {
 		return errCorruptZSet
 	}
 	top := int(c.ZLevel)
 	level := levelOn(del, x, top)
-	next := ins[0].lv(0).Fwd
-	if next == x {
-		next = x.lv(0).Fwd
-	}
-	header := x.lv(0).Fwd == nil || next == nil || (level == top && c.ZHead.lv(top-1).Fwd == x && x.lv(top-1).Fwd == nil)
+	header := level == top && c.ZHead.lv(top-1).Fwd == x && x.lv(top-1).Fwd == nil
 	var b engram.LogBatch
 	var runs levelRuns
 	runs.add(del, level)
 	runs.add(ins, level)
 	runs.log(tx, &b)
-	for _, nb := range [2]*pZNode{x.lv(0).Fwd, next} { // the back links
-		if nb != nil {
-			engram.BatchLog(tx, &b, &nb.Back)
-		}
-	}
 	engram.BatchLogSlice(tx, &b, x.elems(level))
 	if header {
 		engram.BatchLog(tx, &b, c)
@@ -460,9 +454,8 @@ func levelOn(update *[zMaxLevel]*pZNode, x *pZNode, top int) int {
 // update[i] on each level, rank[i] being update[i]'s rank, and into the
 // table (prepareAdd done):
 //  1. log, in one batch (one engine call, one fence), what the skiplist
-//     link changes (addChange: the links on the node's levels, the next
-//     node's back link; the header) and what the table link changes (the
-//     insertion slot, Used);
+//     link changes (addChange: the links on the node's levels; the
+//     header) and what the table link changes (the insertion slot, Used);
 //  2. allocate the node and its member's bytes (fresh: no log);
 //  3. link it into the table and the skiplist.
 //
@@ -474,7 +467,7 @@ func (c *pColl) zslLinkAt(tx *engram.Tx, s float64, m []byte, level int, update 
 	}
 	slot := c.ZDict.insertSlot(hashKey(m))
 	var b engram.LogBatch
-	c.addChange(tx, &b, update, level, update[0].lv(0).Fwd)
+	c.addChange(tx, &b, update, level)
 	engram.BatchLog(tx, &b, c)
 	c.ZDict.logLink(tx, &b, slot)
 	if err := tx.LogBatch(&b); err != nil {
@@ -500,7 +493,7 @@ func (c *pColl) linkLogged(s float64, x *pZNode, level int, update *[zMaxLevel]*
 		}
 		c.ZLevel = int64(level)
 	}
-	x.Score, x.Back = s, nil
+	x.Score = s
 	c.link(update, rank, x, level)
 }
 
@@ -517,19 +510,14 @@ func (c *pColl) link(update *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64, x *pZNo
 	for i := level; i < int(c.ZLevel); i++ {
 		update[i].lv(i).Span++
 	}
-	if update[0] != c.ZHead {
-		x.Back = update[0]
-	}
-	c.linkBack(x.lv(0).Fwd, x)
 }
 
 // addChange adds to b what an insert or delete at update changes:
 // update[i].lv(i) for every level below top, the node's level (a run of
 // levels one node holds as one range: the search path visits a node on
-// consecutive levels; a node's levels are contiguous), and the back link
-// of next (the node after the change point). The spans above it change
-// unlogged (ranked).
-func (c *pColl) addChange(tx *engram.Tx, b *engram.LogBatch, update *[zMaxLevel]*pZNode, top int, next *pZNode) {
+// consecutive levels; a node's levels are contiguous). The spans above
+// it change unlogged (ranked).
+func (c *pColl) addChange(tx *engram.Tx, b *engram.LogBatch, update *[zMaxLevel]*pZNode, top int) {
 	for i := 0; i < top; {
 		n, j := update[i], i+1
 		for j < top && update[j] == n {
@@ -537,9 +525,6 @@ func (c *pColl) addChange(tx *engram.Tx, b *engram.LogBatch, update *[zMaxLevel]
 		}
 		engram.BatchLogSlice(tx, b, n.L[i:j])
 		i = j
-	}
-	if next != nil {
-		engram.BatchLog(tx, b, &next.Back)
 	}
 }
 
@@ -589,16 +574,6 @@ func (rs *levelRuns) log(tx *engram.Tx, b *engram.LogBatch) {
 	}
 }
 
-// linkBack points next's back link (or the tail) at n (logged by
-// addChange).
-func (c *pColl) linkBack(next, n *pZNode) {
-	if next != nil {
-		next.Back = n
-	} else {
-		c.ZTail = n
-	}
-}
-
 // zslDelete unlinks node x from the skiplist and from the table (slot:
 // the table's slot that points at it) and frees it.
 func (c *pColl) zslDelete(tx *engram.Tx, x *pZNode, slot **pZNode) error {
@@ -620,15 +595,15 @@ func (c *pColl) zslDelete(tx *engram.Tx, x *pZNode, slot **pZNode) error {
 // unlinkAt unlinks node x, update[i] being its predecessor on each
 // level, from the skiplist and the table (slot: the table's slot that
 // points at it):
-//  1. log, in one batch, the links on x's levels, the header and the next
-//     node's back link (addChange) and the table's slot and count;
+//  1. log, in one batch, the links on x's levels (addChange), the header
+//     and the table's slot and count;
 //  2. unlink x from both (its own links are left as they were).
 func (c *pColl) unlinkAt(tx *engram.Tx, update *[zMaxLevel]*pZNode, x *pZNode, slot **pZNode) error {
 	if update[0].lv(0).Fwd != x || *slot != x {
 		return errCorruptZSet
 	}
 	var b engram.LogBatch
-	c.addChange(tx, &b, update, levelOn(update, x, int(c.ZLevel)), x.lv(0).Fwd)
+	c.addChange(tx, &b, update, levelOn(update, x, int(c.ZLevel)))
 	engram.BatchLog(tx, &b, c)
 	c.ZDict.logLink(tx, &b, slot)
 	if err := tx.LogBatch(&b); err != nil {
@@ -653,7 +628,6 @@ func (c *pColl) unlinkLogged(update *[zMaxLevel]*pZNode, x *pZNode) {
 			u.Span--
 		}
 	}
-	c.linkBack(x.lv(0).Fwd, x.Back)
 	for c.ZLevel > 1 && c.ZHead.lv(int(c.ZLevel)-1).Fwd == nil {
 		c.ZLevel--
 	}
