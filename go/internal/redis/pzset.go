@@ -224,14 +224,14 @@ func (c *pColl) rerank(tx *engram.Tx) {
 	for x := c.ZHead.lv(0).Fwd; x != nil; x = x.lv(0).Fwd {
 		r++
 		for i := 0; i < top && last[i].lv(i).Fwd == x; i++ {
-			last[i].lv(i).Span = r - at[i]
+			last[i].lv(i).Span = r - at[i] //engramvet:ignore a span is not logged (ranked)
 			last[i], at[i] = x, r
 		}
 	}
 	for i := range top {
-		last[i].lv(i).Span = c.Len - at[i] // to the end
+		last[i].lv(i).Span = c.Len - at[i] //engramvet:ignore to the end; a span is not logged (ranked)
 	}
-	c.ZHead.Hash = tx.Epoch()
+	c.ZHead.Hash = tx.Epoch() //engramvet:ignore the stamp is not logged (ranked)
 }
 
 // freeZColl frees a sorted set's nodes, table and collection.
@@ -508,7 +508,7 @@ func (c *pColl) link(update *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64, x *pZNo
 		u.Span = rank[0] - rank[i] + 1
 	}
 	for i := level; i < int(c.ZLevel); i++ {
-		update[i].lv(i).Span++
+		update[i].lv(i).Span++ //engramvet:ignore a span is not logged (ranked)
 	}
 }
 
@@ -625,7 +625,7 @@ func (c *pColl) unlinkLogged(update *[zMaxLevel]*pZNode, x *pZNode) {
 			u.Span += x.lv(i).Span - 1
 			u.Fwd = x.lv(i).Fwd
 		} else {
-			u.Span--
+			u.Span-- //engramvet:ignore a span is not logged (ranked)
 		}
 	}
 	for c.ZLevel > 1 && c.ZHead.lv(int(c.ZLevel)-1).Fwd == nil {
