@@ -302,10 +302,11 @@ func (c *pColl) zaddAt(tx *engram.Tx, x *pZNode, m []byte, s float64) (bool, err
 	return true, c.zslInsert(tx, s, m)
 }
 
-// rankKept is whether x keeps its rank at score s: s is above its score
-// (so above its predecessor's) and strictly below its successor's (as
-// Redis's zslUpdateScore, which also keeps a lower score above the
-// predecessor's: here that one moves, there being no back link).
+// rankKept is whether x keeps its rank at score s, told without a walk:
+// s is above its score (so above its predecessor's) and strictly below
+// its successor's (Redis's zslUpdateScore also tells a lower score above
+// the predecessor's; here, with no back link, the move's walk finds that
+// one in place: moveAt).
 func rankKept(x *pZNode, s float64) bool {
 	next := x.lv(0).Fwd
 	return s > x.Score && (next == nil || next.Score > s)
@@ -399,18 +400,24 @@ func (c *pColl) zslMove(tx *engram.Tx, x *pZNode, s float64) error {
 
 // moveAt unlinks node x (predecessors del) and links it at s (ins,
 // rank: found in the list without it), both changes logged in one batch:
-// both paths' links on the node's levels and the node whole (score,
-// member, table link, levels: one range; its score is its table's too). The node's level is the highest level
-// del links to it on; the levels it alone occupied are the header on
-// ins, so ins covers every level the link changes. The spans of the
-// levels above the node's change by one (or not at all, where both paths
-// share the node), unlogged (ranked).
+// both paths' links on the node's levels and the node's score and levels
+// (one range). The node's level is the highest level del links to it on;
+// the levels it alone occupied are the header on ins, so ins covers
+// every level the link changes. The spans of the levels above the node's
+// change by one (or not at all, where both paths share the node),
+// unlogged (ranked).
 //
+// A new place right after the old predecessor is the old place (on every
+// level: no node lies between): the score is written in place
+// (zrescore), as for a higher score rankKept tells without a walk.
 // The collection's header is neither written nor logged unless the
 // list's level changes (its length would).
 func (c *pColl) moveAt(tx *engram.Tx, x *pZNode, s float64, del, ins *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64) error {
 	if del[0].lv(0).Fwd != x {
 		return errCorruptZSet
+	}
+	if ins[0] == del[0] {
+		return zrescore(tx, x, s)
 	}
 	top := int(c.ZLevel)
 	level := levelOn(del, x, top)
@@ -420,7 +427,7 @@ func (c *pColl) moveAt(tx *engram.Tx, x *pZNode, s float64, del, ins *[zMaxLevel
 	runs.add(del, level)
 	runs.add(ins, level)
 	runs.log(tx, &b)
-	engram.BatchLogSlice(tx, &b, x.elems(level))
+	engram.BatchLogSlice(tx, &b, x.elems(level)[zNodeScore:])
 	if header {
 		engram.BatchLog(tx, &b, c)
 	}

@@ -82,8 +82,9 @@ func zsetContents(p *engram.Pool, c *pColl) (map[string]float64, error) {
 
 // zexploreOps is the traced workload: moves of existing members (to
 // random scores, so the paths differ), a score written in place (its rank
-// kept), new members, removals, a move of a member to the tail and one to
-// the head.
+// kept: raised, told without a walk, and lowered, found by the walk),
+// new members, removals, a move of a member to the tail and one to the
+// head.
 func zexploreOps(r *rand.Rand, members int) []func(tx *engram.Tx, c *pColl, model map[string]float64) error {
 	move := func(m string, s float64) func(tx *engram.Tx, c *pColl, model map[string]float64) error {
 		return func(tx *engram.Tx, c *pColl, model map[string]float64) error {
@@ -122,12 +123,31 @@ func zexploreOps(r *rand.Rand, members int) []func(tx *engram.Tx, c *pColl, mode
 			return move(m, s)(tx, c, model)
 		}
 	}
+	// lower gives m a score between its predecessor's and its own: its
+	// place kept, found by the move's walk (moveAt), written in place.
+	lower := func(m string) func(tx *engram.Tx, c *pColl, model map[string]float64) error {
+		return func(tx *engram.Tx, c *pColl, model map[string]float64) error {
+			x := c.zfind([]byte(m))
+			if x == nil {
+				return fmt.Errorf("lower %s: not a member", m)
+			}
+			p := c.ZHead
+			for p.lv(0).Fwd != x {
+				p = p.lv(0).Fwd
+			}
+			s := x.Score - 1
+			if p != c.ZHead {
+				s = (p.Score + x.Score) / 2
+			}
+			return move(m, s)(tx, c, model)
+		}
+	}
 	member := func() string { return fmt.Sprintf("m%d", r.IntN(members)) }
 	near := r.IntN(members)
 	return []func(tx *engram.Tx, c *pColl, model map[string]float64) error{
 		move(member(), r.Float64()*100), move(member(), r.Float64()*100),
 		move(fmt.Sprintf("m%d", near), float64(near)+1.5), // the paths share all but the lowest levels
-		rescore(member()),
+		rescore(member()), lower(member()),
 		move("new-a", 50.5), move(member(), 1000), move(member(), -1),
 		tallest(r.Float64() * 100), tallest(2000),
 		rem(member()), move("new-b", r.Float64()*100), move(member(), r.Float64()*100),
