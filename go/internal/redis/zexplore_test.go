@@ -30,18 +30,9 @@ type zexploreHolder struct {
 
 // zsetContents checks c's skiplist (as checkSkiplist does, without a
 // testing.T) and returns its members with their scores. p was just
-// opened: c must not be ranked; its spans are computed again first.
+// opened: c must not be ranked; once its level 0 is found in order, its
+// spans are computed again (rerank) and checked.
 func zsetContents(p *engram.Pool, c *pColl) (map[string]float64, error) {
-	err := p.Txn(func(tx *engram.Tx) error {
-		if c.ranked(tx) {
-			return fmt.Errorf("the set is ranked right after an open: its unlogged spans would be trusted")
-		}
-		c.rerank(tx)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
 	got := map[string]float64{}
 	rank := map[*pZNode]int64{c.ZHead: 0}
 	var prev *pZNode
@@ -62,9 +53,22 @@ func zsetContents(p *engram.Pool, c *pColl) (map[string]float64, error) {
 	if c.ZTail != nil || int64(len(got)) != c.Len || c.ZDict.Used != c.Len || zdictCount(c.ZDict) != c.Len {
 		return nil, fmt.Errorf("tail/len: %d nodes, Len %d, table %d (%d)", len(got), c.Len, c.ZDict.Used, zdictCount(c.ZDict))
 	}
+	err := p.Txn(func(tx *engram.Tx) error {
+		if c.ranked(tx) {
+			return fmt.Errorf("the set is ranked right after an open: its unlogged spans would be trusted")
+		}
+		c.rerank(tx)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
 	level := map[*pZNode]int{c.ZHead: zMaxLevel}
 	for i := 0; i < int(c.ZLevel); i++ {
-		for n := c.ZHead; n.lv(i).Fwd != nil; n = n.lv(i).Fwd {
+		for n, hops := c.ZHead, 0; n.lv(i).Fwd != nil; n, hops = n.lv(i).Fwd, hops+1 {
+			if hops > len(got) {
+				return nil, fmt.Errorf("level %d: more hops than nodes (a cycle)", i)
+			}
 			l := n.lv(i)
 			if want := rank[l.Fwd] - rank[n]; l.Span != want {
 				return nil, fmt.Errorf("level %d at rank %d: span %d, want %d", i, rank[n], l.Span, want)
