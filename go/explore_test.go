@@ -98,7 +98,7 @@ func exploreBank(t *testing.T, logTo bool) ExploreReport {
 				}
 			}
 			b.Accounts[from] -= 10
-			b.Accounts[to] += 10
+			b.Accounts[to] += 10 //engramvet:ignore the seeded missing log this test's explorer must find
 			e, err := New[entry](tx)
 			if err != nil {
 				return err

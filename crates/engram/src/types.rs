@@ -190,8 +190,21 @@ impl TypeTable {
     /// The description of type id `id`.
     #[inline]
     pub fn get(&self, id: u32) -> Option<Arc<TypeDesc>> {
+        self.with(id, Arc::clone)
+    }
+
+    /// The size of type id `id`: [`TypeTable::get`]'s `size` without the
+    /// reference count's two atomic updates.
+    #[inline]
+    pub fn size(&self, id: u32) -> Option<u64> {
+        self.with(id, |d| d.size)
+    }
+
+    /// `f` of type id `id`'s description, under the read lock.
+    #[inline]
+    fn with<R>(&self, id: u32, f: impl FnOnce(&Arc<TypeDesc>) -> R) -> Option<R> {
         let v = self.by_id.read();
-        v.get(id.checked_sub(1)? as usize).and_then(|d| d.clone())
+        v.get(id.checked_sub(1)? as usize)?.as_ref().map(f)
     }
 
     /// The types by id - 1, as now (the GC looks types up without the lock).

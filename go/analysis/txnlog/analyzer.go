@@ -38,7 +38,7 @@ var Analyzer = &analysis.Analyzer{
 	Doc:       "report stores inside Engram transactions to pool memory that is not undo-logged first\n\nInside pool.Txn closures and functions taking a *engram.Tx, every store to memory that may live in the pool (reached from engram.Root, from a parameter, or loaded from such memory) must be preceded on every path by tx.Log or engram.LogSlice covering it. Stores in called functions of the same module are checked at the call through summaries. Where this cannot be decided statically the analyzer says \"cannot decide\". With -fix it inserts the missing tx.Log calls.",
 	Requires:  []*analysis.Analyzer{buildssa.Analyzer},
 	Run:       run,
-	FactTypes: []analysis.Fact{new(Summary)},
+	FactTypes: []analysis.Fact{new(Summary), new(VolatileType)},
 }
 
 type checker struct {
@@ -58,6 +58,9 @@ type checker struct {
 	// direct[fn]: fn is referred to only as the callee of static calls in
 	// this package, at least once (see helperTx).
 	direct map[*ssa.Function]bool
+	allocs map[*types.TypeName]bool // see allocatable (nil until asked)
+	// volatile: this package's types marked //engramvet:volatile
+	volatile map[*types.TypeName]bool
 }
 
 // funcInfo is the state of one function's analysis.
@@ -68,6 +71,7 @@ type funcInfo struct {
 	tx         string // name of the *Tx in scope, for fixes ("" if none)
 	prov       map[ssa.Value]Prov
 	logs       []region
+	batched    []batchAdd  // ranges added to log batches (see flushBatches)
 	stores     []storeAt   // every plain store, for killing logs (see killed)
 	callStores []callStore // stores callees make through arguments, likewise
 	state      int         // 0 new, 1 analyzing, 2 done
@@ -96,14 +100,27 @@ func run(pass *analysis.Pass) (any, error) {
 	// only its tests are held to the rules.
 	c.testsOnly = pass.Pkg.Path() == engramPath
 	c.indexExprs()
+	c.markVolatile()
 	c.countRefs(ssaInfo.SrcFuncs)
 	c.globals = map[*ssa.Global]Prov{}
 	c.allFuncs = append([]*ssa.Function(nil), ssaInfo.SrcFuncs...)
 	if init := c.pkg.Func("init"); init != nil {
 		c.allFuncs = append(c.allFuncs, init)
 	}
+	c.checkVolatileAllocs()
 	for _, fn := range ssaInfo.SrcFuncs {
 		c.analyze(c.info(fn))
+	}
+	// closures in package-level variable initializers (not in SrcFuncs)
+	if init := c.pkg.Func("init"); init != nil {
+		var anons func(fn *ssa.Function)
+		anons = func(fn *ssa.Function) {
+			for _, a := range fn.AnonFuncs {
+				c.analyze(c.info(a))
+				anons(a)
+			}
+		}
+		anons(init)
 	}
 	for _, fn := range ssaInfo.SrcFuncs {
 		if obj, ok := fn.Object().(*types.Func); ok && fn.Parent() == nil {
@@ -286,7 +303,7 @@ func (c *checker) summaryOf(common *ssa.CallCommon) *Summary {
 
 // sameModule reports whether a package path is in the module being checked
 // (when the driver does not say: every package outside GOROOT).
-func (c *checker) sameModule(obj *types.Func) bool {
+func (c *checker) sameModule(obj types.Object) bool {
 	pkgPath := obj.Pkg().Path()
 	if c.modPath != "" {
 		return pkgPath == c.modPath || strings.HasPrefix(pkgPath, c.modPath+"/")

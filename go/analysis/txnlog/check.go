@@ -26,6 +26,9 @@ func (c *checker) analyze(fi *funcInfo) {
 		for _, in := range b.Instrs {
 			switch in := in.(type) {
 			case *ssa.Store:
+				if fi.c.inVolatileObject(in.Addr) {
+					continue
+				}
 				fi.write(in, pathOf(in.Addr), fi.get(in.Addr), fi.c.site(in.Pos(), in.Addr))
 			case ssa.CallInstruction:
 				fi.call(in)
@@ -170,6 +173,15 @@ func (fi *funcInfo) relSteps(p path, j int) []FactStep {
 	return out
 }
 
+// stepsOf is the kinds of a summary's steps, as path steps.
+func stepsOf(fs []FactStep) []step {
+	out := make([]step, len(fs))
+	for i, s := range fs {
+		out[i] = step{kind: s.Kind}
+	}
+	return out
+}
+
 // factPath extends an argument's path by a summary's steps.
 func factPath(arg ssa.Value, steps []FactStep) path {
 	p := pathOf(arg)
@@ -203,9 +215,23 @@ func (fi *funcInfo) call(in ssa.CallInstruction) {
 		return
 	}
 	callee := common.StaticCallee()
+	if callee == nil && takesTx(common.Signature()) {
+		// every function of the module that can be this value is checked
+		// on its own: one taking the *Tx used as a value is transactional
+		return
+	}
 	if callee == nil {
-		fi.undecided(in.Pos(), Prov{Flags: provUnknown},
-			fmt.Sprintf("call of a function value%s may store to pool memory", funcValueName(common.Value)))
+		if fn, bindings := fi.staticFunc(common.Value); fn != nil && fi.applyFunc(in, fn, append(append([]ssa.Value(nil), common.Args...), bindings...), "") {
+			return
+		}
+		reason := fmt.Sprintf("call of a function value%s may store to pool memory", funcValueName(common.Value))
+		if k := fi.funcParamIndex(common.Value); k >= 0 && !fi.txn {
+			// decided at each call of fi, by the function passed there
+			fi.addEffect(Effect{Param: -1, Opaque: true, Undecided: reason, Calls: k + 1,
+				Pos: fi.posString(in.Pos()), Func: fi.fn.Name()})
+			return
+		}
+		fi.undecided(in.Pos(), Prov{Flags: provUnknown}, reason)
 		return
 	}
 	if obj := calleeObj(common); obj != nil && obj.Pkg() != nil && obj.Pkg().Path() == "sync/atomic" {
@@ -225,6 +251,16 @@ func (fi *funcInfo) call(in ssa.CallInstruction) {
 	for i := range sum.Effects {
 		fi.applyEffect(in, args, &sum.Effects[i], name)
 	}
+}
+
+// takesTx reports whether a signature has a *engram.Tx parameter.
+func takesTx(sig *types.Signature) bool {
+	for i := 0; i < sig.Params().Len(); i++ {
+		if isTxPtr(sig.Params().At(i).Type()) {
+			return true
+		}
+	}
+	return false
 }
 
 // funcValueName names a called function value for messages (" f"), if it
@@ -283,15 +319,196 @@ func (fi *funcInfo) undecided(pos token.Pos, pr Prov, reason string) {
 	fi.undecidedEffect(pr, &Effect{Undecided: reason, Pos: fi.posString(pos), Func: fi.fn.Name()})
 }
 
-// applyEffect checks one effect of a callee at the call site.
+// paramIndex is v's index among fi's parameters (free variables follow),
+// or -1.
+func (fi *funcInfo) paramIndex(v ssa.Value) int {
+	for i, p := range fi.fn.Params {
+		if p == v {
+			return i
+		}
+	}
+	for i, f := range fi.fn.FreeVars {
+		if f == v {
+			return len(fi.fn.Params) + i
+		}
+	}
+	return -1
+}
+
+// funcParamIndex is the index of the parameter (or captured variable) a
+// called function value comes from, or -1.
+func (fi *funcInfo) funcParamIndex(v ssa.Value) int {
+	if u, ok := v.(*ssa.UnOp); ok && u.Op == token.MUL {
+		if fv, ok := u.X.(*ssa.FreeVar); ok && onlyLoaded(fv) {
+			return fi.paramIndex(fv)
+		}
+	}
+	return fi.paramIndex(v)
+}
+
+// applyCall checks a callee's call of the function value its caller passes
+// in args[e.Calls-1]: a function or closure of this package is checked
+// here through its summary (what it is called with is pool memory, its
+// captured variables are the closure's bindings); a function value fi
+// was itself given is left to fi's callers. False if it cannot say.
+func (fi *funcInfo) applyCall(in ssa.CallInstruction, args []ssa.Value, e *Effect, callee string) bool {
+	if e.Calls-1 >= len(args) || args[e.Calls-1] == nil {
+		return false
+	}
+	fv := args[e.Calls-1]
+	if _, ok := fv.(*ssa.Alloc); ok {
+		fv = onlyStored(fv) // a captured variable: what it holds
+		if fv == nil {
+			return false
+		}
+	}
+	if k := fi.paramIndex(fv); k >= 0 && !fi.txn {
+		out := *e
+		out.Calls = k + 1
+		fi.addEffect(out)
+		return true
+	}
+	fn, bindings := fi.staticFunc(fv)
+	if fn == nil {
+		return false
+	}
+	return fi.applyFunc(in, fn, append(make([]ssa.Value, len(fn.Params)), bindings...), callee)
+}
+
+// applyFunc checks, at in, the summary of fn (a function or closure of
+// this package called through a function value) against args (nil for
+// arguments not known here: pool memory). via names the callee that makes
+// the call, if not in itself. False if fn has no summary here.
+func (fi *funcInfo) applyFunc(in ssa.CallInstruction, fn *ssa.Function, args []ssa.Value, via string) bool {
+	if fn.Pkg != fi.c.pkg || len(fn.Blocks) == 0 || fn.TypeParams().Len() > 0 {
+		return false
+	}
+	fin := fi.c.info(fn)
+	if fin.state == 1 {
+		return true // recursion: optimistic, as for calls
+	}
+	fi.c.analyze(fin)
+	name := calleeName(fn)
+	if via != "" {
+		name += " through " + via
+	}
+	for i := range fin.effects {
+		fi.applyEffect(in, args, &fin.effects[i], name)
+	}
+	return true
+}
+
+// staticFunc is the one function a function value v can be, with the
+// closure's bindings: a function, a closure made here, or a local (or a
+// captured local) that only ever holds one such value. Nil otherwise.
+func (fi *funcInfo) staticFunc(v ssa.Value) (*ssa.Function, []ssa.Value) {
+	for depth := 0; depth < 4; depth++ {
+		switch x := v.(type) {
+		case *ssa.Function:
+			return x, nil
+		case *ssa.MakeClosure:
+			fn, _ := x.Fn.(*ssa.Function)
+			return fn, x.Bindings
+		case *ssa.UnOp:
+			if x.Op != token.MUL {
+				return nil, nil
+			}
+			cell := x.X
+			for owner := fi; ; {
+				fv, ok := cell.(*ssa.FreeVar)
+				if !ok {
+					break
+				}
+				if !onlyLoaded(fv) {
+					return nil, nil
+				}
+				if owner, cell = owner.binding(fv); owner == nil {
+					return nil, nil
+				}
+			}
+			v = onlyStored(cell)
+		default:
+			return nil, nil
+		}
+	}
+	return nil, nil
+}
+
+// onlyLoaded reports whether a captured variable is only read (here, and
+// in the closures it is captured by in turn).
+func onlyLoaded(v ssa.Value) bool {
+	if v.Referrers() == nil {
+		return false
+	}
+	for _, r := range *v.Referrers() {
+		if !readUse(r, v) {
+			return false
+		}
+	}
+	return true
+}
+
+// readUse reports whether instruction r only reads the variable v: a load,
+// or a closure that captures v and only reads it.
+func readUse(r ssa.Instruction, v ssa.Value) bool {
+	switch r := r.(type) {
+	case *ssa.UnOp, *ssa.DebugRef:
+		return true
+	case *ssa.MakeClosure:
+		return boundOnlyLoaded(r, v)
+	}
+	return false
+}
+
+// boundOnlyLoaded reports whether the closure mc only reads v, which it
+// captures.
+func boundOnlyLoaded(mc *ssa.MakeClosure, v ssa.Value) bool {
+	fn, ok := mc.Fn.(*ssa.Function)
+	if !ok {
+		return false
+	}
+	for i, b := range mc.Bindings {
+		if b == v && (i >= len(fn.FreeVars) || !onlyLoaded(fn.FreeVars[i])) {
+			return false
+		}
+	}
+	return true
+}
+
+// onlyStored is the one value ever stored into a local cell (an Alloc that
+// is otherwise only loaded, or captured by closures that only load it), or
+// nil.
+func onlyStored(cell ssa.Value) ssa.Value {
+	if _, ok := cell.(*ssa.Alloc); !ok || cell.Referrers() == nil {
+		return nil
+	}
+	var val ssa.Value
+	for _, r := range *cell.Referrers() {
+		if st, ok := r.(*ssa.Store); ok && st.Addr == cell && val == nil {
+			val = st.Val
+		} else if !readUse(r, cell) {
+			return nil
+		}
+	}
+	return val
+}
+
+// applyEffect checks one effect of a callee at the call site (args[i] nil:
+// memory the callee passes, taken to be pool memory).
 func (fi *funcInfo) applyEffect(in ssa.CallInstruction, args []ssa.Value, e *Effect, callee string) {
+	if e.Calls > 0 && fi.applyCall(in, args, e, callee) {
+		return
+	}
 	s := site{pos: in.Pos(), what: e.What, callee: callee, at: e.Pos, eff: e}
 	var pr Prov
 	var p path
-	if e.Param < 0 || e.Param >= len(args) {
+	if e.Param < 0 || e.Param >= len(args) || args[e.Param] == nil {
 		pr = Prov{Flags: provPool}
 	} else {
 		arg := args[e.Param]
+		if !e.Opaque && e.Undecided == "" && inObject(stepsOf(e.Steps)) && fi.c.inVolatileObject(arg) {
+			return // inside an object the pool cannot hold
+		}
 		pr = fi.pathProv(arg, e.Steps)
 		if !e.Opaque {
 			p = factPath(arg, e.Steps)
@@ -341,7 +558,7 @@ func (fi *funcInfo) pathProv(arg ssa.Value, steps []FactStep) Prov {
 // undecidedEffect passes a callee's undecided effect up a summary.
 func (fi *funcInfo) undecidedEffect(pr Prov, e *Effect) {
 	out := *e
-	out.Opaque, out.Steps = true, nil
+	out.Opaque, out.Steps, out.Calls = true, nil, 0
 	if pr.Flags&(provPool|provUnknown) != 0 {
 		out.Param = -1
 		fi.addEffect(out)
@@ -360,8 +577,8 @@ func (fi *funcInfo) builtin(in ssa.CallInstruction, name string, args []ssa.Valu
 		return
 	}
 	dst := args[0]
-	if _, ok := dst.Type().Underlying().(*types.Slice); !ok {
-		return // clear of a map: maps never live in the pool
+	if sl, ok := dst.Type().Underlying().(*types.Slice); !ok || !fi.c.canHold(sl.Elem()) {
+		return // clear of a map, or elements the pool cannot hold
 	}
 	s := site{pos: in.Pos(), what: fmt.Sprintf("the elements of %s", fi.c.exprText(dst, in.Pos()))}
 	if fi.rangeLogged(in, dst) {
@@ -400,6 +617,9 @@ func (fi *funcInfo) atomic(in ssa.CallInstruction, obj *types.Func, args []ssa.V
 		return
 	case hasPrefix(name, "Store", "Add", "Swap", "CompareAndSwap", "And", "Or"):
 		dst := args[0]
+		if fi.c.inVolatileObject(dst) {
+			return
+		}
 		text := fi.c.exprText(dst, in.Pos())
 		s := site{pos: in.Pos(), what: deref(text)}
 		if !strings.ContainsAny(text, "()") {
@@ -427,9 +647,10 @@ func hasPrefix(s string, prefixes ...string) bool {
 }
 
 // scans reports whether a function of a read-only package nevertheless
-// writes through its arguments (fmt.Sscan and the like).
+// writes through its arguments (fmt.Sscan and the like, a Read, or calls a
+// function it is given: Shuffle).
 func scans(name string) bool {
-	return strings.Contains(strings.ToLower(name), "scan")
+	return strings.Contains(strings.ToLower(name), "scan") || name == "Read" || name == "Shuffle"
 }
 
 // reach is the provenance of what the call at, given v, may write: v's
@@ -459,16 +680,41 @@ func (fi *funcInfo) reach(v ssa.Value, at ssa.Instruction) Prov {
 // readOnlyPkgs are standard packages whose functions do not store through
 // the pointers passed to them (or only to lock words, which are volatile
 // state by Engram's rules).
+// runtime/metrics is one but for Read, which fills the []metrics.Sample it
+// is given (not exempt, as no Read is: see scans).
 var readOnlyPkgs = map[string]bool{
 	"fmt": true, "errors": true, "strings": true, "strconv": true, "math": true,
 	"math/bits": true, "unicode": true, "log": true, "time": true,
 	"context": true, "sync": true, "runtime": true, "testing": true,
+	"runtime/metrics": true,
+	// the generators' methods write their own state (a Rand holds an
+	// interface: never pool memory); Read and Shuffle are not exempt
+	"math/rand": true, "math/rand/v2": true,
+}
+
+// readOnlyFuncPkgs are standard packages whose functions (not methods:
+// bytes.Buffer and bytes.Reader write through theirs) do not store through
+// their arguments, unless given a function to call.
+var readOnlyFuncPkgs = map[string]bool{"bytes": true}
+
+// readOnlyFunc reports whether fn is a function of readOnlyFuncPkgs that
+// takes no function argument.
+func readOnlyFunc(fn *ssa.Function) bool {
+	if fn.Pkg == nil || !readOnlyFuncPkgs[fn.Pkg.Pkg.Path()] || fn.Signature.Recv() != nil {
+		return false
+	}
+	for i := 0; i < fn.Signature.Params().Len(); i++ {
+		if _, ok := fn.Signature.Params().At(i).Type().Underlying().(*types.Signature); ok {
+			return false
+		}
+	}
+	return true
 }
 
 // external: a call with no summary (outside the module) that is passed
 // memory which may be pool memory cannot be decided.
 func (fi *funcInfo) external(in ssa.CallInstruction, callee *ssa.Function, args []ssa.Value) {
-	if callee.Pkg != nil && readOnlyPkgs[callee.Pkg.Pkg.Path()] && !scans(callee.Name()) {
+	if callee.Pkg != nil && readOnlyPkgs[callee.Pkg.Pkg.Path()] && !scans(callee.Name()) || readOnlyFunc(callee) {
 		return
 	}
 	if callee.Synthetic != "" {

@@ -29,7 +29,16 @@
 //     from a local, or from an unexported global, is whatever the function
 //     (the package) stored into it;
 //   - unknown: loaded from an exported global, a map or a channel, returned
-//     by a function outside the module, converted from unsafe.Pointer.
+//     by a function outside the module, converted from an integer
+//     (a pointer converted through unsafe.Pointer, and unsafe.Slice,
+//     SliceData, String, StringData and Add, keep their argument's).
+//
+// Whatever a pointer's provenance, an object the pool cannot hold needs no
+// log (poolable.go, volatile.go): a type with a map, chan, func, interface
+// or unsafe.Pointer in it (the engram package refuses to allocate it), an
+// unexported type its package never allocates, and a type declared
+// //engramvet:volatile (checked at every instantiation that may allocate
+// it).
 //
 // A store through pool memory needs a log; through unknown memory the
 // analyzer reports "cannot decide"; through fresh or volatile memory it says
@@ -43,7 +52,9 @@
 // elements i..j-1 of s; the analyzer decides whether an index is in range
 // for constants, for s[i:i+1] against index i, for the counted loop
 // for k := i; k < j; k++, and for the whole slice;
-// otherwise it says "cannot decide". A log covers a store only if one runs
+// otherwise it says "cannot decide". A range added to a log batch
+// (BatchLog, BatchLogSlice) is logged where tx.LogBatch logs the batch, if
+// its addition dominates that call. A log covers a store only if one runs
 // before it on every path (a dominating log, or one on each branch), and
 // only until a store may
 // overwrite a pointer or slice header the logged path was reached through.
@@ -58,11 +69,15 @@
 // memory it writes whatever its arguments, the operations it cannot decide,
 // what it logs on every path, and where its results come from. At a call
 // inside a transaction each effect is checked against the caller's
-// arguments and logs, exactly as a store there would be. Interface method
-// calls and calls of function values given (or able to reach) pool memory,
-// and calls to functions outside the module given pool memory, are "cannot
-// decide"; a few standard packages known not to write through their
-// arguments (fmt, strings, errors, ...) are exempt.
+// arguments and logs, exactly as a store there would be. A call of a
+// function value is checked through the summary of the one function it can
+// be (a closure held by a local, or passed to a helper that calls it); one
+// taking the *Tx needs no check (every such function used as a value is
+// checked on its own). Interface method calls and calls of other function
+// values given (or able to reach) pool memory, and calls to functions
+// outside the module given pool memory, are "cannot decide"; a few
+// standard packages known not to write through their arguments (fmt,
+// strings, errors, bytes' functions, ...) are exempt.
 //
 // # Fixes
 //

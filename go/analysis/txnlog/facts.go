@@ -77,6 +77,13 @@ type Effect struct {
 	Pos       string     // file:line of the store
 	Func      string     // the function that stores
 	SliceAll  bool       // in Logs: all elements of the slice at Steps
+	// Calls, in Effects: k > 0 for a call of the function value in
+	// parameter k-1 (Undecided says so): checked at each call site
+	// against the function passed there (applyCall)
+	Calls int
+	// Batch, in Logs: 0 for a log; k > 0 for a range added to the
+	// LogBatch that parameter k-1 points to (logged when that batch is)
+	Batch int
 }
 
 // Summary is the fact exported for every function of a package.
@@ -98,6 +105,10 @@ func (s *Summary) String() string {
 		}
 	}
 	for _, e := range s.Logs {
+		if e.Batch > 0 {
+			fmt.Fprintf(&b, "batches(%d:%d steps into %d) ", e.Param, len(e.Steps), e.Batch-1)
+			continue
+		}
 		fmt.Fprintf(&b, "logs(%d:%d steps) ", e.Param, len(e.Steps))
 	}
 	for i, r := range s.Results {

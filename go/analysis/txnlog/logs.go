@@ -18,6 +18,7 @@ import (
 
 // collectLogs records the region every log call in fi covers.
 func (fi *funcInfo) collectLogs() {
+	var flushes []batchFlush
 	for _, b := range fi.fn.Blocks {
 		for _, in := range b.Instrs {
 			call, ok := in.(ssa.CallInstruction)
@@ -37,9 +38,57 @@ func (fi *funcInfo) collectLogs() {
 				if len(common.Args) == 2 {
 					fi.logs = append(fi.logs, sliceRegion(in, common.Args[1]))
 				}
+			case "BatchLog", "BatchLogSlice":
+				if len(common.Args) == 3 {
+					r := sliceRegion(in, common.Args[2])
+					if engramFunc(common) == "BatchLog" {
+						r = region{at: in, obj: pathOf(common.Args[2])}
+					}
+					fi.batched = append(fi.batched, batchAdd{batch: pathOf(common.Args[1]), r: r})
+				}
+			case "Tx.LogBatch":
+				if len(common.Args) == 2 {
+					flushes = append(flushes, batchFlush{at: in, batch: pathOf(common.Args[1])})
+				}
 			}
 		}
 	}
+	fi.flushBatches(flushes)
+}
+
+// batchAdd is a range added to a LogBatch (BatchLog, BatchLogSlice, or a
+// helper that adds to a batch it is given): logged only when the batch is.
+type batchAdd struct {
+	batch path
+	r     region // what it covers once logged; r.at is where it was added
+}
+
+type batchFlush struct {
+	at    ssa.Instruction
+	batch path
+}
+
+// flushBatches turns the ranges added to a batch into logs made where
+// tx.LogBatch logs that batch: a range counts if its addition dominates the
+// LogBatch call (it is in the batch on every path there). It covers from
+// the LogBatch call on, and is killed by stores from its addition on (the
+// batch holds the address it had then).
+func (fi *funcInfo) flushBatches(flushes []batchFlush) {
+	for _, f := range flushes {
+		for _, a := range fi.batched {
+			if !sameLocation(a.batch, f.batch) || !dominates(a.r.at, f.at) {
+				continue
+			}
+			r := a.r
+			r.from, r.at = r.at, f.at
+			fi.logs = append(fi.logs, r)
+		}
+	}
+}
+
+// sameLocation reports whether two paths surely name the same location.
+func sameLocation(a, b path) bool {
+	return len(a.steps) == len(b.steps) && matchPrefix(a, b) == yes
 }
 
 // calleeLogs adds the logs a callee makes on every path (a logging helper
@@ -58,6 +107,17 @@ func (fi *funcInfo) calleeLogs(in ssa.Instruction, common *ssa.CallCommon) {
 			continue
 		}
 		p := factPath(args[e.Param], e.Steps)
+		if e.Batch > 0 {
+			// a helper adding to a batch it is given (checked when logged)
+			if e.Batch <= len(args) {
+				r := region{at: in, obj: p}
+				if e.SliceAll {
+					r = region{at: in, slice: true, base: p, kind: stepElem}
+				}
+				fi.batched = append(fi.batched, batchAdd{batch: pathOf(args[e.Batch-1]), r: r})
+			}
+			continue
+		}
 		if e.SliceAll {
 			fi.logs = append(fi.logs, region{at: in, slice: true, base: p, kind: stepElem})
 		} else {
@@ -81,27 +141,43 @@ func (fi *funcInfo) summariseLogs() {
 		return
 	}
 	for _, r := range fi.logs {
-		if r.virtual || !dominatesAll(r.at, rets) || fi.killedAtAny(r, rets) {
+		if !r.virtual && dominatesAll(r.at, rets) && !fi.killedAtAny(r, rets) {
+			fi.summariseLog(r, 0)
+		}
+	}
+	// ranges added on every path to a batch the caller passed in
+	for _, a := range fi.batched {
+		if len(a.batch.steps) != 0 || !dominatesAll(a.r.at, rets) || fi.killedAtAny(a.r, rets) {
 			continue
 		}
-		p := r.obj
-		if r.slice {
-			if r.kind != stepElem || !isZero(r.lo) || (r.hi != nil && !isLen(r.hi, r.base)) {
-				continue
+		for k, prm := range fi.fn.Params {
+			if prm == a.batch.root {
+				fi.summariseLog(a.r, k+1)
 			}
-			p = r.base
 		}
-		for j := range len(fi.fn.Params) + len(fi.fn.FreeVars) {
-			if steps := fi.relSteps(p, j); steps != nil && len(fi.logged) < maxEffects {
-				fi.addLogged(Effect{Param: j, Steps: steps, SliceAll: r.slice})
-			}
+	}
+}
+
+// summariseLog adds what r logs of parameter memory to fi's summary (to
+// the batch of parameter batch-1 if batch > 0).
+func (fi *funcInfo) summariseLog(r region, batch int) {
+	p := r.obj
+	if r.slice {
+		if r.kind != stepElem || !isZero(r.lo) || (r.hi != nil && !isLen(r.hi, r.base)) {
+			return
+		}
+		p = r.base
+	}
+	for j := range len(fi.fn.Params) + len(fi.fn.FreeVars) {
+		if steps := fi.relSteps(p, j); steps != nil && len(fi.logged) < maxEffects {
+			fi.addLogged(Effect{Param: j, Steps: steps, SliceAll: r.slice, Batch: batch})
 		}
 	}
 }
 
 func (fi *funcInfo) addLogged(e Effect) {
 	for _, o := range fi.logged {
-		if o.Param == e.Param && o.SliceAll == e.SliceAll && fmt.Sprint(o.Steps) == fmt.Sprint(e.Steps) {
+		if o.Param == e.Param && o.SliceAll == e.SliceAll && o.Batch == e.Batch && fmt.Sprint(o.Steps) == fmt.Sprint(e.Steps) {
 			return
 		}
 	}
@@ -263,6 +339,10 @@ func (fi *funcInfo) calleeStores(in ssa.Instruction, common *ssa.CallCommon) {
 // overwrite between the log and at (tx.Log(&l.Head.Val); l.Head = m;
 // l.Head.Val = 1 writes m's Val, which was never logged).
 func (fi *funcInfo) killed(r region, at ssa.Instruction) bool {
+	from := r.at
+	if r.from != nil {
+		from = r.from
+	}
 	p := r.obj
 	if r.slice {
 		p = r.base
@@ -276,7 +356,7 @@ func (fi *funcInfo) killed(r region, at ssa.Instruction) bool {
 			if len(w.path.steps) != i || matchPrefix(loc, w.path) == no {
 				continue
 			}
-			if between(w.at, r.at, at) {
+			if between(w.at, from, at) {
 				return true
 			}
 		}
@@ -285,7 +365,7 @@ func (fi *funcInfo) killed(r region, at ssa.Instruction) bool {
 			if w.opaque {
 				hit = len(w.path.steps) <= i && matchPrefix(w.path, loc) != no
 			}
-			if hit && between(w.at, r.at, at) {
+			if hit && between(w.at, from, at) {
 				return true
 			}
 		}

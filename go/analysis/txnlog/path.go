@@ -212,6 +212,9 @@ type region struct {
 	kind  int // stepElem or stepArr for slice regions
 	lo    ssa.Value
 	hi    ssa.Value
+	// from: where a batched range was added (at is the LogBatch that logs
+	// it); stores from there on may kill it. Nil for other logs.
+	from ssa.Instruction
 	// virtual: not a log call but a store already reported, assumed logged
 	// for the rest of the function (never part of a summary)
 	virtual bool

@@ -69,6 +69,11 @@ func (fi *funcInfo) get(v ssa.Value) Prov {
 	case *ssa.Const, *ssa.Global, *ssa.Function, *ssa.Builtin:
 		return Prov{Flags: provVolatile}
 	}
+	if owner, ok := v.(interface{ Parent() *ssa.Function }); ok && owner.Parent() != nil && owner.Parent() != fi.fn {
+		// a value of an enclosing function (a closure's binding, met when
+		// a call of a captured function value is resolved): as captured
+		return fi.c.info(owner.Parent()).get(v).lift()
+	}
 	return Prov{}
 }
 
@@ -87,8 +92,11 @@ func (fi *funcInfo) compute(v ssa.Value) Prov {
 	}
 	if x := through(v); x != nil {
 		p := fi.get(x)
-		if _, ok := v.(*ssa.Convert); ok {
-			p = p.join(unknown) // from unsafe.Pointer or uintptr
+		if cv, ok := v.(*ssa.Convert); ok && !pointerish(cv.X.Type()) {
+			// from uintptr: pointer arithmetic, or an address from nowhere
+			// (a conversion of a pointer, or of an unsafe.Pointer made from
+			// one, points where it did)
+			p = p.join(unknown)
 		}
 		return p
 	}
@@ -316,7 +324,7 @@ func (fi *funcInfo) volatileLoad(addr ssa.Value) Prov {
 func (fi *funcInfo) volatileLoadBefore(addr ssa.Value, at ssa.Instruction) Prov {
 	base := objectBase(addr)
 	switch b := base.(type) {
-	case *ssa.Alloc:
+	case *ssa.Alloc, *ssa.MakeSlice:
 		return fi.storesInto(b, nil, at)
 	case *ssa.FreeVar:
 		p := fi.storesInto(b, nil, at)
@@ -538,8 +546,11 @@ func (fi *funcInfo) callResults(call *ssa.Call) []Prov {
 		return out
 	}
 	if b, ok := common.Value.(*ssa.Builtin); ok {
-		if b.Name() == "append" && len(common.Args) > 0 {
+		switch {
+		case b.Name() == "append" && len(common.Args) > 0:
 			return fill(fi.get(common.Args[0]).join(volatile))
+		case unsafeViews[b.Name()] && len(common.Args) > 0:
+			return fill(fi.get(common.Args[0]))
 		}
 		return fill(volatile)
 	}
@@ -575,6 +586,10 @@ func (fi *funcInfo) callResults(call *ssa.Call) []Prov {
 	}
 	return out
 }
+
+// unsafeViews are the unsafe builtins whose result points into the memory
+// their first argument points to (or, for unsafe.Slice and String, at).
+var unsafeViews = map[string]bool{"SliceData": true, "StringData": true, "Slice": true, "String": true, "Add": true}
 
 // callArgs lists the arguments of a static call as the callee numbers its
 // parameters: receiver, arguments, then closure bindings.

@@ -279,19 +279,27 @@ func cmdMSet(x *ctx, nx bool) error {
 	return nil
 }
 
+// How msetPairs stores an existing key's pair (over[i]).
+const (
+	msetPut       = iota // putLooked: a new array, or a collection replaced
+	msetOverwrite        // over the old value's bytes (canOverwrite)
+	msetKept             // the key holds the value already (storesNothing)
+)
+
 // msetPairs stores MSET's pairs. Existing keys whose value bytes can
 // take the new value (canOverwrite) are logged with one engine call and
-// one fence for the whole command and overwritten; absent keys are linked
-// with one more (pDict.addMany); the others are put one by one. A key
-// given twice gets its last value.
+// one fence for the whole command and overwritten; keys that hold their
+// new value already (storesNothing) are only touched; absent keys are
+// linked with one more (pDict.addMany); the others are put one by one. A
+// key given twice gets its last value.
 func msetPairs(x *ctx) error {
 	var b engram.LogBatch
 	// Per argument (the keys' places used): on the stack for up to 16 pairs.
 	var foundBuf [33]*pEntry
-	var overBuf [33]bool
+	var overBuf [33]uint8
 	found, over := foundBuf[:0], overBuf[:0]
 	if len(x.args) > len(foundBuf) {
-		found, over = make([]*pEntry, 0, len(x.args)), make([]bool, 0, len(x.args))
+		found, over = make([]*pEntry, 0, len(x.args)), make([]uint8, 0, len(x.args))
 	}
 	found, over = found[:len(x.args)], over[:len(x.args)]
 	var newKeys, newVals [][]byte
@@ -307,9 +315,11 @@ func msetPairs(x *ctx) error {
 		switch {
 		case e == nil:
 			newKeys, newVals = append(newKeys, x.args[i]), append(newVals, x.args[i+1])
+		case storesNothing(e, tString, x.args[i+1], true):
+			over[i] = msetKept
 		case canOverwrite(e, x.args[i+1]):
 			logOverwrite(x.tx, &b, e, tString, x.args[i+1], true)
-			over[i] = true
+			over[i] = msetOverwrite
 		}
 		found[i] = e
 	}
@@ -319,7 +329,9 @@ func msetPairs(x *ctx) error {
 	for i := 1; i < len(x.args); i += 2 {
 		switch e := found[i]; {
 		case skip[i] || e == nil:
-		case over[i]:
+		case over[i] == msetKept:
+			x.touch(x.args[i])
+		case over[i] == msetOverwrite:
 			x.touch(x.args[i])
 			overwriteVal(e, tString, x.args[i+1])
 			if e.Expire != 0 {

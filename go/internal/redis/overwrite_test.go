@@ -362,3 +362,62 @@ func applyPrefix(model map[string]string, inflight [][]string, same func() bool,
 		}
 	}
 }
+
+// TestSetSameValue: a SET or MSET of the value a key holds writes nothing
+// (store.go's storesNothing) but is still a write as Redis sees it: it
+// clears a TTL, makes a raw string embstr, aborts a WATCH, and the value
+// reads back (also after a reopen); the same in a pipeline, where the
+// keys were logged ahead (prelog.go).
+func TestSetSameValue(t *testing.T) {
+	ctx := context.Background()
+	dir := tmpDir(t)
+	s, c := start(t, dir+"/same.pool", 0)
+	c.Set(ctx, "a", "abc", 0)
+	c.Set(ctx, "ttl", "abc", time.Hour)
+	c.Set(ctx, "mttl", "abc", time.Hour)
+	c.Set(ctx, "raw", "ab", 0)
+	c.Append(ctx, "raw", "c")
+	c.Set(ctx, "kttl", "abc", time.Hour)
+	p := c.Pipeline()
+	p.Set(ctx, "a", "abc", 0)
+	p.Set(ctx, "ttl", "abc", 0)
+	p.MSet(ctx, "a", "abc", "mttl", "abc")
+	p.Set(ctx, "raw", "abc", 0)
+	p.SetArgs(ctx, "kttl", "abc", goredis.SetArgs{KeepTTL: true})
+	if _, err := p.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]time.Duration{"a": -1, "ttl": -1, "mttl": -1, "raw": -1} {
+		if d := c.TTL(ctx, k).Val(); d != want {
+			t.Fatalf("TTL %s after a SET of its value: %v, want %v", k, d, want)
+		}
+	}
+	if d := c.TTL(ctx, "kttl").Val(); d <= 0 {
+		t.Fatalf("TTL kttl after SET KEEPTTL of its value: %v", d)
+	}
+	if enc := c.ObjectEncoding(ctx, "raw").Val(); enc != "embstr" {
+		t.Fatalf("OBJECT ENCODING after a SET of a raw string's bytes: %s, want embstr", enc)
+	}
+	err := c.Watch(ctx, func(tx *goredis.Tx) error {
+		c.Set(ctx, "a", "abc", 0)
+		_, err := tx.TxPipelined(ctx, func(p goredis.Pipeliner) error { return p.Set(ctx, "a", "lost", 0).Err() })
+		return err
+	}, "a")
+	if err != goredis.TxFailedErr {
+		t.Fatalf("EXEC after a watched key was SET to its value: %v", err)
+	}
+	verify := func(c *goredis.Client, when string) {
+		for _, k := range []string{"a", "ttl", "mttl", "raw", "kttl"} {
+			if got := c.Get(ctx, k).Val(); got != "abc" {
+				t.Fatalf("%s: %s = %q", when, k, got)
+			}
+		}
+	}
+	verify(c, "before reopen")
+	c.Close()
+	s.Close()
+	s, c = start(t, dir+"/same.pool", 0)
+	verify(c, "after reopen")
+	c.Close()
+	s.Close()
+}

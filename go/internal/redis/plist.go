@@ -104,20 +104,21 @@ func (c *pColl) lpush(tx *engram.Tx, v []byte, left bool) error {
 	if left {
 		slot = n.Start - 1
 	}
-	if err := logPushSlots(tx, n, slot); err != nil {
+	// Everything the push writes (the slot's run, the chunk's counters,
+	// the length) in one batch: after a pipeline's first push all of it
+	// is logged already, and the batch is empty (no engine call).
+	var lb engram.LogBatch
+	batchPushSlots(tx, &lb, n, slot)
+	engram.BatchLog(tx, &lb, n)
+	engram.BatchLog(tx, &lb, &c.Len)
+	if err := tx.LogBatch(&lb); err != nil {
 		return err
 	}
-	n.Items[slot] = b
-	if err := tx.Log(n); err != nil {
-		return err
-	}
+	n.Items[slot] = b //engramvet:ignore batchPushSlots logged the aligned window holding slot
 	if left {
 		n.Start--
 	}
 	n.Count++
-	if err := tx.Log(&c.Len); err != nil {
-		return err
-	}
 	c.Len++
 	return nil
 }
@@ -130,12 +131,12 @@ func (c *pColl) lpush(tx *engram.Tx, v []byte, left bool) error {
 // region needs no undo at all: the engine answers at once).
 const pushWindow = 8
 
-// logPushSlots undo-logs the slots of n around slot (pushWindow of them,
-// aligned, within the chunk) before a push writes slot.
-func logPushSlots(tx *engram.Tx, n *pLNode, slot int64) error {
+// batchPushSlots adds to lb the slots of n around slot (pushWindow of
+// them, aligned, within the chunk): what a push that writes slot logs.
+func batchPushSlots(tx *engram.Tx, lb *engram.LogBatch, n *pLNode, slot int64) {
 	lo := slot &^ (pushWindow - 1)
 	hi := min(lo+pushWindow, int64(len(n.Items)))
-	return engram.LogSlice(tx, n.Items[lo:hi])
+	engram.BatchLogSlice(tx, lb, n.Items[lo:hi])
 }
 
 // linkEnd links a new empty chunk at an end (filled from its inner side).

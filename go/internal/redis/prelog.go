@@ -60,7 +60,8 @@ func (s *Server) prelog(tx *engram.Tx, refs []warmRef) error {
 // an existing string, its value's bytes if short (an overwrite's) and its
 // entry unless the write is likely to leave the entry as it is (entryKept:
 // an overwrite by a value of the same length, no TTL to clear, writes
-// only the value bytes); for an absent key, its insertion slot and the
+// only the value bytes), nothing if the value is the one the key holds
+// (storesNothing: store.go); for an absent key, its insertion slot and the
 // table's count (what pDict.add and addMany log, unless a rehash starts
 // first).
 func appendPrelog(pairs []uint64, ref *warmRef) []uint64 {
@@ -71,6 +72,9 @@ func appendPrelog(pairs []uint64, ref *warmRef) []uint64 {
 	e := ref.e
 	if e.Type != tString || e.Coll != nil {
 		return pairs
+	}
+	if ref.guess.kind == guessValue && storesNothing(e, tString, ref.guess.val, true) {
+		return pairs // the key holds the value already: the write changes nothing
 	}
 	if !entryKept(e, ref.guess) {
 		pairs = append(pairs, addrOf(e), uint64(unsafe.Sizeof(*e)))

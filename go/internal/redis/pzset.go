@@ -321,7 +321,7 @@ func zrescore(tx *engram.Tx, x *pZNode, s float64) error {
 	if err := engram.LogSlice(tx, x.elems(0)[zNodeScore:zNodeScore+1]); err != nil {
 		return err
 	}
-	x.Score = s
+	x.Score = s //engramvet:ignore logged as element zNodeScore of x.elems (Spare and Score; offsets checked at compile time)
 	return nil
 }
 
@@ -434,13 +434,13 @@ func (c *pColl) moveAt(tx *engram.Tx, x *pZNode, s float64, del, ins *[zMaxLevel
 	if err := tx.LogBatch(&b); err != nil {
 		return err
 	}
-	c.unlinkLogged(del, x)
+	c.unlinkLogged(del, x) //engramvet:ignore the batch above: levelRuns of del and ins on x's levels, x's score and levels, c if header; spans unlogged (ranked)
 	if header {
-		c.Len-- // the list without x, which linkLogged's new levels read
+		c.Len-- //engramvet:ignore c is in the batch when header
 	}
-	c.linkLogged(s, x, level, ins, rank)
+	c.linkLogged(s, x, level, ins, rank) //engramvet:ignore the batch above (see unlinkLogged); ins is the caller's local array
 	if header {
-		c.Len++
+		c.Len++ //engramvet:ignore c is in the batch when header
 	}
 	return nil
 }
@@ -470,7 +470,7 @@ func levelOn(update *[zMaxLevel]*pZNode, x *pZNode, top int) int {
 // unreachable, garbage for the pool's collector.
 func (c *pColl) zslLinkAt(tx *engram.Tx, s float64, m []byte, level int, update *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64) error {
 	for i := int(c.ZLevel); i < level; i++ {
-		update[i] = c.ZHead
+		update[i] = c.ZHead //engramvet:ignore update is the caller's local array (zslInsert), not pool memory
 	}
 	slot := c.ZDict.insertSlot(hashKey(m))
 	var b engram.LogBatch
@@ -485,7 +485,7 @@ func (c *pColl) zslLinkAt(tx *engram.Tx, s float64, m []byte, level int, update 
 		return err
 	}
 	c.ZDict.linkLogged(slot, x)
-	c.linkLogged(s, x, level, update, rank)
+	c.linkLogged(s, x, level, update, rank) //engramvet:ignore the batch above: addChange's level runs, c; update is the caller's local array; spans unlogged (ranked)
 	c.Len++
 	return nil
 }
@@ -617,7 +617,7 @@ func (c *pColl) unlinkAt(tx *engram.Tx, update *[zMaxLevel]*pZNode, x *pZNode, s
 		return err
 	}
 	c.ZDict.unlinkLogged(slot, x)
-	c.unlinkLogged(update, x)
+	c.unlinkLogged(update, x) //engramvet:ignore the batch above: addChange's level runs, c; spans unlogged (ranked)
 	c.Len--
 	return nil
 }

@@ -136,7 +136,7 @@ func (d *pZDict) moveBucket(tx *engram.Tx, i int64) error {
 	for n := *src; n != nil; {
 		next := n.Next
 		dst := &d.T1[n.Hash&uint64(len(d.T1)-1)]
-		n.Next = *dst
+		n.Next = *dst //engramvet:ignore this and the next line: batch-logged by the walk above over the same chain (each Next, each destination slot)
 		*dst = n
 		n = next
 	}

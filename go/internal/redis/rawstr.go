@@ -71,10 +71,10 @@ func patchRaw(tx *engram.Tx, e *pEntry, newLen, off int, src []byte) error {
 	if err := tx.LogBatch(&b); err != nil {
 		return err
 	}
-	if off > len(e.Val) {
+	if off > len(e.Val) { //engramvet:ignore [len(e.Val), off) is inside the logged full[lo:hi] (lo = len(e.Val) here)
 		clear(full[len(e.Val):off])
 	}
-	copy(full[off:], src)
+	copy(full[off:], src) //engramvet:ignore [off, off+len(src)) is the logged full[lo:hi]'s tail (lo <= off)
 	e.Val = full[:newLen]
 	return nil
 }

@@ -302,6 +302,8 @@ func splitArgs(s string) ([]string, bool) {
 }
 
 // W builds replies in RESP2 or RESP3.
+//
+//engramvet:volatile a reply buffer is Go heap memory (requests' and clients'), never in the pool
 type W struct {
 	b     []byte
 	proto int

@@ -89,6 +89,29 @@ func BenchmarkMSetP16(b *testing.B) {
 	})
 }
 
+// benchVal is a random 3-byte value of 1000 ("000".."999"): a SET or
+// MSET with it mostly changes the key's value (redis-benchmark's "xxx"
+// over "xxx" writes nothing: store.go's storesNothing).
+func benchVal(r *rand.Rand) []byte { return []byte(fmt.Sprintf("%03d", r.IntN(1000))) }
+
+// BenchmarkSetNewValueP16: SetP16 with values that change (benchVal).
+func BenchmarkSetNewValueP16(b *testing.B) {
+	set := []byte("SET")
+	benchPipelines(b, 128, func(r *rand.Rand) [][]byte { return [][]byte{set, benchKey(r), benchVal(r)} })
+}
+
+// BenchmarkMSetNewValueP16: MSetP16 with values that change (benchVal).
+func BenchmarkMSetNewValueP16(b *testing.B) {
+	mset := []byte("MSET")
+	benchPipelines(b, 13, func(r *rand.Rand) [][]byte {
+		args := [][]byte{mset}
+		for i := 0; i < 10; i++ {
+			args = append(args, benchKey(r), benchVal(r))
+		}
+		return args
+	})
+}
+
 // BenchmarkLPushP16: LPUSH of a 3-byte value to one list
 // (redis-benchmark's "LPUSH mylist xxx").
 func BenchmarkLPushP16(b *testing.B) {

@@ -1,7 +1,7 @@
 // sexplore_test.go: the string and list-push write paths as the executor
 // runs them (warming, logging ahead, SET, INCR, DECR, MSET: overwrites
 // that keep the entry as it is and ones that change its length, its TTL
-// or its encoding, new keys; LPUSH and RPUSH across chunk boundaries)
+// or its encoding, values a key holds already, new keys; LPUSH and RPUSH across chunk boundaries)
 // through the crash explorer: a server runs pipelines on a traced pool,
 // one region each, every crash image the x86 model allows is recovered,
 // and each must hold the keys, values and TTLs (the list's elements) of a
@@ -50,6 +50,11 @@ var sexplorePipelines = [][]string{
 	// both DECRs are guessed from 11 (11 -> 10 keeps the entry), the
 	// second shortens the value: its own log must cover the entry
 	{"DECR d11", "DECR d11"},
+	// values the keys hold already (storesNothing: nothing logged or
+	// written for e3, nor for e5's second SET after its first in the same
+	// region); the same bytes over a TTL (cleared: written) and over a
+	// raw string (becomes embstr: written) are writes
+	{"SET e3 eee", "MSET e3 eee e4 eee", "SET r2 abc", "SET e5 fff", "SET e5 fff"},
 }
 
 // sexploreSetup is run before tracing starts.
@@ -57,6 +62,7 @@ var sexploreSetup = []string{
 	"SET n12 12", "SET n9 9", "SET n10 10", "SET n20 20", "SET s3 xxx", "SET s4 abcd",
 	"SET t1 aaa PX 100000000", "SET t2 aaa PX 100000000", "SET t3 5 PX 100000000",
 	"SET r1 ab", "APPEND r1 c", "SET d10 10", "SET d11 11", "SET t4 aaa PX 100000000", "SET t5 aaa PX 100000000",
+	"SET e3 eee", "SET e4 eee PX 100000000", "SET r2 ab", "APPEND r2 c",
 }
 
 func splitCmds(lines []string) [][][]byte {

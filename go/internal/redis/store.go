@@ -175,7 +175,7 @@ func (d *pDict) moveBucket(tx *engram.Tx, i int64) error {
 	for e := *src; e != nil; {
 		next := e.Next
 		dst := &d.T1[e.Hash&uint64(len(d.T1)-1)]
-		e.Next = *dst
+		e.Next = *dst //engramvet:ignore this and the next line: batch-logged by the walk above over the same chain (each Next, each destination slot)
 		*dst = e
 		e = next
 	}
@@ -289,7 +289,7 @@ func (d *pDict) addMany(tx *engram.Tx, ks, vs [][]byte) error {
 	for _, e := range es {
 		slot := d.insertSlot(e.Hash)
 		e.Next = *slot
-		*slot = e
+		*slot = e //engramvet:ignore batch-logged above: the same insertSlot(e.Hash), the tables unchanged since
 	}
 	d.Used += int64(len(es))
 	return nil
@@ -350,8 +350,12 @@ func setVal(tx *engram.Tx, e *pEntry, typ int64, val []byte) error {
 // storeVal stores val as e's value (of type typ), in place when it fits;
 // clearTTL: the caller clears e's TTL next (setExpire), so an in-place
 // write logs the entry with the value when there is one to clear (one
-// log call instead of two).
+// log call instead of two). A value e already holds (storesNothing)
+// writes nothing.
 func storeVal(tx *engram.Tx, e *pEntry, typ int64, val []byte, clearTTL bool) error {
+	if storesNothing(e, typ, val, clearTTL) {
+		return nil
+	}
 	if err := dropColl(tx, e); err != nil {
 		return err
 	}
@@ -402,6 +406,21 @@ func canOverwrite(e *pEntry, val []byte) bool {
 	return len(val) > 0 && len(val) <= overwriteMax && e.Coll == nil && cap(e.Val) >= len(val) && cap(e.Val) <= 2*overwriteMax
 }
 
+// storesNothing is whether storing val (of type typ; clearTTL: and
+// clearing the TTL) over e would leave e exactly as it is: the same type,
+// no collection, the same bytes in an array of exactly that length (so
+// OBJECT ENCODING stays: a raw string's spare capacity would go), and no
+// TTL to clear. Such a write (SET k v over v, MSET's pairs, HSET's
+// fields: phash.go) logs nothing and fences nothing: the pool already
+// holds what the command asks for, durably once the region commits (an
+// earlier region's value was durable before its reply; a value written
+// earlier in this region commits with it). The caller still touches the
+// key (WATCH sees the write, as Redis's SET of the same value).
+func storesNothing(e *pEntry, typ int64, val []byte, clearTTL bool) bool {
+	return e.Type == typ && e.Coll == nil && len(e.Val) == len(val) && cap(e.Val) == len(val) &&
+		(!clearTTL || e.Expire == 0) && string(e.Val) == string(val)
+}
+
 // logOverwrite adds to b what overwriteVal changes: the value bytes it
 // writes, and the entry if its header changes or clearTTL finds a TTL to
 // clear (an INCR of 12 to 13 or a SET of a 3-byte value over one leaves
@@ -426,8 +445,9 @@ func headerChanges(e *pEntry, typ int64, n int) bool {
 // (logOverwrite logs it only then).
 func overwriteVal(e *pEntry, typ int64, val []byte) {
 	n := len(val)
+	//engramvet:ignore logged by the caller: logOverwrite (e.Val[:len(val)]) or overwriteField
 	copy(e.Val[:n], val)
-	if headerChanges(e, typ, n) {
+	if headerChanges(e, typ, n) { //engramvet:ignore the header is logged when headerChanges (logOverwrite: e; overwriteField: e.Val, e.Type unchanged)
 		e.Val, e.Type = e.Val[:n:n], typ
 	}
 }

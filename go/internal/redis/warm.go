@@ -114,10 +114,14 @@ func appendKeyRefs(refs []warmRef, d *pDict, cmd *command, args [][]byte) []warm
 		if pre {
 			ref.guess = guessValueOf(cmd.name, args, i)
 		}
-		// Warming runs before dispatch checks the arity: fi may be past the end.
-		if fi := fieldArg(cmd.name, len(args)); i == cmd.first && fi > cmd.first && fi < len(args) {
-			ref.f = args[fi]
-			ref.z, ref.zset = zwarmTarget(cmd.name, args)
+		// Warming runs before dispatch checks the arity: fi may be past the
+		// end. Only the first key carries a field (MSET's other keys do
+		// not look the command's name up again).
+		if i == cmd.first {
+			if fi := fieldArg(cmd.name, len(args)); fi > cmd.first && fi < len(args) {
+				ref.f = args[fi]
+				ref.z, ref.zset = zwarmTarget(cmd.name, args)
+			}
 		}
 		refs = append(refs, ref)
 	}

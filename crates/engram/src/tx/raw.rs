@@ -12,7 +12,6 @@ use super::Tx;
 use crate::error::{Error, Result};
 use crate::format::{OBJ_ARRAY, ROOT_ARRAY};
 use crate::types::TYPE_LOG_CHUNK;
-use std::sync::Arc;
 
 /// A named root as stored: what [`Tx::root_entry`] returns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,17 +25,20 @@ pub struct RootEntryInfo {
 }
 
 impl Tx<'_> {
-    fn desc(&self, type_id: u32) -> Result<Arc<crate::TypeDesc>> {
+    /// The size of registered type `type_id` (not the internal log chunk):
+    /// read under the table's read lock, without taking a reference to its
+    /// description (an allocation through the C ABI asks it every time).
+    fn type_size(&self, type_id: u32) -> Result<u64> {
         if type_id == TYPE_LOG_CHUNK {
             return Err(Error::invalid("type id 3 (log chunk) is internal"));
         }
-        self.pool.types.get(type_id).ok_or_else(|| Error::invalid(format!("unknown type id {type_id}")))
+        self.pool.types.size(type_id).ok_or_else(|| Error::invalid(format!("unknown type id {type_id}")))
     }
 
     /// Allocates one zeroed object of type `type_id`; returns its address.
     /// Freed again if the region rolls back.
     pub fn alloc_object(&self, type_id: u32) -> Result<u64> {
-        let size = self.desc(type_id)?.size;
+        let size = self.type_size(type_id)?;
         let addr = self.alloc_raw(size, type_id, 0, 1)?;
         // SAFETY: a fresh slot of at least `size` bytes inside the mapping,
         // owned by this region alone.
@@ -46,7 +48,7 @@ impl Tx<'_> {
 
     /// Allocates a zeroed array of `count` elements of type `type_id`.
     pub fn alloc_array_of(&self, type_id: u32, count: u64) -> Result<u64> {
-        let size = self.desc(type_id)?.size;
+        let size = self.type_size(type_id)?;
         let bytes = count.checked_mul(size).ok_or_else(|| Error::invalid("array size overflows"))?;
         let addr = self.alloc_raw(bytes, type_id, OBJ_ARRAY, count)?;
         // SAFETY: a fresh slot of at least `bytes` bytes inside the mapping.
@@ -61,7 +63,7 @@ impl Tx<'_> {
 
     /// Points root `name` at `addr` (0 for null), recording `type_id`.
     pub fn set_root_addr(&self, name: &str, addr: u64, type_id: u32, array: bool) -> Result<()> {
-        self.desc(type_id)?;
+        self.type_size(type_id)?;
         self.set_root_raw(name, addr, type_id, if array { ROOT_ARRAY } else { 0 })
     }
 

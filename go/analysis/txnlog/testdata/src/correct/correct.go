@@ -4,8 +4,11 @@
 package correct
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
+	"runtime/metrics"
 	"sort"
 	"strings"
 
@@ -407,4 +410,163 @@ func localBuffers(tx *engram.Tx, n *Node) string {
 	parts := []string{"a", "b"}
 	sort.Strings(parts)
 	return strings.Join(parts, string(buf[:]))
+}
+
+// Two fields added to a batch, the batch logged, both stored.
+func batched(tx *engram.Tx, l *List, n *Node) error { // want batched:"logs\\(1:1 steps\\) logs\\(1:1 steps\\)"
+	var b engram.LogBatch
+	engram.BatchLog(tx, &b, &l.Head)
+	engram.BatchLog(tx, &b, &l.Len)
+	if err := tx.LogBatch(&b); err != nil {
+		return err
+	}
+	l.Head, l.Len = n, l.Len+1
+	return nil
+}
+
+// A helper logging through its own batch counts as a log at its call.
+func logHeadLen(tx *engram.Tx, l *List) error { // want logHeadLen:"logs\\(1:1 steps\\) logs\\(1:1 steps\\)"
+	var b engram.LogBatch
+	engram.BatchLog(tx, &b, &l.Head)
+	engram.BatchLog(tx, &b, &l.Len)
+	return tx.LogBatch(&b)
+}
+
+func batchedByHelper(tx *engram.Tx, l *List) { // want batchedByHelper:"logs\\(1:1 steps\\) logs\\(1:1 steps\\)"
+	if logHeadLen(tx, l) != nil {
+		return
+	}
+	l.Len = 0
+}
+
+// A helper adding to the caller's batch, logged by the caller.
+func addHead(tx *engram.Tx, b *engram.LogBatch, l *List) { // want addHead:"batches\\(2:1 steps into 1\\)"
+	engram.BatchLog(tx, b, &l.Head)
+}
+
+func batchedInHelper(tx *engram.Tx, l *List) { // want batchedInHelper:"logs\\(1:1 steps\\)"
+	var b engram.LogBatch
+	addHead(tx, &b, l)
+	engram.BatchLogSlice(tx, &b, l.Head.Items)
+	if tx.LogBatch(&b) != nil {
+		return
+	}
+	l.Head.Items[2] = 1
+	l.Head = nil
+}
+
+// A server's own state (a struct with a map: the pool cannot hold it) and
+// a reply buffer inside it, written by a method taking the transaction.
+type server struct {
+	root  *List
+	names map[string]int
+	hits  int
+	stats struct{ cmds int }
+	out   Writer
+}
+
+// Writer is exported: another package may allocate it in the pool.
+type Writer struct{ b []byte }
+
+func (w *Writer) put(s string) { w.b = append(w.b, s...) } // want put:"store\\(0:w.b\\)"
+
+func (s *server) handle(tx *engram.Tx, keys []*server) {
+	s.hits++
+	s.stats.cmds++
+	s.out.put("+OK")
+	s.names = nil
+	keys[0] = s
+	copy(keys, keys[1:])
+}
+
+// A scratch type of this package that nothing allocates in the pool.
+type scratch struct {
+	n    int
+	refs []*Node
+}
+
+func (s *scratch) reset(tx *engram.Tx, l *List) {
+	s.n = 0
+	s.refs = append(s.refs[:0], l.Head)
+}
+
+// Read-only standard functions given pool memory: bytes' functions, and
+// runtime/metrics reading into a local.
+type Entry struct{ Key []byte }
+
+func sameKey(tx *engram.Tx, e *Entry, k []byte) bool {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	_ = s[0].Value.Kind()
+	return bytes.Equal(e.Key, k) || bytes.Compare(e.Key, k) < 0 || bytes.HasPrefix(e.Key, k)
+}
+
+// A helper calling the function it is given: the closure passed is checked
+// at the call.
+type Dict struct{ Items []*Node }
+
+func (d *Dict) each(fn func(n *Node) bool) { // want each:"undecided\\(-1:call of a function value \\(fn\\) may store to pool memory\\)"
+	for _, n := range d.Items {
+		if !fn(n) {
+			return
+		}
+	}
+}
+
+func sumAll(d *Dict) int {
+	total := 0
+	d.each(func(n *Node) bool { total += n.Val; return true })
+	return total
+}
+
+func countAll(tx *engram.Tx, d *Dict) int {
+	return sumAll(d) + len(d.Items)
+}
+
+// A local closure counting into a local, called inside the transaction.
+func localCounter(pool *engram.Pool, l *List) (int, error) {
+	seen := 0
+	count := func(n *Node) { seen += n.Val }
+	err := pool.Txn(func(tx *engram.Tx) error {
+		count(l.Head)
+		return nil
+	})
+	return seen, err
+}
+
+// Fresh nodes kept in a local slice made with make, set afterwards.
+func freshInLocalSlice(tx *engram.Tx, k int) error {
+	ns := make([]*Node, k)
+	for i := range ns {
+		n, err := engram.New[Node](tx)
+		if err != nil {
+			return err
+		}
+		ns[i] = n
+	}
+	for _, n := range ns {
+		n.Val = 1
+	}
+	return nil
+}
+
+// A reply buffer the program keeps on the Go heap, said so.
+//
+//engramvet:volatile reply buffers are Go heap memory, never allocated in the pool
+type Reply struct{ b []byte } // want Reply:"volatile"
+
+func (r *Reply) add(s string) { r.b = append(r.b, s...) }
+
+func (r *Reply) handle(tx *engram.Tx, l *List) {
+	r.add("+OK")
+	r.b = r.b[:0]
+}
+
+// Operations taking the transaction, called as values, and a generator.
+func runLogged(tx *engram.Tx, n *Node, op func(*engram.Tx, *Node) error) error {
+	r := rand.New(rand.NewPCG(1, 2))
+	if r.IntN(2) == 0 {
+		return nil
+	}
+	return op(tx, n)
 }

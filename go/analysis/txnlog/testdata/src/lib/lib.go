@@ -24,3 +24,8 @@ func setNext(c *Cell, v int) {
 
 // Get only reads.
 func Get(c *Cell) int { return c.V }
+
+// Buf is said to be Go heap memory.
+//
+//engramvet:volatile scratch space
+type Buf struct{ B []byte } // want Buf:"volatile"

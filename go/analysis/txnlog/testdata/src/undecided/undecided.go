@@ -3,8 +3,11 @@
 package undecided
 
 import (
+	"bytes"
 	"fmt"
+	"math/rand"
 	"sort"
+	"unsafe"
 
 	"github.com/engram-pm/engram-go"
 )
@@ -60,9 +63,9 @@ func apply(n *Node, f func(int) int) { // want apply:"undecided\\(-1:call of a f
 	n.Val = f(n.Val)
 }
 
-func viaHelper(tx *engram.Tx, n *Node) { // want viaHelper:"logs\\(1:1 steps\\)"
+func viaHelper(tx *engram.Tx, n *Node, g func(int) int) { // want viaHelper:"logs\\(1:1 steps\\)"
 	_ = tx.Log(&n.Val)
-	apply(n, func(v int) int { return v + 1 }) // want `cannot decide: in call to apply: call of a function value \(f\) may store to pool memory`
+	apply(n, g) // want `cannot decide: in call to apply: call of a function value \(f\) may store to pool memory`
 }
 
 // A pointer received from a channel.
@@ -114,4 +117,24 @@ var Shared *Node
 
 func viaExported(tx *engram.Tx) {
 	Shared.Val = 1 // want `cannot decide: Shared.Val is written through a pointer of unknown provenance`
+}
+
+type Entry struct{ Key []byte }
+
+// A bytes method writing through its argument, and a bytes function given
+// a function to call.
+func viaBytes(tx *engram.Tx, e *Entry, r *bytes.Reader) {
+	_, _ = r.Read(e.Key)                                            // want `cannot decide: call to \(\*bytes.Reader\).Read outside the module may store to pool memory passed to it`
+	_ = bytes.IndexFunc(e.Key, func(r rune) bool { return r == 0 }) // want `cannot decide: call to bytes.IndexFunc outside the module may store to pool memory passed to it`
+}
+
+// An address computed from an integer.
+func viaUintptr(tx *engram.Tx, n *Node) {
+	p := (*int)(unsafe.Pointer(uintptr(unsafe.Pointer(n)) + unsafe.Offsetof(n.Val)))
+	*p = 1 // want `cannot decide: \*p is written through a pointer of unknown provenance`
+}
+
+// A generator reading into pool memory.
+func viaRandRead(tx *engram.Tx, e *Entry, r *rand.Rand) {
+	_, _ = r.Read(e.Key) // want `cannot decide: call to \(\*math/rand.Rand\).Read outside the module may store to pool memory passed to it`
 }

@@ -35,3 +35,15 @@ func String(tx *Tx, s string) (string, error) { return s, nil }
 
 // Bytes copies b into the pool.
 func Bytes(tx *Tx, b []byte) ([]byte, error) { return append([]byte(nil), b...), nil }
+
+// LogBatch collects ranges to undo-log together.
+type LogBatch struct{ n int }
+
+// BatchLog adds the pointee of p to b.
+func BatchLog[T any](tx *Tx, b *LogBatch, p *T) { b.n++ }
+
+// BatchLogSlice adds the elements of s to b.
+func BatchLogSlice[T any](tx *Tx, b *LogBatch, s []T) { b.n++ }
+
+// LogBatch undo-logs every range added to b and empties b.
+func (tx *Tx) LogBatch(b *LogBatch) error { b.n = 0; return nil }
