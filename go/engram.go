@@ -44,6 +44,7 @@ package engram
 import "C"
 
 import (
+	"math/rand/v2"
 	"os"
 	"reflect"
 	"runtime"
@@ -131,6 +132,8 @@ type Pool struct {
 	// LogRanges (a table is 16 KiB: one per region was most of a
 	// pipelined server's garbage). Volatile.
 	spareAhead []aheadTable
+	// epoch is Tx.Epoch: random at the open, one more at every rollback.
+	epoch atomic.Uint64
 }
 
 // RootInfo describes a named root ([Pool.Roots]).
@@ -256,7 +259,7 @@ func newPool(h C.engram_pool, opts *Options) (*Pool, error) {
 	if err := call(func() C.engram_status { return C.engram_pool_info(h, &info) }); err != nil {
 		return nil, err
 	}
-	return &Pool{
+	p := &Pool{
 		h:       h,
 		base:    uintptr(info.base),
 		limit:   uintptr(info.base + info.max_size),
@@ -264,7 +267,9 @@ func newPool(h C.engram_pool, opts *Options) (*Pool, error) {
 		checked: testing.Testing() || (opts != nil && opts.Checked),
 		types:   map[reflect.Type]uint32{},
 		txs:     map[C.engram_region]*Tx{},
-	}, nil
+	}
+	p.epoch.Store(rand.Uint64())
+	return p, nil
 }
 
 // Close closes the pool cleanly. Using the pool (or pointers into it)

@@ -362,6 +362,54 @@ func TestNestingFlattened(t *testing.T) {
 	}
 }
 
+// TestEpoch: Tx.Epoch stays while regions commit, changes when one rolls
+// back (an error, an inner Txn's error that dooms the outer one), and a
+// pool opened again starts at another value.
+func TestEpoch(t *testing.T) {
+	path := tmpPool(t, "epoch.pool")
+	p, _ := mustOpen(t, path, processOpts)
+	epoch := func() uint64 {
+		t.Helper()
+		var e uint64
+		if err := p.Txn(func(tx *Tx) error { e = tx.Epoch(); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	e0 := epoch()
+	if e := epoch(); e != e0 {
+		t.Fatalf("a committed region changed the epoch: %d -> %d", e0, e)
+	}
+	boom := errors.New("boom")
+	var inside uint64
+	if err := p.Txn(func(tx *Tx) error { inside = tx.Epoch(); return boom }); !errors.Is(err, boom) {
+		t.Fatal(err)
+	}
+	e1 := epoch()
+	if inside != e0 || e1 == e0 {
+		t.Fatalf("epoch %d in the region, %d after its rollback, %d before", inside, e1, e0)
+	}
+	err := p.Txn(func(tx *Tx) error {
+		_ = p.Txn(func(*Tx) error { return boom })
+		return nil
+	})
+	if !errors.Is(err, ErrAborted) {
+		t.Fatalf("outer region: %v", err)
+	}
+	if e := epoch(); e == e1 {
+		t.Fatal("an inner Txn's error rolled the region back and left the epoch")
+	}
+	e2 := epoch()
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p, _ = mustOpen(t, path, processOpts)
+	defer p.Close()
+	if e := epoch(); e == e2 || e == e1 || e == e0 {
+		t.Fatalf("the reopened pool's epoch %d is one of the last open's", e)
+	}
+}
+
 // TestObjectCount: a New object counts 1, a Make array its capacity, and
 // a pointer into an object (not its start) is ErrBadPointer.
 func TestObjectCount(t *testing.T) {

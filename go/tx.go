@@ -127,6 +127,11 @@ func (tx *Tx) finish(commit bool) error {
 		s = C.engram_region_abort(tx.r)
 	}
 	err := status(s)
+	if !commit || err != nil {
+		// Whatever this region stored without a log (Epoch) may be left
+		// half changed by the rollback: no stamp taken before it holds.
+		tx.pool.epoch.Add(1)
+	}
 	if tx.depth == 0 {
 		tx.ended = true
 		tx.ahead.reset()
@@ -160,6 +165,18 @@ func (tx *Tx) takeAhead() {
 		tx.ahead.slots = make([]span, aheadSlots)
 	}
 }
+
+// Epoch is a number that changes whenever the pool is opened (a new open
+// starts at a random value) and whenever a region rolls back (an abort,
+// or a commit that failed), and at no other time. It is for words a front
+// end keeps in the pool without logging them, because it can compute
+// them again from logged data (a rollback does not restore such words,
+// and a crash may leave them half written): it stamps them with Epoch
+// when it computes them, keeps them up to date in its regions, and
+// trusts them only while the stamp still equals Epoch. Such words must
+// not be pointers (the collector follows pointers whatever their stamp).
+// Volatile; safe to call from any goroutine.
+func (tx *Tx) Epoch() uint64 { return tx.pool.epoch.Load() }
 
 func (tx *Tx) live() error {
 	if tx == nil || tx.ended {

@@ -34,7 +34,7 @@ type pColl struct {
 	Len        int64   // list: elements; sorted set: skiplist length
 	Dict       *pDict  // hash, set: field table
 	ZHead      *pZNode // sorted set: the skiplist's header node
-	ZTail      *pZNode
+	ZTail      *pZNode // nil: unused since pool layout version 4 (pzset.go)
 	ZLevel     int64
 	ZDict      *pZDict // sorted set: member table, chained through the nodes (pztable.go)
 }

@@ -4,11 +4,21 @@
 // A node is sized by its level (3+L 16-byte elements, as Redis's node:
 // pZNode) and holds the member, its score, its table link and its levels:
 // one allocation (and the member's bytes) per member, pool layout version
-// 3 (server.go). An insert or delete logs the O(log n) level links it
-// changes and its table link in one batch (zslLinkAt, unlinkAt); a
-// member whose score changes keeps its node: written in place when its
-// rank stays (zrescore), else moved (zslMove: one walk, two interleaved
-// pointer chases, unlink and link logged in one batch).
+// 4 (server.go). An insert or delete logs the links it changes (on the
+// node's own levels: one or two for most nodes) and its table link in one
+// batch (zslLinkAt, unlinkAt); a member whose score changes keeps its
+// node: written in place when its rank stays (zrescore), else moved
+// (zslMove: one walk, two interleaved pointer chases, unlink and link
+// logged in one batch).
+//
+// The spans are not logged: they follow from the links, so they are kept
+// up to date in place but trusted only while the set is ranked (its stamp
+// is the pool's epoch, engram.Tx.Epoch: set when they are computed, and
+// no longer equal after a rollback or a reopen). A rank read of a set
+// that is not ranked computes them again first (rerank: one pass over
+// level 0). So a move that keeps its node's levels logs what it relinks
+// (its level-0 neighbours for a level-1 node), not the ~10 spans of the
+// levels above it on both paths.
 //
 // Also zobj, the view the sorted-set commands work through: the compact
 // encoding decoded into a zsetv while small (written back whole, converted
@@ -16,12 +26,15 @@
 //
 // Invariants: ZHead has zMaxLevel levels and is in no table; a node
 // allocated with level L is linked on exactly its levels 0..L-1 (a move
-// keeps its node and its level); lv(i).Span of a node is the number of
-// level-0 steps to lv(i).Fwd (to the end for a nil Fwd, as Redis's
-// zskiplist); Len is the number of nodes; the table holds exactly the
-// nodes (ZDict.Used == Len), each in the bucket of its member's hash.
+// keeps its node and its level); while the set is ranked (ranked),
+// lv(i).Span of a node is the number of level-0 steps to lv(i).Fwd (to
+// the end for a nil Fwd, as Redis's zskiplist); Len is the number of
+// nodes; the table holds exactly the nodes (ZDict.Used == Len), each in
+// the bucket of its member's hash.
 //
-// Crash behaviour: every change is logged in the executor's region first.
+// Crash behaviour: every change but a span's is logged in the executor's
+// region first; a crash or a rollback may leave spans half changed, and
+// leaves the set not ranked (a new open or a rollback changes the epoch).
 package redis
 
 import (
@@ -44,7 +57,7 @@ const zMaxLevel = 32
 //
 //	element 0:     Next, Hash: the member table's chain (pztable.go)
 //	element 1:     Mem, MemLen: the member's bytes (the node's own)
-//	element 2:     Back (the pointer half), Score's bits (the word half)
+//	element 2:     Spare (the pointer half: nil), Score's bits (the word half)
 //	elements 3..:  L[0..L-1], the node's levels
 //
 // so a level-1 node is 64 bytes (an 80-byte slot with the object header),
@@ -58,6 +71,12 @@ const zMaxLevel = 32
 // unless a line starts at level 0 (one slot in four of the 80-byte
 // class); a lookup reads Next, Hash and Mem, the node's first 32 bytes.
 //
+// The header's Hash word (it is in no table) is the set's rank stamp
+// (ranked). There are no back links (Spare was the back link until
+// layout version 4): nothing walks the list backwards (a reverse range
+// is found by rank and read forwards), and each link or unlink changed
+// one more node's back link.
+//
 // The Go struct declares zMaxLevel levels so that code can index them;
 // only the node's first L exist (the header has all of them: it is this
 // struct's size). Never copy, Log or BatchLog a *pZNode as a whole value
@@ -67,7 +86,7 @@ type pZNode struct {
 	Hash   uint64
 	Mem    *byte
 	MemLen int64
-	Back   *pZNode
+	Spare  *pZNode // nil
 	Score  float64
 	L      [zMaxLevel]pZLevel
 }
@@ -78,7 +97,7 @@ type pZLevel struct {
 }
 
 // zNodeHead is the number of elements before a node's levels; zNodeScore
-// is the element of Back and Score.
+// is the element of Spare and Score.
 const (
 	zNodeHead  = 3
 	zNodeScore = 2
@@ -89,7 +108,7 @@ const (
 var (
 	_ = [1]int{}[unsafe.Offsetof(pZNode{}.Hash)-unsafe.Offsetof(pZLevel{}.Span)]
 	_ = [1]int{}[unsafe.Offsetof(pZNode{}.Mem)-unsafe.Sizeof(pZLevel{})]
-	_ = [1]int{}[unsafe.Offsetof(pZNode{}.Back)-zNodeScore*unsafe.Sizeof(pZLevel{})]
+	_ = [1]int{}[unsafe.Offsetof(pZNode{}.Spare)-zNodeScore*unsafe.Sizeof(pZLevel{})]
 	_ = [1]int{}[unsafe.Offsetof(pZNode{}.Score)-zNodeScore*unsafe.Sizeof(pZLevel{})-unsafe.Offsetof(pZLevel{}.Span)]
 	_ = [1]int{}[unsafe.Offsetof(pZNode{}.L)-zNodeHead*unsafe.Sizeof(pZLevel{})]
 	_ = [1]int{}[unsafe.Sizeof(pZNode{})-(zNodeHead+zMaxLevel)*unsafe.Sizeof(pZLevel{})]
@@ -170,7 +189,49 @@ func newZColl(tx *engram.Tx) (*pColl, error) {
 		return nil, err
 	}
 	c.ZLevel = 1
+	c.ZHead.Hash = tx.Epoch() // no spans yet: ranked (ranked)
 	return c, nil
+}
+
+// ranked is whether c's spans are exact: its stamp (the header's Hash
+// word) is the pool's epoch. It is set when they are computed (a new set,
+// rerank) and stays while every region that changes the set commits: each
+// keeps them up to date, unlogged (a rollback would not restore them, so
+// it changes the epoch).
+func (c *pColl) ranked(tx *engram.Tx) bool { return c.ZHead.Hash == tx.Epoch() }
+
+// ranks makes c ranked: if it is not, it computes every span again from
+// the links (rerank).
+func (c *pColl) ranks(tx *engram.Tx) {
+	if !c.ranked(tx) {
+		c.rerank(tx)
+	}
+}
+
+// rerank sets every span of c from the links, in one pass over level 0
+// (last[i]: the last node seen so far on level i, at rank at[i]; a node
+// is on level i when last[i] links to it there, and its levels are
+// contiguous), then stamps c ranked. The stores are not logged (ranked):
+// inside a region that rolls back, the new stamp no longer holds.
+func (c *pColl) rerank(tx *engram.Tx) {
+	var last [zMaxLevel]*pZNode
+	var at [zMaxLevel]int64
+	top := int(c.ZLevel)
+	for i := range top {
+		last[i] = c.ZHead
+	}
+	var r int64
+	for x := c.ZHead.lv(0).Fwd; x != nil; x = x.lv(0).Fwd {
+		r++
+		for i := 0; i < top && last[i].lv(i).Fwd == x; i++ {
+			last[i].lv(i).Span = r - at[i] //engramvet:ignore a span is not logged (ranked)
+			last[i], at[i] = x, r
+		}
+	}
+	for i := range top {
+		last[i].lv(i).Span = c.Len - at[i] //engramvet:ignore to the end; a span is not logged (ranked)
+	}
+	c.ZHead.Hash = tx.Epoch() //engramvet:ignore the stamp is not logged (ranked)
 }
 
 // freeZColl frees a sorted set's nodes, table and collection.
@@ -241,16 +302,18 @@ func (c *pColl) zaddAt(tx *engram.Tx, x *pZNode, m []byte, s float64) (bool, err
 	return true, c.zslInsert(tx, s, m)
 }
 
-// rankKept is whether x keeps its rank at score s: s lies strictly
-// between its neighbours' scores (as Redis's zslUpdateScore; an equal
-// score, whose order the members decide, moves).
+// rankKept is whether x keeps its rank at score s, told without a walk:
+// s is above its score (so above its predecessor's) and strictly below
+// its successor's (Redis's zslUpdateScore also tells a lower score above
+// the predecessor's; here, with no back link, the move's walk finds that
+// one in place: moveAt).
 func rankKept(x *pZNode, s float64) bool {
 	next := x.lv(0).Fwd
-	return (x.Back == nil || x.Back.Score < s) && (next == nil || next.Score > s)
+	return s > x.Score && (next == nil || next.Score > s)
 }
 
 // zrescore writes s over x's score, the order unchanged (rankKept):
-//  1. log the score's word (its pair, with the back link: zNodeScore);
+//  1. log the score's word (its pair: zNodeScore);
 //  2. write it.
 //
 // A crash before the region commits undoes it.
@@ -258,7 +321,7 @@ func zrescore(tx *engram.Tx, x *pZNode, s float64) error {
 	if err := engram.LogSlice(tx, x.elems(0)[zNodeScore:zNodeScore+1]); err != nil {
 		return err
 	}
-	x.Score = s //engramvet:ignore logged as element zNodeScore of x.elems (Back and Score; offsets checked at compile time)
+	x.Score = s //engramvet:ignore logged as element zNodeScore of x.elems (Spare and Score; offsets checked at compile time)
 	return nil
 }
 
@@ -337,55 +400,45 @@ func (c *pColl) zslMove(tx *engram.Tx, x *pZNode, s float64) error {
 
 // moveAt unlinks node x (predecessors del) and links it at s (ins,
 // rank: found in the list without it), both changes logged in one batch:
-// both paths' levels, the two back links and the node whole (back link,
-// score, member, table link, levels: one range; its score is its
-// table's too). The node's level is
-// the highest level del links to it on; the levels it alone occupied are
-// the header on ins, so ins covers every level the link changes.
+// both paths' links on the node's levels and the node's score and levels
+// (one range). The node's level is the highest level del links to it on;
+// the levels it alone occupied are the header on ins, so ins covers
+// every level the link changes. The spans of the levels above the node's
+// change by one (or not at all, where both paths share the node),
+// unlogged (ranked).
 //
-// What a move leaves as it was is neither written nor logged: a level at
-// or above the node's whose node is the same on both paths (its span
-// would lose one and gain it back: same), and the collection's header
-// unless the tail or the list's level changes (its length would).
+// A new place right after the old predecessor is the old place (on every
+// level: no node lies between): the score is written in place
+// (zrescore), as for a higher score rankKept tells without a walk.
+// The collection's header is neither written nor logged unless the
+// list's level changes (its length would).
 func (c *pColl) moveAt(tx *engram.Tx, x *pZNode, s float64, del, ins *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64) error {
 	if del[0].lv(0).Fwd != x {
 		return errCorruptZSet
 	}
+	if ins[0] == del[0] {
+		return zrescore(tx, x, s)
+	}
 	top := int(c.ZLevel)
 	level := levelOn(del, x, top)
-	next := ins[0].lv(0).Fwd
-	if next == x {
-		next = x.lv(0).Fwd
-	}
-	var same uint32
-	for i := level; i < top; i++ {
-		if del[i] == ins[i] {
-			same |= 1 << i
-		}
-	}
-	header := x.lv(0).Fwd == nil || next == nil || (level == top && c.ZHead.lv(top-1).Fwd == x && x.lv(top-1).Fwd == nil)
+	header := level == top && c.ZHead.lv(top-1).Fwd == x && x.lv(top-1).Fwd == nil
 	var b engram.LogBatch
 	var runs levelRuns
-	runs.add(del, top, same)
-	runs.add(ins, top, same)
+	runs.add(del, level)
+	runs.add(ins, level)
 	runs.log(tx, &b)
-	for _, nb := range [2]*pZNode{x.lv(0).Fwd, next} { // the back links
-		if nb != nil {
-			engram.BatchLog(tx, &b, &nb.Back)
-		}
-	}
-	engram.BatchLogSlice(tx, &b, x.elems(level))
+	engram.BatchLogSlice(tx, &b, x.elems(level)[zNodeScore:])
 	if header {
 		engram.BatchLog(tx, &b, c)
 	}
 	if err := tx.LogBatch(&b); err != nil {
 		return err
 	}
-	c.unlinkLogged(del, x, same) //engramvet:ignore the batch above: levelRuns of del and ins, both back links, x's elems, c if header
+	c.unlinkLogged(del, x) //engramvet:ignore the batch above: levelRuns of del and ins on x's levels, x's score and levels, c if header; spans unlogged (ranked)
 	if header {
 		c.Len-- //engramvet:ignore c is in the batch when header
 	}
-	c.linkLogged(s, x, level, ins, rank, same) //engramvet:ignore the batch above (see unlinkLogged); ins is the caller's local array
+	c.linkLogged(s, x, level, ins, rank) //engramvet:ignore the batch above (see unlinkLogged); ins is the caller's local array
 	if header {
 		c.Len++ //engramvet:ignore c is in the batch when header
 	}
@@ -408,8 +461,8 @@ func levelOn(update *[zMaxLevel]*pZNode, x *pZNode, top int) int {
 // update[i] on each level, rank[i] being update[i]'s rank, and into the
 // table (prepareAdd done):
 //  1. log, in one batch (one engine call, one fence), what the skiplist
-//     link changes (addChange, the header) and what the table link
-//     changes (the insertion slot, Used);
+//     link changes (addChange: the links on the node's levels; the
+//     header) and what the table link changes (the insertion slot, Used);
 //  2. allocate the node and its member's bytes (fresh: no log);
 //  3. link it into the table and the skiplist.
 //
@@ -421,7 +474,7 @@ func (c *pColl) zslLinkAt(tx *engram.Tx, s float64, m []byte, level int, update 
 	}
 	slot := c.ZDict.insertSlot(hashKey(m))
 	var b engram.LogBatch
-	c.addChange(tx, &b, update, max(level, int(c.ZLevel)), update[0].lv(0).Fwd)
+	c.addChange(tx, &b, update, level)
 	engram.BatchLog(tx, &b, c)
 	c.ZDict.logLink(tx, &b, slot)
 	if err := tx.LogBatch(&b); err != nil {
@@ -432,15 +485,14 @@ func (c *pColl) zslLinkAt(tx *engram.Tx, s float64, m []byte, level int, update 
 		return err
 	}
 	c.ZDict.linkLogged(slot, x)
-	c.linkLogged(s, x, level, update, rank, 0) //engramvet:ignore the batch above: addChange's level runs and back link, c; update is the caller's local array
+	c.linkLogged(s, x, level, update, rank) //engramvet:ignore the batch above: addChange's level runs, c; update is the caller's local array; spans unlogged (ranked)
 	c.Len++
 	return nil
 }
 
 // linkLogged is zslLinkAt's change, its ranges logged: x (allocated) is
-// linked at s; the levels of same keep their spans (link). The caller
-// counts x in Len.
-func (c *pColl) linkLogged(s float64, x *pZNode, level int, update *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64, same uint32) {
+// linked at s. The caller counts x in Len.
+func (c *pColl) linkLogged(s float64, x *pZNode, level int, update *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64) {
 	if level > int(c.ZLevel) {
 		for i := int(c.ZLevel); i < level; i++ {
 			update[i] = c.ZHead
@@ -448,14 +500,13 @@ func (c *pColl) linkLogged(s float64, x *pZNode, level int, update *[zMaxLevel]*
 		}
 		c.ZLevel = int64(level)
 	}
-	x.Score, x.Back = s, nil
-	c.link(update, rank, x, level, same)
+	x.Score = s
+	c.link(update, rank, x, level)
 }
 
 // link puts x (its score set) after update[i] on its level levels; the
-// spans above them grow by one, except on the levels of same (a move's
-// unchanged levels, moveAt).
-func (c *pColl) link(update *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64, x *pZNode, level int, same uint32) {
+// spans above them grow by one (unlogged: ranked).
+func (c *pColl) link(update *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64, x *pZNode, level int) {
 	for i := 0; i < level; i++ {
 		u := update[i].lv(i)
 		x.lv(i).Fwd = u.Fwd
@@ -464,22 +515,16 @@ func (c *pColl) link(update *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64, x *pZNo
 		u.Span = rank[0] - rank[i] + 1
 	}
 	for i := level; i < int(c.ZLevel); i++ {
-		if same&(1<<i) == 0 {
-			update[i].lv(i).Span++
-		}
+		update[i].lv(i).Span++ //engramvet:ignore a span is not logged (ranked)
 	}
-	if update[0] != c.ZHead {
-		x.Back = update[0]
-	}
-	c.linkBack(x.lv(0).Fwd, x)
 }
 
 // addChange adds to b what an insert or delete at update changes:
-// update[i].lv(i) for every level below top (a run of levels one node
-// holds as one range: the search path visits a node on consecutive
-// levels; a node's levels are contiguous), and the back link of next
-// (the node after the change point).
-func (c *pColl) addChange(tx *engram.Tx, b *engram.LogBatch, update *[zMaxLevel]*pZNode, top int, next *pZNode) {
+// update[i].lv(i) for every level below top, the node's level (a run of
+// levels one node holds as one range: the search path visits a node on
+// consecutive levels; a node's levels are contiguous). The spans above
+// it change unlogged (ranked).
+func (c *pColl) addChange(tx *engram.Tx, b *engram.LogBatch, update *[zMaxLevel]*pZNode, top int) {
 	for i := 0; i < top; {
 		n, j := update[i], i+1
 		for j < top && update[j] == n {
@@ -487,9 +532,6 @@ func (c *pColl) addChange(tx *engram.Tx, b *engram.LogBatch, update *[zMaxLevel]
 		}
 		engram.BatchLogSlice(tx, b, n.L[i:j])
 		i = j
-	}
-	if next != nil {
-		engram.BatchLog(tx, b, &next.Back)
 	}
 }
 
@@ -507,15 +549,11 @@ type levelRun struct {
 	lo, hi int
 }
 
-// add adds update[i].L[i] for every level below top but those of skip.
-func (rs *levelRuns) add(update *[zMaxLevel]*pZNode, top int, skip uint32) {
+// add adds update[i].L[i] for every level below top.
+func (rs *levelRuns) add(update *[zMaxLevel]*pZNode, top int) {
 	for i := 0; i < top; {
-		if skip&(1<<i) != 0 {
-			i++
-			continue
-		}
 		n, j := update[i], i+1
-		for j < top && update[j] == n && skip&(1<<j) == 0 {
+		for j < top && update[j] == n {
 			j++
 		}
 		rs.put(n, i, j)
@@ -543,16 +581,6 @@ func (rs *levelRuns) log(tx *engram.Tx, b *engram.LogBatch) {
 	}
 }
 
-// linkBack points next's back link (or the tail) at n (logged by
-// addChange).
-func (c *pColl) linkBack(next, n *pZNode) {
-	if next != nil {
-		next.Back = n
-	} else {
-		c.ZTail = n
-	}
-}
-
 // zslDelete unlinks node x from the skiplist and from the table (slot:
 // the table's slot that points at it) and frees it.
 func (c *pColl) zslDelete(tx *engram.Tx, x *pZNode, slot **pZNode) error {
@@ -574,50 +602,46 @@ func (c *pColl) zslDelete(tx *engram.Tx, x *pZNode, slot **pZNode) error {
 // unlinkAt unlinks node x, update[i] being its predecessor on each
 // level, from the skiplist and the table (slot: the table's slot that
 // points at it):
-//  1. log, in one batch, the levels, the header and the next node's back
-//     link (addChange) and the table's slot and count;
+//  1. log, in one batch, the links on x's levels (addChange), the header
+//     and the table's slot and count;
 //  2. unlink x from both (its own links are left as they were).
 func (c *pColl) unlinkAt(tx *engram.Tx, update *[zMaxLevel]*pZNode, x *pZNode, slot **pZNode) error {
 	if update[0].lv(0).Fwd != x || *slot != x {
 		return errCorruptZSet
 	}
 	var b engram.LogBatch
-	c.addChange(tx, &b, update, int(c.ZLevel), x.lv(0).Fwd)
+	c.addChange(tx, &b, update, levelOn(update, x, int(c.ZLevel)))
 	engram.BatchLog(tx, &b, c)
 	c.ZDict.logLink(tx, &b, slot)
 	if err := tx.LogBatch(&b); err != nil {
 		return err
 	}
 	c.ZDict.unlinkLogged(slot, x)
-	c.unlinkLogged(update, x, 0) //engramvet:ignore the batch above: addChange's level runs and back link, c
+	c.unlinkLogged(update, x) //engramvet:ignore the batch above: addChange's level runs, c; spans unlogged (ranked)
 	c.Len--
 	return nil
 }
 
 // unlinkLogged is unlinkAt's change, its ranges logged (the caller
-// uncounts x from Len); it returns x's level. The levels of same keep
-// their spans (moveAt).
-func (c *pColl) unlinkLogged(update *[zMaxLevel]*pZNode, x *pZNode, same uint32) int {
-	level := 0
+// uncounts x from Len); the spans of the levels above x's shrink by one
+// (unlogged: ranked).
+func (c *pColl) unlinkLogged(update *[zMaxLevel]*pZNode, x *pZNode) {
 	for i := 0; i < int(c.ZLevel); i++ {
 		u := update[i].lv(i)
 		if u.Fwd == x {
 			u.Span += x.lv(i).Span - 1
 			u.Fwd = x.lv(i).Fwd
-			level = i + 1
-		} else if same&(1<<i) == 0 {
-			u.Span--
+		} else {
+			u.Span-- //engramvet:ignore a span is not logged (ranked)
 		}
 	}
-	c.linkBack(x.lv(0).Fwd, x.Back)
 	for c.ZLevel > 1 && c.ZHead.lv(int(c.ZLevel)-1).Fwd == nil {
 		c.ZLevel--
 	}
-	return level
 }
 
 // zcount is the number of leading nodes for which before is true (before
-// must hold for a prefix of the order).
+// must hold for a prefix of the order). c must be ranked (ranks).
 func (c *pColl) zcount(before func(s float64, m []byte) bool) int64 {
 	var r int64
 	x := c.ZHead
@@ -630,7 +654,8 @@ func (c *pColl) zcount(before func(s float64, m []byte) bool) int64 {
 	return r
 }
 
-// zat is the node of 0-based rank r (nil if out of range).
+// zat is the node of 0-based rank r (nil if out of range). c must be
+// ranked (ranks).
 func (c *pColl) zat(r int64) *pZNode {
 	r++
 	var trav int64
@@ -694,6 +719,7 @@ func (o *zobj) score(m []byte) (float64, bool) {
 // count is the number of leading elements for which before holds.
 func (o *zobj) count(before func(s float64, m []byte) bool) int64 {
 	if o.c != nil {
+		o.c.ranks(o.x.tx)
 		return o.c.zcount(before)
 	}
 	return int64(sort.Search(len(o.z.els), func(i int) bool {
@@ -711,6 +737,7 @@ func (o *zobj) slice(lo, hi int64) []zel {
 		return append([]zel(nil), o.z.els[lo:hi]...)
 	}
 	out := make([]zel, 0, hi-lo)
+	o.c.ranks(o.x.tx)
 	for n := o.c.zat(lo); n != nil && int64(len(out)) < hi-lo; n = n.lv(0).Fwd {
 		out = append(out, zel{n.Score, string(n.member())})
 	}

@@ -175,10 +175,13 @@ const (
 //	1 "engram-redis": until redis8zn (fixed 128-byte skiplist nodes);
 //	2 "engram-redis/2": skiplist nodes sized by their level (pzset.go);
 //	3 "engram-redis/3": a sorted set's member table chained through its
-//	  skiplist nodes, no table entry per member (pzset.go, pztable.go).
+//	  skiplist nodes, no table entry per member (pzset.go, pztable.go);
+//	4 "engram-redis/4": a skiplist's spans are not logged, trusted only
+//	  while its header's stamp is the pool's epoch (pzset.go, ranked): an
+//	  older server would trust spans this one left stale.
 const (
-	layoutVersion = 3
-	layoutName    = "engram-redis/3"
+	layoutVersion = 4
+	layoutName    = "engram-redis/4"
 )
 
 // oldLayouts are the earlier versions' layout names and what changed
@@ -186,6 +189,7 @@ const (
 var oldLayouts = []struct{ name, change string }{
 	{"engram-redis", "version 1 is the layout before the sorted sets' variable-size nodes"},
 	{"engram-redis/2", "version 2 is the layout before the sorted sets' member table of nodes"},
+	{"engram-redis/3", "version 3 is the layout before the sorted sets' unlogged spans"},
 }
 
 // New opens (or creates) the pool and builds the server.

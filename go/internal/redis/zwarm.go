@@ -10,7 +10,9 @@
 // flight); the commands' own walks then find the nodes cached.
 //
 // Before the walks, the members' table paths (bucket slot, chain: the
-// nodes themselves, pztable.go) are read the same way, in passes.
+// nodes themselves, pztable.go) are read the same way, in passes, and
+// then the first bytes of each member found (the table's lookup compares
+// them: a miss of its own, the member's bytes being their own object).
 //
 // Invariants: as warm.go: it only reads (between two commands of the
 // region, on the executor), through the table's and skiplist's own links, and a wrong
@@ -80,12 +82,16 @@ func warmZ(refs []warmRef) uint64 {
 		return 0
 	}
 	walkZTables(ls)
+	var sink uint64
 	var buf [zwarmMax]zwalk
 	ws := buf[:0]
 	for i := range ls {
+		if l := &ls[i]; l.found && l.n.MemLen > 0 {
+			sink += uint64(*l.n.Mem)
+		}
 		ws = addZWalks(ws, &ls[i])
 	}
-	return math.Float64bits(walkZ(ws))
+	return sink + math.Float64bits(walkZ(ws))
 }
 
 // walkZTables follows every lookup's table path in passes, as
