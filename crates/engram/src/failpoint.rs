@@ -174,6 +174,12 @@ mod armed {
             "a read-only transaction's seqlock read does not read the lock word again after the value, so a value \
              a committer stores between the two loads is seen with the old version",
         ),
+        (
+            "gate.no_heavy_fence",
+            "the GC gate's exclusive holder skips its heavy fence (`membarrier`, `pool/asym.rs`) while slot holders \
+             mark their slots with a plain store: a slot marked just before the holder looks is missed, so the GC \
+             runs under a transaction",
+        ),
         ("stm.ro_no_rv_check", "a read-only transaction accepts a version newer than its snapshot"),
         (
             "stm.ro_fast_check_ignores_lock",
