@@ -175,10 +175,10 @@ mod armed {
              a committer stores between the two loads is seen with the old version",
         ),
         (
-            "gate.no_heavy_fence",
-            "the GC gate's exclusive holder skips its heavy fence (`membarrier`, `pool/asym.rs`) while slot holders \
-             mark their slots with a plain store: a slot marked just before the holder looks is missed, so the GC \
-             runs under a transaction",
+            "gate.exclusive_unfenced",
+            "the GC gate's exclusive holder runs no fence (no `membarrier`, `pool/asym.rs`, no sequentially \
+             consistent store) between raising `excl` and reading the slots, and the processor reorders them: the \
+             slots are read first, so a transaction that marks its slot in between runs under the GC",
         ),
         ("stm.ro_no_rv_check", "a read-only transaction accepts a version newer than its snapshot"),
         (

@@ -59,24 +59,26 @@ pub(crate) fn heavy() {
     if !init() {
         return;
     }
-    if crate::failpoint::planted("gate.no_heavy_fence") {
-        return;
-    }
+    // The process registered in `init`; a child made by `fork` is not
+    // registered (the kernel does not carry it over): register and ask again.
+    let r = if barrier() { 0 } else { membarrier(CMD_REGISTER_PRIVATE_EXPEDITED) };
+    assert!(r == 0 && barrier(), "membarrier(PRIVATE_EXPEDITED) failed after registration: {}", std::io::Error::last_os_error());
+}
+
+/// The expedited barrier itself; whether the kernel ran it.
+fn barrier() -> bool {
+    membarrier(CMD_PRIVATE_EXPEDITED) == 0
+}
+
+fn membarrier(cmd: libc::c_long) -> libc::c_long {
     // SAFETY: membarrier takes two integers and touches no memory of ours.
-    let r = unsafe { libc::syscall(libc::SYS_membarrier, CMD_PRIVATE_EXPEDITED, 0 as libc::c_long) };
-    // The process registered in `init`; the command has no other failure.
-    assert_eq!(r, 0, "membarrier(PRIVATE_EXPEDITED) failed after registration: {}", std::io::Error::last_os_error());
+    unsafe { libc::syscall(libc::SYS_membarrier, cmd, 0 as libc::c_long) }
 }
 
 /// Asks the kernel for the expedited private command and registers the
 /// process for it; `false` if either is refused.
 fn register() -> bool {
-    // SAFETY: as in `heavy`.
-    let cmds = unsafe { libc::syscall(libc::SYS_membarrier, CMD_QUERY, 0 as libc::c_long) };
+    let cmds = membarrier(CMD_QUERY);
     let want = CMD_PRIVATE_EXPEDITED | CMD_REGISTER_PRIVATE_EXPEDITED;
-    if cmds < 0 || cmds & want != want {
-        return false;
-    }
-    // SAFETY: as in `heavy`.
-    unsafe { libc::syscall(libc::SYS_membarrier, CMD_REGISTER_PRIVATE_EXPEDITED, 0 as libc::c_long) == 0 }
+    cmds >= 0 && cmds & want == want && membarrier(CMD_REGISTER_PRIVATE_EXPEDITED) == 0
 }
