@@ -14,6 +14,10 @@
 //!   without its per-transaction setup);
 //! - `empty-tx`: one `Pool::atomically` per lookup whose body does nothing
 //!   (the per-transaction setup alone);
+//! - `ro` / `empty-ro`: `stm` / `empty-tx` as read-only transactions
+//!   (`Pool::atomically_read`, what the benchmark's lookups do since
+//!   stm14ro; run once with `ENGRAM_GATE_FENCE=exchange` to see what the
+//!   GC gate's asymmetric fence saves);
 //! - `raw-pool`: the lookup's loads alone (bucket head, then each node's
 //!   key and next, then the value) on the pool mapping: no lock word, no
 //!   bounds check, no transaction — the layout's memory floor;
@@ -236,6 +240,8 @@ fn main() {
             }),
         ),
         ("empty-tx", Box::new(|ks| ks.iter().map(|&k| pool.atomically(|_| Ok(k)).unwrap()).sum())),
+        ("ro", Box::new(|ks| ks.iter().map(|k| pool.atomically_read(|tx| table.get(tx, k)).unwrap().unwrap_or(0)).sum())),
+        ("empty-ro", Box::new(|ks| ks.iter().map(|&k| pool.atomically_read(|_| Ok(k)).unwrap()).sum())),
         ("raw-pool", Box::new(|ks| ks.iter().map(|&k| raw_get(b, 0, k).unwrap_or(0)).sum())),
         (
             "raw-pool-dep",

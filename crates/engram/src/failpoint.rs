@@ -174,6 +174,12 @@ mod armed {
             "a read-only transaction's seqlock read does not read the lock word again after the value, so a value \
              a committer stores between the two loads is seen with the old version",
         ),
+        (
+            "gate.exclusive_unfenced",
+            "the GC gate's exclusive holder runs no fence (no `membarrier`, `pool/asym.rs`, no sequentially \
+             consistent store) between raising `excl` and reading the slots, and the processor reorders them: the \
+             slots are read first, so a transaction that marks its slot in between runs under the GC",
+        ),
         ("stm.ro_no_rv_check", "a read-only transaction accepts a version newer than its snapshot"),
         (
             "stm.ro_fast_check_ignores_lock",

@@ -8,17 +8,21 @@
 //!   `RwLock` (regions, lazy readers): two atomic read-modify-writes of one
 //!   shared line per use.
 //! - [`Gate::enter`] with a [`GateSlot`] of the calling thread (the STM, once
-//!   per attempt): the thread marks its own slot active (one exchange on a
+//!   per attempt): the thread marks its own slot active (one store on a
 //!   line only it writes), then checks that no exclusive holder is in; no
 //!   write to any line another thread writes. If one is, it unmarks the
 //!   slot and takes the `RwLock` shared instead (waiting for the holder).
 //!
 //! Exclusive ([`Gate::write`]): take the `RwLock` exclusively (no new
 //! shared holder of the first kind), raise `excl`, then wait until every
-//! registered slot is inactive. The slot's exchange and the holder's
-//! `excl` store are both sequentially consistent and each then reads the
-//! other's flag (Dekker's pattern), so either the reader sees `excl` and
-//! backs off, or the holder sees the slot active and waits for it.
+//! registered slot is inactive. The slot's mark and the holder's `excl`
+//! store are each followed by a read of the other's flag (Dekker's
+//! pattern), so either the reader sees `excl` and backs off, or the holder
+//! sees the slot active and waits for it. What orders each store before
+//! its load: where the kernel offers it, an asymmetric fence (`asym.rs`):
+//! the slot's mark is a plain store and a compiler fence, and the holder
+//! runs `membarrier(2)` between its store and its loads; elsewhere both
+//! are sequentially consistent (the slot's mark a locked exchange).
 //!
 //! Nesting: while a thread holds the gate through its slot, its
 //! `read`/`read_recursive` of the same gate (a lazy value forced inside a
@@ -34,9 +38,11 @@
 //!
 //! Crash behaviour: volatile only; nothing here reaches the pool.
 
+use super::asym;
 use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::mem::ManuallyDrop;
+use std::sync::atomic::{compiler_fence, AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// One thread's shared hold on one gate (on its own cache lines).
@@ -63,7 +69,8 @@ thread_local! {
 
 /// A shared hold: through the lock, through a slot, or nested in a slot's.
 pub(crate) enum GateRead<'a> {
-    Lock(#[allow(dead_code)] RwLockReadGuard<'a, ()>),
+    /// (Released in `drop`, out of line: the slot's release is the hot one.)
+    Lock(ManuallyDrop<RwLockReadGuard<'a, ()>>),
     Slot(&'a GateSlot),
     Nested,
 }
@@ -71,11 +78,23 @@ pub(crate) enum GateRead<'a> {
 impl Drop for GateRead<'_> {
     #[inline]
     fn drop(&mut self) {
-        if let GateRead::Slot(s) = self {
-            HELD.with(|h| h.set(0));
-            s.active.store(false, Ordering::Release);
+        match self {
+            GateRead::Slot(s) => {
+                HELD.with(|h| h.set(0));
+                s.active.store(false, Ordering::Release);
+            }
+            GateRead::Lock(g) => unlock(g),
+            GateRead::Nested => {}
         }
     }
+}
+
+/// Releases a shared hold of the lock (out of line).
+#[cold]
+#[inline(never)]
+fn unlock(g: &mut ManuallyDrop<RwLockReadGuard<'_, ()>>) {
+    // SAFETY: called once, from the owning `GateRead`'s drop.
+    unsafe { ManuallyDrop::drop(g) }
 }
 
 /// An exclusive hold: no shared holder of either kind is in.
@@ -102,7 +121,7 @@ impl Gate {
         if self.held_here() {
             return GateRead::Nested;
         }
-        GateRead::Lock(self.lock.read())
+        GateRead::Lock(ManuallyDrop::new(self.lock.read()))
     }
 
     /// Shared, through the lock, even if an exclusive holder is waiting
@@ -111,12 +130,13 @@ impl Gate {
         if self.held_here() {
             return GateRead::Nested;
         }
-        GateRead::Lock(self.lock.read_recursive())
+        GateRead::Lock(ManuallyDrop::new(self.lock.read_recursive()))
     }
 
     /// A new slot for the calling thread (kept registered until only the
     /// gate holds it).
     pub(crate) fn register(&self) -> Arc<GateSlot> {
+        asym::init();
         let s = Arc::new(GateSlot::default());
         let mut slots = self.slots.lock();
         slots.retain(|s| Arc::strong_count(s) > 1);
@@ -131,22 +151,65 @@ impl Gate {
         if self.held_here() {
             return GateRead::Nested;
         }
+        if !asym::light() {
+            return self.enter_exchange(slot);
+        }
+        // The store is ordered before the load by the exclusive holder's
+        // heavy fence (`asym.rs`), not by a locked exchange.
+        slot.active.store(true, Ordering::Relaxed);
+        compiler_fence(Ordering::SeqCst);
+        if !self.excl.load(Ordering::SeqCst) {
+            return self.entered(slot);
+        }
+        self.wait_shared(slot)
+    }
+
+    /// [`Gate::enter`] without the asymmetric fence: the slot's mark is a
+    /// sequentially consistent exchange (out of line).
+    #[inline(never)]
+    fn enter_exchange<'a>(&'a self, slot: &'a GateSlot) -> GateRead<'a> {
         slot.active.swap(true, Ordering::SeqCst);
         if !self.excl.load(Ordering::SeqCst) {
-            HELD.with(|h| h.set(self as *const Gate as usize));
-            return GateRead::Slot(slot);
+            return self.entered(slot);
         }
+        self.wait_shared(slot)
+    }
+
+    #[inline(always)]
+    fn entered<'a>(&'a self, slot: &'a GateSlot) -> GateRead<'a> {
+        HELD.with(|h| h.set(self as *const Gate as usize));
+        GateRead::Slot(slot)
+    }
+
+    /// An exclusive holder is in: unmark the slot and wait on the lock.
+    #[cold]
+    #[inline(never)]
+    fn wait_shared<'a>(&'a self, slot: &'a GateSlot) -> GateRead<'a> {
         slot.active.store(false, Ordering::Release);
-        GateRead::Lock(self.lock.read_recursive())
+        GateRead::Lock(ManuallyDrop::new(self.lock.read_recursive()))
     }
 
     /// Exclusive: waits for every shared holder of either kind to leave.
     pub(crate) fn write(&self) -> GateWrite<'_> {
         let lock = self.lock.write();
+        let slots = self.slots.lock();
+        if crate::failpoint::planted("gate.exclusive_unfenced") {
+            // What a missing fence lets the processor do: the slots are
+            // read before `excl` is seen raised.
+            Self::wait_for(&slots);
+            self.excl.store(true, Ordering::Relaxed);
+            return GateWrite { gate: self, _lock: lock };
+        }
         self.excl.store(true, Ordering::SeqCst);
         let g = GateWrite { gate: self, _lock: lock };
-        let slots = self.slots.lock();
-        for s in slots.iter() {
+        asym::heavy();
+        Self::wait_for(&slots);
+        g
+    }
+
+    /// Waits until every slot of `slots` is inactive.
+    fn wait_for(slots: &[Arc<GateSlot>]) {
+        for s in slots {
             let mut spins = 0u32;
             while s.active.load(Ordering::SeqCst) {
                 spins += 1;
@@ -157,7 +220,6 @@ impl Gate {
                 }
             }
         }
-        g
     }
 }
 
@@ -192,6 +254,65 @@ mod tests {
         drop(g);
         assert!(matches!(gate.read(), GateRead::Lock(_)));
         drop(gate.write());
+    }
+
+    /// A reader enters and leaves through its slot, `rounds` times, while
+    /// another thread takes the gate exclusively in a loop (with `plant`
+    /// on that thread); how often the reader, inside through its slot, saw
+    /// the exclusive holder inside too.
+    fn overlaps(rounds: u64, plant: Option<&'static str>) -> u64 {
+        let gate = Gate::default();
+        let slot = gate.register();
+        let (inside, stop) = (AtomicBool::new(false), AtomicBool::new(false));
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                #[cfg(feature = "failpoints")]
+                if let Some(bug) = plant {
+                    crate::failpoint::plant(bug);
+                }
+                #[cfg(not(feature = "failpoints"))]
+                assert!(plant.is_none(), "planting needs the `failpoints` feature");
+                while !stop.load(Ordering::Relaxed) {
+                    let w = gate.write();
+                    inside.store(true, Ordering::SeqCst);
+                    for _ in 0..50 {
+                        std::hint::spin_loop();
+                    }
+                    inside.store(false, Ordering::SeqCst);
+                    drop(w);
+                }
+                #[cfg(feature = "failpoints")]
+                crate::failpoint::disarm_all();
+            });
+            let mut seen = 0;
+            for _ in 0..rounds {
+                let g = gate.enter(&slot);
+                if matches!(g, GateRead::Slot(_)) {
+                    for _ in 0..20 {
+                        seen += u64::from(inside.load(Ordering::SeqCst));
+                    }
+                }
+                drop(g);
+            }
+            stop.store(true, Ordering::Relaxed);
+            seen
+        })
+    }
+
+    #[test]
+    fn a_slot_holder_never_meets_the_exclusive_holder() {
+        assert_eq!(overlaps(200_000, None), 0);
+    }
+
+    /// The gate is safe only with the exclusive holder's fences: planted
+    /// without them (the slots read before `excl` is raised, as the
+    /// processor may do without a fence), the reader meets the holder (tried up to 50 times: the two threads must
+    /// run at the same moment).
+    #[test]
+    #[cfg(feature = "failpoints")]
+    fn the_gate_test_catches_an_unfenced_exclusive_holder() {
+        let caught = (0..50).any(|_| overlaps(200_000, Some("gate.exclusive_unfenced")) > 0);
+        assert!(caught, "an unfenced exclusive holder went unseen");
     }
 
     #[test]

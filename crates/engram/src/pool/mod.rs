@@ -7,6 +7,7 @@
 //! the header marked clean so the next open costs O(metadata). A pool that
 //! was not closed cleanly is recovered on open (`open.rs`).
 
+mod asym;
 mod deferred;
 pub(crate) mod gate;
 pub(crate) mod layer;
