@@ -327,7 +327,10 @@ RATIOS = [("engram-redis pmem (/dev/shm)", "redis persistence off"),
 def throughput_md(names, res, cpu, have_plot):
     f = [f"## Throughput (requests/s, median of {ROUNDS} interleaved rounds)\n\n",
          f"redis-benchmark -c 50 -r 100000 (/c1: -c 1, a tenth of the requests), -n {N[1]} (pipeline 1) "
-         f"and {N[16]} (pipeline 16).\n\n"]
+         f"and {N[16]} (pipeline 16). redis-benchmark writes the same 3-byte value (`xxx`) every time: once a key "
+         f"holds it, a SET, an MSET pair or an HSET field of it stores nothing in engram-redis (`storesNothing`; "
+         f"redis-server writes anyway), so SET, MSET and HSET here price a lookup and a compare more than a write "
+         f"(docs/redis.md, \"Command execution\", gives the in-process cost with changing values).\n\n"]
     cols = [(t, p) for p in (1, 16) for t in TESTS]
     head = "| " + " | ".join(f"{t.upper()} P{p}" for t, p in cols) + " |\n|---|" + "---:|" * len(cols) + "\n"
     f.append("| configuration " + head)
