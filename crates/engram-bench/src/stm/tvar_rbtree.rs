@@ -4,7 +4,7 @@
 //! [`engram::stm::atomically`] (lookups: [`engram::stm::atomically_read`],
 //! the read-only path) — no pool, no redo log, no flush.
 //!
-//! Layout: each node is one allocation, a [`TBox`] of six transactional
+//! Layout: each node is one allocation, a [`TBox`](engram::stm::TBox) of six transactional
 //! words ([`TWord`]: lock word and value word, inline), key, left and
 //! right first (the fields a lookup reads). A link is a `Link`: the node's
 //! address (as TinySTM's tree holds a node pointer), 0 for null, so
