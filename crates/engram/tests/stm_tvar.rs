@@ -192,13 +192,7 @@ fn read_only_audits<B: Balance>(bugs: &'static [&'static str], per_writer: u64, 
                 })
             })
             .collect();
-        for w in ws {
-            w.join().unwrap();
-        }
-        stop.store(true, Ordering::Release);
-        for r in rs {
-            r.join().unwrap();
-        }
+        common::join_writers_then_readers(ws, &stop, rs);
     });
     assert_eq!(atomically(|tx| total(tx, &vars)).unwrap(), want, "the writers lost money");
     (torn.into_inner(), audits.into_inner(), lean.into_inner())
@@ -458,13 +452,7 @@ fn moved_key_lookups(a: &dyn VMap, b: &dyn VMap, bugs: &'static [&'static str], 
                 })
             })
             .collect();
-        for w in ws {
-            w.join().unwrap();
-        }
-        stop.store(true, Ordering::Release);
-        for r in rs {
-            r.join().unwrap();
-        }
+        common::join_writers_then_readers(ws, &stop, rs);
     });
     let (in_a, in_b) = atomically(|tx| Ok((a.get(&RTx::over(tx), MOVED)?.is_some(), b.get(&RTx::over(tx), MOVED)?.is_some()))).unwrap();
     assert!(in_a != in_b, "the writers lost or doubled the moved key");

@@ -109,13 +109,7 @@ fn audits(bugs: &'static [&'static str], per_writer: u64, full: usize, until_tor
                 engram::failpoint::stretch_reads(false);
             }));
         }
-        for w in ws {
-            w.join().unwrap();
-        }
-        stop.store(true, Ordering::Release);
-        for r in rs {
-            r.join().unwrap();
-        }
+        common::join_writers_then_readers(ws, &stop, rs);
     });
     assert_eq!(atomically(|tx| total(tx, &boxes)).unwrap(), want, "the writers lost money");
     (torn.into_inner(), seen.into_inner())

@@ -1,6 +1,6 @@
 //! Helpers shared by the integration tests: unique pool paths on tmpfs, a
 //! watchdog that turns a hang into a failure, and the read-only auditors'
-//! loop of the volatile STM stress tests.
+//! loop of the volatile STM stress tests (and the join that ends them).
 #![allow(dead_code)]
 
 use std::path::PathBuf;
@@ -75,5 +75,21 @@ impl Audit<'_> {
         }
         engram::failpoint::disarm_all();
         engram::failpoint::stretch_reads(false);
+    }
+}
+
+/// Ends a stress test's scope: joins the writers, then sets `stop` and
+/// joins the readers (so the readers audit until the last write).
+pub fn join_writers_then_readers<T, U>(
+    ws: Vec<std::thread::ScopedJoinHandle<'_, T>>,
+    stop: &std::sync::atomic::AtomicBool,
+    rs: Vec<std::thread::ScopedJoinHandle<'_, U>>,
+) {
+    for w in ws {
+        w.join().unwrap();
+    }
+    stop.store(true, Ordering::Release);
+    for r in rs {
+        r.join().unwrap();
     }
 }
