@@ -55,7 +55,7 @@
 //! Crash behaviour: none; a read-only transaction writes nothing.
 
 use super::domain::VOLATILE;
-use super::pool_state::local_ref;
+use super::pool_state::{local_ref, Local};
 use super::run::{backoff, count_stat, IN_TX};
 use super::tx::{array_len_in, array_len_within, cell_fits, check_cell_in};
 use super::{word_at, STx, StmError, StmResult, MAX_VALUE};
@@ -599,45 +599,63 @@ impl Pool {
     }
 
     /// The lean attempts (steps 1-4 of the module doc); `None`: take the
-    /// full path.
+    /// full path. The first attempt inline, the others (after a conflict)
+    /// out of line.
     #[inline(always)]
     fn lean<R>(&self, f: &mut impl FnMut(&RTx<'_>) -> StmResult<R>) -> Result<Option<R>> {
-        let inner = self.inner();
         let local = local_ref(self)?;
-        let (stm, slot) = (&local.stm, &local.gate);
         let _in_tx = InTx::enter();
-        for attempt in 1..=LEAN_ATTEMPTS {
-            // 1. the GC gate, through this thread's slot (not held here:
-            // `IN_TX` was clear, and only a transaction's attempt holds it).
-            let _gate = inner.gate.enter_outermost(slot);
-            // 2. the snapshot; the heap's bounds for the inline checks.
-            let space = &inner.space;
-            let (lo, hi) = (space.base() + crate::format::HEAP_OFF, space.base() + space.size());
-            let tx = RTx {
-                rv: stm.domain.now().min(word::MAX_VERSION),
-                epoch: stm.epoch,
-                lo,
-                hi,
-                lim: span_limit(lo, hi),
-                via: Via::Pool(inner),
-                pin: OnceCell::new(),
-            };
-            // 3. the body's reads.
-            let r = f(&tx);
-            // (No epoch pin to drop: `read_tvar` ends a pool's lean attempt
-            // before it could take one.)
-            debug_assert!(tx.pin.get().is_none());
-            std::mem::forget(tx);
-            match r {
+        match self.attempt(local, f) {
+            Ok(v) => Ok(Some(v)),
+            Err(StmError::Conflict) => self.lean_again(local, f),
+            Err(e) => ended(e),
+        }
+    }
+
+    /// Attempts 2 to [`LEAN_ATTEMPTS`], each after step 4's back-off.
+    #[cold]
+    #[inline(never)]
+    fn lean_again<R>(&self, local: &Local, f: &mut impl FnMut(&RTx<'_>) -> StmResult<R>) -> Result<Option<R>> {
+        for attempt in 1..LEAN_ATTEMPTS {
+            // 4. run again with a fresh snapshot (the gate left first).
+            conflicted(attempt);
+            match self.attempt(local, f) {
                 Ok(v) => return Ok(Some(v)),
                 Err(StmError::Conflict) => {}
                 Err(e) => return ended(e),
             }
-            // 4. run again with a fresh snapshot (the gate left first).
-            drop(_gate);
-            conflicted(attempt);
         }
+        conflicted(LEAN_ATTEMPTS);
         Ok(None)
+    }
+
+    /// One lean attempt: steps 1-3, the gate left when it returns.
+    #[inline(always)]
+    fn attempt<R>(&self, local: &Local, f: &mut impl FnMut(&RTx<'_>) -> StmResult<R>) -> StmResult<R> {
+        let inner = self.inner();
+        let stm = &local.stm;
+        // 1. the GC gate, through this thread's slot (not held here:
+        // `IN_TX` was clear, and only a transaction's attempt holds it).
+        let _gate = inner.gate.enter_outermost(&local.gate);
+        // 2. the snapshot; the heap's bounds for the inline checks.
+        let space = &inner.space;
+        let (lo, hi) = (space.base() + crate::format::HEAP_OFF, space.base() + space.size());
+        let tx = RTx {
+            rv: stm.domain.now().min(word::MAX_VERSION),
+            epoch: stm.epoch,
+            lo,
+            hi,
+            lim: span_limit(lo, hi),
+            via: Via::Pool(inner),
+            pin: OnceCell::new(),
+        };
+        // 3. the body's reads.
+        let r = f(&tx);
+        // (No epoch pin to drop: `read_tvar` ends a pool's lean attempt
+        // before it could take one.)
+        debug_assert!(tx.pin.get().is_none());
+        std::mem::forget(tx);
+        r
     }
 }
 
@@ -703,7 +721,8 @@ fn volatile_full<R>(mut f: impl FnMut(&RTx<'_>) -> StmResult<R>) -> Result<R> {
 fn lean_volatile<R>(f: &mut impl FnMut(&RTx<'_>) -> StmResult<R>) -> Result<Option<R>> {
     let _in_tx = InTx::enter();
     for attempt in 1..=LEAN_ATTEMPTS {
-        let tx = RTx { via: Via::Volatile, rv: VOLATILE.now().min(word::MAX_VERSION), epoch: 0, lo: 0, hi: 0, lim: 0, pin: OnceCell::new() };
+        let tx =
+            RTx { via: Via::Volatile, rv: VOLATILE.now().min(word::MAX_VERSION), epoch: 0, lo: 0, hi: 0, lim: 0, pin: OnceCell::new() };
         if let Some(done) = outcome(f(&tx)) {
             return done;
         }
@@ -718,4 +737,30 @@ fn lean_volatile<R>(f: &mut impl FnMut(&RTx<'_>) -> StmResult<R>) -> Result<Opti
 fn conflicted(attempt: u32) {
     count_stat(|s| s.conflicts += 1);
     backoff(attempt);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The one-compare check passes only cells the exact check passes
+    /// (8-aligned, at or above `lo`, ending by `hi`), and every such cell
+    /// that ends by `hi - MAX_CELL`.
+    #[test]
+    fn in_span_is_the_exact_check_in_one_compare() {
+        for (lo, hi) in
+            [(0x1000_0040_0000u64, 0x1000_0080_0000u64), (0x7fff_0000_0000, 0x7fff_0000_0100), (0x1000, 0x1030), (0x1000, 0x1000)]
+        {
+            let lim = span_limit(lo, hi);
+            let probes = (0..2 * (MAX_CELL + 16)).flat_map(|d| [lo.wrapping_sub(d), lo + d, hi.wrapping_sub(d), hi + d]);
+            for addr in probes.chain([0, 7, u64::MAX, u64::MAX - 7, 1 << 63, (1 << 63) + 8]) {
+                let exact = addr % 8 == 0 && addr >= lo && addr.checked_add(MAX_CELL).is_some_and(|e| e <= hi);
+                let fast = in_span(addr, lo, lim);
+                assert!(!fast || exact, "{addr:#x} in [{lo:#x}, {hi:#x}) passed the one-compare check but not the exact one");
+                if exact && addr + MAX_CELL < hi {
+                    assert!(fast, "{addr:#x} in [{lo:#x}, {hi:#x}) fits but failed the one-compare check");
+                }
+            }
+        }
+    }
 }
