@@ -151,6 +151,16 @@ impl Gate {
         if self.held_here() {
             return GateRead::Nested;
         }
+        self.enter_outermost(slot)
+    }
+
+    /// [`Gate::enter`] by a thread known not to hold this gate through its
+    /// slot already (the STM's read-only attempt: it enters only when no
+    /// transaction runs on the thread, and only an attempt holds a slot),
+    /// so without the nesting test.
+    #[inline]
+    pub(crate) fn enter_outermost<'a>(&'a self, slot: &'a GateSlot) -> GateRead<'a> {
+        debug_assert!(!self.held_here());
         if !asym::light() {
             return self.enter_exchange(slot);
         }

@@ -55,11 +55,12 @@
 //! Crash behaviour: none; a read-only transaction writes nothing.
 
 use super::domain::VOLATILE;
-use super::pool_state::local_ref;
+use super::pool_state::{local_ref, Local};
 use super::run::{backoff, count_stat, IN_TX};
 use super::tx::{array_len_in, array_len_within, cell_fits, check_cell_in};
 use super::{word_at, STx, StmError, StmResult, MAX_VALUE};
 use crate::error::{Error, Result};
+use crate::format::{ObjHeader, OBJ_ARRAY, OBJ_HEADER, OBJ_TAG, OBJ_TAG_MASK};
 use crate::pool::PoolInner;
 use crate::ptr::PArray;
 use crate::stm::tvar::TVarInner;
@@ -99,6 +100,10 @@ pub struct RTx<'t> {
     /// The heap's bounds when the attempt began: `[lo, hi)`.
     lo: u64,
     hi: u64,
+    /// The one-compare bounds check's limit ([`in_span`]): the number of
+    /// 8-byte steps from `lo` at which a cell of up to [`MAX_CELL`] bytes
+    /// still ends by `hi`.
+    lim: u64,
     /// The attempt's epoch pin, taken at its first boxed `TVar` read (a
     /// value it clones stays allocated until the attempt ends).
     pin: OnceCell<Guard>,
@@ -176,7 +181,7 @@ impl<'t> RTx<'t> {
     /// A read-only view of the full transaction `tx` (the fallback path:
     /// every read is `tx`'s, with its read set and validation).
     pub fn over(tx: &'t STx<'t>) -> Self {
-        RTx { via: Via::Full(tx), rv: 0, epoch: 0, lo: 0, hi: 0, pin: OnceCell::new() }
+        RTx { via: Via::Full(tx), rv: 0, epoch: 0, lo: 0, hi: 0, lim: 0, pin: OnceCell::new() }
     }
 
     /// Reads `var`.
@@ -197,11 +202,13 @@ impl<'t> RTx<'t> {
         !matches!(self.via, Via::Full(_))
     }
 
-    /// The bounds check of a cell of `P` at `addr` (inline; the full check
-    /// against the current mapping when it fails: the pool may have grown).
+    /// The bounds check of a cell of `P` at `addr` (inline: `P`'s size is
+    /// a constant, so it is [`in_span`]'s one compare; the full check
+    /// against the current mapping when it fails: the pool may have grown,
+    /// or the cell lies in the heap's last [`MAX_CELL`] bytes).
     #[inline]
     fn check<P: Persistent>(&self, addr: u64, max: usize) -> StmResult<()> {
-        if cell_fits::<P>(addr, max, (self.lo, self.hi)) {
+        if cell_size_ok::<P>(max) && in_span(addr, self.lo, self.lim) {
             return Ok(());
         }
         self.check_slow::<P>(addr, max)
@@ -209,6 +216,9 @@ impl<'t> RTx<'t> {
 
     #[cold]
     fn check_slow<P: Persistent>(&self, addr: u64, max: usize) -> StmResult<()> {
+        if cell_fits::<P>(addr, max, (self.lo, self.hi)) {
+            return Ok(());
+        }
         check_cell_in::<P>(&self.pool()?.space, addr, max)
     }
 
@@ -407,7 +417,29 @@ impl<'t> RTx<'t> {
         if let Via::Full(tx) = self.via {
             return tx.array_len(a);
         }
-        array_len_within::<T>(a.addr(), (self.lo, self.hi)).ok_or_else(|| Error::BadPointer { addr: a.addr() })
+        let addr = a.addr();
+        // The header and the 32 bytes after it inside the heap, 8-aligned
+        // (one compare); the count's elements end by `hi` (no overflow:
+        // `addr + 32 <= hi`); the object tag and the array flag.
+        if in_span(addr.wrapping_sub(OBJ_HEADER), self.lo, self.lim) {
+            // SAFETY: [addr - 16, addr + 32) lies inside the heap's bounds
+            // seen when the attempt began, which stay mapped while the pool
+            // is borrowed; an ObjHeader is plain data, any bit pattern valid.
+            let h: ObjHeader = unsafe { std::ptr::read_unaligned((addr - OBJ_HEADER) as *const ObjHeader) };
+            let fits = (self.hi - addr).checked_div(size_of::<T>() as u64).is_none_or(|m| h.count <= m);
+            if h.flags & (OBJ_TAG_MASK | OBJ_ARRAY) == OBJ_TAG | OBJ_ARRAY && fits {
+                return Ok(h.count);
+            }
+        }
+        self.array_len_slow::<T>(addr)
+    }
+
+    /// [`RTx::array_len`]'s exact check against the pool's current mapping
+    /// (it may have grown), with the error.
+    #[cold]
+    #[inline(never)]
+    fn array_len_slow<T: Persistent>(&self, addr: u64) -> Result<u64> {
+        array_len_in::<T>(&self.pool()?.space, addr)
     }
 
     /// The elements of array `a`, an immutable committed array whose
@@ -436,6 +468,37 @@ impl<'t> RTx<'t> {
         // attempt holds (see above). Every bit pattern is a valid T.
         Ok(unsafe { std::slice::from_raw_parts(a.addr() as *const T, n as usize) })
     }
+}
+
+/// The largest cell (lock word and value) a read-only read checks inline.
+const MAX_CELL: u64 = 8 + MAX_VALUE as u64;
+
+/// Whether a cell of `P` (its value at most `max` bytes) is one the inline
+/// check covers: a constant once `P` and `max` are known.
+#[inline(always)]
+fn cell_size_ok<P: Persistent>(max: usize) -> bool {
+    size_of::<P>() <= max && size_of::<P>() <= MAX_VALUE && std::mem::align_of::<P>() <= 8
+}
+
+/// [`RTx::lim`] for heap bounds `[lo, hi)`: a cell of at most [`MAX_CELL`]
+/// bytes at `lo + 8k` ends by `hi` for every `k < lim` (`8k < hi - lo -
+/// MAX_CELL`).
+#[inline]
+fn span_limit(lo: u64, hi: u64) -> u64 {
+    hi.saturating_sub(lo.saturating_add(MAX_CELL)) / 8
+}
+
+/// Whether a cell of at most [`MAX_CELL`] bytes at `addr` lies 8-aligned
+/// inside `[lo, hi)` (`lim` from [`span_limit`]), in one compare: the
+/// offset from `lo` rotated right by 3 is its 8-byte step when aligned;
+/// a misaligned offset carries its low bits to the top (at least 2^61),
+/// and an address below `lo` wraps to at least 2^63 (user addresses are
+/// below 2^63) and so to at least 2^60 rotated; `lim` is below 2^60
+/// (`hi - lo < 2^63`). False in the heap's last `MAX_CELL` bytes, where
+/// the exact check decides (`RTx::check_slow`).
+#[inline(always)]
+fn in_span(addr: u64, lo: u64, lim: u64) -> bool {
+    addr.wrapping_sub(lo).rotate_right(3) < lim
 }
 
 /// Whether step 3 refuses lock word `w1`: locked by a live committer (of
@@ -492,6 +555,7 @@ impl InTx {
 }
 
 impl Drop for InTx {
+    #[inline]
     fn drop(&mut self) {
         IN_TX.with(|t| t.set(false));
     }
@@ -535,35 +599,63 @@ impl Pool {
     }
 
     /// The lean attempts (steps 1-4 of the module doc); `None`: take the
-    /// full path.
+    /// full path. The first attempt inline, the others (after a conflict)
+    /// out of line.
     #[inline(always)]
     fn lean<R>(&self, f: &mut impl FnMut(&RTx<'_>) -> StmResult<R>) -> Result<Option<R>> {
-        let inner = self.inner();
         let local = local_ref(self)?;
-        let (stm, slot) = (&local.stm, &local.gate);
         let _in_tx = InTx::enter();
-        for attempt in 1..=LEAN_ATTEMPTS {
-            // 1. the GC gate, through this thread's slot.
-            let _gate = inner.gate.enter(slot);
-            // 2. the snapshot; the heap's bounds for the inline checks.
-            let space = &inner.space;
-            let tx = RTx {
-                rv: stm.domain.now().min(word::MAX_VERSION),
-                epoch: stm.epoch,
-                lo: space.base() + crate::format::HEAP_OFF,
-                hi: space.base() + space.size(),
-                via: Via::Pool(inner),
-                pin: OnceCell::new(),
-            };
-            // 3. the body's reads.
-            if let Some(done) = outcome(f(&tx)) {
-                return done;
-            }
-            // 4. run again with a fresh snapshot (the gate left first).
-            drop(_gate);
-            conflicted(attempt);
+        match self.attempt(local, f) {
+            Ok(v) => Ok(Some(v)),
+            Err(StmError::Conflict) => self.lean_again(local, f),
+            Err(e) => ended(e),
         }
+    }
+
+    /// Attempts 2 to [`LEAN_ATTEMPTS`], each after step 4's back-off.
+    #[cold]
+    #[inline(never)]
+    fn lean_again<R>(&self, local: &Local, f: &mut impl FnMut(&RTx<'_>) -> StmResult<R>) -> Result<Option<R>> {
+        for attempt in 1..LEAN_ATTEMPTS {
+            // 4. run again with a fresh snapshot (the gate left first).
+            conflicted(attempt);
+            match self.attempt(local, f) {
+                Ok(v) => return Ok(Some(v)),
+                Err(StmError::Conflict) => {}
+                Err(e) => return ended(e),
+            }
+        }
+        conflicted(LEAN_ATTEMPTS);
         Ok(None)
+    }
+
+    /// One lean attempt: steps 1-3, the gate left when it returns.
+    #[inline(always)]
+    fn attempt<R>(&self, local: &Local, f: &mut impl FnMut(&RTx<'_>) -> StmResult<R>) -> StmResult<R> {
+        let inner = self.inner();
+        let stm = &local.stm;
+        // 1. the GC gate, through this thread's slot (not held here:
+        // `IN_TX` was clear, and only a transaction's attempt holds it).
+        let _gate = inner.gate.enter_outermost(&local.gate);
+        // 2. the snapshot; the heap's bounds for the inline checks.
+        let space = &inner.space;
+        let (lo, hi) = (space.base() + crate::format::HEAP_OFF, space.base() + space.size());
+        let tx = RTx {
+            rv: stm.domain.now().min(word::MAX_VERSION),
+            epoch: stm.epoch,
+            lo,
+            hi,
+            lim: span_limit(lo, hi),
+            via: Via::Pool(inner),
+            pin: OnceCell::new(),
+        };
+        // 3. the body's reads.
+        let r = f(&tx);
+        // (No epoch pin to drop: `read_tvar` ends a pool's lean attempt
+        // before it could take one.)
+        debug_assert!(tx.pin.get().is_none());
+        std::mem::forget(tx);
+        r
     }
 }
 
@@ -576,6 +668,18 @@ fn outcome<R>(r: StmResult<R>) -> Option<Result<Option<R>>> {
         Err(StmError::Failed(e)) => Some(Err(e)),
         Err(StmError::Retry) => Some(Ok(None)),
         Err(StmError::Conflict) => None,
+    }
+}
+
+/// What a lean attempt that ended with `e` (not a conflict) returns:
+/// `Err` for a failure, `Ok(None)` (the full path) for a retry. Out of
+/// line, so the attempt's `Ok` path moves no error.
+#[cold]
+#[inline(never)]
+fn ended<R>(e: StmError) -> Result<Option<R>> {
+    match e {
+        StmError::Failed(e) => Err(e),
+        _ => Ok(None),
     }
 }
 
@@ -617,7 +721,8 @@ fn volatile_full<R>(mut f: impl FnMut(&RTx<'_>) -> StmResult<R>) -> Result<R> {
 fn lean_volatile<R>(f: &mut impl FnMut(&RTx<'_>) -> StmResult<R>) -> Result<Option<R>> {
     let _in_tx = InTx::enter();
     for attempt in 1..=LEAN_ATTEMPTS {
-        let tx = RTx { via: Via::Volatile, rv: VOLATILE.now().min(word::MAX_VERSION), epoch: 0, lo: 0, hi: 0, pin: OnceCell::new() };
+        let tx =
+            RTx { via: Via::Volatile, rv: VOLATILE.now().min(word::MAX_VERSION), epoch: 0, lo: 0, hi: 0, lim: 0, pin: OnceCell::new() };
         if let Some(done) = outcome(f(&tx)) {
             return done;
         }
@@ -632,4 +737,30 @@ fn lean_volatile<R>(f: &mut impl FnMut(&RTx<'_>) -> StmResult<R>) -> Result<Opti
 fn conflicted(attempt: u32) {
     count_stat(|s| s.conflicts += 1);
     backoff(attempt);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The one-compare check passes only cells the exact check passes
+    /// (8-aligned, at or above `lo`, ending by `hi`), and every such cell
+    /// that ends by `hi - MAX_CELL`.
+    #[test]
+    fn in_span_is_the_exact_check_in_one_compare() {
+        for (lo, hi) in
+            [(0x1000_0040_0000u64, 0x1000_0080_0000u64), (0x7fff_0000_0000, 0x7fff_0000_0100), (0x1000, 0x1030), (0x1000, 0x1000)]
+        {
+            let lim = span_limit(lo, hi);
+            let probes = (0..2 * (MAX_CELL + 16)).flat_map(|d| [lo.wrapping_sub(d), lo + d, hi.wrapping_sub(d), hi + d]);
+            for addr in probes.chain([0, 7, u64::MAX, u64::MAX - 7, 1 << 63, (1 << 63) + 8]) {
+                let exact = addr % 8 == 0 && addr >= lo && addr.checked_add(MAX_CELL).is_some_and(|e| e <= hi);
+                let fast = in_span(addr, lo, lim);
+                assert!(!fast || exact, "{addr:#x} in [{lo:#x}, {hi:#x}) passed the one-compare check but not the exact one");
+                if exact && addr + MAX_CELL < hi {
+                    assert!(fast, "{addr:#x} in [{lo:#x}, {hi:#x}) fits but failed the one-compare check");
+                }
+            }
+        }
+    }
 }
