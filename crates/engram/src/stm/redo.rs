@@ -38,6 +38,7 @@
 //! (the record it held is durable in place by then), or by the GC once a
 //! quiesce or a recovery has cleared the record.
 
+use crate::crc::Fold;
 use crate::error::{Error, Result};
 use crate::format::{ObjHeader, RedoEntryHeader, RedoRecordHeader, HEAP_OFF, OBJ_ARRAY, OBJ_HEADER, OBJ_TAG, OBJ_TAG_MASK};
 use crate::format::{
@@ -126,36 +127,59 @@ pub(crate) fn record_len(values: u64, inits: u64, checks: usize) -> u64 {
     REC_HDR + values + inits + checks as u64 * (ENT_HDR + 8)
 }
 
-/// Writes entries into a record being encoded: one bounds check per
-/// entry, each field stored at its offset (no growing buffer).
-struct Cursor<'b> {
+/// Writes a record's words into `out`, folding each into the record's
+/// CRC32C as it is stored (one pass: nothing is read back): one bounds
+/// check per entry, then one 8-byte store and one fold per word.
+struct Cursor<'b, F> {
     out: &'b mut [u8],
     at: usize,
     n: u32,
+    crc: F,
 }
 
-impl Cursor<'_> {
-    /// The part of the record after the last entry written.
-    fn room(&mut self, len: usize) -> Result<&mut [u8]> {
-        self.out.get_mut(self.at..self.at + len).ok_or_else(|| Error::corrupt("STM redo record longer than its reckoned length"))
+impl<F: Fold> Cursor<'_, F> {
+    /// Stores `w` (little-endian) at the cursor and folds it in. The
+    /// caller checked that 8 bytes are left (`entry`, `header`).
+    #[inline(always)]
+    fn put(&mut self, w: u64) {
+        debug_assert!(self.at + 8 <= self.out.len());
+        // SAFETY: `at + 8 <= out.len()` (the caller's check); `[u8; 8]`
+        // has alignment 1, so the store is of bytes at any address.
+        unsafe { std::ptr::write_unaligned(self.out.as_mut_ptr().add(self.at) as *mut [u8; 8], w.to_le_bytes()) };
+        self.crc.word(w);
+        self.at += 8;
     }
 
     /// An entry header (`off`, `vlen`, zero) and `body`, zero-padded to 8.
+    #[inline(always)]
     fn entry(&mut self, off: u64, vlen: u32, body: &[u8]) -> Result<()> {
         let len = ENT_HDR as usize + body.len().div_ceil(8) * 8;
-        let e = self.room(len)?;
-        e[..8].copy_from_slice(&off.to_le_bytes());
-        e[E_VLEN..E_VLEN + 4].copy_from_slice(&vlen.to_le_bytes());
-        e[E_VLEN + 4..ENT_HDR as usize].fill(0);
-        let (v, pad) = e[ENT_HDR as usize..].split_at_mut(body.len());
-        v.copy_from_slice(body);
-        if !pad.is_empty() {
-            pad.fill(0);
+        if len > self.out.len() - self.at {
+            return Err(too_long());
         }
-        self.at += len;
+        self.put(off);
+        self.put(vlen as u64);
+        let mut words = body.chunks_exact(8);
+        for w in &mut words {
+            self.put(u64::from_le_bytes(w.try_into().unwrap_or([0; 8])));
+        }
+        let rest = words.remainder();
+        if !rest.is_empty() {
+            let mut w = [0u8; 8];
+            w[..rest.len()].copy_from_slice(rest);
+            self.put(u64::from_le_bytes(w));
+        }
         self.n += 1;
         Ok(())
     }
+}
+
+/// [`encode_into`]'s error for entries longer than the slice it was given
+/// (out of line: the encoding loop stays small).
+#[cold]
+#[inline(never)]
+fn too_long() -> Error {
+    Error::corrupt("STM redo record longer than its reckoned length")
 }
 
 /// [`encode_into`]'s error for a new object whose length reaches the init
@@ -166,23 +190,74 @@ fn init_too_long(len: usize) -> Error {
     Error::invalid(format!("a new transactional object of {len} bytes: a redo record carries at most {} per object", INIT_FLAG - 1))
 }
 
-/// Encodes a record into `out`, exactly [`record_len`] bytes of it: the
-/// initial bytes of the transactional objects the commit created (`inits`:
-/// pool offset, bytes), the values, then the checksums `checks` (offset,
-/// length, CRC32C) of the copies it links; then the header and its CRC32C.
-/// One pass over the entries, each copied once into `out` (the commit
-/// passes its log half in the pool itself, so nothing is copied again). An
-/// `inits` item that is an error (an object outside the pool) ends the
-/// encoding with it; so does an `out` of another length than the entries
-/// need.
+/// Encodes a record into `out`, exactly [`record_len`] bytes of it, with
+/// `n` entries: the initial bytes of the transactional objects the commit
+/// created (`inits`: pool offset, bytes), the values, then the checksums
+/// `checks` (offset, length, CRC32C) of the copies it links. The header's
+/// count and length come first and its CRC32C covers them, so the caller
+/// counts the entries (`n`) and sizes `out` beforehand; one pass then
+/// writes every word once and folds it into the CRC as it goes (the commit
+/// passes its log half in the pool itself, so nothing is copied again or
+/// read back). An `inits` item that is an error (an object outside the
+/// pool) ends the encoding with it; so does an `out` of another length, or
+/// another entry count, than the entries need.
+#[inline(always)]
 pub(crate) fn encode_into<'a>(
     out: &mut [u8],
     wv: u64,
+    n: u32,
     inits: impl Iterator<Item = Result<(u64, &'a [u8])>>,
     entries: impl Iterator<Item = (u64, &'a [u8])>,
     checks: &[(u64, u64, u32)],
 ) -> Result<()> {
-    let mut c = Cursor { out, at: REC_HDR as usize, n: 0 };
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("sse4.2") {
+            // SAFETY: the CPU has SSE 4.2 (checked just above).
+            return unsafe { encode_hw(out, wv, n, inits, entries, checks) };
+        }
+    }
+    encode_with(crate::crc::LateFold, out, wv, n, inits, entries, checks)
+}
+
+/// [`encode_into`] with the CRC folded by the `crc32` instruction.
+///
+/// # Safety
+/// The CPU must support SSE 4.2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse4.2")]
+unsafe fn encode_hw<'a>(
+    out: &mut [u8],
+    wv: u64,
+    n: u32,
+    inits: impl Iterator<Item = Result<(u64, &'a [u8])>>,
+    entries: impl Iterator<Item = (u64, &'a [u8])>,
+    checks: &[(u64, u64, u32)],
+) -> Result<()> {
+    // SAFETY: the CPU has SSE 4.2 (this function's contract).
+    let crc = unsafe { crate::crc::HwFold::new() };
+    encode_with(crc, out, wv, n, inits, entries, checks)
+}
+
+/// [`encode_into`] with the fold `crc`.
+#[inline(always)]
+fn encode_with<'a, F: Fold>(
+    crc: F,
+    out: &mut [u8],
+    wv: u64,
+    n: u32,
+    inits: impl Iterator<Item = Result<(u64, &'a [u8])>>,
+    entries: impl Iterator<Item = (u64, &'a [u8])>,
+    checks: &[(u64, u64, u32)],
+) -> Result<()> {
+    let Some(len) = out.len().checked_sub(REC_HDR as usize).filter(|&l| l <= u32::MAX as usize) else {
+        return Err(Error::corrupt("STM redo record shorter than its header, or longer than 4 GiB"));
+    };
+    let mut c = Cursor { out, at: REDO_CRC_FROM, n: 0, crc };
+    // The header's words the CRC covers: `wv`, then `n` and `len`.
+    const _: () = assert!(R_WV == REDO_CRC_FROM && R_N == R_WV + 8 && R_LEN == R_N + 4 && REC_HDR as usize == R_LEN + 4);
+    c.put(wv);
+    c.put(n as u64 | (len as u64) << 32);
     for init in inits {
         let (off, v) = init?;
         // (The length shares its word with the flags.)
@@ -200,16 +275,15 @@ pub(crate) fn encode_into<'a>(
         let body = (crc as u64 | (len >> 31) << 32).to_le_bytes();
         c.entry(off, CHECK_FLAG | (len as u32 & !CHECK_FLAG), &body)?;
     }
-    let (n, at) = (c.n, c.at);
-    if at != out.len() {
+    if c.at != c.out.len() {
         return Err(Error::corrupt("STM redo record shorter than its reckoned length"));
     }
-    out[..4].copy_from_slice(&MAGIC.to_le_bytes());
-    out[R_WV..R_WV + 8].copy_from_slice(&wv.to_le_bytes());
-    out[R_N..R_N + 4].copy_from_slice(&n.to_le_bytes());
-    out[R_LEN..R_LEN + 4].copy_from_slice(&((at as u64 - REC_HDR) as u32).to_le_bytes());
-    let crc = crate::crc::crc32c(&out[REDO_CRC_FROM..]);
-    out[R_CRC..R_CRC + 4].copy_from_slice(&crc.to_le_bytes());
+    if c.n != n {
+        return Err(Error::corrupt(format!("STM redo record of {} entries, reckoned {n}", c.n)));
+    }
+    let crc = c.crc.finish(&c.out[REDO_CRC_FROM..]);
+    const _: () = assert!(R_CRC == 4);
+    c.out[..8].copy_from_slice(&(MAGIC as u64 | (crc as u64) << 32).to_le_bytes());
     Ok(())
 }
 
@@ -507,7 +581,8 @@ mod tests {
         let lens = |e: &[(u64, &[u8])]| e.iter().map(|(_, v)| entry_len(v.len() as u64)).sum();
         buf.clear();
         buf.resize(record_len(lens(entries), lens(inits), checks.len()) as usize, 0);
-        encode_into(buf, wv, inits.iter().map(|&i| Ok(i)), entries.iter().copied(), checks)
+        let n = (inits.len() + entries.len() + checks.len()) as u32;
+        encode_into(buf, wv, n, inits.iter().map(|&i| Ok(i)), entries.iter().copied(), checks)
     }
 
     fn record_len_of(entries: &[(u64, &[u8])]) -> u64 {
@@ -534,7 +609,7 @@ mod tests {
     #[test]
     fn an_init_entry_too_long_for_its_length_bits_is_refused() {
         let big = vec![0u8; INIT_FLAG as usize];
-        let e = encode_into(&mut [0u8; 64], 9, std::iter::once(Ok((0x2000u64, &big[..]))), std::iter::empty(), &[]).unwrap_err();
+        let e = encode_into(&mut [0u8; 64], 9, 1, std::iter::once(Ok((0x2000u64, &big[..]))), std::iter::empty(), &[]).unwrap_err();
         assert!(matches!(e, Error::InvalidArgument { .. }) && e.to_string().contains("at most"), "{e}");
     }
 
@@ -557,13 +632,20 @@ mod tests {
         let obj = [7u8; 44];
         let mut buf = vec![0xffu8; record_len(entry_len(8), entry_len(44), 1) as usize];
         let entries = || [(0x3000u64, &[1u8; 8][..])].into_iter();
-        encode_into(&mut buf, 9, [Ok((0x2000u64, &obj[..]))].into_iter(), entries(), &[(0x4000, 64, 5)]).unwrap();
+        encode_into(&mut buf, 9, 3, [Ok((0x2000u64, &obj[..]))].into_iter(), entries(), &[(0x4000, 64, 5)]).unwrap();
         let pad = (REC_HDR + ENT_HDR) as usize + 44;
         assert_eq!(&buf[pad..pad + 4], &[0; 4], "an object's last word is zero-padded");
         assert_eq!(decode(&buf).map(|r| (r.inits.len(), r.entries.len(), r.checks.len())), Some((1, 1, 1)));
         for len in [buf.len() - 8, buf.len() + 8] {
             let mut other = vec![0u8; len];
-            assert!(encode_into(&mut other, 9, [Ok((0x2000u64, &obj[..]))].into_iter(), entries(), &[(0x4000, 64, 5)]).is_err(), "{len}");
+            assert!(
+                encode_into(&mut other, 9, 3, [Ok((0x2000u64, &obj[..]))].into_iter(), entries(), &[(0x4000, 64, 5)]).is_err(),
+                "{len}"
+            );
+        }
+        for n in [2, 4] {
+            let e = encode_into(&mut buf, 9, n, [Ok((0x2000u64, &obj[..]))].into_iter(), entries(), &[(0x4000, 64, 5)]);
+            assert!(e.is_err(), "a count of {n} entries for 3 is refused");
         }
     }
 

@@ -21,6 +21,7 @@ use crate::stm::redo::{self, HALF};
 use crate::stm::runtime;
 use crate::stm::wait;
 use crate::stm::word;
+use parking_lot::MutexGuard;
 use std::sync::atomic::Ordering;
 
 // `apply` reads a value's words straight from its buffer.
@@ -86,20 +87,29 @@ impl STx<'_> {
             self.unlock_writes(via);
             return Err(StmError::Conflict);
         }
-        // 5-6. the durable part: record, copies, one fence.
-        if let Err(e) = self.persist_record(wv.p) {
-            self.unlock_writes(via);
-            return Err(StmError::Failed(e));
-        }
+        // 5-6. the durable part: record, copies, one fence. (The log's lock,
+        // taken for the record, is kept for step 7.)
+        let log = match self.persist_record(wv.p) {
+            Ok(log) => log,
+            Err(e) => {
+                self.unlock_writes(via);
+                return Err(StmError::Failed(e));
+            }
+        };
         // The boxes this commit replaces (boxed.rs), read under its locks.
         let boxes = self.touches_boxes().then(|| self.old_boxes());
         // 7. in place, then wake waiters.
-        self.apply(wv, via);
+        self.apply(wv, via, log);
         if let Some(old) = boxes {
             self.settle_boxes(&old);
         }
         if coarse.exclusive() {
             runtime::count(|s| s.coarse_commits += 1);
+        }
+        // An unarmed `Commit::None` holds nothing to release: no call of
+        // its drop glue (out of line: its guards' drops) for it.
+        if let Commit::None = coarse {
+            std::mem::forget(coarse);
         }
         Ok(())
     }
@@ -211,20 +221,23 @@ impl STx<'_> {
     }
 
     /// Steps 5 and 6: the redo record and copies, durable after one fence.
-    fn persist_record(&self, wv: u64) -> Result<()> {
+    /// Returns the thread's log, still locked, for step 7 ([`STx::apply`]:
+    /// one lock of it per commit), if it took it (a record was written).
+    fn persist_record(&self, wv: u64) -> Result<Option<MutexGuard<'_, ThreadLog>>> {
         let mut st = self.st.borrow_mut();
         let st = &mut *st;
-        let Some(ctx) = self.ctx.as_ref() else { return Ok(()) };
+        let Some(ctx) = self.ctx.as_ref() else { return Ok(None) };
         let entries = || {
             st.writes.iter().filter_map(|w| match &w.kind {
                 Kind::P { off, value: Some(b), .. } => Some((*off, &b.buf[..b.words() * 8])),
                 _ => None,
             })
         };
-        // The value entries' bytes, in one pass (none: nothing to record).
-        let values: u64 = entries().map(|(_, v)| redo::entry_len(v.len() as u64)).sum();
+        // The value entries' bytes and count, in one pass (none: nothing
+        // to record).
+        let (values, n_values) = entries().fold((0u64, 0u64), |(l, n), (_, v)| (l + redo::entry_len(v.len() as u64), n + 1));
         if values == 0 {
-            return Ok(());
+            return Ok(None);
         }
         reserve_clock(ctx, wv)?;
         let space = &ctx.inner.space;
@@ -234,7 +247,8 @@ impl STx<'_> {
         // (young.rs says why that is sound).
         let inits = || st.made.iter().filter(|m| m.mutable).map(|m| (m.off, m.len));
         let young = !st.made.is_empty() && inits().next().is_some() && !crate::failpoint::planted("stm.young_not_carried");
-        let init_len: u64 = if young { inits().map(|(_, l)| redo::entry_len(l)).sum() } else { 0 };
+        let (init_len, n_inits) =
+            if young { inits().fold((0u64, 0u64), |(l, n), (_, len)| (l + redo::entry_len(len), n + 1)) } else { (0, 0) };
         // Copies are immutable: the record carries their checksums, and
         // recovery replays it only if every copy reached the media whole.
         // (The allocator metadata that makes each copy, or new object, an
@@ -255,16 +269,18 @@ impl STx<'_> {
         if needed > u32::MAX as u64 {
             return Err(Error::TxTooLarge { needed, limit: u32::MAX as u64 });
         }
+        // (Each entry is at least 16 bytes of the record: the count fits.)
+        let n = (n_values + n_inits + st.checks.len() as u64) as u32;
         // Another thread's records with new objects may have to go first
         // (young.rs; only if another log has one registered: the log's lock
         // is dropped while helping).
-        let mut log = ctx.log().lock();
-        if super::young::others_registered(ctx, &log) {
-            drop(log);
+        let mut guard = ctx.log().lock();
+        if super::young::others_registered(ctx, &guard) {
+            drop(guard);
             super::young::help_before_reuse(ctx)?;
-            log = ctx.log().lock();
+            guard = ctx.log().lock();
         }
-        let log = &mut *log;
+        let log = &mut *guard;
         let h = (log.commits % 2) as usize;
         let half_off = log.log_off + h as u64 * HALF;
         // The half's last record (commit N-2) is durable in place since the
@@ -286,13 +302,13 @@ impl STx<'_> {
             // them while the slice lives (helpers and the young-object
             // test read or clear a half under that lock too).
             let out = unsafe { std::slice::from_raw_parts_mut(at, needed as usize) };
-            redo::encode_into(out, wv, init_bytes, entries(), &st.checks)?;
+            redo::encode_into(out, wv, n, init_bytes, entries(), &st.checks)?;
             space.traced(space.base() + half_off, needed);
             needed
         } else {
             log.buf.clear();
             log.buf.resize(needed as usize, 0);
-            redo::encode_into(&mut log.buf, wv, init_bytes, entries(), &st.checks)?;
+            redo::encode_into(&mut log.buf, wv, n, init_bytes, entries(), &st.checks)?;
             overflow(ctx, log, h, wv)?;
             space.write_bytes(half_off, &log.buf)?;
             log.buf.len() as u64
@@ -312,14 +328,17 @@ impl STx<'_> {
         log.young_pending = young.then(|| (h, super::young::span_of(inits())));
         log.commits += 1;
         crate::failpoint::Failpoint::StmAfterFence.hit();
-        Ok(())
+        Ok(Some(guard))
     }
 
-    pub(super) fn apply(&self, wv: Stamps, via: Option<&Htm>) {
+    /// Step 7: the values in place, then waiters woken. `log`: the
+    /// thread's log if the caller holds its lock already (the record's,
+    /// [`STx::persist_record`]); else it is locked here.
+    pub(super) fn apply(&self, wv: Stamps, via: Option<&Htm>, log: Option<MutexGuard<'_, ThreadLog>>) {
         let st = self.st.borrow();
         let space = self.ctx.as_ref().map(|c| &c.inner.space);
         let (new_word, new_word_v) = (word::unlocked(wv.p), word::unlocked(wv.v));
-        let mut log = self.ctx.as_ref().map(|c| c.log().lock());
+        let mut log = log.or_else(|| self.ctx.as_ref().map(|c| c.log().lock()));
         // A record with new objects is registered before they can be
         // reached (their links are stored below), under the log's lock.
         if let (Some(c), Some(l)) = (self.ctx.as_ref(), log.as_mut()) {

@@ -187,7 +187,7 @@ impl STx<'_> {
                 self.unlock_writes(runtime::route());
                 return Err(StmError::Failed(e));
             }
-            self.apply(wv, runtime::route());
+            self.apply(wv, runtime::route(), None);
         }
         Ok(())
     }
