@@ -95,7 +95,8 @@ func warmZ(refs []warmRef) uint64 {
 
 // zprelog is warmZ for prelog.go, which runs first: it warms the same
 // walks and adds to pairs what each ZADD of an existing member will log
-// if the list does not change before it runs (appendMoveLog). The refs
+// if the list does not change before it runs (appendMoveLog), and of a
+// new member (appendNewLog). The refs
 // it takes have their field cleared (warmZ and warm.go's field stage
 // skip them).
 func zprelog(pairs []uint64, refs []warmRef) ([]uint64, uint64) {
@@ -144,13 +145,17 @@ func zwarm(refs []warmRef, pairs []uint64, guess bool) ([]uint64, uint64) {
 const zprelogMax = 4 * zwarmMax * 2
 
 // appendMoveLog adds to pairs the ranges the ZADD of l (its walks ws[l.dw]
-// and ws[l.iw] done) will log, as zaddAt and moveAt would find them now:
+// and ws[l.iw] done) will log, as zaddAt and moveAt would find them now
+// (a new member's: appendNewLog):
 // nothing if its score stays or x has zpathLevels levels or more (its
 // level is not known), the node's score and levels if its place stays
 // (zrescore), else also the links of both paths on the node's levels, in
 // moveAt's runs.
 func appendMoveLog(pairs []uint64, l *zlookup, ws []zwalk) []uint64 {
-	if !l.found || l.dw < 0 || l.iw < 0 || l.n.Score == l.z {
+	if !l.found {
+		return appendNewLog(pairs, l, ws)
+	}
+	if l.dw < 0 || l.iw < 0 || l.n.Score == l.z {
 		return pairs
 	}
 	x := l.n
@@ -184,6 +189,22 @@ func appendMoveLog(pairs []uint64, l *zlookup, ws []zwalk) []uint64 {
 		pairs = append(pairs, addrOf(&run[0]), uint64(len(run))*uint64(unsafe.Sizeof(pZLevel{})))
 	}
 	return pairs
+}
+
+// appendNewLog adds to pairs what the ZADD of l, a member not found (its
+// walk ws[l.iw] done), will log if its node gets one level (three in
+// four do) and the table is not growing (zslLinkAt): the link after its
+// predecessor on level 0, the collection (its length), the table's
+// insertion slot and count. Another level logs a longer run from the
+// same start, which the command then logs itself.
+func appendNewLog(pairs []uint64, l *zlookup, ws []zwalk) []uint64 {
+	d := l.c.ZDict
+	if l.iw < 0 || d.RehashIdx >= 0 || ws[l.iw].path[0] == nil {
+		return pairs
+	}
+	p := &ws[l.iw].path[0].L[0]
+	return append(pairs, addrOf(p), uint64(unsafe.Sizeof(*p)), addrOf(l.c), uint64(unsafe.Sizeof(*l.c)),
+		addrOf(d.insertSlot(l.h)), 8, addrOf(&d.Used), 8)
 }
 
 // walkZTables follows every lookup's table path in passes, as

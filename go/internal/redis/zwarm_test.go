@@ -175,20 +175,27 @@ func zprelogOne(t *testing.T, z *pColl, m []byte, s float64) []uint64 {
 	return pairs
 }
 
-// TestZPrelogCoversAMove: for 3,000 ZADDs of existing members (moves,
-// a fifth rescored in place, some to the score they hold), what zprelog
-// logs ahead covers every range the ZADD's own log takes (its node's
-// score and levels, the links on its levels) unless its node has
-// zpathLevels levels or more.
+// TestZPrelogCoversAMove: for 3,000 ZADDs, a seventh of new members
+// (newCovered), the rest of existing ones (moves, a fifth rescored in
+// place, some to the score they hold), what zprelog logs ahead covers
+// every range the ZADD's own log takes (its node's score and levels, the
+// links on its levels) unless its node has zpathLevels levels or more.
 func TestZPrelogCoversAMove(t *testing.T) {
 	s, z := zsetWithTies(t)
 	r := rand.New(rand.NewPCG(9, 10))
-	var moves, tall int
+	var moves, tall, news int
 	err := s.pool.Txn(func(tx *engram.Tx) error {
 		for k := 0; k < 3000; k++ {
+			sc := float64(r.IntN(310)) - 5
+			if k%7 == 0 {
+				news += newCovered(t, z, []byte("n"+strconv.Itoa(k)), sc)
+				if _, err := z.zadd(tx, []byte("n"+strconv.Itoa(k)), sc); err != nil {
+					return err
+				}
+				continue
+			}
 			m := []byte("m" + strconv.Itoa(r.IntN(3000)))
 			x := z.zfind(m)
-			sc := float64(r.IntN(310)) - 5
 			if next := x.lv(0).Fwd; k%5 == 0 && next != nil && next.Score > x.Score {
 				sc = (x.Score + next.Score) / 2 // in place (rankKept)
 			}
@@ -219,9 +226,28 @@ func TestZPrelogCoversAMove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if moves < 2500 || tall > moves/20 {
-		t.Fatalf("%d moves, %d of nodes of zpathLevels levels or more", moves, tall)
+	if moves < 2000 || tall > moves/20 || news < 20 {
+		t.Fatalf("%d moves, %d of nodes of zpathLevels levels or more; %d new members guessed", moves, tall, news)
 	}
+}
+
+// newCovered checks what zprelog logs ahead for a ZADD of the new member
+// m at s on z: what zslLinkAt logs for a node of one level, unless the
+// table grows (then nothing is guessed). It returns 1 if it was guessed.
+func newCovered(t *testing.T, z *pColl, m []byte, s float64) int {
+	t.Helper()
+	pairs := zprelogOne(t, z, m, s)
+	d := z.ZDict
+	if d.RehashIdx >= 0 || d.Used >= int64(len(d.T0)) {
+		return 0
+	}
+	p := &zslPred(z, s, m).L[0]
+	for _, w := range [][2]uint64{{addrOf(p), 16}, {addrOf(z), uint64(unsafe.Sizeof(*z))}, {addrOf(d.insertSlot(hashKey(m))), 8}, {addrOf(&d.Used), 8}} {
+		if !covered(pairs, w) {
+			t.Fatalf("new %s at %v: %v is not logged ahead (%v)", m, s, w, pairs)
+		}
+	}
+	return 1
 }
 
 // TestParseScore: parseScore's integer path gives what parseFloat gives.
