@@ -294,6 +294,14 @@ func (c *pColl) zaddAt(tx *engram.Tx, x *pZNode, m []byte, s float64) (bool, err
 		case rankKept(x, s):
 			return false, zrescore(tx, x, s)
 		}
+		// A growing table moves a bucket per move too (Redis's lookups
+		// do): with only adds and removals moving them, a set whose
+		// writes are moves keeps two tables for good (every lookup
+		// probes both, and a new member's log is not guessed ahead:
+		// zwarm.go, appendNewLog).
+		if err := c.ZDict.rehashStep(tx); err != nil {
+			return false, err
+		}
 		return false, c.zslMove(tx, x, s)
 	}
 	if err := c.ZDict.prepareAdd(tx); err != nil {
