@@ -7,6 +7,7 @@ package redis
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -92,6 +93,26 @@ func seedList(t *testing.T, c *goredis.Client, n int) []string {
 	return l
 }
 
+// checkEntries checks that Data[Start:End] of chunk n is Count whole
+// entries, walked from either end.
+func checkEntries(n *pLNode) error {
+	k, o := int64(0), n.Start
+	for ; o < n.End; k++ {
+		_, o = entryAt(n.Data, o)
+	}
+	if o != n.End || k != n.Count {
+		return fmt.Errorf("chunk [%d,%d) count %d: %d entries forward, ending at %d", n.Start, n.End, n.Count, k, o)
+	}
+	k, o = 0, n.End
+	for ; o > n.Start; k++ {
+		_, o = entryBefore(n.Data, o)
+	}
+	if o != n.Start || k != n.Count {
+		return fmt.Errorf("chunk [%d,%d) count %d: %d entries backward, ending at %d", n.Start, n.End, n.Count, k, o)
+	}
+	return nil
+}
+
 // checkChunks checks plist.go's invariants on key L's quicklist.
 func checkChunks(t *testing.T, s *Server) {
 	_, e := s.root.DBs[0].find([]byte("L"), hashKey([]byte("L")))
@@ -101,13 +122,11 @@ func checkChunks(t *testing.T, s *Server) {
 	c, total := e.Coll, int64(0)
 	var prev *pLNode
 	for n := c.Head; n != nil; prev, n = n, n.Next {
-		if n.Count <= 0 || n.Prev != prev || n.Start < 0 || n.Start+n.Count > int64(len(n.Items)) {
-			t.Fatalf("bad chunk: start %d count %d cap %d", n.Start, n.Count, len(n.Items))
+		if n.Count <= 0 || n.Prev != prev || n.Start < 0 || n.Start > n.End || n.End > int64(len(n.Data)) {
+			t.Fatalf("bad chunk: start %d end %d count %d cap %d", n.Start, n.End, n.Count, len(n.Data))
 		}
-		for i := range n.Items {
-			if in := int64(i) >= n.Start && int64(i) < n.Start+n.Count; !in && n.Items[i] != nil {
-				t.Fatalf("slot %d outside [%d,%d) not nil", i, n.Start, n.Start+n.Count)
-			}
+		if err := checkEntries(n); err != nil {
+			t.Fatal(err)
 		}
 		total += n.Count
 	}
@@ -226,4 +245,42 @@ func resolveRestart(t *testing.T, bin string, dir string, acked, inflight []stri
 	t.Fatalf("after a kill the list (%d elements) is neither the acknowledged one (%d) nor that with the operation in flight (%d)",
 		len(got), len(acked), len(inflight))
 	return nil
+}
+
+// TestListEntries: elements of every length class (empty, the longest
+// short one, the first long ones, one of 70,000 bytes) packed into one
+// chunk read back the same from either end.
+func TestListEntries(t *testing.T) {
+	var vals [][]byte
+	for _, n := range []int{0, 1, 3, entryShort, entryShort + 1, entryLong, 300, 70000} {
+		v := make([]byte, n)
+		for i := range v {
+			v[i] = byte(i*7 + n)
+		}
+		vals = append(vals, v)
+	}
+	size := int64(0)
+	for _, v := range vals {
+		size += entrySize(len(v))
+	}
+	n := &pLNode{Data: make([]byte, size+3), Start: 3, End: 3}
+	for _, v := range vals {
+		e := n.End + entrySize(len(v))
+		putEntry(n.Data[n.End:e], v)
+		n.End, n.Count = e, n.Count+1
+	}
+	if err := checkEntries(n); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range vals {
+		got, _ := entryAt(n.Data, n.offsetOf(int64(k)))
+		if !slices.Equal(got, v) || len(got) != len(v) {
+			t.Fatalf("entry %d: %d bytes, want %d", k, len(got), len(v))
+		}
+	}
+	for k, got := range n.entries() {
+		if !slices.Equal(got, vals[k]) {
+			t.Fatalf("entries()[%d] differs", k)
+		}
+	}
 }

@@ -119,6 +119,31 @@ func BenchmarkLPushP16(b *testing.B) {
 	benchPipelines(b, 1, func(r *rand.Rand) [][]byte { return [][]byte{lpush, k, v} })
 }
 
+// BenchmarkLPushRegion1: LPUSH of a 3-byte value to one list, one command
+// per region (pipeline 1 with one client: every push is its region's
+// first, so it logs its bytes, chunk and length with an engine call).
+func BenchmarkLPushRegion1(b *testing.B) {
+	s, _ := startBench(b)
+	cl := &client{id: 1, proto: 2, authed: true}
+	cmds := [][][]byte{{[]byte("LPUSH"), []byte("mylist"), []byte("xxx")}}
+	run := func(n int) {
+		for i := 0; i < n; i++ {
+			r := request{c: cl, cmds: cmds}
+			if err := s.pool.Txn(func(tx *engram.Tx) error { return s.runRequest(tx, &r) }); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	s.execMu.Lock()
+	defer s.execMu.Unlock()
+	run(10000)
+	b.ReportAllocs()
+	b.ResetTimer()
+	c0 := cpuNow()
+	run(b.N)
+	b.ReportMetric(float64(cpuNow()-c0)/float64(b.N), "cpu-ns/op")
+}
+
 // BenchmarkHSetP16: HSET of a random field of 100,000 of one hash to a
 // 3-byte value (redis-benchmark's "HSET myhash element:<rand> xxx").
 func BenchmarkHSetP16(b *testing.B) {

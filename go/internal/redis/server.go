@@ -178,10 +178,12 @@ const (
 //	  skiplist nodes, no table entry per member (pzset.go, pztable.go);
 //	4 "engram-redis/4": a skiplist's spans are not logged, trusted only
 //	  while its header's stamp is the pool's epoch (pzset.go, ranked): an
-//	  older server would trust spans this one left stale.
+//	  older server would trust spans this one left stale;
+//	5 "engram-redis/5": a list's chunks hold their elements packed in one
+//	  byte array (plist.go), not a slot array of element arrays.
 const (
-	layoutVersion = 4
-	layoutName    = "engram-redis/4"
+	layoutVersion = 5
+	layoutName    = "engram-redis/5"
 )
 
 // oldLayouts are the earlier versions' layout names and what changed
@@ -190,6 +192,7 @@ var oldLayouts = []struct{ name, change string }{
 	{"engram-redis", "version 1 is the layout before the sorted sets' variable-size nodes"},
 	{"engram-redis/2", "version 2 is the layout before the sorted sets' member table of nodes"},
 	{"engram-redis/3", "version 3 is the layout before the sorted sets' unlogged spans"},
+	{"engram-redis/4", "version 4 is the layout before the lists' packed chunks"},
 }
 
 // New opens (or creates) the pool and builds the server.

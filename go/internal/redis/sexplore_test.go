@@ -82,9 +82,9 @@ func TestStringCrashExplorer(t *testing.T) {
 	t.Logf("%+v", rep)
 }
 
-// listState is list l's elements and each chunk's slots: an error if a
-// slot outside a chunk's used run is not nil (plist.go's invariant: a
-// push's slot written but not logged shows here after its rollback).
+// listState is list l's elements, read chunk by chunk: an error if a
+// chunk's entries do not fill Data[Start:End] exactly (plist.go's
+// invariant).
 func listState(root *pRoot) (map[string]string, error) {
 	_, e := root.DBs[0].find([]byte("l"), hashKey([]byte("l")))
 	if e == nil || e.Coll == nil {
@@ -93,16 +93,16 @@ func listState(root *pRoot) (map[string]string, error) {
 	var b strings.Builder
 	n := int64(0)
 	for c := e.Coll.Head; c != nil; c = c.Next {
-		for i, it := range c.Items {
-			used := int64(i) >= c.Start && int64(i) < c.Start+c.Count
-			if !used && it != nil {
-				return nil, fmt.Errorf("chunk slot %d outside [%d,%d) holds %q", i, c.Start, c.Start+c.Count, it)
-			}
-			if used {
-				b.WriteString(string(it) + " ")
-				n++
-			}
+		if c.Start < 0 || c.Start > c.End || c.End > int64(len(c.Data)) {
+			return nil, fmt.Errorf("chunk [%d,%d) of %d bytes", c.Start, c.End, len(c.Data))
 		}
+		if err := checkEntries(c); err != nil {
+			return nil, err
+		}
+		for _, it := range c.entries() {
+			b.WriteString(string(it) + " ")
+		}
+		n += c.Count
 	}
 	if n != e.Coll.Len {
 		return nil, fmt.Errorf("%d elements, Len %d", n, e.Coll.Len)
@@ -110,14 +110,17 @@ func listState(root *pRoot) (map[string]string, error) {
 	return map[string]string{"l": b.String()}, nil
 }
 
-// lexplorePipelines push at both ends across chunk boundaries (a chunk
-// of the setup's, new chunks of 4 to 8 slots), several pushes per
-// logged window.
+// lexplorePipelines push at both ends across chunk boundaries (the
+// setup's chunk of 32 bytes, new chunks of 32 to 256), several pushes per
+// logged window, and pops then a push in one region (the push writes over
+// bytes the region's start holds live).
 var lexplorePipelines = [][]string{
 	{"LPUSH l a1", "RPUSH l b1", "LPUSH l a2", "RPUSH l b2", "RPUSH l b3", "LPUSH l a3"},
 	{"RPUSH l c1 c2 c3 c4 c5", "LPUSH l d1 d2 d3 d4 d5 d6"},
-	{"LPUSH l e1"},
+	{"LPOP l", "LPOP l", "LPUSH l p1", "RPOP l", "RPOP l", "RPUSH l q1"},
 	{"RPUSH l f1", "RPUSH l f2", "RPUSH l f3", "RPUSH l f4", "RPUSH l f5", "RPUSH l f6", "RPUSH l f7", "RPUSH l f8", "RPUSH l f9"},
+	{"RPUSH l g01 g02 g03 g04 g05 g06 g07 g08 g09 g10 g11 g12 g13 g14 g15 g16 g17 g18 g19 g20 g21 g22 g23 g24 g25 g26 g27 g28 g29 g30 g31 g32 g33 g34 g35 g36"},
+	{"RPOP l", "RPUSH l h1", "LSET l 3 longer-value", "LINSERT l BEFORE b2 i1", "LREM l 0 c3"},
 }
 
 func TestListPushCrashExplorer(t *testing.T) {
@@ -125,11 +128,37 @@ func TestListPushCrashExplorer(t *testing.T) {
 	t.Logf("%+v", rep)
 }
 
+// TestListPushCrashExplorerPlanted: with a push's entry bytes written
+// unlogged (plantUnloggedPush), two pops and a push in one region leave
+// crash images whose list holds the push's bytes where the second popped
+// element was (the rollback restores the chunk's Start, not the bytes);
+// the explorer must find them.
+func TestListPushCrashExplorerPlanted(t *testing.T) {
+	plantUnloggedPush = true
+	defer func() { plantUnloggedPush = false }()
+	rep := exploreServerReport(t, []string{"RPUSH l s1 s2 s3 s4 s5 s6"}, [][]string{{"LPOP l", "LPOP l", "LPUSH l p1"}}, listState)
+	if rep.Violations == 0 {
+		t.Fatalf("the unlogged push was not caught: %+v", rep)
+	}
+	t.Logf("caught: %d violations, first: %s", rep.Violations, rep.FirstViolation)
+}
+
 // exploreServer runs setup, then each of pipelines as one region of a
 // server on a traced pool, and explores the trace: every crash image
 // must recover to a state (what state reads from the root) that one of
 // the regions' prefixes left.
 func exploreServer(t *testing.T, setup []string, pipelines [][]string, state func(*pRoot) (map[string]string, error)) engram.ExploreReport {
+	t.Helper()
+	rep := exploreServerReport(t, setup, pipelines, state)
+	if rep.Violations != 0 {
+		t.Fatalf("%d violations: %s", rep.Violations, rep.FirstViolation)
+	}
+	return rep
+}
+
+// exploreServerReport is exploreServer without the verdict: the caller
+// judges the violations.
+func exploreServerReport(t *testing.T, setup []string, pipelines [][]string, state func(*pRoot) (map[string]string, error)) engram.ExploreReport {
 	t.Helper()
 	p, tr, dir := tracedPool(t, "s.pool")
 	s, err := newOnPool(Config{}, p, true, time.Now())
@@ -162,7 +191,7 @@ func exploreServer(t *testing.T, setup []string, pipelines [][]string, state fun
 	for _, pl := range pipelines {
 		run(pl)
 	}
-	rep := exploreTraced(t, tr, p, dir, func(p *engram.Pool) error {
+	return exploreTraced(t, tr, p, dir, func(p *engram.Pool) error {
 		root, err := engram.Root[pRoot](p, rootName)
 		if err != nil {
 			return err
@@ -178,8 +207,4 @@ func exploreServer(t *testing.T, setup []string, pipelines [][]string, state fun
 		}
 		return fmt.Errorf("%v: none of the %d states the regions leave", got, len(states))
 	})
-	if rep.Violations != 0 {
-		t.Fatalf("%d violations: %s", rep.Violations, rep.FirstViolation)
-	}
-	return rep
 }
