@@ -73,6 +73,9 @@ func cmdZAdd(x *ctx) error {
 	var nx, xx, gt, lt, ch, incr bool
 	i := 2
 	for ; i < len(x.args); i++ {
+		if a := x.args[i]; len(a) == 0 || a[0]|0x20 < 'a' || a[0]|0x20 > 'z' {
+			break // a score (every option is a word): no lower-case copy
+		}
 		switch strings.ToLower(string(x.args[i])) {
 		case "nx":
 			nx = true
@@ -110,7 +113,7 @@ pairs:
 	}
 	scores := make([]float64, 0, len(rest)/2)
 	for j := 0; j < len(rest); j += 2 {
-		s, ok := parseFloat(rest[j])
+		s, ok := parseScore(rest[j])
 		if !ok {
 			x.w.Err(errNotFloat)
 			return nil
@@ -452,4 +455,29 @@ func zpop(x *ctx, max bool) error {
 		writeZ(x, got, true)
 	}
 	return nil
+}
+
+// parseScore is parseFloat for a ZADD's score, with a fast path for a
+// decimal integer of up to 15 digits (redis-benchmark's scores), which a
+// float64 holds exactly: the value strconv.ParseFloat gives (-0 for
+// "-0"), without its general parse.
+func parseScore(b []byte) (float64, bool) {
+	d := b
+	if len(d) > 0 && d[0] == '-' {
+		d = d[1:]
+	}
+	if len(d) == 0 || len(d) > 15 {
+		return parseFloat(b)
+	}
+	var n int64
+	for _, c := range d {
+		if c < '0' || c > '9' {
+			return parseFloat(b)
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if len(d) < len(b) {
+		return -float64(n), true
+	}
+	return float64(n), true
 }

@@ -2,7 +2,9 @@
 // log takes, in one engine call and one fence, what its string writes
 // (SET, INCR, MSET, ...) will most likely change: each existing string
 // key's entry and its short value's bytes, and for an absent key the
-// bucket slot it will be linked into and the table's entry count. Each
+// bucket slot it will be linked into and the table's entry count; and
+// what its ZADDs moving a member of a big sorted set will (zwarm.go,
+// zprelog: the links on both paths, the node's score and levels). Each
 // command still logs what it changes before changing it, but the engine
 // then finds the range logged already and fences no more: a pipeline of
 // 16 INCRs takes one undo fence instead of 16 (perf put the per-write
@@ -14,8 +16,10 @@
 // costs an undo entry or a fence and nothing else. Every range lies
 // inside one live pool object (the engine refuses others): an entry, a
 // string value's array from its start (see valWords), a bucket array
-// slot, a table header. Objects freed later in the region stay allocated
-// until it commits, so a range logged here stays valid.
+// slot, a table header, a skiplist node's score and levels (found by
+// walking the list before any command of the pipeline runs). Objects
+// freed later in the region stay allocated until it commits, so a range
+// logged here stays valid.
 //
 // Crash behaviour: the undo entries written here restore, on a rollback
 // or after a crash before the region's commit, bytes the region may or
@@ -44,7 +48,9 @@ var prelogCmds = map[string]bool{
 const prelogMax = 2 * warmMax
 
 // prelog logs ahead, in one engine call, what the string writes of refs
-// (walked by walkRefs; pre marks a string write's key) will change.
+// (walked by walkRefs; pre marks a string write's key) and the moves of
+// the ZADDs on a big sorted set (zprelog, zwarm.go: it warms their walks
+// and guesses from them) will change.
 func (s *Server) prelog(tx *engram.Tx, refs []warmRef) error {
 	pairs := s.prelogBuf[:0]
 	for i := range refs {
@@ -52,6 +58,9 @@ func (s *Server) prelog(tx *engram.Tx, refs []warmRef) error {
 			pairs = appendPrelog(pairs, ref)
 		}
 	}
+	var sink uint64
+	pairs, sink = zprelog(pairs, refs)
+	s.warmSink += sink
 	s.prelogBuf = pairs[:0]
 	return tx.LogRanges(pairs)
 }

@@ -294,6 +294,14 @@ func (c *pColl) zaddAt(tx *engram.Tx, x *pZNode, m []byte, s float64) (bool, err
 		case rankKept(x, s):
 			return false, zrescore(tx, x, s)
 		}
+		// A growing table moves a bucket per move too (Redis's lookups
+		// do): with only adds and removals moving them, a set whose
+		// writes are moves keeps two tables for good (every lookup
+		// probes both, and a new member's log is not guessed ahead:
+		// zwarm.go, appendNewLog).
+		if err := c.ZDict.rehashStep(tx); err != nil {
+			return false, err
+		}
 		return false, c.zslMove(tx, x, s)
 	}
 	if err := c.ZDict.prepareAdd(tx); err != nil {
@@ -364,6 +372,13 @@ func (c *pColl) zslInsert(tx *engram.Tx, s float64, m []byte) error {
 func (c *pColl) zslMove(tx *engram.Tx, x *pZNode, s float64) error {
 	var del, ins [zMaxLevel]*pZNode
 	var rank [zMaxLevel]int64
+	c.movePaths(x, s, &del, &ins, &rank)
+	return c.moveAt(tx, x, s, &del, &ins, &rank)
+}
+
+// movePaths is zslMove's walk: x's predecessors (del) and, in the list
+// without x, those of s's place (ins, with their ranks).
+func (c *pColl) movePaths(x *pZNode, s float64, del, ins *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64) {
 	s0, m := x.Score, x.member()
 	nd, ni := c.ZHead, c.ZHead
 	for i := int(c.ZLevel) - 1; i >= 0; i-- {
@@ -395,7 +410,6 @@ func (c *pColl) zslMove(tx *engram.Tx, x *pZNode, s float64) error {
 		}
 		del[i], ins[i] = nd, ni
 	}
-	return c.moveAt(tx, x, s, &del, &ins, &rank)
 }
 
 // moveAt unlinks node x (predecessors del) and links it at s (ins,

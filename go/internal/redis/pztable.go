@@ -1,5 +1,6 @@
 // pztable.go: a big sorted set's member table (pZDict): a chained hash
-// table, with incremental rehash as store.go's pDict, whose chains are
+// table, with incremental rehash as store.go's pDict (a bucket moves per
+// add, removal and move of a member: zaddAt), whose chains are
 // the skiplist nodes themselves (pZNode's Next and Hash: pzset.go). A
 // lookup of a member ends at its node, which holds the member and its
 // score: there is no table entry beside the node (pool layout version 3,

@@ -220,6 +220,44 @@ func BenchmarkZAddMoveWarm(b *testing.B) {
 	}
 }
 
+// BenchmarkZAddMovePrelog: BenchmarkZAddMoveWarm with each 16 moves
+// also logged ahead as the server does (prelog.go, zprelog: one LogRanges
+// call), so the moves whose guess holds make no log call of their own.
+func BenchmarkZAddMovePrelog(b *testing.B) {
+	s, z, ms := bigZSet(b)
+	type op struct {
+		m []byte
+		s float64
+	}
+	var ops []op
+	var refs []warmRef
+	var pairs []uint64
+	var sink uint64
+	runRegions(b, s, func(tx *engram.Tx, r *rand.Rand) error {
+		if len(ops) == 0 {
+			refs = refs[:0]
+			for i := 0; i < 16; i++ {
+				o := op{ms[r.IntN(len(ms))], float64(r.IntN(100000))}
+				ops = append(ops, o)
+				refs = append(refs, warmRef{found: true, e: &pEntry{Coll: z}, f: o.m, z: o.s, zset: true})
+			}
+			var n uint64
+			pairs, n = zprelog(pairs[:0], refs)
+			sink += n
+			if err := tx.LogRanges(pairs); err != nil {
+				return err
+			}
+		}
+		o := ops[0]
+		ops = ops[1:]
+		_, err := z.zadd(tx, o.m, o.s)
+		return err
+	})
+	if sink == 1 {
+		b.Log(sink)
+	}
+}
+
 // BenchmarkZRerank: computing every span of a 100,000-member skiplist
 // again (pzset.go, rerank), what the first rank read of a set after a
 // restart or a rollback pays once.

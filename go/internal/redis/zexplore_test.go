@@ -266,3 +266,58 @@ func exploreTraced(t *testing.T, tr *engram.Tracer, p *engram.Pool, dir string, 
 	}
 	return rep
 }
+
+// zpipeState is db 0's sorted set "z" as its level 0 holds it (member:
+// score), checked for order, its table and its length: the state
+// exploreServer compares.
+func zpipeState(root *pRoot) (map[string]string, error) {
+	_, e := root.DBs[0].find([]byte("z"), hashKey([]byte("z")))
+	if e == nil || e.Coll == nil || e.Coll.ZHead == nil {
+		return nil, fmt.Errorf("z is not a skiplist")
+	}
+	c := e.Coll
+	st := map[string]string{}
+	var prev *pZNode
+	for n := c.ZHead.lv(0).Fwd; n != nil; n = n.lv(0).Fwd {
+		if prev != nil && !(prev.Score < n.Score || (prev.Score == n.Score && string(prev.member()) < string(n.member()))) {
+			return nil, fmt.Errorf("order: %q before %q", prev.member(), n.member())
+		}
+		if c.zfind(n.member()) != n {
+			return nil, fmt.Errorf("node %q: the table disagrees", n.member())
+		}
+		st[string(n.member())] = fmt.Sprint(n.Score)
+		prev = n
+	}
+	if int64(len(st)) != c.Len || c.ZDict.Used != c.Len {
+		return nil, fmt.Errorf("%d nodes, Len %d, table %d", len(st), c.Len, c.ZDict.Used)
+	}
+	return st, nil
+}
+
+// zpipeSetup makes z a skiplist of m0..m39 with scores 0..39.
+func zpipeSetup() []string {
+	lines := []string{"CONFIG SET zset-max-listpack-entries 4"}
+	for i := 0; i < 40; i++ {
+		lines = append(lines, fmt.Sprintf("ZADD z %d m%d", i, i))
+	}
+	return lines
+}
+
+// zpipePipelines are the traced regions: ZADD pipelines as the executor
+// runs them (warming, the moves logged ahead: zprelog), with guesses
+// that hold (moves, a score raised or lowered in place) and ones that do
+// not (a member moved twice, the moves before it changing its paths; a
+// ZADD INCR, whose score is not its argument; a new member; a removal
+// and a ZINCRBY among them), and one ZADD alone (not warmed).
+var zpipePipelines = [][]string{
+	{"ZADD z 20.5 m3", "ZADD z 1.5 m30", "ZADD z 7 m11", "ZADD z 100 m0"},
+	{"ZADD z 5.5 m5", "ZADD z 9.5 m10", "ZADD z 30.5 m2", "ZADD z 0.5 m2"},
+	{"ZADD z 15.5 new1", "ZREM z m7", "ZADD z 33.5 m8", "ZINCRBY z 2 m9", "ZADD z INCR 3 m12", "ZADD z 4.5 m13"},
+	{"ZADD z 50 m14"},
+	{"ZADD z 3.5 m15", "ZADD z 3.25 m16", "ZADD z 3.75 m17", "ZADD z 16 m15"},
+}
+
+func TestZAddPipelineCrashExplorer(t *testing.T) {
+	rep := exploreServer(t, zpipeSetup(), zpipePipelines, zpipeState)
+	t.Logf("%+v", rep)
+}

@@ -14,6 +14,16 @@
 // then the first bytes of each member found (the table's lookup compares
 // them: a miss of its own, the member's bytes being their own object).
 //
+// The walks also guess what each ZADD of an existing member will log
+// (zprelog, called by prelog.go before warm.go's last stage): a walk
+// keeps its last node on each of the lowest levels (zwalk.path), so the
+// two walks of a move end at the predecessors moveAt unlinks and links
+// the node after, and those links, joined into runs as moveAt joins them,
+// and the node's score and levels are logged ahead with the pipeline's
+// other ranges (one engine call and one fence instead of one per move).
+// The sorted-set refs zprelog takes are then done (their field cleared),
+// so warmZ walks only what it left.
+//
 // Invariants: as warm.go: it only reads (between two commands of the
 // region, on the executor), through the table's and skiplist's own links, and a wrong
 // guess (an INCR's sum, a score that does not parse) costs a walk of loads
@@ -23,18 +33,28 @@
 // Crash behaviour: none (no writes).
 package redis
 
-import "math"
+import (
+	"math"
+	"unsafe"
+)
 
 // zwarmMax bounds the walks warmed per pipeline (two per command).
 const zwarmMax = 64
 
+// zpathLevels is how many of its lowest levels a walk keeps its place on
+// (zwalk.path): a move logs links on its node's levels only, and with p =
+// 1/4 a node has more than 4 levels once in 256.
+const zpathLevels = 5
+
 // zwalk is one walk being warmed: toward (s, m), at node n on level i
-// (i < 0: done).
+// (i < 0: done); path[i] is its last node on level i (once it has gone
+// below i: the predecessor of (s, m) there), for i < zpathLevels.
 type zwalk struct {
-	n *pZNode
-	i int
-	s float64
-	m []byte
+	n    *pZNode
+	i    int
+	s    float64
+	m    []byte
+	path [zpathLevels]*pZNode
 }
 
 // zlookup is one member being looked up in a big sorted set's table
@@ -46,8 +66,11 @@ type zlookup struct {
 	h     uint64
 	n     *pZNode
 	found bool
+	inNew bool    // n is in T1's chain (the table grows)
 	z     float64 // the score a ZADD gives m
 	zset  bool    // z is told
+	dw    int     // its walk toward its present place in ws (-1: none)
+	iw    int     // its walk toward its new place (-1: none)
 }
 
 // zwarmTarget is the new score a sorted-set write of args will give its
@@ -57,15 +80,31 @@ func zwarmTarget(name string, args [][]byte) (float64, bool) {
 	if name != "zadd" || len(args) < 4 {
 		return 0, false
 	}
-	return parseFloat(args[len(args)-2])
+	return parseScore(args[len(args)-2])
 }
 
 // warmZ warms the sorted-set writes among refs (warmRequest's key refs,
-// walked by walkRefs): for each whose key holds a skiplist and which
-// names a member (ref.f), the member's table path (its node), then the
-// skiplist walks toward the member's place and a ZADD's new one. It
-// returns a sum of what it read.
+// walked by walkRefs) that zprelog left: for each whose key holds a
+// skiplist and which names a member (ref.f), the member's table path (its
+// node), then the skiplist walks toward the member's place and a ZADD's
+// new one. It returns a sum of what it read.
 func warmZ(refs []warmRef) uint64 {
+	_, sink := zwarm(refs, nil, false)
+	return sink
+}
+
+// zprelog is warmZ for prelog.go, which runs first: it warms the same
+// walks and adds to pairs what each ZADD of an existing member will log
+// if the list does not change before it runs (appendMoveLog), and of a
+// new member (appendNewLog). The refs
+// it takes have their field cleared (warmZ and warm.go's field stage
+// skip them).
+func zprelog(pairs []uint64, refs []warmRef) ([]uint64, uint64) {
+	return zwarm(refs, pairs, true)
+}
+
+// zwarm is warmZ, and zprelog when guess is set.
+func zwarm(refs []warmRef, pairs []uint64, guess bool) ([]uint64, uint64) {
 	var lbuf [zwarmMax / 2]zlookup
 	ls := lbuf[:0]
 	for i := range refs {
@@ -76,10 +115,11 @@ func warmZ(refs []warmRef) uint64 {
 		if ref.f == nil || !ref.found || ref.e.Coll == nil || ref.e.Coll.ZDict == nil || ref.e.Coll.ZHead == nil {
 			continue
 		}
-		ls = append(ls, zlookup{c: ref.e.Coll, m: ref.f, h: hashKey(ref.f), z: ref.z, zset: ref.zset})
+		ls = append(ls, zlookup{c: ref.e.Coll, m: ref.f, h: hashKey(ref.f), z: ref.z, zset: ref.zset, dw: -1, iw: -1})
+		ref.f = nil // taken
 	}
 	if len(ls) == 0 {
-		return 0
+		return pairs, 0
 	}
 	walkZTables(ls)
 	var sink uint64
@@ -91,25 +131,113 @@ func warmZ(refs []warmRef) uint64 {
 		}
 		ws = addZWalks(ws, &ls[i])
 	}
-	return sink + math.Float64bits(walkZ(ws))
+	sink += math.Float64bits(walkZ(ws))
+	for i := range ls {
+		if guess && len(pairs) < zprelogMax {
+			pairs = appendMoveLog(pairs, &ls[i], ws)
+		}
+	}
+	return pairs, sink
+}
+
+// zprelogMax bounds the words zprelog adds to a pipeline's pairs (a move
+// logs 3.5 ranges on average: 16 ZADDs take ~110 words).
+const zprelogMax = 4 * zwarmMax * 2
+
+// appendMoveLog adds to pairs the ranges the ZADD of l (its walks ws[l.dw]
+// and ws[l.iw] done) will log, as zaddAt and moveAt would find them now
+// (a new member's: appendNewLog):
+// nothing if its score stays or x has zpathLevels levels or more (its
+// level is not known), the node's score and levels if its place stays
+// (zrescore), else also the links of both paths on the node's levels, in
+// moveAt's runs.
+func appendMoveLog(pairs []uint64, l *zlookup, ws []zwalk) []uint64 {
+	if !l.found {
+		return appendNewLog(pairs, l, ws)
+	}
+	if l.dw < 0 || l.iw < 0 || l.n.Score == l.z {
+		return pairs
+	}
+	x := l.n
+	del, ins := &ws[l.dw].path, &ws[l.iw].path
+	level := 0
+	for i, p := range del {
+		if p != nil && p.lv(i).Fwd == x {
+			level = i + 1
+		}
+	}
+	if level == 0 || level == zpathLevels {
+		return pairs // not the node the walk went to (a hash's collision), or maybe taller
+	}
+	node := x.elems(level)[zNodeScore:]
+	pairs = append(pairs, addrOf(&node[0]), uint64(len(node))*uint64(unsafe.Sizeof(pZLevel{})))
+	if ins[0] == del[0] || ins[0] == x {
+		return pairs // its place kept (a lower score, a higher one: zrescore)
+	}
+	var d, in [zMaxLevel]*pZNode
+	for i := range level {
+		d[i], in[i] = del[i], ins[i]
+		if in[i] == x { // the move's walk skips x: it stays at x's predecessor
+			in[i] = del[i]
+		}
+	}
+	var runs levelRuns
+	runs.add(&d, level)
+	runs.add(&in, level)
+	for _, r := range runs.r[:runs.k] {
+		run := r.n.L[r.lo:r.hi]
+		pairs = append(pairs, addrOf(&run[0]), uint64(len(run))*uint64(unsafe.Sizeof(pZLevel{})))
+	}
+	return pairs
+}
+
+// appendNewLog adds to pairs what the ZADD of l, a member not found (its
+// walk ws[l.iw] done), will log if its node gets one level (three in
+// four do) and the table is not growing (zslLinkAt): the link after its
+// predecessor on level 0, the collection (its length), the table's
+// insertion slot and count. Another level logs a longer run from the
+// same start, which the command then logs itself.
+func appendNewLog(pairs []uint64, l *zlookup, ws []zwalk) []uint64 {
+	d := l.c.ZDict
+	if l.iw < 0 || d.RehashIdx >= 0 || ws[l.iw].path[0] == nil {
+		return pairs
+	}
+	p := &ws[l.iw].path[0].L[0]
+	return append(pairs, addrOf(p), uint64(unsafe.Sizeof(*p)), addrOf(l.c), uint64(unsafe.Sizeof(*l.c)),
+		addrOf(d.insertSlot(l.h)), 8, addrOf(&d.Used), 8)
 }
 
 // walkZTables follows every lookup's table path in passes, as
 // pZDict.find would: the bucket slots (T1's for a bucket already moved),
 // then each chain one node per pass until each has found its hash or the
-// chain's end. A member added while the table grows, in T1 though its
-// T0 bucket is not moved yet, is not looked for in T1: the command's own
-// lookup takes that miss.
+// chain's end; while the table grows, the members not found in T0 are
+// then looked for in T1 the same way (one added since it began growing).
 func walkZTables(ls []zlookup) {
 	for i := range ls {
 		l := &ls[i]
 		d := l.c.ZDict
 		tab := d.T0
 		if d.RehashIdx >= 0 && int64(l.h&uint64(len(tab)-1)) < d.RehashIdx {
-			tab = d.T1 // already moved
+			tab, l.inNew = d.T1, true // already moved
 		}
 		l.n = tab[l.h&uint64(len(tab)-1)]
 	}
+	walkZChains(ls)
+	more := false
+	for i := range ls {
+		l := &ls[i]
+		if d := l.c.ZDict; !l.found && !l.inNew && d.RehashIdx >= 0 {
+			l.n, l.inNew, more = d.T1[l.h&uint64(len(d.T1)-1)], true, true
+		}
+	}
+	if more {
+		walkZChains(ls)
+	}
+}
+
+// walkZChains follows every lookup's chain from l.n, one node per pass,
+// until each has found its hash or the chain's end.
+func walkZChains(ls []zlookup) {
 	for moved := true; moved; {
 		moved = false
 		for i := range ls {
@@ -136,9 +264,11 @@ func addZWalks(ws []zwalk, l *zlookup) []zwalk {
 	}
 	top := int(c.ZLevel) - 1
 	if l.found {
+		l.dw = len(ws)
 		ws = append(ws, zwalk{n: c.ZHead, i: top, s: l.n.Score, m: l.n.member()})
 	}
 	if l.zset {
+		l.iw = len(ws)
 		ws = append(ws, zwalk{n: c.ZHead, i: top, s: l.z, m: l.m})
 	}
 	return ws
@@ -159,7 +289,7 @@ func walkZ(ws []zwalk) float64 {
 			moved = true
 			f := w.n.lv(w.i).Fwd
 			if f == nil { // the end of the list on this level
-				w.i--
+				w.down()
 				continue
 			}
 			sc := f.Score
@@ -174,9 +304,21 @@ func walkZ(ws []zwalk) float64 {
 			if adv {
 				n, down = f, 0
 			}
+			if w.i < zpathLevels { // a branch on the level, not the score
+				w.path[w.i] = n
+			}
 			w.n, w.i = n, w.i-down
 			sink += sc
 		}
 	}
 	return sink
+}
+
+// down takes w one level down at the list's end, keeping its node as its
+// place on the level it leaves (path).
+func (w *zwalk) down() {
+	if w.i < zpathLevels {
+		w.path[w.i] = w.n
+	}
+	w.i--
 }

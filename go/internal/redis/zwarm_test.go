@@ -1,16 +1,21 @@
 // zwarm_test.go: zwarm.go's lock-step walks end where the skiplist's own
 // walk (zslInsert's, stop) ends, on a set with many equal scores, for
-// members present and absent; and warmRequest survives sorted-set
-// commands with odd arguments on a skiplist key.
+// members present and absent; a move's ranges logged ahead (zprelog)
+// cover every range its own log takes when the list does not change in
+// between; and warmRequest survives sorted-set commands with odd
+// arguments on a skiplist key.
 package redis
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"testing"
+	"unsafe"
 
 	engram "github.com/engram-pm/engram-go"
+	goredis "github.com/redis/go-redis/v9"
 )
 
 // zslPred is the level-0 predecessor of (s, m): where zslInsert's walk
@@ -89,5 +94,170 @@ func TestZWarmWalksWhereZAddGoes(t *testing.T) {
 	}}
 	if err := s.pool.Txn(func(tx *engram.Tx) error { return s.warmRequest(tx, odd, lookupCommands(nil, odd.cmds)) }); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// zsetWithTies is a server whose key "z" is a skiplist of 3,000 members
+// m<i> with scores 0..299 (ten per score): the walks meet many ties.
+func zsetWithTies(t *testing.T) (*Server, *pColl) {
+	s, c := start(t, tmpDir(t)+"/zp.pool", 0)
+	for i := 0; i < 300; i++ {
+		if err := c.ZAdd(context.Background(), "z", goredis.Z{Score: float64(i % 50), Member: "m" + strconv.Itoa(i)}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.execMu.Lock()
+	t.Cleanup(s.execMu.Unlock)
+	_, e := s.root.DBs[0].find([]byte("z"), hashKey([]byte("z")))
+	z := e.Coll
+	if z == nil || z.ZHead == nil {
+		t.Fatal("z is not a skiplist")
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	err := s.pool.Txn(func(tx *engram.Tx) error {
+		for i := 300; i < 3000; i++ {
+			if _, err := z.zadd(tx, []byte("m"+strconv.Itoa(i)), float64(r.IntN(300))); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, z
+}
+
+// moveLogged is what zaddAt logs to give x the score s, as moveAt and
+// zrescore find it (address, length; the node's range first), but c
+// itself (the list's level changing), and x's level.
+func moveLogged(c *pColl, x *pZNode, s float64) ([][2]uint64, int) {
+	node := func(level int) [2]uint64 {
+		n := x.elems(level)[zNodeScore:]
+		return [2]uint64{addrOf(&n[0]), uint64(len(n)) * uint64(unsafe.Sizeof(pZLevel{}))}
+	}
+	var del, ins [zMaxLevel]*pZNode
+	var rank [zMaxLevel]int64
+	c.movePaths(x, s, &del, &ins, &rank)
+	level := levelOn(&del, x, int(c.ZLevel))
+	if rankKept(x, s) || ins[0] == del[0] {
+		return [][2]uint64{node(0)}, level
+	}
+	var runs levelRuns
+	runs.add(&del, level)
+	runs.add(&ins, level)
+	out := [][2]uint64{node(level)}
+	for _, r := range runs.r[:runs.k] {
+		run := r.n.L[r.lo:r.hi]
+		out = append(out, [2]uint64{addrOf(&run[0]), uint64(len(run)) * uint64(unsafe.Sizeof(pZLevel{}))})
+	}
+	return out, level
+}
+
+// covered is whether pairs holds a range that starts where r starts and
+// is no shorter (what Tx.LogBatch finds logged ahead).
+func covered(pairs []uint64, r [2]uint64) bool {
+	for i := 0; i < len(pairs); i += 2 {
+		if pairs[i] == r[0] && pairs[i+1] >= r[1] {
+			return true
+		}
+	}
+	return false
+}
+
+// zprelogOne is what zprelog logs ahead for one ZADD of m to s on z.
+func zprelogOne(t *testing.T, z *pColl, m []byte, s float64) []uint64 {
+	refs := []warmRef{{found: true, e: &pEntry{Coll: z}, f: m, z: s, zset: true}}
+	pairs, _ := zprelog(nil, refs)
+	if refs[0].f != nil {
+		t.Fatal("zprelog did not take the ref")
+	}
+	return pairs
+}
+
+// TestZPrelogCoversAMove: for 3,000 ZADDs, a seventh of new members
+// (newCovered), the rest of existing ones (moves, a fifth rescored in
+// place, some to the score they hold), what zprelog logs ahead covers
+// every range the ZADD's own log takes (its node's score and levels, the
+// links on its levels) unless its node has zpathLevels levels or more.
+func TestZPrelogCoversAMove(t *testing.T) {
+	s, z := zsetWithTies(t)
+	r := rand.New(rand.NewPCG(9, 10))
+	var moves, tall, news int
+	err := s.pool.Txn(func(tx *engram.Tx) error {
+		for k := 0; k < 3000; k++ {
+			sc := float64(r.IntN(310)) - 5
+			if k%7 == 0 {
+				news += newCovered(t, z, []byte("n"+strconv.Itoa(k)), sc)
+				if _, err := z.zadd(tx, []byte("n"+strconv.Itoa(k)), sc); err != nil {
+					return err
+				}
+				continue
+			}
+			m := []byte("m" + strconv.Itoa(r.IntN(3000)))
+			x := z.zfind(m)
+			if next := x.lv(0).Fwd; k%5 == 0 && next != nil && next.Score > x.Score {
+				sc = (x.Score + next.Score) / 2 // in place (rankKept)
+			}
+			pairs := zprelogOne(t, z, m, sc)
+			if x.Score == sc {
+				if len(pairs) != 0 {
+					t.Fatalf("%s keeps its score %v: logged ahead %v", m, sc, pairs)
+				}
+				continue
+			}
+			moves++
+			want, level := moveLogged(z, x, sc)
+			if level >= zpathLevels {
+				tall++
+				want = nil // its level is not known: nothing is guessed
+			}
+			for _, w := range want {
+				if !covered(pairs, w) {
+					t.Fatalf("move %d: %s (level %d) %v -> %v: %v is not logged ahead (%v; its log: %v)", k, m, level, x.Score, sc, w, pairs, want)
+				}
+			}
+			if _, err := z.zadd(tx, m, sc); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if moves < 2000 || tall > moves/20 || news < 20 {
+		t.Fatalf("%d moves, %d of nodes of zpathLevels levels or more; %d new members guessed", moves, tall, news)
+	}
+}
+
+// newCovered checks what zprelog logs ahead for a ZADD of the new member
+// m at s on z: what zslLinkAt logs for a node of one level, unless the
+// table grows (then nothing is guessed). It returns 1 if it was guessed.
+func newCovered(t *testing.T, z *pColl, m []byte, s float64) int {
+	t.Helper()
+	pairs := zprelogOne(t, z, m, s)
+	d := z.ZDict
+	if d.RehashIdx >= 0 || d.Used >= int64(len(d.T0)) {
+		return 0
+	}
+	p := &zslPred(z, s, m).L[0]
+	for _, w := range [][2]uint64{{addrOf(p), 16}, {addrOf(z), uint64(unsafe.Sizeof(*z))}, {addrOf(d.insertSlot(hashKey(m))), 8}, {addrOf(&d.Used), 8}} {
+		if !covered(pairs, w) {
+			t.Fatalf("new %s at %v: %v is not logged ahead (%v)", m, s, w, pairs)
+		}
+	}
+	return 1
+}
+
+// TestParseScore: parseScore's integer path gives what parseFloat gives.
+func TestParseScore(t *testing.T) {
+	for _, s := range []string{"0", "-0", "000000012345", "99999", "-42", "123456789012345", "1234567890123456",
+		"-", "", "1.5", "+3", "1e3", "inf", "-inf", "nan", "12a", "0x10", " 1", "--1", "9007199254740993"} {
+		got, gok := parseScore([]byte(s))
+		want, wok := parseFloat([]byte(s))
+		if gok != wok || math.Float64bits(got) != math.Float64bits(want) {
+			t.Errorf("%q: parseScore %v %v, parseFloat %v %v", s, got, gok, want, wok)
+		}
 	}
 }

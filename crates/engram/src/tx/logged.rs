@@ -168,6 +168,18 @@ impl LoggedWords {
         self.covered_slow(off, end)
     }
 
+    /// The bitmap word holding the bit of the word at `off` (0 if its page
+    /// is not allocated): a load that brings the word into the cache, for
+    /// a caller that is about to ask about many ranges (`Tx::log_ranges`).
+    #[inline]
+    pub fn peek(&self, off: u64) -> u64 {
+        let (page, word) = bit_at(off / 8);
+        match self.pages.get(page) {
+            Some(Some(p)) => p.get(word),
+            _ => 0,
+        }
+    }
+
     #[cold]
     fn covered_slow(&self, off: u64, end: u64) -> bool {
         if off == end {

@@ -940,7 +940,11 @@ impl<'p> Tx<'p> {
     /// modify none of them before this returns). On an error the ranges
     /// before the bad one may be logged (and are fenced: the region may go
     /// on and change them); none was modified.
-    pub fn log_ranges(&self, ranges: impl IntoIterator<Item = (u64, u64)>) -> Result<()> {
+    pub fn log_ranges<I>(&self, ranges: I) -> Result<()>
+    where
+        I: IntoIterator<Item = (u64, u64)>,
+        I::IntoIter: Clone,
+    {
         let (logged, result) = self.log_ranges_unfenced(ranges);
         if logged {
             // Step 1 of the protocol for every entry above, under one fence.
@@ -955,8 +959,23 @@ impl<'p> Tx<'p> {
     /// before changing any of the ranges, whatever the result: a range
     /// logged is covered, so a later write to it logs nothing and fences
     /// nothing) and the result.
-    pub(crate) fn log_ranges_unfenced(&self, ranges: impl IntoIterator<Item = (u64, u64)>) -> (bool, Result<()>) {
+    ///
+    /// Each range's bitmap word is read first, in a loop of loads alone: a
+    /// front end logging a pipeline's ranges ahead passes dozens at random
+    /// addresses, and the cache misses of those reads overlap there, where
+    /// in the logging loop each would wait behind the previous entry's work.
+    pub(crate) fn log_ranges_unfenced<I>(&self, ranges: I) -> (bool, Result<()>)
+    where
+        I: IntoIterator<Item = (u64, u64)>,
+        I::IntoIter: Clone,
+    {
         let base = self.pool.space.base();
+        let ranges = ranges.into_iter();
+        {
+            let st = self.st.borrow();
+            let sink = ranges.clone().fold(0u64, |a, (addr, _)| a | st.sets.words.peek(addr.wrapping_sub(base)));
+            std::hint::black_box(sink);
+        }
         let mut logged = false;
         for (addr, len) in ranges {
             if len == 0 || self.st.borrow().sets.words.covered(addr.wrapping_sub(base), len) {
