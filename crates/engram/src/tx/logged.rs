@@ -168,18 +168,6 @@ impl LoggedWords {
         self.covered_slow(off, end)
     }
 
-    /// The bitmap `u64` that holds pool offset `off`'s bit (0 if its page
-    /// does not exist): a read only to bring that line into the cache
-    /// (`Tx::warm_logged`).
-    #[inline]
-    pub fn peek(&self, off: u64) -> u64 {
-        let (page, word) = bit_at(off / 8);
-        match self.pages.get(page) {
-            Some(Some(p)) => p.get(word),
-            _ => 0,
-        }
-    }
-
     #[cold]
     fn covered_slow(&self, off: u64, end: u64) -> bool {
         if off == end {

@@ -940,7 +940,7 @@ impl<'p> Tx<'p> {
     /// modify none of them before this returns). On an error the ranges
     /// before the bad one may be logged (and are fenced: the region may go
     /// on and change them); none was modified.
-    pub fn log_ranges(&self, ranges: impl IntoIterator<Item = (u64, u64), IntoIter: Clone>) -> Result<()> {
+    pub fn log_ranges(&self, ranges: impl IntoIterator<Item = (u64, u64)>) -> Result<()> {
         let (logged, result) = self.log_ranges_unfenced(ranges);
         if logged {
             // Step 1 of the protocol for every entry above, under one fence.
@@ -955,10 +955,8 @@ impl<'p> Tx<'p> {
     /// before changing any of the ranges, whatever the result: a range
     /// logged is covered, so a later write to it logs nothing and fences
     /// nothing) and the result.
-    pub(crate) fn log_ranges_unfenced(&self, ranges: impl IntoIterator<Item = (u64, u64), IntoIter: Clone>) -> (bool, Result<()>) {
+    pub(crate) fn log_ranges_unfenced(&self, ranges: impl IntoIterator<Item = (u64, u64)>) -> (bool, Result<()>) {
         let base = self.pool.space.base();
-        let ranges = ranges.into_iter();
-        self.warm_logged(ranges.clone());
         let mut logged = false;
         for (addr, len) in ranges {
             if len == 0 || self.st.borrow().sets.words.covered(addr.wrapping_sub(base), len) {
@@ -970,22 +968,6 @@ impl<'p> Tx<'p> {
             }
         }
         (logged, Ok(()))
-    }
-
-    /// Reads the logged-set word of each range's first byte before
-    /// `log_ranges_unfenced` tests any of them. Those words are spread
-    /// over the set's pages as the ranges are over the pool, so for a
-    /// front end's batch of unrelated keys (a pipeline's INCRs: prelog.go)
-    /// each test was a cache miss taken one after the other (perf: ~85 %
-    /// of `log_ranges`, ~6 % of the Redis server's CPU for INCR at
-    /// pipeline 16); a loop of independent loads lets them overlap. It
-    /// changes nothing.
-    #[inline]
-    fn warm_logged(&self, ranges: impl Iterator<Item = (u64, u64)>) {
-        let base = self.pool.space.base();
-        let st = self.st.borrow();
-        let sum = ranges.fold(0u64, |sum, (addr, _)| sum.wrapping_add(st.sets.words.peek(addr.wrapping_sub(base))));
-        std::hint::black_box(sum);
     }
 
     /// [`Tx::log_range`] for a caller that keeps a bitmap page between
