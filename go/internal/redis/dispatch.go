@@ -205,7 +205,7 @@ func (x *ctx) lookup(k []byte) (*pEntry, error) {
 
 func (s *Server) lookupDB(tx *engram.Tx, db int, k []byte) (*pEntry, error) {
 	d := s.root.DBs[db]
-	_, e := d.find(k, hashKey(k))
+	_, e := d.find(k, s.hashOf(k))
 	if e == nil {
 		return nil, nil
 	}

@@ -90,6 +90,8 @@ type Server struct {
 	clients      map[int64]*client // executor-owned
 	warmRefs     []warmRef         // warm.go's scratch (executor-owned)
 	warmSink     uint64            // what warm.go read (kept so the loads stay)
+	keyHints     []keyHint         // per command of the running request: its first key's hash (warm.go)
+	hint         keyHint           // the running command's (executor-owned, like the two above)
 	prelogBuf    []uint64          // prelog.go's ranges (executor-owned)
 	freeCtxs     []*ctx            // dispatch's command contexts not in use (executor-owned)
 	mu           sync.Mutex        // guards conns for Close
@@ -756,6 +758,7 @@ func (s *Server) runRequest(tx *engram.Tx, r *request) (err error) {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("internal error in command: %v", p)
 		}
+		s.dropHints()
 	}()
 	b := r.out.b[:0]
 	if b == nil {
@@ -777,6 +780,7 @@ func (s *Server) runRequest(tx *engram.Tx, r *request) (err error) {
 			r.c.pending = append(r.c.pending, &request{c: r.c, cmds: r.cmds[i:]})
 			return nil
 		}
+		s.hint = s.hintAt(i)
 		if err := s.dispatchCmd(tx, r.c, defs[i], args, &r.out); err != nil {
 			return err
 		}

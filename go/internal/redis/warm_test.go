@@ -1,7 +1,9 @@
 // warm_test.go: warm.go's passes reach, for every key, the entry the
 // table's own lookup (pDict.find) finds, in a table that is growing
 // (two tables, part moved) and in one that is not, for present and absent
-// keys; and warmRequest survives commands with odd key positions.
+// keys; and warmRequest survives commands with odd key positions. The
+// key hints warming leaves for the commands' lookups hold each command's
+// first key's hash and serve only that argument.
 package redis
 
 import (
@@ -69,4 +71,46 @@ func TestWarmFindsWhatFindFinds(t *testing.T) {
 	warm(&request{c: c, cmds: [][][]byte{{[]byte("get"), key(1)}}})
 	c.db = numDBs // out of range: skipped
 	warm(r)
+}
+
+func TestKeyHints(t *testing.T) {
+	s, err := New(Config{Addr: "127.0.0.1:0", Pool: tmpDir(t) + "/h.pool"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	k1, k2, k3 := []byte("alpha"), []byte("beta"), []byte("gamma")
+	r := &request{c: &client{}, cmds: [][][]byte{
+		{[]byte("incr"), k1}, {[]byte("ping")}, {[]byte("mset"), k2, []byte("v"), k3, []byte("w")},
+	}}
+	if err := s.pool.Txn(func(tx *engram.Tx) error { return s.warmRequest(tx, r, lookupCommands(nil, r.cmds)) }); err != nil {
+		t.Fatal(err)
+	}
+	want := [][]byte{k1, nil, k2}
+	for i, k := range want {
+		s.hint = s.hintAt(i)
+		if k == nil {
+			if s.hint != (keyHint{}) {
+				t.Fatalf("command %d (no key): hint %+v", i, s.hint)
+			}
+			continue
+		}
+		if s.hint.h != hashKey(k) || s.hashOf(k) != hashKey(k) {
+			t.Fatalf("command %d: hint %x, hashKey %x", i, s.hint.h, hashKey(k))
+		}
+		// The same bytes elsewhere, a prefix of the argument, and another
+		// key are hashed, not hinted.
+		same, other := append([]byte(nil), k...), []byte("delta")
+		s.hint.h++
+		if s.hashOf(same) != hashKey(k) || s.hashOf(k[:1]) != hashKey(k[:1]) || s.hashOf(other) != hashKey(other) {
+			t.Fatalf("command %d: a hint served another argument", i)
+		}
+	}
+	if s.hintAt(len(want)) != (keyHint{}) {
+		t.Fatal("a hint past the request's commands")
+	}
+	s.dropHints()
+	if len(s.keyHints) != 0 || s.hint != (keyHint{}) {
+		t.Fatal("hints kept after the request")
+	}
 }
