@@ -128,11 +128,6 @@ pub(super) struct State {
     /// alive; `TVar`s only when `keeping` (see `STx::read_tvar`).
     pub(super) keep: Vec<Arc<dyn Any + Send + Sync>>,
     pub(super) writes: Vec<Write>,
-    /// A filter of the words in `writes` (bit [`wbit`] of each is set; a
-    /// clear bit means "not written", so most lookups of a read in an
-    /// update end here without a scan). Kept a superset: set by `put`,
-    /// cleared with `writes`.
-    pub(super) wbits: u64,
     pub(super) index: FastMap<usize, usize>,
     /// Objects allocated by this attempt: flushed at commit, freed on abort.
     pub(super) made: Vec<Made>,
@@ -144,13 +139,52 @@ pub(super) struct State {
     /// Boxes of boxed variables this attempt created (`boxed.rs`): pool
     /// offsets, recorded with their creating commit when it commits.
     pub(super) new_boxes: Vec<u64>,
+    /// Objects the allocator located for this thread's writes, kept
+    /// across its transactions (not cleared with the sets).
+    located: Located,
+}
+
+/// The large (or huge) object ([`crate::alloc::locate_containing`]'s
+/// answer) that a recent write of this thread was found in, so that the
+/// next write into it skips the allocator's lookup: a hash table's
+/// updates write bucket heads of the same array every time, and a large
+/// object's lookup is the dearest (its head's span entry, then its
+/// length). Small objects are not kept: their lookup is a span entry
+/// and a division, and an update rarely writes the same node in two
+/// transactions.
+///
+/// What it keeps true: `[lo, hi)` is an answer the lookup gave when the
+/// heap with id `heap` (unique per open pool) had free count `frees`
+/// (`Heap::frees_seen`, read BEFORE the lookup, so a free racing it voids
+/// the entry too). Until the count moves nothing was freed or swept, so
+/// the object is still allocated and the lookup would give the same
+/// answer for any address in `[lo, hi)`. Every use reads the count and
+/// compares both. Volatile only.
+#[derive(Default)]
+struct Located {
+    lo: u64,
+    hi: u64,
+    heap: u64,
+    frees: u64,
+}
+
+impl Located {
+    /// Whether `[addr, addr + len)` lies inside the object kept, if it is
+    /// still current: `frees_seen` reads the heap's free count now.
+    #[inline]
+    fn holds(&self, addr: u64, len: u64, heap: &crate::alloc::Heap) -> bool {
+        addr >= self.lo
+            && addr.checked_add(len).is_some_and(|end| end <= self.hi)
+            && self.heap == heap.id
+            && (self.frees == heap.frees_seen() || crate::failpoint::planted("stm.located_ignore_frees"))
+    }
 }
 
 /// Sets above this many entries are freed rather than kept for the
 /// thread's next transaction.
 const KEEP_MAX: usize = 1 << 16;
 
-/// The bit of lock word `word` in [`State::wbits`]: cells are at least 16
+/// The bit of lock word `word` in [`STx::wbits`]: cells are at least 16
 /// bytes apart (a `PTField` is a lock word and a value word), so the
 /// address's bits above 16 pick it.
 #[inline]
@@ -162,13 +196,12 @@ impl State {
     /// Empties the sets, keeping their buffers (unless one grew huge).
     fn clear(&mut self) {
         if self.reads.capacity() > KEEP_MAX || self.writes.capacity() > KEEP_MAX || self.index.capacity() > KEEP_MAX {
-            *self = State::default();
+            *self = State { located: std::mem::take(&mut self.located), ..State::default() };
             return;
         }
         self.reads.clear();
         self.keep.clear();
         self.writes.clear();
-        self.wbits = 0;
         if !self.index.is_empty() {
             // (clearing a map with capacity rewrites all its control bytes)
             self.index.clear();
@@ -213,6 +246,12 @@ pub struct STx<'p> {
     rec: Cell<bool>,
     /// Some read of this attempt pushed no read-set entry.
     unrec: Cell<bool>,
+    /// A filter of the words in the write set (bit [`wbit`] of each is
+    /// set; a clear bit means "not written", so most lookups of a read in
+    /// an update end here without a scan). Kept a superset: set by `put`,
+    /// never cleared in the attempt. Outside `st`: the read path tests it
+    /// without borrowing the sets.
+    wbits: Cell<u64>,
     /// `TVar` reads push their variable into `keep` (a retry's wait,
     /// unpinned, needs the counts: `run.rs` asks for it).
     keeping: bool,
@@ -281,6 +320,7 @@ impl<'p> STx<'p> {
             by_value,
             rec: Cell::new(rec),
             unrec: Cell::new(false),
+            wbits: Cell::new(0),
             keeping,
             unkept: Cell::new(false),
             guard: OnceCell::new(),
@@ -386,7 +426,7 @@ impl<'p> STx<'p> {
 
     #[inline]
     pub(super) fn find(&self, st: &State, word: usize) -> Option<usize> {
-        if st.wbits & wbit(word) == 0 {
+        if self.wbits.get() & wbit(word) == 0 {
             return None;
         }
         if st.writes.len() <= 16 {
@@ -495,12 +535,12 @@ impl<'p> STx<'p> {
     /// Reads the cell at `addr` (value of at most `max` bytes). A value of
     /// at most 8 bytes (a `PTField`, a link, a counter) that this attempt
     /// has not written takes the inlined one-word path: bounds check, the
-    /// write filter's bit (`State::wbits`: clear for a cell not written,
+    /// write filter's bit (`STx::wbits`: clear for a cell not written,
     /// so an update's reads after its first write scan nothing), the
     /// seqlock read of one word, no copy buffer.
     #[inline]
     pub(crate) fn read_cell<P: Persistent>(&self, addr: u64, max: usize) -> StmResult<P> {
-        if size_of::<P>() > 8 || self.by_value || self.st.borrow().wbits & wbit(addr as usize) != 0 {
+        if size_of::<P>() > 8 || self.by_value || self.wbits.get() & wbit(addr as usize) != 0 {
             return self.read_cell_any(addr, max);
         }
         self.check_cell::<P>(addr, max)?;
@@ -569,7 +609,7 @@ impl<'p> STx<'p> {
     /// This transaction's own pending value for the cell, materialised.
     #[inline]
     pub(super) fn own_write(&self, word: usize) -> StmResult<Option<Bytes>> {
-        if self.st.borrow().wbits & wbit(word) == 0 {
+        if self.wbits.get() & wbit(word) == 0 {
             return Ok(None);
         }
         self.own_write_slow(word)
@@ -727,13 +767,26 @@ impl<'p> STx<'p> {
 
     /// The pool offset of the cell at `addr`, checked to lie, with a value
     /// of `len` bytes, inside one allocated object.
+    /// A large object a recent write of this thread was found in
+    /// answers without the allocator if the heap freed nothing since
+    /// (`Located`).
     pub(super) fn cell_offset(&self, addr: u64, len: u64) -> StmResult<u64> {
-        let space = &self.ctx()?.inner.space;
-        let inside = crate::alloc::locate_containing(space, addr).is_some_and(|(p, loc)| addr >= p && addr + 8 + len <= p + loc.capacity());
-        if !inside {
-            return Err(StmError::Failed(Error::BadPointer { addr }));
+        let inner = self.ctx()?.inner;
+        let space = &inner.space;
+        if self.st.borrow().located.holds(addr, 8 + len, &inner.heap) {
+            return Ok(addr - space.base());
         }
-        Ok(addr - space.base())
+        // Read before the lookup: a free from now on voids what it finds.
+        let frees = inner.heap.frees_seen();
+        match crate::alloc::locate_containing(space, addr) {
+            Some((p, loc)) if addr >= p && addr + 8 + len <= p + loc.capacity() => {
+                if !matches!(loc, crate::alloc::Loc::Small { .. }) {
+                    self.st.borrow_mut().located = Located { lo: p, hi: p + loc.capacity(), heap: inner.heap.id, frees };
+                }
+                Ok(addr - space.base())
+            }
+            _ => Err(StmError::Failed(Error::BadPointer { addr })),
+        }
     }
 
     pub(super) fn put(&self, word: usize, kind: Kind) {
@@ -760,7 +813,7 @@ impl<'p> STx<'p> {
             }
             None => {
                 if !crate::failpoint::planted("stm.write_filter_unset") {
-                    st.wbits |= wbit(word);
+                    self.wbits.set(self.wbits.get() | wbit(word));
                 }
                 st.writes.push(w);
                 let i = st.writes.len() - 1;
