@@ -255,6 +255,12 @@ mod armed {
              lookup even after the heap freed objects (`Located` ignores the free count), so a write into a freed \
              large object is accepted instead of refused with `BadPointer`",
         ),
+        (
+            "stm.fast_read_ignores_snapshot",
+            "the inline one-word read path of an update (`STx::stable_word`) takes an unlocked version newer than \
+             the transaction's snapshot instead of handing it to the full read, so an attempt can read half of \
+             another transaction's commit",
+        ),
         ("stm.reservation_not_persisted", "the STM clock reservation is raised in memory but never written to the pool"),
         (
             "stm.box_freed_early",

@@ -536,23 +536,47 @@ impl<'p> STx<'p> {
     /// at most 8 bytes (a `PTField`, a link, a counter) that this attempt
     /// has not written takes the inlined one-word path: bounds check, the
     /// write filter's bit (`STx::wbits`: clear for a cell not written,
-    /// so an update's reads after its first write scan nothing), the
-    /// seqlock read of one word, no copy buffer.
+    /// so an update's reads after its first write scan nothing), then
+    /// [`STx::stable_word`]'s one pass of the seqlock read. Anything else
+    /// (a locked word, a version newer than the snapshot, a word that
+    /// moved, a cell outside the bounds seen at begin) takes the full
+    /// read, [`STx::read_cell_any`], out of line.
     #[inline]
     pub(crate) fn read_cell<P: Persistent>(&self, addr: u64, max: usize) -> StmResult<P> {
-        if size_of::<P>() > 8 || self.by_value || self.wbits.get() & wbit(addr as usize) != 0 {
-            return self.read_cell_any(addr, max);
+        if size_of::<P>() <= 8 && !self.by_value && self.wbits.get() & wbit(addr as usize) == 0 && cell_fits::<P>(addr, max, self.bounds) {
+            if let Some((v, version)) = self.stable_word(addr) {
+                self.record_read(addr as usize, version, self.epoch);
+                // SAFETY: P is at most 8 bytes (above); `v` holds its bytes
+                // as read, and every bit pattern is a valid P.
+                return Ok(unsafe { std::ptr::read_unaligned(&v as *const u64 as *const P) });
+            }
         }
-        self.check_cell::<P>(addr, max)?;
-        let mut v = 0u64;
-        self.read_versioned(addr as usize, self.epoch, || {
-            // SAFETY: check_cell proved [addr, addr+16) is inside the
-            // mapping and addr 8-aligned; the pool is borrowed for 'p.
-            v = unsafe { word_at(addr as usize + 8) }.load(Ordering::Relaxed);
-        })?;
-        // SAFETY: P is at most 8 bytes (above); `v` holds its bytes as
-        // read, and every bit pattern is a valid P.
-        Ok(unsafe { std::ptr::read_unaligned(&v as *const u64 as *const P) })
+        self.read_cell_any(addr, max)
+    }
+
+    /// One pass of the seqlock read of the one-word cell at `addr`
+    /// (checked by the caller to lie inside the bounds seen at begin,
+    /// 8-aligned): the lock word, unlocked and not newer than the
+    /// snapshot; the value; the lock word again, unchanged. Returns the
+    /// value and the version, or None for the full read to decide (spin,
+    /// extend the snapshot, or conflict).
+    #[inline(always)]
+    fn stable_word(&self, addr: u64) -> Option<(u64, u64)> {
+        // SAFETY: the caller checked [addr, addr+16) against the heap's
+        // bounds seen at begin (mapped while the pool is borrowed for 'p),
+        // and addr 8-aligned.
+        let w = unsafe { word_at(addr as usize) };
+        let w1 = w.load(Ordering::Acquire);
+        if word::is_locked(w1, self.epoch) {
+            return None;
+        }
+        if word::version(w1) > self.rv.get() && !crate::failpoint::planted("stm.fast_read_ignores_snapshot") {
+            return None;
+        }
+        // SAFETY: as above, the value word at addr + 8.
+        let v = unsafe { word_at(addr as usize + 8) }.load(Ordering::Relaxed);
+        fence(Ordering::Acquire);
+        (w.load(Ordering::Relaxed) == w1).then_some((v, word::version(w1)))
     }
 
     /// [`STx::read_cell`] for any value size, own writes and `Coarse`.
@@ -588,9 +612,26 @@ impl<'p> STx<'p> {
     /// must be read with [`STx::read`]: a change to it after this read is
     /// not noticed (memory stays safe, serialisability of that field does
     /// not).
+    ///
+    /// A field this attempt has not written takes [`STx::stable_word`]'s
+    /// inline pass; anything else the full read, out of line.
     #[inline]
     pub fn read_immutable<T: Persistent + Persist<P = T>>(&self, field: &crate::stm::FieldRef<T>) -> StmResult<T> {
         let addr = field.addr();
+        if size_of::<T>() <= 8 && self.wbits.get() & wbit(addr as usize) == 0 && cell_fits::<T>(addr, 8, self.bounds) {
+            if let Some((v, _)) = self.stable_word(addr) {
+                // SAFETY: T is at most 8 bytes (above); `v` holds its bytes
+                // as read, and every bit pattern is a valid T.
+                return Ok(unsafe { std::ptr::read_unaligned(&v as *const u64 as *const T) });
+            }
+        }
+        self.read_immutable_any(addr)
+    }
+
+    /// [`STx::read_immutable`]'s full read: bounds, own writes, the
+    /// seqlock read with its spin and snapshot extension.
+    #[inline(never)]
+    fn read_immutable_any<T: Persistent>(&self, addr: u64) -> StmResult<T> {
         self.check_cell::<T>(addr, 8)?;
         if let Some(b) = self.own_write(addr as usize)? {
             return Ok(b.get());
