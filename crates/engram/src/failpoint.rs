@@ -241,13 +241,25 @@ mod armed {
         ),
         (
             "stm.write_filter_unset",
-            "a write does not set its word's bit in the write set's filter (`State::wbits`), so a later read of the \
+            "a write does not set its word's bit in the write set's filter (`STx::wbits`), so a later read of the \
              same variable in that transaction misses its own write and reads the committed value",
         ),
         (
             "stm.known_cell_any",
             "a write in a transaction that allocated an object is taken to lie inside that object without looking, \
              so a write outside every allocated object is accepted instead of refused with `BadPointer`",
+        ),
+        (
+            "stm.located_ignore_frees",
+            "a write into the large object that an earlier write of the thread found with the allocator skips the \
+             lookup even after the heap freed objects (`Located` ignores the free count), so a write into a freed \
+             large object is accepted instead of refused with `BadPointer`",
+        ),
+        (
+            "stm.fast_read_ignores_snapshot",
+            "the inline one-word read path of an update (`STx::stable_word`) takes an unlocked version newer than \
+             the transaction's snapshot instead of handing it to the full read, so an attempt can read half of \
+             another transaction's commit",
         ),
         ("stm.reservation_not_persisted", "the STM clock reservation is raised in memory but never written to the pool"),
         (

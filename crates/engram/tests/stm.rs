@@ -832,6 +832,56 @@ fn writes_past_a_new_object_are_refused() {
     pool.close().unwrap();
 }
 
+/// A write into a large object: the thread keeps the object its last
+/// such write was found in (`Located` in tx.rs) and later writes into it
+/// skip the allocator's lookup while the heap frees nothing. Here the
+/// object (a hash table's bucket array, never linked) is written, then
+/// collected, then written again through the stale address on the same
+/// thread: refused with `BadPointer`. Returns that write's outcome.
+/// `plant`: a bug planted for the last write.
+fn write_into_a_collected_array(pool: &Pool, plant: Option<&str>) -> Result<(), engram::Error> {
+    use engram::stm::collections::HashTable;
+    use engram::stm::PTField;
+    // 4096 heads of 16 bytes: a large object (above the small classes).
+    let addr = pool.atomically(|tx| Ok(HashTable::<u64, u64>::new(tx, 4096)?.addr())).unwrap();
+    let aborted = |r: Result<(), engram::Error>| match r {
+        Err(engram::Error::Aborted) => Ok(()),
+        r => r,
+    };
+    let write = |i: usize| {
+        pool.atomically(|tx| {
+            tx.write(&PTField::<u64>::at(addr, 16 * i), 5)?;
+            Err::<(), _>(StmError::Failed(engram::Error::Aborted))
+        })
+    };
+    // Twice: the first write looks the array up and keeps it, the second
+    // is answered by what was kept.
+    aborted(write(1)).unwrap();
+    aborted(write(2)).unwrap();
+    pool.collect().unwrap();
+    if let Some(b) = plant {
+        failpoint::plant(b);
+    }
+    let r = aborted(write(3));
+    failpoint::disarm_all();
+    r
+}
+
+/// Writes into a large object found by an earlier write skip the lookup
+/// only until the heap frees something (its free count): a write into
+/// the object after it was collected is refused. With the planted
+/// `stm.located_ignore_frees` it is accepted.
+#[test]
+fn writes_into_a_collected_large_object_are_refused() {
+    let t = TempPool::new("stm-located");
+    let pool = create(&t, Durability::Process);
+    let r = write_into_a_collected_array(&pool, None);
+    assert!(matches!(r, Err(engram::Error::BadPointer { .. })), "{r:?}");
+    let r = write_into_a_collected_array(&pool, Some("stm.located_ignore_frees"));
+    assert!(r.is_ok(), "the planted bug accepts the write: {r:?}");
+    pool.close().unwrap();
+}
+
 /// One thread alternates between two pools, closes one and opens it again:
 /// each transaction runs on its own pool's state and redo log (the thread
 /// keeps one entry per open pool, and a closed pool's entry is not reused).

@@ -88,6 +88,55 @@ fn a_read_only_snapshot_is_not_extended_over_unrecorded_reads() {
     pool.close().unwrap();
 }
 
+/// An attempt reads `a`, another thread commits `a` and `b` together, the
+/// attempt reads `b` (its version newer than the snapshot: the inline
+/// read path, `STx::stable_word`, hands it to the full read, which runs
+/// the attempt again). Returns the pair returned and the runs. `plant`: a
+/// bug planted for the call.
+fn read_across_a_commit(pool: &Pool, plant: Option<&str>) -> ((u64, u64), u32) {
+    let a: PTVar<u64> = pool.root("a", || 0).unwrap();
+    let b: PTVar<u64> = pool.root("b", || 0).unwrap();
+    // (a commit first: it chooses the HTM backend, before which every
+    // attempt records its reads; b keeps its value)
+    pool.atomically(|tx| tx.modify(&b, |v| v)).unwrap();
+    if let Some(bug) = plant {
+        engram::failpoint::plant(bug);
+    }
+    let mut runs = 0;
+    let r = pool
+        .atomically(|tx| {
+            runs += 1;
+            let x = tx.read(&a)?;
+            if runs == 1 {
+                on_other_thread(|| {
+                    pool.atomically(|tx| {
+                        tx.modify(&a, |v| v + 1)?;
+                        tx.modify(&b, |v| v + 1)
+                    })
+                    .unwrap()
+                });
+            }
+            Ok((x, tx.read(&b)?))
+        })
+        .unwrap();
+    engram::failpoint::disarm_all();
+    (r, runs)
+}
+
+/// The inline read path leaves a version newer than the snapshot to the
+/// full read: the two reads come from one snapshot. With the planted
+/// `stm.fast_read_ignores_snapshot` (the inline path takes any unlocked
+/// version) the attempt returns half of the other thread's commit.
+#[test]
+fn the_inline_read_path_keeps_the_snapshot() {
+    let t = TempPool::new("stm-unrec-inline");
+    let pool = create(&t);
+    assert_eq!(read_across_a_commit(&pool, None), ((1, 1), 2));
+    let (pair, runs) = read_across_a_commit(&pool, Some("stm.fast_read_ignores_snapshot"));
+    assert_eq!((pair, runs), ((1, 2), 1), "the planted bug reads a from before the commit, b from after");
+    pool.close().unwrap();
+}
+
 #[test]
 fn a_retry_after_unrecorded_reads_still_waits_and_wakes() {
     let t = TempPool::new("stm-unrec-retry");

@@ -128,11 +128,6 @@ pub(super) struct State {
     /// alive; `TVar`s only when `keeping` (see `STx::read_tvar`).
     pub(super) keep: Vec<Arc<dyn Any + Send + Sync>>,
     pub(super) writes: Vec<Write>,
-    /// A filter of the words in `writes` (bit [`wbit`] of each is set; a
-    /// clear bit means "not written", so most lookups of a read in an
-    /// update end here without a scan). Kept a superset: set by `put`,
-    /// cleared with `writes`.
-    pub(super) wbits: u64,
     pub(super) index: FastMap<usize, usize>,
     /// Objects allocated by this attempt: flushed at commit, freed on abort.
     pub(super) made: Vec<Made>,
@@ -144,13 +139,52 @@ pub(super) struct State {
     /// Boxes of boxed variables this attempt created (`boxed.rs`): pool
     /// offsets, recorded with their creating commit when it commits.
     pub(super) new_boxes: Vec<u64>,
+    /// Objects the allocator located for this thread's writes, kept
+    /// across its transactions (not cleared with the sets).
+    located: Located,
+}
+
+/// The large (or huge) object ([`crate::alloc::locate_containing`]'s
+/// answer) that a recent write of this thread was found in, so that the
+/// next write into it skips the allocator's lookup: a hash table's
+/// updates write bucket heads of the same array every time, and a large
+/// object's lookup is the dearest (its head's span entry, then its
+/// length). Small objects are not kept: their lookup is a span entry
+/// and a division, and an update rarely writes the same node in two
+/// transactions.
+///
+/// What it keeps true: `[lo, hi)` is an answer the lookup gave when the
+/// heap with id `heap` (unique per open pool) had free count `frees`
+/// (`Heap::frees_seen`, read BEFORE the lookup, so a free racing it voids
+/// the entry too). Until the count moves nothing was freed or swept, so
+/// the object is still allocated and the lookup would give the same
+/// answer for any address in `[lo, hi)`. Every use reads the count and
+/// compares both. Volatile only.
+#[derive(Default)]
+struct Located {
+    lo: u64,
+    hi: u64,
+    heap: u64,
+    frees: u64,
+}
+
+impl Located {
+    /// Whether `[addr, addr + len)` lies inside the object kept, if it is
+    /// still current: `frees_seen` reads the heap's free count now.
+    #[inline]
+    fn holds(&self, addr: u64, len: u64, heap: &crate::alloc::Heap) -> bool {
+        addr >= self.lo
+            && addr.checked_add(len).is_some_and(|end| end <= self.hi)
+            && self.heap == heap.id
+            && (self.frees == heap.frees_seen() || crate::failpoint::planted("stm.located_ignore_frees"))
+    }
 }
 
 /// Sets above this many entries are freed rather than kept for the
 /// thread's next transaction.
 const KEEP_MAX: usize = 1 << 16;
 
-/// The bit of lock word `word` in [`State::wbits`]: cells are at least 16
+/// The bit of lock word `word` in [`STx::wbits`]: cells are at least 16
 /// bytes apart (a `PTField` is a lock word and a value word), so the
 /// address's bits above 16 pick it.
 #[inline]
@@ -162,13 +196,12 @@ impl State {
     /// Empties the sets, keeping their buffers (unless one grew huge).
     fn clear(&mut self) {
         if self.reads.capacity() > KEEP_MAX || self.writes.capacity() > KEEP_MAX || self.index.capacity() > KEEP_MAX {
-            *self = State::default();
+            *self = State { located: std::mem::take(&mut self.located), ..State::default() };
             return;
         }
         self.reads.clear();
         self.keep.clear();
         self.writes.clear();
-        self.wbits = 0;
         if !self.index.is_empty() {
             // (clearing a map with capacity rewrites all its control bytes)
             self.index.clear();
@@ -213,6 +246,12 @@ pub struct STx<'p> {
     rec: Cell<bool>,
     /// Some read of this attempt pushed no read-set entry.
     unrec: Cell<bool>,
+    /// A filter of the words in the write set (bit [`wbit`] of each is
+    /// set; a clear bit means "not written", so most lookups of a read in
+    /// an update end here without a scan). Kept a superset: set by `put`,
+    /// never cleared in the attempt. Outside `st`: the read path tests it
+    /// without borrowing the sets.
+    wbits: Cell<u64>,
     /// `TVar` reads push their variable into `keep` (a retry's wait,
     /// unpinned, needs the counts: `run.rs` asks for it).
     keeping: bool,
@@ -281,6 +320,7 @@ impl<'p> STx<'p> {
             by_value,
             rec: Cell::new(rec),
             unrec: Cell::new(false),
+            wbits: Cell::new(0),
             keeping,
             unkept: Cell::new(false),
             guard: OnceCell::new(),
@@ -386,7 +426,7 @@ impl<'p> STx<'p> {
 
     #[inline]
     pub(super) fn find(&self, st: &State, word: usize) -> Option<usize> {
-        if st.wbits & wbit(word) == 0 {
+        if self.wbits.get() & wbit(word) == 0 {
             return None;
         }
         if st.writes.len() <= 16 {
@@ -495,24 +535,48 @@ impl<'p> STx<'p> {
     /// Reads the cell at `addr` (value of at most `max` bytes). A value of
     /// at most 8 bytes (a `PTField`, a link, a counter) that this attempt
     /// has not written takes the inlined one-word path: bounds check, the
-    /// write filter's bit (`State::wbits`: clear for a cell not written,
-    /// so an update's reads after its first write scan nothing), the
-    /// seqlock read of one word, no copy buffer.
+    /// write filter's bit (`STx::wbits`: clear for a cell not written,
+    /// so an update's reads after its first write scan nothing), then
+    /// [`STx::stable_word`]'s one pass of the seqlock read. Anything else
+    /// (a locked word, a version newer than the snapshot, a word that
+    /// moved, a cell outside the bounds seen at begin) takes the full
+    /// read, [`STx::read_cell_any`], out of line.
     #[inline]
     pub(crate) fn read_cell<P: Persistent>(&self, addr: u64, max: usize) -> StmResult<P> {
-        if size_of::<P>() > 8 || self.by_value || self.st.borrow().wbits & wbit(addr as usize) != 0 {
-            return self.read_cell_any(addr, max);
+        if size_of::<P>() <= 8 && !self.by_value && self.wbits.get() & wbit(addr as usize) == 0 && cell_fits::<P>(addr, max, self.bounds) {
+            if let Some((v, version)) = self.stable_word(addr) {
+                self.record_read(addr as usize, version, self.epoch);
+                // SAFETY: P is at most 8 bytes (above); `v` holds its bytes
+                // as read, and every bit pattern is a valid P.
+                return Ok(unsafe { std::ptr::read_unaligned(&v as *const u64 as *const P) });
+            }
         }
-        self.check_cell::<P>(addr, max)?;
-        let mut v = 0u64;
-        self.read_versioned(addr as usize, self.epoch, || {
-            // SAFETY: check_cell proved [addr, addr+16) is inside the
-            // mapping and addr 8-aligned; the pool is borrowed for 'p.
-            v = unsafe { word_at(addr as usize + 8) }.load(Ordering::Relaxed);
-        })?;
-        // SAFETY: P is at most 8 bytes (above); `v` holds its bytes as
-        // read, and every bit pattern is a valid P.
-        Ok(unsafe { std::ptr::read_unaligned(&v as *const u64 as *const P) })
+        self.read_cell_any(addr, max)
+    }
+
+    /// One pass of the seqlock read of the one-word cell at `addr`
+    /// (checked by the caller to lie inside the bounds seen at begin,
+    /// 8-aligned): the lock word, unlocked and not newer than the
+    /// snapshot; the value; the lock word again, unchanged. Returns the
+    /// value and the version, or None for the full read to decide (spin,
+    /// extend the snapshot, or conflict).
+    #[inline(always)]
+    fn stable_word(&self, addr: u64) -> Option<(u64, u64)> {
+        // SAFETY: the caller checked [addr, addr+16) against the heap's
+        // bounds seen at begin (mapped while the pool is borrowed for 'p),
+        // and addr 8-aligned.
+        let w = unsafe { word_at(addr as usize) };
+        let w1 = w.load(Ordering::Acquire);
+        if word::is_locked(w1, self.epoch) {
+            return None;
+        }
+        if word::version(w1) > self.rv.get() && !crate::failpoint::planted("stm.fast_read_ignores_snapshot") {
+            return None;
+        }
+        // SAFETY: as above, the value word at addr + 8.
+        let v = unsafe { word_at(addr as usize + 8) }.load(Ordering::Relaxed);
+        fence(Ordering::Acquire);
+        (w.load(Ordering::Relaxed) == w1).then_some((v, word::version(w1)))
     }
 
     /// [`STx::read_cell`] for any value size, own writes and `Coarse`.
@@ -548,9 +612,26 @@ impl<'p> STx<'p> {
     /// must be read with [`STx::read`]: a change to it after this read is
     /// not noticed (memory stays safe, serialisability of that field does
     /// not).
+    ///
+    /// A field this attempt has not written takes [`STx::stable_word`]'s
+    /// inline pass; anything else the full read, out of line.
     #[inline]
     pub fn read_immutable<T: Persistent + Persist<P = T>>(&self, field: &crate::stm::FieldRef<T>) -> StmResult<T> {
         let addr = field.addr();
+        if size_of::<T>() <= 8 && self.wbits.get() & wbit(addr as usize) == 0 && cell_fits::<T>(addr, 8, self.bounds) {
+            if let Some((v, _)) = self.stable_word(addr) {
+                // SAFETY: T is at most 8 bytes (above); `v` holds its bytes
+                // as read, and every bit pattern is a valid T.
+                return Ok(unsafe { std::ptr::read_unaligned(&v as *const u64 as *const T) });
+            }
+        }
+        self.read_immutable_any(addr)
+    }
+
+    /// [`STx::read_immutable`]'s full read: bounds, own writes, the
+    /// seqlock read with its spin and snapshot extension.
+    #[inline(never)]
+    fn read_immutable_any<T: Persistent>(&self, addr: u64) -> StmResult<T> {
         self.check_cell::<T>(addr, 8)?;
         if let Some(b) = self.own_write(addr as usize)? {
             return Ok(b.get());
@@ -569,7 +650,7 @@ impl<'p> STx<'p> {
     /// This transaction's own pending value for the cell, materialised.
     #[inline]
     pub(super) fn own_write(&self, word: usize) -> StmResult<Option<Bytes>> {
-        if self.st.borrow().wbits & wbit(word) == 0 {
+        if self.wbits.get() & wbit(word) == 0 {
             return Ok(None);
         }
         self.own_write_slow(word)
@@ -727,13 +808,26 @@ impl<'p> STx<'p> {
 
     /// The pool offset of the cell at `addr`, checked to lie, with a value
     /// of `len` bytes, inside one allocated object.
+    /// A large object a recent write of this thread was found in
+    /// answers without the allocator if the heap freed nothing since
+    /// (`Located`).
     pub(super) fn cell_offset(&self, addr: u64, len: u64) -> StmResult<u64> {
-        let space = &self.ctx()?.inner.space;
-        let inside = crate::alloc::locate_containing(space, addr).is_some_and(|(p, loc)| addr >= p && addr + 8 + len <= p + loc.capacity());
-        if !inside {
-            return Err(StmError::Failed(Error::BadPointer { addr }));
+        let inner = self.ctx()?.inner;
+        let space = &inner.space;
+        if self.st.borrow().located.holds(addr, 8 + len, &inner.heap) {
+            return Ok(addr - space.base());
         }
-        Ok(addr - space.base())
+        // Read before the lookup: a free from now on voids what it finds.
+        let frees = inner.heap.frees_seen();
+        match crate::alloc::locate_containing(space, addr) {
+            Some((p, loc)) if addr >= p && addr + 8 + len <= p + loc.capacity() => {
+                if !matches!(loc, crate::alloc::Loc::Small { .. }) {
+                    self.st.borrow_mut().located = Located { lo: p, hi: p + loc.capacity(), heap: inner.heap.id, frees };
+                }
+                Ok(addr - space.base())
+            }
+            _ => Err(StmError::Failed(Error::BadPointer { addr })),
+        }
     }
 
     pub(super) fn put(&self, word: usize, kind: Kind) {
@@ -760,7 +854,7 @@ impl<'p> STx<'p> {
             }
             None => {
                 if !crate::failpoint::planted("stm.write_filter_unset") {
-                    st.wbits |= wbit(word);
+                    self.wbits.set(self.wbits.get() | wbit(word));
                 }
                 st.writes.push(w);
                 let i = st.writes.len() - 1;
