@@ -103,7 +103,7 @@ impl<'p> STx<'p> {
     /// not noticed (memory stays safe, serialisability of that field does
     /// not).
     ///
-    /// A field this attempt has not written takes [`STx::stable_word`]'s
+    /// A field this attempt has not written takes `STx::stable_word`'s
     /// inline pass; anything else the full read, out of line.
     #[inline]
     pub fn read_immutable<T: Persistent + Persist<P = T>>(&self, field: &crate::stm::FieldRef<T>) -> StmResult<T> {
