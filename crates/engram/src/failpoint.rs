@@ -387,7 +387,7 @@ mod armed {
     /// Widens, on this thread, the gap between a `TVar` read's first load
     /// of its lock word and its load of the value (a `yield_now` there), so
     /// a stress test meets commits inside that gap often: the re-check of
-    /// the word is what must catch them (`stm/engine/tx.rs`). Until
+    /// the word is what must catch them (`stm/engine/tx/read.rs`). Until
     /// `stretch_reads(false)`.
     pub fn stretch_reads(on: bool) {
         STRETCH.with(|c| c.set(on));

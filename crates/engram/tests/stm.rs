@@ -833,7 +833,7 @@ fn writes_past_a_new_object_are_refused() {
 }
 
 /// A write into a large object: the thread keeps the object its last
-/// such write was found in (`Located` in tx.rs) and later writes into it
+/// such write was found in (`Located` in tx/write.rs) and later writes into it
 /// skip the allocator's lookup while the heap frees nothing. Here the
 /// object (a hash table's bucket array, never linked) is written, then
 /// collected, then written again through the stale address on the same

@@ -1,6 +1,6 @@
 //! The volatile transactional variable ([`TVar`]) on the versioned-lock
 //! design of the persistent cells: a lock word and one value word side by
-//! side (`TVarInner`, 16 bytes), read by the seqlock of `engine/tx.rs`
+//! side (`TVarInner`, 16 bytes), read by the seqlock of `engine/tx/read.rs`
 //! (word, value word, acquire fence, word again) with no lock, no atomic
 //! read-modify-write and no allocation.
 //!

@@ -4,7 +4,9 @@
 //! Split by job:
 //!
 //! - `tx.rs`: a transaction's read and write sets, reads (validated as they
-//!   happen), buffered writes, allocation inside a transaction;
+//!   happen, `tx/read.rs`), buffered writes and allocation inside a
+//!   transaction (`tx/write.rs`), volatile variables (`tx/volatile.rs`),
+//!   bounds checks (`tx/bounds.rs`);
 //! - `commit.rs`: the commit protocol below (locks, timestamp, validation,
 //!   redo record, the one fence, in-place stores);
 //! - `coarse.rs`: the global commit lock of the `Coarse` runtime;
