@@ -506,8 +506,8 @@ func incrBy(x *ctx, by int64, _ bool) error {
 	cur += by
 	var buf [20]byte // the new value is copied into the pool: no heap allocation
 	nv := strconv.AppendInt(buf[:0], cur, 10)
-	if e == nil {
-		_, err = x.put(x.args[1], tString, nv, false)
+	if e == nil { // absent: x.str just looked it up, no second walk
+		_, err = x.putLooked(x.args[1], nil, tString, nv, false)
 	} else {
 		x.touch(x.args[1])
 		err = setVal(x.tx, e, tString, nv)

@@ -33,6 +33,9 @@ use super::{Heap, BATCH};
 
 /// Most slots one magazine batch takes ([`Magazine::next_batch`]).
 pub(crate) const MAX_BATCH: usize = 1024;
+/// Fewest slots a magazine batch takes after a short one
+/// ([`Magazine::next_batch`]).
+pub(crate) const SWITCH_BATCH: usize = 4;
 use parking_lot::Mutex;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -223,9 +226,22 @@ impl Magazine {
     /// about once per `MAX_BATCH` allocations instead of once per `BATCH`.
     /// What a batch leaves unused goes back to the cache when the region
     /// ends (`Heap::end_region`).
+    ///
+    /// After a batch that handed out only a few slots (the region wanted
+    /// another class: a Redis key's entry, key and value are three
+    /// classes), it takes at most four times that many, at least
+    /// [`SWITCH_BATCH`]: a region whose allocations alternate classes
+    /// switches batches at every allocation, and each switch moved a whole
+    /// batch (up to [`MAX_BATCH`] slots) out of the cache and its unused
+    /// rest back. A class run long enough grows back geometrically.
     #[inline]
     pub(crate) fn next_batch(&self) -> usize {
-        (self.slots.len() / 2).clamp(BATCH, MAX_BATCH)
+        let grown = (self.slots.len() / 2).clamp(BATCH, MAX_BATCH);
+        match self.runs.as_slice() {
+            [.., (_, before), (_, end)] => grown.min((4 * (end - before)).max(SWITCH_BATCH)),
+            [(_, end)] => grown.min((4 * end).max(SWITCH_BATCH)),
+            [] => grown,
+        }
     }
 
     /// Whether it holds no unused slot.
@@ -343,7 +359,7 @@ impl CacheCell {
 
 #[cfg(test)]
 mod tests {
-    use super::{bin_cap, overflow, CacheCell, Magazine, BATCH, MAX_BATCH};
+    use super::{bin_cap, overflow, CacheCell, Magazine, BATCH, MAX_BATCH, SWITCH_BATCH};
     use crate::alloc::classes::{slots_per_span, NUM_CLASSES};
 
     #[test]
@@ -415,6 +431,40 @@ mod tests {
         assert!(took.windows(2).all(|w| w[0] <= w[1]), "never shrinks: {took:?}");
         assert_eq!(*took.last().unwrap(), MAX_BATCH, "capped");
         assert!(took.len() < 40, "20,000 slots in {} batches, not 625", took.len());
+    }
+
+    #[test]
+    fn alternating_classes_take_small_batches_and_a_long_run_grows_back() {
+        let mut m = Magazine::default();
+        // a region far enough in for a big batch, then a key's three
+        // classes in turn: each switch takes a few slots, not hundreds
+        start(&mut m, 0, &vec![1; 3000]);
+        for _ in 0..3000 {
+            m.pop(0);
+        }
+        close(&mut m);
+        assert_eq!(m.next_batch(), MAX_BATCH, "a full run keeps its growth");
+        start(&mut m, 3, &vec![2; MAX_BATCH]);
+        m.pop(3);
+        close(&mut m);
+        for i in 0..30 {
+            let n = m.next_batch();
+            assert!(n <= 4 * SWITCH_BATCH, "switch {i} took {n}");
+            start(&mut m, 1 + i % 3, &vec![2; n]);
+            m.pop(1 + i % 3);
+            close(&mut m);
+        }
+        // one class again: batches grow back geometrically to the cap
+        let mut took = Vec::new();
+        while took.last() != Some(&MAX_BATCH) {
+            let n = m.next_batch();
+            took.push(n);
+            start(&mut m, 0, &vec![1; n]);
+            while m.pop(0).is_some() {}
+            close(&mut m);
+            assert!(took.len() < 10, "{took:?}");
+        }
+        assert_eq!(m.handed_out().count(), m.handed_out_count());
     }
 
     #[test]

@@ -563,7 +563,12 @@ impl Heap {
         let n = mag.next_batch();
         cell.take_batch(c, n, &mut mag.slots);
         if mag.is_empty() {
-            let got = self.take_from_class(space, c, n)?;
+            // The bin is empty: take at least a BATCH from the class (one
+            // class lock), the rest of it cached for the next small batches.
+            let mut got = self.take_from_class(space, c, n.max(BATCH))?;
+            if got.len() > n {
+                cell.push_all(c, got.split_off(n));
+            }
             mag.slots.extend(got);
         }
         mag.pop(c).ok_or_else(|| Error::corrupt("refill returned nothing"))
