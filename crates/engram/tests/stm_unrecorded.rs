@@ -53,26 +53,8 @@ fn an_update_after_a_stale_unrecorded_read_runs_again() {
 fn a_read_only_snapshot_is_not_extended_over_unrecorded_reads() {
     let t = TempPool::new("stm-unrec-ro");
     let pool = create(&t);
+    let ((x, y), runs) = read_across_a_commit(&pool, None);
     let a: PTVar<u64> = pool.root("a", || 0).unwrap();
-    let b: PTVar<u64> = pool.root("b", || 0).unwrap();
-    pool.atomically(|tx| tx.write(&b, 0)).unwrap();
-    let mut runs = 0;
-    let (x, y) = pool
-        .atomically(|tx| {
-            runs += 1;
-            let x = tx.read(&a)?;
-            if runs == 1 {
-                on_other_thread(|| {
-                    pool.atomically(|tx| {
-                        tx.modify(&a, |v| v + 1)?;
-                        tx.modify(&b, |v| v + 1)
-                    })
-                    .unwrap()
-                });
-            }
-            Ok((x, tx.read(&b)?))
-        })
-        .unwrap();
     assert_eq!((x, y), (1, 1), "a and b come from one snapshot");
     assert_eq!(runs, 2);
     // The second attempt recorded its reads, so a change after them can be
