@@ -186,34 +186,51 @@ func BenchmarkHSetSame(b *testing.B) {
 	})
 }
 
-// BenchmarkZAddMoveWarm: BenchmarkZAddMove with the pipeline's walks
-// warmed first (zwarm.go), 16 commands at a time as a client's pipeline.
-func BenchmarkZAddMoveWarm(b *testing.B) {
+// zmove is one ZADD of a pipelined move benchmark: member m to score s.
+type zmove struct {
+	m []byte
+	s float64
+}
+
+// runZMovePipelines runs BenchmarkZAddMove's moves 16 at a time, as a
+// client's pipeline: before each 16, prepare sees them (what the server
+// does for a pipeline before its commands run); then one ZADD per region.
+func runZMovePipelines(b *testing.B, prepare func(tx *engram.Tx, z *pColl, batch []zmove) error) {
 	s, z, ms := bigZSet(b)
-	type op struct {
-		m []byte
-		s float64
-	}
-	var ops []op
-	var sink float64
+	var batch, ops []zmove
 	runRegions(b, s, func(tx *engram.Tx, r *rand.Rand) error {
 		if len(ops) == 0 {
-			var buf [zwarmMax]zwalk
-			ws := buf[:0]
+			batch = batch[:0]
 			for i := 0; i < 16; i++ {
-				o := op{ms[r.IntN(len(ms))], float64(r.IntN(100000))}
-				ops = append(ops, o)
-				l := zlookup{c: z, m: o.m, z: o.s, zset: true}
-				l.n = z.zfind(o.m)
-				l.found = l.n != nil
-				ws = addZWalks(ws, &l)
+				batch = append(batch, zmove{ms[r.IntN(len(ms))], float64(r.IntN(100000))})
 			}
-			sink += walkZ(ws)
+			if err := prepare(tx, z, batch); err != nil {
+				return err
+			}
+			ops = batch
 		}
 		o := ops[0]
 		ops = ops[1:]
 		_, err := z.zadd(tx, o.m, o.s)
 		return err
+	})
+}
+
+// BenchmarkZAddMoveWarm: BenchmarkZAddMove with the pipeline's walks
+// warmed first (zwarm.go), 16 commands at a time as a client's pipeline.
+func BenchmarkZAddMoveWarm(b *testing.B) {
+	var sink float64
+	runZMovePipelines(b, func(_ *engram.Tx, z *pColl, batch []zmove) error {
+		var buf [zwarmMax]zwalk
+		ws := buf[:0]
+		for _, o := range batch {
+			l := zlookup{c: z, m: o.m, z: o.s, zset: true}
+			l.n = z.zfind(o.m)
+			l.found = l.n != nil
+			ws = addZWalks(ws, &l)
+		}
+		sink += walkZ(ws)
+		return nil
 	})
 	if sink == 1 {
 		b.Log(sink)
@@ -224,34 +241,18 @@ func BenchmarkZAddMoveWarm(b *testing.B) {
 // also logged ahead as the server does (prelog.go, zprelog: one LogRanges
 // call), so the moves whose guess holds make no log call of their own.
 func BenchmarkZAddMovePrelog(b *testing.B) {
-	s, z, ms := bigZSet(b)
-	type op struct {
-		m []byte
-		s float64
-	}
-	var ops []op
 	var refs []warmRef
 	var pairs []uint64
 	var sink uint64
-	runRegions(b, s, func(tx *engram.Tx, r *rand.Rand) error {
-		if len(ops) == 0 {
-			refs = refs[:0]
-			for i := 0; i < 16; i++ {
-				o := op{ms[r.IntN(len(ms))], float64(r.IntN(100000))}
-				ops = append(ops, o)
-				refs = append(refs, warmRef{found: true, e: &pEntry{Coll: z}, f: o.m, z: o.s, zset: true})
-			}
-			var n uint64
-			pairs, n = zprelog(pairs[:0], refs)
-			sink += n
-			if err := tx.LogRanges(pairs); err != nil {
-				return err
-			}
+	runZMovePipelines(b, func(tx *engram.Tx, z *pColl, batch []zmove) error {
+		refs = refs[:0]
+		for _, o := range batch {
+			refs = append(refs, warmRef{found: true, e: &pEntry{Coll: z}, f: o.m, z: o.s, zset: true})
 		}
-		o := ops[0]
-		ops = ops[1:]
-		_, err := z.zadd(tx, o.m, o.s)
-		return err
+		var n uint64
+		pairs, n = zprelog(pairs[:0], refs)
+		sink += n
+		return tx.LogRanges(pairs)
 	})
 	if sink == 1 {
 		b.Log(sink)
