@@ -261,6 +261,18 @@ mod armed {
              the transaction's snapshot instead of handing it to the full read, so an attempt can read half of \
              another transaction's commit",
         ),
+        (
+            "stm.lean_skips_validation",
+            "the lean commit of a small write set (`stm/engine/lean.rs`) takes every read as still valid instead of \
+             validating it (or refusing unrecorded reads) after another commit, so an update commits over a value \
+             another transaction changed",
+        ),
+        (
+            "stm.lean_in_place_unlisted",
+            "the lean commit (`stm/engine/lean.rs`) stores its values in place without flushing them or listing them \
+             in the log's `unfenced`, so the thread's next fence does not cover them and a crash after their record \
+             is overwritten loses them",
+        ),
         ("stm.reservation_not_persisted", "the STM clock reservation is raised in memory but never written to the pool"),
         (
             "stm.box_freed_early",

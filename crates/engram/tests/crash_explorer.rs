@@ -664,6 +664,19 @@ fn overflowing_redo_records_are_flushed_before_the_fence() {
     assert!(m.contains("count") || m.contains("partial"), "{m}");
 }
 
+/// The lean commit (`stm/engine/lean.rs`: a small write set of plain
+/// values) flushes its in-place values and lists them for the thread's
+/// next fence, as the general path does: with the planted bug it does
+/// neither, and a crash after their record is overwritten loses a change
+/// that had returned. (It also shows that `mt-stm-young`, whose commits
+/// write one to three plain values, takes the lean path; the bank and map
+/// workloads write copies, or more words, and take the general one.)
+#[test]
+fn lean_commits_list_their_in_place_values() {
+    let m = first_violation(|| failpoint::plant("stm.lean_in_place_unlisted"), "mt-stm-young");
+    assert!(m.contains("expected"), "{m}");
+}
+
 /// The persistent-laziness workloads (`lazy-*`), in parallel with the others.
 #[test]
 fn every_lazy_workload_is_crash_consistent() {

@@ -150,12 +150,6 @@ impl STx<'_> {
         Ok(())
     }
 
-    /// Whether this commit creates or replaces boxes.
-    pub(super) fn touches_boxes(&self) -> bool {
-        let st = self.st.borrow();
-        !st.new_boxes.is_empty() || st.writes.iter().any(|w| matches!(w.kind, Kind::P { boxed: true, .. }))
-    }
-
     /// The payload offsets of the boxes this commit replaces (the write set
     /// is locked, so the cells' pointers are stable).
     pub(super) fn old_boxes(&self) -> Vec<u64> {

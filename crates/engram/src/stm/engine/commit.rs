@@ -11,11 +11,12 @@
 use super::coarse::Commit;
 use super::domain::{Domain, VOLATILE};
 use super::pool_state::{PoolCtx, ThreadLog, RESERVE};
-use super::tx::{Kind, STx};
+use super::tx::{Bytes, Kind, STx, Write};
 use super::{word_at, StmError, StmResult, MAX_VALUE};
 use crate::error::{Error, Result};
 use crate::format::OBJ_ARRAY;
 use crate::htm::Htm;
+use crate::pool::space::Space;
 use crate::stm::persist::CopyCx;
 use crate::stm::redo::{self, HALF};
 use crate::stm::runtime;
@@ -34,15 +35,25 @@ impl STx<'_> {
         if self.in_hw() {
             return self.commit_level1();
         }
-        if self.st.borrow().writes.is_empty() {
+        // What the steps below need of the write set, in one pass (`Shape`).
+        let mut shape = self.shape();
+        if shape.n == 0 {
             // Read-only: every read was validated against rv. Objects it
             // allocated (PTVar::new, alloc) are made durable, for whoever
             // links them next (a region setting a root, say).
             return self.persist_made().map_err(StmError::Failed);
         }
-        // 1. copies of pending values, before taking any lock.
-        self.materialize_all()?;
-        let (wrote_p, wrote_v) = self.domains_written();
+        // A small write set of plain pool values: the lean path (lean.rs).
+        if self.lean(&shape) {
+            return self.commit_lean(serial, shape);
+        }
+        // 1. copies of pending values, before taking any lock (the shape
+        //    again after: the copies are the record's values now).
+        if shape.pending {
+            self.materialize_all()?;
+            shape = self.shape();
+        }
+        let (wrote_p, wrote_v) = (shape.volatile < shape.n, shape.volatile > 0);
         let pool = self.ctx.as_ref().map(|c| c.domain());
         // The serial locks of the domains written, pool first (domain.rs).
         let _shared_p = pool.filter(|_| wrote_p && !serial).and_then(Domain::commit_guard);
@@ -89,7 +100,7 @@ impl STx<'_> {
         }
         // 5-6. the durable part: record, copies, one fence. (The log's lock,
         // taken for the record, is kept for step 7.)
-        let log = match self.persist_record(wv.p) {
+        let log = match self.persist_record(wv.p, shape) {
             Ok(log) => log,
             Err(e) => {
                 self.unlock_writes(via);
@@ -97,7 +108,7 @@ impl STx<'_> {
             }
         };
         // The boxes this commit replaces (boxed.rs), read under its locks.
-        let boxes = self.touches_boxes().then(|| self.old_boxes());
+        let boxes = shape.boxes.then(|| self.old_boxes());
         // 7. in place, then wake waiters.
         self.apply(wv, via, log);
         if let Some(old) = boxes {
@@ -114,11 +125,25 @@ impl STx<'_> {
         Ok(())
     }
 
-    /// Whether the write set has pool variables, and volatile ones.
-    fn domains_written(&self) -> (bool, bool) {
+    /// The write set's [`Shape`], in one pass over it.
+    fn shape(&self) -> Shape {
         let st = self.st.borrow();
-        let v = st.writes.iter().filter(|w| w.kind.is_volatile()).count();
-        (v < st.writes.len(), v > 0)
+        let mut s = Shape { n: st.writes.len(), boxes: !st.new_boxes.is_empty(), ..Shape::default() };
+        for w in &st.writes {
+            match &w.kind {
+                Kind::P { value: Some(b), boxed, .. } => {
+                    s.values += redo::entry_len(b.words() as u64 * 8);
+                    s.n_values += 1;
+                    s.boxes |= *boxed;
+                }
+                Kind::P { pending, boxed, .. } => {
+                    s.pending |= pending.is_some();
+                    s.boxes |= *boxed;
+                }
+                _ => s.volatile += 1,
+            }
+        }
+        s
     }
 
     /// Step 4's skip test (domain.rs): in the pool's domain (any pool
@@ -126,7 +151,7 @@ impl STx<'_> {
     /// was read, the volatile one, nobody took a timestamp since the
     /// snapshot: ours is `rv + 1`, or, in a domain we only read, the clock
     /// still reads `rv`.
-    fn quiet_since_snapshot(&self, pool: Option<&Domain>, wv: Stamps) -> bool {
+    pub(super) fn quiet_since_snapshot(&self, pool: Option<&Domain>, wv: Stamps) -> bool {
         let quiet = |d: &Domain, wv: u64, rv: u64| if wv != 0 { wv == rv + 1 } else { d.quiet_since(rv) };
         let p = pool.is_none_or(|d| quiet(d, wv.p, self.rv.get()));
         p && (!self.read_v.get() || quiet(&VOLATILE, wv.v, self.rv_v.get()))
@@ -146,10 +171,6 @@ impl STx<'_> {
     fn materialize_all(&self) -> StmResult<()> {
         let mut st = self.st.borrow_mut();
         let Some(ctx) = self.ctx.as_ref() else { return Ok(()) };
-        // (Plain values, the common case, need no copy context.)
-        if !st.writes.iter().any(|w| matches!(w.kind, Kind::P { value: None, pending: Some(_), .. })) {
-            return Ok(());
-        }
         let mut cx = CopyCx::new(ctx.inner, ctx.cache());
         let mut err = None;
         for w in st.writes.iter_mut() {
@@ -185,32 +206,7 @@ impl STx<'_> {
     /// `nt_load` waits the publication out and sees the lock. (A CAS needs
     /// no such load: `nt_cas` fails on a stale `cur`.)
     pub(super) fn lock_writes_as(&self, via: Option<&Htm>, plain: bool) -> StmResult<()> {
-        let epoch = self.epoch();
-        let mut st = self.st.borrow_mut();
-        for i in 0..st.writes.len() {
-            let e = if matches!(st.writes[i].kind, Kind::P { .. }) { epoch } else { 0 };
-            // SAFETY: a write-set word: a pool cell checked by write_cell, a
-            // TVar whose Arc the write holds (`Kind::V::cell`), or a `TWord`
-            // alive while the attempt is pinned (`Kind::W`).
-            let w = unsafe { word_at(st.writes[i].word) };
-            let cur = if plain { runtime::word_load(via, w) } else { w.load(Ordering::Acquire) };
-            let ok = !word::is_locked(cur, e)
-                && if plain {
-                    runtime::word_store(via, w, word::locked(cur, e));
-                    true
-                } else {
-                    runtime::word_cas(via, w, cur, word::locked(cur, e))
-                };
-            if !ok {
-                for prev in &st.writes[..i] {
-                    // SAFETY: a write-set word (as above).
-                    runtime::word_store(via, unsafe { word_at(prev.word) }, prev.old);
-                }
-                return Err(StmError::Conflict);
-            }
-            st.writes[i].old = cur;
-        }
-        Ok(())
+        lock_set(&mut self.st.borrow_mut().writes, self.epoch(), via, plain)
     }
 
     pub(super) fn unlock_writes(&self, via: Option<&Htm>) {
@@ -223,7 +219,7 @@ impl STx<'_> {
     /// Steps 5 and 6: the redo record and copies, durable after one fence.
     /// Returns the thread's log, still locked, for step 7 ([`STx::apply`]:
     /// one lock of it per commit), if it took it (a record was written).
-    fn persist_record(&self, wv: u64) -> Result<Option<MutexGuard<'_, ThreadLog>>> {
+    pub(super) fn persist_record(&self, wv: u64, shape: Shape) -> Result<Option<MutexGuard<'_, ThreadLog>>> {
         let mut st = self.st.borrow_mut();
         let st = &mut *st;
         let Some(ctx) = self.ctx.as_ref() else { return Ok(None) };
@@ -233,9 +229,8 @@ impl STx<'_> {
                 _ => None,
             })
         };
-        // The value entries' bytes and count, in one pass (none: nothing
-        // to record).
-        let (values, n_values) = entries().fold((0u64, 0u64), |(l, n), (_, v)| (l + redo::entry_len(v.len() as u64), n + 1));
+        // The value entries' bytes and count (none: nothing to record).
+        let (values, n_values) = (shape.values, shape.n_values);
         if values == 0 {
             return Ok(None);
         }
@@ -339,36 +334,12 @@ impl STx<'_> {
         let space = self.ctx.as_ref().map(|c| &c.inner.space);
         let (new_word, new_word_v) = (word::unlocked(wv.p), word::unlocked(wv.v));
         let mut log = log.or_else(|| self.ctx.as_ref().map(|c| c.log().lock()));
-        // A record with new objects is registered before they can be
-        // reached (their links are stored below), under the log's lock.
         if let (Some(c), Some(l)) = (self.ctx.as_ref(), log.as_mut()) {
-            if let Some((h, (lo, hi))) = l.young_pending.take() {
-                let (lo, hi) = if crate::failpoint::planted("stm.young_span_lost") { (0, 0) } else { (lo, hi) };
-                c.stm().young.register(l, h, super::young::YoungRec { wv: wv.p, lo, hi });
-            }
+            register_young(c, l, wv.p);
         }
         for w in &st.writes {
             match &w.kind {
-                Kind::P { off, value: Some(b), .. } => {
-                    // Each value word straight from the buffer (no zeroed
-                    // copy of it first: b.buf is MAX_VALUE bytes, a multiple of 8).
-                    for (i, x) in b.buf.chunks_exact(8).take(b.words()).enumerate() {
-                        let x = u64::from_ne_bytes(x.try_into().unwrap_or([0; 8]));
-                        // SAFETY: value words of a pool cell write_cell
-                        // checked to hold 8 + 8 * words() bytes in the mapping.
-                        unsafe { word_at(w.word + 8 + 8 * i) }.store(x, Ordering::Relaxed);
-                    }
-                    // The value before its version (same line, so they
-                    // persist in this order; a tracer is told the order).
-                    space.inspect(|s| s.traced(w.word as u64 + 8, b.words() as u64 * 8));
-                    // SAFETY: the cell's lock word (checked by write_cell).
-                    runtime::word_store(via, unsafe { word_at(w.word) }, new_word);
-                    space.inspect(|s| s.traced(w.word as u64, 8));
-                    if let Some(log) = log.as_mut() {
-                        space.inspect(|s| s.flush(*off, 8 + b.words() as u64 * 8));
-                        log.unfenced.push((*off, 8 + b.words() as u64 * 8));
-                    }
-                }
+                Kind::P { off, value: Some(b), .. } => put_in_place(w.word, *off, b, new_word, via, space, log.as_deref_mut()),
                 Kind::V { cell, value } => {
                     cell.install(value.as_ref(), self.pin());
                     runtime::word_store(via, cell.word(), new_word_v);
@@ -399,6 +370,101 @@ impl STx<'_> {
         }
         crate::failpoint::Failpoint::StmAfterApply.hit();
     }
+}
+
+/// Step 2 for write set `writes`: each word locked by a CAS, or `plain`
+/// by a store (see [`STx::lock_writes_as`]), its word as it was kept in
+/// `old`; a word locked already is a conflict, and the words locked so far
+/// are restored. `epoch`: the pool's (a pool cell's lock word carries it).
+#[inline(always)]
+pub(super) fn lock_set(writes: &mut [Write], epoch: u16, via: Option<&Htm>, plain: bool) -> StmResult<()> {
+    for i in 0..writes.len() {
+        let e = if matches!(writes[i].kind, Kind::P { .. }) { epoch } else { 0 };
+        // SAFETY: a write-set word: a pool cell checked by write_cell, a
+        // TVar whose Arc the write holds (`Kind::V::cell`), or a `TWord`
+        // alive while the attempt is pinned (`Kind::W`).
+        let w = unsafe { word_at(writes[i].word) };
+        let cur = if plain { runtime::word_load(via, w) } else { w.load(Ordering::Acquire) };
+        let ok = !word::is_locked(cur, e)
+            && if plain {
+                runtime::word_store(via, w, word::locked(cur, e));
+                true
+            } else {
+                runtime::word_cas(via, w, cur, word::locked(cur, e))
+            };
+        if !ok {
+            for prev in &writes[..i] {
+                // SAFETY: a write-set word (as above).
+                runtime::word_store(via, unsafe { word_at(prev.word) }, prev.old);
+            }
+            return Err(StmError::Conflict);
+        }
+        writes[i].old = cur;
+    }
+    Ok(())
+}
+
+/// Step 7's first part, under the log's lock: a record with new objects
+/// (`persist_record` left it pending) is registered before they can be
+/// reached (their links are stored in place after this).
+#[inline(always)]
+pub(super) fn register_young(ctx: &PoolCtx<'_>, log: &mut ThreadLog, wv: u64) {
+    if let Some((h, (lo, hi))) = log.young_pending.take() {
+        let (lo, hi) = if crate::failpoint::planted("stm.young_span_lost") { (0, 0) } else { (lo, hi) };
+        ctx.stm().young.register(log, h, super::young::YoungRec { wv, lo, hi });
+    }
+}
+
+/// Step 7 for one pool write (lock word at `word`, pool offset `off`,
+/// value `b`): the value words in place, then the lock word unlocked at
+/// `new_word`; with a log (a record was written) the cell is flushed and
+/// listed in its `unfenced`, so the thread's next fence makes it durable
+/// before that record can be overwritten.
+#[inline(always)]
+pub(super) fn put_in_place(
+    word: usize,
+    off: u64,
+    b: &Bytes,
+    new_word: u64,
+    via: Option<&Htm>,
+    space: Option<&Space>,
+    log: Option<&mut ThreadLog>,
+) {
+    // Each value word straight from the buffer (no zeroed copy of it
+    // first: b.buf is MAX_VALUE bytes, a multiple of 8).
+    for (i, x) in b.buf.chunks_exact(8).take(b.words()).enumerate() {
+        let x = u64::from_ne_bytes(x.try_into().unwrap_or([0; 8]));
+        // SAFETY: value words of a pool cell write_cell checked to hold
+        // 8 + 8 * words() bytes in the mapping.
+        unsafe { word_at(word + 8 + 8 * i) }.store(x, Ordering::Relaxed);
+    }
+    // The value before its version (same line, so they persist in this
+    // order; a tracer is told the order).
+    space.inspect(|s| s.traced(word as u64 + 8, b.words() as u64 * 8));
+    // SAFETY: the cell's lock word (checked by write_cell).
+    runtime::word_store(via, unsafe { word_at(word) }, new_word);
+    space.inspect(|s| s.traced(word as u64, 8));
+    if let Some(log) = log {
+        space.inspect(|s| s.flush(off, 8 + b.words() as u64 * 8));
+        log.unfenced.push((off, 8 + b.words() as u64 * 8));
+    }
+}
+
+/// What a commit needs to know of its write set, taken in one pass
+/// ([`STx::shape`]) instead of one per step: its size, how many writes are
+/// volatile, whether a pool write still awaits its copy (`materialize_all`),
+/// whether the commit creates or replaces boxes (`boxed.rs`: a boxed write,
+/// or boxes made by the attempt), and the redo record's value entries
+/// (bytes and count: every pool write with a value, in write-set order, as
+/// `persist_record` encodes them). Taken again after the copies are made.
+#[derive(Clone, Copy, Default)]
+pub(super) struct Shape {
+    pub(super) n: usize,
+    pub(super) volatile: usize,
+    pub(super) pending: bool,
+    pub(super) boxes: bool,
+    values: u64,
+    pub(super) n_values: u64,
 }
 
 /// A commit's timestamps: in its pool's domain and in the volatile one

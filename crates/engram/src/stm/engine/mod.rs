@@ -9,6 +9,8 @@
 //!   bounds checks (`tx/bounds.rs`);
 //! - `commit.rs`: the commit protocol below (locks, timestamp, validation,
 //!   redo record, the one fence, in-place stores);
+//! - `lean.rs`: the same steps for a small write set of plain pool values
+//!   (at most four), when no hardware or coarse commit can run;
 //! - `coarse.rs`: the global commit lock of the `Coarse` runtime;
 //! - `hw_commit.rs`, `level1.rs`: the hardware levels (`stm::runtime`);
 //! - `rtx.rs`: read-only transactions (`Pool::atomically_read`, and
@@ -47,6 +49,7 @@ mod coarse;
 mod commit;
 mod domain;
 mod hw_commit;
+mod lean;
 mod level1;
 mod pool_state;
 mod rtx;
