@@ -171,6 +171,14 @@ pub struct STx<'p> {
     /// volatile read or install ([`STx::pin`]): the `TVar` values and lock
     /// words it reaches stay allocated until the attempt drops it.
     guard: OnceCell<Guard>,
+    /// Small spans this thread's writes found (`tx/spans.rs`, the region's
+    /// cache, kept between transactions while the heap frees nothing),
+    /// made at the attempt's first write that asks the allocator: a write
+    /// into a node of a span seen before skips the span tables
+    /// ([`STx::cell_offset`]). Sound because an attempt holds the GC gate
+    /// (no sweep runs, so no small span changes class) and a sweep moves
+    /// the free count the cache is keyed by.
+    spans: OnceCell<crate::tx::spans::SpanCache>,
 }
 
 impl Drop for STx<'_> {
@@ -215,6 +223,7 @@ impl<'p> STx<'p> {
             keeping,
             unkept: Cell::new(false),
             guard: OnceCell::new(),
+            spans: OnceCell::new(),
         }
     }
 

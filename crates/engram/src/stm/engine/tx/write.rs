@@ -6,8 +6,11 @@
 //! the words in `writes` (a clear bit means "not written"); `index` maps
 //! every word to its entry once there are more than 16; the `off` of a
 //! pool write was checked to lie, with its value, inside one allocated
-//! object (by the allocator, the attempt's last allocation, or
-//! [`Located`], valid while the heap frees nothing). Nothing here writes
+//! object (by the allocator, the attempt's last allocation, the span
+//! cache of small spans the thread's writes found (`tx/spans.rs`, valid
+//! while the heap frees nothing; no span changes class while an attempt
+//! holds the GC gate), or [`Located`], valid while the heap frees
+//! nothing). Nothing here writes
 //! shared memory: commit (`commit.rs`) installs the set; an aborted
 //! attempt's objects are freed ([`STx::discard`]).
 
@@ -190,11 +193,33 @@ impl<'p> STx<'p> {
     }
 
     /// The pool offset of the cell at `addr`, checked to lie, with a value
-    /// of `len` bytes, inside one allocated object.
-    /// A large object a recent write of this thread was found in
-    /// answers without the allocator if the heap freed nothing since
-    /// (`Located`).
+    /// of `len` bytes, inside one allocated object: what
+    /// [`crate::alloc::locate_containing`] answers. A small span this
+    /// thread's writes found before answers from the span cache
+    /// ([`STx::spans`]); a large object a recent write of this thread was
+    /// found in answers without the allocator if the heap freed nothing
+    /// since (`Located`).
+    #[inline]
     pub(in crate::stm::engine) fn cell_offset(&self, addr: u64, len: u64) -> StmResult<u64> {
+        let inner = self.ctx()?.inner;
+        if self.spans(inner).holds(addr, 8 + len) {
+            return Ok(addr - inner.space.base());
+        }
+        self.cell_offset_tables(addr, len)
+    }
+
+    /// The span cache of this attempt, made on first use (a write or an
+    /// allocation; the GC gate is held by then): what this
+    /// thread's earlier transactions learned if the heap freed nothing
+    /// since (`SpanCache::new` compares the key).
+    fn spans(&self, inner: &crate::pool::PoolInner) -> &crate::tx::spans::SpanCache {
+        self.spans.get_or_init(|| crate::tx::spans::SpanCache::new(inner.space.base(), inner.heap.id, inner.heap.frees_seen()))
+    }
+
+    /// [`STx::cell_offset`] when the span cache does not hold the span:
+    /// `Located`, else the allocator's tables (whose small span the cache
+    /// then learns).
+    fn cell_offset_tables(&self, addr: u64, len: u64) -> StmResult<u64> {
         let inner = self.ctx()?.inner;
         let space = &inner.space;
         if self.st.borrow().located.holds(addr, 8 + len, &inner.heap) {
@@ -204,7 +229,9 @@ impl<'p> STx<'p> {
         let frees = inner.heap.frees_seen();
         match crate::alloc::locate_containing(space, addr) {
             Some((p, loc)) if addr >= p && addr + 8 + len <= p + loc.capacity() => {
-                if !matches!(loc, crate::alloc::Loc::Small { .. }) {
+                if matches!(loc, crate::alloc::Loc::Small { .. }) {
+                    self.spans(inner).learn(loc);
+                } else {
                     self.st.borrow_mut().located = Located { lo: p, hi: p + loc.capacity(), heap: inner.heap.id, frees };
                 }
                 Ok(addr - space.base())
@@ -306,6 +333,7 @@ impl<'p> STx<'p> {
         unsafe { std::ptr::write(addr as *mut T, v) };
         let made = Made { loc, off: addr - OBJ_HEADER - space.base(), len: payload + OBJ_HEADER, mutable: true };
         self.st.borrow_mut().made.push(made);
+        self.spans(inner).learn(loc);
         Ok(PPtr::from_addr(addr))
     }
 
