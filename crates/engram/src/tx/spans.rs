@@ -113,6 +113,14 @@ impl Drop for SpanCache {
 }
 
 impl Ways {
+    /// Keeps the entries if they hold for `key`, else empties them.
+    #[inline]
+    fn keep_for(&mut self, key: (u64, u64)) {
+        if self.key != key && !crate::failpoint::planted("tx.kept_spans_ignore_frees") {
+            self.forget(key);
+        }
+    }
+
     /// Empties the entries, which now hold for `key`: a new stamp, which
     /// no way carries (when the stamps wrap, every way is cleared).
     #[cold]
@@ -146,16 +154,19 @@ impl SpanCache {
     #[inline]
     pub fn new(base: u64, heap: u64, frees: u64) -> Self {
         let key = (heap, frees);
-        let ways = match SPARE_WAYS.try_with(Cell::take).ok().flatten() {
-            Some(mut ways) => {
-                if ways.key != key && !crate::failpoint::planted("tx.kept_spans_ignore_frees") {
-                    ways.forget(key);
-                }
-                ways
-            }
-            None => Ways::new(key),
-        };
+        let mut ways = SPARE_WAYS.try_with(Cell::take).ok().flatten().unwrap_or_else(|| Ways::new(key));
+        ways.keep_for(key);
         SpanCache { heap: base.wrapping_add(HEAP_OFF), ways: std::mem::ManuallyDrop::new(ways) }
+    }
+
+    /// Makes a cache kept by its owner (a PSTM thread's sets) hold for an
+    /// attempt on the pool mapped at `base` whose heap has id `heap` and
+    /// free count `frees` (read now, with the GC gate held): what
+    /// [`SpanCache::new`] would answer, keeping the same entries.
+    #[inline]
+    pub fn renew(&mut self, base: u64, heap: u64, frees: u64) {
+        self.ways.keep_for((heap, frees));
+        self.heap = base.wrapping_add(HEAP_OFF);
     }
 
     /// The cached span holding `addr` and the slot of it `addr` falls in,

@@ -196,24 +196,16 @@ impl<'p> STx<'p> {
     /// of `len` bytes, inside one allocated object: what
     /// [`crate::alloc::locate_containing`] answers. A small span this
     /// thread's writes found before answers from the span cache
-    /// ([`STx::spans`]); a large object a recent write of this thread was
+    /// (`State::spans`); a large object a recent write of this thread was
     /// found in answers without the allocator if the heap freed nothing
     /// since (`Located`).
     #[inline]
     pub(in crate::stm::engine) fn cell_offset(&self, addr: u64, len: u64) -> StmResult<u64> {
-        let inner = self.ctx()?.inner;
-        if self.spans(inner).holds(addr, 8 + len) {
-            return Ok(addr - inner.space.base());
+        // (the cache is there whenever the pool is: `STx::begin`)
+        if self.st.borrow().spans.as_ref().is_some_and(|s| s.holds(addr, 8 + len)) {
+            return Ok(addr - self.bounds.0.wrapping_sub(crate::format::HEAP_OFF));
         }
         self.cell_offset_tables(addr, len)
-    }
-
-    /// The span cache of this attempt, made on first use (a write or an
-    /// allocation; the GC gate is held by then): what this
-    /// thread's earlier transactions learned if the heap freed nothing
-    /// since (`SpanCache::new` compares the key).
-    fn spans(&self, inner: &crate::pool::PoolInner) -> &crate::tx::spans::SpanCache {
-        self.spans.get_or_init(|| crate::tx::spans::SpanCache::new(inner.space.base(), inner.heap.id, inner.heap.frees_seen()))
     }
 
     /// [`STx::cell_offset`] when the span cache does not hold the span:
@@ -230,13 +222,22 @@ impl<'p> STx<'p> {
         match crate::alloc::locate_containing(space, addr) {
             Some((p, loc)) if addr >= p && addr + 8 + len <= p + loc.capacity() => {
                 if matches!(loc, crate::alloc::Loc::Small { .. }) {
-                    self.spans(inner).learn(loc);
+                    self.learn_span(loc);
                 } else {
                     self.st.borrow_mut().located = Located { lo: p, hi: p + loc.capacity(), heap: inner.heap.id, frees };
                 }
                 Ok(addr - space.base())
             }
             _ => Err(StmError::Failed(Error::BadPointer { addr })),
+        }
+    }
+
+    /// Teaches the thread's span cache the span of `loc` (from the span
+    /// tables or the allocator), if it holds small objects.
+    #[inline]
+    fn learn_span(&self, loc: crate::alloc::Loc) {
+        if let Some(s) = &self.st.borrow().spans {
+            s.learn(loc);
         }
     }
 
@@ -333,7 +334,7 @@ impl<'p> STx<'p> {
         unsafe { std::ptr::write(addr as *mut T, v) };
         let made = Made { loc, off: addr - OBJ_HEADER - space.base(), len: payload + OBJ_HEADER, mutable: true };
         self.st.borrow_mut().made.push(made);
-        self.spans(inner).learn(loc);
+        self.learn_span(loc);
         Ok(PPtr::from_addr(addr))
     }
 
