@@ -28,7 +28,13 @@
 //! same: the same open pool (heap ids are unique per open), and no object
 //! freed or swept since (a sweep moves the free count, `Heap::frees_seen`;
 //! no sweep runs while a region runs, so what a region learned holds until
-//! the next sweep). Otherwise it empties them. Volatile; no crash behaviour.
+//! the next sweep). Otherwise it empties them.
+//!
+//! The PSTM's writes use it too (`stm/engine/tx/write.rs`, `cell_offset`):
+//! a thread's reused transaction sets keep one cache, which each attempt's
+//! begin renews with the same key ([`SpanCache::renew`]); an attempt holds
+//! the GC gate as a region does, so the same argument holds. Volatile; no
+//! crash behaviour.
 
 use crate::alloc::classes::{reciprocal, slot_size, slots_per_span};
 use crate::alloc::Loc;
