@@ -335,6 +335,34 @@ mod tests {
         }
     }
 
+    /// Emptying is a new stamp; when the stamps wrap, every way is
+    /// cleared, so an entry learned under the first stamp does not answer
+    /// again when the first stamp comes round.
+    #[test]
+    fn emptying_clears_every_way_when_the_stamps_wrap() {
+        let base = 1 << 40;
+        let g = SPANS_PER_ARENA + 3;
+        let p = base + span_off(g) + OBJ_HEADER;
+        let mut c = SpanCache::new(base, 7, 0);
+        c.renew(base, 8, 0); // emptied: its stamp is new
+        c.learn(Loc::Small { span: g, class: 1, index: 0 });
+        assert!(c.at(p).is_some());
+        c.renew(base, 8, 0);
+        assert!(c.at(p).is_some(), "the same key keeps the entries");
+        c.renew(base, 8, 1);
+        assert!(c.at(p).is_none(), "a free empties them");
+        // An entry learned under the first stamp, then the last stamp
+        // before the wrap: the next emptying wraps to the first again.
+        c.ways.stamp = 1 << STAMP_SHIFT;
+        c.learn(Loc::Small { span: g, class: 1, index: 0 });
+        c.ways.stamp = 0u64.wrapping_sub(1 << STAMP_SHIFT);
+        c.renew(base, 8, 3);
+        assert_eq!(c.ways.stamp, 1 << STAMP_SHIFT);
+        assert!(c.at(p).is_none(), "cleared by the wrap, not answered under the first stamp again");
+        drop(c);
+        SpanCache::new(base, 0, 0); // empties the thread's entries for the next test
+    }
+
     #[test]
     fn answers_only_for_learned_spans_and_like_the_tables() {
         let base = 1 << 40;
