@@ -832,18 +832,20 @@ fn writes_past_a_new_object_are_refused() {
     pool.close().unwrap();
 }
 
-/// A write into a large object: the thread keeps the object its last
-/// such write was found in (`Located` in tx/write.rs) and later writes into it
-/// skip the allocator's lookup while the heap frees nothing. Here the
-/// object (a hash table's bucket array, never linked) is written, then
-/// collected, then written again through the stale address on the same
-/// thread: refused with `BadPointer`. Returns that write's outcome.
-/// `plant`: a bug planted for the last write.
-fn write_into_a_collected_array(pool: &Pool, plant: Option<&str>) -> Result<(), engram::Error> {
-    use engram::stm::collections::HashTable;
+/// An object made by `make` (never linked, so garbage) is written twice
+/// on this thread, each in an aborted transaction: the first write looks
+/// the object up (or finds what its allocation taught) and keeps it, the
+/// second is answered by what was kept (`Located` for a large object, the
+/// span cache for a small one). Then the object is collected and written
+/// again through the stale address: refused with `BadPointer`. Returns
+/// that write's outcome; `plant`: a bug planted for the last write.
+fn write_into_a_collected_object(
+    pool: &Pool,
+    make: impl Fn(&engram::stm::STx<'_>) -> engram::stm::StmResult<u64>,
+    plant: Option<&str>,
+) -> Result<(), engram::Error> {
     use engram::stm::PTField;
-    // 4096 heads of 16 bytes: a large object (above the small classes).
-    let addr = pool.atomically(|tx| Ok(HashTable::<u64, u64>::new(tx, 4096)?.addr())).unwrap();
+    let addr = pool.atomically(|tx| make(tx)).unwrap();
     let aborted = |r: Result<(), engram::Error>| match r {
         Err(engram::Error::Aborted) => Ok(()),
         r => r,
@@ -854,8 +856,6 @@ fn write_into_a_collected_array(pool: &Pool, plant: Option<&str>) -> Result<(), 
             Err::<(), _>(StmError::Failed(engram::Error::Aborted))
         })
     };
-    // Twice: the first write looks the array up and keeps it, the second
-    // is answered by what was kept.
     aborted(write(1)).unwrap();
     aborted(write(2)).unwrap();
     pool.collect().unwrap();
@@ -865,6 +865,13 @@ fn write_into_a_collected_array(pool: &Pool, plant: Option<&str>) -> Result<(), 
     let r = aborted(write(3));
     failpoint::disarm_all();
     r
+}
+
+/// [`write_into_a_collected_object`] for a hash table's bucket array:
+/// 4096 heads of 16 bytes, a large object (above the small classes).
+fn write_into_a_collected_array(pool: &Pool, plant: Option<&str>) -> Result<(), engram::Error> {
+    use engram::stm::collections::HashTable;
+    write_into_a_collected_object(pool, |tx| Ok(HashTable::<u64, u64>::new(tx, 4096)?.addr()), plant)
 }
 
 /// Writes into a large object found by an earlier write skip the lookup
@@ -880,6 +887,32 @@ fn writes_into_a_collected_large_object_are_refused() {
     let r = write_into_a_collected_array(&pool, Some("stm.located_ignore_frees"));
     assert!(r.is_ok(), "the planted bug accepts the write: {r:?}");
     pool.close().unwrap();
+}
+
+/// [`write_into_a_collected_object`] for a small object of 480 bytes (a
+/// 496-byte slot, of a class no other object of a fresh pool uses, so its
+/// span empties and is freed when it is collected).
+fn write_into_a_collected_small_object(pool: &Pool, plant: Option<&str>) -> Result<(), engram::Error> {
+    write_into_a_collected_object(pool, |tx| Ok(tx.alloc([0u64; 60])?.addr()), plant)
+}
+
+/// Writes into small objects skip the span tables through the thread's
+/// span cache only until the heap frees something (a sweep may free the
+/// span): a write into a collected small object is refused. With the
+/// planted `tx.kept_spans_ignore_frees` (the cache kept whatever the free
+/// count) it is accepted.
+#[test]
+fn writes_into_a_collected_small_object_are_refused() {
+    for plant in [None, Some("tx.kept_spans_ignore_frees")] {
+        let t = TempPool::new("stm-spans");
+        let pool = create(&t, Durability::Process);
+        let r = write_into_a_collected_small_object(&pool, plant);
+        match plant {
+            None => assert!(matches!(r, Err(engram::Error::BadPointer { .. })), "{r:?}"),
+            Some(_) => assert!(r.is_ok(), "the planted bug accepts the write: {r:?}"),
+        }
+        pool.close().unwrap();
+    }
 }
 
 /// One thread alternates between two pools, closes one and opens it again:

@@ -49,7 +49,7 @@ mod raw;
 mod redo;
 mod roots;
 mod slots;
-mod spans;
+pub(crate) mod spans;
 mod view;
 
 pub(crate) use locks::LockTable;

@@ -28,21 +28,36 @@
 //! same: the same open pool (heap ids are unique per open), and no object
 //! freed or swept since (a sweep moves the free count, `Heap::frees_seen`;
 //! no sweep runs while a region runs, so what a region learned holds until
-//! the next sweep). Otherwise it empties them. Volatile; no crash behaviour.
+//! the next sweep). Otherwise it empties them.
+//!
+//! The PSTM's writes use it too (`stm/engine/tx/write.rs`, `cell_offset`):
+//! a thread's reused transaction sets keep one cache, which each attempt's
+//! begin renews with the same key ([`SpanCache::renew`]); an attempt holds
+//! the GC gate as a region does, so the same argument holds. Volatile; no
+//! crash behaviour.
 
 use crate::alloc::classes::{reciprocal, slot_size, slots_per_span};
 use crate::alloc::Loc;
 use crate::format::{HEAP_OFF, OBJ_HEADER, SPAN_SIZE};
 use std::cell::Cell;
 
-/// Entries, direct-mapped by span index.
-const WAYS: u64 = 8;
+/// Entries, direct-mapped by span index: 256 spans of 64 KiB cover
+/// 16 MiB of heap without a conflict (a PSTM tree's nodes spread over a
+/// hundred spans; round 18 of docs/stm.md). Emptying them is O(1)
+/// whatever their number (`Ways::stamp`).
+const WAYS: u64 = 256;
+
+/// Where a way's tag keeps the stamp of the emptying it was learned
+/// after: above every span index + 1 (below 2^48 even for an address
+/// below the heap, whose wrapped span index is at most 2^48 - 1).
+const STAMP_SHIFT: u32 = 48;
 
 /// One cached span: its tag and its class's geometry, copied out of the
 /// class tables when learned so that a check loads nothing else.
 #[derive(Clone, Copy, Default)]
 struct Way {
-    /// Span index + 1; 0 = empty.
+    /// Span index + 1, or'd with the `Ways::stamp` it was learned
+    /// under; 0 = never learned.
     tag: u64,
     /// `classes::reciprocal(class)`: `x * recip >> 32 == x / slot`.
     recip: u32,
@@ -56,10 +71,25 @@ struct Way {
 
 /// The cache's entries, and the key they hold for: (heap id, the heap's
 /// free count when the region that filled them began); (0, 0): none.
-#[derive(Default)]
 struct Ways {
     key: (u64, u64),
+    /// The emptying count, shifted by `STAMP_SHIFT` (never 0): a way
+    /// answers only if its tag carries the current stamp, so emptying
+    /// the cache is one increment, not a store per way.
+    stamp: u64,
     ways: [Cell<Way>; WAYS as usize],
+}
+
+impl Ways {
+    fn new(key: (u64, u64)) -> Box<Self> {
+        Box::new(Ways { key, stamp: 1 << STAMP_SHIFT, ways: std::array::from_fn(|_| Cell::new(Way::default())) })
+    }
+
+    /// The tag span `g` has in a way learned under the current stamp.
+    #[inline]
+    fn tag(&self, g: u64) -> u64 {
+        (g + 1) | self.stamp
+    }
 }
 
 thread_local! {
@@ -71,7 +101,7 @@ thread_local! {
 }
 
 /// Spans of small objects the running region has seen, with their class.
-pub(super) struct SpanCache {
+pub(crate) struct SpanCache {
     /// Absolute address of the heap (pool base + `HEAP_OFF`).
     heap: u64,
     /// Given back to the thread's spare by `Drop` (hence `ManuallyDrop`).
@@ -89,11 +119,24 @@ impl Drop for SpanCache {
 }
 
 impl Ways {
-    /// Empties the entries, which now hold for `key`.
+    /// Keeps the entries if they hold for `key`, else empties them.
+    #[inline]
+    fn keep_for(&mut self, key: (u64, u64)) {
+        if self.key != key && !crate::failpoint::planted("tx.kept_spans_ignore_frees") {
+            self.forget(key);
+        }
+    }
+
+    /// Empties the entries, which now hold for `key`: a new stamp, which
+    /// no way carries (when the stamps wrap, every way is cleared).
     #[cold]
     fn forget(&mut self, key: (u64, u64)) {
-        for w in self.ways.iter() {
-            w.set(Way::default());
+        self.stamp = self.stamp.wrapping_add(1 << STAMP_SHIFT);
+        if self.stamp == 0 {
+            for w in self.ways.iter() {
+                w.set(Way::default());
+            }
+            self.stamp = 1 << STAMP_SHIFT;
         }
         self.key = key;
     }
@@ -117,28 +160,32 @@ impl SpanCache {
     #[inline]
     pub fn new(base: u64, heap: u64, frees: u64) -> Self {
         let key = (heap, frees);
-        let ways = match SPARE_WAYS.try_with(Cell::take).ok().flatten() {
-            Some(mut ways) => {
-                if ways.key != key && !crate::failpoint::planted("tx.kept_spans_ignore_frees") {
-                    ways.forget(key);
-                }
-                ways
-            }
-            None => Box::new(Ways { key, ways: Default::default() }),
-        };
+        let mut ways = SPARE_WAYS.try_with(Cell::take).ok().flatten().unwrap_or_else(|| Ways::new(key));
+        ways.keep_for(key);
         SpanCache { heap: base.wrapping_add(HEAP_OFF), ways: std::mem::ManuallyDrop::new(ways) }
+    }
+
+    /// Makes a cache kept by its owner (a PSTM thread's sets) hold for an
+    /// attempt on the pool mapped at `base` whose heap has id `heap` and
+    /// free count `frees` (read now, with the GC gate held): what
+    /// [`SpanCache::new`] would answer, keeping the same entries.
+    #[inline]
+    pub fn renew(&mut self, base: u64, heap: u64, frees: u64) {
+        self.ways.keep_for((heap, frees));
+        self.heap = base.wrapping_add(HEAP_OFF);
     }
 
     /// The cached span holding `addr` and the slot of it `addr` falls in,
     /// if the span is cached and the slot is a whole one. An address below
-    /// the heap wraps to a span index no tag can match (tags are below
-    /// 2^32, a wrapped index above 2^40).
+    /// the heap wraps to a span index no tag can match (a tag's span
+    /// part is below 2^32, a wrapped index + 1 above 2^47 and at most
+    /// 2^48, whose bits below 48 are then 0 while a tag's never are).
     #[inline]
     fn hit(&self, addr: u64) -> Option<Hit> {
         let rel = addr.wrapping_sub(self.heap);
         let g = rel / SPAN_SIZE;
         let way = self.ways.ways[(g % WAYS) as usize].get();
-        if way.tag != g + 1 {
+        if way.tag != self.ways.tag(g) {
             return None;
         }
         let within = rel % SPAN_SIZE;
@@ -161,11 +208,12 @@ impl SpanCache {
     #[inline]
     pub fn learn_small(&self, span: u64, class: usize) {
         let cell = &self.ways.ways[(span % WAYS) as usize];
-        if cell.get().tag == span + 1 {
+        let tag = self.ways.tag(span);
+        if cell.get().tag == tag {
             return; // every allocation learns its span: keep this cheap
         }
         let slot = slot_size(class) as u32;
-        let way = Way { tag: span + 1, recip: reciprocal(class), slot, used: slots_per_span(class) * slot, class: class as u32 };
+        let way = Way { tag, recip: reciprocal(class), slot, used: slots_per_span(class) * slot, class: class as u32 };
         cell.set(way);
     }
 
@@ -285,6 +333,34 @@ mod tests {
             crate::failpoint::disarm_all();
             assert!(stale, "the plant is what the first asserts catch");
         }
+    }
+
+    /// Emptying is a new stamp; when the stamps wrap, every way is
+    /// cleared, so an entry learned under the first stamp does not answer
+    /// again when the first stamp comes round.
+    #[test]
+    fn emptying_clears_every_way_when_the_stamps_wrap() {
+        let base = 1 << 40;
+        let g = SPANS_PER_ARENA + 3;
+        let p = base + span_off(g) + OBJ_HEADER;
+        let mut c = SpanCache::new(base, 7, 0);
+        c.renew(base, 8, 0); // emptied: its stamp is new
+        c.learn(Loc::Small { span: g, class: 1, index: 0 });
+        assert!(c.at(p).is_some());
+        c.renew(base, 8, 0);
+        assert!(c.at(p).is_some(), "the same key keeps the entries");
+        c.renew(base, 8, 1);
+        assert!(c.at(p).is_none(), "a free empties them");
+        // An entry learned under the first stamp, then the last stamp
+        // before the wrap: the next emptying wraps to the first again.
+        c.ways.stamp = 1 << STAMP_SHIFT;
+        c.learn(Loc::Small { span: g, class: 1, index: 0 });
+        c.ways.stamp = 0u64.wrapping_sub(1 << STAMP_SHIFT);
+        c.renew(base, 8, 3);
+        assert_eq!(c.ways.stamp, 1 << STAMP_SHIFT);
+        assert!(c.at(p).is_none(), "cleared by the wrap, not answered under the first stamp again");
+        drop(c);
+        SpanCache::new(base, 0, 0); // empties the thread's entries for the next test
     }
 
     #[test]

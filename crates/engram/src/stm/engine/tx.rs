@@ -88,6 +88,15 @@ pub(super) struct State {
     /// Objects the allocator located for this thread's writes, kept
     /// across its transactions (not cleared with the sets).
     located: Located,
+    /// Small spans this thread's writes and allocations found (`tx/spans.rs`,
+    /// the region's cache), kept across its transactions (not cleared with
+    /// the sets) and renewed by each attempt's begin: emptied unless the
+    /// heap is the same and freed nothing since. A write into a node of a
+    /// span seen before skips the span tables ([`STx::cell_offset`]).
+    /// Sound because an attempt holds the GC gate from before its begin
+    /// (no sweep runs, so no small span changes class while it runs) and
+    /// a sweep moves the free count the cache is keyed by.
+    spans: Option<crate::tx::spans::SpanCache>,
 }
 
 /// Sets above this many entries are freed rather than kept for the
@@ -106,7 +115,7 @@ impl State {
     /// Empties the sets, keeping their buffers (unless one grew huge).
     fn clear(&mut self) {
         if self.reads.capacity() > KEEP_MAX || self.writes.capacity() > KEEP_MAX || self.index.capacity() > KEEP_MAX {
-            *self = State { located: std::mem::take(&mut self.located), ..State::default() };
+            *self = State { located: std::mem::take(&mut self.located), spans: self.spans.take(), ..State::default() };
             return;
         }
         self.reads.clear();
@@ -188,7 +197,14 @@ impl<'p> STx<'p> {
     /// Starts an attempt; `record`: push read-set entries from the start;
     /// `keeping`: `TVar` reads take a count on their variable (`keep`).
     pub(super) fn begin(ctx: Option<PoolCtx<'p>>, record: bool, keeping: bool) -> Self {
-        let st = SPARE.with(Cell::take).unwrap_or_default();
+        let mut st = SPARE.with(Cell::take).unwrap_or_default();
+        if let Some(c) = &ctx {
+            let (base, heap) = (c.inner.space.base(), &c.inner.heap);
+            match &mut st.spans {
+                Some(s) => s.renew(base, heap.id, heap.frees_seen()),
+                None => st.spans = Some(crate::tx::spans::SpanCache::new(base, heap.id, heap.frees_seen())),
+            }
+        }
         let epoch = ctx.as_ref().map_or(0, |c| c.stm().epoch);
         let bounds = ctx.as_ref().map_or((0, 0), |c| {
             let space = &c.inner.space;

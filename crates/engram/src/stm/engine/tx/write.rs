@@ -6,8 +6,11 @@
 //! the words in `writes` (a clear bit means "not written"); `index` maps
 //! every word to its entry once there are more than 16; the `off` of a
 //! pool write was checked to lie, with its value, inside one allocated
-//! object (by the allocator, the attempt's last allocation, or
-//! [`Located`], valid while the heap frees nothing). Nothing here writes
+//! object (by the allocator, the attempt's last allocation, the span
+//! cache of small spans the thread's writes found (`tx/spans.rs`, valid
+//! while the heap frees nothing; no span changes class while an attempt
+//! holds the GC gate), or [`Located`], valid while the heap frees
+//! nothing). Nothing here writes
 //! shared memory: commit (`commit.rs`) installs the set; an aborted
 //! attempt's objects are freed ([`STx::discard`]).
 
@@ -190,11 +193,25 @@ impl<'p> STx<'p> {
     }
 
     /// The pool offset of the cell at `addr`, checked to lie, with a value
-    /// of `len` bytes, inside one allocated object.
-    /// A large object a recent write of this thread was found in
-    /// answers without the allocator if the heap freed nothing since
-    /// (`Located`).
+    /// of `len` bytes, inside one allocated object: what
+    /// [`crate::alloc::locate_containing`] answers. A small span this
+    /// thread's writes found before answers from the span cache
+    /// (`State::spans`); a large object a recent write of this thread was
+    /// found in answers without the allocator if the heap freed nothing
+    /// since (`Located`).
+    #[inline]
     pub(in crate::stm::engine) fn cell_offset(&self, addr: u64, len: u64) -> StmResult<u64> {
+        // (the cache is there whenever the pool is: `STx::begin`)
+        if self.st.borrow().spans.as_ref().is_some_and(|s| s.holds(addr, 8 + len)) {
+            return Ok(addr - self.bounds.0.wrapping_sub(crate::format::HEAP_OFF));
+        }
+        self.cell_offset_tables(addr, len)
+    }
+
+    /// [`STx::cell_offset`] when the span cache does not hold the span:
+    /// `Located`, else the allocator's tables (whose small span the cache
+    /// then learns).
+    fn cell_offset_tables(&self, addr: u64, len: u64) -> StmResult<u64> {
         let inner = self.ctx()?.inner;
         let space = &inner.space;
         if self.st.borrow().located.holds(addr, 8 + len, &inner.heap) {
@@ -204,12 +221,23 @@ impl<'p> STx<'p> {
         let frees = inner.heap.frees_seen();
         match crate::alloc::locate_containing(space, addr) {
             Some((p, loc)) if addr >= p && addr + 8 + len <= p + loc.capacity() => {
-                if !matches!(loc, crate::alloc::Loc::Small { .. }) {
+                if matches!(loc, crate::alloc::Loc::Small { .. }) {
+                    self.learn_span(loc);
+                } else {
                     self.st.borrow_mut().located = Located { lo: p, hi: p + loc.capacity(), heap: inner.heap.id, frees };
                 }
                 Ok(addr - space.base())
             }
             _ => Err(StmError::Failed(Error::BadPointer { addr })),
+        }
+    }
+
+    /// Teaches the thread's span cache the span of `loc` (from the span
+    /// tables or the allocator), if it holds small objects.
+    #[inline]
+    fn learn_span(&self, loc: crate::alloc::Loc) {
+        if let Some(s) = &self.st.borrow().spans {
+            s.learn(loc);
         }
     }
 
@@ -306,6 +334,7 @@ impl<'p> STx<'p> {
         unsafe { std::ptr::write(addr as *mut T, v) };
         let made = Made { loc, off: addr - OBJ_HEADER - space.base(), len: payload + OBJ_HEADER, mutable: true };
         self.st.borrow_mut().made.push(made);
+        self.learn_span(loc);
         Ok(PPtr::from_addr(addr))
     }
 
