@@ -3,7 +3,7 @@
 // collection into Go values, replace it as a whole, drop it.
 //
 //   - list: a quicklist, a doubly linked list of chunks (plist.go), always;
-//   - hash, set: the compact encoding in pEntry.Val (codec.go: Redis's
+//   - hash, set: the compact encoding as the entry's value (pEntry.val(); codec.go: Redis's
 //     listpack / intset) while small, then a chained hash table (a pDict
 //     whose entries hold field and value: phash.go) once a write makes it
 //     exceed Redis 7.0's thresholds; it stays a table afterwards, as in Redis;

@@ -1,11 +1,13 @@
 // store.go: the keyspace in the pool. One root ("engram-redis") holds 16
 // databases; each is a chained hash table with incremental rehash (as
 // Redis's dict: two tables while growing, one bucket moved per write).
-// An entry holds its key, its type, its expiry and its value: a pool byte
-// array (strings raw, small collections in the compact encoding of
-// codec.go) or a persistent structure (pcoll.go). A short string value
-// is written over the old value's bytes when they are long enough
-// (canOverwrite), a longer one into a new array.
+// An entry holds its key, its type, its expiry and its value: bytes
+// (strings raw, small collections in the compact encoding of codec.go),
+// inline in a keyspace entry when key and value fit (entry.go), else a
+// pool byte array, or a persistent structure (pcoll.go). A short value is
+// written in the entry's inline bytes when it fits, else over the old
+// value's bytes when they are long enough (canOverwrite), a longer one
+// into a new array.
 //
 // Invariants: every store into pool memory happens inside the executor's
 // current transaction and is preceded by tx.Log of what it overwrites
