@@ -9,22 +9,19 @@ import (
 	engram "github.com/engram-pm/engram-go"
 )
 
-// TestInlineEntries: keys around inlineCap with values around what fits
-// after them are inline exactly when they fit (entry.go), read back whole
-// through SET, GET, APPEND (the value moves out, raw), a short SET (it
-// moves back in), INCR, RENAME to a long key and back, and DUMP/RESTORE;
-// a new short key is one pool object.
-func TestInlineEntries(t *testing.T) {
-	d := tmpDir(t)
-	s, err := New(Config{Pool: d + "/e.pool", Durability: engram.Pmem, MaxMemory: 64 << 20})
+// inprocServer is a server on a new pmem pool, run by the test itself
+// (the executor's lock held): run executes one command as one region and
+// returns its reply; entry is a key's entry in db 0 (nil if absent).
+func inprocServer(t *testing.T) (s *Server, run func(args ...string) string, entry func(k string) *pEntry) {
+	t.Helper()
+	s, err := New(Config{Pool: tmpDir(t) + "/e.pool", Durability: engram.Pmem, MaxMemory: 64 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
 	c := &client{id: 1, proto: 2, authed: true}
 	s.execMu.Lock()
-	defer s.execMu.Unlock()
-	run := func(args ...string) string {
+	t.Cleanup(func() { s.execMu.Unlock(); s.Close() })
+	run = func(args ...string) string {
 		cmd := make([][]byte, len(args))
 		for i, a := range args {
 			cmd[i] = []byte(a)
@@ -35,12 +32,27 @@ func TestInlineEntries(t *testing.T) {
 		}
 		return string(r.out.b)
 	}
-	entry := func(k string) *pEntry {
+	entry = func(k string) *pEntry {
 		var e *pEntry
 		_ = s.pool.Txn(func(tx *engram.Tx) error {
 			e, _ = (&ctx{s: s, tx: tx, c: c}).lookup([]byte(k))
 			return nil
 		})
+		return e
+	}
+	return s, run, entry
+}
+
+// TestInlineEntries: keys around inlineCap with values around what fits
+// after them are inline exactly when they fit (entry.go), read back whole
+// through SET, GET, APPEND (the value moves out, raw), a short SET (it
+// moves back in), INCR, RENAME to a long key and back, and DUMP/RESTORE;
+// a new short key is one pool object.
+func TestInlineEntries(t *testing.T) {
+	s, run, entry := inprocServer(t)
+	lookup := entry
+	entry = func(k string) *pEntry {
+		e := lookup(k)
 		if e == nil {
 			t.Fatalf("%q: no entry", k)
 		}

@@ -114,39 +114,12 @@ func TestRawStringCrashExplorer(t *testing.T) {
 // APPENDs onto a large string costs what they append, not the string's
 // length each; the bytes read back whole.
 func TestAppendPatchesInPlace(t *testing.T) {
-	d := tmpDir(t)
-	s, err := New(Config{Pool: d + "/a.pool", Durability: engram.Pmem, MaxMemory: 64 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	c := &client{id: 1, proto: 2, authed: true}
-	s.execMu.Lock()
-	defer s.execMu.Unlock()
-	run := func(args ...string) string {
-		cmd := make([][]byte, len(args))
-		for i, a := range args {
-			cmd[i] = []byte(a)
-		}
-		r := request{c: c, cmds: [][][]byte{cmd}}
-		if err := s.pool.Txn(func(tx *engram.Tx) error { return s.runRequest(tx, &r) }); err != nil {
-			t.Fatal(err)
-		}
-		return string(r.out.b)
-	}
+	_, run, lookup := inprocServer(t)
 	big := string(bytes.Repeat([]byte("x"), 100_000))
 	if got := run("APPEND", "k", big); got != ":100000\r\n" {
 		t.Fatalf("APPEND: %q", got)
 	}
-	entry := func() *pEntry {
-		var e *pEntry
-		_ = s.pool.Txn(func(tx *engram.Tx) error {
-			x := &ctx{s: s, tx: tx, c: c}
-			e, _ = x.lookup([]byte("k"))
-			return nil
-		})
-		return e
-	}
+	entry := func() *pEntry { return lookup("k") }
 	at := unsafe.SliceData(entry().Val)
 	want := big
 	for i := 0; i < 200; i++ {
