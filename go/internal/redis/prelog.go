@@ -69,10 +69,10 @@ func (s *Server) prelog(tx *engram.Tx, refs []warmRef) error {
 // an existing string, its value's bytes if short (an overwrite's) and its
 // entry unless the write is likely to leave the entry as it is (entryKept:
 // an overwrite by a value of the same length, no TTL to clear, writes
-// only the value bytes, over its own array's or inline: entry.go), nothing if the value is the one the key holds
-// (storesNothing: store.go); for an absent key, its insertion slot and the
-// table's count (what pDict.add and addMany log, unless a rehash starts
-// first).
+// only the value bytes, in its own array or inline: entry.go), nothing
+// if the value is the one the key holds (storesNothing: store.go); for
+// an absent key, its insertion slot and the table's count (what
+// pDict.add and addMany log, unless a rehash starts first).
 func appendPrelog(pairs []uint64, ref *warmRef) []uint64 {
 	if !ref.found {
 		slot := ref.d.insertSlot(ref.h)
