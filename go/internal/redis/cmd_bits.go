@@ -128,7 +128,7 @@ func lcsValue(x *ctx, k []byte) ([]byte, bool, error) {
 		x.w.Err("ERR The specified keys must contain string values")
 		return nil, false, nil
 	}
-	return e.Val, true, nil
+	return e.val(), true, nil
 }
 
 func cmdLCS(x *ctx) error {

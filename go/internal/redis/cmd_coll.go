@@ -1059,12 +1059,12 @@ func collScan(x *ctx, t int64) error {
 		cur = 0
 	case e.Coll != nil && e.Coll.Dict != nil:
 		cur = dictScan(e.Coll.Dict, cur, count, func(f *pEntry) {
-			if !keep(f.Key) {
+			if !keep(f.key()) {
 				return
 			}
-			items = append(items, string(f.Key))
+			items = append(items, string(f.key()))
 			if t == tHash {
-				items = append(items, string(f.Val))
+				items = append(items, string(f.val()))
 			}
 		})
 	case e.Coll != nil && e.Coll.ZDict != nil:

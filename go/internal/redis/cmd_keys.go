@@ -184,8 +184,8 @@ func (x *ctx) liveKeys(match []byte, typ int64) [][]byte {
 	var out [][]byte
 	now := nowMs()
 	x.dict().each(func(e *pEntry) bool {
-		if (e.Expire == 0 || e.Expire > now) && (match == nil || globMatch(match, e.Key, false)) && (typ == -1 || e.Type == typ) {
-			out = append(out, append([]byte(nil), e.Key...))
+		if (e.Expire == 0 || e.Expire > now) && (match == nil || globMatch(match, e.key(), false)) && (typ == -1 || e.Type == typ) {
+			out = append(out, append([]byte(nil), e.key()...))
 		}
 		return true
 	})
@@ -214,8 +214,8 @@ func cmdScan(x *ctx) error {
 	var keys [][]byte
 	now := nowMs()
 	cur = dictScan(x.dict(), cur, count, func(e *pEntry) {
-		if (e.Expire == 0 || e.Expire > now) && (match == nil || globMatch(match, e.Key, false)) && (typ == -1 || e.Type == typ) {
-			keys = append(keys, append([]byte(nil), e.Key...))
+		if (e.Expire == 0 || e.Expire > now) && (match == nil || globMatch(match, e.key(), false)) && (typ == -1 || e.Type == typ) {
+			keys = append(keys, append([]byte(nil), e.key()...))
 		}
 	})
 	x.w.Array(2)
@@ -305,7 +305,7 @@ func renameGeneric(x *ctx, nx bool) error {
 			return nil
 		}
 	}
-	typ, val, exp, coll := e.Type, append([]byte(nil), e.Val...), e.Expire, e.Coll
+	typ, val, exp, coll := e.Type, append([]byte(nil), e.val()...), e.Expire, e.Coll
 	if coll != nil { // the structure moves to the new key as it is
 		if err := x.tx.Log(&e.Coll); err != nil {
 			return err
@@ -503,13 +503,14 @@ func cmdObject(x *ctx) error {
 func encodingOf(e *pEntry) string {
 	switch e.Type {
 	case tString:
-		if cap(e.Val) > len(e.Val) {
+		v := e.val()
+		if cap(v) > len(v) {
 			return "raw" // changed in place (rawstr.go)
 		}
-		if _, ok := parseInt(e.Val); ok && len(e.Val) <= 20 {
+		if _, ok := parseInt(v); ok && len(v) <= 20 {
 			return "int"
 		}
-		if len(e.Val) <= 44 {
+		if len(v) <= 44 {
 			return "embstr"
 		}
 		return "raw"

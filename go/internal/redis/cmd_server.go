@@ -580,7 +580,7 @@ func (s *Server) activeExpire() {
 			for i := 0; i < 20 && len(dead) < 20; i++ {
 				s.expireCursor[db] = d.scanBucket(s.expireCursor[db], func(e *pEntry) {
 					if e.Expire != 0 && e.Expire <= now {
-						dead = append(dead, append([]byte(nil), e.Key...))
+						dead = append(dead, append([]byte(nil), e.key()...))
 					}
 				})
 				if s.expireCursor[db] == 0 {
@@ -612,7 +612,7 @@ func cmdMemory(x *ctx) error {
 	if e == nil {
 		x.w.Null()
 	} else {
-		x.w.Int(int64(len(e.Key) + cap(e.Val) + 48))
+		x.w.Int(int64(len(e.key()) + cap(e.val()) + 48))
 	}
 	return nil
 }

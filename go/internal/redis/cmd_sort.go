@@ -84,7 +84,7 @@ func (x *ctx) lookupPattern(pat []byte, el string) ([]byte, bool, error) {
 		if e.Type != tString {
 			return nil, false, nil
 		}
-		return append([]byte(nil), e.Val...), true, nil
+		return append([]byte(nil), e.val()...), true, nil
 	}
 	if e.Type != tHash {
 		return nil, false, nil

@@ -49,7 +49,7 @@ func (x *ctx) str(k []byte) (v []byte, e *pEntry, ok bool, err error) {
 		return nil, nil, true, nil
 	}
 	x.s.stats.keyspaceHits++
-	return e.Val, e, true, nil
+	return e.val(), e, true, nil
 }
 
 func cmdGet(x *ctx) error {
@@ -120,7 +120,7 @@ func setGeneric(x *ctx, k, v []byte, at int64, cond string, keep, get, intReply 
 	}
 	var old []byte
 	if get && e != nil {
-		old = append([]byte(nil), e.Val...)
+		old = append([]byte(nil), e.val()...)
 	}
 	skip := (cond == "nx" && e != nil) || (cond == "xx" && e == nil)
 	if !skip {
@@ -245,7 +245,7 @@ func cmdMGet(x *ctx) error {
 		if e == nil || e.Type != tString {
 			x.w.Null()
 		} else {
-			x.w.Bulk(e.Val)
+			x.w.Bulk(e.val())
 		}
 	}
 	return nil

@@ -3,7 +3,7 @@
 // collection into Go values, replace it as a whole, drop it.
 //
 //   - list: a quicklist, a doubly linked list of chunks (plist.go), always;
-//   - hash, set: the compact encoding in pEntry.Val (codec.go: Redis's
+//   - hash, set: the compact encoding as the entry's value (pEntry.val(); codec.go: Redis's
 //     listpack / intset) while small, then a chained hash table (a pDict
 //     whose entries hold field and value: phash.go) once a write makes it
 //     exceed Redis 7.0's thresholds; it stays a table afterwards, as in Redis;
@@ -79,9 +79,9 @@ var gcGen atomic.Int64
 func collLen(e *pEntry) int64 {
 	if e.Coll == nil {
 		if e.Type == tZSet {
-			return listLen(e.Val)
+			return listLen(e.val())
 		}
-		n := listLen(e.Val)
+		n := listLen(e.val())
 		if e.Type == tHash {
 			n /= 2
 		}
@@ -154,18 +154,18 @@ func freeDict(tx *engram.Tx, d *pDict) error {
 
 func loadList(e *pEntry) [][]byte {
 	if e.Coll == nil {
-		return decodeList(e.Val)
+		return decodeList(e.val())
 	}
 	return e.Coll.lall()
 }
 
 func loadHash(e *pEntry) *hashv {
 	if e.Coll == nil {
-		return decodeHash(e.Val)
+		return decodeHash(e.val())
 	}
 	h := newHash()
 	e.Coll.Dict.each(func(f *pEntry) bool {
-		h.set(string(f.Key), append([]byte(nil), f.Val...))
+		h.set(string(f.key()), append([]byte(nil), f.val()...))
 		return true
 	})
 	return h
@@ -173,11 +173,11 @@ func loadHash(e *pEntry) *hashv {
 
 func loadSet(e *pEntry) *hashv {
 	if e.Coll == nil {
-		return decodeSet(e.Val)
+		return decodeSet(e.val())
 	}
 	h := newHash()
 	e.Coll.Dict.each(func(f *pEntry) bool {
-		h.set(string(f.Key), nil)
+		h.set(string(f.key()), nil)
 		return true
 	})
 	return h
@@ -185,7 +185,7 @@ func loadSet(e *pEntry) *hashv {
 
 func loadZSet(e *pEntry) *zsetv {
 	if e.Coll == nil {
-		return decodeZSet(e.Val)
+		return decodeZSet(e.val())
 	}
 	z := &zsetv{scores: map[string]float64{}}
 	for n := e.Coll.ZHead.lv(0).Fwd; n != nil; n = n.lv(0).Fwd {
@@ -207,7 +207,7 @@ func loadAny(e *pEntry) any {
 	case tZSet:
 		return loadZSet(e)
 	}
-	return append([]byte(nil), e.Val...)
+	return append([]byte(nil), e.val()...)
 }
 
 // ---- replacing a whole collection

@@ -34,7 +34,7 @@ func (c *pColl) hget(f []byte) ([]byte, bool) {
 	if e == nil {
 		return nil, false
 	}
-	return e.Val, true
+	return e.val(), true
 }
 
 // hset sets field f to v; true if the field is new. A value equal to the
@@ -47,7 +47,7 @@ func (c *pColl) hget(f []byte) ([]byte, bool) {
 func (c *pColl) hset(tx *engram.Tx, f, v []byte) (bool, error) {
 	_, e := c.Dict.find(f, hashKey(f))
 	if e == nil {
-		_, err := c.Dict.add(tx, f, 0, v)
+		_, err := c.Dict.add(tx, f, 0, v, false) // a plain entry: hset writes its Val
 		return true, err
 	}
 	if string(e.Val) == string(v) {
@@ -129,9 +129,9 @@ func (x *ctx) hashObj(k []byte, t int64) (*hobj, bool, error) {
 	case e.Coll != nil:
 		o.c = e.Coll
 	case t == tSet:
-		o.h = decodeSet(e.Val)
+		o.h = decodeSet(e.val())
 	default:
-		o.h = decodeHash(e.Val)
+		o.h = decodeHash(e.val())
 	}
 	return o, true, nil
 }
@@ -207,7 +207,7 @@ func (o *hobj) del(f []byte) (bool, error) {
 // each calls fn for every field (table order or insertion order).
 func (o *hobj) each(fn func(f, v []byte)) {
 	if o.c != nil {
-		o.c.Dict.each(func(e *pEntry) bool { fn(e.Key, e.Val); return true })
+		o.c.Dict.each(func(e *pEntry) bool { fn(e.key(), e.val()); return true })
 		return
 	}
 	for _, k := range o.h.keys {

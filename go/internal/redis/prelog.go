@@ -69,10 +69,10 @@ func (s *Server) prelog(tx *engram.Tx, refs []warmRef) error {
 // an existing string, its value's bytes if short (an overwrite's) and its
 // entry unless the write is likely to leave the entry as it is (entryKept:
 // an overwrite by a value of the same length, no TTL to clear, writes
-// only the value bytes), nothing if the value is the one the key holds
-// (storesNothing: store.go); for an absent key, its insertion slot and the
-// table's count (what pDict.add and addMany log, unless a rehash starts
-// first).
+// only the value bytes, in its own array or inline: entry.go), nothing
+// if the value is the one the key holds (storesNothing: store.go); for
+// an absent key, its insertion slot and the table's count (what
+// pDict.add and addMany log, unless a rehash starts first).
 func appendPrelog(pairs []uint64, ref *warmRef) []uint64 {
 	if !ref.found {
 		slot := ref.d.insertSlot(ref.h)
@@ -87,6 +87,12 @@ func appendPrelog(pairs []uint64, ref *warmRef) []uint64 {
 	}
 	if !entryKept(e, ref.guess) {
 		pairs = append(pairs, addrOf(e), uint64(unsafe.Sizeof(*e)))
+	}
+	if e.valInline() { // the inline bytes after the key (entry.go's storeInline)
+		if o := valOff(int(e.KeyIn)); o < int(e.InCap) && !plantUnloggedInline {
+			pairs = append(pairs, addrOf(&e.inBytes()[o]), valWords(int(e.InCap)-o))
+		}
+		return pairs
 	}
 	if n := cap(e.Val); n > 0 && n <= overwriteMax {
 		pairs = append(pairs, uint64(uintptr(unsafe.Pointer(unsafe.SliceData(e.Val)))), valWords(n))
@@ -150,7 +156,7 @@ func guessValueOf(name string, args [][]byte, i int) valGuess {
 // and e has no TTL to clear (SET and MSET clear it; INCR keeps it).
 func entryKept(e *pEntry, g valGuess) bool {
 	n := guessLen(e, g)
-	if n <= 0 || n != len(e.Val) || n != cap(e.Val) {
+	if v := e.val(); n <= 0 || n != len(v) || n != cap(v) {
 		return false
 	}
 	return g.kind == guessIncr || e.Expire == 0
@@ -162,7 +168,7 @@ func guessLen(e *pEntry, g valGuess) int {
 	case guessValue:
 		return len(g.val)
 	case guessIncr:
-		cur, ok := parseInt(e.Val)
+		cur, ok := parseInt(e.val())
 		if !ok || (g.by > 0 && cur > math.MaxInt64-g.by) || (g.by < 0 && cur < math.MinInt64-g.by) {
 			return -1
 		}

@@ -710,7 +710,7 @@ func (x *ctx) zsetObj(k []byte) (*zobj, bool, error) {
 	case e.Coll != nil:
 		o.c = e.Coll
 	default:
-		o.z = decodeZSet(e.Val)
+		o.z = decodeZSet(e.val())
 	}
 	return o, true, nil
 }

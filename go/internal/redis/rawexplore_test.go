@@ -114,39 +114,12 @@ func TestRawStringCrashExplorer(t *testing.T) {
 // APPENDs onto a large string costs what they append, not the string's
 // length each; the bytes read back whole.
 func TestAppendPatchesInPlace(t *testing.T) {
-	d := tmpDir(t)
-	s, err := New(Config{Pool: d + "/a.pool", Durability: engram.Pmem, MaxMemory: 64 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	c := &client{id: 1, proto: 2, authed: true}
-	s.execMu.Lock()
-	defer s.execMu.Unlock()
-	run := func(args ...string) string {
-		cmd := make([][]byte, len(args))
-		for i, a := range args {
-			cmd[i] = []byte(a)
-		}
-		r := request{c: c, cmds: [][][]byte{cmd}}
-		if err := s.pool.Txn(func(tx *engram.Tx) error { return s.runRequest(tx, &r) }); err != nil {
-			t.Fatal(err)
-		}
-		return string(r.out.b)
-	}
+	_, run, lookup := inprocServer(t)
 	big := string(bytes.Repeat([]byte("x"), 100_000))
 	if got := run("APPEND", "k", big); got != ":100000\r\n" {
 		t.Fatalf("APPEND: %q", got)
 	}
-	entry := func() *pEntry {
-		var e *pEntry
-		_ = s.pool.Txn(func(tx *engram.Tx) error {
-			x := &ctx{s: s, tx: tx, c: c}
-			e, _ = x.lookup([]byte("k"))
-			return nil
-		})
-		return e
-	}
+	entry := func() *pEntry { return lookup("k") }
 	at := unsafe.SliceData(entry().Val)
 	want := big
 	for i := 0; i < 200; i++ {
@@ -165,12 +138,12 @@ func TestAppendPatchesInPlace(t *testing.T) {
 	if got := run("OBJECT", "ENCODING", "k"); got != "$3\r\nraw\r\n" {
 		t.Fatalf("OBJECT ENCODING: %q", got)
 	}
-	// A short SET over it does not keep the large array (canOverwrite).
+	// A short SET over it does not keep the large array: the value moves
+	// back into the key's inline entry (entry.go).
 	if got := run("SET", "k", "short"); got != "+OK\r\n" {
 		t.Fatalf("SET: %q", got)
 	}
-	e := entry()
-	if n, err := s.pool.ObjectCount(unsafe.Pointer(unsafe.SliceData(e.Val))); err != nil || n > 2*overwriteMax || string(e.Val) != "short" {
-		t.Fatalf("after a short SET the value %q lives in an array of %d bytes (%v)", e.Val, n, err)
+	if e := entry(); !e.valInline() || string(e.val()) != "short" || cap(e.Val) != 0 {
+		t.Fatalf("after a short SET the value %q is not inline (its own array: %d bytes)", e.val(), cap(e.Val))
 	}
 }

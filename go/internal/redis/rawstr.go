@@ -47,10 +47,10 @@ func (x *ctx) rawWrite(k []byte, e *pEntry, newLen, off int, src []byte) error {
 	} else {
 		x.touch(k)
 	}
-	if len(src) == 0 && newLen == len(e.Val) {
+	if len(src) == 0 && newLen == len(e.val()) {
 		return nil
 	}
-	if cap(e.Val) > newLen {
+	if cap(e.Val) > newLen { // a raw string (never an inline value: its Val is empty)
 		return patchRaw(x.tx, e, newLen, off, src)
 	}
 	return moveRaw(x.tx, e, newLen, off, src)
@@ -81,13 +81,14 @@ func patchRaw(tx *engram.Tx, e *pEntry, newLen, off int, src []byte) error {
 
 // moveRaw moves e's string to a new array of newLen bytes with room to grow,
 // with src written at off (the array is zeroed: the gap reads as zero), then
-// points the logged entry at it and frees the old array at commit.
+// points the logged entry at it and frees the old array at commit (an
+// inline value moves out of its entry: entry.go).
 func moveRaw(tx *engram.Tx, e *pEntry, newLen, off int, src []byte) error {
 	nv, err := engram.Make[byte](tx, newLen, rawCap(newLen))
 	if err != nil {
 		return err
 	}
-	copy(nv, e.Val)
+	copy(nv, e.val())
 	copy(nv[off:], src)
 	return replaceVal(tx, e, tString, nv)
 }

@@ -78,7 +78,7 @@ func dumpValue(e *pEntry) []byte {
 	var out []byte
 	switch e.Type {
 	case tString:
-		out = rdbStr([]byte{rdbString}, e.Val)
+		out = rdbStr([]byte{rdbString}, e.val())
 	case tList:
 		items := loadList(e)
 		out = rdbLen([]byte{rdbList}, uint64(len(items)))

@@ -182,10 +182,12 @@ const (
 //	  while its header's stamp is the pool's epoch (pzset.go, ranked): an
 //	  older server would trust spans this one left stale;
 //	5 "engram-redis/5": a list's chunks hold their elements packed in one
-//	  byte array (plist.go), not a slot array of element arrays.
+//	  byte array (plist.go), not a slot array of element arrays;
+//	6 "engram-redis/6": a key's entry holds its key and a short value
+//	  inline (entry.go): an older server would read them as empty.
 const (
-	layoutVersion = 5
-	layoutName    = "engram-redis/5"
+	layoutVersion = 6
+	layoutName    = "engram-redis/6"
 )
 
 // oldLayouts are the earlier versions' layout names and what changed
@@ -195,6 +197,7 @@ var oldLayouts = []struct{ name, change string }{
 	{"engram-redis/2", "version 2 is the layout before the sorted sets' member table of nodes"},
 	{"engram-redis/3", "version 3 is the layout before the sorted sets' unlogged spans"},
 	{"engram-redis/4", "version 4 is the layout before the lists' packed chunks"},
+	{"engram-redis/5", "version 5 is the layout before the keys' inline entries"},
 }
 
 // New opens (or creates) the pool and builds the server.

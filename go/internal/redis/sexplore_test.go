@@ -23,7 +23,7 @@ import (
 func stringState(d *pDict) map[string]string {
 	st := map[string]string{}
 	d.each(func(e *pEntry) bool {
-		st[string(e.Key)] = fmt.Sprintf("%q ttl=%v cap=%d", e.Val, e.Expire != 0, cap(e.Val))
+		st[string(e.key())] = fmt.Sprintf("%q ttl=%v cap=%d inline=%v", e.val(), e.Expire != 0, cap(e.val()), e.valInline())
 		return true
 	})
 	return st
@@ -55,6 +55,15 @@ var sexplorePipelines = [][]string{
 	// region); the same bytes over a TTL (cleared: written) and over a
 	// raw string (becomes embstr: written) are writes
 	{"SET e3 eee", "MSET e3 eee e4 eee", "SET r2 abc", "SET e5 fff", "SET e5 fff"},
+	// inline entries (entry.go): new keys, a value outgrowing its entry
+	// (to its own array), an APPEND moving one out (raw), a value moving
+	// back in, a key deleted, an INCR in place
+	{"INCR c1", "SET c2 abc", "SET o1 %[1]s", "APPEND c2 d", "SET g2 short", "DEL del1", "INCR c1"},
+	// the same one command per region (nothing logged ahead)
+	{"SET o2 %[1]s"},
+	{"SET g3 xy"},
+	{"INCR c1"},
+	{"DEL o3"},
 }
 
 // sexploreSetup is run before tracing starts.
@@ -63,6 +72,7 @@ var sexploreSetup = []string{
 	"SET t1 aaa PX 100000000", "SET t2 aaa PX 100000000", "SET t3 5 PX 100000000",
 	"SET r1 ab", "APPEND r1 c", "SET d10 10", "SET d11 11", "SET t4 aaa PX 100000000", "SET t5 aaa PX 100000000",
 	"SET e3 eee", "SET e4 eee PX 100000000", "SET r2 ab", "APPEND r2 c",
+	"SET o1 abc", "SET o2 abc", "SET o3 abc", "SET del1 5", "SET g2 %[1]s", "SET g3 %[1]s",
 }
 
 func splitCmds(lines []string) [][][]byte {
@@ -75,11 +85,39 @@ func splitCmds(lines []string) [][][]byte {
 	return cmds
 }
 
+// withLong puts a value too long for an inline entry where a line has %[1]s.
+func withLong(lines []string) []string {
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = strings.ReplaceAll(l, "%[1]s", strings.Repeat("L", inlineCap))
+	}
+	return out
+}
+
+func stringRoot(root *pRoot) (map[string]string, error) { return stringState(root.DBs[0]), nil }
+
 func TestStringCrashExplorer(t *testing.T) {
-	rep := exploreServer(t, sexploreSetup, sexplorePipelines, func(root *pRoot) (map[string]string, error) {
-		return stringState(root.DBs[0]), nil
-	})
+	pls := make([][]string, len(sexplorePipelines))
+	for i, pl := range sexplorePipelines {
+		pls[i] = withLong(pl)
+	}
+	rep := exploreServer(t, withLong(sexploreSetup), pls, stringRoot)
 	t.Logf("%+v", rep)
+}
+
+// TestInlineCrashExplorerPlanted: with an inline value's bytes written
+// unlogged (plantUnloggedInline), an MSET that overwrites an inline value
+// with as many bytes (nothing else of its entry changes) and adds a key
+// leaves crash images holding the new value without the new key; the
+// explorer must find them.
+func TestInlineCrashExplorerPlanted(t *testing.T) {
+	plantUnloggedInline = true
+	defer func() { plantUnloggedInline = false }()
+	rep := exploreServerReport(t, []string{"SET p1 aa"}, [][]string{{"MSET p1 bb zz 1"}}, stringRoot)
+	if rep.Violations == 0 {
+		t.Fatalf("the unlogged inline write was not caught: %+v", rep)
+	}
+	t.Logf("caught: %d violations, first: %s", rep.Violations, rep.FirstViolation)
 }
 
 // listState is list l's elements, read chunk by chunk: an error if a

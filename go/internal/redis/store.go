@@ -1,11 +1,13 @@
 // store.go: the keyspace in the pool. One root ("engram-redis") holds 16
 // databases; each is a chained hash table with incremental rehash (as
 // Redis's dict: two tables while growing, one bucket moved per write).
-// An entry holds its key, its type, its expiry and its value: a pool byte
-// array (strings raw, small collections in the compact encoding of
-// codec.go) or a persistent structure (pcoll.go). A short string value
-// is written over the old value's bytes when they are long enough
-// (canOverwrite), a longer one into a new array.
+// An entry holds its key, its type, its expiry and its value: bytes
+// (strings raw, small collections in the compact encoding of codec.go),
+// inline in a keyspace entry when key and value fit (entry.go), else a
+// pool byte array, or a persistent structure (pcoll.go). A short value is
+// written in the entry's inline bytes when it fits, else over the old
+// value's bytes when they are long enough (canOverwrite), a longer one
+// into a new array.
 //
 // Invariants: every store into pool memory happens inside the executor's
 // current transaction and is preceded by tx.Log of what it overwrites
@@ -43,14 +45,21 @@ type pDict struct {
 	RehashIdx int64 // -1: not rehashing
 }
 
+// pEntry is a key's (or a big hash's field's) entry. Read its key and
+// value through key() and val(): a keyspace entry keeps them inline
+// (entry.go) when they fit, and then Key and Val are empty.
 type pEntry struct {
 	Next   *pEntry
-	Key    []byte
-	Val    []byte
+	Key    []byte // the key's own array; empty when the key is inline
+	Val    []byte // the value's own array; empty when the value is inline
 	Type   int64
 	Expire int64 // unix ms; 0: none (a sorted set's member: the score's bits)
 	Hash   uint64
 	Coll   *pColl // a big collection (pcoll.go); nil for strings and compact values
+	KeyIn  uint16 // an inline entry's key length (entry.go)
+	ValIn  uint16 // an inline value's length (when Val has no array)
+	InCap  uint16 // the inline bytes after the entry (0: a plain entry)
+	_      uint16
 }
 
 // hashKey is FNV-1a (fixed, so bucket positions survive restarts).
@@ -119,7 +128,7 @@ func (d *pDict) find(k []byte, h uint64) (slot **pEntry, e *pEntry) {
 		}
 		slot = &tab[i]
 		for e = *slot; e != nil; e = e.Next {
-			if e.Hash == h && string(e.Key) == string(k) {
+			if e.Hash == h && string(e.key()) == string(k) {
 				return slot, e
 			}
 			slot = &e.Next
@@ -225,12 +234,13 @@ func (d *pDict) maybeGrow(tx *engram.Tx) error {
 	return nil
 }
 
-// add links a new entry (the key must be absent).
-func (d *pDict) add(tx *engram.Tx, k []byte, typ int64, val []byte) (*pEntry, error) {
+// add links a new entry (the key must be absent); inl: a keyspace entry,
+// inline when it fits (newEntry).
+func (d *pDict) add(tx *engram.Tx, k []byte, typ int64, val []byte, inl bool) (*pEntry, error) {
 	if err := d.prepareAdd(tx); err != nil {
 		return nil, err
 	}
-	e, err := newEntry(tx, k, typ, val)
+	e, err := newEntry(tx, k, typ, val, inl)
 	if err != nil {
 		return nil, err
 	}
@@ -282,7 +292,7 @@ func (d *pDict) addMany(tx *engram.Tx, ks, vs [][]byte) error {
 	es := make([]*pEntry, len(ks))
 	var b engram.LogBatch
 	for i, k := range ks {
-		e, err := newEntry(tx, k, tString, vs[i])
+		e, err := newEntry(tx, k, tString, vs[i], true)
 		if err != nil {
 			return err
 		}
@@ -300,22 +310,6 @@ func (d *pDict) addMany(tx *engram.Tx, ks, vs [][]byte) error {
 	}
 	d.Used += int64(len(es))
 	return nil
-}
-
-// newEntry allocates an unlinked entry for k holding val.
-func newEntry(tx *engram.Tx, k []byte, typ int64, val []byte) (*pEntry, error) {
-	e, err := engram.New[pEntry](tx)
-	if err != nil {
-		return nil, err
-	}
-	if e.Key, err = engram.Bytes(tx, k); err != nil {
-		return nil, err
-	}
-	if e.Val, err = engram.Bytes(tx, val); err != nil {
-		return nil, err
-	}
-	e.Type, e.Hash = typ, hashKey(k)
-	return e, nil
 }
 
 // remove unlinks and frees key's entry; false if absent.
@@ -354,7 +348,8 @@ func setVal(tx *engram.Tx, e *pEntry, typ int64, val []byte) error {
 	return storeVal(tx, e, typ, val, false)
 }
 
-// storeVal stores val as e's value (of type typ), in place when it fits;
+// storeVal stores val as e's value (of type typ), in place when it fits
+// (in an inline entry's bytes: entry.go; over a short old value's);
 // clearTTL: the caller clears e's TTL next (setExpire), so an in-place
 // write logs the entry with the value when there is one to clear (one
 // log call instead of two). A value e already holds (storesNothing)
@@ -365,6 +360,9 @@ func storeVal(tx *engram.Tx, e *pEntry, typ int64, val []byte, clearTTL bool) er
 	}
 	if err := dropColl(tx, e); err != nil {
 		return err
+	}
+	if fitsInline(e, len(val)) {
+		return storeInline(tx, e, typ, val, clearTTL)
 	}
 	if canOverwrite(e, val) {
 		var b engram.LogBatch
@@ -385,13 +383,14 @@ func storeVal(tx *engram.Tx, e *pEntry, typ int64, val []byte, clearTTL bool) er
 // replaceVal points e at nv, a value array new in the region, and frees
 // the old one at commit. The whole entry in one log (one undo record, one
 // fence) rather than Val and Type apart: a later setExpire in the batch is
-// then covered.
+// then covered. An inline entry's value moves out to nv (ValIn 0: an
+// empty nv, which has no array, then reads as the empty inline value).
 func replaceVal(tx *engram.Tx, e *pEntry, typ int64, nv []byte) error {
 	if err := tx.Log(e); err != nil {
 		return err
 	}
 	old := e.Val
-	e.Val, e.Type = nv, typ
+	e.Val, e.Type, e.ValIn = nv, typ, 0
 	if cap(old) > 0 {
 		return tx.Free(old)
 	}
@@ -424,8 +423,9 @@ func canOverwrite(e *pEntry, val []byte) bool {
 // earlier in this region commits with it). The caller still touches the
 // key (WATCH sees the write, as Redis's SET of the same value).
 func storesNothing(e *pEntry, typ int64, val []byte, clearTTL bool) bool {
-	return e.Type == typ && e.Coll == nil && len(e.Val) == len(val) && cap(e.Val) == len(val) &&
-		(!clearTTL || e.Expire == 0) && string(e.Val) == string(val)
+	v := e.val()
+	return e.Type == typ && e.Coll == nil && len(v) == len(val) && cap(v) == len(val) &&
+		(!clearTTL || e.Expire == 0) && string(v) == string(val)
 }
 
 // logOverwrite adds to b what overwriteVal changes: the value bytes it

@@ -229,11 +229,11 @@ func walkRefs(refs []warmRef) uint64 {
 		if !ref.found {
 			continue
 		}
-		if len(ref.e.Key) > 0 {
-			sink += uint64(ref.e.Key[0])
+		if k := ref.e.key(); len(k) > 0 {
+			sink += uint64(k[0])
 		}
-		if len(ref.e.Val) > 0 {
-			sink += uint64(ref.e.Val[0])
+		if v := ref.e.val(); len(v) > 0 {
+			sink += uint64(v[0])
 		}
 	}
 	return sink
