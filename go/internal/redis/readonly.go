@@ -38,6 +38,7 @@
 package redis
 
 import (
+	"bytes"
 	"errors"
 )
 
@@ -70,11 +71,15 @@ func readOnlyBatch(live []*request) bool {
 		if r.kind != reqCommands {
 			return false
 		}
+		var prev []byte
 		for _, args := range r.cmds {
-			cmd := lookupCommand(args[0])
-			if cmd == nil || !cmd.regionless {
+			if prev != nil && bytes.Equal(args[0], prev) {
+				continue // a pipeline of GETs: one lookup (as lookupCommands)
+			}
+			if cmd := lookupCommand(args[0]); cmd == nil || !cmd.regionless {
 				return false
 			}
+			prev = args[0]
 		}
 	}
 	return true

@@ -6,6 +6,7 @@ package redis
 import (
 	"bytes"
 	"errors"
+	"math/rand/v2"
 	"net"
 	"path/filepath"
 	"strconv"
@@ -322,5 +323,52 @@ func TestRegionlessCommandsNilTx(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// BenchmarkGetP1 is a batch of one GET (a client at pipeline 1) of one of
+// 100,000 keys, without the socket write: in a region (the path before
+// readonly.go: begin, the command, commit) and without one (runBatch's
+// read-only path: the batch check, the client state saved, the command).
+// For callgrind's instruction counts (GODEBUG=asyncpreemptoff=1
+// GOMAXPROCS=1, two -test.benchtime lengths).
+func BenchmarkGetP1(b *testing.B) {
+	for _, mode := range []string{"region", "readonly"} {
+		b.Run(mode, func(b *testing.B) {
+			s, _ := startBench(b)
+			c := &client{id: 1, proto: 2, authed: true}
+			reqs := make([]request, 1000)
+			r := rand.New(rand.NewPCG(1, 2))
+			for i := range reqs {
+				reqs[i] = request{c: c, cmds: [][][]byte{{[]byte("SET"), benchKey(r), []byte("xxx")}}}
+			}
+			s.execMu.Lock()
+			defer s.execMu.Unlock()
+			for i := range reqs {
+				if err := s.pool.Txn(func(tx *engram.Tx) error { return s.runRequest(tx, &reqs[i]) }); err != nil {
+					b.Fatal(err)
+				}
+				reqs[i].cmds[0][0] = []byte("GET")
+				reqs[i].cmds[0] = reqs[i].cmds[0][:2]
+			}
+			live := make([]*request, 1)
+			b.ResetTimer()
+			c0 := cpuNow()
+			for i := 0; i < b.N; i++ {
+				live[0] = &reqs[i%len(reqs)]
+				live[0].out.b = live[0].out.b[:0]
+				if mode == "region" {
+					if err := s.pool.Txn(func(tx *engram.Tx) error { return s.runRequest(tx, live[0]) }); err != nil {
+						b.Fatal(err)
+					}
+					continue
+				}
+				saved := []clientState{c.save()}
+				if !readOnlyBatch(live) || !s.runReadOnly(live, saved) {
+					b.Fatal("the GET did not run without a region")
+				}
+			}
+			b.ReportMetric(float64(cpuNow()-c0)/float64(b.N), "cpu-ns/op")
+		})
 	}
 }
