@@ -123,6 +123,9 @@ func (s *Server) dispatchCmd(tx *engram.Tx, c *client, cmd *command, args [][]by
 		w.Simple("QUEUED")
 		return nil
 	}
+	if tx == nil && !cmd.regionless {
+		return errNeedsRegion // only the audited reads run without a region (readonly.go)
+	}
 	x := s.takeCtx()
 	*x = ctx{s: s, tx: tx, c: c, w: w, args: args, name: name}
 	err := cmd.fn(x) //engramvet:ignore the command handlers (func(*ctx) error) are not checked: docs/engramvet.md, "On real code"

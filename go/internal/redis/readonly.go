@@ -20,10 +20,12 @@
 //     restores its clients' states and the server's counters, and reports
 //     false; runBatch runs the batch again in a region, which deletes the
 //     key, commits, and only then replies.
-//   - A nil transaction is never used: lookupDB checks it; every other
-//     engram.Tx method begins with the binding's live() check, which
-//     returns ErrTxEnded for a nil Tx; a panic in a command is recovered by
-//     runRequest into an error. Any error from the read-only run (not only
+//   - A nil transaction is never used: dispatchCmd runs no command
+//     outside regionless without one (errNeedsRegion: a wrong batch check
+//     costs a rerun); lookupDB checks it; every other engram.Tx method
+//     begins with the binding's live() check, which returns ErrTxEnded for
+//     a nil Tx; a panic in a command is recovered by runRequest into an
+//     error. Any error from the read-only run (not only
 //     errNeedsRegion) means "run it in a region", so a command wrongly
 //     listed in regionless costs a rerun, never a crash or a lost write
 //     (TestRegionlessCommandsNilTx runs each listed command on every key

@@ -294,6 +294,16 @@ func TestRegionlessCommandsNilTx(t *testing.T) {
 			t.Fatalf("regionless %q: not a registered regionless command with test forms", name)
 		}
 	}
+	// A command not listed never runs without a region (dispatchCmd).
+	for _, line := range []string{"SET s other", "MULTI", "DEL s", "ZSCORE z m"} {
+		r := request{c: a, cmds: [][][]byte{argv(line)}}
+		h.s.execMu.Lock()
+		err := h.s.runRequest(nil, &r)
+		h.s.execMu.Unlock()
+		if !errors.Is(err, errNeedsRegion) || len(r.out.b) != 0 || a.multi {
+			t.Fatalf("%s with no region: %v, reply %q", line, err, r.out.b)
+		}
+	}
 	for name, fs := range forms {
 		for _, f := range fs {
 			for _, k := range []string{"s", "l", "h", "hb", "st", "z", "nope", "x"} {
