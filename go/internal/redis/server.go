@@ -8,7 +8,8 @@
 // it kicks — takes every request waiting (from many connections, up to
 // s.batchMax commands) and runs them all in ONE pool transaction — group commit: one
 // region, one commit (one msync in msync mode) for the whole batch — and
-// only after that commit writes the replies. If the batch's transaction
+// only after that commit writes the replies (a batch of nothing but reads
+// runs without a region: readonly.go). If the batch's transaction
 // fails (the pool is full), it is rolled back and each request is run
 // again in a transaction of its own, so only the request that does not fit
 // gets the -OOM error.
