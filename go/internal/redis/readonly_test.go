@@ -8,7 +8,6 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -348,17 +347,7 @@ func BenchmarkGetP1(b *testing.B) {
 		b.Run(mode, func(b *testing.B) {
 			// A server that does not serve: no executor, whose expiry
 			// tick would add its regions to the counts.
-			d, err := os.MkdirTemp("/dev/shm", "engram-redis-bench-")
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { os.RemoveAll(d) })
-			s, err := New(Config{Addr: "127.0.0.1:0", Pool: d + "/b.pool", Durability: engram.Pmem})
-			if err != nil {
-				b.Fatal(err)
-			}
-			uncheck(s.pool)
-			b.Cleanup(func() { s.Close() })
+			s := newBenchServer(b)
 			c := &client{id: 1, proto: 2, authed: true}
 			reqs := make([]request, 1000)
 			r := rand.New(rand.NewPCG(1, 2))
