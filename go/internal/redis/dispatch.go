@@ -43,6 +43,7 @@ type command struct {
 	first, last, step int
 	denyOOM           bool // refused over maxmemory (Redis's denyoom flag: maxmem.go)
 	prelog            bool // its keys are logged ahead (prelog.go)
+	regionless        bool // runs without a region in a batch of such commands (readonly.go)
 }
 
 var commands = map[string]*command{}
@@ -53,7 +54,7 @@ var noMulti = flagged("no_multi")
 
 func reg(name string, arity int, flags string, keys [3]int, fn cmdFunc) {
 	commands[name] = &command{name: name, arity: arity, fn: fn, flags: flags, first: keys[0], last: keys[1], step: keys[2],
-		denyOOM: denyOOM[name], prelog: prelogCmds[name]}
+		denyOOM: denyOOM[name], prelog: prelogCmds[name], regionless: regionless[name]}
 }
 
 var k1 = [3]int{1, 1, 1}
@@ -121,6 +122,9 @@ func (s *Server) dispatchCmd(tx *engram.Tx, c *client, cmd *command, args [][]by
 		c.queue = append(c.queue, args)
 		w.Simple("QUEUED")
 		return nil
+	}
+	if tx == nil && !cmd.regionless {
+		return errNeedsRegion // only the audited reads run without a region (readonly.go)
 	}
 	x := s.takeCtx()
 	*x = ctx{s: s, tx: tx, c: c, w: w, args: args, name: name}
@@ -198,7 +202,8 @@ func (x *ctx) dict() *pDict { return x.s.root.DBs[x.c.db] }
 
 func wkey(db int, k []byte) string { return strconv.Itoa(db) + "\x00" + string(k) }
 
-// lookup finds a live key (deleting it if expired).
+// lookup finds a live key (deleting it if expired; with no transaction,
+// in a read-only batch, errNeedsRegion instead: readonly.go).
 func (x *ctx) lookup(k []byte) (*pEntry, error) {
 	return x.s.lookupDB(x.tx, x.c.db, k)
 }
@@ -210,6 +215,12 @@ func (s *Server) lookupDB(tx *engram.Tx, db int, k []byte) (*pEntry, error) {
 		return nil, nil
 	}
 	if e.Expire != 0 && e.Expire <= nowMs() {
+		if tx == nil {
+			if plantSkipExpiryFallback {
+				return nil, nil
+			}
+			return nil, errNeedsRegion
+		}
 		s.touchKey(db, k)
 		_, err := d.remove(tx, k)
 		return nil, err

@@ -87,6 +87,7 @@ func (s *Server) writePersistenceInfo(b *strings.Builder) {
 	}
 	fmt.Fprintf(b, "engram_group_commit_batches:%d\r\nengram_group_commit_commands:%d\r\nengram_group_commit_avg_commands:%.2f\r\n",
 		s.stats.batches, s.stats.batchCmds, avg)
+	fmt.Fprintf(b, "engram_readonly_batches:%d\r\n", s.stats.readOnly) // of the batches, those run without a region (readonly.go)
 	fmt.Fprintf(b, "rdb_changes_since_last_save:0\r\nrdb_last_save_time:%d\r\naof_enabled:0\r\n\r\n", s.lastSave)
 }
 

@@ -62,6 +62,9 @@ func (s *Server) prelog(tx *engram.Tx, refs []warmRef) error {
 	pairs, sink = zprelog(pairs, refs)
 	s.warmSink += sink
 	s.prelogBuf = pairs[:0]
+	if len(pairs) == 0 {
+		return nil // nothing to log (a read-only batch has no region: readonly.go)
+	}
 	return tx.LogRanges(pairs)
 }
 

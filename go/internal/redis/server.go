@@ -8,7 +8,8 @@
 // it kicks — takes every request waiting (from many connections, up to
 // s.batchMax commands) and runs them all in ONE pool transaction — group commit: one
 // region, one commit (one msync in msync mode) for the whole batch — and
-// only after that commit writes the replies. If the batch's transaction
+// only after that commit writes the replies (a batch of nothing but reads
+// runs without a region: readonly.go). If the batch's transaction
 // fails (the pool is full), it is rolled back and each request is run
 // again in a transaction of its own, so only the request that does not fit
 // gets the -OOM error.
@@ -107,7 +108,7 @@ type Server struct {
 	unblocks     []unblockReq    // CLIENT UNBLOCKs to carry out after the batch commits
 	killed       []*client       // clients CLIENT KILL closes after the batch's replies
 	closed       chan struct{}
-	stats        struct{ cmds, conns, batches, batchCmds, keyspaceHits, keyspaceMiss int64 }
+	stats        struct{ cmds, conns, batches, batchCmds, readOnly, keyspaceHits, keyspaceMiss int64 }
 	done         sync.WaitGroup
 	shutdown     atomic.Bool
 	execMu       sync.Mutex    // held while a batch runs: guards every executor-owned field
@@ -624,7 +625,8 @@ func (s *Server) drainMore(batch []*request, n int) []*request {
 }
 
 // runBatch runs the batch's requests in one transaction and replies after
-// the commit; on failure, each request alone.
+// the commit; on failure, each request alone. A batch of reads runs
+// without a transaction (readonly.go) unless one of them must write.
 func (s *Server) runBatch(batch []*request) {
 	var live, closes []*request
 	defer func() {
@@ -659,6 +661,11 @@ func (s *Server) runBatch(batch []*request) {
 	for i, r := range live {
 		saved[i] = r.c.save()
 	}
+	if readOnlyBatch(live) && s.runReadOnly(live, saved) {
+		s.stats.readOnly++
+		s.afterCommit(live)
+		return
+	}
 	err := s.pool.Txn(func(tx *engram.Tx) error {
 		for _, r := range live {
 			if err := s.runRequest(tx, r); err != nil {
@@ -668,20 +675,26 @@ func (s *Server) runBatch(batch []*request) {
 		return nil
 	})
 	if err != nil {
-		// The batch runs again request by request: its kills too.
-		for _, c := range s.killed {
-			c.closing = false
-		}
-		s.killed = s.killed[:0]
-		for i, r := range live {
-			r.c.restore(saved[i])
-			r.out.b = r.out.b[:0]
-		}
+		// The batch runs again request by request.
+		s.undoBatch(live, saved)
 		for _, r := range live {
 			s.runAlone(r)
 		}
 	}
 	s.afterCommit(live)
+}
+
+// undoBatch drops what a failed run of live did outside the pool: its
+// replies, its clients' state changes (saved: as before it), its kills.
+func (s *Server) undoBatch(live []*request, saved []clientState) {
+	for _, c := range s.killed {
+		c.closing = false
+	}
+	s.killed = s.killed[:0]
+	for i, r := range live {
+		r.c.restore(saved[i])
+		r.out.b = r.out.b[:0]
+	}
 }
 
 func (s *Server) runAlone(r *request) {

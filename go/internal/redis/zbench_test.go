@@ -25,6 +25,19 @@ import (
 // startBench starts a server on a pool under /dev/shm (pmem mode) and a
 // client of it.
 func startBench(b *testing.B) (*Server, *goredis.Client) {
+	s := newBenchServer(b)
+	if err := s.Listen(); err != nil {
+		b.Fatal(err)
+	}
+	go s.Serve()
+	c := goredis.NewClient(&goredis.Options{Addr: s.Addr(), MaxRetries: -1})
+	b.Cleanup(func() { c.Close() })
+	return s, c
+}
+
+// newBenchServer opens a server on a new pool under /dev/shm (pmem mode,
+// checked mode off) that does not serve yet (no executor: no expiry tick).
+func newBenchServer(b *testing.B) *Server {
 	d, err := os.MkdirTemp("/dev/shm", "engram-redis-bench-")
 	if err != nil {
 		b.Fatal(err)
@@ -34,14 +47,9 @@ func startBench(b *testing.B) (*Server, *goredis.Client) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := s.Listen(); err != nil {
-		b.Fatal(err)
-	}
 	uncheck(s.pool)
-	go s.Serve()
-	c := goredis.NewClient(&goredis.Options{Addr: s.Addr(), MaxRetries: -1})
-	b.Cleanup(func() { c.Close(); s.Close() })
-	return s, c
+	b.Cleanup(func() { s.Close() })
+	return s
 }
 
 // uncheck turns the pool's checked mode off (go test turns it on: a
