@@ -1,4 +1,5 @@
-// prelog.go: logging ahead. Before a client's pipeline runs, the undo
+// prelog.go: logging ahead. Before a client's pipeline runs (or, at
+// pipeline 1, a batch's lone commands: warm.go, warmLone), the undo
 // log takes, in one engine call and one fence, what its string writes
 // (SET, INCR, MSET, ...) will most likely change: each existing string
 // key's entry and its short value's bytes, and for an absent key the

@@ -17,8 +17,17 @@ import (
 // benchPipelines runs b.N commands made by mk, 16 per client pipeline
 // and 50 pipelines per region (runBatch's work but the socket write).
 func benchPipelines(b *testing.B, nRegions int, mk func(r *rand.Rand) [][]byte) {
+	benchBatches(b, nRegions, 16, 50, mk)
+}
+
+// benchBatches runs b.N commands made by mk, depth per client request
+// and one request of each of clients per region, as runBatch runs a
+// batch (runRequests) but the socket write. The first 100,000 commands
+// fill the keyspace untimed; the timed ones follow them in the regions
+// made up front (wrapping around after nRegions).
+func benchBatches(b *testing.B, nRegions, depth, clients int, mk func(r *rand.Rand) [][]byte) {
 	s, _ := startBench(b)
-	cls := make([]*client, 50)
+	cls := make([]*client, clients)
 	for i := range cls {
 		cls[i] = &client{id: int64(i + 1), proto: 2, authed: true}
 	}
@@ -26,29 +35,23 @@ func benchPipelines(b *testing.B, nRegions int, mk func(r *rand.Rand) [][]byte) 
 	// table's working set is redis-benchmark's), so that the timed loop
 	// allocates only what the server does.
 	r := rand.New(rand.NewPCG(1, 2))
-	regions := make([][]request, nRegions)
+	regions := make([][]*request, nRegions)
 	for g := range regions {
-		regions[g] = make([]request, 50)
+		regions[g] = make([]*request, clients)
 		for k := range regions[g] {
-			cmds := make([][][]byte, 16)
+			cmds := make([][][]byte, depth)
 			for j := range cmds {
 				cmds[j] = mk(r)
 			}
-			regions[g][k] = request{c: cls[k], cmds: cmds}
+			regions[g][k] = &request{c: cls[k], cmds: cmds}
 		}
 	}
+	per, next := depth*clients, 0
 	run := func(n int) {
-		for i := 0; i < n; i += 800 {
-			reqs := regions[(i/800)%len(regions)]
-			err := s.pool.Txn(func(tx *engram.Tx) error {
-				for k := range reqs {
-					if err := s.runRequest(tx, &reqs[k]); err != nil {
-						return err
-					}
-				}
-				return nil
-			})
-			if err != nil {
+		for i := 0; i < n; i += per {
+			reqs := regions[next%len(regions)]
+			next++
+			if err := s.pool.Txn(func(tx *engram.Tx) error { return s.runRequests(tx, reqs) }); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -152,3 +155,21 @@ func BenchmarkHSetP16(b *testing.B) {
 		return [][]byte{hset, k, []byte(fmt.Sprintf("element:%012d", r.IntN(100000))), v}
 	})
 }
+
+// zaddCmd is redis-benchmark's ZADD: a random score of 100,000 to a
+// random member of 100,000 of one sorted set ("ZADD myzset <rand>
+// element:<rand>"; nearly every one moves a member once the set is full).
+func zaddCmd(r *rand.Rand) [][]byte {
+	return [][]byte{[]byte("ZADD"), []byte("myzset"), []byte(fmt.Sprint(r.IntN(100000))),
+		[]byte(fmt.Sprintf("element:%012d", r.IntN(100000)))}
+}
+
+// BenchmarkZAddP16: ZADD at pipeline 16 (50 clients' pipelines of 16 per
+// region). 250 regions: the fill's 100,000 commands, then 100,000 others.
+func BenchmarkZAddP16(b *testing.B) { benchBatches(b, 250, 16, 50, zaddCmd) }
+
+// BenchmarkZAddP1: ZADD at pipeline 1, 25 clients' one-command requests
+// per region (a batch's size under redis-benchmark -c 50 -P 1: INFO's
+// engram_group_commit_avg_commands was 23-36). 8,000 regions: the fill,
+// then 100,000 others.
+func BenchmarkZAddP1(b *testing.B) { benchBatches(b, 8000, 1, 25, zaddCmd) }

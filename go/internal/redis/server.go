@@ -666,14 +666,7 @@ func (s *Server) runBatch(batch []*request) {
 		s.afterCommit(live)
 		return
 	}
-	err := s.pool.Txn(func(tx *engram.Tx) error {
-		for _, r := range live {
-			if err := s.runRequest(tx, r); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	err := s.pool.Txn(func(tx *engram.Tx) error { return s.runRequests(tx, live) })
 	if err != nil {
 		// The batch runs again request by request.
 		s.undoBatch(live, saved)
@@ -695,6 +688,32 @@ func (s *Server) undoBatch(live []*request, saved []clientState) {
 		r.c.restore(saved[i])
 		r.out.b = r.out.b[:0]
 	}
+}
+
+// runRequests runs a batch's live requests in order in tx, their lone
+// commands warmed together first (warmLone).
+func (s *Server) runRequests(tx *engram.Tx, live []*request) error {
+	if err := s.warmBatch(tx, live); err != nil {
+		return err
+	}
+	for _, r := range live {
+		if err := s.runRequest(tx, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// warmBatch is warmLone under a recover, as runRequest runs a request's
+// own warming: a bug there rolls the region back (and the batch runs
+// again request by request) instead of taking the server down.
+func (s *Server) warmBatch(tx *engram.Tx, live []*request) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("internal error in warming: %v", p)
+		}
+	}()
+	return s.warmLone(tx, live)
 }
 
 func (s *Server) runAlone(r *request) {

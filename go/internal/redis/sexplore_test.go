@@ -197,21 +197,52 @@ func exploreServer(t *testing.T, setup []string, pipelines [][]string, state fun
 // exploreServerReport is exploreServer without the verdict: the caller
 // judges the violations.
 func exploreServerReport(t *testing.T, setup []string, pipelines [][]string, state func(*pRoot) (map[string]string, error)) engram.ExploreReport {
+	return exploreRegions(t, setup, pipelines, state, false)
+}
+
+// exploreLone is exploreServer with each pipeline's commands run as a
+// batch of one-command requests of as many clients, in one region as
+// runBatch runs them (runRequests: warmLone warms and logs them ahead
+// together), the way the executor runs redis-benchmark at pipeline 1.
+func exploreLone(t *testing.T, setup []string, pipelines [][]string, state func(*pRoot) (map[string]string, error)) engram.ExploreReport {
+	t.Helper()
+	rep := exploreRegions(t, setup, pipelines, state, true)
+	if rep.Violations != 0 {
+		t.Fatalf("%d violations: %s", rep.Violations, rep.FirstViolation)
+	}
+	return rep
+}
+
+// exploreRegions is exploreServerReport, the traced regions run as one
+// request each, or (lone) as one request per command.
+func exploreRegions(t *testing.T, setup []string, pipelines [][]string, state func(*pRoot) (map[string]string, error), lone bool) engram.ExploreReport {
 	t.Helper()
 	p, tr, dir := tracedPool(t, "s.pool")
 	s, err := newOnPool(Config{}, p, true, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl := &client{id: 1, proto: 2, authed: true}
+	cls := []*client{{id: 1, proto: 2, authed: true}}
 	var states []map[string]string
+	traced := false
 	run := func(lines []string) {
-		r := &request{c: cl, cmds: splitCmds(lines)}
-		if err := p.Txn(func(tx *engram.Tx) error { return s.runRequest(tx, r) }); err != nil {
+		reqs := []*request{{c: cls[0], cmds: splitCmds(lines)}}
+		if lone && traced {
+			reqs = reqs[:0]
+			for i, cmd := range splitCmds(lines) {
+				if i == len(cls) {
+					cls = append(cls, &client{id: int64(i + 1), proto: 2, authed: true})
+				}
+				reqs = append(reqs, &request{c: cls[i], cmds: [][][]byte{cmd}})
+			}
+		}
+		if err := p.Txn(func(tx *engram.Tx) error { return s.runRequests(tx, reqs) }); err != nil {
 			t.Fatal(err)
 		}
-		if strings.Contains(string(r.out.b), "-") {
-			t.Fatalf("%v: %q", lines, r.out.b)
+		for _, r := range reqs {
+			if strings.Contains(string(r.out.b), "-") {
+				t.Fatalf("%v: %q", lines, r.out.b)
+			}
 		}
 		st, err := state(s.root)
 		if err != nil {
@@ -226,6 +257,7 @@ func exploreServerReport(t *testing.T, setup []string, pipelines [][]string, sta
 	if err := tr.Start(); err != nil {
 		t.Fatal(err)
 	}
+	traced = true
 	for _, pl := range pipelines {
 		run(pl)
 	}

@@ -15,6 +15,10 @@
 // guess (a key in another database after SELECT, a field that is not
 // one) costs a few loads and nothing else.
 //
+// At pipeline 1 each request is one command, with nothing of its own to
+// overlap; a batch's such lone commands (20-40 of 50 clients' at once)
+// are warmed together at the start of its region instead (warmLone).
+//
 // Warming itself only reads; the pre-logging that follows it (prelog.go)
 // writes undo entries, never the pool's data.
 //
@@ -47,6 +51,7 @@ type warmRef struct {
 	c     *pColl  // a field's ref: the collection whose table d is
 	z     float64 // the score a ZADD gives f (zset: it tells one; zwarm.go)
 	zset  bool
+	zdone bool // f's sorted-set walks are warmed (zwarm took it: warmZ and the field stage skip it)
 }
 
 // warmRequest reads the table paths of the keys of every command of r
@@ -77,11 +82,57 @@ func (s *Server) warmRequest(tx *engram.Tx, r *request, defs []*command) error {
 	}
 	s.keyHints = hints
 	if len(refs) < 2 {
-		// One key (a request of one GET, INCR, HSET...): nothing to
-		// overlap its misses with; its command's lookup takes them.
+		// One key (a request of one GET, INCR, ZADD...): nothing to
+		// overlap its misses with here; warmLone warmed it with the
+		// batch's other lone commands.
 		s.warmRefs = refs[:0]
 		return nil
 	}
+	return s.warmKeys(tx, refs)
+}
+
+// loneMax bounds the lone commands of a batch warmed together (warmLone):
+// their lines stay cached until the last of them runs.
+const loneMax = 64
+
+// warmLone warms together the commands that warmRequest leaves alone, a
+// request of one command naming one key: at pipeline 1 every request is
+// one (50 clients' ZADDs: a batch of 20-40 of them), and each command's
+// misses (its key, its member, a ZADD's two skiplist walks) would
+// otherwise come one after another. Their string writes and moves are
+// logged ahead in one engine call (prelog). The executor calls it at the
+// start of a batch's region, before any of its commands; each request's
+// own warming then finds one key and skips it (warmRequest).
+func (s *Server) warmLone(tx *engram.Tx, live []*request) error {
+	if s.root == nil {
+		return nil
+	}
+	refs := s.warmRefs[:0]
+	for _, r := range live {
+		if len(refs) >= loneMax {
+			break
+		}
+		if r.kind != reqCommands || len(r.cmds) != 1 || len(r.cmds[0]) == 0 || r.c.db < 0 || r.c.db >= numDBs {
+			continue
+		}
+		n := len(refs)
+		refs = appendKeyRefs(refs, s.root.DBs[r.c.db], lookupCommand(r.cmds[0][0]), r.cmds[0])
+		if len(refs)-n != 1 {
+			refs = refs[:n] // no key, or a request of several: warmRequest's
+		}
+	}
+	if len(refs) < 2 {
+		clear(refs)
+		s.warmRefs = refs[:0]
+		return nil
+	}
+	return s.warmKeys(tx, refs)
+}
+
+// warmKeys warms refs (at least two keys' refs: one request's,
+// warmRequest, or a batch's lone commands', warmLone) in the stages
+// warmRequest describes, and logs their writes ahead (prelog).
+func (s *Server) warmKeys(tx *engram.Tx, refs []warmRef) error {
 	s.warmSink += walkRefs(refs)
 	if err := s.prelog(tx, refs); err != nil {
 		clear(refs)
@@ -91,7 +142,7 @@ func (s *Server) warmRequest(tx *engram.Tx, r *request, defs []*command) error {
 	n := len(refs)
 	for i := 0; i < n; i++ {
 		ref := &refs[i]
-		if ref.f == nil || !ref.found || ref.e.Coll == nil || ref.e.Coll.Dict == nil {
+		if ref.f == nil || ref.zdone || !ref.found || ref.e.Coll == nil || ref.e.Coll.Dict == nil {
 			continue
 		}
 		refs = append(refs, warmRef{d: ref.e.Coll.Dict, k: ref.f, h: hashKey(ref.f), c: ref.e.Coll, z: ref.z, zset: ref.zset})

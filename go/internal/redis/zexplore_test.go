@@ -321,3 +321,33 @@ func TestZAddPipelineCrashExplorer(t *testing.T) {
 	rep := exploreServer(t, zpipeSetup(), zpipePipelines, zpipeState)
 	t.Logf("%+v", rep)
 }
+
+// TestZAddLoneCrashExplorer: zpipePipelines' ZADDs as the executor runs
+// them at pipeline 1, each a client's request, a region's lone commands
+// warmed and logged ahead together (warmLone) before the first runs.
+func TestZAddLoneCrashExplorer(t *testing.T) {
+	rep := exploreLone(t, zpipeSetup(), zpipePipelines, zpipeState)
+	t.Logf("%+v", rep)
+}
+
+// TestZAddLoneCrashExplorerPlanted: with moves that trust what was
+// logged ahead and log nothing themselves (plantMoveTrustsPrelog), a
+// batch of lone ZADDs whose guesses cover their moves (one member moving
+// twice: the first move's guesses cover the second's links) leaves no
+// violation, which shows warmLone logged them ahead; one with a ZADD
+// INCR (its guess walks toward its increment, not its new score) leaves
+// crash images the explorer must find: logging ahead is a guess, never
+// relied upon.
+func TestZAddLoneCrashExplorerPlanted(t *testing.T) {
+	plantMoveTrustsPrelog = true
+	defer func() { plantMoveTrustsPrelog = false }()
+	rep := exploreRegions(t, zpipeSetup(), [][]string{{"ZADD z 5.5 m5", "ZADD z 9.5 m10", "ZADD z 30.5 m2", "ZADD z 0.5 m2"}}, zpipeState, true)
+	if rep.Violations != 0 {
+		t.Fatalf("moves logged ahead by warmLone: %d violations: %s", rep.Violations, rep.FirstViolation)
+	}
+	rep = exploreRegions(t, zpipeSetup(), [][]string{{"ZADD z 5.5 m5", "ZADD z INCR 3 m12", "ZADD z 0.5 m2"}}, zpipeState, true)
+	if rep.Violations == 0 {
+		t.Fatalf("the wrong guess was not caught: %+v", rep)
+	}
+	t.Logf("caught: %d violations, first: %s", rep.Violations, rep.FirstViolation)
+}

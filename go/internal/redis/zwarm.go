@@ -21,7 +21,7 @@
 // the node after, and those links, joined into runs as moveAt joins them,
 // and the node's score and levels are logged ahead with the pipeline's
 // other ranges (one engine call and one fence instead of one per move).
-// The sorted-set refs zprelog takes are then done (their field cleared),
+// The sorted-set refs zprelog takes are then marked done (warmRef.zdone),
 // so warmZ walks only what it left.
 //
 // Invariants: as warm.go: it only reads (between two commands of the
@@ -97,8 +97,8 @@ func warmZ(refs []warmRef) uint64 {
 // walks and adds to pairs what each ZADD of an existing member will log
 // if the list does not change before it runs (appendMoveLog), and of a
 // new member (appendNewLog). The refs
-// it takes have their field cleared (warmZ and warm.go's field stage
-// skip them).
+// it takes are marked done (zdone: warmZ and warm.go's field stage skip
+// them).
 func zprelog(pairs []uint64, refs []warmRef) ([]uint64, uint64) {
 	return zwarm(refs, pairs, true)
 }
@@ -112,11 +112,11 @@ func zwarm(refs []warmRef, pairs []uint64, guess bool) ([]uint64, uint64) {
 		if len(ls) == cap(ls) {
 			break
 		}
-		if ref.f == nil || !ref.found || ref.e.Coll == nil || ref.e.Coll.ZDict == nil || ref.e.Coll.ZHead == nil {
+		if ref.f == nil || ref.zdone || !ref.found || ref.e.Coll == nil || ref.e.Coll.ZDict == nil || ref.e.Coll.ZHead == nil {
 			continue
 		}
 		ls = append(ls, zlookup{c: ref.e.Coll, m: ref.f, h: hashKey(ref.f), z: ref.z, zset: ref.zset, dw: -1, iw: -1})
-		ref.f = nil // taken
+		ref.zdone = true
 	}
 	if len(ls) == 0 {
 		return pairs, 0

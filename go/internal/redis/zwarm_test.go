@@ -169,7 +169,7 @@ func covered(pairs []uint64, r [2]uint64) bool {
 func zprelogOne(t *testing.T, z *pColl, m []byte, s float64) []uint64 {
 	refs := []warmRef{{found: true, e: &pEntry{Coll: z}, f: m, z: s, zset: true}}
 	pairs, _ := zprelog(nil, refs)
-	if refs[0].f != nil {
+	if !refs[0].zdone {
 		t.Fatal("zprelog did not take the ref")
 	}
 	return pairs
