@@ -125,7 +125,7 @@ go-deps:
 ffi-lib:
 	$(CARGO) build -p engram-ffi $(if $(filter release,$(FFI_PROFILE)),--release,)
 	@mkdir -p $(GO_LIB_DIR)
-	cp target/$(FFI_PROFILE)/libengram_ffi.a $(GO_LIB_DIR)/libengram_ffi.a
+	cp $(or $(CARGO_TARGET_DIR),target)/$(FFI_PROFILE)/libengram_ffi.a $(GO_LIB_DIR)/libengram_ffi.a
 
 test-c: ffi-lib
 	@mkdir -p target/c-test
