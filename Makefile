@@ -102,6 +102,7 @@ bench: bench-deps
 	$(MAKE) --no-print-directory bench-java-apps
 	$(MAKE) --no-print-directory bench-java-views
 	$(MAKE) --no-print-directory bench-redis
+	$(MAKE) --no-print-directory test-redis-deep
 
 clean:
 	$(CARGO) clean
@@ -135,7 +136,7 @@ test-c: ffi-lib
 
 test-go: go-deps ffi-lib
 	$(CARGO) build -p engram-cli
-	cd go && $(GO_ENV) $(GO) vet ./... && $(GO_ENV) ENGRAM_CLI=$(CURDIR)/target/debug/engram $(GO) test -race -count=1 ./...
+	cd go && $(GO_ENV) $(GO) vet ./... && $(GO_ENV) ENGRAM_CLI=$(CURDIR)/target/debug/engram $(GO) test -race -count=1 -timeout 40m ./...
 
 # Go on Engram vs Rust on Engram vs PMDK (binary-trees, n-body, sps) and the
 # cgo round trip; report in docs/bench/go.md.
@@ -324,6 +325,12 @@ test-redis: go-deps redis-deps $(REDIS_BIN)
 	@if [ -z "$(REDIS_GO_TESTED)" ]; then cd go && $(GO_ENV) $(GO) test -count=1 ./internal/redis; \
 	 else echo "test-redis: ./internal/redis already ran under test-go (-race)"; fi
 	go/cmd/engram-redis/smoke.sh $(REDIS_BIN)
+
+# The kill tests in full (make bench): the per-command kill tests with all
+# their lives (make test halves them) and TestKill9 with 1000 kills.
+.PHONY: test-redis-deep
+test-redis-deep: go-deps redis-deps ffi-lib
+	cd go && ENGRAM_REDIS_DEEP=1 ENGRAM_REDIS_KILLS=1000 $(GO_ENV) $(GO) test -count=1 -timeout 120m -run 'Kill' ./internal/redis
 
 # The Python client: redis-py from PyPI in a venv under target/ (a few
 # seconds once), then go/cmd/engram-redis/redispy.py against the binary.

@@ -128,8 +128,8 @@ func TestSetPipelineKill(t *testing.T) {
 
 var ctx0 = context.Background()
 
-// TestMSetNewKeysKill is TestOverwriteKill over 12000 keys, each of the 6
-// runs between kills writing its own 2000, so that most MSETs create keys
+// TestMSetNewKeysKill is TestOverwriteKill over 12000 keys, each of the
+// (up to 6, see lives) runs between kills writing its own 2000, so that most MSETs create keys
 // (linked with one log batch per command: pDict.addMany) while the table
 // grows.
 func TestMSetNewKeysKill(t *testing.T) {
@@ -141,8 +141,8 @@ func TestMSetNewKeysKill(t *testing.T) {
 }
 
 // overwriteKill is TestOverwriteKill on a pool in dir in durability mode,
-// over keys k0 .. k(nkeys-1): with more than 60, run k of 6 writes the
-// k-th sixth of them.
+// over keys k0 .. k(nkeys-1): with more than 60, run k (of lives(6))
+// writes the k-th sixth of them.
 func overwriteKill(t *testing.T, dir, mode string, nkeys int) {
 	mset := func(p goredis.Pipeliner, args []any) { p.MSet(ctx0, args...) }
 	overwriteKillWith(t, dir, mode, nkeys, 5, mset)
@@ -152,11 +152,12 @@ func overwriteKill(t *testing.T, dir, mode string, nkeys int) {
 // pairs each, sent by send.
 func overwriteKillWith(t *testing.T, dir, mode string, nkeys, pairs int, send func(p goredis.Pipeliner, args []any)) {
 	ctx := context.Background()
-	bin := buildServer(t, dir)
+	bin := buildServer(t)
 	r := rand.New(rand.NewPCG(11, 12))
 	model := map[string]string{}
 	done := 0
-	for k := 0; k < 6; k++ {
+	n := lives(6)
+	for k := 0; k < n; k++ {
 		cmd, c := runServer(t, bin, filepath.Join(dir, "o.pool"), "--durability", mode)
 		if k > 0 {
 			if err := overwriteState(ctx, c, model, nil, nkeys); err != "" {
@@ -189,7 +190,7 @@ func overwriteKillWith(t *testing.T, dir, mode string, nkeys, pairs int, send fu
 	if done == 0 {
 		t.Fatal("no command was acknowledged")
 	}
-	t.Logf("6 kills during %d acknowledged commands", done)
+	t.Logf("%d kills during %d acknowledged commands", n, done)
 }
 
 // overwriteState reads k0..k(nkeys-1) and finds the prefix of inflight
@@ -230,7 +231,7 @@ func TestHashOverwriteKill(t *testing.T) {
 // durability mode.
 func hashOverwriteKill(t *testing.T, dir, mode string) {
 	ctx := context.Background()
-	bin := buildServer(t, dir)
+	bin := buildServer(t)
 	r := rand.New(rand.NewPCG(21, 22))
 	model := map[string]string{}
 	var args []any
@@ -240,7 +241,8 @@ func hashOverwriteKill(t *testing.T, dir, mode string) {
 		args = append(args, f, model[f])
 	}
 	done := 0
-	for k := 0; k < 6; k++ {
+	n := lives(6)
+	for k := 0; k < n; k++ {
 		cmd, c := runServer(t, bin, filepath.Join(dir, "h.pool"), "--durability", mode)
 		if k == 0 {
 			if err := c.HSet(ctx, "h", args...).Err(); err != nil {
@@ -274,7 +276,7 @@ func hashOverwriteKill(t *testing.T, dir, mode string) {
 	if done == 0 {
 		t.Fatal("no HSET was acknowledged")
 	}
-	t.Logf("6 kills during %d acknowledged HSETs", done)
+	t.Logf("%d kills during %d acknowledged HSETs", n, done)
 }
 
 // hashState reads hash h and finds the prefix of inflight (HSETs' field,

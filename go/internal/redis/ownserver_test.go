@@ -24,7 +24,7 @@ func TestOwnServerRefusesForeign(t *testing.T) {
 	}
 	ctx := context.Background()
 	dir := diskDir(t)
-	bin := buildServer(t, dir)
+	bin := buildServer(t)
 	wal := []string{"--durability", "wal"}
 	// Our pool: w13 = "3" acknowledged.
 	cmd, c, _ := ownServer(t, bin, append([]string{"--pool", filepath.Join(dir, "own.pool")}, wal...)...)

@@ -184,11 +184,11 @@ func TestListInPlaceKill(t *testing.T) {
 	}
 	ctx := context.Background()
 	dir := tmpDir(t)
-	bin := buildServer(t, dir)
+	bin := buildServer(t)
 	r := rand.New(rand.NewPCG(3, 4))
 	var model []string
 	done := 0
-	for k := 0; k < listKills; k++ {
+	for k := 0; k < lives(listKills); k++ {
 		cmd, c := runServer(t, bin, filepath.Join(dir, "k.pool"))
 		if k == 0 {
 			model = seedList(t, c, 3000)
@@ -226,7 +226,7 @@ func TestListInPlaceKill(t *testing.T) {
 	if done == 0 {
 		t.Fatal("no operation was acknowledged")
 	}
-	t.Logf("%d kills during %d acknowledged LREM/LINSERT on a 3000-element list", listKills, done)
+	t.Logf("%d kills during %d acknowledged LREM/LINSERT on a 3000-element list", lives(listKills), done)
 }
 
 // resolveRestart reopens the pool and returns which state the list is in:

@@ -58,16 +58,6 @@ func (c *noHello) Read(b []byte) (int, error) {
 	return c.Conn.Read(b)
 }
 
-// buildServer builds go/cmd/engram-redis into dir.
-func buildServer(t *testing.T, dir string) string {
-	t.Helper()
-	bin := filepath.Join(dir, "engram-redis")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/engram-pm/engram-go/cmd/engram-redis").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 type proxyNode struct {
 	name string
 	port int
@@ -185,7 +175,7 @@ func TestTwemproxy(t *testing.T) {
 		t.Skip("nutcracker (twemproxy) not installed")
 	}
 	dir := tmpDir(t)
-	bin := buildServer(t, dir)
+	bin := buildServer(t)
 	var nodes []*proxyNode
 	for i := 0; i < 3; i++ {
 		n := &proxyNode{name: "node" + strconv.Itoa(i), pool: filepath.Join(dir, fmt.Sprintf("node%d.pool", i))}

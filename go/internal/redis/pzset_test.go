@@ -327,12 +327,12 @@ func TestZSetNewMemberKill(t *testing.T) {
 // being the i-th member of run k, and checks the set after each restart.
 func zsetKill(t *testing.T, dir string, member func(gr *rand.Rand, k, i int) string, args ...string) {
 	ctx := context.Background()
-	bin := buildServer(t, dir)
+	bin := buildServer(t)
 	r := rand.New(rand.NewPCG(7, 8))
 	model := map[string]float64{}
 	done := 0
 	run := func() (*exec.Cmd, *goredis.Client) { return runServer(t, bin, filepath.Join(dir, "z.pool"), args...) }
-	for k := 0; k < zsetKills; k++ {
+	for k := 0; k < lives(zsetKills); k++ {
 		cmd, c := run()
 		stop := make(chan []zop, 1)
 		var stopped error
@@ -379,7 +379,7 @@ func zsetKill(t *testing.T, dir string, member func(gr *rand.Rand, k, i int) str
 	if done == 0 {
 		t.Fatal("no ZADD was acknowledged")
 	}
-	t.Logf("%d kills during %d acknowledged ZADDs on a %d-member sorted set", zsetKills, done, len(model))
+	t.Logf("%d kills during %d acknowledged ZADDs on a %d-member sorted set", lives(zsetKills), done, len(model))
 }
 
 // runServer starts the built server bin with pool and args (on a port of

@@ -31,7 +31,7 @@ func TestRecoveryGCBackground(t *testing.T) {
 		t.Skip("short")
 	}
 	dir := tmpDir(t)
-	bin := buildServer(t, dir)
+	bin := buildServer(t)
 	pool := filepath.Join(dir, "rgc.pool")
 	ctx := context.Background()
 	acked := map[string]string{}
