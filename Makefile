@@ -178,6 +178,9 @@ JAVA25_HOME := $(shell for d in "$$JAVA_HOME" /usr/lib/jvm/temurin-25-jdk-amd64 
   [ -x "$$d/bin/javac" ] && grep -q '^JAVA_VERSION="25' "$$d/release" 2>/dev/null && { echo "$$d"; break; }; done)
 endif
 MVN ?= mvn
+# CrashTest's child JVMs per crash kind in make test (the test's own default,
+# and `mvn test` by hand, is 25; docs/java.md).
+JAVA_CRASH_RUNS ?= 12
 JAVA_FFI_PROFILE ?= debug
 
 # The Java bench targets' first line: stop with a clear message (not a
@@ -199,7 +202,7 @@ test-java: java-deps
 	  echo "  or run with ENGRAM_SKIP_JAVA=1 to skip the Java tests on purpose."; exit 1; fi
 	$(CARGO) build -p engram-ffi $(if $(filter release,$(JAVA_FFI_PROFILE)),--release,)
 	@set -o pipefail; cd java && JAVA_HOME=$(JAVA25_HOME) MAVEN_OPTS="--sun-misc-unsafe-memory-access=allow" \
-	  $(MVN) -B -ntp test -Dengram.lib=$(CURDIR)/target/$(JAVA_FFI_PROFILE)/libengram_ffi.so 2>&1 \
+	  $(MVN) -B -ntp test -Dengram.lib=$(CURDIR)/target/$(JAVA_FFI_PROFILE)/libengram_ffi.so -Dengram.crash.runs=$(JAVA_CRASH_RUNS) 2>&1 \
 	  | grep --line-buffered -E 'Tests run:|FAIL|ERROR|BUILD|Exception|	at ' || exit 1
 endif
 
