@@ -65,7 +65,7 @@ const zMaxLevel = 32
 // only when it steps to it (a hop that stops reads nothing new: about a
 // quarter of a walk's misses, p = 1/4), and a tie reads the next node's
 // member. A level-1 node is 72 bytes (a 96-byte slot with the object
-// header), level 2 is 96 (112), level 3 is 120 (160): ~100 bytes of slot
+// header), level 2 is 96 (112), level 3 is 120 (160): ~103 bytes of slot
 // on average (p = 1/4; version 6's 16-byte levels took ~85), for both the
 // skiplist and the table. Every pointer is at an element's pointer word,
 // so the pool's collector, swizzling and checked mode see the node as the
