@@ -1,15 +1,15 @@
 // pzset.go: the persistent sorted set: a skiplist ordered by (score,
 // member) whose levels carry spans (so ranks are O(log n)), plus a table
 // member -> node (pZDict, pztable.go: its chains run through the nodes).
-// A node is sized by its level (3+L 16-byte elements, as Redis's node:
-// pZNode) and holds the member, its score, its table link and its levels:
-// one allocation (and the member's bytes) per member, pool layout version
-// 4 (server.go). An insert or delete logs the links it changes (on the
-// node's own levels: one or two for most nodes) and its table link in one
-// batch (zslLinkAt, unlinkAt); a member whose score changes keeps its
-// node: written in place when its rank stays (zrescore), else moved
-// (zslMove: one walk, two interleaved pointer chases, unlink and link
-// logged in one batch).
+// A node is sized by its level (2+L 24-byte elements, as Redis's node:
+// pZNode) and holds the member, its score, its table link and its levels,
+// each level with its next node's score: one allocation (and the member's
+// bytes) per member, pool layout version 7 (server.go). An insert or
+// delete logs the links it changes (on the node's own levels: one or two
+// for most nodes) and its table link in one batch (zslLinkAt, unlinkAt);
+// a member whose score changes keeps its node, moved (zslMove: one walk,
+// two interleaved pointer chases, unlink and link logged in one batch;
+// its new place may be its old one).
 //
 // The spans are not logged: they follow from the links, so they are kept
 // up to date in place but trusted only while the set is ranked (its stamp
@@ -26,7 +26,8 @@
 //
 // Invariants: ZHead has zMaxLevel levels and is in no table; a node
 // allocated with level L is linked on exactly its levels 0..L-1 (a move
-// keeps its node and its level); while the set is ranked (ranked),
+// keeps its node and its level); a linked level's FScore is its Fwd's
+// Score; while the set is ranked (ranked),
 // lv(i).Span of a node is the number of level-0 steps to lv(i).Fwd (to
 // the end for a nil Fwd, as Redis's zskiplist); Len is the number of
 // nodes; the table holds exactly the nodes (ZDict.Used == Len), each in
@@ -52,30 +53,28 @@ const zMaxLevel = 32
 
 // pZNode is a skiplist node, sized by its level as Redis's zskiplistNode
 // is, and the member table's chain link. In the pool a node of level L is
-// an array of 3+L pZLevel elements (engram.Make[pZLevel]), read through
+// an array of 2+L pZLevel elements (engram.Make[pZLevel]), read through
 // this struct:
 //
-//	element 0:     Next, Hash: the member table's chain (pztable.go)
-//	element 1:     Mem, MemLen: the member's bytes (the node's own)
-//	element 2:     Spare (the pointer half: nil), Score's bits (the word half)
-//	elements 3..:  L[0..L-1], the node's levels
+//	element 0:     Next, Hash: the member table's chain (pztable.go); Spare (0)
+//	element 1:     Mem, MemLen: the member's bytes (the node's own); Score
+//	elements 2..:  L[0..L-1], the node's levels
 //
-// so a level-1 node is 64 bytes (an 80-byte slot with the object header),
-// level 2 is 80 (96), level 3 is 96 (112): with p = 1/4 the average node
-// takes ~85 bytes of slot, for both the skiplist and the table (version
-// 2 had a ~69-byte node and a 112-byte table entry). Every pointer is at
-// an element's pointer half, so the pool's collector, swizzling and
-// checked mode see the node as the array it is. A hop of a walk reads the
-// next node's score and its link on the same level: the score is the
-// word just before level 0, so for level 0 the two share a 64-byte line
-// unless a line starts at level 0 (one slot in four of the 80-byte
-// class); a lookup reads Next, Hash and Mem, the node's first 32 bytes.
+// A level holds its next node's score (FScore) beside the link, so a walk
+// compares at each level without loading the next node: it reads a node
+// only when it steps to it (a hop that stops reads nothing new: about a
+// quarter of a walk's misses, p = 1/4), and a tie reads the next node's
+// member. A level-1 node is 72 bytes (a 96-byte slot with the object
+// header), level 2 is 96 (112), level 3 is 120 (160): ~103 bytes of slot
+// on average (p = 1/4; version 6's 16-byte levels took ~85), for both the
+// skiplist and the table. Every pointer is at an element's pointer word,
+// so the pool's collector, swizzling and checked mode see the node as the
+// array it is. A lookup reads Next, Hash, Mem and MemLen (the node's first
+// 40 bytes) and the score beside them.
 //
 // The header's Hash word (it is in no table) is the set's rank stamp
-// (ranked). There are no back links (Spare was the back link until
-// layout version 4): nothing walks the list backwards (a reverse range
-// is found by rank and read forwards), and each link or unlink changed
-// one more node's back link.
+// (ranked). There are no back links (nothing walks the list backwards: a
+// reverse range is found by rank and read forwards).
 //
 // The Go struct declares zMaxLevel levels so that code can index them;
 // only the node's first L exist (the header has all of them: it is this
@@ -84,32 +83,37 @@ const zMaxLevel = 32
 type pZNode struct {
 	Next   *pZNode
 	Hash   uint64
+	Spare  uint64 // 0
 	Mem    *byte
 	MemLen int64
-	Spare  *pZNode // nil
 	Score  float64
 	L      [zMaxLevel]pZLevel
 }
 
+// pZLevel is one level of a node: the link, its span and the linked
+// node's score (0 at the end: Fwd nil). Invariant: FScore == Fwd.Score
+// for every linked level (a link and its score are written and logged
+// together, as one element).
 type pZLevel struct {
-	Fwd  *pZNode
-	Span int64
+	Fwd    *pZNode
+	Span   int64
+	FScore float64
 }
 
 // zNodeHead is the number of elements before a node's levels; zNodeScore
-// is the element of Spare and Score.
+// is the element of Mem, MemLen and Score.
 const (
-	zNodeHead  = 3
-	zNodeScore = 2
+	zNodeHead  = 2
+	zNodeScore = 1
 )
 
 // The element layout above, checked at compile time (an index out of
 // range fails the build).
 var (
 	_ = [1]int{}[unsafe.Offsetof(pZNode{}.Hash)-unsafe.Offsetof(pZLevel{}.Span)]
-	_ = [1]int{}[unsafe.Offsetof(pZNode{}.Mem)-unsafe.Sizeof(pZLevel{})]
-	_ = [1]int{}[unsafe.Offsetof(pZNode{}.Spare)-zNodeScore*unsafe.Sizeof(pZLevel{})]
-	_ = [1]int{}[unsafe.Offsetof(pZNode{}.Score)-zNodeScore*unsafe.Sizeof(pZLevel{})-unsafe.Offsetof(pZLevel{}.Span)]
+	_ = [1]int{}[unsafe.Offsetof(pZNode{}.Spare)-unsafe.Offsetof(pZLevel{}.FScore)]
+	_ = [1]int{}[unsafe.Offsetof(pZNode{}.Mem)-zNodeScore*unsafe.Sizeof(pZLevel{})]
+	_ = [1]int{}[unsafe.Offsetof(pZNode{}.Score)-zNodeScore*unsafe.Sizeof(pZLevel{})-unsafe.Offsetof(pZLevel{}.FScore)]
 	_ = [1]int{}[unsafe.Offsetof(pZNode{}.L)-zNodeHead*unsafe.Sizeof(pZLevel{})]
 	_ = [1]int{}[unsafe.Sizeof(pZNode{})-(zNodeHead+zMaxLevel)*unsafe.Sizeof(pZLevel{})]
 )
@@ -132,11 +136,12 @@ func (n *pZNode) isMember(m []byte) bool {
 	return n.Mem == unsafe.SliceData(m) && n.MemLen == int64(len(m))
 }
 
-// stop is whether a walk toward (s, m) stops before f, the next node on
-// its level (nil: the end). Written out for the walks to inline; equal
+// stop is whether a walk toward (s, m) stops before l's next node (nil:
+// the end), told from the score beside the link (FScore): the next node
+// is read only for a tie. Written out for the walks to inline; equal
 // scores are rare and compare members apart.
-func stop(f *pZNode, s float64, m []byte) bool {
-	return f == nil || f.Score > s || (f.Score == s && !memberBefore(f, m))
+func stop(l *pZLevel, s float64, m []byte) bool {
+	return l.Fwd == nil || l.FScore > s || (l.FScore == s && !memberBefore(l.Fwd, m))
 }
 
 // memberBefore is whether n's member sorts before m. A walk toward a
@@ -282,17 +287,15 @@ func (c *pColl) zadd(tx *engram.Tx, m []byte, s float64) (bool, error) {
 }
 
 // zaddAt sets m's score, x being m's node (nil: m is new): a new member
-// gets a node, linked into the skiplist and the table; a member whose
-// rank the new score keeps is rescored in place (zrescore); another is
-// moved, its node kept, unlinked from its old place and linked at its new
-// one (no free and new allocation).
+// gets a node, linked into the skiplist and the table; another is moved,
+// its node kept, unlinked from its old place and linked at its new one
+// (no free and new allocation; its place may be the old one). A changed
+// score always takes the move's walk, as Redis's zslUpdateScore does:
+// the predecessors' links hold the node's score (pZLevel.FScore).
 func (c *pColl) zaddAt(tx *engram.Tx, x *pZNode, m []byte, s float64) (bool, error) {
 	if x != nil {
-		switch {
-		case x.Score == s:
+		if x.Score == s {
 			return false, nil
-		case rankKept(x, s):
-			return false, zrescore(tx, x, s)
 		}
 		// A growing table moves a bucket per move too (Redis's lookups
 		// do): with only adds and removals moving them, a set whose
@@ -308,29 +311,6 @@ func (c *pColl) zaddAt(tx *engram.Tx, x *pZNode, m []byte, s float64) (bool, err
 		return false, err
 	}
 	return true, c.zslInsert(tx, s, m)
-}
-
-// rankKept is whether x keeps its rank at score s, told without a walk:
-// s is above its score (so above its predecessor's) and strictly below
-// its successor's (Redis's zslUpdateScore also tells a lower score above
-// the predecessor's; here, with no back link, the move's walk finds that
-// one in place: moveAt).
-func rankKept(x *pZNode, s float64) bool {
-	next := x.lv(0).Fwd
-	return s > x.Score && (next == nil || next.Score > s)
-}
-
-// zrescore writes s over x's score, the order unchanged (rankKept):
-//  1. log the score's word (its pair: zNodeScore);
-//  2. write it.
-//
-// A crash before the region commits undoes it.
-func zrescore(tx *engram.Tx, x *pZNode, s float64) error {
-	if err := engram.LogSlice(tx, x.elems(0)[zNodeScore:zNodeScore+1]); err != nil {
-		return err
-	}
-	x.Score = s //engramvet:ignore logged as element zNodeScore of x.elems (Spare and Score; offsets checked at compile time)
-	return nil
 }
 
 // zrem removes m; false if absent.
@@ -355,7 +335,7 @@ func (c *pColl) zslInsert(tx *engram.Tx, s float64, m []byte) error {
 		if i < int(c.ZLevel)-1 {
 			rank[i] = rank[i+1]
 		}
-		for l := n.lv(i); !stop(l.Fwd, s, m); l = n.lv(i) {
+		for l := n.lv(i); !stop(l, s, m); l = n.lv(i) {
 			rank[i] += l.Span
 			n = l.Fwd
 		}
@@ -388,7 +368,7 @@ func (c *pColl) movePaths(x *pZNode, s float64, del, ins *[zMaxLevel]*pZNode, ra
 		dDone, iDone := false, false
 		for !dDone || !iDone {
 			if !dDone {
-				if l := nd.lv(i); stop(l.Fwd, s0, m) {
+				if l := nd.lv(i); stop(l, s0, m) {
 					dDone = true
 				} else {
 					nd = l.Fwd
@@ -396,15 +376,16 @@ func (c *pColl) movePaths(x *pZNode, s float64, del, ins *[zMaxLevel]*pZNode, ra
 			}
 			if !iDone {
 				l := ni.lv(i)
-				f, span := l.Fwd, l.Span
-				if f != nil && f.Score == s0 && f.isMember(m) {
-					f, span = f.lv(i).Fwd, span+f.lv(i).Span-1 // skip the moving node
+				span := l.Span
+				if l.Fwd == x { // skip the moving node
+					span += x.lv(i).Span - 1
+					l = x.lv(i)
 				}
-				if stop(f, s, m) {
+				if stop(l, s, m) {
 					iDone = true
 				} else {
 					rank[i] += span
-					ni = f
+					ni = l.Fwd
 				}
 			}
 		}
@@ -414,33 +395,32 @@ func (c *pColl) movePaths(x *pZNode, s float64, del, ins *[zMaxLevel]*pZNode, ra
 
 // moveAt unlinks node x (predecessors del) and links it at s (ins,
 // rank: found in the list without it), both changes logged in one batch:
-// both paths' links on the node's levels and the node's score and levels
-// (one range). The node's level is the highest level del links to it on;
-// the levels it alone occupied are the header on ins, so ins covers
-// every level the link changes. The spans of the levels above the node's
-// change by one (or not at all, where both paths share the node),
-// unlogged (ranked).
+// both paths' links on the node's levels (each with the score beside it)
+// and the node's score and levels (one range). The node's level is the
+// highest level del links to it on; the levels it alone occupied are the
+// header on ins, so ins covers every level the link changes. The spans
+// of the levels above the node's change by one (or not at all, where
+// both paths share the node), unlogged (ranked).
 //
-// A new place right after the old predecessor is the old place (on every
-// level: no node lies between): the score is written in place
-// (zrescore), as for a higher score rankKept tells without a walk.
+// A new place right after the old predecessor is the old place (ins is
+// del on the node's levels): the same unlink and link write the score
+// into the node and beside its predecessors' links.
 // The collection's header is neither written nor logged unless the
 // list's level changes (its length would).
 func (c *pColl) moveAt(tx *engram.Tx, x *pZNode, s float64, del, ins *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64) error {
 	if del[0].lv(0).Fwd != x {
 		return errCorruptZSet
 	}
-	if ins[0] == del[0] {
-		return zrescore(tx, x, s)
-	}
 	top := int(c.ZLevel)
 	level := levelOn(del, x, top)
 	header := level == top && c.ZHead.lv(top-1).Fwd == x && x.lv(top-1).Fwd == nil
 	var b engram.LogBatch
-	var runs levelRuns
-	runs.add(del, level)
-	runs.add(ins, level)
-	runs.log(tx, &b)
+	if !plantKeptPlaceLogsNode || ins[0] != del[0] {
+		var runs levelRuns
+		runs.add(del, level)
+		runs.add(ins, level)
+		runs.log(tx, &b)
+	}
 	engram.BatchLogSlice(tx, &b, x.elems(level)[zNodeScore:])
 	if header {
 		engram.BatchLog(tx, &b, c)
@@ -465,6 +445,12 @@ func (c *pColl) moveAt(tx *engram.Tx, x *pZNode, s float64, del, ins *[zMaxLevel
 // only: a move (moveAt) logs nothing itself, as if what prelog logged
 // ahead were sure to cover it.
 var plantMoveTrustsPrelog bool
+
+// plantKeptPlaceLogsNode is for the crash explorer's planted-fault test
+// only: a move whose place stays (ins is del) logs its node's score and
+// levels but not its predecessors' links, whose scores (FScore) it
+// changes.
+var plantKeptPlaceLogsNode bool
 
 // levelOn is the level of x, update[i] being its predecessor on each of
 // the list's top levels: the highest level whose predecessor links to x.
@@ -525,13 +511,14 @@ func (c *pColl) linkLogged(s float64, x *pZNode, level int, update *[zMaxLevel]*
 	c.link(update, rank, x, level)
 }
 
-// link puts x (its score set) after update[i] on its level levels; the
-// spans above them grow by one (unlogged: ranked).
+// link puts x (its score set) after update[i] on its level levels (each
+// link with the score beside it); the spans above them grow by one
+// (unlogged: ranked).
 func (c *pColl) link(update *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64, x *pZNode, level int) {
 	for i := 0; i < level; i++ {
-		u := update[i].lv(i)
-		x.lv(i).Fwd = u.Fwd
-		u.Fwd = x
+		u, xl := update[i].lv(i), x.lv(i)
+		xl.Fwd, xl.FScore = u.Fwd, u.FScore
+		u.Fwd, u.FScore = x, x.Score
 		x.lv(i).Span = u.Span - (rank[0] - rank[i])
 		u.Span = rank[0] - rank[i] + 1
 	}
@@ -609,7 +596,7 @@ func (c *pColl) zslDelete(tx *engram.Tx, x *pZNode, slot **pZNode) error {
 	s, m := x.Score, x.member()
 	n := c.ZHead
 	for i := int(c.ZLevel) - 1; i >= 0; i-- {
-		for l := n.lv(i); !stop(l.Fwd, s, m); l = n.lv(i) {
+		for l := n.lv(i); !stop(l, s, m); l = n.lv(i) {
 			n = l.Fwd
 		}
 		update[i] = n
@@ -649,9 +636,9 @@ func (c *pColl) unlinkAt(tx *engram.Tx, update *[zMaxLevel]*pZNode, x *pZNode, s
 func (c *pColl) unlinkLogged(update *[zMaxLevel]*pZNode, x *pZNode) {
 	for i := 0; i < int(c.ZLevel); i++ {
 		u := update[i].lv(i)
-		if u.Fwd == x {
-			u.Span += x.lv(i).Span - 1
-			u.Fwd = x.lv(i).Fwd
+		if xl := x.lv(i); u.Fwd == x {
+			u.Span += xl.Span - 1
+			u.Fwd, u.FScore = xl.Fwd, xl.FScore
 		} else {
 			u.Span-- //engramvet:ignore a span is not logged (ranked)
 		}

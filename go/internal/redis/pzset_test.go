@@ -34,9 +34,12 @@ func checkSkiplist(t *testing.T, s *Server, k string) {
 	c := e.Coll
 	var nodes []*pZNode
 	var prev *pZNode
+	if err := linkScoresErr(c); err != nil {
+		t.Fatal(err)
+	}
 	for n := c.ZHead.lv(0).Fwd; n != nil; n = n.lv(0).Fwd {
-		if n.Spare != nil {
-			t.Fatalf("node %q: a back link (Spare is not nil)", n.member())
+		if n.Spare != 0 {
+			t.Fatalf("node %q: Spare is not 0", n.member())
 		}
 		if prev != nil && !(prev.Score < n.Score || (prev.Score == n.Score && string(prev.member()) < string(n.member()))) {
 			t.Fatalf("order: %q %v before %q %v", prev.member(), prev.Score, n.member(), n.Score)
@@ -76,7 +79,7 @@ func checkSkiplist(t *testing.T, s *Server, k string) {
 }
 
 // checkNodeSizes checks that each node is linked on exactly the levels
-// its pool array holds (3+L elements: pZNode), so no link lies past it.
+// its pool array holds (2+L elements: pZNode), so no link lies past it.
 func checkNodeSizes(t *testing.T, s *Server, level map[*pZNode]int) {
 	t.Helper()
 	for n, l := range level {
@@ -456,13 +459,14 @@ func zsetEqual(got []goredis.Z, model map[string]float64) bool {
 // fixed-size skiplist nodes before redis8zn), 2 ("engram-redis/2", a
 // table entry beside each node before redis8zm), 3 ("engram-redis/3",
 // logged spans before redis8zz), 4 ("engram-redis/4", lists of element
-// slots before redis9lpush) or 5 ("engram-redis/5", keys' entries without
-// inline bytes before redis10key) does not open; the error
+// slots before redis9lpush) 5 ("engram-redis/5", keys' entries without
+// inline bytes before redis10key) or 6 ("engram-redis/6", skiplist links
+// without their next node's score before redis11zset) does not open; the error
 // is ErrWrongLayout and names both versions. The pool is made as the old
 // version made it (layout name, the keyspace root); its bytes are never
 // read.
 func TestOldLayoutRefused(t *testing.T) {
-	for _, old := range []struct{ name, version string }{{"engram-redis", "version 1"}, {"engram-redis/2", "version 2"}, {"engram-redis/3", "version 3"}, {"engram-redis/4", "version 4"}, {"engram-redis/5", "version 5"}} {
+	for _, old := range []struct{ name, version string }{{"engram-redis", "version 1"}, {"engram-redis/2", "version 2"}, {"engram-redis/3", "version 3"}, {"engram-redis/4", "version 4"}, {"engram-redis/5", "version 5"}, {"engram-redis/6", "version 6"}} {
 		path := filepath.Join(tmpDir(t), "old.pool")
 		pool, err := engram.Create(path, &engram.Options{Layout: old.name, Durability: engram.Pmem})
 		if err != nil {
@@ -482,7 +486,7 @@ func TestOldLayoutRefused(t *testing.T) {
 		if !errors.Is(err, engram.ErrWrongLayout) {
 			t.Fatalf("error %v, want ErrWrongLayout", err)
 		}
-		for _, want := range []string{"version 6", `"engram-redis/6"`, old.version, strconv.Quote(old.name)} {
+		for _, want := range []string{"version 7", `"engram-redis/7"`, old.version, strconv.Quote(old.name)} {
 			if !strings.Contains(err.Error(), want) {
 				t.Fatalf("error %q does not say %s", err, want)
 			}

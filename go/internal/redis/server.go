@@ -185,10 +185,12 @@ const (
 //	5 "engram-redis/5": a list's chunks hold their elements packed in one
 //	  byte array (plist.go), not a slot array of element arrays;
 //	6 "engram-redis/6": a key's entry holds its key and a short value
-//	  inline (entry.go): an older server would read them as empty.
+//	  inline (entry.go): an older server would read them as empty;
+//	7 "engram-redis/7": a skiplist link holds its next node's score
+//	  (pzset.go, pZLevel.FScore), a node's score beside its member.
 const (
-	layoutVersion = 6
-	layoutName    = "engram-redis/6"
+	layoutVersion = 7
+	layoutName    = "engram-redis/7"
 )
 
 // oldLayouts are the earlier versions' layout names and what changed
@@ -199,6 +201,7 @@ var oldLayouts = []struct{ name, change string }{
 	{"engram-redis/3", "version 3 is the layout before the sorted sets' unlogged spans"},
 	{"engram-redis/4", "version 4 is the layout before the lists' packed chunks"},
 	{"engram-redis/5", "version 5 is the layout before the keys' inline entries"},
+	{"engram-redis/6", "version 6 is the layout before the sorted sets' scores in their links"},
 }
 
 // New opens (or creates) the pool and builds the server.

@@ -36,9 +36,12 @@ func zsetContents(p *engram.Pool, c *pColl) (map[string]float64, error) {
 	got := map[string]float64{}
 	rank := map[*pZNode]int64{c.ZHead: 0}
 	var prev *pZNode
+	if err := linkScoresErr(c); err != nil {
+		return nil, err
+	}
 	for n := c.ZHead.lv(0).Fwd; n != nil; n = n.lv(0).Fwd {
-		if n.Spare != nil {
-			return nil, fmt.Errorf("node %q: a back link (Spare is not nil)", n.member())
+		if n.Spare != 0 {
+			return nil, fmt.Errorf("node %q: Spare is not 0", n.member())
 		}
 		if prev != nil && !(prev.Score < n.Score || (prev.Score == n.Score && string(prev.member()) < string(n.member()))) {
 			return nil, fmt.Errorf("order: %q before %q", prev.member(), n.member())
@@ -84,9 +87,25 @@ func zsetContents(p *engram.Pool, c *pColl) (map[string]float64, error) {
 	return got, nil
 }
 
+// linkScoresErr checks that every link of c holds its next node's score
+// (pZLevel.FScore), on every level up to c's, the header's first.
+func linkScoresErr(c *pColl) error {
+	for i := 0; i < int(c.ZLevel); i++ {
+		for n, hops := c.ZHead, int64(0); n.lv(i).Fwd != nil; n, hops = n.lv(i).Fwd, hops+1 {
+			if hops > c.Len {
+				return fmt.Errorf("level %d: more hops than nodes (a cycle)", i)
+			}
+			if l := n.lv(i); l.FScore != l.Fwd.Score {
+				return fmt.Errorf("level %d: the link to %q holds score %v, the node %v", i, l.Fwd.member(), l.FScore, l.Fwd.Score)
+			}
+		}
+	}
+	return nil
+}
+
 // zexploreOps is the traced workload: moves of existing members (to
-// random scores, so the paths differ), a score written in place (its rank
-// kept: raised, told without a walk, and lowered, found by the walk),
+// random scores, so the paths differ), a score changed in place (its rank
+// kept: raised and lowered, both found by the move's walk),
 // new members, removals, a move of a member to the tail and one to the
 // head.
 func zexploreOps(r *rand.Rand, members int) []func(tx *engram.Tx, c *pColl, model map[string]float64) error {
@@ -112,8 +131,8 @@ func zexploreOps(r *rand.Rand, members int) []func(tx *engram.Tx, c *pColl, mode
 			return move(m, s)(tx, c, model)
 		}
 	}
-	// rescore gives m a score between its neighbours': written in place
-	// (zrescore), which it checks.
+	// rescore gives m a score between its neighbours' (its place kept),
+	// which it checks.
 	rescore := func(m string) func(tx *engram.Tx, c *pColl, model map[string]float64) error {
 		return func(tx *engram.Tx, c *pColl, model map[string]float64) error {
 			x := c.zfind([]byte(m))
@@ -121,14 +140,14 @@ func zexploreOps(r *rand.Rand, members int) []func(tx *engram.Tx, c *pColl, mode
 				return fmt.Errorf("rescore %s: not a member before the tail", m)
 			}
 			s := (x.Score + x.lv(0).Fwd.Score) / 2
-			if !rankKept(x, s) {
+			if !(s > x.Score && s < x.lv(0).Fwd.Score) {
 				return fmt.Errorf("rescore %s to %v: its rank would change", m, s)
 			}
 			return move(m, s)(tx, c, model)
 		}
 	}
 	// lower gives m a score between its predecessor's and its own: its
-	// place kept, found by the move's walk (moveAt), written in place.
+	// place kept.
 	lower := func(m string) func(tx *engram.Tx, c *pColl, model map[string]float64) error {
 		return func(tx *engram.Tx, c *pColl, model map[string]float64) error {
 			x := c.zfind([]byte(m))
@@ -228,6 +247,20 @@ func TestZSetCrashExplorer(t *testing.T) {
 	}
 }
 
+// TestZSetCrashExplorerPlanted: a move whose place stays that logs only
+// its node (plantKeptPlaceLogsNode: as the in-place rescore did before
+// the links held their next node's score) leaves its predecessors' link
+// scores changed unlogged, which the explorer must find.
+func TestZSetCrashExplorerPlanted(t *testing.T) {
+	plantKeptPlaceLogsNode = true
+	defer func() { plantKeptPlaceLogsNode = false }()
+	rep := exploreZSet(t, 40)
+	if rep.Violations == 0 {
+		t.Fatalf("the unlogged link scores were not caught: %+v", rep)
+	}
+	t.Logf("caught: %d violations, first: %s", rep.Violations, rep.FirstViolation)
+}
+
 // tracedPool is a new pool named name in trace mode, its tracer (freed
 // when the test ends) and its scratch directory, which the explorer uses
 // too: the redis package's crash-explorer tests start from it.
@@ -276,6 +309,9 @@ func zpipeState(root *pRoot) (map[string]string, error) {
 		return nil, fmt.Errorf("z is not a skiplist")
 	}
 	c := e.Coll
+	if err := linkScoresErr(c); err != nil {
+		return nil, err
+	}
 	st := map[string]string{}
 	var prev *pZNode
 	for n := c.ZHead.lv(0).Fwd; n != nil; n = n.lv(0).Fwd {

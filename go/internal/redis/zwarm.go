@@ -148,9 +148,9 @@ const zprelogMax = 4 * zwarmMax * 2
 // and ws[l.iw] done) will log, as zaddAt and moveAt would find them now
 // (a new member's: appendNewLog):
 // nothing if its score stays or x has zpathLevels levels or more (its
-// level is not known), the node's score and levels if its place stays
-// (zrescore), else also the links of both paths on the node's levels, in
-// moveAt's runs.
+// level is not known), else the node's score and levels and the links of
+// both paths on the node's levels, in moveAt's runs (one path's when its
+// place stays: the links hold its score).
 func appendMoveLog(pairs []uint64, l *zlookup, ws []zwalk) []uint64 {
 	if !l.found {
 		return appendNewLog(pairs, l, ws)
@@ -171,9 +171,6 @@ func appendMoveLog(pairs []uint64, l *zlookup, ws []zwalk) []uint64 {
 	}
 	node := x.elems(level)[zNodeScore:]
 	pairs = append(pairs, addrOf(&node[0]), uint64(len(node))*uint64(unsafe.Sizeof(pZLevel{})))
-	if ins[0] == del[0] || ins[0] == x {
-		return pairs // its place kept (a lower score, a higher one: zrescore)
-	}
 	var d, in [zMaxLevel]*pZNode
 	for i := range level {
 		d[i], in[i] = del[i], ins[i]
@@ -287,12 +284,13 @@ func walkZ(ws []zwalk) float64 {
 				continue
 			}
 			moved = true
-			f := w.n.lv(w.i).Fwd
+			l := w.n.lv(w.i)
+			f := l.Fwd
 			if f == nil { // the end of the list on this level
 				w.down()
 				continue
 			}
-			sc := f.Score
+			sc := l.FScore // f is read only if the walk steps to it (or a tie)
 			adv := sc < w.s
 			if sc == w.s { // a tie (rare): the members decide
 				adv = memberBefore(f, w.m)

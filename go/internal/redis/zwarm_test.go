@@ -23,7 +23,7 @@ import (
 func zslPred(c *pColl, s float64, m []byte) *pZNode {
 	n := c.ZHead
 	for i := int(c.ZLevel) - 1; i >= 0; i-- {
-		for l := n.lv(i); !stop(l.Fwd, s, m); l = n.lv(i) {
+		for l := n.lv(i); !stop(l, s, m); l = n.lv(i) {
 			n = l.Fwd
 		}
 	}
@@ -128,9 +128,9 @@ func zsetWithTies(t *testing.T) (*Server, *pColl) {
 	return s, z
 }
 
-// moveLogged is what zaddAt logs to give x the score s, as moveAt and
-// zrescore find it (address, length; the node's range first), but c
-// itself (the list's level changing), and x's level.
+// moveLogged is what zaddAt logs to give x the score s, as moveAt finds
+// it (address, length; the node's range first), but c itself (the list's
+// level changing), and x's level.
 func moveLogged(c *pColl, x *pZNode, s float64) ([][2]uint64, int) {
 	node := func(level int) [2]uint64 {
 		n := x.elems(level)[zNodeScore:]
@@ -140,9 +140,6 @@ func moveLogged(c *pColl, x *pZNode, s float64) ([][2]uint64, int) {
 	var rank [zMaxLevel]int64
 	c.movePaths(x, s, &del, &ins, &rank)
 	level := levelOn(&del, x, int(c.ZLevel))
-	if rankKept(x, s) || ins[0] == del[0] {
-		return [][2]uint64{node(0)}, level
-	}
 	var runs levelRuns
 	runs.add(&del, level)
 	runs.add(&ins, level)
@@ -197,7 +194,7 @@ func TestZPrelogCoversAMove(t *testing.T) {
 			m := []byte("m" + strconv.Itoa(r.IntN(3000)))
 			x := z.zfind(m)
 			if next := x.lv(0).Fwd; k%5 == 0 && next != nil && next.Score > x.Score {
-				sc = (x.Score + next.Score) / 2 // in place (rankKept)
+				sc = (x.Score + next.Score) / 2 // its place kept
 			}
 			pairs := zprelogOne(t, z, m, sc)
 			if x.Score == sc {
