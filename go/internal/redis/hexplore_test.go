@@ -104,15 +104,5 @@ func TestTableGrowthLoneCrashExplorer(t *testing.T) {
 // (the last adds' moves unguessed) leaves crash images the explorer must
 // find: logging ahead is a guess, never relied upon.
 func TestTableGrowthCrashExplorerPlanted(t *testing.T) {
-	plantMoveUnlogged = true
-	defer func() { plantMoveUnlogged = false }()
-	rep := exploreRegions(t, hexploreSetup(), [][]string{hexploreAdds}, hexploreState, true)
-	if rep.Violations != 0 {
-		t.Fatalf("moves logged ahead by warmLone: %d violations: %s", rep.Violations, rep.FirstViolation)
-	}
-	rep = exploreRegions(t, hexploreSetup(), [][]string{hexploreRemoves}, hexploreState, true)
-	if rep.Violations == 0 {
-		t.Fatalf("the unguessed moves were not caught: %+v", rep)
-	}
-	t.Logf("caught: %d violations, first: %s", rep.Violations, rep.FirstViolation)
+	explorePlantedGuess(t, &plantMoveUnlogged, hexploreSetup(), hexploreAdds, hexploreRemoves, hexploreState)
 }
