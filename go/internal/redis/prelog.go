@@ -5,7 +5,10 @@
 // key's entry and its short value's bytes, and for an absent key the
 // bucket slot it will be linked into and the table's entry count; and
 // what its ZADDs moving a member of a big sorted set will (zwarm.go,
-// zprelog: the links on both paths, the node's score and levels). Each
+// zprelog: the links on both paths, the node's score and levels); what
+// its HSETs of a big hash's field will (the field's link, or its short
+// value's bytes); and, for a table it adds to while the table grows, the
+// bucket moves of the rehash steps those adds take. Each
 // command still logs what it changes before changing it, but the engine
 // then finds the range logged already and fences no more: a pipeline of
 // 16 INCRs takes one undo fence instead of 16 (perf put the per-write
