@@ -78,15 +78,38 @@ type hashv struct {
 	index map[string]int
 }
 
-func newHash() *hashv {
-	return &hashv{vals: map[string][]byte{}, index: map[string]int{}}
+func newHash() *hashv { return newHashCap(0) }
+
+// newHashCap is an empty hash with room for n fields.
+func newHashCap(n int) *hashv {
+	return &hashv{keys: make([]string, 0, n), vals: make(map[string][]byte, n), index: make(map[string]int, n)}
 }
 
+// decodeHash decodes a compact hash (decodeList's encoding, field and
+// value alternating) into Go memory: each field copied once into its
+// string, each value into its own slice (nothing aliases in, a pool
+// value the command may replace and free), the maps sized once. HSET
+// decodes the whole compact value each time (up to hash-max-listpack-
+// entries fields): the maps' growth and a second copy of each field were
+// most of it.
 func decodeHash(in []byte) *hashv {
-	items := decodeList(in)
-	h := newHash()
-	for i := 0; i+1 < len(items); i += 2 {
-		h.set(string(items[i]), items[i+1])
+	n, k := binary.Uvarint(in)
+	if k <= 0 {
+		return newHash()
+	}
+	in = in[k:]
+	h := newHashCap(int(min(n/2, 1<<16)))
+	for i := uint64(0); i+1 < n; i += 2 {
+		f, rest, ok := getBytes(in)
+		if !ok {
+			break
+		}
+		v, rest, ok := getBytes(rest)
+		if !ok {
+			break
+		}
+		h.set(string(f), append([]byte(nil), v...))
+		in = rest
 	}
 	return h
 }

@@ -5,7 +5,10 @@
 // key's entry and its short value's bytes, and for an absent key the
 // bucket slot it will be linked into and the table's entry count; and
 // what its ZADDs moving a member of a big sorted set will (zwarm.go,
-// zprelog: the links on both paths, the node's score and levels). Each
+// zprelog: the links on both paths, the node's score and levels); what
+// its HSETs of a big hash's field will (the field's link, or its short
+// value's bytes); and, for a table it adds to while the table grows, the
+// bucket moves of the rehash steps those adds take. Each
 // command still logs what it changes before changing it, but the engine
 // then finds the range logged already and fences no more: a pipeline of
 // 16 INCRs takes one undo fence instead of 16 (perf put the per-write
@@ -54,11 +57,22 @@ const prelogMax = 2 * warmMax
 // and guesses from them) will change.
 func (s *Server) prelog(tx *engram.Tx, refs []warmRef) error {
 	pairs := s.prelogBuf[:0]
+	var adds dictAdds
 	for i := range refs {
-		if ref := &refs[i]; ref.pre && len(pairs) < prelogMax {
+		ref := &refs[i]
+		if !ref.pre || len(pairs) >= prelogMax {
+			continue
+		}
+		if ref.c != nil {
+			pairs = appendFieldPrelog(pairs, ref)
+		} else {
 			pairs = appendPrelog(pairs, ref)
 		}
+		if !ref.found {
+			adds.add(ref.d)
+		}
 	}
+	pairs = adds.appendRehash(pairs)
 	var sink uint64
 	pairs, sink = zprelog(pairs, refs)
 	s.warmSink += sink
@@ -79,8 +93,7 @@ func (s *Server) prelog(tx *engram.Tx, refs []warmRef) error {
 // pDict.add and addMany log, unless a rehash starts first).
 func appendPrelog(pairs []uint64, ref *warmRef) []uint64 {
 	if !ref.found {
-		slot := ref.d.insertSlot(ref.h)
-		return append(pairs, addrOf(slot), 8, addrOf(&ref.d.Used), 8)
+		return appendLinkPrelog(pairs, ref)
 	}
 	e := ref.e
 	if e.Type != tString || e.Coll != nil {
@@ -100,6 +113,99 @@ func appendPrelog(pairs []uint64, ref *warmRef) []uint64 {
 	}
 	if n := cap(e.Val); n > 0 && n <= overwriteMax {
 		pairs = append(pairs, uint64(uintptr(unsafe.Pointer(unsafe.SliceData(e.Val)))), valWords(n))
+	}
+	return pairs
+}
+
+// appendLinkPrelog adds what linking ref's absent key (or field) into
+// its table changes: its insertion slot and the table's count (pDict.add's
+// logLink and addMany's batch, unless a rehash starts first).
+func appendLinkPrelog(pairs []uint64, ref *warmRef) []uint64 {
+	return append(pairs, addrOf(ref.d.insertSlot(ref.h)), 8, addrOf(&ref.d.Used), 8)
+}
+
+// appendFieldPrelog adds the ranges HSET's write of a big hash's field
+// (ref: a field's ref, its guess the value) changes: for an absent field
+// its link (appendLinkPrelog); for a field holding another short value
+// that fits the old value's bytes, the value's slice header and bytes
+// (overwriteField); nothing if the field holds the value already (hset
+// writes nothing) or the value gets an array of its own (a new object,
+// and the slice header alone: one range, left to hset's own log).
+func appendFieldPrelog(pairs []uint64, ref *warmRef) []uint64 {
+	if !ref.found {
+		return appendLinkPrelog(pairs, ref)
+	}
+	e, v := ref.e, ref.guess.val
+	if string(e.Val) == string(v) || !canOverwrite(e, v) {
+		return pairs
+	}
+	return append(pairs, addrOf(&e.Val), uint64(unsafe.Sizeof(e.Val)),
+		uint64(uintptr(unsafe.Pointer(unsafe.SliceData(e.Val)))), valWords(cap(e.Val)))
+}
+
+// dictAdds counts the adds a batch's refs guess per table (an absent key
+// or field written): each add takes one rehash step of its table first
+// (pDict.prepareAdd). A handful of tables at most (db 0's keys, a hash's
+// fields); adds to further tables are not counted.
+type dictAdds struct {
+	d [4]*pDict
+	n [4]int
+}
+
+func (a *dictAdds) add(d *pDict) {
+	for i := range a.d {
+		if a.d[i] == nil {
+			a.d[i] = d
+		}
+		if a.d[i] == d {
+			a.n[i]++
+			return
+		}
+	}
+}
+
+// appendRehash adds what each counted table's next rehash steps log
+// (appendRehashPrelog), for the tables that are growing.
+func (a *dictAdds) appendRehash(pairs []uint64) []uint64 {
+	for i, d := range a.d {
+		if d != nil && d.RehashIdx >= 0 {
+			pairs = appendRehashPrelog(pairs, d, a.n[i])
+		}
+	}
+	return pairs
+}
+
+// plantMoveUnlogged is for the crash explorer's planted-fault test only:
+// a table's bucket move (pDict.moveBucket) trusts what was logged ahead
+// and logs nothing itself.
+var plantMoveUnlogged bool
+
+// appendRehashPrelog adds what k rehash steps of d (growing: RehashIdx >=
+// 0) will log, walking T0 from RehashIdx as rehashStep will: RehashIdx;
+// for each bucket moved (after up to 10 empty ones skipped), each chain
+// entry's Next and its destination slot in T1, and the source slot
+// (moveBucket's batch); d itself if the last bucket moves (finishRehash).
+// A batch's adds then take no engine call or fence for their moves while
+// the guesses hold: the entries moved are those in T0 now, unless a
+// command before removes one.
+func appendRehashPrelog(pairs []uint64, d *pDict, k int) []uint64 {
+	n0, mask := int64(len(d.T0)), uint64(len(d.T1)-1)
+	pairs = append(pairs, addrOf(&d.RehashIdx), 8)
+	i := d.RehashIdx
+	for ; k > 0 && len(pairs) < prelogMax; k-- {
+		for empty := 0; empty < 10 && i < n0 && d.T0[i] == nil; empty++ {
+			i++
+		}
+		if i < n0 {
+			for e := d.T0[i]; e != nil; e = e.Next {
+				pairs = append(pairs, addrOf(&e.Next), 8, addrOf(&d.T1[e.Hash&mask]), 8)
+			}
+			pairs = append(pairs, addrOf(&d.T0[i]), 8)
+			i++
+		}
+		if i >= n0 {
+			return append(pairs, addrOf(d), uint64(unsafe.Sizeof(*d)))
+		}
 	}
 	return pairs
 }

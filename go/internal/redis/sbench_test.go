@@ -74,6 +74,20 @@ func BenchmarkIncrP16(b *testing.B) {
 	benchPipelines(b, 128, func(r *rand.Rand) [][]byte { return [][]byte{incr, benchKey(r)} })
 }
 
+// BenchmarkIncrP1: INCR at pipeline 1, 25 clients' one-command requests
+// per region (a batch's size under redis-benchmark -c 50 -P 1).
+func BenchmarkIncrP1(b *testing.B) {
+	incr := []byte("INCR")
+	benchBatches(b, 8000, 1, 25, func(r *rand.Rand) [][]byte { return [][]byte{incr, benchKey(r)} })
+}
+
+// BenchmarkSetP1: SET of redis-benchmark's value at pipeline 1 (as
+// BenchmarkIncrP1), the write that stores nothing once the keys exist.
+func BenchmarkSetP1(b *testing.B) {
+	set, v := []byte("SET"), []byte("xxx")
+	benchBatches(b, 8000, 1, 25, func(r *rand.Rand) [][]byte { return [][]byte{set, benchKey(r), v} })
+}
+
 // BenchmarkSetP16: SET of a random key of 100,000 to a 3-byte value.
 func BenchmarkSetP16(b *testing.B) {
 	set, v := []byte("SET"), []byte("xxx")
@@ -152,6 +166,15 @@ func BenchmarkLPushRegion1(b *testing.B) {
 func BenchmarkHSetP16(b *testing.B) {
 	hset, k, v := []byte("HSET"), []byte("myhash"), []byte("xxx")
 	benchPipelines(b, 128, func(r *rand.Rand) [][]byte {
+		return [][]byte{hset, k, []byte(fmt.Sprintf("element:%012d", r.IntN(100000))), v}
+	})
+}
+
+// BenchmarkHSetP1: BenchmarkHSetP16's commands at pipeline 1, 25
+// clients' one-command requests per region.
+func BenchmarkHSetP1(b *testing.B) {
+	hset, k, v := []byte("HSET"), []byte("myhash"), []byte("xxx")
+	benchBatches(b, 8000, 1, 25, func(r *rand.Rand) [][]byte {
 		return [][]byte{hset, k, []byte(fmt.Sprintf("element:%012d", r.IntN(100000))), v}
 	})
 }

@@ -213,6 +213,26 @@ func exploreLone(t *testing.T, setup []string, pipelines [][]string, state func(
 	return rep
 }
 
+// explorePlantedGuess runs, with *plant set (a write that trusts what was
+// logged ahead and logs nothing itself), a batch of lone commands whose
+// guesses cover it, which must leave no violation (the logging ahead
+// covers the write), then one whose guesses miss, which the explorer
+// must catch: logging ahead is a guess, never relied upon.
+func explorePlantedGuess(t *testing.T, plant *bool, setup, covered, missed []string, state func(*pRoot) (map[string]string, error)) {
+	t.Helper()
+	*plant = true
+	defer func() { *plant = false }()
+	rep := exploreRegions(t, setup, [][]string{covered}, state, true)
+	if rep.Violations != 0 {
+		t.Fatalf("writes logged ahead by warmLone: %d violations: %s", rep.Violations, rep.FirstViolation)
+	}
+	rep = exploreRegions(t, setup, [][]string{missed}, state, true)
+	if rep.Violations == 0 {
+		t.Fatalf("the wrong guess was not caught: %+v", rep)
+	}
+	t.Logf("caught: %d violations, first: %s", rep.Violations, rep.FirstViolation)
+}
+
 // exploreRegions is exploreServerReport, the traced regions run as one
 // request each, or (lone) as one request per command.
 func exploreRegions(t *testing.T, setup []string, pipelines [][]string, state func(*pRoot) (map[string]string, error), lone bool) engram.ExploreReport {

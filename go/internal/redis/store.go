@@ -185,6 +185,9 @@ func (d *pDict) moveBucket(tx *engram.Tx, i int64) error {
 		engram.BatchLog(tx, &b, &d.T1[e.Hash&uint64(len(d.T1)-1)])
 	}
 	engram.BatchLog(tx, &b, src)
+	if plantMoveUnlogged {
+		b = engram.LogBatch{} // the planted fault: trust the logging ahead (prelog.go)
+	}
 	if err := tx.LogBatch(&b); err != nil {
 		return err
 	}

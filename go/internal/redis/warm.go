@@ -48,6 +48,7 @@ type warmRef struct {
 	pre   bool     // the command writes a string under the key (prelog.go)
 	guess valGuess // what the string write stores there (prelog.go)
 	f     []byte
+	fv    []byte  // the value HSET gives f (a key's ref; nil: none or not HSET's one pair)
 	c     *pColl  // a field's ref: the collection whose table d is
 	z     float64 // the score a ZADD gives f (zset: it tells one; zwarm.go)
 	zset  bool
@@ -132,26 +133,30 @@ func (s *Server) warmLone(tx *engram.Tx, live []*request) error {
 // warmKeys warms refs (at least two keys' refs: one request's,
 // warmRequest, or a batch's lone commands', warmLone) in the stages
 // warmRequest describes, and logs their writes ahead (prelog).
+// The fields' paths are walked before the logging ahead, which takes
+// HSET's field writes too (prelog.go, appendFieldPrelog).
 func (s *Server) warmKeys(tx *engram.Tx, refs []warmRef) error {
 	s.warmSink += walkRefs(refs)
-	if err := s.prelog(tx, refs); err != nil {
-		clear(refs)
-		s.warmRefs = refs[:0]
-		return err
-	}
 	n := len(refs)
 	for i := 0; i < n; i++ {
 		ref := &refs[i]
-		if ref.f == nil || ref.zdone || !ref.found || ref.e.Coll == nil || ref.e.Coll.Dict == nil {
-			continue
+		if ref.f == nil || !ref.found || ref.e.Coll == nil || ref.e.Coll.Dict == nil {
+			continue // a sorted set has no Dict: zwarm takes its member
 		}
-		refs = append(refs, warmRef{d: ref.e.Coll.Dict, k: ref.f, h: hashKey(ref.f), c: ref.e.Coll, z: ref.z, zset: ref.zset})
+		fr := warmRef{d: ref.e.Coll.Dict, k: ref.f, h: hashKey(ref.f), c: ref.e.Coll, z: ref.z, zset: ref.zset}
+		if ref.fv != nil && ref.e.Type == tHash {
+			fr.pre, fr.guess = true, valGuess{kind: guessValue, val: ref.fv}
+		}
+		refs = append(refs, fr)
 	}
 	s.warmSink += walkRefs(refs[n:])
-	s.warmSink += warmZ(refs[:n]) // a big sorted set's member table and skiplist: zwarm.go
+	err := s.prelog(tx, refs)
+	if err == nil {
+		s.warmSink += warmZ(refs[:n]) // a big sorted set's member table and skiplist: zwarm.go
+	}
 	clear(refs)
 	s.warmRefs = refs[:0]
-	return nil
+	return err
 }
 
 // keyHint is the hash warming computed for the first key of one command
@@ -225,6 +230,9 @@ func appendKeyRefs(refs []warmRef, d *pDict, cmd *command, args [][]byte) []warm
 			if fi := fieldArg(cmd.name, len(args)); fi > cmd.first && fi < len(args) {
 				ref.f = args[fi]
 				ref.z, ref.zset = zwarmTarget(cmd.name, args)
+				if cmd.name == "hset" && len(args) == 4 {
+					ref.fv = args[3]
+				}
 			}
 		}
 		refs = append(refs, ref)
