@@ -165,6 +165,11 @@ mod armed {
              write and sync records into the old generation, which the checkpoint's new salt then invalidates",
         ),
         (
+            "wal.tail_not_rewritten",
+            "a wal record that starts inside a block writes that block's earlier bytes (the end of the record \
+             before, durable and returned) as zeros instead of as they are",
+        ),
+        (
             "wal.gather_returns_early",
             "a wal commit that arrives while the next flush's leader gathers returns at once, before that flush has \
              written and synced its record",

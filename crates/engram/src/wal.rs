@@ -115,6 +115,15 @@
 //! length u64, crc u32, pad u32}` + payload; the payload is pieces `{pool
 //! offset u64, length u32, pad u32, bytes}` each padded to 8 bytes; the CRC
 //! covers the record header (crc field zero) and the payload.
+//!
+//! Log writes are whole blocks ([`LOG_BLOCK`]) at block offsets, through an
+//! `O_DIRECT` descriptor where the file system allows it (`Files::log_write`):
+//! a record that starts inside a block writes the block's earlier bytes again
+//! as they are (kept from the last record write), and zeros after its end.
+//! Rewriting bytes with their own value keeps them whatever part of the write
+//! lands, so the record before stays intact. Planted bug
+//! `wal.tail_not_rewritten` writes those bytes as zeros; the wal crash
+//! explorer and `records_sharing_a_block_all_replay` find the loss.
 
 use crate::error::{Error, Result};
 use crate::futex::Word;
@@ -130,6 +139,10 @@ const LOG_VERSION: u32 = 1;
 const REC_MAGIC: u32 = 0x4C52_4557; // "WERL"
 /// Bytes of the log header; records start here.
 pub const LOG_HEADER: u64 = 4096;
+/// The log is written in whole blocks of this size at offsets that are
+/// multiples of it (`Files::log_write`): the `O_DIRECT` alignment of every
+/// device with blocks up to 4 KiB.
+const LOG_BLOCK: usize = 4096;
 const REC_HEADER: usize = 40;
 const PIECE_HEADER: usize = 16;
 /// A checkpoint runs when the log grows past this.
@@ -213,16 +226,107 @@ impl Recorder {
 /// The two files a log works on, with the recorder hook.
 struct Files {
     log: File,
+    /// The log opened `O_DIRECT` (`None` where the file system refuses
+    /// it): see [`Files::log_write`].
+    direct: Option<File>,
+    /// Staging of log writes, and the log's last partial block.
+    blocks: Mutex<Blocks>,
     pool: File,
     rec: Option<Arc<Recorder>>,
 }
 
-impl Files {
-    fn log_write(&self, off: u64, data: &[u8]) -> Result<()> {
-        if let Some(r) = &self.rec {
-            r.push(IoEvent::LogWrite { off, data: data.to_vec() });
+/// The aligned buffer log writes are staged in, and the bytes of the log's
+/// last partial block as the last record write left them (`tail`, at
+/// block offset `tail_at`): the next record starts there, and its first
+/// block must carry them again.
+#[derive(Default)]
+struct Blocks {
+    buf: Vec<u8>,
+    tail_at: u64,
+    tail: Vec<u8>,
+}
+
+impl Blocks {
+    /// A zeroed, [`LOG_BLOCK`]-aligned slice of `len` bytes of `buf` (no
+    /// `unsafe`: `buf` is over-allocated by a block and the slice starts
+    /// at its first aligned byte; were the address not alignable, an
+    /// `O_DIRECT` write of it fails with `EINVAL` and goes buffered).
+    fn stage(buf: &mut Vec<u8>, len: usize) -> &mut [u8] {
+        if buf.len() < len + LOG_BLOCK {
+            *buf = vec![0; 2 * len + LOG_BLOCK];
         }
-        self.log.write_all_at(data, off).map_err(|e| Error::io("write log", e))
+        let pad = buf.as_ptr().align_offset(LOG_BLOCK);
+        let pad = if pad < LOG_BLOCK { pad } else { 0 };
+        let w = &mut buf[pad..pad + len];
+        w.fill(0);
+        w
+    }
+}
+
+/// Opens the log file at `path` for `O_DIRECT` writes, or `None` if the
+/// file system does not allow it (then writes go through the page cache).
+fn open_direct(path: &Path) -> Option<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new().write(true).custom_flags(libc::O_DIRECT).open(path).ok()
+}
+
+impl Files {
+    fn new(log: File, log_path: &Path, pool: File, rec: Option<Arc<Recorder>>) -> Files {
+        let direct = open_direct(log_path);
+        Files { log, direct, blocks: Mutex::default(), pool, rec }
+    }
+
+    /// Writes `data` at log offset `off` as whole [`LOG_BLOCK`]s: the
+    /// bytes of the first block before `off` are written again as they
+    /// are (from the kept tail for a record that follows the last one,
+    /// else read back from the file), and the last block is padded with
+    /// zeros. So the log is only ever written block-aligned, which lets an
+    /// `O_DIRECT` descriptor send the blocks straight to the device: no
+    /// copy into the page cache, no write-back at the `fdatasync` (with the
+    /// file's multi-page folios, a small buffered write dirtied a whole
+    /// folio and its `fdatasync` walked every block of it). Every caller
+    /// writes at the end of what is valid (a record, zeros ahead, a new
+    /// header over the old one), so the padding overwrites nothing valid;
+    /// the bytes before `off` are unchanged, so a torn or partial write of
+    /// them leaves them as they were (the crash explorer's torn writes and
+    /// holes model exactly that). `record` says a record is written: its
+    /// last partial block becomes the kept tail.
+    fn log_write(&self, off: u64, data: &[u8], record: bool) -> Result<()> {
+        let b = LOG_BLOCK as u64;
+        let start = off / b * b;
+        let end = off + data.len() as u64;
+        let len = (end - start).next_multiple_of(b) as usize;
+        let pre = (off - start) as usize;
+        let mut g = self.blocks.lock();
+        let Blocks { buf, tail_at, tail } = &mut *g;
+        let kept = *tail_at == start && tail.len() == pre;
+        let w = Blocks::stage(buf, len);
+        if pre > 0 && crate::failpoint::planted("wal.tail_not_rewritten") {
+            // Planted bug: the first block's earlier bytes go out as zeros,
+            // destroying the end of the record before (durable, returned).
+        } else if pre > 0 && kept {
+            w[..pre].copy_from_slice(tail);
+        } else if pre > 0 {
+            self.log.read_exact_at(&mut w[..pre], start).map_err(|e| Error::io("read log", e))?;
+        }
+        w[pre..pre + data.len()].copy_from_slice(data);
+        if record {
+            *tail_at = end / b * b;
+            tail.clear();
+            tail.extend_from_slice(&w[(*tail_at - start) as usize..(end - start) as usize]);
+        } else if *tail_at + (tail.len() as u64) > start && *tail_at < start + len as u64 {
+            tail.clear(); // overwritten: read back if a record follows it
+        }
+        if let Some(r) = &self.rec {
+            r.push(IoEvent::LogWrite { off: start, data: w.to_vec() });
+        }
+        match self.direct.as_ref().map(|f| f.write_all_at(w, start)) {
+            Some(Ok(())) => Ok(()),
+            // A device whose blocks are larger than LOG_BLOCK (or an
+            // unaligned buffer) is refused: the page cache takes the write.
+            Some(Err(e)) if e.raw_os_error() != Some(libc::EINVAL) => Err(Error::io("write log", e)),
+            _ => self.log.write_all_at(w, start).map_err(|e| Error::io("write log", e)),
+        }
     }
 
     fn log_sync(&self) -> Result<()> {
@@ -381,15 +485,16 @@ impl Wal {
     /// replaying what it holds into the pool file, and starts a new
     /// generation. Returns the log and the number of records replayed.
     pub fn open(pool_path: &Path, pool: &File, rec: Option<Arc<Recorder>>) -> Result<(Wal, u64)> {
+        let path = log_path(pool_path);
         let log = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
-            .open(log_path(pool_path))
+            .open(&path)
             .map_err(|e| Error::io("open log", e))?;
         let pool = pool.try_clone().map_err(|e| Error::io("dup pool file", e))?;
-        let files = Files { log, pool, rec };
+        let files = Files::new(log, &path, pool, rec);
         let replayed = replay(&files, false)?;
         let salt = new_generation(&files)?;
         let initialised = files.log.metadata().map_err(|e| Error::io("stat log", e))?.len();
@@ -656,9 +761,9 @@ impl Wal {
         let end = off + rec.len() as u64;
         let grown = if end > init { (end + LOG_CHUNK).next_multiple_of(LOG_CHUNK) } else { init };
         if grown > init {
-            self.files.log_write(init, &vec![0; (grown - init) as usize])?;
+            self.files.log_write(init, &vec![0; (grown - init) as usize], false)?;
         }
-        self.files.log_write(off, &rec)?;
+        self.files.log_write(off, &rec, true)?;
         self.files.log_sync()?;
         Ok((end, grown))
     }
@@ -732,7 +837,7 @@ pub fn replay_and_remove(pool_path: &Path, pool: &File) -> Result<u64> {
         Err(e) => return Err(Error::io("open log", e)),
     };
     let pool = pool.try_clone().map_err(|e| Error::io("dup pool file", e))?;
-    let files = Files { log, pool, rec: None };
+    let files = Files::new(log, &path, pool, None);
     let n = replay(&files, true)?;
     std::fs::remove_file(&path).map_err(|e| Error::io("remove log", e))?;
     Ok(n)
@@ -1052,7 +1157,7 @@ fn new_generation(files: &Files) -> Result<u64> {
     head[24..28].copy_from_slice(&crc.to_le_bytes());
     // The new salt is durable before old records can be overwritten; a
     // crash before it keeps the old generation (replayed again, harmlessly).
-    files.log_write(0, &head)?;
+    files.log_write(0, &head, false)?;
     files.log_sync()?;
     Ok(salt)
 }

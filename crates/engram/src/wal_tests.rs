@@ -82,6 +82,48 @@ fn records_replay_in_order_and_stop_at_a_torn_one() {
     std::fs::remove_dir_all(&d).unwrap();
 }
 
+/// The log is written in whole blocks at block offsets, records packed
+/// back to back: a record that starts inside a block rewrites the block's
+/// earlier bytes as they are (from the kept tail, or read back after the
+/// zeros written ahead), so every record written replays; with the
+/// planted bug `wal.tail_not_rewritten` the second record destroys the
+/// first, and the replay stops there.
+#[test]
+fn records_sharing_a_block_all_replay() {
+    blocks_replay("blocks", 30);
+    #[cfg(feature = "failpoints")]
+    {
+        crate::failpoint::plant("wal.tail_not_rewritten");
+        let got = std::panic::catch_unwind(|| blocks_replay("blocks-clobbered", 30));
+        crate::failpoint::disarm_all();
+        assert!(got.is_err(), "the planted bug went unnoticed");
+    }
+}
+
+fn blocks_replay(name: &str, n: u64) {
+    let d = scratch(name);
+    let (p, f) = files(&d);
+    let rec = Recorder::new();
+    let (wal, _) = Wal::open(&p, &f, Some(rec.clone())).unwrap();
+    for i in 0..n {
+        // 8-aligned sizes from 16 to 4000 bytes: records start anywhere in a block.
+        let v = vec![i as u8 + 1; (i as usize * 1361) % 4000 + 16];
+        let s = wal.record([(i * 8, &v[..8])].into_iter().chain([(4096u64, &v[..])]));
+        wal.wait_durable(s).unwrap();
+    }
+    for e in rec.events() {
+        if let IoEvent::LogWrite { off, data } = e {
+            assert!(off % LOG_BLOCK as u64 == 0 && data.len() % LOG_BLOCK == 0, "a write of {} bytes at {off}", data.len());
+        }
+    }
+    drop(wal);
+    assert_eq!(replay_and_remove(&p, &f).unwrap(), n);
+    let mut b = [0u8; 8];
+    f.read_exact_at(&mut b, (n - 1) * 8).unwrap();
+    assert_eq!(b, [n as u8; 8]);
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
 /// A replay copies pieces through a shared mapping of the pool file; a
 /// piece that crosses the file's end is written at its turn, so a later
 /// piece over the same bytes still wins, and the file grows to hold it.

@@ -13,7 +13,9 @@
 //! - the last unsynced log write torn: a prefix of it (the rest of the
 //!   record as the file held it before, stale bytes of an older generation
 //!   included), or all of it but one sector-sized hole (writes of several
-//!   sectors land in any order);
+//!   sectors land in any order), both where the write changes the file
+//!   (a record's first block writes the end of the record before it again,
+//!   unchanged, and its last block ends in zeros);
 //! - unsynced pool-file writes (a checkpoint, the close) reordered: each one
 //!   lost alone, and seeded random subsets.
 //!
@@ -23,7 +25,9 @@
 //! least as many regions as had returned before the cut), and a new region
 //! on the recovered pool. Fault switches (planted bugs) prove the checks can
 //! fail: `wal.skip_fdatasync` (commits return before their record is
-//! durable) and `wal.skip_checksum` (recovery replays torn records).
+//! durable), `wal.skip_checksum` (recovery replays torn records) and
+//! `wal.tail_not_rewritten` (a record's first block clobbers the end of
+//! the record before it).
 
 use super::{ledger_step, make_ledger, verify_ledger, Ledger, LAYOUT};
 use crate::error::{Error, Result};
@@ -387,15 +391,29 @@ fn check_all(events: &[IoEvent], base_pool: &[u8], base_log: &[u8], max: usize, 
     });
 }
 
+/// The bytes of the last unsynced log write that change the file, from
+/// its first to its last differing byte (offsets into the write): the log
+/// is written in whole blocks, so a record's write starts with the end of
+/// the record before it, written again as it is, and ends with zeros.
+fn changed_span(log: &FileModel) -> Option<(usize, usize)> {
+    let Some(Op::Write(off, data)) = log.unsynced.last() else { return None };
+    let before = log.with(|i| i + 1 != log.unsynced.len());
+    let old = |i: usize| before.get(*off as usize + i).copied().unwrap_or(0);
+    let a = (0..data.len()).find(|&i| data[i] != old(i))?;
+    let b = (a..data.len()).rev().find(|&i| data[i] != old(i))? + 1;
+    Some((a, b))
+}
+
 /// The crash states at one cut point.
 fn specs_at(pool: &FileModel, log: &FileModel, seed: u64) -> Vec<Spec> {
     let mut out = vec![Spec::All];
     if !pool.unsynced.is_empty() || !log.unsynced.is_empty() {
         out.push(Spec::Synced);
     }
-    if let Some(Op::Write(_, data)) = log.unsynced.last() {
-        let len = data.len();
-        for cut in [len / 3, len / 2, len.saturating_sub(1)] {
+    if let Some((a, b)) = changed_span(log) {
+        // Cuts and holes fall where the write changes the file.
+        let len = b - a;
+        for cut in [a + len / 3, a + len / 2, b - 1] {
             if cut > 0 {
                 out.push(Spec::Torn { cut, over_synced: false });
                 out.push(Spec::Torn { cut, over_synced: true });
@@ -403,8 +421,8 @@ fn specs_at(pool: &FileModel, log: &FileModel, seed: u64) -> Vec<Spec> {
         }
         let hole = 512.min(len / 4).max(8);
         for k in 1..4 {
-            let at = (len * k / 4) / hole * hole;
-            if at + hole <= len {
+            let at = (a + len * k / 4).next_multiple_of(hole);
+            if at + hole <= b {
                 out.push(Spec::Hole { at, len: hole });
             }
         }
