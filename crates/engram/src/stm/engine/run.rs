@@ -8,7 +8,7 @@
 //! Also `Pool::atomically` / `Pool::root` and the per-thread statistics.
 
 use super::domain::{Domain, SerialHold, VOLATILE};
-use super::pool_state::{local, PoolCtx};
+use super::pool_state::{local_ref, PoolCtx};
 use super::tx::STx;
 use super::{word_at, StmError, StmResult};
 use crate::error::{Error, Result};
@@ -276,9 +276,9 @@ impl Pool {
             return Err(nested_error());
         }
         let inner = self.inner();
-        let local = local(self)?;
+        let local = local_ref(self)?;
         let slot = &local.gate;
-        run(Some(&local.stm.domain), || Ok(Some(PoolCtx { inner, local: local.clone() })), || inner.gate.enter(slot), f)
+        run(Some(&local.stm.domain), || Ok(Some(PoolCtx { inner, local })), || inner.gate.enter(slot), f)
     }
 
     /// The persistent variable named `name`, created holding `init()` if it
