@@ -51,6 +51,7 @@ thread_local! {
 }
 
 /// Whether this call's next attempt records its reads from the start.
+#[inline]
 fn record_from_start(earlier_failed: bool) -> bool {
     RECORDING.with(|r| match r.get() {
         0 => earlier_failed,
@@ -272,9 +273,7 @@ impl Pool {
     /// # Ok::<(), engram::Error>(())
     /// ```
     pub fn atomically<R>(&self, f: impl FnMut(&STx<'_>) -> StmResult<R>) -> Result<R> {
-        if in_atomically() {
-            return Err(nested_error());
-        }
+        // (A nested call is refused by `run`, before anything else.)
         let inner = self.inner();
         let local = local_ref(self)?;
         let slot = &local.gate;
