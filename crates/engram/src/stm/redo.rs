@@ -159,6 +159,13 @@ impl<F: Fold> Cursor<'_, F> {
         }
         self.put(off);
         self.put(vlen as u64);
+        // One word (a `u64` or pointer value, a check's CRC): stored
+        // straight, without the chunk loop's set-up and remainder test.
+        if let Ok(w) = <[u8; 8]>::try_from(body) {
+            self.put(u64::from_le_bytes(w));
+            self.n += 1;
+            return Ok(());
+        }
         let mut words = body.chunks_exact(8);
         for w in &mut words {
             self.put(u64::from_le_bytes(w.try_into().unwrap_or([0; 8])));

@@ -164,10 +164,12 @@ thread_local! {
     static LAST: Cell<(u64, *const Local)> = const { Cell::new((0, std::ptr::null())) };
 }
 
-/// What a pool-bound transaction needs.
+/// What a pool-bound transaction needs: the pool and this thread's entry
+/// for it, both borrowed for the call ([`local_ref`]: no count is taken or
+/// dropped per attempt).
 pub(super) struct PoolCtx<'p> {
     pub(super) inner: &'p PoolInner,
-    pub(super) local: Rc<Local>,
+    pub(super) local: &'p Local,
 }
 
 impl<'p> PoolCtx<'p> {

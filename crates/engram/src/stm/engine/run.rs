@@ -8,7 +8,7 @@
 //! Also `Pool::atomically` / `Pool::root` and the per-thread statistics.
 
 use super::domain::{Domain, SerialHold, VOLATILE};
-use super::pool_state::{local, PoolCtx};
+use super::pool_state::{local_ref, PoolCtx};
 use super::tx::STx;
 use super::{word_at, StmError, StmResult};
 use crate::error::{Error, Result};
@@ -51,6 +51,7 @@ thread_local! {
 }
 
 /// Whether this call's next attempt records its reads from the start.
+#[inline]
 fn record_from_start(earlier_failed: bool) -> bool {
     RECORDING.with(|r| match r.get() {
         0 => earlier_failed,
@@ -272,13 +273,11 @@ impl Pool {
     /// # Ok::<(), engram::Error>(())
     /// ```
     pub fn atomically<R>(&self, f: impl FnMut(&STx<'_>) -> StmResult<R>) -> Result<R> {
-        if in_atomically() {
-            return Err(nested_error());
-        }
+        // (A nested call is refused by `run`, before anything else.)
         let inner = self.inner();
-        let local = local(self)?;
+        let local = local_ref(self)?;
         let slot = &local.gate;
-        run(Some(&local.stm.domain), || Ok(Some(PoolCtx { inner, local: local.clone() })), || inner.gate.enter(slot), f)
+        run(Some(&local.stm.domain), || Ok(Some(PoolCtx { inner, local })), || inner.gate.enter(slot), f)
     }
 
     /// The persistent variable named `name`, created holding `init()` if it
