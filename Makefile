@@ -51,7 +51,8 @@ lint: deps
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps -q
 
 test: deps lint test-c test-go test-govet engramvet test-redis test-redis-py test-java test-cpp test-redis-proxy test-redis-suite
-	$(CARGO) build --workspace --all-targets
+	@# (cargo test builds every test, example and binary: a separate `cargo build
+	@# --all-targets` built them again in the dev profile, minutes of make test)
 	@# process-mode pools commit by record too, so the suites' threads run the 2-fence commit's pending bumps
 	ENGRAM_COMMIT_RECORD=all $(CARGO) test --workspace
 
