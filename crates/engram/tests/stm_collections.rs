@@ -525,3 +525,44 @@ fn removed_treap_nodes_are_garbage() {
 fn removed_hashtable_nodes_are_garbage() {
     gc_test::<HashTable<u64, u64>>("ht-gc");
 }
+
+/// Threads inserting disjoint keys into one red-black tree, with `bug`
+/// planted on theirs: whether every key arrived and the tree is whole.
+fn tree_inserts(tag: &str, bug: Option<&'static str>) -> bool {
+    const THREADS: u64 = 4;
+    const KEYS: u64 = 300;
+    let t = TempPool::new(tag);
+    let pool = create(&t);
+    let c = RbTree::<u64, u64>::root(&pool, "t").unwrap();
+    let workers: Vec<_> = (0..THREADS)
+        .map(|th| {
+            let pool = pool.clone();
+            std::thread::spawn(move || {
+                if let Some(b) = bug {
+                    failpoint::plant(b);
+                }
+                let mut rng = StdRng::seed_from_u64(300 + th);
+                let mut new = 0;
+                for _ in 0..KEYS {
+                    let k = rng.gen_range(0..1 << 20) * THREADS + th;
+                    new += pool.atomically(|tx| c.insert(tx, k, k)).unwrap().is_none() as u64;
+                }
+                failpoint::disarm_all();
+                new
+            })
+        })
+        .collect();
+    let inserted: u64 = workers.into_iter().map(|w| w.join().unwrap()).sum();
+    let whole = pool.atomically(|tx| c.check(tx)).map(|s| s.len);
+    pool.close().unwrap();
+    whole.is_ok_and(|n| n == inserted)
+}
+
+#[test]
+fn concurrent_tree_inserts_lose_nothing_and_the_test_catches_an_unrecorded_step() {
+    assert!(tree_inserts("rb-inserts", None), "a tree insert was lost");
+    // An update's step that does not record the child link it read lets an
+    // insert link its node under a link another commit changed.
+    let caught = (0..20).any(|i| !tree_inserts(&format!("rb-inserts-bug{i}"), Some("stm.step_unrecorded_link")));
+    assert!(caught, "no insert lost with the step's link unrecorded");
+}

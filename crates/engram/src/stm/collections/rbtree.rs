@@ -96,6 +96,14 @@ impl<K: Plain + Ord, V: Plain> RbTree<K, V> {
         super::root_handle(pool, name, Self::new)
     }
 
+    /// The address of the root variable's cell (lock word, then the top
+    /// node's address; a node's fields are 16-byte cells: key, left,
+    /// right, value, parent, red), for tools that inspect the layout (the
+    /// benchmark's `tree_floor` example).
+    pub fn addr(&self) -> u64 {
+        self.root.addr()
+    }
+
     fn in_tx<'a, 'p>(&self, tx: &'a STx<'p>) -> Rb<'a, 'p, K, V> {
         Rb { tx, top: PTVar::from_cell(self.root) }
     }
@@ -178,13 +186,24 @@ impl<K: Plain + Ord, V: Plain> RbTree<K, V> {
 fn find_in<T: ReadTx, K: Plain + Ord, V: Plain>(tx: &T, top: PTVar<Link<K, V>>, key: &K) -> StmResult<Link<K, V>> {
     let mut cur = tx.get(&top)?;
     while !cur.is_null() {
-        cur = match key.cmp(&tx.get(&fld!(cur, RbNode<K, V>, key))?) {
-            std::cmp::Ordering::Less => tx.get(&fld!(cur, RbNode<K, V>, left))?,
-            std::cmp::Ordering::Greater => tx.get(&fld!(cur, RbNode<K, V>, right))?,
-            std::cmp::Ordering::Equal => return Ok(cur),
-        };
+        match step(tx, cur, key)?.1 {
+            Some(next) => cur = next,
+            None => return Ok(cur),
+        }
     }
     Ok(cur)
+}
+
+/// One level of a walk for `key` at node `n`: its key, and the child on
+/// the side `key` lies (None when `n` holds `key`), in one
+/// [`ReadTx::step`] (the three fields share the slot's first line).
+#[inline]
+fn step<T: ReadTx, K: Plain + Ord, V: Plain>(tx: &T, n: Link<K, V>, key: &K) -> StmResult<(K, Option<Link<K, V>>)> {
+    tx.step(&fld!(n, RbNode<K, V>, key), |k| match key.cmp(k) {
+        std::cmp::Ordering::Less => Some(fld!(n, RbNode<K, V>, left)),
+        std::cmp::Ordering::Greater => Some(fld!(n, RbNode<K, V>, right)),
+        std::cmp::Ordering::Equal => None,
+    })
 }
 
 impl<K: Plain + Ord, V: Plain> Rb<'_, '_, K, V> {
@@ -264,17 +283,14 @@ impl<K: Plain + Ord, V: Plain> Rb<'_, '_, K, V> {
     fn insert(&self, key: K, value: V) -> StmResult<Option<V>> {
         let (mut parent, mut cur, mut d) = (PPtr::null(), self.tx.read(&self.top)?, Dir::Left);
         while !cur.is_null() {
-            d = match key.cmp(&self.key(cur)?) {
-                std::cmp::Ordering::Less => Dir::Left,
-                std::cmp::Ordering::Greater => Dir::Right,
-                std::cmp::Ordering::Equal => {
-                    let old = self.value(cur)?;
-                    self.tx.write(&fld!(cur, RbNode<K, V>, value), value)?;
-                    return Ok(Some(old));
-                }
+            let (k, next) = step(self.tx, cur, &key)?;
+            let Some(next) = next else {
+                let old = self.value(cur)?;
+                self.tx.write(&fld!(cur, RbNode<K, V>, value), value)?;
+                return Ok(Some(old));
             };
-            parent = cur;
-            cur = self.child(cur, d)?;
+            d = if key < k { Dir::Left } else { Dir::Right };
+            (parent, cur) = (cur, next);
         }
         let z = self.tx.alloc(RbNode {
             key: PTField::new(key),
