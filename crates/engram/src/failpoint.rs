@@ -187,18 +187,6 @@ mod armed {
              so a word locked by a live committer passes if its version is not newer than the snapshot",
         ),
         (
-            "stm.ro_step_skips_link",
-            "a read-only transaction's step down a tree (a node's key, then the child the compare picks, with one \
-             bounds check: `RbTree`'s walk) tests and re-checks the key's lock word only, so the child link is read \
-             whether locked or newer than the snapshot",
-        ),
-        (
-            "stm.step_unrecorded_link",
-            "an update's step down a tree (`STx::step_at`: a node's key, then the child the compare picks) gives the \
-             child link no read-set entry, so commit does not validate it and an insert can link its node under a \
-             link another commit changed",
-        ),
-        (
             "stm.ro_slow_read",
             "not a bug by itself: a read-only transaction's read yields the processor between the lock-word load and \
              the value load, which widens the window the two bugs above open (tests plant it with them, and alone)",

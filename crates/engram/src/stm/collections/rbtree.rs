@@ -186,24 +186,13 @@ impl<K: Plain + Ord, V: Plain> RbTree<K, V> {
 fn find_in<T: ReadTx, K: Plain + Ord, V: Plain>(tx: &T, top: PTVar<Link<K, V>>, key: &K) -> StmResult<Link<K, V>> {
     let mut cur = tx.get(&top)?;
     while !cur.is_null() {
-        match step(tx, cur, key)?.1 {
-            Some(next) => cur = next,
-            None => return Ok(cur),
-        }
+        cur = match key.cmp(&tx.get(&fld!(cur, RbNode<K, V>, key))?) {
+            std::cmp::Ordering::Less => tx.get(&fld!(cur, RbNode<K, V>, left))?,
+            std::cmp::Ordering::Greater => tx.get(&fld!(cur, RbNode<K, V>, right))?,
+            std::cmp::Ordering::Equal => return Ok(cur),
+        };
     }
     Ok(cur)
-}
-
-/// One level of a walk for `key` at node `n`: its key, and the child on
-/// the side `key` lies (None when `n` holds `key`), in one
-/// [`ReadTx::step`] (the three fields share the slot's first line).
-#[inline]
-fn step<T: ReadTx, K: Plain + Ord, V: Plain>(tx: &T, n: Link<K, V>, key: &K) -> StmResult<(K, Option<Link<K, V>>)> {
-    tx.step(&fld!(n, RbNode<K, V>, key), |k| match key.cmp(k) {
-        std::cmp::Ordering::Less => Some(fld!(n, RbNode<K, V>, left)),
-        std::cmp::Ordering::Greater => Some(fld!(n, RbNode<K, V>, right)),
-        std::cmp::Ordering::Equal => None,
-    })
 }
 
 impl<K: Plain + Ord, V: Plain> Rb<'_, '_, K, V> {
@@ -283,14 +272,17 @@ impl<K: Plain + Ord, V: Plain> Rb<'_, '_, K, V> {
     fn insert(&self, key: K, value: V) -> StmResult<Option<V>> {
         let (mut parent, mut cur, mut d) = (PPtr::null(), self.tx.read(&self.top)?, Dir::Left);
         while !cur.is_null() {
-            let (k, next) = step(self.tx, cur, &key)?;
-            let Some(next) = next else {
-                let old = self.value(cur)?;
-                self.tx.write(&fld!(cur, RbNode<K, V>, value), value)?;
-                return Ok(Some(old));
+            d = match key.cmp(&self.key(cur)?) {
+                std::cmp::Ordering::Less => Dir::Left,
+                std::cmp::Ordering::Greater => Dir::Right,
+                std::cmp::Ordering::Equal => {
+                    let old = self.value(cur)?;
+                    self.tx.write(&fld!(cur, RbNode<K, V>, value), value)?;
+                    return Ok(Some(old));
+                }
             };
-            d = if key < k { Dir::Left } else { Dir::Right };
-            (parent, cur) = (cur, next);
+            parent = cur;
+            cur = self.child(cur, d)?;
         }
         let z = self.tx.alloc(RbNode {
             key: PTField::new(key),

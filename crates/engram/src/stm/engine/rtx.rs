@@ -57,16 +57,14 @@
 use super::domain::VOLATILE;
 use super::pool_state::{local_ref, Local};
 use super::run::{backoff, count_stat, IN_TX};
-use super::tx::{array_len_in, array_len_within, cell_fits, check_cell_in, in_node, NODE_SPAN};
+use super::tx::{array_len_in, array_len_within, cell_fits, check_cell_in};
 use super::{word_at, STx, StmError, StmResult, MAX_VALUE};
 use crate::error::{Error, Result};
 use crate::format::{ObjHeader, OBJ_ARRAY, OBJ_HEADER, OBJ_TAG, OBJ_TAG_MASK};
 use crate::pool::PoolInner;
 use crate::ptr::PArray;
-use crate::stm::collections::Plain;
 use crate::stm::tvar::TVarInner;
 use crate::stm::word;
-use crate::stm::{FieldRef, ImmutableRef};
 use crate::{Persistent, Pool};
 use crossbeam_epoch::Guard;
 use std::cell::{Cell, OnceCell};
@@ -142,15 +140,6 @@ pub trait ReadTx: sealed::Sealed {
     /// HAMT's slot arrays.
     #[doc(hidden)]
     fn elements_of<T: Persistent>(&self, a: PArray<T>) -> Result<&[T]>;
-    /// One level of a walk down linked objects: reads the `#[immutable]`
-    /// field `key` and then, if `pick` on its value gives one, that field
-    /// of the same object (a tree node's key, then the child the compare
-    /// selects), with one bounds check for both when the second lies
-    /// within 48 bytes of the key's cell (`tx/step.rs`). Each read keeps
-    /// its own guarantees ([`STx::read_immutable`], [`STx::read`]).
-    /// Returns the key and the second field's value.
-    #[doc(hidden)]
-    fn step<K: Plain, L: Plain>(&self, key: &ImmutableRef<K>, pick: impl FnOnce(&K) -> Option<FieldRef<L>>) -> StmResult<(K, Option<L>)>;
 }
 
 mod sealed {
@@ -171,10 +160,6 @@ impl ReadTx for STx<'_> {
     fn elements_of<T: Persistent>(&self, a: PArray<T>) -> Result<&[T]> {
         self.slice_of(a)
     }
-    #[inline]
-    fn step<K: Plain, L: Plain>(&self, key: &ImmutableRef<K>, pick: impl FnOnce(&K) -> Option<FieldRef<L>>) -> StmResult<(K, Option<L>)> {
-        STx::step_at(self, key.addr(), |k| pick(k).map(|f| f.addr()))
-    }
 }
 
 impl ReadTx for RTx<'_> {
@@ -189,10 +174,6 @@ impl ReadTx for RTx<'_> {
     #[inline]
     fn elements_of<T: Persistent>(&self, a: PArray<T>) -> Result<&[T]> {
         self.slice_of(a)
-    }
-    #[inline]
-    fn step<K: Plain, L: Plain>(&self, key: &ImmutableRef<K>, pick: impl FnOnce(&K) -> Option<FieldRef<L>>) -> StmResult<(K, Option<L>)> {
-        RTx::step_at(self, key.addr(), |k| pick(k).map(|f| f.addr()))
     }
 }
 
@@ -396,91 +377,6 @@ impl<'t> RTx<'t> {
         self.read_cell::<T>(f.addr(), 8)
     }
 
-    /// [`ReadTx::step`] on the lean path: the key's cell checked for
-    /// `NODE_SPAN` bytes (one compare), its lock word and value, then the
-    /// picked field's (inside that span: no check of its own); both lock
-    /// words tested in one compare (their OR is clean and not newer than
-    /// `rv` only if each is) and re-read after the values, as step 3 does
-    /// for one word. A far field, or a refused word, takes the separate
-    /// reads.
-    #[inline]
-    pub(crate) fn step_at<K: Persistent, L: Persistent>(
-        &self,
-        key: u64,
-        pick: impl FnOnce(&K) -> Option<u64>,
-    ) -> StmResult<(K, Option<L>)> {
-        if let Via::Full(tx) = self.via {
-            return tx.step_at(key, pick);
-        }
-        if !(cell_size_ok::<K>(8) && cell_size_ok::<L>(8) && in_span(key, self.lo, self.lim)) {
-            return self.step_apart(key, pick);
-        }
-        // SAFETY: `in_span` proved [key, key + MAX_CELL) inside the mapping
-        // and key 8-aligned; the pool is borrowed for 't and the GC waits
-        // for the gate this attempt holds.
-        let (kw, kv) = unsafe { (word_at(key as usize), word_at(key as usize + 8)) };
-        let k1 = kw.load(Ordering::Acquire);
-        let kb = kv.load(Ordering::Relaxed);
-        // SAFETY: K is at most 8 bytes (`cell_size_ok`); every bit pattern
-        // is a valid K (it is used only once the re-check below passed).
-        let k: K = unsafe { std::ptr::read_unaligned(&kb as *const u64 as *const K) };
-        let at = match pick(&k) {
-            Some(at) if in_node(key, at) => at,
-            far => {
-                // The key alone, then a far field with its own check.
-                self.settle(kw, k1)?;
-                let l = match far {
-                    Some(at) => Some(self.read_cell::<L>(at, 8)?),
-                    None => None,
-                };
-                return Ok((k, l));
-            }
-        };
-        // SAFETY: `in_node`: [at, at + 16) lies inside [key, key + MAX_CELL),
-        // checked above, and at is 8-aligned.
-        let (lw, lv) = unsafe { (word_at(at as usize), word_at(at as usize + 8)) };
-        let l1 = planted_link(lw.load(Ordering::Acquire));
-        if crate::failpoint::planted("stm.ro_slow_read") {
-            std::thread::yield_now();
-        }
-        let lb = lv.load(Ordering::Relaxed);
-        if !word::clean_at_most(planted_fast(k1 | l1), self.rv) && (refused(k1, self.rv, self.epoch) || refused(l1, self.rv, self.epoch)) {
-            return Err(StmError::Conflict);
-        }
-        fence(Ordering::Acquire);
-        if (kw.load(Ordering::Relaxed) ^ k1) | (planted_link(lw.load(Ordering::Relaxed)) ^ l1) != 0 && !planted_recheck() {
-            return Err(StmError::Conflict);
-        }
-        // SAFETY: L is at most 8 bytes; `lb` holds its bytes as read in a
-        // stable read, and every bit pattern is a valid L.
-        Ok((k, Some(unsafe { std::ptr::read_unaligned(&lb as *const u64 as *const L) })))
-    }
-
-    /// The end of step 3 for one word whose value was loaded: `w1` clean
-    /// and not newer than `rv`, and `w` unchanged after the value.
-    #[inline]
-    fn settle(&self, w: &AtomicU64, w1: u64) -> StmResult<()> {
-        if !word::clean_at_most(planted_fast(w1), self.rv) && refused(w1, self.rv, self.epoch) {
-            return Err(StmError::Conflict);
-        }
-        fence(Ordering::Acquire);
-        if w.load(Ordering::Relaxed) != w1 && !planted_recheck() {
-            return Err(StmError::Conflict);
-        }
-        Ok(())
-    }
-
-    /// [`RTx::step_at`] as two separate reads, each with its own check.
-    #[inline(never)]
-    fn step_apart<K: Persistent, L: Persistent>(&self, key: u64, pick: impl FnOnce(&K) -> Option<u64>) -> StmResult<(K, Option<L>)> {
-        let k = self.read_cell::<K>(key, 8)?;
-        let l = match pick(&k) {
-            Some(at) => Some(self.read_cell::<L>(at, 8)?),
-            None => None,
-        };
-        Ok((k, l))
-    }
-
     /// Reads a boxed variable (`boxed.rs`): the cell's pointer and the box
     /// copied inside one seqlock read (a box freed and reused meanwhile is
     /// read torn, and the re-check refuses it). On the stack up to 256
@@ -577,9 +473,6 @@ impl<'t> RTx<'t> {
 /// The largest cell (lock word and value) a read-only read checks inline.
 const MAX_CELL: u64 = 8 + MAX_VALUE as u64;
 
-// A step's one check covers the key's cell and the fields after it.
-const _: () = assert!(NODE_SPAN == MAX_CELL);
-
 /// Whether a cell of `P` (its value at most `max` bytes) is one the inline
 /// check covers: a constant once `P` and `max` are known.
 #[inline(always)]
@@ -631,17 +524,6 @@ fn planted_rv() -> bool {
 fn planted_fast(w: u64) -> u64 {
     if crate::failpoint::planted("stm.ro_fast_check_ignores_lock") {
         return w & !0xFFFF;
-    }
-    w
-}
-
-/// Planted bug `stm.ro_step_skips_link`: a step's tests (the one-compare
-/// test and the re-check) see the picked link's lock word as clean and
-/// unchanged, so the link is read unvalidated.
-#[inline(always)]
-fn planted_link(w: u64) -> u64 {
-    if crate::failpoint::planted("stm.ro_step_skips_link") {
-        return 0;
     }
     w
 }

@@ -34,12 +34,10 @@
 
 mod bounds;
 mod read;
-mod step;
 mod volatile;
 mod write;
 
 pub(super) use bounds::{array_len_in, array_len_within, cell_fits, check_cell_in};
-pub(super) use step::{in_node, NODE_SPAN};
 pub(crate) use volatile::VCell;
 pub(super) use write::{rebuild_index, Bytes, Kind, Pending, Write};
 

@@ -51,7 +51,7 @@ impl<'p> STx<'p> {
     /// value and the version, or None for the full read to decide (spin,
     /// extend the snapshot, or conflict).
     #[inline(always)]
-    pub(super) fn stable_word(&self, addr: u64) -> Option<(u64, u64)> {
+    fn stable_word(&self, addr: u64) -> Option<(u64, u64)> {
         // SAFETY: the caller checked [addr, addr+16) against the heap's
         // bounds seen at begin (mapped while the pool is borrowed for 'p),
         // and addr 8-aligned.
@@ -71,7 +71,7 @@ impl<'p> STx<'p> {
 
     /// [`STx::read_cell`] for any value size, own writes and `Coarse`.
     #[inline(never)]
-    pub(super) fn read_cell_any<P: Persistent>(&self, addr: u64, max: usize) -> StmResult<P> {
+    fn read_cell_any<P: Persistent>(&self, addr: u64, max: usize) -> StmResult<P> {
         self.check_cell::<P>(addr, max)?;
         if let Some(b) = self.own_write(addr as usize)? {
             return Ok(b.get());
@@ -107,12 +107,7 @@ impl<'p> STx<'p> {
     /// inline pass; anything else the full read, out of line.
     #[inline]
     pub fn read_immutable<T: Persistent + Persist<P = T>>(&self, field: &crate::stm::FieldRef<T>) -> StmResult<T> {
-        self.read_immutable_at(field.addr())
-    }
-
-    /// [`STx::read_immutable`] of the cell at `addr`.
-    #[inline]
-    pub(super) fn read_immutable_at<T: Persistent>(&self, addr: u64) -> StmResult<T> {
+        let addr = field.addr();
         if size_of::<T>() <= 8 && self.wbits.get() & wbit(addr as usize) == 0 && cell_fits::<T>(addr, 8, self.bounds) {
             if let Some((v, _)) = self.stable_word(addr) {
                 // SAFETY: T is at most 8 bytes (above); `v` holds its bytes
@@ -162,7 +157,7 @@ impl<'p> STx<'p> {
     }
 
     #[inline]
-    pub(super) fn record_read(&self, word: usize, version: u64, epoch: u16) {
+    fn record_read(&self, word: usize, version: u64, epoch: u16) {
         if self.rec.get() {
             self.st.borrow_mut().reads.push(Read { word, version, epoch });
         } else {
