@@ -35,7 +35,8 @@
 
 use engram::stm::collections::RbTree;
 use engram::{CreateOptions, Durability, Pool};
-use engram_bench::stm::workload::{prefill_pairs, thread_cpu_nanos};
+use engram_bench::stm::floor::{self, rng, Variant};
+use engram_bench::stm::workload::prefill_pairs;
 use std::hint::black_box;
 use std::path::PathBuf;
 
@@ -49,13 +50,6 @@ const KEY: u64 = 8;
 const LEFT: u64 = 24;
 const RIGHT: u64 = 40;
 const VALUE: u64 = 56;
-
-fn rng(s: &mut u64) -> u64 {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    *s
-}
 
 /// Reads the u64 at `addr`.
 fn rd(addr: u64) -> u64 {
@@ -122,14 +116,6 @@ impl Dense {
     }
 }
 
-/// CPU ns per lookup of `f` over `keys`.
-fn time(keys: &[u64], mut f: impl FnMut(&[u64]) -> u64) -> f64 {
-    let c0 = thread_cpu_nanos().unwrap_or(0);
-    black_box(f(keys));
-    let c1 = thread_cpu_nanos().unwrap_or(0);
-    (c1 - c0) as f64 / keys.len() as f64
-}
-
 /// `f` over `keys`, each key made to depend on the previous result (`z` is
 /// 0, unknown to the compiler): one lookup's misses in flight at a time.
 fn serial(keys: &[u64], f: impl Fn(u64) -> Option<u64>) -> u64 {
@@ -185,8 +171,7 @@ fn main() {
     println!("mean nodes visited per lookup: {:.2}", depth as f64 / keys.len() as f64);
 
     let raw = |k| raw_get(root, k, &mut 0);
-    type Variant<'a> = (&'a str, Box<dyn Fn(&[u64]) -> u64 + 'a>);
-    let mut variants: Vec<Variant<'_>> = vec![
+    let variants: Vec<Variant<'_>> = vec![
         ("ro", Box::new(|ks| ks.iter().map(|k| pool.atomically_read(|tx| tree.get(tx, k)).unwrap().unwrap_or(0)).sum())),
         ("stm", Box::new(|ks| ks.iter().map(|k| pool.atomically(|tx| tree.get(tx, k)).unwrap().unwrap_or(0)).sum())),
         (
@@ -203,21 +188,7 @@ fn main() {
         ("raw-dense", Box::new(|ks| ks.iter().map(|&k| dense.get(k).unwrap_or(0)).sum())),
         ("raw-dense-dep", Box::new(|ks| serial(ks, |k| dense.get(k)))),
     ];
-    variants.retain(|(name, _)| only.as_deref().is_none_or(|o| o == *name));
-    let mut got: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
-    for _ in 0..rounds {
-        for (i, (_, f)) in variants.iter().enumerate() {
-            got[i].push(time(&keys, f));
-        }
-    }
-    println!("CPU ns per lookup ({ops} lookups per round, {rounds} rounds alternating): median [min, max]");
-    for ((name, _), mut v) in variants.iter().zip(got) {
-        v.sort_by(f64::total_cmp);
-        println!("{name:>14}: {:7.1} [{:.1}, {:.1}]", v[v.len() / 2], v[0], v[v.len() - 1]);
-    }
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    println!("load average: {}", load.trim());
-    drop(variants);
+    floor::run(variants, &keys, rounds, only.as_deref());
     drop(pool);
     let _ = std::fs::remove_file(&path);
 }
