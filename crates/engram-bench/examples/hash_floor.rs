@@ -42,7 +42,7 @@
 
 use engram::stm::collections::HashTable;
 use engram::{CreateOptions, Durability, Pool};
-use engram_bench::stm::workload::thread_cpu_nanos;
+use engram_bench::stm::floor::{self, rng, Variant};
 use std::hint::black_box;
 use std::path::PathBuf;
 
@@ -63,13 +63,6 @@ fn stable_hash(key: u64) -> u64 {
     h ^= h >> 33;
     h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
     h ^ (h >> 33)
-}
-
-fn rng(s: &mut u64) -> u64 {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    *s
 }
 
 /// Reads the u64 at `addr`.
@@ -167,14 +160,6 @@ impl Dense {
     }
 }
 
-/// CPU ns per lookup of `f` over `keys`.
-fn time(keys: &[u64], mut f: impl FnMut(&[u64]) -> u64) -> f64 {
-    let c0 = thread_cpu_nanos().unwrap_or(0);
-    black_box(f(keys));
-    let c1 = thread_cpu_nanos().unwrap_or(0);
-    (c1 - c0) as f64 / keys.len() as f64
-}
-
 fn main() {
     let mut args = std::env::args().skip(1);
     let dir = PathBuf::from(args.next().unwrap_or_else(|| "/dev/shm".into()));
@@ -228,8 +213,7 @@ fn main() {
     let anon_huge = thp.lines().find(|l| l.starts_with("AnonHugePages")).unwrap_or("AnonHugePages: ?").to_string();
     println!("{anon_huge}  (the THP copy's huge pages, if the kernel gave any)");
 
-    type Variant<'a> = (&'a str, Box<dyn Fn(&[u64]) -> u64 + 'a>);
-    let mut variants: Vec<Variant<'_>> = vec![
+    let variants: Vec<Variant<'_>> = vec![
         ("stm", Box::new(|ks| ks.iter().map(|k| pool.atomically(|tx| table.get(tx, k)).unwrap().unwrap_or(0)).sum())),
         (
             "stm-batch",
@@ -290,21 +274,7 @@ fn main() {
         ("raw-anon-thp", Box::new(|ks| ks.iter().map(|&k| raw_get(b, dthp, k).unwrap_or(0)).sum())),
         ("raw-dense", Box::new(|ks| ks.iter().map(|&k| dense.get(k).unwrap_or(0)).sum())),
     ];
-    variants.retain(|(name, _)| only.as_deref().is_none_or(|o| o == *name));
-    let mut got: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
-    for _ in 0..rounds {
-        for (i, (_, f)) in variants.iter().enumerate() {
-            got[i].push(time(&keys, f));
-        }
-    }
-    println!("CPU ns per lookup ({ops} lookups per round, {rounds} rounds alternating): median [min, max]");
-    for ((name, _), mut v) in variants.iter().zip(got) {
-        v.sort_by(f64::total_cmp);
-        println!("{name:>14}: {:7.1} [{:.1}, {:.1}]", v[v.len() / 2], v[0], v[v.len() - 1]);
-    }
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    println!("load average: {}", load.trim());
-    drop(variants);
+    floor::run(variants, &keys, rounds, only.as_deref());
     drop(pool);
     let _ = std::fs::remove_file(&path);
 }

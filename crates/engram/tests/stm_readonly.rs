@@ -13,7 +13,7 @@ mod common;
 use common::TempPool;
 use engram::failpoint::{disarm_all, plant};
 use engram::stm::collections::{HashTable, PMap, RbTree, Treap};
-use engram::stm::PTVar;
+use engram::stm::{PTVar, ReadTx, STx, StmResult};
 use engram::{CreateOptions, Durability, Pool};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -239,17 +239,51 @@ fn the_stress_test_catches_a_missing_snapshot_check() {
 /// The key the map stress test moves between its two maps.
 const MOVED: u64 = 1_000;
 
-/// The HAMT stress workload: writers move key [`MOVED`] between two
-/// `PMap`s and, in the same transaction, insert or remove one of 192 other
-/// keys in both maps (so trie nodes split and merge and their slot arrays
-/// are replaced under the readers); readers (read-only transactions, with
-/// `bugs` planted on their threads) must see `MOVED` in exactly one map
-/// and any other key in both or neither. Returns the torn snapshots seen
-/// and how many reads ran on the lean path.
-fn map_stress(bugs: &[&str], reads: u64, until_torn: bool) -> (u64, u64) {
+/// What the map stress test needs of a collection (the HAMT's `PMap`, the
+/// red-black tree).
+trait StressMap: Copy + Send + Sync {
+    fn make(pool: &Pool, name: &str) -> Self;
+    fn get<T: ReadTx>(&self, tx: &T, k: u64) -> StmResult<Option<u64>>;
+    fn insert(&self, tx: &STx<'_>, k: u64, v: u64) -> StmResult<Option<u64>>;
+    fn remove(&self, tx: &STx<'_>, k: u64) -> StmResult<Option<u64>>;
+    fn check(&self, tx: &STx<'_>) -> StmResult<()>;
+}
+
+macro_rules! stress_map {
+    ($t:ty) => {
+        impl StressMap for $t {
+            fn make(pool: &Pool, name: &str) -> Self {
+                <$t>::root(pool, name).unwrap()
+            }
+            fn get<T: ReadTx>(&self, tx: &T, k: u64) -> StmResult<Option<u64>> {
+                <$t>::get(self, tx, &k)
+            }
+            fn insert(&self, tx: &STx<'_>, k: u64, v: u64) -> StmResult<Option<u64>> {
+                <$t>::insert(self, tx, k, v)
+            }
+            fn remove(&self, tx: &STx<'_>, k: u64) -> StmResult<Option<u64>> {
+                <$t>::remove(self, tx, &k)
+            }
+            fn check(&self, tx: &STx<'_>) -> StmResult<()> {
+                <$t>::check(self, tx).map(drop)
+            }
+        }
+    };
+}
+stress_map!(PMap<u64, u64>);
+stress_map!(RbTree<u64, u64>);
+
+/// The map stress workload: writers move key [`MOVED`] between two maps
+/// `M` and, in the same transaction, insert or remove one of 192 other
+/// keys in both maps (so HAMT nodes split and merge and their slot arrays
+/// are replaced, and tree nodes rotate, under the readers); readers
+/// (read-only transactions, with `bugs` planted on their threads) must see
+/// `MOVED` in exactly one map and any other key in both or neither.
+/// Returns the torn snapshots seen and how many reads ran on the lean path.
+fn map_stress<M: StressMap>(bugs: &[&str], reads: u64, until_torn: bool) -> (u64, u64) {
     let t = TempPool::new("ro-map-stress");
     let pool = create(&t, Durability::Process);
-    let (m1, m2) = (PMap::<u64, u64>::root(&pool, "m1").unwrap(), PMap::<u64, u64>::root(&pool, "m2").unwrap());
+    let (m1, m2) = (M::make(&pool, "m1"), M::make(&pool, "m2"));
     pool.atomically(|tx| {
         for k in 0..64 {
             m1.insert(tx, k, k)?;
@@ -268,16 +302,16 @@ fn map_stress(bugs: &[&str], reads: u64, until_torn: bool) -> (u64, u64) {
                 while !stop.load(Ordering::Relaxed) {
                     i = i.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                     pool.atomically(|tx| {
-                        match m1.remove(tx, &MOVED)? {
+                        match m1.remove(tx, MOVED)? {
                             Some(v) => m2.insert(tx, MOVED, v + 1)?,
                             None => {
-                                let v = m2.remove(tx, &MOVED)?.unwrap_or(0);
+                                let v = m2.remove(tx, MOVED)?.unwrap_or(0);
                                 m1.insert(tx, MOVED, v + 1)?
                             }
                         };
                         let k = churn(i);
-                        if m1.remove(tx, &k)?.is_some() {
-                            m2.remove(tx, &k).map(drop)
+                        if m1.remove(tx, k)?.is_some() {
+                            m2.remove(tx, k).map(drop)
                         } else {
                             m1.insert(tx, k, k)?;
                             m2.insert(tx, k, k).map(drop)
@@ -301,8 +335,8 @@ fn map_stress(bugs: &[&str], reads: u64, until_torn: bool) -> (u64, u64) {
                         let (one, same) = pool
                             .atomically_read(|tx| {
                                 lean.fetch_add(tx.is_lean() as u64, Ordering::Relaxed);
-                                let one = m1.get(tx, &MOVED)?.is_some() as u32 + m2.get(tx, &MOVED)?.is_some() as u32;
-                                Ok((one, m1.contains_key(tx, &k)? == m2.contains_key(tx, &k)?))
+                                let one = m1.get(tx, MOVED)?.is_some() as u32 + m2.get(tx, MOVED)?.is_some() as u32;
+                                Ok((one, m1.get(tx, k)?.is_some() == m2.get(tx, k)?.is_some()))
                             })
                             .unwrap();
                         if one != 1 || !same {
@@ -321,26 +355,57 @@ fn map_stress(bugs: &[&str], reads: u64, until_torn: bool) -> (u64, u64) {
         }
         stop.store(true, Ordering::Relaxed);
     });
-    pool.atomically(|tx| m1.check(tx).and(m2.check(tx)).map(drop)).unwrap();
+    pool.atomically(|tx| m1.check(tx).and(m2.check(tx))).unwrap();
     pool.close().unwrap();
     (torn.into_inner(), lean.into_inner())
 }
 
 #[test]
 fn concurrent_map_lookups_always_see_a_consistent_snapshot() {
-    let (torn, lean) = map_stress(&[], 5_000, false);
+    let (torn, lean) = map_stress::<PMap<u64, u64>>(&[], 5_000, false);
     assert_eq!(torn, 0, "a read-only map lookup saw a torn snapshot");
     assert!(lean > 0, "no map lookup ran on the lean path");
-    let (torn, _) = map_stress(&["stm.ro_slow_read"], 1_000, false);
+    let (torn, _) = map_stress::<PMap<u64, u64>>(&["stm.ro_slow_read"], 1_000, false);
     assert_eq!(torn, 0, "a widened read-only map lookup saw a torn snapshot");
 }
 
 #[test]
 fn the_map_stress_test_catches_a_missing_recheck() {
-    assert!(map_stress(&["stm.ro_no_recheck", "stm.ro_slow_read"], 200_000, true).0 > 0, "no torn map snapshot without the re-check");
+    assert!(
+        map_stress::<PMap<u64, u64>>(&["stm.ro_no_recheck", "stm.ro_slow_read"], 200_000, true).0 > 0,
+        "no torn map snapshot without the re-check"
+    );
 }
 
 #[test]
 fn the_map_stress_test_catches_a_missing_snapshot_check() {
-    assert!(map_stress(&["stm.ro_no_rv_check", "stm.ro_slow_read"], 200_000, true).0 > 0, "no torn map snapshot without the rv check");
+    assert!(
+        map_stress::<PMap<u64, u64>>(&["stm.ro_no_rv_check", "stm.ro_slow_read"], 200_000, true).0 > 0,
+        "no torn map snapshot without the rv check"
+    );
+}
+
+#[test]
+fn concurrent_tree_lookups_always_see_a_consistent_snapshot() {
+    let (torn, lean) = map_stress::<RbTree<u64, u64>>(&[], 5_000, false);
+    assert_eq!(torn, 0, "a read-only tree lookup saw a torn snapshot");
+    assert!(lean > 0, "no tree lookup ran on the lean path");
+    let (torn, _) = map_stress::<RbTree<u64, u64>>(&["stm.ro_slow_read"], 1_000, false);
+    assert_eq!(torn, 0, "a widened read-only tree lookup saw a torn snapshot");
+}
+
+#[test]
+fn the_tree_stress_test_catches_a_missing_recheck() {
+    assert!(
+        map_stress::<RbTree<u64, u64>>(&["stm.ro_no_recheck", "stm.ro_slow_read"], 200_000, true).0 > 0,
+        "no torn tree snapshot without the re-check"
+    );
+}
+
+#[test]
+fn the_tree_stress_test_catches_a_missing_snapshot_check() {
+    assert!(
+        map_stress::<RbTree<u64, u64>>(&["stm.ro_no_rv_check", "stm.ro_slow_read"], 200_000, true).0 > 0,
+        "no torn tree snapshot without the rv check"
+    );
 }

@@ -36,6 +36,7 @@
 //! content sum), so the numbers compare implementations of the same thing.
 
 pub mod cli;
+pub mod floor;
 pub mod job;
 pub mod maps;
 pub mod peers;

@@ -96,6 +96,14 @@ impl<K: Plain + Ord, V: Plain> RbTree<K, V> {
         super::root_handle(pool, name, Self::new)
     }
 
+    /// The address of the root variable's cell (lock word, then the top
+    /// node's address; a node's fields are 16-byte cells: key, left,
+    /// right, value, parent, red), for tools that inspect the layout (the
+    /// benchmark's `tree_floor` example).
+    pub fn addr(&self) -> u64 {
+        self.root.addr()
+    }
+
     fn in_tx<'a, 'p>(&self, tx: &'a STx<'p>) -> Rb<'a, 'p, K, V> {
         Rb { tx, top: PTVar::from_cell(self.root) }
     }
