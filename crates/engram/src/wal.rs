@@ -116,7 +116,7 @@
 //! offset u64, length u32, pad u32, bytes}` each padded to 8 bytes; the CRC
 //! covers the record header (crc field zero) and the payload.
 //!
-//! Log writes are whole blocks ([`LOG_BLOCK`]) at block offsets, through an
+//! Log writes are whole blocks (`LOG_BLOCK`, 4 KiB) at block offsets, through an
 //! `O_DIRECT` descriptor where the file system allows it (`Files::log_write`):
 //! a record that starts inside a block writes the block's earlier bytes again
 //! as they are (kept from the last record write), and zeros after its end.
