@@ -181,26 +181,20 @@ func (a *dictAdds) appendRehash(pairs []uint64) []uint64 {
 var plantMoveUnlogged bool
 
 // appendRehashPrelog adds what k rehash steps of d (growing: RehashIdx >=
-// 0) will log, walking T0 from RehashIdx as rehashStep will: RehashIdx;
-// for each bucket moved (after up to 10 empty ones skipped), each chain
-// entry's Next and its destination slot in T1, and the source slot
-// (moveBucket's batch); d itself if the last bucket moves (finishRehash).
+// 0) will log, walking T0 from RehashIdx as rehashStep will, with its
+// rules: RehashIdx; for each bucket moved (rehashFrom: after up to 10
+// empty ones skipped) the links moveBucket logs (moveLinks); d itself if
+// the last bucket moves (finishRehash).
 // A batch's adds then take no engine call or fence for their moves while
 // the guesses hold: the entries moved are those in T0 now, unless a
 // command before removes one.
 func appendRehashPrelog(pairs []uint64, d *pDict, k int) []uint64 {
-	n0, mask := int64(len(d.T0)), uint64(len(d.T1)-1)
+	n0 := int64(len(d.T0))
 	pairs = append(pairs, addrOf(&d.RehashIdx), 8)
 	i := d.RehashIdx
 	for ; k > 0 && len(pairs) < prelogMax; k-- {
-		for empty := 0; empty < 10 && i < n0 && d.T0[i] == nil; empty++ {
-			i++
-		}
-		if i < n0 {
-			for e := d.T0[i]; e != nil; e = e.Next {
-				pairs = append(pairs, addrOf(&e.Next), 8, addrOf(&d.T1[e.Hash&mask]), 8)
-			}
-			pairs = append(pairs, addrOf(&d.T0[i]), 8)
+		if i = d.rehashFrom(i); i < n0 {
+			d.moveLinks(i, func(p **pEntry) { pairs = append(pairs, addrOf(p), 8) })
 			i++
 		}
 		if i >= n0 {

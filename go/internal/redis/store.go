@@ -151,40 +151,51 @@ func (d *pDict) rehashStep(tx *engram.Tx) error {
 	if d.RehashIdx < 0 {
 		return nil
 	}
-	for empty := 0; empty < 10 && d.RehashIdx < int64(len(d.T0)); empty++ {
-		if d.T0[d.RehashIdx] != nil {
-			break
-		}
-		if err := tx.Log(&d.RehashIdx); err != nil {
+	n := int64(len(d.T0))
+	i := d.rehashFrom(d.RehashIdx)
+	if i < n {
+		if err := d.moveBucket(tx, i); err != nil {
 			return err
 		}
-		d.RehashIdx++
+		i++
 	}
-	if d.RehashIdx < int64(len(d.T0)) {
-		if err := d.moveBucket(tx, d.RehashIdx); err != nil {
-			return err
-		}
-		if err := tx.Log(&d.RehashIdx); err != nil {
-			return err
-		}
-		d.RehashIdx++
+	if err := tx.Log(&d.RehashIdx); err != nil {
+		return err
 	}
-	if d.RehashIdx >= int64(len(d.T0)) {
+	d.RehashIdx = i
+	if i >= n {
 		return d.finishRehash(tx)
 	}
 	return nil
 }
 
+// rehashFrom is the bucket a rehash step at i moves: i after up to 10
+// empty buckets skipped (len(T0) if the skip reaches the end). The rule
+// the logging ahead of a batch's adds follows too (appendRehashPrelog).
+func (d *pDict) rehashFrom(i int64) int64 {
+	for empty := 0; empty < 10 && i < int64(len(d.T0)) && d.T0[i] == nil; empty++ {
+		i++
+	}
+	return i
+}
+
+// moveLinks calls f with every link that moving T0's bucket i changes:
+// each chain entry's Next and its destination slot in T1, then the
+// source slot (what moveBucket logs, and appendRehashPrelog ahead of it).
+func (d *pDict) moveLinks(i int64, f func(**pEntry)) {
+	mask := uint64(len(d.T1) - 1)
+	for e := d.T0[i]; e != nil; e = e.Next {
+		f(&e.Next)
+		f(&d.T1[e.Hash&mask])
+	}
+	f(&d.T0[i])
+}
+
 func (d *pDict) moveBucket(tx *engram.Tx, i int64) error {
 	src := &d.T0[i]
-	// Every link the move changes (each entry's Next, its destination
-	// slot, the source slot), logged with one engine call and one fence.
+	// Every link the move changes, logged with one engine call and one fence.
 	var b engram.LogBatch
-	for e := *src; e != nil; e = e.Next {
-		engram.BatchLog(tx, &b, &e.Next)
-		engram.BatchLog(tx, &b, &d.T1[e.Hash&uint64(len(d.T1)-1)])
-	}
-	engram.BatchLog(tx, &b, src)
+	d.moveLinks(i, func(p **pEntry) { engram.BatchLog(tx, &b, p) })
 	if plantMoveUnlogged {
 		b = engram.LogBatch{} // the planted fault: trust the logging ahead (prelog.go)
 	}
@@ -194,11 +205,11 @@ func (d *pDict) moveBucket(tx *engram.Tx, i int64) error {
 	for e := *src; e != nil; {
 		next := e.Next
 		dst := &d.T1[e.Hash&uint64(len(d.T1)-1)]
-		e.Next = *dst //engramvet:ignore this and the next line: batch-logged by the walk above over the same chain (each Next, each destination slot)
+		e.Next = *dst //engramvet:ignore this and the next line: batch-logged by moveLinks over the same chain (each Next, each destination slot)
 		*dst = e
 		e = next
 	}
-	*src = nil
+	*src = nil //engramvet:ignore batch-logged by moveLinks (the source slot, its last link)
 	return nil
 }
 
