@@ -42,7 +42,7 @@
 
 use engram::stm::collections::HashTable;
 use engram::{CreateOptions, Durability, Pool};
-use engram_bench::stm::floor::{self, rng, Variant};
+use engram_bench::stm::floor::{self, rng, serial, Variant};
 use std::hint::black_box;
 use std::path::PathBuf;
 
@@ -227,33 +227,9 @@ fn main() {
         ("ro", Box::new(|ks| ks.iter().map(|k| pool.atomically_read(|tx| table.get(tx, k)).unwrap().unwrap_or(0)).sum())),
         ("empty-ro", Box::new(|ks| ks.iter().map(|&k| pool.atomically_read(|_| Ok(k)).unwrap()).sum())),
         ("raw-pool", Box::new(|ks| ks.iter().map(|&k| raw_get(b, 0, k).unwrap_or(0)).sum())),
-        (
-            "raw-pool-dep",
-            Box::new(|ks| {
-                // Each key depends on the previous lookup's result (`z` is
-                // 0, unknown to the compiler): one lookup's misses at a time.
-                let (z, mut prev) = (black_box(0u64), 0u64);
-                ks.iter()
-                    .map(|&k| {
-                        prev = raw_get(b, 0, k + (prev & z)).unwrap_or(0);
-                        prev
-                    })
-                    .sum()
-            }),
-        ),
-        (
-            "raw-head-dep",
-            Box::new(|ks| {
-                // The bucket head's load alone, serialised likewise.
-                let (z, mut prev) = (black_box(0u64), 0u64);
-                ks.iter()
-                    .map(|&k| {
-                        prev = rd(b + (stable_hash(k + (prev & z)) & (BUCKETS - 1)) * 16 + 8);
-                        prev
-                    })
-                    .sum()
-            }),
-        ),
+        ("raw-pool-dep", Box::new(|ks| serial(ks, |k| raw_get(b, 0, k)))),
+        // The bucket head's load alone, serialised likewise.
+        ("raw-head-dep", Box::new(|ks| serial(ks, |k| Some(rd(b + (stable_hash(k) & (BUCKETS - 1)) * 16 + 8))))),
         (
             "raw-pool-xchg",
             Box::new(|ks| {

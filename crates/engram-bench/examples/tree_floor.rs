@@ -35,7 +35,7 @@
 
 use engram::stm::collections::RbTree;
 use engram::{CreateOptions, Durability, Pool};
-use engram_bench::stm::floor::{self, rng, Variant};
+use engram_bench::stm::floor::{self, rng, serial, Variant};
 use engram_bench::stm::workload::prefill_pairs;
 use std::hint::black_box;
 use std::path::PathBuf;
@@ -114,18 +114,6 @@ impl Dense {
         }
         None
     }
-}
-
-/// `f` over `keys`, each key made to depend on the previous result (`z` is
-/// 0, unknown to the compiler): one lookup's misses in flight at a time.
-fn serial(keys: &[u64], f: impl Fn(u64) -> Option<u64>) -> u64 {
-    let (z, mut prev) = (black_box(0u64), 0u64);
-    keys.iter()
-        .map(|&k| {
-            prev = f(k + (prev & z)).unwrap_or(0);
-            prev
-        })
-        .sum()
 }
 
 fn main() {

@@ -1,5 +1,6 @@
 //! What the memory-floor examples (`examples/hash_floor.rs`,
-//! `examples/tree_floor.rs`) share: their key generator, and the loop
+//! `examples/tree_floor.rs`) share: their key generator, the serialised
+//! lookups of their `-dep` variants, and the loop
 //! that times each variant's lookups in CPU time, round after round
 //! alternately, and prints each variant's median, minimum and maximum.
 //!
@@ -19,6 +20,18 @@ pub fn rng(s: &mut u64) -> u64 {
     *s ^= *s >> 7;
     *s ^= *s << 17;
     *s
+}
+
+/// `f` over `keys`, each key made to depend on the previous result (`z` is
+/// 0, unknown to the compiler): one lookup's misses in flight at a time.
+pub fn serial(keys: &[u64], f: impl Fn(u64) -> Option<u64>) -> u64 {
+    let (z, mut prev) = (black_box(0u64), 0u64);
+    keys.iter()
+        .map(|&k| {
+            prev = f(k + (prev & z)).unwrap_or(0);
+            prev
+        })
+        .sum()
 }
 
 /// CPU ns per lookup of `f` over `keys`.
