@@ -298,3 +298,57 @@ static HELPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0
 pub fn young_helps() -> u64 {
     HELPS.load(Ordering::Relaxed)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reader of a [`Published`] line never sees one half's `wv` with
+    /// another record's span, however the writer's updates interleave (a
+    /// torn read could let a commit miss a record it wrote into).
+    #[test]
+    fn published_records_are_read_whole() {
+        let p = Arc::new(Published::default());
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writer = {
+            let (p, stop) = (p.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut wv = 1u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let h = (wv % 2) as usize;
+                    p.set(h, (wv % 3 != 0).then_some(YoungRec { wv, lo: wv * 10, hi: wv * 10 + 5 }));
+                    wv += 1;
+                }
+            })
+        };
+        let mut seen = 0;
+        for _ in 0..200_000 {
+            for r in p.get() {
+                assert!(r == YoungRec { wv: 0, lo: 0, hi: 0 } || (r.lo == r.wv * 10 && r.hi == r.wv * 10 + 5), "torn: {r:?}");
+                seen += (r.wv != 0) as u64;
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        writer.join().unwrap();
+        assert!(seen > 0, "the reader never saw a record");
+    }
+
+    /// A commit's test: a record of another log older than the commit,
+    /// whose span holds one of the commit's cells, marks it; a younger
+    /// record, a span beside the cells, or the commit's own log's record
+    /// does not.
+    #[test]
+    fn touches_older_needs_an_older_record_of_another_log_around_a_cell() {
+        let young = Young::default();
+        let (mut mine, mut other) = (ThreadLog::default(), ThreadLog::default());
+        young.register(&mut other, 0, YoungRec { wv: 5, lo: 100, hi: 200 });
+        young.register(&mut mine, 1, YoungRec { wv: 3, lo: 300, hi: 400 });
+        let cells = |c: &'static [u64]| c.iter().copied();
+        assert!(young.touches_older(&mut mine, 6, cells(&[50, 150])));
+        assert!(!young.touches_older(&mut mine, 5, cells(&[150])), "not older");
+        assert!(!young.touches_older(&mut mine, 6, cells(&[200, 99])), "outside the span");
+        assert!(!young.touches_older(&mut mine, 6, cells(&[350])), "the commit's own log");
+        young.unregister(&mut other, 0);
+        assert!(!young.touches_older(&mut mine, 6, cells(&[150])), "cleared");
+    }
+}
