@@ -113,16 +113,16 @@ impl Published {
     }
 
     /// Both halves' records, as one consistent snapshot.
+    #[inline]
     fn get(&self) -> [YoungRec; 2] {
+        let load = |h: usize, i: usize| self.slots[h][i].load(Ordering::Relaxed);
         loop {
             let s = self.seq.load(Ordering::Acquire);
-            let r = [0, 1].map(|h| {
-                let [wv, lo, hi] = [0, 1, 2].map(|i| self.slots[h][i].load(Ordering::Relaxed));
-                YoungRec { wv, lo, hi }
-            });
+            let r0 = YoungRec { wv: load(0, 0), lo: load(0, 1), hi: load(0, 2) };
+            let r1 = YoungRec { wv: load(1, 0), lo: load(1, 1), hi: load(1, 2) };
             fence(Ordering::Acquire);
             if s % 2 == 0 && self.seq.load(Ordering::Relaxed) == s {
-                return r;
+                return [r0, r1];
             }
             std::hint::spin_loop();
         }
@@ -178,8 +178,14 @@ impl Young {
             log.others = (gen, others);
         }
         let always = crate::failpoint::planted("stm.young_help_always");
-        let older = log.others.1.iter().flat_map(|p| p.get()).filter(|r| r.wv != 0 && r.wv < w);
-        older.into_iter().any(|r| always || cells.clone().any(|off| off >= r.lo && off < r.hi))
+        for p in &log.others.1 {
+            for r in p.get() {
+                if r.wv != 0 && r.wv < w && (always || cells.clone().any(|off| off >= r.lo && off < r.hi)) {
+                    return true;
+                }
+            }
+        }
+        false
     }
 }
 
