@@ -33,7 +33,6 @@ package redis
 
 import (
 	"math"
-	"strconv"
 	"unsafe"
 
 	engram "github.com/engram-pm/engram-go"
@@ -276,10 +275,21 @@ func guessLen(e *pEntry, g valGuess) int {
 		if !ok || (g.by > 0 && cur > math.MaxInt64-g.by) || (g.by < 0 && cur < math.MinInt64-g.by) {
 			return -1
 		}
-		var buf [20]byte
-		return len(strconv.AppendInt(buf[:0], cur+g.by, 10))
+		return decimalLen(cur + g.by)
 	}
 	return -1
+}
+
+// decimalLen is len(strconv.AppendInt(nil, v, 10)), without writing it.
+func decimalLen(v int64) int {
+	n, u := 1, uint64(v)
+	if v < 0 {
+		n, u = 2, -u
+	}
+	for ; u >= 10; u /= 10 {
+		n++
+	}
+	return n
 }
 
 // valWords is the logged length of a string value of capacity n: whole
