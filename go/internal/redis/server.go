@@ -161,6 +161,7 @@ type request struct {
 	cmds [][][]byte
 	kind int // reqCommands, reqClose, reqWake
 	out  W
+	lone loneWarm // what warmLone found for it (warm.go)
 }
 
 const (
@@ -804,7 +805,7 @@ func (s *Server) runRequest(tx *engram.Tx, r *request) (err error) {
 	}
 	r.out = W{b: b, proto: r.c.proto}
 	var buf [32]*command // a pipeline of up to 32 commands: no allocation
-	defs := lookupCommands(buf[:0], r.cmds)
+	defs := r.lone.defs(buf[:0], r.cmds)
 	if err := s.warmRequest(tx, r, defs); err != nil { // under the recover above, as the commands
 		return err
 	}
