@@ -48,12 +48,20 @@ const zpathLevels = 5
 
 // zwalk is one walk being warmed: toward (s, m), at node n on level i
 // (i < 0: done); path[i] is its last node on level i (once it has gone
-// below i: the predecessor of (s, m) there), for i < zpathLevels.
+// below i: the predecessor of (s, m) there), for i < zpathLevels. own is
+// the node whose member m is (the walk toward a member's present place;
+// else nil): a tie with it is told without reading it. tie counts the
+// passes spent on a tie with the next node on level i (tieWait: its
+// member's pointer, then its bytes, read a pass apart); mem is the
+// member's first byte's address read in the first.
 type zwalk struct {
 	n    *pZNode
 	i    int
 	s    float64
 	m    []byte
+	own  *pZNode
+	mem  *byte
+	tie  int
 	path [zpathLevels]*pZNode
 }
 
@@ -262,7 +270,7 @@ func addZWalks(ws []zwalk, l *zlookup) []zwalk {
 	top := int(c.ZLevel) - 1
 	if l.found {
 		l.dw = len(ws)
-		ws = append(ws, zwalk{n: c.ZHead, i: top, s: l.n.Score, m: l.n.member()})
+		ws = append(ws, zwalk{n: c.ZHead, i: top, s: l.n.Score, m: l.n.member(), own: l.n})
 	}
 	if l.zset {
 		l.iw = len(ws)
@@ -292,8 +300,12 @@ func walkZ(ws []zwalk) float64 {
 			}
 			sc := l.FScore // f is read only if the walk steps to it (or a tie)
 			adv := sc < w.s
-			if sc == w.s { // a tie (rare): the members decide
-				adv = memberBefore(f, w.m)
+			if sc == w.s && f != w.own { // a tie: the members decide
+				if w.tie < tieWait {
+					sink += w.readTie(f)
+					continue
+				}
+				adv, w.tie = memberBefore(f, w.m), 0
 			}
 			// Without a branch on the loaded score: a mispredicted one
 			// would hold back the next walks' loads until this one's
@@ -310,6 +322,30 @@ func walkZ(ws []zwalk) float64 {
 		}
 	}
 	return sink
+}
+
+// tieWait is the passes a walk spends on a tie before it compares the
+// members (readTie): one to load the next node's member pointer, one its
+// first bytes.
+const tieWait = 2
+
+// readTie is one pass of w's tie with f: it loads f's member pointer (f
+// is not read yet: the link held its score), then the member's first
+// byte, so that each miss overlaps the other walks' hops as theirs do
+// (a compare at once would wait for both, the whole pass behind it: two
+// in three of redis-benchmark's ZADDs, its scores drawn from as many
+// values as there are members, meet a tie on level 0). It returns what
+// it read.
+func (w *zwalk) readTie(f *pZNode) float64 {
+	w.tie++
+	if w.tie == 1 {
+		w.mem = f.Mem
+		return 0
+	}
+	if f.MemLen == 0 {
+		return 0
+	}
+	return float64(*w.mem)
 }
 
 // down takes w one level down at the list's end, keeping its node as its
