@@ -258,7 +258,7 @@ func BenchmarkZAddMovePrelog(b *testing.B) {
 			refs = append(refs, warmRef{found: true, e: &pEntry{Coll: z}, f: o.m, z: o.s, zset: true})
 		}
 		var n uint64
-		pairs, n = zprelog(pairs[:0], refs)
+		pairs, n = zprelog(pairs[:0], refs, nil)
 		sink += n
 		return tx.LogRanges(pairs)
 	})

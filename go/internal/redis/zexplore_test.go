@@ -339,6 +339,18 @@ func zpipeSetup() []string {
 	return lines
 }
 
+// zpipeSetupUnranked is zpipeSetup with every member moved once more
+// (40 moves: the set no longer keeps its spans, keepsRanks), so that the
+// traced moves take the warm-up's paths (zhint.go, moveHinted) where they
+// hold.
+func zpipeSetupUnranked() []string {
+	lines := zpipeSetup()
+	for i := 0; i < 40; i++ {
+		lines = append(lines, fmt.Sprintf("ZADD z %d.25 m%d", i, i))
+	}
+	return lines
+}
+
 // zpipePipelines are the traced regions: ZADD pipelines as the executor
 // runs them (warming, the moves logged ahead: zprelog), with guesses
 // that hold (moves, a score raised or lowered in place) and ones that do
@@ -356,6 +368,30 @@ var zpipePipelines = [][]string{
 func TestZAddPipelineCrashExplorer(t *testing.T) {
 	rep := exploreServer(t, zpipeSetup(), zpipePipelines, zpipeState)
 	t.Logf("%+v", rep)
+}
+
+// TestZAddPipelineCrashExplorerUnranked: zpipePipelines on a set that
+// no longer keeps its spans: the moves whose warm-up paths still hold
+// take them (moveHinted), the others walk.
+func TestZAddPipelineCrashExplorerUnranked(t *testing.T) {
+	rep := exploreServer(t, zpipeSetupUnranked(), zpipePipelines, zpipeState)
+	t.Logf("%+v", rep)
+}
+
+// TestZAddLoneCrashExplorerUnranked: TestZAddLoneCrashExplorer on a set
+// that no longer keeps its spans (moveHinted, as above).
+func TestZAddLoneCrashExplorerUnranked(t *testing.T) {
+	rep := exploreLone(t, zpipeSetupUnranked(), zpipePipelines, zpipeState)
+	t.Logf("%+v", rep)
+}
+
+// TestZAddLoneCrashExplorerUnrankedPlanted is
+// TestZAddLoneCrashExplorerPlanted on a set that no longer keeps its
+// spans: hinted moves log through the same step (logMove), and trusting
+// what was logged ahead shows the same way.
+func TestZAddLoneCrashExplorerUnrankedPlanted(t *testing.T) {
+	explorePlantedGuess(t, &plantMoveTrustsPrelog, zpipeSetupUnranked(), []string{"ZADD z 5.5 m5", "ZADD z 9.5 m10", "ZADD z 30.5 m2", "ZADD z 0.5 m2"},
+		[]string{"ZADD z 5.5 m5", "ZADD z INCR 3 m12", "ZADD z 0.5 m2"}, zpipeState)
 }
 
 // TestZAddLoneCrashExplorer: zpipePipelines' ZADDs as the executor runs

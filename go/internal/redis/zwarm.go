@@ -97,22 +97,23 @@ func zwarmTarget(name string, args [][]byte) (float64, bool) {
 // node), then the skiplist walks toward the member's place and a ZADD's
 // new one. It returns a sum of what it read.
 func warmZ(refs []warmRef) uint64 {
-	_, sink := zwarm(refs, nil, false)
+	_, sink := zwarm(refs, nil, nil, false)
 	return sink
 }
 
 // zprelog is warmZ for prelog.go, which runs first: it warms the same
 // walks and adds to pairs what each ZADD of an existing member will log
 // if the list does not change before it runs (appendMoveLog), and of a
-// new member (appendNewLog). The refs
+// new member (appendNewLog), and to hs (nil: none) each move's paths
+// (zhint.go: the command checks them instead of walking). The refs
 // it takes are marked done (zdone: warmZ and warm.go's field stage skip
 // them).
-func zprelog(pairs []uint64, refs []warmRef) ([]uint64, uint64) {
-	return zwarm(refs, pairs, true)
+func zprelog(pairs []uint64, refs []warmRef, hs *zhints) ([]uint64, uint64) {
+	return zwarm(refs, pairs, hs, true)
 }
 
 // zwarm is warmZ, and zprelog when guess is set.
-func zwarm(refs []warmRef, pairs []uint64, guess bool) ([]uint64, uint64) {
+func zwarm(refs []warmRef, pairs []uint64, hs *zhints, guess bool) ([]uint64, uint64) {
 	var lbuf [zwarmMax / 2]zlookup
 	ls := lbuf[:0]
 	for i := range refs {
@@ -141,8 +142,19 @@ func zwarm(refs []warmRef, pairs []uint64, guess bool) ([]uint64, uint64) {
 	}
 	sink += math.Float64bits(walkZ(ws))
 	for i := range ls {
-		if guess && len(pairs) < zprelogMax {
-			pairs = appendMoveLog(pairs, &ls[i], ws)
+		if !guess {
+			break
+		}
+		h, ok := moveHint(&ls[i], ws)
+		if ok && hs != nil {
+			hs.add(&h)
+		}
+		if len(pairs) < zprelogMax {
+			if ok {
+				pairs = appendMoveLog(pairs, &h)
+			} else if !ls[i].found {
+				pairs = appendNewLog(pairs, &ls[i], ws)
+			}
 		}
 	}
 	return pairs, sink
@@ -152,43 +164,19 @@ func zwarm(refs []warmRef, pairs []uint64, guess bool) ([]uint64, uint64) {
 // logs 3.5 ranges on average: 16 ZADDs take ~110 words).
 const zprelogMax = 4 * zwarmMax * 2
 
-// appendMoveLog adds to pairs the ranges the ZADD of l (its walks ws[l.dw]
-// and ws[l.iw] done) will log, as zaddAt and moveAt would find them now
-// (a new member's: appendNewLog):
-// nothing if its score stays or x has zpathLevels levels or more (its
-// level is not known), else the node's score and levels and the links of
-// both paths on the node's levels, in moveAt's runs (one path's when its
-// place stays: the links hold its score).
-func appendMoveLog(pairs []uint64, l *zlookup, ws []zwalk) []uint64 {
-	if !l.found {
-		return appendNewLog(pairs, l, ws)
-	}
-	if l.dw < 0 || l.iw < 0 || l.n.Score == l.z {
-		return pairs
-	}
-	x := l.n
-	del, ins := &ws[l.dw].path, &ws[l.iw].path
-	level := 0
-	for i, p := range del {
-		if p != nil && p.lv(i).Fwd == x {
-			level = i + 1
-		}
-	}
-	if level == 0 || level == zpathLevels {
-		return pairs // not the node the walk went to (a hash's collision), or maybe taller
-	}
-	node := x.elems(level)[zNodeScore:]
+// appendMoveLog adds to pairs the ranges the move h (moveHint) will
+// log, as zaddAt and moveAt would find them now (the node's score and
+// levels and the links of both paths on the node's levels, in moveAt's
+// runs: one path's when its place stays, the links holding its score).
+func appendMoveLog(pairs []uint64, h *zhint) []uint64 {
+	node := h.x.elems(h.level)[zNodeScore:]
 	pairs = append(pairs, addrOf(&node[0]), uint64(len(node))*uint64(unsafe.Sizeof(pZLevel{})))
 	var d, in [zMaxLevel]*pZNode
-	for i := range level {
-		d[i], in[i] = del[i], ins[i]
-		if in[i] == x { // the move's walk skips x: it stays at x's predecessor
-			in[i] = del[i]
-		}
-	}
+	copy(d[:], h.del[:h.level])
+	copy(in[:], h.ins[:h.level])
 	var runs levelRuns
-	runs.add(&d, level)
-	runs.add(&in, level)
+	runs.add(&d, h.level)
+	runs.add(&in, h.level)
 	for _, r := range runs.r[:runs.k] {
 		run := r.n.L[r.lo:r.hi]
 		pairs = append(pairs, addrOf(&run[0]), uint64(len(run))*uint64(unsafe.Sizeof(pZLevel{})))
@@ -286,6 +274,7 @@ func walkZ(ws []zwalk) float64 {
 	var sink float64
 	for moved := true; moved; {
 		moved = false
+		sink += touchZ(ws)
 		for k := range ws {
 			w := &ws[k]
 			if w.i < 0 {
@@ -322,6 +311,23 @@ func walkZ(ws []zwalk) float64 {
 		}
 	}
 	return sink
+}
+
+// touchZ loads the level each walk of ws reads next (its current node's
+// on level i, not read yet: the last pass stepped to the node on its
+// predecessor's link), in a loop of a few instructions per walk, so that
+// the out-of-order window holds every walk's load at once (~50
+// instructions a walk in walkZ's pass, ~6 here: the pass's own loads
+// then hit). It returns a sum of what it read.
+func touchZ(ws []zwalk) float64 {
+	var t uint64
+	for k := range ws {
+		if w := &ws[k]; w.i >= 0 {
+			l := w.n.lv(w.i)
+			t |= uint64(uintptr(unsafe.Pointer(l.Fwd))) | math.Float64bits(l.FScore)
+		}
+	}
+	return float64(t & 1)
 }
 
 // tieWait is the passes a walk spends on a tie before it compares the
