@@ -274,7 +274,6 @@ func walkZ(ws []zwalk) float64 {
 	var sink float64
 	for moved := true; moved; {
 		moved = false
-		sink += touchZ(ws)
 		for k := range ws {
 			w := &ws[k]
 			if w.i < 0 {
@@ -311,23 +310,6 @@ func walkZ(ws []zwalk) float64 {
 		}
 	}
 	return sink
-}
-
-// touchZ loads the level each walk of ws reads next (its current node's
-// on level i, not read yet: the last pass stepped to the node on its
-// predecessor's link), in a loop of a few instructions per walk, so that
-// the out-of-order window holds every walk's load at once (~50
-// instructions a walk in walkZ's pass, ~6 here: the pass's own loads
-// then hit). It returns a sum of what it read.
-func touchZ(ws []zwalk) float64 {
-	var t uint64
-	for k := range ws {
-		if w := &ws[k]; w.i >= 0 {
-			l := w.n.lv(w.i)
-			t |= uint64(uintptr(unsafe.Pointer(l.Fwd))) | math.Float64bits(l.FScore)
-		}
-	}
-	return float64(t & 1)
 }
 
 // tieWait is the passes a walk spends on a tie before it compares the
