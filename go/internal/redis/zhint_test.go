@@ -10,7 +10,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -89,17 +88,7 @@ func TestZAddHintedMoves(t *testing.T) {
 		}
 		if round%50 == 49 { // a rank read: the spans computed again, exact
 			checkSkiplist(t, s, "z")
-			type el struct {
-				m string
-				s float64
-			}
-			var want []el
-			for m, sc := range model {
-				want = append(want, el{m, sc})
-			}
-			sort.Slice(want, func(a, b int) bool {
-				return want[a].s < want[b].s || (want[a].s == want[b].s && want[a].m < want[b].m)
-			})
+			want := modelOrder(model)
 			for k := 0; k < 20; k++ {
 				j := r.IntN(len(want))
 				if rk := c.ZRank(ctx, "z", want[j].m).Val(); rk != int64(j) {
