@@ -205,6 +205,7 @@ func newZColl(tx *engram.Tx) (*pColl, error) {
 	}
 	c.ZLevel = 1
 	c.ZHead.Hash = tx.Epoch() // no spans yet: ranked (ranked)
+	c.ZHead.Spare = zUnkept   // but keeps none before a rank read wants them (keepsRanks)
 	return c, nil
 }
 
@@ -252,15 +253,19 @@ func (c *pColl) rerank(tx *engram.Tx) {
 
 // keepsRanks is whether a move keeps c's spans (and so walks its whole
 // paths, with ranks): while c is ranked, through its first Len moves
-// since the spans were computed (the header's Spare counts them,
-// unlogged: a crash or a rollback leaves a count as good as any). After
-// those, a move that can skip its walk (moveHinted) lets the spans go
-// (unranks c), and the next rank read computes them again (rerank): O(n)
+// since a rank read computed the spans (rerank; the header's Spare counts
+// them, unlogged: a crash or a rollback leaves a count as good as any; a
+// new set starts past any length, zUnkept: no rank read has wanted them
+// yet). After those, a move that can skip its walk (moveHinted) lets the
+// spans go (unranks c), and the next rank read computes them again: O(n)
 // at most once per n moves, so a rank read stays O(log n) amortized
 // while a set only written is moved without its paths' ranks.
 func (c *pColl) keepsRanks(tx *engram.Tx) bool {
 	return c.ranked(tx) && c.ZHead.Spare < uint64(c.Len)
 }
+
+// zUnkept is a move count past any set's length (keepsRanks).
+const zUnkept = 1 << 62
 
 // freeZColl frees a sorted set's nodes, table and collection.
 func freeZColl(tx *engram.Tx, c *pColl) error {

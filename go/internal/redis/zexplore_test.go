@@ -339,16 +339,12 @@ func zpipeSetup() []string {
 	return lines
 }
 
-// zpipeSetupUnranked is zpipeSetup with every member moved once more
-// (40 moves: the set no longer keeps its spans, keepsRanks), so that the
-// traced moves take the warm-up's paths (zhint.go, moveHinted) where they
-// hold.
-func zpipeSetupUnranked() []string {
-	lines := zpipeSetup()
-	for i := 0; i < 40; i++ {
-		lines = append(lines, fmt.Sprintf("ZADD z %d.25 m%d", i, i))
-	}
-	return lines
+// zpipeSetupRanked is zpipeSetup with a rank read last: the set keeps
+// its spans through its next 40 moves (keepsRanks), so the traced moves
+// walk (zslMove's movePaths) instead of taking the warm-up's paths
+// (zhint.go, moveHinted: a set no rank read has wanted spans of).
+func zpipeSetupRanked() []string {
+	return append(zpipeSetup(), "ZRANK z m39")
 }
 
 // zpipePipelines are the traced regions: ZADD pipelines as the executor
@@ -370,27 +366,26 @@ func TestZAddPipelineCrashExplorer(t *testing.T) {
 	t.Logf("%+v", rep)
 }
 
-// TestZAddPipelineCrashExplorerUnranked: zpipePipelines on a set that
-// no longer keeps its spans: the moves whose warm-up paths still hold
-// take them (moveHinted), the others walk.
-func TestZAddPipelineCrashExplorerUnranked(t *testing.T) {
-	rep := exploreServer(t, zpipeSetupUnranked(), zpipePipelines, zpipeState)
+// TestZAddPipelineCrashExplorerRanked: zpipePipelines on a set that
+// keeps its spans (a rank read last in the setup): the moves walk.
+func TestZAddPipelineCrashExplorerRanked(t *testing.T) {
+	rep := exploreServer(t, zpipeSetupRanked(), zpipePipelines, zpipeState)
 	t.Logf("%+v", rep)
 }
 
-// TestZAddLoneCrashExplorerUnranked: TestZAddLoneCrashExplorer on a set
-// that no longer keeps its spans (moveHinted, as above).
-func TestZAddLoneCrashExplorerUnranked(t *testing.T) {
-	rep := exploreLone(t, zpipeSetupUnranked(), zpipePipelines, zpipeState)
+// TestZAddLoneCrashExplorerRanked: TestZAddLoneCrashExplorer on a set
+// that keeps its spans (the moves walk, as above).
+func TestZAddLoneCrashExplorerRanked(t *testing.T) {
+	rep := exploreLone(t, zpipeSetupRanked(), zpipePipelines, zpipeState)
 	t.Logf("%+v", rep)
 }
 
-// TestZAddLoneCrashExplorerUnrankedPlanted is
-// TestZAddLoneCrashExplorerPlanted on a set that no longer keeps its
-// spans: hinted moves log through the same step (logMove), and trusting
-// what was logged ahead shows the same way.
-func TestZAddLoneCrashExplorerUnrankedPlanted(t *testing.T) {
-	explorePlantedGuess(t, &plantMoveTrustsPrelog, zpipeSetupUnranked(), []string{"ZADD z 5.5 m5", "ZADD z 9.5 m10", "ZADD z 30.5 m2", "ZADD z 0.5 m2"},
+// TestZAddLoneCrashExplorerRankedPlanted is
+// TestZAddLoneCrashExplorerPlanted on a set that keeps its spans: the
+// walking moves log through the same step (logMove) as the hinted ones,
+// and trusting what was logged ahead shows the same way.
+func TestZAddLoneCrashExplorerRankedPlanted(t *testing.T) {
+	explorePlantedGuess(t, &plantMoveTrustsPrelog, zpipeSetupRanked(), []string{"ZADD z 5.5 m5", "ZADD z 9.5 m10", "ZADD z 30.5 m2", "ZADD z 0.5 m2"},
 		[]string{"ZADD z 5.5 m5", "ZADD z INCR 3 m12", "ZADD z 0.5 m2"}, zpipeState)
 }
 
