@@ -75,10 +75,10 @@ func (hs *zhints) add(h *zhint) {
 	}
 }
 
-// take is the hint for moving x of c to s, or nil. hs may be nil (no
-// server).
+// take is the hint for moving x of c to s, or nil (x nil: a new
+// member).
 func (hs *zhints) take(c *pColl, x *pZNode, s float64) *zhint {
-	if hs == nil || x == nil {
+	if x == nil {
 		return nil
 	}
 	for i := range hs.h[:hs.n] {
