@@ -73,7 +73,8 @@ func (s *Server) prelog(tx *engram.Tx, refs []warmRef) error {
 	}
 	pairs = adds.appendRehash(pairs)
 	var sink uint64
-	pairs, sink = zprelog(pairs, refs)
+	s.zhints.reset()
+	pairs, sink = zprelog(pairs, refs, &s.zhints)
 	s.warmSink += sink
 	s.prelogBuf = pairs[:0]
 	if len(pairs) == 0 {

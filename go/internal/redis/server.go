@@ -94,6 +94,7 @@ type Server struct {
 	keyHints     []keyHint         // per command of the running request: its first key's hash (warm.go)
 	hint         keyHint           // the running command's (executor-owned, like the two above)
 	prelogBuf    []uint64          // prelog.go's ranges (executor-owned)
+	zhints       zhints            // the running region's ZADD moves' paths (zhint.go; executor-owned, empty outside runBatch's and runAlone's regions)
 	freeCtxs     []*ctx            // dispatch's command contexts not in use (executor-owned)
 	mu           sync.Mutex        // guards conns for Close
 	conns        map[int64]*client
@@ -671,6 +672,7 @@ func (s *Server) runBatch(batch []*request) {
 		return
 	}
 	err := s.pool.Txn(func(tx *engram.Tx) error { return s.runRequests(tx, live) })
+	s.zhints.reset() // none outlives its region (zhint.go)
 	if err != nil {
 		// The batch runs again request by request.
 		s.undoBatch(live, saved)
@@ -723,6 +725,7 @@ func (s *Server) warmBatch(tx *engram.Tx, live []*request) (err error) {
 func (s *Server) runAlone(r *request) {
 	st := r.c.save()
 	err := s.pool.Txn(func(tx *engram.Tx) error { return s.runRequest(tx, r) })
+	s.zhints.reset() // none outlives its region (zhint.go)
 	if err != nil {
 		r.c.restore(st)
 		r.out = W{proto: r.c.proto}
