@@ -128,7 +128,9 @@ pub(crate) struct ThreadLog {
     /// Pool offset of the log bytes (two halves).
     pub(super) log_off: u64,
     pub(super) commits: u64,
-    /// Cells stored in place since this thread's last fence: (offset, bytes).
+    /// Cells stored in place since this log's last fence: (offset, bytes),
+    /// not yet written back; whoever fences for the log next (its next
+    /// commit, a helper, quiesce) flushes them first (`commit::flush_unfenced`).
     pub(super) unfenced: Vec<(u64, u64)>,
     pub(super) buf: Vec<u8>,
     /// The overflow array of the record in each half, if it has one.
