@@ -140,11 +140,6 @@ mod armed {
              a later fence (`fresh.rs`), so a later region can link objects that are not durable",
         ),
         (
-            "stm.adopted_log_not_reflushed",
-            "a thread that adopts an exited thread's redo log does not flush that thread's last in-place values again, so \
-             its fence does not cover them before it overwrites their records",
-        ),
-        (
             "alloc.partial_huge_not_repaired",
             "recovery leaves the arena-table entries of a multi-arena huge object that a crash left partial (a head \
              without its tail, a lone tail) as they are, and refuses the pool as corrupt",
@@ -274,9 +269,15 @@ mod armed {
         ),
         (
             "stm.lean_in_place_unlisted",
-            "the lean commit (`stm/engine/lean.rs`) stores its values in place without flushing them or listing them \
-             in the log's `unfenced`, so the thread's next fence does not cover them and a crash after their record \
-             is overwritten loses them",
+            "the lean commit (`stm/engine/lean.rs`) stores its values in place without listing them in the log's \
+             `unfenced`, so the thread's next commit does not write them back before its fence and a crash after \
+             their record is overwritten loses them",
+        ),
+        (
+            "stm.in_place_not_flushed",
+            "an STM update commit does not write back the previous commit's in-place values (the log's `unfenced`, \
+             listed but no longer flushed by step 7) before its fence, so that fence does not make them durable and a \
+             crash after their record is overwritten loses them",
         ),
         ("stm.reservation_not_persisted", "the STM clock reservation is raised in memory but never written to the pool"),
         (

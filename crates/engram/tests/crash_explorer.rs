@@ -215,18 +215,21 @@ fn two_threads_first_commits_over_several_interleavings() {
     }
 }
 
-/// A thread that adopts an exited thread's redo log must flush that
-/// thread's last in-place values again before its fence: a fence completes
+/// A thread that adopts an exited thread's redo log must write that
+/// thread's last in-place values back before its fence: a fence completes
 /// only its own thread's flushes. Without it, `mt-stm-first` lost half a
 /// transfer in about 1 run in 230 (a worker that started late adopted the
 /// log of the other worker, which had already finished and exited);
-/// `mt-stm-adopt` makes that order certain.
+/// `mt-stm-adopt` makes that order certain. Since round 21 (docs/stm.md)
+/// the values stay listed in the log and the adopter's first commit
+/// writes them back with its own previous values, right before its fence:
+/// the planted bug that drops that write-back is caught here too.
 #[test]
 fn an_adopted_redo_log_is_flushed_again_by_its_new_thread() {
     let dir = Scratch::new();
     let r = workload("mt-stm-adopt").unwrap().run(&Settings::moderate(&dir.0), &mut |_, _| {}).unwrap();
     assert!(r.violations.is_empty(), "{r}");
-    let m = first_violation(|| failpoint::plant("stm.adopted_log_not_reflushed"), "mt-stm-adopt");
+    let m = first_violation(|| failpoint::plant("stm.in_place_not_flushed"), "mt-stm-adopt");
     assert!(m.contains("partial commit") || m.contains("money not conserved") || m.contains("lost"), "{m}");
 }
 
@@ -665,16 +668,30 @@ fn overflowing_redo_records_are_flushed_before_the_fence() {
 }
 
 /// The lean commit (`stm/engine/lean.rs`: a small write set of plain
-/// values) flushes its in-place values and lists them for the thread's
-/// next fence, as the general path does: with the planted bug it does
-/// neither, and a crash after their record is overwritten loses a change
-/// that had returned. (It also shows that `mt-stm-young`, whose commits
+/// values) lists its in-place values for the thread's next fence, as the
+/// general path does: with the planted bug it does not, and a crash after
+/// their record is overwritten loses a change that had returned. (It also shows that `mt-stm-young`, whose commits
 /// write one to three plain values, takes the lean path; the bank and map
 /// workloads write copies, or more words, and take the general one.)
 #[test]
 fn lean_commits_list_their_in_place_values() {
     let m = first_violation(|| failpoint::plant("stm.lean_in_place_unlisted"), "mt-stm-young");
     assert!(m.contains("expected"), "{m}");
+}
+
+/// Step 7 lists its in-place values without flushing them, and the
+/// thread's next commit writes them back right before its own fence (so
+/// that no locked instruction waits for those write-backs, docs/stm.md
+/// round 21): with the planted bug that commit fences without them, and a
+/// crash after their record is overwritten loses a change that had
+/// returned, on the general path (`stm-bank`) and the lean one
+/// (`mt-stm-young`) alike.
+#[test]
+fn the_next_commit_writes_back_the_in_place_values_before_its_fence() {
+    for name in ["stm-bank", "mt-stm-young"] {
+        let m = first_violation(|| failpoint::plant("stm.in_place_not_flushed"), name);
+        assert!(m.contains("expected") || m.contains("lost") || m.contains("partial") || m.contains("money"), "{name}: {m}");
+    }
 }
 
 /// The persistent-laziness workloads (`lazy-*`), in parallel with the others.

@@ -513,7 +513,7 @@ func incrBy(x *ctx, by int64, _ bool) error {
 		err = setVal(x.tx, e, tString, nv)
 	}
 	if err == nil {
-		x.w.Int(cur)
+		x.w.IntDigits(nv)
 	}
 	return err
 }

@@ -354,12 +354,47 @@ func (x *ctx) del(k []byte) (bool, error) {
 	return x.dict().remove(x.tx, k)
 }
 
+// parseInt is a decimal integer argument or value: an optional sign, no
+// leading zero, no "-0", within int64. A string of at most 18 digits
+// after an optional '-' (any counter INCR keeps) is read here, a byte
+// at a time with no overflow possible; anything else (a '+', a longer
+// number, a non-digit) goes to strconv, with the same answer as before.
+// The fast path was ~90 % of INCR's two parses (its own and its logging
+// ahead's guess: prelog.go, guessLen): the string copy and strconv's
+// generality.
 func parseInt(b []byte) (int64, bool) {
 	if len(b) == 0 || len(b) > 20 || (len(b) > 1 && b[0] == '0') || (len(b) > 1 && b[0] == '-' && b[1] == '0') {
 		return 0, false
 	}
+	if n, ok := parseShortInt(b); ok {
+		return n, true
+	}
 	n, err := strconv.ParseInt(string(b), 10, 64)
 	return n, err == nil
+}
+
+// parseShortInt reads b as '-'? followed by 1 to 18 decimal digits (b
+// passed parseInt's checks of zeros); false for any other form, which
+// parseInt leaves to strconv.
+func parseShortInt(b []byte) (int64, bool) {
+	d := b
+	if b[0] == '-' {
+		d = b[1:]
+	}
+	if len(d) == 0 || len(d) > 18 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range d {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if len(d) < len(b) {
+		n = -n
+	}
+	return n, true
 }
 
 func (x *ctx) intArg(i int) (int64, bool) {

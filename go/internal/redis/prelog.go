@@ -33,7 +33,6 @@ package redis
 
 import (
 	"math"
-	"strconv"
 	"unsafe"
 
 	engram "github.com/engram-pm/engram-go"
@@ -74,7 +73,8 @@ func (s *Server) prelog(tx *engram.Tx, refs []warmRef) error {
 	}
 	pairs = adds.appendRehash(pairs)
 	var sink uint64
-	pairs, sink = zprelog(pairs, refs)
+	s.zhints.reset()
+	pairs, sink = zprelog(pairs, refs, &s.zhints)
 	s.warmSink += sink
 	s.prelogBuf = pairs[:0]
 	if len(pairs) == 0 {
@@ -102,12 +102,13 @@ func appendPrelog(pairs []uint64, ref *warmRef) []uint64 {
 	if ref.guess.kind == guessValue && storesNothing(e, tString, ref.guess.val, true) {
 		return pairs // the key holds the value already: the write changes nothing
 	}
-	if !entryKept(e, ref.guess) {
+	n := guessLen(e, ref.guess)
+	if !entryKept(e, ref.guess, n) {
 		pairs = append(pairs, addrOf(e), uint64(unsafe.Sizeof(*e)))
 	}
 	if e.valInline() { // the inline bytes after the key (entry.go's storeInline)
 		if o := valOff(int(e.KeyIn)); o < int(e.InCap) && !plantUnloggedInline {
-			pairs = append(pairs, addrOf(&e.inBytes()[o]), valWords(int(e.InCap)-o))
+			pairs = append(pairs, addrOf(&e.inBytes()[o]), inlineWords(int(e.InCap)-o, n))
 		}
 		return pairs
 	}
@@ -254,12 +255,25 @@ func guessValueOf(name string, args [][]byte, i int) valGuess {
 	return valGuess{}
 }
 
-// entryKept is whether the write g guesses leaves entry e (a string's)
-// unchanged: it overwrites e's value bytes with as many bytes (its length
-// and capacity stay: overwriteVal writes the header only if they change)
-// and e has no TTL to clear (SET and MSET clear it; INCR keeps it).
-func entryKept(e *pEntry, g valGuess) bool {
-	n := guessLen(e, g)
+// inlineWords is the logged length of an inline value's bytes (room
+// bytes after the key) for a write of n bytes (guessLen; -1: unknown):
+// the words the value will take (storeInline logs its n bytes from the
+// same start, so the Tx finds them logged ahead), else the whole room.
+// An INCR's counter is one word, not the room's four: an undo entry of
+// 32 bytes instead of 56 (the engine's 24-byte header and the data).
+func inlineWords(room, n int) uint64 {
+	if n <= 0 || n > room {
+		return valWords(room)
+	}
+	return valWords(n)
+}
+
+// entryKept is whether the write g guesses, of n bytes (guessLen), leaves
+// entry e (a string's) unchanged: it overwrites e's value bytes with as
+// many bytes (its length and capacity stay: overwriteVal writes the
+// header only if they change) and e has no TTL to clear (SET and MSET
+// clear it; INCR keeps it).
+func entryKept(e *pEntry, g valGuess, n int) bool {
 	if v := e.val(); n <= 0 || n != len(v) || n != cap(v) {
 		return false
 	}
@@ -276,10 +290,21 @@ func guessLen(e *pEntry, g valGuess) int {
 		if !ok || (g.by > 0 && cur > math.MaxInt64-g.by) || (g.by < 0 && cur < math.MinInt64-g.by) {
 			return -1
 		}
-		var buf [20]byte
-		return len(strconv.AppendInt(buf[:0], cur+g.by, 10))
+		return decimalLen(cur + g.by)
 	}
 	return -1
+}
+
+// decimalLen is len(strconv.AppendInt(nil, v, 10)), without writing it.
+func decimalLen(v int64) int {
+	n, u := 1, uint64(v)
+	if v < 0 {
+		n, u = 2, -u
+	}
+	for ; u >= 10; u /= 10 {
+		n++
+	}
+	return n
 }
 
 // valWords is the logged length of a string value of capacity n: whole

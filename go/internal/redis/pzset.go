@@ -56,7 +56,8 @@ const zMaxLevel = 32
 // an array of 2+L pZLevel elements (engram.Make[pZLevel]), read through
 // this struct:
 //
-//	element 0:     Next, Hash: the member table's chain (pztable.go); Spare (0)
+//	element 0:     Next, Hash: the member table's chain (pztable.go); Spare (0;
+//	               the header's: its moves while ranked, keepsRanks)
 //	element 1:     Mem, MemLen: the member's bytes (the node's own); Score
 //	elements 2..:  L[0..L-1], the node's levels
 //
@@ -83,7 +84,7 @@ const zMaxLevel = 32
 type pZNode struct {
 	Next   *pZNode
 	Hash   uint64
-	Spare  uint64 // 0
+	Spare  uint64 // 0 (the header's: keepsRanks)
 	Mem    *byte
 	MemLen int64
 	Score  float64
@@ -118,8 +119,16 @@ var (
 	_ = [1]int{}[unsafe.Sizeof(pZNode{})-(zNodeHead+zMaxLevel)*unsafe.Sizeof(pZLevel{})]
 )
 
-// lv is level i of n (i below n's level).
-func (n *pZNode) lv(i int) *pZLevel { return &n.L[i] }
+// lv is level i of n (i below n's level). Its address is computed, not
+// indexed: &n.L[i] would touch n's first word (Go's nil check) on a line
+// the level is never on for a level-1 node (a slot's object header puts
+// the node at 16 or 48 bytes into a line, its level 0 48 bytes on), so
+// every hop of a walk would miss twice.
+func (n *pZNode) lv(i int) *pZLevel {
+	// SAFETY: i is below n's level (the caller's invariant), so the
+	// element is inside n's pool array (zNodeHead+level elements).
+	return (*pZLevel)(unsafe.Add(unsafe.Pointer(n), uintptr(zNodeHead+i)*unsafe.Sizeof(pZLevel{})))
+}
 
 // member is n's member (the node's own bytes).
 func (n *pZNode) member() []byte { return unsafe.Slice(n.Mem, n.MemLen) }
@@ -172,8 +181,9 @@ func newZNode(tx *engram.Tx, level int, s float64, m []byte) (*pZNode, error) {
 	return n, nil
 }
 
-// freeZNode frees a node and its member's bytes.
+// freeZNode frees a node and its member's bytes (counted in zFrees).
 func freeZNode(tx *engram.Tx, n *pZNode) error {
+	zFrees.Add(1)
 	if n.MemLen > 0 {
 		if err := tx.Free(unsafe.Slice(n.Mem, n.MemLen)); err != nil {
 			return err
@@ -195,6 +205,7 @@ func newZColl(tx *engram.Tx) (*pColl, error) {
 	}
 	c.ZLevel = 1
 	c.ZHead.Hash = tx.Epoch() // no spans yet: ranked (ranked)
+	c.ZHead.Spare = zUnkept   // but keeps none before a rank read wants them (keepsRanks)
 	return c, nil
 }
 
@@ -237,7 +248,24 @@ func (c *pColl) rerank(tx *engram.Tx) {
 		last[i].lv(i).Span = c.Len - at[i] //engramvet:ignore to the end; a span is not logged (ranked)
 	}
 	c.ZHead.Hash = tx.Epoch() //engramvet:ignore the stamp is not logged (ranked)
+	c.ZHead.Spare = 0         //engramvet:ignore a count for keepsRanks, not logged (a heuristic)
 }
+
+// keepsRanks is whether a move keeps c's spans (and so walks its whole
+// paths, with ranks): while c is ranked, through its first Len moves
+// since a rank read computed the spans (rerank; the header's Spare counts
+// them, unlogged: a crash or a rollback leaves a count as good as any; a
+// new set starts past any length, zUnkept: no rank read has wanted them
+// yet). After those, a move that can skip its walk (moveHinted) lets the
+// spans go (unranks c), and the next rank read computes them again: O(n)
+// at most once per n moves, so a rank read stays O(log n) amortized
+// while a set only written is moved without its paths' ranks.
+func (c *pColl) keepsRanks(tx *engram.Tx) bool {
+	return c.ranked(tx) && c.ZHead.Spare < uint64(c.Len)
+}
+
+// zUnkept is a move count past any set's length (keepsRanks).
+const zUnkept = 1 << 62
 
 // freeZColl frees a sorted set's nodes, table and collection.
 func freeZColl(tx *engram.Tx, c *pColl) error {
@@ -283,7 +311,7 @@ func (c *pColl) zscore(m []byte) (float64, bool) {
 
 // zadd sets m's score; true if m is new.
 func (c *pColl) zadd(tx *engram.Tx, m []byte, s float64) (bool, error) {
-	return c.zaddAt(tx, c.zfind(m), m, s)
+	return c.zaddAt(tx, c.zfind(m), m, s, nil)
 }
 
 // zaddAt sets m's score, x being m's node (nil: m is new): a new member
@@ -291,8 +319,10 @@ func (c *pColl) zadd(tx *engram.Tx, m []byte, s float64) (bool, error) {
 // its node kept, unlinked from its old place and linked at its new one
 // (no free and new allocation; its place may be the old one). A changed
 // score always takes the move's walk, as Redis's zslUpdateScore does:
-// the predecessors' links hold the node's score (pZLevel.FScore).
-func (c *pColl) zaddAt(tx *engram.Tx, x *pZNode, m []byte, s float64) (bool, error) {
+// the predecessors' links hold the node's score (pZLevel.FScore), unless
+// h (nil: none), what the pipeline's warm-up walks found for this move,
+// still holds (moveHinted).
+func (c *pColl) zaddAt(tx *engram.Tx, x *pZNode, m []byte, s float64, h *zhint) (bool, error) {
 	if x != nil {
 		if x.Score == s {
 			return false, nil
@@ -305,7 +335,7 @@ func (c *pColl) zaddAt(tx *engram.Tx, x *pZNode, m []byte, s float64) (bool, err
 		if err := c.ZDict.rehashStep(tx); err != nil {
 			return false, err
 		}
-		return false, c.zslMove(tx, x, s)
+		return false, c.zslMove(tx, x, s, h)
 	}
 	if err := c.ZDict.prepareAdd(tx); err != nil {
 		return false, err
@@ -344,12 +374,22 @@ func (c *pColl) zslInsert(tx *engram.Tx, s float64, m []byte) error {
 	return c.zslLinkAt(tx, s, m, zrandomLevel(), &update, &rank)
 }
 
-// zslMove moves node x from its score to s. One walk
-// finds both places: the node's predecessors (del) and, in the list
-// without the node, the new place's (ins, with ranks), the two pointer
-// chases interleaved so that their cache misses overlap. Then the node is
-// unlinked (the list becomes the one ins was found in) and linked again.
-func (c *pColl) zslMove(tx *engram.Tx, x *pZNode, s float64) error {
+// zslMove moves node x from its score to s: with the paths h found
+// (moveHinted) if they still hold and the set need not keep its spans
+// (keepsRanks), else with one walk that finds both places: the node's
+// predecessors (del) and, in the list without the node, the new place's
+// (ins, with ranks), the two pointer chases interleaved so that their
+// cache misses overlap. Then the node is unlinked (the list becomes the
+// one ins was found in) and linked again.
+func (c *pColl) zslMove(tx *engram.Tx, x *pZNode, s float64, h *zhint) error {
+	if h != nil && !c.keepsRanks(tx) {
+		if moved, err := c.moveHinted(tx, x, s, h); moved || err != nil {
+			return err
+		}
+	}
+	if c.ranked(tx) {
+		c.ZHead.Spare++ //engramvet:ignore a count for keepsRanks, not logged (a heuristic)
+	}
 	var del, ins [zMaxLevel]*pZNode
 	var rank [zMaxLevel]int64
 	c.movePaths(x, s, &del, &ins, &rank)
@@ -414,6 +454,25 @@ func (c *pColl) moveAt(tx *engram.Tx, x *pZNode, s float64, del, ins *[zMaxLevel
 	top := int(c.ZLevel)
 	level := levelOn(del, x, top)
 	header := level == top && c.ZHead.lv(top-1).Fwd == x && x.lv(top-1).Fwd == nil
+	if err := c.logMove(tx, x, level, del, ins, header); err != nil {
+		return err
+	}
+	c.unlinkLogged(del, x) //engramvet:ignore the batch above: levelRuns of del and ins on x's levels, x's score and levels, c if header; spans unlogged (ranked)
+	if header {
+		c.Len-- //engramvet:ignore c is in the batch when header
+	}
+	c.linkLogged(s, x, level, ins, rank) //engramvet:ignore the batch above (see unlinkLogged); ins is the caller's local array
+	if header {
+		c.Len++ //engramvet:ignore c is in the batch when header
+	}
+	return nil
+}
+
+// logMove logs, in one batch, what a move of x (of the given level)
+// from after del to after ins changes: both paths' links on x's levels,
+// in levelRuns, x's score and levels (one range), and c when header (the
+// list's level may change).
+func (c *pColl) logMove(tx *engram.Tx, x *pZNode, level int, del, ins *[zMaxLevel]*pZNode, header bool) error {
 	var b engram.LogBatch
 	if !plantKeptPlaceLogsNode || ins[0] != del[0] {
 		var runs levelRuns
@@ -425,20 +484,10 @@ func (c *pColl) moveAt(tx *engram.Tx, x *pZNode, s float64, del, ins *[zMaxLevel
 	if header {
 		engram.BatchLog(tx, &b, c)
 	}
-	if !plantMoveTrustsPrelog {
-		if err := tx.LogBatch(&b); err != nil {
-			return err
-		}
+	if plantMoveTrustsPrelog {
+		return nil
 	}
-	c.unlinkLogged(del, x) //engramvet:ignore the batch above: levelRuns of del and ins on x's levels, x's score and levels, c if header; spans unlogged (ranked)
-	if header {
-		c.Len-- //engramvet:ignore c is in the batch when header
-	}
-	c.linkLogged(s, x, level, ins, rank) //engramvet:ignore the batch above (see unlinkLogged); ins is the caller's local array
-	if header {
-		c.Len++ //engramvet:ignore c is in the batch when header
-	}
-	return nil
+	return tx.LogBatch(&b)
 }
 
 // plantMoveTrustsPrelog is for the crash explorer's planted-fault test
@@ -800,7 +849,7 @@ func (o *zobj) addAt(m []byte, s float64, n *pZNode) (bool, error) {
 		return o.c.zadd(o.x.tx, m, s)
 	}
 	if o.c != nil {
-		return o.c.zaddAt(o.x.tx, n, m, s)
+		return o.c.zaddAt(o.x.tx, n, m, s, o.x.s.zhints.take(o.c, n, s))
 	}
 	return o.z.add(string(m), s), nil
 }

@@ -117,6 +117,24 @@ func TestZSetSkiplistRandom(t *testing.T) {
 	}
 }
 
+// modelEl is one member of a model sorted set.
+type modelEl struct {
+	m string
+	s float64
+}
+
+// modelOrder is model's members in the set's order (score, then member).
+func modelOrder(model map[string]float64) []modelEl {
+	var els []modelEl
+	for m, sc := range model {
+		els = append(els, modelEl{m, sc})
+	}
+	sort.Slice(els, func(a, b int) bool {
+		return els[a].s < els[b].s || (els[a].s == els[b].s && els[a].m < els[b].m)
+	})
+	return els
+}
+
 // zsetRandom runs one seed's stream of commands (TestZSetSkiplistRandom).
 func zsetRandom(t *testing.T, seed uint64) {
 	ctx := context.Background()
@@ -126,17 +144,7 @@ func zsetRandom(t *testing.T, seed uint64) {
 	r := rand.New(rand.NewPCG(seed, 4))
 	check := func(i int) {
 		checkSkiplist(t, s, "z")
-		type el struct {
-			m string
-			s float64
-		}
-		var want []el
-		for m, sc := range model {
-			want = append(want, el{m, sc})
-		}
-		sort.Slice(want, func(a, b int) bool {
-			return want[a].s < want[b].s || (want[a].s == want[b].s && want[a].m < want[b].m)
-		})
+		want := modelOrder(model)
 		got := c.ZRangeWithScores(ctx, "z", 0, -1).Val()
 		if len(got) != len(want) {
 			t.Fatalf("op %d: %d elements, model %d", i, len(got), len(want))

@@ -315,6 +315,10 @@ func (w *W) Err(s string)    { w.b = append(append(append(w.b, '-'), s...), "\r\
 func (w *W) Int(n int64) {
 	w.b = append(strconv.AppendInt(append(w.b, ':'), n, 10), "\r\n"...)
 }
+
+// IntDigits is Int of a number already formatted (strconv.AppendInt's
+// digits: INCR's new value, stored and replied).
+func (w *W) IntDigits(d []byte) { w.b = append(append(append(w.b, ':'), d...), "\r\n"...) }
 func (w *W) Bulk(s []byte) {
 	w.b = append(strconv.AppendInt(append(w.b, '$'), int64(len(s)), 10), "\r\n"...)
 	w.b = append(append(w.b, s...), "\r\n"...)

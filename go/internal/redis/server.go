@@ -94,6 +94,7 @@ type Server struct {
 	keyHints     []keyHint         // per command of the running request: its first key's hash (warm.go)
 	hint         keyHint           // the running command's (executor-owned, like the two above)
 	prelogBuf    []uint64          // prelog.go's ranges (executor-owned)
+	zhints       zhints            // the running region's ZADD moves' paths (zhint.go; executor-owned, empty outside runBatch's and runAlone's regions)
 	freeCtxs     []*ctx            // dispatch's command contexts not in use (executor-owned)
 	mu           sync.Mutex        // guards conns for Close
 	conns        map[int64]*client
@@ -161,6 +162,7 @@ type request struct {
 	cmds [][][]byte
 	kind int // reqCommands, reqClose, reqWake
 	out  W
+	lone loneWarm // what warmLone found for it (warm.go)
 }
 
 const (
@@ -670,6 +672,7 @@ func (s *Server) runBatch(batch []*request) {
 		return
 	}
 	err := s.pool.Txn(func(tx *engram.Tx) error { return s.runRequests(tx, live) })
+	s.zhints.reset() // none outlives its region (zhint.go)
 	if err != nil {
 		// The batch runs again request by request.
 		s.undoBatch(live, saved)
@@ -722,6 +725,7 @@ func (s *Server) warmBatch(tx *engram.Tx, live []*request) (err error) {
 func (s *Server) runAlone(r *request) {
 	st := r.c.save()
 	err := s.pool.Txn(func(tx *engram.Tx) error { return s.runRequest(tx, r) })
+	s.zhints.reset() // none outlives its region (zhint.go)
 	if err != nil {
 		r.c.restore(st)
 		r.out = W{proto: r.c.proto}
@@ -804,7 +808,7 @@ func (s *Server) runRequest(tx *engram.Tx, r *request) (err error) {
 	}
 	r.out = W{b: b, proto: r.c.proto}
 	var buf [32]*command // a pipeline of up to 32 commands: no allocation
-	defs := lookupCommands(buf[:0], r.cmds)
+	defs := r.lone.defs(buf[:0], r.cmds)
 	if err := s.warmRequest(tx, r, defs); err != nil { // under the recover above, as the commands
 		return err
 	}

@@ -114,3 +114,65 @@ func TestKeyHints(t *testing.T) {
 		t.Fatal("hints kept after the request")
 	}
 }
+
+// TestLoneWarm: warmLone leaves each request of one command naming one
+// key its command and its key's hash (loneWarm), which its run takes
+// instead of looking up and hashing again; other requests get none. The
+// batch's replies are those of its commands.
+func TestLoneWarm(t *testing.T) {
+	s, err := New(Config{Addr: "127.0.0.1:0", Pool: tmpDir(t) + "/lone.pool"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c := &client{id: 1, proto: 2, authed: true}
+	cmd := func(args ...string) [][]byte {
+		var out [][]byte
+		for _, a := range args {
+			out = append(out, []byte(a))
+		}
+		return out
+	}
+	reqs := []*request{
+		{c: c, cmds: [][][]byte{cmd("INCR", "k1")}},
+		{c: c, cmds: [][][]byte{cmd("set", "k2", "v")}},
+		{c: c, cmds: [][][]byte{cmd("PING")}},
+		{c: c, cmds: [][][]byte{cmd("INCR", "k1"), cmd("GET", "k2")}},
+		{c: c, cmds: [][][]byte{cmd("INCRBY", "k1", "5")}},
+	}
+	err = s.pool.Txn(func(tx *engram.Tx) error {
+		if err := s.warmLone(tx, reqs); err != nil {
+			return err
+		}
+		for i, r := range reqs {
+			lone := len(r.cmds) == 1 && len(r.cmds[0]) > 1
+			if got := r.lone.def != nil; got != lone {
+				t.Fatalf("request %d: lone warming %v, want %v", i, got, lone)
+			}
+			if !lone {
+				continue
+			}
+			k := r.cmds[0][1]
+			if r.lone.def != lookupCommand(r.cmds[0][0]) || r.lone.hint.h != hashKey(k) || r.lone.hint.p != &k[0] {
+				t.Fatalf("request %d: lone %+v", i, r.lone)
+			}
+			if err := s.warmRequest(tx, r, r.lone.defs(nil, r.cmds)); err != nil {
+				return err
+			}
+			if s.hintAt(0) != r.lone.hint || s.hintAt(1) != (keyHint{}) {
+				t.Fatalf("request %d: hints %+v", i, s.keyHints)
+			}
+			s.dropHints()
+		}
+		return s.runRequests(tx, reqs)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{":1\r\n", "+OK\r\n", "+PONG\r\n", ":2\r\n$1\r\nv\r\n", ":7\r\n"}
+	for i, r := range reqs {
+		if got := string(r.out.b); got != want[i] {
+			t.Errorf("request %d: reply %q, want %q", i, got, want[i])
+		}
+	}
+}

@@ -202,8 +202,9 @@ type zmove struct {
 
 // runZMovePipelines runs BenchmarkZAddMove's moves 16 at a time, as a
 // client's pipeline: before each 16, prepare sees them (what the server
-// does for a pipeline before its commands run); then one ZADD per region.
-func runZMovePipelines(b *testing.B, prepare func(tx *engram.Tx, z *pColl, batch []zmove) error) {
+// does for a pipeline before its commands run); then each is one ZADD
+// (zadd, or move when not nil).
+func runZMovePipelines(b *testing.B, prepare func(tx *engram.Tx, z *pColl, batch []zmove) error, move func(tx *engram.Tx, z *pColl, o zmove) error) {
 	s, z, ms := bigZSet(b)
 	var batch, ops []zmove
 	runRegions(b, s, func(tx *engram.Tx, r *rand.Rand) error {
@@ -219,6 +220,9 @@ func runZMovePipelines(b *testing.B, prepare func(tx *engram.Tx, z *pColl, batch
 		}
 		o := ops[0]
 		ops = ops[1:]
+		if move != nil {
+			return move(tx, z, o)
+		}
 		_, err := z.zadd(tx, o.m, o.s)
 		return err
 	})
@@ -239,7 +243,7 @@ func BenchmarkZAddMoveWarm(b *testing.B) {
 		}
 		sink += walkZ(ws)
 		return nil
-	})
+	}, nil)
 	if sink == 1 {
 		b.Log(sink)
 	}
@@ -248,20 +252,43 @@ func BenchmarkZAddMoveWarm(b *testing.B) {
 // BenchmarkZAddMovePrelog: BenchmarkZAddMoveWarm with each 16 moves
 // also logged ahead as the server does (prelog.go, zprelog: one LogRanges
 // call), so the moves whose guess holds make no log call of their own.
-func BenchmarkZAddMovePrelog(b *testing.B) {
+func BenchmarkZAddMovePrelog(b *testing.B) { benchZPrelog(b, nil) }
+
+// BenchmarkZAddMoveHinted: BenchmarkZAddMovePrelog as the server runs it
+// on a set that no longer keeps its spans (keepsRanks: moved Len times
+// since they were computed): each move takes the paths its pipeline's
+// warm-up walked (zhint.go) where they still hold, instead of walking.
+func BenchmarkZAddMoveHinted(b *testing.B) { benchZPrelog(b, &zhints{}) }
+
+// benchZPrelog runs runZMovePipelines with each 16 moves warmed and
+// logged ahead (zprelog) and, with hs, their paths kept there and taken
+// by the moves on a set that no longer keeps its spans.
+func benchZPrelog(b *testing.B, hs *zhints) {
 	var refs []warmRef
 	var pairs []uint64
 	var sink uint64
+	var move func(tx *engram.Tx, z *pColl, o zmove) error
+	if hs != nil {
+		move = func(tx *engram.Tx, z *pColl, o zmove) error {
+			x := z.zfind(o.m)
+			_, err := z.zaddAt(tx, x, o.m, o.s, hs.take(z, x, o.s))
+			return err
+		}
+	}
 	runZMovePipelines(b, func(tx *engram.Tx, z *pColl, batch []zmove) error {
+		if hs != nil {
+			z.ZHead.Spare = uint64(z.Len) //engramvet:ignore keepsRanks' count, not logged
+			hs.reset()
+		}
 		refs = refs[:0]
 		for _, o := range batch {
 			refs = append(refs, warmRef{found: true, e: &pEntry{Coll: z}, f: o.m, z: o.s, zset: true})
 		}
 		var n uint64
-		pairs, n = zprelog(pairs[:0], refs)
+		pairs, n = zprelog(pairs[:0], refs, hs)
 		sink += n
 		return tx.LogRanges(pairs)
-	})
+	}, move)
 	if sink == 1 {
 		b.Log(sink)
 	}

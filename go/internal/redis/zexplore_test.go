@@ -339,6 +339,14 @@ func zpipeSetup() []string {
 	return lines
 }
 
+// zpipeSetupRanked is zpipeSetup with a rank read last: the set keeps
+// its spans through its next 40 moves (keepsRanks), so the traced moves
+// walk (zslMove's movePaths) instead of taking the warm-up's paths
+// (zhint.go, moveHinted: a set no rank read has wanted spans of).
+func zpipeSetupRanked() []string {
+	return append(zpipeSetup(), "ZRANK z m39")
+}
+
 // zpipePipelines are the traced regions: ZADD pipelines as the executor
 // runs them (warming, the moves logged ahead: zprelog), with guesses
 // that hold (moves, a score raised or lowered in place) and ones that do
@@ -356,6 +364,29 @@ var zpipePipelines = [][]string{
 func TestZAddPipelineCrashExplorer(t *testing.T) {
 	rep := exploreServer(t, zpipeSetup(), zpipePipelines, zpipeState)
 	t.Logf("%+v", rep)
+}
+
+// TestZAddPipelineCrashExplorerRanked: zpipePipelines on a set that
+// keeps its spans (a rank read last in the setup): the moves walk.
+func TestZAddPipelineCrashExplorerRanked(t *testing.T) {
+	rep := exploreServer(t, zpipeSetupRanked(), zpipePipelines, zpipeState)
+	t.Logf("%+v", rep)
+}
+
+// TestZAddLoneCrashExplorerRanked: TestZAddLoneCrashExplorer on a set
+// that keeps its spans (the moves walk, as above).
+func TestZAddLoneCrashExplorerRanked(t *testing.T) {
+	rep := exploreLone(t, zpipeSetupRanked(), zpipePipelines, zpipeState)
+	t.Logf("%+v", rep)
+}
+
+// TestZAddLoneCrashExplorerRankedPlanted is
+// TestZAddLoneCrashExplorerPlanted on a set that keeps its spans: the
+// walking moves log through the same step (logMove) as the hinted ones,
+// and trusting what was logged ahead shows the same way.
+func TestZAddLoneCrashExplorerRankedPlanted(t *testing.T) {
+	explorePlantedGuess(t, &plantMoveTrustsPrelog, zpipeSetupRanked(), []string{"ZADD z 5.5 m5", "ZADD z 9.5 m10", "ZADD z 30.5 m2", "ZADD z 0.5 m2"},
+		[]string{"ZADD z 5.5 m5", "ZADD z INCR 3 m12", "ZADD z 0.5 m2"}, zpipeState)
 }
 
 // TestZAddLoneCrashExplorer: zpipePipelines' ZADDs as the executor runs

@@ -48,12 +48,20 @@ const zpathLevels = 5
 
 // zwalk is one walk being warmed: toward (s, m), at node n on level i
 // (i < 0: done); path[i] is its last node on level i (once it has gone
-// below i: the predecessor of (s, m) there), for i < zpathLevels.
+// below i: the predecessor of (s, m) there), for i < zpathLevels. own is
+// the node whose member m is (the walk toward a member's present place;
+// else nil): a tie with it is told without reading it. tie counts the
+// passes spent on a tie with the next node on level i (tieWait: its
+// member's pointer, then its bytes, read a pass apart); mem is the
+// member's first byte's address read in the first.
 type zwalk struct {
 	n    *pZNode
 	i    int
 	s    float64
 	m    []byte
+	own  *pZNode
+	mem  *byte
+	tie  int
 	path [zpathLevels]*pZNode
 }
 
@@ -89,22 +97,23 @@ func zwarmTarget(name string, args [][]byte) (float64, bool) {
 // node), then the skiplist walks toward the member's place and a ZADD's
 // new one. It returns a sum of what it read.
 func warmZ(refs []warmRef) uint64 {
-	_, sink := zwarm(refs, nil, false)
+	_, sink := zwarm(refs, nil, nil, false)
 	return sink
 }
 
 // zprelog is warmZ for prelog.go, which runs first: it warms the same
 // walks and adds to pairs what each ZADD of an existing member will log
 // if the list does not change before it runs (appendMoveLog), and of a
-// new member (appendNewLog). The refs
+// new member (appendNewLog), and to hs (nil: none) each move's paths
+// (zhint.go: the command checks them instead of walking). The refs
 // it takes are marked done (zdone: warmZ and warm.go's field stage skip
 // them).
-func zprelog(pairs []uint64, refs []warmRef) ([]uint64, uint64) {
-	return zwarm(refs, pairs, true)
+func zprelog(pairs []uint64, refs []warmRef, hs *zhints) ([]uint64, uint64) {
+	return zwarm(refs, pairs, hs, true)
 }
 
 // zwarm is warmZ, and zprelog when guess is set.
-func zwarm(refs []warmRef, pairs []uint64, guess bool) ([]uint64, uint64) {
+func zwarm(refs []warmRef, pairs []uint64, hs *zhints, guess bool) ([]uint64, uint64) {
 	var lbuf [zwarmMax / 2]zlookup
 	ls := lbuf[:0]
 	for i := range refs {
@@ -133,8 +142,19 @@ func zwarm(refs []warmRef, pairs []uint64, guess bool) ([]uint64, uint64) {
 	}
 	sink += math.Float64bits(walkZ(ws))
 	for i := range ls {
-		if guess && len(pairs) < zprelogMax {
-			pairs = appendMoveLog(pairs, &ls[i], ws)
+		if !guess {
+			break
+		}
+		h, ok := moveHint(&ls[i], ws)
+		if ok && hs != nil {
+			hs.add(&h)
+		}
+		if len(pairs) < zprelogMax {
+			if ok {
+				pairs = appendMoveLog(pairs, &h)
+			} else if !ls[i].found {
+				pairs = appendNewLog(pairs, &ls[i], ws)
+			}
 		}
 	}
 	return pairs, sink
@@ -144,43 +164,19 @@ func zwarm(refs []warmRef, pairs []uint64, guess bool) ([]uint64, uint64) {
 // logs 3.5 ranges on average: 16 ZADDs take ~110 words).
 const zprelogMax = 4 * zwarmMax * 2
 
-// appendMoveLog adds to pairs the ranges the ZADD of l (its walks ws[l.dw]
-// and ws[l.iw] done) will log, as zaddAt and moveAt would find them now
-// (a new member's: appendNewLog):
-// nothing if its score stays or x has zpathLevels levels or more (its
-// level is not known), else the node's score and levels and the links of
-// both paths on the node's levels, in moveAt's runs (one path's when its
-// place stays: the links hold its score).
-func appendMoveLog(pairs []uint64, l *zlookup, ws []zwalk) []uint64 {
-	if !l.found {
-		return appendNewLog(pairs, l, ws)
-	}
-	if l.dw < 0 || l.iw < 0 || l.n.Score == l.z {
-		return pairs
-	}
-	x := l.n
-	del, ins := &ws[l.dw].path, &ws[l.iw].path
-	level := 0
-	for i, p := range del {
-		if p != nil && p.lv(i).Fwd == x {
-			level = i + 1
-		}
-	}
-	if level == 0 || level == zpathLevels {
-		return pairs // not the node the walk went to (a hash's collision), or maybe taller
-	}
-	node := x.elems(level)[zNodeScore:]
+// appendMoveLog adds to pairs the ranges the move h (moveHint) will
+// log, as zaddAt and moveAt would find them now (the node's score and
+// levels and the links of both paths on the node's levels, in moveAt's
+// runs: one path's when its place stays, the links holding its score).
+func appendMoveLog(pairs []uint64, h *zhint) []uint64 {
+	node := h.x.elems(h.level)[zNodeScore:]
 	pairs = append(pairs, addrOf(&node[0]), uint64(len(node))*uint64(unsafe.Sizeof(pZLevel{})))
 	var d, in [zMaxLevel]*pZNode
-	for i := range level {
-		d[i], in[i] = del[i], ins[i]
-		if in[i] == x { // the move's walk skips x: it stays at x's predecessor
-			in[i] = del[i]
-		}
-	}
+	copy(d[:], h.del[:h.level])
+	copy(in[:], h.ins[:h.level])
 	var runs levelRuns
-	runs.add(&d, level)
-	runs.add(&in, level)
+	runs.add(&d, h.level)
+	runs.add(&in, h.level)
 	for _, r := range runs.r[:runs.k] {
 		run := r.n.L[r.lo:r.hi]
 		pairs = append(pairs, addrOf(&run[0]), uint64(len(run))*uint64(unsafe.Sizeof(pZLevel{})))
@@ -262,7 +258,7 @@ func addZWalks(ws []zwalk, l *zlookup) []zwalk {
 	top := int(c.ZLevel) - 1
 	if l.found {
 		l.dw = len(ws)
-		ws = append(ws, zwalk{n: c.ZHead, i: top, s: l.n.Score, m: l.n.member()})
+		ws = append(ws, zwalk{n: c.ZHead, i: top, s: l.n.Score, m: l.n.member(), own: l.n})
 	}
 	if l.zset {
 		l.iw = len(ws)
@@ -292,8 +288,12 @@ func walkZ(ws []zwalk) float64 {
 			}
 			sc := l.FScore // f is read only if the walk steps to it (or a tie)
 			adv := sc < w.s
-			if sc == w.s { // a tie (rare): the members decide
-				adv = memberBefore(f, w.m)
+			if sc == w.s && f != w.own { // a tie: the members decide
+				if w.tie < tieWait {
+					sink += w.readTie(f)
+					continue
+				}
+				adv, w.tie = memberBefore(f, w.m), 0
 			}
 			// Without a branch on the loaded score: a mispredicted one
 			// would hold back the next walks' loads until this one's
@@ -310,6 +310,30 @@ func walkZ(ws []zwalk) float64 {
 		}
 	}
 	return sink
+}
+
+// tieWait is the passes a walk spends on a tie before it compares the
+// members (readTie): one to load the next node's member pointer, one its
+// first bytes.
+const tieWait = 2
+
+// readTie is one pass of w's tie with f: it loads f's member pointer (f
+// is not read yet: the link held its score), then the member's first
+// byte, so that each miss overlaps the other walks' hops as theirs do
+// (a compare at once would wait for both, the whole pass behind it: two
+// in three of redis-benchmark's ZADDs, its scores drawn from as many
+// values as there are members, meet a tie on level 0). It returns what
+// it read.
+func (w *zwalk) readTie(f *pZNode) float64 {
+	w.tie++
+	if w.tie == 1 {
+		w.mem = f.Mem
+		return 0
+	}
+	if f.MemLen == 0 {
+		return 0
+	}
+	return float64(*w.mem)
 }
 
 // down takes w one level down at the list's end, keeping its node as its

@@ -312,6 +312,15 @@ impl STx<'_> {
         for m in &st.made {
             space.flush(m.off, m.len);
         }
+        // The previous commit's in-place values, listed but not flushed by
+        // its step 7 (`put_in_place`): written back here, after this
+        // commit's last locked instruction (its log lock, above), so that
+        // the fence below is the commit's only wait for write-backs. (On
+        // x86 a locked instruction waits for earlier CLWBs like a fence:
+        // flushed in step 7, they made the log's unlock a second stall.)
+        if !crate::failpoint::planted("stm.in_place_not_flushed") {
+            flush_unfenced(space, log);
+        }
         // 6. the one fence: record, copies, new objects, and the previous
         //    commit's in-place values are durable; the other half may be
         //    reused next time.
@@ -416,11 +425,25 @@ pub(super) fn register_young(ctx: &PoolCtx<'_>, log: &mut ThreadLog, wv: u64) {
     }
 }
 
+/// Writes back the cells `log.unfenced` lists (the thread's last commit's
+/// in-place values), for the fence that follows: the commit record's own
+/// (`persist_record`), or a helper's, quiesce's or an adopting thread's
+/// for an idle log. The list is cleared by whoever fences it.
+#[inline(always)]
+pub(super) fn flush_unfenced(space: &Space, log: &ThreadLog) {
+    for &(off, len) in &log.unfenced {
+        space.flush(off, len);
+    }
+}
+
 /// Step 7 for one pool write (lock word at `word`, pool offset `off`,
 /// value `b`): the value words in place, then the lock word unlocked at
-/// `new_word`; with a log (a record was written) the cell is flushed and
-/// listed in its `unfenced`, so the thread's next fence makes it durable
-/// before that record can be overwritten.
+/// `new_word`; with a log (a record was written) the cell is listed in
+/// its `unfenced`, not flushed: the thread's next fence makes it durable
+/// before that record can be overwritten, and whoever issues that fence
+/// writes the list back first ([`flush_unfenced`]: the next commit right
+/// before its fence, or a helper, quiesce, or a thread adopting the log).
+/// No write-back is in flight when step 7 releases the log's lock.
 #[inline(always)]
 pub(super) fn put_in_place(
     word: usize,
@@ -446,7 +469,6 @@ pub(super) fn put_in_place(
     runtime::word_store(via, unsafe { word_at(word) }, new_word);
     space.inspect(|s| s.traced(word as u64, 8));
     if let Some(log) = log {
-        space.inspect(|s| s.flush(off, 8 + b.words() as u64 * 8));
         log.unfenced.push((off, 8 + b.words() as u64 * 8));
     }
 }

@@ -128,7 +128,9 @@ pub(crate) struct ThreadLog {
     /// Pool offset of the log bytes (two halves).
     pub(super) log_off: u64,
     pub(super) commits: u64,
-    /// Cells stored in place since this thread's last fence: (offset, bytes).
+    /// Cells stored in place since this log's last fence: (offset, bytes),
+    /// not yet written back; whoever fences for the log next (its next
+    /// commit, a helper, quiesce) flushes them first (`commit::flush_unfenced`).
     pub(super) unfenced: Vec<(u64, u64)>,
     pub(super) buf: Vec<u8>,
     /// The overflow array of the record in each half, if it has one.
@@ -372,21 +374,14 @@ fn thread_log(pool: &Pool, stm: &Arc<StmPool>) -> Result<Arc<Mutex<ThreadLog>>> 
     // Adopt the log of a thread that has exited, if any.
     let adopted = stm.logs.lock().iter().find(|l| Arc::strong_count(l) == 1).cloned();
     let log = match adopted {
-        Some(l) => {
-            // The exited thread's last in-place values were flushed on its
-            // own thread, and only its own fence completes those flushes
-            // (it exited without one). Flush them again here: this thread's
-            // first commit fences them before it overwrites the records
-            // that cover them. (Without this, the crash explorer's
-            // `mt-stm-adopt` loses half of such a commit.)
-            let space = &pool.inner().space;
-            if !crate::failpoint::planted("stm.adopted_log_not_reflushed") {
-                for &(off, len) in &l.lock().unfenced {
-                    space.flush(off, len);
-                }
-            }
-            l
-        }
+        // The exited thread's last in-place values stay listed in the log
+        // (`unfenced`), not written back: this thread's first commit writes
+        // them back before its fence (`commit.rs`, `flush_unfenced`), as the
+        // exited thread's next commit would have, before it overwrites the
+        // records that cover them. (Until round 21 step 7 flushed them on
+        // the exited thread, whose flushes no fence of this thread
+        // completes, and adoption flushed them again.)
+        Some(l) => l,
         None => {
             let meta = PPtr::<StmMeta>::from_addr(pool.inner().space.base() + stm.meta_off);
             let log = linking(|| {
