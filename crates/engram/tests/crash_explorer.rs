@@ -732,6 +732,15 @@ fn young_objects_changed_by_another_thread_are_not_written_back() {
     assert!(m.contains("initial bytes") || m.contains("lost"), "{m}");
 }
 
+/// `mt-stm-young` with the planted `stm.young_touch_missed`: B's commit
+/// that changes A's new object does not mark its log half, so the commit
+/// that overwrites that half does not help.
+#[test]
+fn young_objects_changes_are_marked_at_their_commit() {
+    let m = first_violation(|| failpoint::plant("stm.young_touch_missed"), "mt-stm-young");
+    assert!(m.contains("initial bytes") || m.contains("lost"), "{m}");
+}
+
 // ----- two crashes: a first crash, its recovery, more work, a second crash
 
 /// The double-crash mode's moderate sweep of one workload: no violation,

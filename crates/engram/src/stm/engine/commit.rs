@@ -267,10 +267,10 @@ impl STx<'_> {
         // (Each entry is at least 16 bytes of the record: the count fits.)
         let n = (n_values + n_inits + st.checks.len() as u64) as u32;
         // Another thread's records with new objects may have to go first
-        // (young.rs; only if another log has one registered: the log's lock
-        // is dropped while helping).
+        // (young.rs; only if the half's record wrote into their objects:
+        // the log's lock is dropped while helping).
         let mut guard = ctx.log().lock();
-        if super::young::others_registered(ctx, &guard) {
+        if super::young::must_help(&guard) {
             drop(guard);
             super::young::help_before_reuse(ctx)?;
             guard = ctx.log().lock();
@@ -329,6 +329,7 @@ impl STx<'_> {
         // This half's previous record is overwritten on the media now.
         ctx.stm().young.unregister(log, h);
         log.half_wv[h] = wv;
+        log.touched[h] = ctx.stm().young.touches_older(log, wv, entries().map(|(off, _)| off));
         log.young_pending = young.then(|| (h, super::young::span_of(inits())));
         log.commits += 1;
         crate::failpoint::Failpoint::StmAfterFence.hit();

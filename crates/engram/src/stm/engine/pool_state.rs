@@ -138,8 +138,18 @@ pub(crate) struct ThreadLog {
     /// The timestamp of the record in each half (0: none).
     pub(super) half_wv: [u64; 2],
     /// The record in each half if it carries new objects: registered,
-    /// and counted in the pool's [`super::young::Young`] (`young.rs`).
+    /// and published in `published` (`young.rs`).
     pub(super) young: [Option<super::young::YoungRec>; 2],
+    /// `young` as other threads' commits read it, without this log's lock.
+    pub(super) published: Arc<super::young::Published>,
+    /// Whether `published` is listed in the pool's [`super::young::Young`].
+    pub(super) listed: bool,
+    /// The other logs' published records, as listed at the list's
+    /// generation `.0` (re-read when it grows).
+    pub(super) others: (u64, Vec<Arc<super::young::Published>>),
+    /// Per half: its record wrote into new objects of an older record of
+    /// another log (decided at its commit): its reuse helps first.
+    pub(super) touched: [bool; 2],
     /// The half just written holds new objects, in this span of pool
     /// offsets: `apply` registers it.
     pub(super) young_pending: Option<(usize, (u64, u64))>,
@@ -471,12 +481,14 @@ pub(crate) fn quiesce(inner: &PoolInner) -> Result<()> {
             space.persist.fence(crate::fences::STM_YOUNG_CLEARED)?;
         }
     }
-    stm.young.clear();
     for l in logs.iter() {
         let mut l = l.lock();
         l.unfenced.clear();
         l.half_wv = [0; 2];
-        l.young = [None; 2];
+        l.touched = [false; 2];
+        for h in 0..2 {
+            stm.young.unregister(&mut l, h);
+        }
         // The overflow arrays become garbage with their records (the GC
         // frees them).
         l.overflow = [None; 2];

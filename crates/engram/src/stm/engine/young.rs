@@ -22,17 +22,25 @@
 //! - Before a thread overwrites its half holding a record R of timestamp
 //!   w, it checks whether R wrote a cell inside the objects of another
 //!   log's registered record older than w (each registered record keeps
-//!   the span `[lo, hi)` of its new objects; R's cell offsets are read
-//!   back from the half itself, so the common path records nothing). Only
-//!   then does it *help*: every registered record of another log older
-//!   than w, oldest first across all logs, is cleared under its log's
-//!   lock after that log's unfenced in-place values are flushed and
-//!   fenced, and each clear is fenced before the next. A record R that
-//!   wrote into no such object may go: no retained record writes R's
-//!   change back. (Until 2026-12-02 a thread helped whenever another log
-//!   had a registered record older than w, touched or not: 1.18 fences per
-//!   update commit at two threads on the hash table; now helping needs a
-//!   write into another thread's newest objects.)
+//!   the span `[lo, hi)` of its new objects). R's commit decides it, once
+//!   its reads are validated, from its write set and the records the
+//!   other logs *publish* ([`Published`]: read without a lock), and marks
+//!   the half (`ThreadLog::touched`); the reuse of an unmarked half looks
+//!   at nobody. A record R could write into was registered before R read
+//!   the link to its objects (registration precedes the in-place stores
+//!   that make them reachable), so R's commit sees it published, or
+//!   already cleared. Only for a marked half does the thread *help*:
+//!   every registered record of another log older than w, oldest first
+//!   across all logs, is cleared under its log's lock after that log's
+//!   unfenced in-place values are flushed and fenced, and each clear is
+//!   fenced before the next. A record R that wrote into no such object may
+//!   go: no retained record writes R's change back. (Until 2026-12-02 a
+//!   thread helped whenever another log had a registered record older than
+//!   w, touched or not: 1.18 fences per update commit at two threads on
+//!   the hash table; until 2026-12-03 every reuse, while any record was
+//!   registered, locked the list of logs and every log to find out, and
+//!   each registration wrote one shared count: the lines both threads
+//!   wrote on every insert, issue 14's two-thread scaling.)
 //!   Then no record with new objects can be retained while a record of a
 //!   later change to those objects is gone.
 //! - Online GC and close clear every record (quiesce) and the map.
@@ -40,7 +48,9 @@
 //! Lock order: the pool's list of logs, then a log; a helper holds no
 //! log of its own while it helps. Registering and unregistering take no
 //! lock besides the log's own (held anyway): the records live in the
-//! logs' slots, and only the count is shared.
+//! logs' slots and in their [`Published`] lines, written by one writer at
+//! a time (the log's lock holder); a log's first registration lists its
+//! line in the pool's [`Young`] (once per log).
 //!
 //! Crash behaviour: a crash at any point leaves either C's record with
 //! M's bytes (replayed whole, then every retained later record) or no
@@ -51,7 +61,9 @@
 use super::pool_state::{PoolCtx, ThreadLog};
 use crate::error::Result;
 use crate::stm::redo::{self, HALF};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use parking_lot::Mutex;
+use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// A registered record: its timestamp and the span `[lo, hi)` (pool
 /// offsets) of the new objects it carries.
@@ -62,12 +74,59 @@ pub(super) struct YoungRec {
     pub(super) hi: u64,
 }
 
-/// The retained records that carry new objects, per pool: how many (the
-/// records themselves are in their logs' slots, `ThreadLog::young`).
+/// The logs that have registered a record with new objects, per pool: each
+/// one's [`Published`] line, listed at its first registration and never
+/// removed (a log outlives its thread: the next thread adopts it). On a
+/// line of its own: committers read `gen` on every commit, and nothing
+/// writes it after the logs are linked.
+#[repr(align(64))]
 #[derive(Default)]
 pub(crate) struct Young {
-    /// Registered records (read without a lock on every commit).
-    n: AtomicUsize,
+    listed: Mutex<Vec<Arc<Published>>>,
+    /// Bumped when `listed` grows (each commit compares its copy's).
+    gen: AtomicU64,
+}
+
+/// What one log publishes of its registered records, for other threads'
+/// commits to read without its lock: per half, `(wv, lo, hi)` (`wv` 0:
+/// none). A seqlock (`seq` odd while a write is under way), written only
+/// under the log's lock, so by one writer at a time; on a cache line of
+/// its own, written only when its log registers or drops a record.
+#[repr(align(64))]
+#[derive(Default)]
+pub(crate) struct Published {
+    seq: AtomicU64,
+    slots: [[AtomicU64; 3]; 2],
+}
+
+impl Published {
+    /// Half `h`'s record is `r` now. The caller holds the log's lock.
+    fn set(&self, h: usize, r: Option<YoungRec>) {
+        let r = r.unwrap_or(YoungRec { wv: 0, lo: 0, hi: 0 });
+        let s = self.seq.load(Ordering::Relaxed);
+        self.seq.store(s + 1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        for (a, v) in self.slots[h].iter().zip([r.wv, r.lo, r.hi]) {
+            a.store(v, Ordering::Relaxed);
+        }
+        self.seq.store(s + 2, Ordering::Release);
+    }
+
+    /// Both halves' records, as one consistent snapshot.
+    #[inline]
+    fn get(&self) -> [YoungRec; 2] {
+        let load = |h: usize, i: usize| self.slots[h][i].load(Ordering::Relaxed);
+        loop {
+            let s = self.seq.load(Ordering::Acquire);
+            let r0 = YoungRec { wv: load(0, 0), lo: load(0, 1), hi: load(0, 2) };
+            let r1 = YoungRec { wv: load(1, 0), lo: load(1, 1), hi: load(1, 2) };
+            fence(Ordering::Acquire);
+            if s % 2 == 0 && self.seq.load(Ordering::Relaxed) == s {
+                return [r0, r1];
+            }
+            std::hint::spin_loop();
+        }
+    }
 }
 
 /// A registered record of another log that a helper may have to clear.
@@ -81,17 +140,16 @@ struct Older {
 }
 
 impl Young {
-    /// All records were cleared (quiesce; the caller empties the slots).
-    pub(crate) fn clear(&self) {
-        self.n.store(0, Ordering::Release);
-    }
-
     /// Registers half `h` of `log` (its record `rec` carries new objects).
     /// The caller holds the log's lock.
     pub(super) fn register(&self, log: &mut ThreadLog, h: usize, rec: YoungRec) {
-        if log.young[h].replace(rec).is_none() {
-            self.n.fetch_add(1, Ordering::Release);
+        log.young[h] = Some(rec);
+        if !log.listed {
+            self.listed.lock().push(log.published.clone());
+            self.gen.fetch_add(1, Ordering::Release);
+            log.listed = true;
         }
+        log.published.set(h, Some(rec));
     }
 
     /// Half `h` of `log` was overwritten and fenced, or cleared. The caller
@@ -99,8 +157,35 @@ impl Young {
     #[inline]
     pub(super) fn unregister(&self, log: &mut ThreadLog, h: usize) {
         if log.young[h].take().is_some() {
-            self.n.fetch_sub(1, Ordering::Release);
+            log.published.set(h, None);
         }
+    }
+
+    /// Whether a record of timestamp `w` that writes the cells `cells`
+    /// (pool offsets), being committed from `log` (locked by the caller)
+    /// after its reads were validated, writes into the new objects of a
+    /// record older than `w` that another log has registered: its half's
+    /// reuse must help first (the module comment). Reads the other logs'
+    /// [`Published`] lines, and the list of them only when it grew.
+    pub(super) fn touches_older(&self, log: &mut ThreadLog, w: u64, cells: impl Iterator<Item = u64> + Clone) -> bool {
+        if crate::failpoint::planted("stm.young_touch_missed") {
+            return false;
+        }
+        let gen = self.gen.load(Ordering::Acquire);
+        if log.others.0 != gen {
+            let mine = &log.published;
+            let others = self.listed.lock().iter().filter(|p| !Arc::ptr_eq(p, mine)).cloned().collect();
+            log.others = (gen, others);
+        }
+        let always = crate::failpoint::planted("stm.young_help_always");
+        for p in &log.others.1 {
+            for r in p.get() {
+                if r.wv != 0 && r.wv < w && (always || cells.clone().any(|off| off >= r.lo && off < r.hi)) {
+                    return true;
+                }
+            }
+        }
+        false
     }
 }
 
@@ -129,14 +214,13 @@ pub(super) fn span_of(objects: impl Iterator<Item = (u64, u64)>) -> (u64, u64) {
     objects.fold((u64::MAX, 0), |(lo, hi), (off, len)| (lo.min(off), hi.max(off + len)))
 }
 
-/// Whether a log other than `log` (this thread's, locked by the caller)
-/// has a registered record: the only case [`help_before_reuse`] can help.
-/// One atomic load. A record registered after it cannot hold objects that
-/// this thread's earlier records wrote into: they were unreachable until
-/// after its registration.
+/// Whether the record in the half `log` (this thread's, locked by the
+/// caller) overwrites next wrote into another log's older new objects
+/// (its commit marked it: [`Young::touches_older`]): the only case
+/// [`help_before_reuse`] can help.
 #[inline]
-pub(super) fn others_registered(ctx: &PoolCtx<'_>, log: &ThreadLog) -> bool {
-    ctx.stm().young.n.load(Ordering::Acquire) > log.young.iter().filter(|y| y.is_some()).count()
+pub(super) fn must_help(log: &ThreadLog) -> bool {
+    log.touched[(log.commits % 2) as usize]
 }
 
 /// Before this thread overwrites its next log half: if the record there
@@ -144,8 +228,7 @@ pub(super) fn others_registered(ctx: &PoolCtx<'_>, log: &ThreadLog) -> bool {
 /// than it, helps every such older record (see the module comment).
 /// Takes and drops this thread's log lock; holds none while helping.
 pub(super) fn help_before_reuse(ctx: &PoolCtx<'_>) -> Result<()> {
-    let young = &ctx.stm().young;
-    if young.n.load(Ordering::Acquire) == 0 || crate::failpoint::planted("stm.young_not_helped") {
+    if crate::failpoint::planted("stm.young_not_helped") {
         return Ok(());
     }
     let (me, h, w) = {
@@ -220,4 +303,58 @@ static HELPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0
 /// their objects (process-wide; each cleared record cost two fences).
 pub fn young_helps() -> u64 {
     HELPS.load(Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reader of a [`Published`] line never sees one half's `wv` with
+    /// another record's span, however the writer's updates interleave (a
+    /// torn read could let a commit miss a record it wrote into).
+    #[test]
+    fn published_records_are_read_whole() {
+        let p = Arc::new(Published::default());
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writer = {
+            let (p, stop) = (p.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut wv = 1u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let h = (wv % 2) as usize;
+                    p.set(h, (wv % 3 != 0).then_some(YoungRec { wv, lo: wv * 10, hi: wv * 10 + 5 }));
+                    wv += 1;
+                }
+            })
+        };
+        let mut seen = 0;
+        for _ in 0..200_000 {
+            for r in p.get() {
+                assert!(r == YoungRec { wv: 0, lo: 0, hi: 0 } || (r.lo == r.wv * 10 && r.hi == r.wv * 10 + 5), "torn: {r:?}");
+                seen += (r.wv != 0) as u64;
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        writer.join().unwrap();
+        assert!(seen > 0, "the reader never saw a record");
+    }
+
+    /// A commit's test: a record of another log older than the commit,
+    /// whose span holds one of the commit's cells, marks it; a younger
+    /// record, a span beside the cells, or the commit's own log's record
+    /// does not.
+    #[test]
+    fn touches_older_needs_an_older_record_of_another_log_around_a_cell() {
+        let young = Young::default();
+        let (mut mine, mut other) = (ThreadLog::default(), ThreadLog::default());
+        young.register(&mut other, 0, YoungRec { wv: 5, lo: 100, hi: 200 });
+        young.register(&mut mine, 1, YoungRec { wv: 3, lo: 300, hi: 400 });
+        let cells = |c: &'static [u64]| c.iter().copied();
+        assert!(young.touches_older(&mut mine, 6, cells(&[50, 150])));
+        assert!(!young.touches_older(&mut mine, 5, cells(&[150])), "not older");
+        assert!(!young.touches_older(&mut mine, 6, cells(&[200, 99])), "outside the span");
+        assert!(!young.touches_older(&mut mine, 6, cells(&[350])), "the commit's own log");
+        young.unregister(&mut other, 0);
+        assert!(!young.touches_older(&mut mine, 6, cells(&[150])), "cleared");
+    }
 }
