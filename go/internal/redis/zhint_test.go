@@ -136,9 +136,15 @@ func TestZAddHintPlanted(t *testing.T) {
 					low = append(low, string(n.member()))
 				}
 			}
-			s.execMu.Unlock()
+			// The server reads the switch under execMu (runBatch): set and
+			// reset it there, or the race detector sees two goroutines.
 			plantHintUnchecked = plant
-			defer func() { plantHintUnchecked = false }()
+			s.execMu.Unlock()
+			defer func() {
+				s.execMu.Lock()
+				plantHintUnchecked = false
+				s.execMu.Unlock()
+			}()
 			p := c.Pipeline()
 			p.Do(ctx, "ZADD", "z", 5.6, low[0])
 			p.Do(ctx, "ZADD", "z", 5.7, low[len(low)-1]) // not next to low[0]: its predecessor stays
