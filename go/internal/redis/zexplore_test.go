@@ -385,8 +385,7 @@ func TestZAddLoneCrashExplorerRanked(t *testing.T) {
 // walking moves log through the same step (logMove) as the hinted ones,
 // and trusting what was logged ahead shows the same way.
 func TestZAddLoneCrashExplorerRankedPlanted(t *testing.T) {
-	explorePlantedGuess(t, &plantMoveTrustsPrelog, zpipeSetupRanked(), []string{"ZADD z 5.5 m5", "ZADD z 9.5 m10", "ZADD z 30.5 m2", "ZADD z 0.5 m2"},
-		[]string{"ZADD z 5.5 m5", "ZADD z INCR 3 m12", "ZADD z 0.5 m2"}, zpipeState)
+	explorePlantedGuess(t, &plantMoveTrustsPrelog, zpipeSetupRanked(), zloneGuessHolds, zloneGuessMisses, zpipeState)
 }
 
 // TestZAddLoneCrashExplorer: zpipePipelines' ZADDs as the executor runs
@@ -397,6 +396,15 @@ func TestZAddLoneCrashExplorer(t *testing.T) {
 	t.Logf("%+v", rep)
 }
 
+// zloneGuessHolds and zloneGuessMisses are the lone ZADDs of the
+// planted explorers below: one member moving twice (the first move's
+// guesses cover the second's links), and a batch with a ZADD INCR (its
+// guess walks toward its increment, not its new score).
+var (
+	zloneGuessHolds  = []string{"ZADD z 5.5 m5", "ZADD z 9.5 m10", "ZADD z 30.5 m2", "ZADD z 0.5 m2"}
+	zloneGuessMisses = []string{"ZADD z 5.5 m5", "ZADD z INCR 3 m12", "ZADD z 0.5 m2"}
+)
+
 // TestZAddLoneCrashExplorerPlanted: with moves that trust what was
 // logged ahead and log nothing themselves (plantMoveTrustsPrelog), a
 // batch of lone ZADDs whose guesses cover their moves (one member moving
@@ -406,6 +414,5 @@ func TestZAddLoneCrashExplorer(t *testing.T) {
 // crash images the explorer must find: logging ahead is a guess, never
 // relied upon.
 func TestZAddLoneCrashExplorerPlanted(t *testing.T) {
-	explorePlantedGuess(t, &plantMoveTrustsPrelog, zpipeSetup(), []string{"ZADD z 5.5 m5", "ZADD z 9.5 m10", "ZADD z 30.5 m2", "ZADD z 0.5 m2"},
-		[]string{"ZADD z 5.5 m5", "ZADD z INCR 3 m12", "ZADD z 0.5 m2"}, zpipeState)
+	explorePlantedGuess(t, &plantMoveTrustsPrelog, zpipeSetup(), zloneGuessHolds, zloneGuessMisses, zpipeState)
 }
