@@ -461,9 +461,7 @@ pub(crate) fn quiesce(inner: &PoolInner) -> Result<()> {
     let mut records = Vec::new();
     for l in logs.iter() {
         let l = l.lock();
-        for &(off, len) in &l.unfenced {
-            space.flush(off, len);
-        }
+        super::commit::flush_unfenced(space, &l);
         for h in 0..2 {
             if l.half_wv[h] != 0 {
                 records.push((l.half_wv[h], l.log_off + h as u64 * HALF, l.young[h].is_some()));

@@ -277,9 +277,7 @@ fn help(ctx: &PoolCtx<'_>, o: Older) -> Result<()> {
         return Ok(()); // its thread overwrote it meanwhile
     }
     let space = &ctx.inner.space;
-    for &(off, len) in &log.unfenced {
-        space.flush(off, len);
-    }
+    super::commit::flush_unfenced(space, &log);
     space.persist.fence(crate::fences::STM_HELP_VALUES)?;
     log.unfenced.clear();
     clear_half(space, &mut log, o.h)?;
