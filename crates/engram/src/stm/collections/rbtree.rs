@@ -71,6 +71,9 @@ impl<K: Plain, V: Plain> Persist for Node<K, V> {
 /// A node: its cell object's address (null for none).
 type Link<K, V> = PPtr<VarCell<Node<K, V>>>;
 
+/// A node found: its address and its words as read.
+type Found<K, V> = Option<(Link<K, V>, Node<K, V>)>;
+
 impl<K: Plain, V: Plain> Node<K, V> {
     /// The node `n`'s parent, from its `up` word.
     fn parent(&self, n: Link<K, V>) -> Link<K, V> {
@@ -247,7 +250,7 @@ impl<K: Plain + Ord, V: Plain> RbTree<K, V> {
 /// and of updates. One cell read per level: key and both links in one
 /// seqlock pass.
 #[inline]
-fn find_in<T: ReadTx, K: Plain + Ord, V: Plain>(tx: &T, top: PTVar<Link<K, V>>, key: &K) -> StmResult<Option<(Link<K, V>, Node<K, V>)>> {
+fn find_in<T: ReadTx, K: Plain + Ord, V: Plain>(tx: &T, top: PTVar<Link<K, V>>, key: &K) -> StmResult<Found<K, V>> {
     let mut cur = tx.get(&top)?;
     while !cur.is_null() {
         let n = tx.get(&var(cur))?;
@@ -334,7 +337,7 @@ impl<K: Plain + Ord, V: Plain> Rb<'_, '_, K, V> {
         self.tx.write(&var(y), yn)
     }
 
-    fn find(&self, key: &K) -> StmResult<Option<(Link<K, V>, Node<K, V>)>> {
+    fn find(&self, key: &K) -> StmResult<Found<K, V>> {
         find_in(self.tx, self.top, key)
     }
 
