@@ -44,12 +44,12 @@ const KEYS: u64 = 100_000;
 const PREFILL: u64 = 50_000;
 const SEED: u64 = 104_373_470_437_409;
 
-/// A node's fields in the pool: 16-byte cells (lock word, value) from the
-/// payload's start; the values at +8.
+/// A node's words in the pool (layout `RbTree.v2`): one cell, the lock
+/// word at the payload's start, then key, left, right, value and `up`.
 const KEY: u64 = 8;
-const LEFT: u64 = 24;
-const RIGHT: u64 = 40;
-const VALUE: u64 = 56;
+const LEFT: u64 = 16;
+const RIGHT: u64 = 24;
+const VALUE: u64 = 32;
 
 /// Reads the u64 at `addr`.
 fn rd(addr: u64) -> u64 {

@@ -257,9 +257,20 @@ mod armed {
         ),
         (
             "stm.fast_read_ignores_snapshot",
-            "the inline one-word read path of an update (`STx::stable_word`) takes an unlocked version newer than \
+            "the inline read path of a full transaction (`STx::stable_words`) takes an unlocked version newer than \
              the transaction's snapshot instead of handing it to the full read, so an attempt can read half of \
              another transaction's commit",
+        ),
+        (
+            "stm.fast_read_no_recheck",
+            "the inline read path of a full transaction (`STx::stable_words`) does not refuse a lock word that changed \
+             while it loaded the cell's value words, so a value (or half of a multi-word node) that a committer stored \
+             between the two loads is seen with the old version",
+        ),
+        (
+            "stm.fast_read_slow",
+            "not a bug by itself: the inline read path of a full transaction yields the processor between the \
+             lock-word load and the value loads, which widens the window `stm.fast_read_no_recheck` opens",
         ),
         (
             "stm.lean_skips_validation",

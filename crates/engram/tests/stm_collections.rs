@@ -525,3 +525,45 @@ fn removed_treap_nodes_are_garbage() {
 fn removed_hashtable_nodes_are_garbage() {
     gc_test::<HashTable<u64, u64>>("ht-gc");
 }
+
+/// A pool whose root holds a red-black tree of the layout before
+/// `RbTree.v2` (one `PTField` per node field) is refused with the root
+/// type error naming both types, not read as dense nodes.
+#[test]
+fn a_tree_of_the_old_node_layout_is_refused() {
+    /// The old tree's handle: the same pool pointer under the old name.
+    #[derive(Clone, Copy)]
+    #[repr(transparent)]
+    struct OldRbTree(engram::PPtr<u64>);
+    // SAFETY: one pool pointer at offset 0, as the old handle.
+    unsafe impl Persistent for OldRbTree {
+        fn type_name() -> String {
+            format!("engram::stm::RbTree<{},{}>", u64::type_name(), u64::type_name())
+        }
+        fn pointer_offsets(out: &mut Vec<u32>, at: u32) {
+            out.push(at);
+        }
+    }
+    impl engram::stm::Persist for OldRbTree {
+        type P = Self;
+        fn persist(&self, _: &mut engram::stm::CopyCx<'_>) -> engram::Result<Self> {
+            Ok(*self)
+        }
+        fn plain(&self) -> Option<Self> {
+            Some(*self)
+        }
+    }
+    let t = TempPool::new("stmc-rb-old");
+    let pool = create(&t);
+    pool.root::<OldRbTree>("rb", || OldRbTree(engram::PPtr::null())).unwrap();
+    pool.close().unwrap();
+    let pool = reopen(&t);
+    match RbTree::<u64, u64>::root(&pool, "rb") {
+        Err(Error::RootType { name, expected, found }) => {
+            assert_eq!(name, "rb");
+            assert!(expected.contains("RbTree.v2") && found.contains("engram::stm::RbTree<"), "{expected} / {found}");
+        }
+        other => panic!("an old-layout tree was not refused: {other:?}"),
+    }
+    pool.close().unwrap();
+}

@@ -281,6 +281,12 @@ stress_map!(RbTree<u64, u64>);
 /// `MOVED` in exactly one map and any other key in both or neither.
 /// Returns the torn snapshots seen and how many reads ran on the lean path.
 fn map_stress<M: StressMap>(bugs: &[&str], reads: u64, until_torn: bool) -> (u64, u64) {
+    map_stress_in::<M>(bugs, reads, until_torn, false)
+}
+
+/// [`map_stress`] whose readers run their lookups in full transactions
+/// (`Pool::atomically`, the `STx` read path) when `full`.
+fn map_stress_in<M: StressMap>(bugs: &[&str], reads: u64, until_torn: bool, full: bool) -> (u64, u64) {
     let t = TempPool::new("ro-map-stress");
     let pool = create(&t, Durability::Process);
     let (m1, m2) = (M::make(&pool, "m1"), M::make(&pool, "m2"));
@@ -332,13 +338,19 @@ fn map_stress<M: StressMap>(bugs: &[&str], reads: u64, until_torn: bool) -> (u64
                     for _ in 0..reads {
                         i = i.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                         let k = churn(i);
-                        let (one, same) = pool
-                            .atomically_read(|tx| {
+                        fn look<M: StressMap, T: ReadTx>(tx: &T, m1: M, m2: M, k: u64) -> StmResult<(u32, bool)> {
+                            let one = m1.get(tx, MOVED)?.is_some() as u32 + m2.get(tx, MOVED)?.is_some() as u32;
+                            Ok((one, m1.get(tx, k)?.is_some() == m2.get(tx, k)?.is_some()))
+                        }
+                        let (one, same) = if full {
+                            pool.atomically(|tx| look(tx, m1, m2, k)).unwrap()
+                        } else {
+                            pool.atomically_read(|tx| {
                                 lean.fetch_add(tx.is_lean() as u64, Ordering::Relaxed);
-                                let one = m1.get(tx, MOVED)?.is_some() as u32 + m2.get(tx, MOVED)?.is_some() as u32;
-                                Ok((one, m1.get(tx, k)?.is_some() == m2.get(tx, k)?.is_some()))
+                                look(tx, m1, m2, k)
                             })
-                            .unwrap();
+                            .unwrap()
+                        };
                         if one != 1 || !same {
                             torn.fetch_add(1, Ordering::Relaxed);
                         }
@@ -407,5 +419,24 @@ fn the_tree_stress_test_catches_a_missing_snapshot_check() {
     assert!(
         map_stress::<RbTree<u64, u64>>(&["stm.ro_no_rv_check", "stm.ro_slow_read"], 200_000, true).0 > 0,
         "no torn tree snapshot without the rv check"
+    );
+}
+
+/// The same with the readers' lookups in full transactions: the inline
+/// read of a tree node (`STx::stable_words`, the node's five words in one
+/// pass) sees no torn snapshot, and its planted missing re-check is caught.
+#[test]
+fn full_transaction_tree_lookups_see_a_consistent_snapshot() {
+    let (torn, _) = map_stress_in::<RbTree<u64, u64>>(&[], 3_000, false, true);
+    assert_eq!(torn, 0, "a full-transaction tree lookup saw a torn snapshot");
+    let (torn, _) = map_stress_in::<RbTree<u64, u64>>(&["stm.fast_read_slow"], 1_000, false, true);
+    assert_eq!(torn, 0, "a widened full-transaction tree lookup saw a torn snapshot");
+}
+
+#[test]
+fn the_tree_stress_test_catches_a_missing_recheck_in_full_transactions() {
+    assert!(
+        map_stress_in::<RbTree<u64, u64>>(&["stm.fast_read_no_recheck", "stm.fast_read_slow"], 200_000, true, true).0 > 0,
+        "no torn tree snapshot without the full read's re-check"
     );
 }

@@ -72,7 +72,7 @@ fn a_read_only_snapshot_is_not_extended_over_unrecorded_reads() {
 
 /// An attempt reads `a`, another thread commits `a` and `b` together, the
 /// attempt reads `b` (its version newer than the snapshot: the inline
-/// read path, `STx::stable_word`, hands it to the full read, which runs
+/// read path, `STx::stable_words`, hands it to the full read, which runs
 /// the attempt again). Returns the pair returned and the runs. `plant`: a
 /// bug planted for the call.
 fn read_across_a_commit(pool: &Pool, plant: Option<&str>) -> ((u64, u64), u32) {

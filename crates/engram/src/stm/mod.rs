@@ -35,9 +35,9 @@
 //!   commit locks its write set and validates its reads in one hardware
 //!   transaction), per thread or process-wide, interface unchanged.
 //! - [`collections`]: transactional maps and sets ([`collections::PMap`],
-//!   [`collections::PSet`]) and the benchmark structures with fields
-//!   embedded in their nodes ([`collections::RbTree`],
-//!   [`collections::Treap`], [`collections::HashTable`]).
+//!   [`collections::PSet`]) and the benchmark structures: one cell per
+//!   node ([`collections::RbTree`]) or fields embedded in their nodes
+//!   ([`collections::Treap`], [`collections::HashTable`]).
 
 pub mod collections;
 mod engine;

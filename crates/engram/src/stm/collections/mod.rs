@@ -8,13 +8,17 @@
 //!   slots; an update rewrites only the deepest node on its key's path, so
 //!   updates to different keys touch different variables unless their keys
 //!   share that node. Any `Persistent` key and value (keys also `Hash + Eq`).
-//! - [`RbTree`], [`Treap`] and [`HashTable`]: "transactional fields embedded
+//! - [`RbTree`]: one transactional cell per node: a node is a `PTVar` cell
+//!   object, one lock word over its key, links, value and parent-and-colour
+//!   word, 64 bytes with its header, so a lookup reads one line and one
+//!   lock word per level (`rbtree.rs`).
+//! - [`Treap`] and [`HashTable`]: "transactional fields embedded
 //!   in objects": every node is one pool object whose mutable parts (value,
-//!   links, colour) are [`PTField`](crate::stm::PTField)s, so a transaction reads
+//!   links) are [`PTField`](crate::stm::PTField)s, so a transaction reads
 //!   and writes exactly the words the algorithm touches, with no
-//!   indirection per variable. Keys and values are plain values of at most
-//!   8 bytes (`u64` in the benchmarks). The key is a `PTField` too, set
-//!   when the node is made (before it is linked) and declared
+//!   indirection per variable. Keys and values (the red-black tree's
+//!   too) are plain values of at most 8 bytes (`u64` in the benchmarks).
+//!   The key is a `PTField` too, set when the node is made (before it is linked) and declared
 //!   `#[immutable]`, so `field!` gives a read-only
 //!   [`ImmutableRef`](super::ImmutableRef): the bounds-checked seqlock read
 //!   without a read-set entry, so a lookup's read set holds only the links

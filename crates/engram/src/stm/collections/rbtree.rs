@@ -1,59 +1,124 @@
-//! [`RbTree`]: a red-black tree whose nodes carry their transactional
-//! fields inline (the Yates & Scott benchmark tree).
+//! [`RbTree`]: a red-black tree whose nodes are one transactional cell
+//! each (the Yates & Scott benchmark tree, in a dense layout).
 //!
 //! Layout: the handle points at the root variable (a `PTVar` holding the
-//! top node, null when empty). A node is one pool object of six
-//! [`PTField`]s: `key` (written once, when the node is made), `value`,
-//! `left`, `right`, `parent` and `red` (1 red, 0 black; a null link is
-//! black). The algorithms are the textbook ones (CLRS) without a sentinel
-//! node, which would be a write hot spot: a removal tracks the parent of
-//! the (possibly null) node that carries the extra black instead.
+//! top node, null when empty). A node is one `PTVar` cell object: one
+//! versioned lock word and a [`Node`] of five words under it: `key`
+//! (set when the node is made, never changed), `left`, `right`, `value`
+//! and `up`, the parent's address minus the node's own (0 for the top)
+//! with the colour in its low bit (1 red, 0 black; a null link is black).
+//! Lock word and words take 48 bytes; with the allocator's 16-byte
+//! header the node fills one 64-byte slot, one cache line (until pool
+//! layout `engram::stm::RbTree.v2`: six 16-byte `PTField`s in a 128-byte
+//! slot; a pool holding such a tree is refused by the root type check).
+//! `up` is self-relative, so the pool's relocation rewrites nothing in it
+//! (it is no pointer for the GC, which reaches every node through `left`
+//! and `right`). The algorithms are the textbook ones (CLRS) without a
+//! sentinel node, which would be a write hot spot: a removal tracks the
+//! parent of the (possibly null) node that carries the extra black
+//! instead.
 //!
 //! What it keeps true (verified by [`RbTree::check`]):
 //! - keys are in binary-search order and distinct;
-//! - every node's `parent` is the node that links to it (null for the top);
+//! - every node's `up` names the node that links to it (0 for the top);
 //! - the top is black, a red node has no red child, and every path from
 //!   a node down to a null link passes the same number of black nodes, so
 //!   the height is at most `2 log2(n + 1)`.
 //!
-//! Conflicts: a lookup reads the fields on one path; an update also writes
-//! the fields its recolouring and rotations change (at most three
-//! rotations), and the top's colour only when it was red.
+//! Conflicts: a lookup reads one cell per level (key and both links in
+//! one seqlock pass) and the root variable; an update reads the same and
+//! rewrites whole nodes: each node its recolouring, relinking and (at
+//! most three) rotations change, and the top's colour only when it was
+//! red. A lookup so conflicts with any change to a node it passed,
+//! colour and parent included (one lock word per node).
 //!
 //! Removed nodes are unlinked, never freed: garbage for the engine's GC.
 //! On a crash: inherits the STM's (see the module docs).
 
-use super::{broken, fld, handle, in_order, Dir, Handle, Plain, Shape};
-use crate::stm::{PTField, PTVar, ReadTx, STx, StmResult, VarCell};
+use super::{broken, handle, in_order, Dir, Handle, Plain, Shape};
+use crate::stm::{CopyCx, PTVar, Persist, ReadTx, STx, StmResult, VarCell};
 use crate::{PPtr, Persistent, Pool, Result};
 
-/// One node.
+/// One node's words, all under its cell's lock word (module docs).
 #[repr(C)]
 #[derive(Clone, Copy, Persistent)]
-#[engram(name = "engram::stm::RbTree.Node")]
-struct RbNode<K, V> {
-    /// Set when the node is made, never written (`#[immutable]`: read
-    /// without a read-set entry, no write handle).
-    #[immutable]
-    key: PTField<K>,
-    // What a lookup reads (key, left, right) comes first: with the object
-    // header, the three share the slot's first 64-byte line.
-    left: PTField<Link<K, V>>,
-    right: PTField<Link<K, V>>,
-    value: PTField<V>,
-    /// The node linking to this one; null for the top.
-    parent: PTField<Link<K, V>>,
-    /// 1 red, 0 black.
-    red: PTField<u64>,
-    /// Pads the node to 112 bytes: with its 16-byte header it fills a
-    /// 128-byte slot, which starts on a line.
-    _pad: [u64; 2],
+#[engram(name = "engram::stm::RbTree.Node.v2")]
+struct Node<K, V> {
+    /// Set when the node is made, never changed.
+    key: K,
+    left: Link<K, V>,
+    right: Link<K, V>,
+    value: V,
+    /// The parent's address minus this node's, wrapping (0: none), with
+    /// the colour in bit 0 ([`RED`]). Nodes are 16-aligned, so the
+    /// distance's low four bits are 0.
+    up: u64,
 }
 
-type Link<K, V> = PPtr<RbNode<K, V>>;
+/// `Node::up`'s colour bit.
+const RED: u64 = 1;
 
-/// A transactional red-black tree from `K` to `V` in a pool, with its
-/// transactional fields embedded in the nodes.
+impl<K: Plain, V: Plain> Persist for Node<K, V> {
+    type P = Self;
+    fn persist(&self, _: &mut CopyCx<'_>) -> Result<Self> {
+        Ok(*self)
+    }
+    fn plain(&self) -> Option<Self> {
+        Some(*self)
+    }
+}
+
+/// A node: its cell object's address (null for none).
+type Link<K, V> = PPtr<VarCell<Node<K, V>>>;
+
+/// A node found: its address and its words as read.
+type Found<K, V> = Option<(Link<K, V>, Node<K, V>)>;
+
+impl<K: Plain, V: Plain> Node<K, V> {
+    /// The node `n`'s parent, from its `up` word.
+    fn parent(&self, n: Link<K, V>) -> Link<K, V> {
+        match self.up & !RED {
+            0 => PPtr::null(),
+            d => PPtr::from_addr(n.addr().wrapping_add(d)),
+        }
+    }
+
+    /// Sets node `n`'s parent to `p` (null for none), keeping its colour.
+    fn set_parent(&mut self, n: Link<K, V>, p: Link<K, V>) {
+        let d = if p.is_null() { 0 } else { p.addr().wrapping_sub(n.addr()) };
+        self.up = d | (self.up & RED);
+    }
+
+    fn red(&self) -> bool {
+        self.up & RED != 0
+    }
+
+    fn set_red(&mut self, red: bool) {
+        self.up = (self.up & !RED) | red as u64;
+    }
+
+    fn child(&self, d: Dir) -> Link<K, V> {
+        match d {
+            Dir::Left => self.left,
+            Dir::Right => self.right,
+        }
+    }
+
+    fn set_child(&mut self, d: Dir, c: Link<K, V>) {
+        match d {
+            Dir::Left => self.left = c,
+            Dir::Right => self.right = c,
+        }
+    }
+}
+
+/// The variable of node `n`.
+fn var<K: Plain, V: Plain>(n: Link<K, V>) -> PTVar<Node<K, V>> {
+    PTVar::from_cell(n)
+}
+
+/// A transactional red-black tree from `K` to `V` in a pool, one
+/// transactional cell per node.
 ///
 /// A handle (one pool pointer, `Copy` and [`Persistent`]); every method works
 /// inside the caller's transaction. Keys are ordered by `Ord`; keys and
@@ -61,7 +126,7 @@ type Link<K, V> = PPtr<RbNode<K, V>>;
 /// tree (there is no count to become a hot spot).
 #[repr(transparent)]
 #[derive(Persistent)]
-#[engram(name = "engram::stm::RbTree")]
+#[engram(name = "engram::stm::RbTree.v2")]
 pub struct RbTree<K, V> {
     /// The root variable's cell.
     root: PPtr<VarCell<Link<K, V>>>,
@@ -87,19 +152,22 @@ struct Rb<'a, 'p, K: Persistent, V: Persistent> {
 impl<K: Plain + Ord, V: Plain> RbTree<K, V> {
     /// A new, empty tree (private to `tx` until it commits).
     pub fn new(tx: &STx<'_>) -> StmResult<Self> {
+        const { assert!(std::mem::size_of::<Node<K, V>>() <= crate::stm::PTVAR_MAX_VALUE) };
         Ok(RbTree { root: PTVar::new(tx, Link::<K, V>::null())?.cell() })
     }
 
     /// The tree in the named root `name` (a `PTVar<RbTree<K, V>>`),
     /// created empty in its own transaction if the root does not exist yet.
+    /// A root holding a tree of the layout before `RbTree.v2` is refused
+    /// with [`crate::Error::RootType`].
     pub fn root(pool: &Pool, name: &str) -> Result<Self> {
         super::root_handle(pool, name, Self::new)
     }
 
     /// The address of the root variable's cell (lock word, then the top
-    /// node's address; a node's fields are 16-byte cells: key, left,
-    /// right, value, parent, red), for tools that inspect the layout (the
-    /// benchmark's `tree_floor` example).
+    /// node's address; a node is a cell: lock word, then key, left, right,
+    /// value and `up`, 8 bytes each), for tools that inspect the layout
+    /// (the benchmark's `tree_floor` example).
     pub fn addr(&self) -> u64 {
         self.root.addr()
     }
@@ -111,16 +179,12 @@ impl<K: Plain + Ord, V: Plain> RbTree<K, V> {
     /// The value of `key`, in a full ([`STx`]) or read-only
     /// ([`crate::stm::RTx`]) transaction.
     pub fn get<T: ReadTx>(&self, tx: &T, key: &K) -> StmResult<Option<V>> {
-        let n = find_in(tx, PTVar::from_cell(self.root), key)?;
-        if n.is_null() {
-            return Ok(None);
-        }
-        tx.get(&fld!(n, RbNode<K, V>, value)).map(Some)
+        Ok(find_in(tx, PTVar::from_cell(self.root), key)?.map(|(_, n)| n.value))
     }
 
     /// Whether `key` is in the tree (in either kind of transaction).
     pub fn contains_key<T: ReadTx>(&self, tx: &T, key: &K) -> StmResult<bool> {
-        Ok(!find_in(tx, PTVar::from_cell(self.root), key)?.is_null())
+        Ok(find_in(tx, PTVar::from_cell(self.root), key)?.is_some())
     }
 
     /// Sets `key` to `value`; returns the value it replaced.
@@ -140,7 +204,8 @@ impl<K: Plain + Ord, V: Plain> RbTree<K, V> {
             t.tx.read(&t.top)?,
             |n, d| t.child(n, d),
             |n| {
-                f(t.key(n)?, t.value(n)?);
+                let x = t.node(n)?;
+                f(x.key, x.value);
                 Ok(())
             },
         )
@@ -180,59 +245,60 @@ impl<K: Plain + Ord, V: Plain> RbTree<K, V> {
     }
 }
 
-/// The node of `key` in the tree whose top is in `top` (null if absent),
-/// in either kind of transaction: the lookup of `get` and of updates.
+/// The node of `key` and its words in the tree whose top is in `top`
+/// (None if absent), in either kind of transaction: the lookup of `get`
+/// and of updates. One cell read per level: key and both links in one
+/// seqlock pass.
 #[inline]
-fn find_in<T: ReadTx, K: Plain + Ord, V: Plain>(tx: &T, top: PTVar<Link<K, V>>, key: &K) -> StmResult<Link<K, V>> {
+fn find_in<T: ReadTx, K: Plain + Ord, V: Plain>(tx: &T, top: PTVar<Link<K, V>>, key: &K) -> StmResult<Found<K, V>> {
     let mut cur = tx.get(&top)?;
     while !cur.is_null() {
-        cur = match key.cmp(&tx.get(&fld!(cur, RbNode<K, V>, key))?) {
-            std::cmp::Ordering::Less => tx.get(&fld!(cur, RbNode<K, V>, left))?,
-            std::cmp::Ordering::Greater => tx.get(&fld!(cur, RbNode<K, V>, right))?,
-            std::cmp::Ordering::Equal => return Ok(cur),
+        let n = tx.get(&var(cur))?;
+        cur = match key.cmp(&n.key) {
+            std::cmp::Ordering::Less => n.left,
+            std::cmp::Ordering::Greater => n.right,
+            std::cmp::Ordering::Equal => return Ok(Some((cur, n))),
         };
     }
-    Ok(cur)
+    Ok(None)
 }
 
 impl<K: Plain + Ord, V: Plain> Rb<'_, '_, K, V> {
-    fn key(&self, n: Link<K, V>) -> StmResult<K> {
-        self.tx.read(&fld!(n, RbNode<K, V>, key))
+    /// Node `n`'s words (the attempt's own write if it wrote `n`).
+    fn node(&self, n: Link<K, V>) -> StmResult<Node<K, V>> {
+        self.tx.read(&var(n))
     }
 
-    fn value(&self, n: Link<K, V>) -> StmResult<V> {
-        self.tx.read(&fld!(n, RbNode<K, V>, value))
+    /// Rewrites node `n`'s words with `f` (one whole-cell write).
+    fn edit(&self, n: Link<K, V>, f: impl FnOnce(&mut Node<K, V>)) -> StmResult<()> {
+        let mut x = self.node(n)?;
+        f(&mut x);
+        self.tx.write(&var(n), x)
     }
 
     fn child(&self, n: Link<K, V>, d: Dir) -> StmResult<Link<K, V>> {
-        match d {
-            Dir::Left => self.tx.read(&fld!(n, RbNode<K, V>, left)),
-            Dir::Right => self.tx.read(&fld!(n, RbNode<K, V>, right)),
-        }
+        Ok(self.node(n)?.child(d))
     }
 
     fn set_child(&self, n: Link<K, V>, d: Dir, c: Link<K, V>) -> StmResult<()> {
-        match d {
-            Dir::Left => self.tx.write(&fld!(n, RbNode<K, V>, left), c),
-            Dir::Right => self.tx.write(&fld!(n, RbNode<K, V>, right), c),
-        }
+        self.edit(n, |x| x.set_child(d, c))
     }
 
     fn parent(&self, n: Link<K, V>) -> StmResult<Link<K, V>> {
-        self.tx.read(&fld!(n, RbNode<K, V>, parent))
+        Ok(self.node(n)?.parent(n))
     }
 
     fn set_parent(&self, n: Link<K, V>, p: Link<K, V>) -> StmResult<()> {
-        self.tx.write(&fld!(n, RbNode<K, V>, parent), p)
+        self.edit(n, |x| x.set_parent(n, p))
     }
 
     /// Whether `n` is red (a null link is black).
     fn is_red(&self, n: Link<K, V>) -> StmResult<bool> {
-        Ok(!n.is_null() && self.tx.read(&fld!(n, RbNode<K, V>, red))? != 0)
+        Ok(!n.is_null() && self.node(n)?.red())
     }
 
     fn set_red(&self, n: Link<K, V>, red: bool) -> StmResult<()> {
-        self.tx.write(&fld!(n, RbNode<K, V>, red), red as u64)
+        self.edit(n, |x| x.set_red(red))
     }
 
     /// The side of `p` that `n` hangs on (`n` may be null: then the side
@@ -251,54 +317,59 @@ impl<K: Plain + Ord, V: Plain> Rb<'_, '_, K, V> {
     }
 
     /// Rotates `x` down towards `d`; its child on the other side rises.
+    /// Rewrites `x`, the riser `y`, the moved subtree's top `b` (its
+    /// parent) and `x`'s old parent (its link), each once.
     fn rotate(&self, x: Link<K, V>, d: Dir) -> StmResult<()> {
-        let y = self.child(x, d.flip())?;
-        let b = self.child(y, d)?;
-        self.set_child(x, d.flip(), b)?;
+        let mut xn = self.node(x)?;
+        let y = xn.child(d.flip());
+        let mut yn = self.node(y)?;
+        let b = yn.child(d);
+        let p = xn.parent(x);
         if !b.is_null() {
             self.set_parent(b, x)?;
         }
-        let p = self.parent(x)?;
-        self.set_parent(y, p)?;
         self.relink(p, x, y)?;
-        self.set_child(y, d, x)?;
-        self.set_parent(x, y)
+        xn.set_child(d.flip(), b);
+        xn.set_parent(x, y);
+        yn.set_child(d, x);
+        yn.set_parent(y, p);
+        self.tx.write(&var(x), xn)?;
+        self.tx.write(&var(y), yn)
     }
 
-    fn find(&self, key: &K) -> StmResult<Link<K, V>> {
+    fn find(&self, key: &K) -> StmResult<Found<K, V>> {
         find_in(self.tx, self.top, key)
     }
 
     fn insert(&self, key: K, value: V) -> StmResult<Option<V>> {
         let (mut parent, mut cur, mut d) = (PPtr::null(), self.tx.read(&self.top)?, Dir::Left);
         while !cur.is_null() {
-            d = match key.cmp(&self.key(cur)?) {
+            let mut n = self.node(cur)?;
+            d = match key.cmp(&n.key) {
                 std::cmp::Ordering::Less => Dir::Left,
                 std::cmp::Ordering::Greater => Dir::Right,
                 std::cmp::Ordering::Equal => {
-                    let old = self.value(cur)?;
-                    self.tx.write(&fld!(cur, RbNode<K, V>, value), value)?;
+                    let old = n.value;
+                    n.value = value;
+                    self.tx.write(&var(cur), n)?;
                     return Ok(Some(old));
                 }
             };
             parent = cur;
-            cur = self.child(cur, d)?;
+            cur = n.child(d);
         }
-        let z = self.tx.alloc(RbNode {
-            key: PTField::new(key),
-            value: PTField::new(value),
-            left: PTField::new(PPtr::null()),
-            right: PTField::new(PPtr::null()),
-            parent: PTField::new(parent),
-            red: PTField::new(1),
-            _pad: [0; 2],
-        })?;
+        let mut z = Node { key, value, left: PPtr::null(), right: PPtr::null(), up: RED };
+        let zv = PTVar::new(self.tx, z)?;
+        let zl = zv.cell();
         if parent.is_null() {
-            self.tx.write(&self.top, z)?;
+            self.tx.write(&self.top, zl)?;
         } else {
-            self.set_child(parent, d, z)?;
+            // (the parent's distance is known only now, with the address)
+            z.set_parent(zl, parent);
+            self.tx.write(&zv, z)?;
+            self.set_child(parent, d, zl)?;
         }
-        self.fix_insert(z)?;
+        self.fix_insert(zl)?;
         Ok(None)
     }
 
@@ -338,17 +409,16 @@ impl<K: Plain + Ord, V: Plain> Rb<'_, '_, K, V> {
     }
 
     fn remove(&self, key: &K) -> StmResult<Option<V>> {
-        let z = self.find(key)?;
-        if z.is_null() {
+        let Some((z, zn)) = self.find(key)? else {
             return Ok(None);
-        }
-        let old = self.value(z)?;
-        let (zl, zr) = (self.child(z, Dir::Left)?, self.child(z, Dir::Right)?);
+        };
+        let old = zn.value;
+        let (zl, zr) = (zn.left, zn.right);
         let (x, xp, removed_black);
         if zl.is_null() || zr.is_null() {
             x = if zl.is_null() { zr } else { zl };
-            xp = self.parent(z)?;
-            removed_black = !self.is_red(z)?;
+            xp = zn.parent(z);
+            removed_black = !zn.red();
             self.replace(z, xp, x)?;
         } else {
             let y = self.leftmost(zr)?;
@@ -443,15 +513,15 @@ impl<K: Plain + Ord, V: Plain> Rb<'_, '_, K, V> {
         if n.is_null() {
             return Ok(1);
         }
-        let (k, at) = (self.key(n)?, n.addr());
+        let (x, at) = (self.node(n)?, n.addr());
+        let k = x.key;
         let ordered = bounds.0.is_none_or(|lo| lo < k) && bounds.1.is_none_or(|hi| k < hi);
-        if !ordered || self.parent(n)? != parent || depth > 128 {
+        if !ordered || x.parent(n) != parent || depth > 128 {
             return Err(broken(format!("red-black node {at:#x}: out of order, wrong parent, or too deep")));
         }
-        let red = self.tx.read(&fld!(n, RbNode<K, V>, red))?;
-        let (l, r) = (self.child(n, Dir::Left)?, self.child(n, Dir::Right)?);
-        if red > 1 || (red == 1 && (self.is_red(l)? || self.is_red(r)?)) {
-            return Err(broken(format!("red-black node {at:#x}: colour {red}, or a red node with a red child")));
+        let (l, r) = (x.left, x.right);
+        if x.red() && (self.is_red(l)? || self.is_red(r)?) {
+            return Err(broken(format!("red-black node {at:#x}: a red node with a red child")));
         }
         shape.len += 1;
         shape.objects += 1;
@@ -461,6 +531,6 @@ impl<K: Plain + Ord, V: Plain> Rb<'_, '_, K, V> {
         if bl != br {
             return Err(broken(format!("red-black node {at:#x}: black heights {bl} and {br}")));
         }
-        Ok(bl + (red == 0) as u64)
+        Ok(bl + !x.red() as u64)
     }
 }

@@ -23,38 +23,48 @@ use std::sync::atomic::{fence, Ordering};
 
 impl<'p> STx<'p> {
     /// Reads the cell at `addr` (value of at most `max` bytes). A value of
-    /// at most 8 bytes (a `PTField`, a link, a counter) that this attempt
-    /// has not written takes the inlined one-word path: bounds check, the
-    /// write filter's bit (`STx::wbits`: clear for a cell not written,
-    /// so an update's reads after its first write scan nothing), then
-    /// [`STx::stable_word`]'s one pass of the seqlock read. Anything else
-    /// (a locked word, a version newer than the snapshot, a word that
-    /// moved, a cell outside the bounds seen at begin) takes the full
-    /// read, [`STx::read_cell_any`], out of line.
+    /// at most [`MAX_VALUE`] bytes (a `PTField`, a link, a counter, a
+    /// red-black tree node's five words) that this attempt has not written
+    /// takes the inlined path: bounds check, the write filter's bit
+    /// (`STx::wbits`: clear for a cell not written, so an update's reads
+    /// after its first write scan nothing), then [`STx::stable_words`]'s
+    /// one pass of the seqlock read. Anything else (a locked word, a
+    /// version newer than the snapshot, a word that moved, a cell outside
+    /// the bounds seen at begin) takes the full read,
+    /// [`STx::read_cell_any`], out of line.
     #[inline]
     pub(crate) fn read_cell<P: Persistent>(&self, addr: u64, max: usize) -> StmResult<P> {
-        if size_of::<P>() <= 8 && !self.by_value && self.wbits.get() & wbit(addr as usize) == 0 && cell_fits::<P>(addr, max, self.bounds) {
-            if let Some((v, version)) = self.stable_word(addr) {
+        if size_of::<P>() <= MAX_VALUE
+            && !self.by_value
+            && self.wbits.get() & wbit(addr as usize) == 0
+            && cell_fits::<P>(addr, max, self.bounds)
+        {
+            let mut words = [0u64; MAX_VALUE / 8];
+            if let Some(version) = self.stable_words(addr, &mut words[..size_of::<P>().div_ceil(8)]) {
                 self.record_read(addr as usize, version, self.epoch);
-                // SAFETY: P is at most 8 bytes (above); `v` holds its bytes
-                // as read, and every bit pattern is a valid P.
-                return Ok(unsafe { std::ptr::read_unaligned(&v as *const u64 as *const P) });
+                // SAFETY: `words` holds at least size_of::<P>() bytes (P is
+                // at most MAX_VALUE, above) of one stable pass over the
+                // cell's value; every bit pattern is a valid P.
+                return Ok(unsafe { std::ptr::read_unaligned(words.as_ptr() as *const P) });
             }
         }
         self.read_cell_any(addr, max)
     }
 
-    /// One pass of the seqlock read of the one-word cell at `addr`
-    /// (checked by the caller to lie inside the bounds seen at begin,
-    /// 8-aligned): the lock word, unlocked and not newer than the
-    /// snapshot; the value; the lock word again, unchanged. Returns the
-    /// value and the version, or None for the full read to decide (spin,
-    /// extend the snapshot, or conflict).
+    /// One pass of the seqlock read of the cell at `addr` (checked by the
+    /// caller to lie, with `out.len()` value words, inside the bounds seen
+    /// at begin, 8-aligned): the lock word, unlocked and not newer than
+    /// the snapshot; the value words into `out`; the lock word again,
+    /// unchanged. Returns the version, or None for the full read to decide
+    /// (spin, extend the snapshot, or conflict). Planted bugs:
+    /// `stm.fast_read_ignores_snapshot`, `stm.fast_read_no_recheck` (the
+    /// second load's verdict ignored), and `stm.fast_read_slow` (a yield
+    /// before the value: not a bug, it widens the window for the others).
     #[inline(always)]
-    fn stable_word(&self, addr: u64) -> Option<(u64, u64)> {
-        // SAFETY: the caller checked [addr, addr+16) against the heap's
-        // bounds seen at begin (mapped while the pool is borrowed for 'p),
-        // and addr 8-aligned.
+    fn stable_words(&self, addr: u64, out: &mut [u64]) -> Option<u64> {
+        // SAFETY: the caller checked [addr, addr + 8 + 8 * out.len()) against
+        // the heap's bounds seen at begin (mapped while the pool is borrowed
+        // for 'p), and addr 8-aligned.
         let w = unsafe { word_at(addr as usize) };
         let w1 = w.load(Ordering::Acquire);
         if word::is_locked(w1, self.epoch) {
@@ -63,10 +73,15 @@ impl<'p> STx<'p> {
         if word::version(w1) > self.rv.get() && !crate::failpoint::planted("stm.fast_read_ignores_snapshot") {
             return None;
         }
-        // SAFETY: as above, the value word at addr + 8.
-        let v = unsafe { word_at(addr as usize + 8) }.load(Ordering::Relaxed);
+        if crate::failpoint::planted("stm.fast_read_slow") {
+            std::thread::yield_now();
+        }
+        for (i, v) in out.iter_mut().enumerate() {
+            // SAFETY: as above, value word i at addr + 8 + 8i.
+            *v = unsafe { word_at(addr as usize + 8 + 8 * i) }.load(Ordering::Relaxed);
+        }
         fence(Ordering::Acquire);
-        (w.load(Ordering::Relaxed) == w1).then_some((v, word::version(w1)))
+        (w.load(Ordering::Relaxed) == w1 || crate::failpoint::planted("stm.fast_read_no_recheck")).then_some(word::version(w1))
     }
 
     /// [`STx::read_cell`] for any value size, own writes and `Coarse`.
@@ -103,13 +118,15 @@ impl<'p> STx<'p> {
     /// not noticed (memory stays safe, serialisability of that field does
     /// not).
     ///
-    /// A field this attempt has not written takes `STx::stable_word`'s
+    /// A field this attempt has not written takes `STx::stable_words`'s
     /// inline pass; anything else the full read, out of line.
     #[inline]
     pub fn read_immutable<T: Persistent + Persist<P = T>>(&self, field: &crate::stm::FieldRef<T>) -> StmResult<T> {
         let addr = field.addr();
         if size_of::<T>() <= 8 && self.wbits.get() & wbit(addr as usize) == 0 && cell_fits::<T>(addr, 8, self.bounds) {
-            if let Some((v, _)) = self.stable_word(addr) {
+            let mut v = [0u64];
+            if self.stable_words(addr, &mut v).is_some() {
+                let v = v[0];
                 // SAFETY: T is at most 8 bytes (above); `v` holds its bytes
                 // as read, and every bit pattern is a valid T.
                 return Ok(unsafe { std::ptr::read_unaligned(&v as *const u64 as *const T) });
