@@ -4,19 +4,22 @@
 //!
 //! Layout: the handle points at the bucket array, a pool array of
 //! `PTField` chain heads whose length is fixed when the table is made. A
-//! node is one cell object in the [`PTVar`] format: a versioned lock word
-//! and the value [`Entry`] `{key, value, next}` (32 bytes, in a 48-byte
-//! payload whose 64-byte slot is one cache line, so lock word and values
-//! persist together: the redo replay rule). A link (a head, a node's
-//! `next`) is the address of a node's cell. A lookup reads one cell per
-//! node (key, value and link in one seqlock read); an update rewrites the
-//! cell it changes whole (read in the transaction, one word changed,
-//! written back). A new key is pushed at the head of its chain.
+//! node (`HNode`) is one pool object that starts with a cell in the
+//! [`PTVar`] format: a versioned lock word and the value `Entry`
+//! `{key, value, next}`, 32 bytes, padded to a 48-byte payload so the
+//! node takes a 64-byte slot, one cache line: lock word and values
+//! persist together (the redo replay rule). A link (a head, a node's
+//! `next`) is the address of a node, which is its cell's. A lookup reads
+//! one cell per node (key, value and link in one seqlock read); an update
+//! rewrites the cell it changes whole (read in the transaction, one word
+//! changed, written back). A new key is pushed at the head of its chain.
 //!
 //! What it keeps true (verified by [`HashTable::check`]):
 //! - a key is in the chain of bucket `hash % buckets` (the deterministic
 //!   hash of the module docs) and in no other node;
-//! - a node's cell (lock word and entry) lies in one 64-byte line.
+//! - a node's cell (lock word and entry) lies in one 64-byte line;
+//! - a node's key is the one it was made with: every write of a cell
+//!   copies the key it read.
 //!
 //! Conflicts: operations on keys of different buckets touch disjoint
 //! variables; in one bucket, an insert writes the head, a removal the link
@@ -28,10 +31,11 @@
 //! Removed nodes are unlinked, never freed: garbage for the engine's GC.
 //! On a crash: inherits the STM's (see the module docs).
 //!
-//! Pool layout: the handle's and the entry's type names end in `.v2`
-//! (round 23, one cell per node); a pool whose root holds a table of the
-//! earlier layout (three `PTField`s per node) is refused by the root's
-//! type check (`Error::RootType`), with no converter.
+//! Pool layout: the type names end in `.v2` (`engram::stm::HashTable.v2`,
+//! `.Node.v2`, `.Entry.v2`; docs/stm.md round 23). A pool whose root holds
+//! a table of the earlier layout (three `PTField`s per node, handle type
+//! `engram::stm::HashTable`) is refused by the root's type check
+//! (`Error::RootType`); there is no converter.
 
 use super::{broken, handle, Handle, Plain, Shape};
 use crate::stm::vars::FieldRef;
@@ -63,7 +67,7 @@ impl<K: Persistent, V: Persistent> Persist for Entry<K, V> {
     }
 }
 
-/// A node: its cell (lock word and [`Entry`], in the [`PTVar`] format)
+/// A node: its cell (lock word and `Entry`, in the [`PTVar`] format)
 /// at the start of the object, padded to a 48-byte payload, so the object
 /// takes a 64-byte slot, which is one cache line (a 32-byte payload would
 /// take a 48-byte slot, and one such slot in four straddles two lines).

@@ -8,7 +8,7 @@
 //!   slots; an update rewrites only the deepest node on its key's path, so
 //!   updates to different keys touch different variables unless their keys
 //!   share that node. Any `Persistent` key and value (keys also `Hash + Eq`).
-//! - [`RbTree`], [`Treap`] and [`HashTable`]: "transactional fields embedded
+//! - [`RbTree`] and [`Treap`]: "transactional fields embedded
 //!   in objects": every node is one pool object whose mutable parts (value,
 //!   links, colour) are [`PTField`](crate::stm::PTField)s, so a transaction reads
 //!   and writes exactly the words the algorithm touches, with no
@@ -19,6 +19,11 @@
 //!   [`ImmutableRef`](super::ImmutableRef): the bounds-checked seqlock read
 //!   without a read-set entry, so a lookup's read set holds only the links
 //!   and values it followed, and no code can write a key afterwards.
+//! - [`HashTable`]: bucket heads are `PTField`s; a node is one
+//!   transactional cell (a lock word, then key, value and next link, in
+//!   one cache line: the [`PTVar`](super::PTVar) cell format), so a lookup
+//!   reads one cell per node and an update locks one word per node. Keys
+//!   and values are plain values of at most 8 bytes.
 //!
 //! Every collection is a *handle*: `Copy`, [`Persistent`](crate::Persistent)
 //! and [`Persist`], one pool pointer. It can sit in a
