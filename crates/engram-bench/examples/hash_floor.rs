@@ -19,7 +19,8 @@
 //!   stm14ro; run once with `ENGRAM_GATE_FENCE=exchange` to see what the
 //!   GC gate's asymmetric fence saves);
 //! - `raw-pool`: the lookup's loads alone (bucket head, then each node's
-//!   key and next, then the value) on the pool mapping: no lock word, no
+//!   key and next, then the value: one cell per node, `raw_get`) on the
+//!   pool mapping: no lock word, no
 //!   bounds check, no transaction — the layout's memory floor;
 //! - `raw-pool-dep`: `raw-pool` with each key made to depend on the
 //!   previous lookup's result, so one lookup's misses are in flight at a
@@ -74,17 +75,18 @@ fn rd(addr: u64) -> u64 {
 }
 
 /// The loads of a lookup in the pool's layout, every address shifted by
-/// `delta` (0 on the pool itself). Node payload: key field at 0, value
-/// field at 16, next field at 32; a field's value at +8.
+/// `delta` (0 on the pool itself). A bucket head is a 16-byte field (lock
+/// word, then the first node's cell address); a node is one cell: lock
+/// word at 0, then key at 8, value at 16, next cell's address at 24.
 fn raw_get(buckets: u64, delta: u64, key: u64) -> Option<u64> {
     let i = stable_hash(key) & (BUCKETS - 1);
     let mut n = rd(buckets.wrapping_add(delta) + i * 16 + 8);
     while n != 0 {
         let p = n.wrapping_add(delta);
         if rd(p + 8) == key {
-            return Some(rd(p + 24));
+            return Some(rd(p + 16));
         }
-        n = rd(p + 40);
+        n = rd(p + 24);
     }
     None
 }
@@ -96,7 +98,7 @@ fn nodes(buckets: u64) -> Vec<u64> {
         let mut n = rd(buckets + i * 16 + 8);
         while n != 0 {
             out.push(n);
-            n = rd(n + 40);
+            n = rd(n + 24);
         }
     }
     out

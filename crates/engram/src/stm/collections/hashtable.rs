@@ -1,53 +1,103 @@
-//! [`HashTable`]: a fixed-size chained hash table whose bucket heads and
-//! nodes are transactional fields (the Yates & Scott benchmark table).
+//! [`HashTable`]: a fixed-size chained hash table whose bucket heads are
+//! transactional fields and whose nodes are transactional cells, one lock
+//! word per node (the Yates & Scott benchmark table).
 //!
 //! Layout: the handle points at the bucket array, a pool array of
 //! `PTField` chain heads whose length is fixed when the table is made. A
-//! node is one pool object of three [`PTField`]s: `key` (written once, when
-//! the node is made), `value` and `next`. A new key is pushed at the head
-//! of its chain.
+//! node (`HNode`) is one pool object that starts with a cell in the
+//! [`PTVar`] format: a versioned lock word and the value `Entry`
+//! `{key, value, next}`, 32 bytes, padded to a 48-byte payload so the
+//! node takes a 64-byte slot, one cache line: lock word and values
+//! persist together (the redo replay rule). A link (a head, a node's
+//! `next`) is the address of a node, which is its cell's. A lookup reads
+//! one cell per node (key, value and link in one seqlock read); an update
+//! rewrites the cell it changes whole (read in the transaction, one word
+//! changed, written back). A new key is pushed at the head of its chain.
 //!
 //! What it keeps true (verified by [`HashTable::check`]):
 //! - a key is in the chain of bucket `hash % buckets` (the deterministic
-//!   hash of the module docs) and in no other node.
+//!   hash of the module docs) and in no other node;
+//! - a node's cell (lock word and entry) lies in one 64-byte line;
+//! - a node's key is the one it was made with: every write of a cell
+//!   copies the key it read.
 //!
 //! Conflicts: operations on keys of different buckets touch disjoint
 //! variables; in one bucket, an insert writes the head, a removal the link
-//! before its node, an update the node's value. The table never resizes
-//! (which would conflict with everything), so choose the bucket count for
-//! the expected size.
+//! before its node (the head, or the whole cell of the node before it, so
+//! it also conflicts with an update of that node's value), an update its
+//! node's cell. The table never resizes (which would conflict with
+//! everything), so choose the bucket count for the expected size.
 //!
 //! Removed nodes are unlinked, never freed: garbage for the engine's GC.
 //! On a crash: inherits the STM's (see the module docs).
+//!
+//! Pool layout: the type names end in `.v2` (`engram::stm::HashTable.v2`,
+//! `.Node.v2`, `.Entry.v2`; docs/stm.md round 23). A pool whose root holds
+//! a table of the earlier layout (three `PTField`s per node, handle type
+//! `engram::stm::HashTable`) is refused by the root's type check
+//! (`Error::RootType`); there is no converter.
 
-use super::{broken, fld, handle, Handle, Plain, Shape};
+use super::{broken, handle, Handle, Plain, Shape};
 use crate::stm::vars::FieldRef;
-use crate::stm::{CopyCx, PTField, PTVar, Persist, ReadTx, STx, StmResult};
+use crate::stm::{CopyCx, PTField, PTVar, Persist, ReadTx, STx, StmResult, VarCell};
 use crate::{Error, PArray, PPtr, Persistent, Pool, Result};
 use std::collections::HashSet;
 use std::hash::Hash;
 use std::mem::size_of;
 
-/// One node of a chain.
+/// The value of a node's cell: the key (set when the node is made, and
+/// never changed by a write: every write copies it), the value and the
+/// link to the next node.
 #[repr(C)]
 #[derive(Clone, Copy, Persistent)]
-#[engram(name = "engram::stm::HashTable.Node")]
-struct HNode<K, V> {
-    /// Set when the node is made, never written (`#[immutable]`).
-    #[immutable]
-    key: PTField<K>,
-    value: PTField<V>,
-    next: PTField<Link<K, V>>,
+#[engram(name = "engram::stm::HashTable.Entry.v2")]
+struct Entry<K, V> {
+    key: K,
+    value: V,
+    next: Link<K, V>,
 }
 
+impl<K: Persistent, V: Persistent> Persist for Entry<K, V> {
+    type P = Self;
+    fn persist(&self, _: &mut CopyCx<'_>) -> Result<Self> {
+        Ok(*self)
+    }
+    fn plain(&self) -> Option<Self> {
+        Some(*self)
+    }
+}
+
+/// A node: its cell (lock word and `Entry`, in the [`PTVar`] format)
+/// at the start of the object, padded to a 48-byte payload, so the object
+/// takes a 64-byte slot, which is one cache line (a 32-byte payload would
+/// take a 48-byte slot, and one such slot in four straddles two lines).
+#[repr(C)]
+#[derive(Clone, Copy, Persistent)]
+#[engram(name = "engram::stm::HashTable.Node.v2")]
+struct HNode<K, V> {
+    cell: VarCell<Entry<K, V>>,
+    pad: [u64; 2],
+}
+
+/// A link: the address of a node, which is its cell's (null: the end of a
+/// chain).
 type Link<K, V> = PPtr<HNode<K, V>>;
 
-/// A link's field (a bucket head or a node's `next`) and the node it holds.
-type Found<K, V> = (FieldRef<Link<K, V>>, Link<K, V>);
+/// The cell of the node a link points to, as a variable.
+#[inline]
+fn node<K: Persistent, V: Persistent>(n: Link<K, V>) -> PTVar<Entry<K, V>> {
+    PTVar::from_cell(PPtr::from_addr(n.addr()))
+}
+
+/// Where the link to a node sits: a bucket head, or the cell of the node
+/// before it (with the entry this transaction read there).
+enum Pred<K, V> {
+    Head(FieldRef<Link<K, V>>),
+    Node(Link<K, V>, Entry<K, V>),
+}
 
 /// A transactional chained hash table from `K` to `V` in a pool, with a
-/// fixed number of buckets and its transactional fields embedded in the
-/// nodes.
+/// fixed number of buckets and one transactional cell per node.
 ///
 /// A handle (one pool pointer, `Copy` and [`Persistent`]); every method works
 /// inside the caller's transaction. Keys are hashed with a fixed FNV-1a
@@ -56,7 +106,7 @@ type Found<K, V> = (FieldRef<Link<K, V>>, Link<K, V>);
 /// every chain.
 #[repr(transparent)]
 #[derive(Persistent)]
-#[engram(name = "engram::stm::HashTable")]
+#[engram(name = "engram::stm::HashTable.v2")]
 pub struct HashTable<K, V> {
     /// The chain heads.
     buckets: PArray<PTField<Link<K, V>>>,
@@ -105,8 +155,10 @@ impl<K: Plain + Hash + Eq, V: Plain> HashTable<K, V> {
     }
 
     /// The address of the bucket array (an array of `PTField` chain heads,
-    /// 16 bytes each: lock word, then the head's address), for tools that
-    /// inspect the layout (the benchmark's `hash_floor` example).
+    /// 16 bytes each: lock word, then the address of the first node's
+    /// cell; a node's cell is its lock word, then key, value and the next
+    /// node's cell address, 8 bytes each), for tools that inspect the
+    /// layout (the benchmark's `hash_floor` example).
     pub fn addr(&self) -> u64 {
         self.buckets.addr()
     }
@@ -135,39 +187,29 @@ impl<K: Plain + Hash + Eq, V: Plain> HashTable<K, V> {
         PTField::at(self.buckets.addr(), i as usize * size_of::<PTField<Link<K, V>>>())
     }
 
-    /// The link to `key`'s node (the link after which it would go if
-    /// absent) and the node (null if absent).
+    /// The entry of `key`'s node, if any: one cell read per node visited.
     #[inline]
-    fn find<T: ReadTx>(&self, tx: &T, key: &K) -> StmResult<Found<K, V>> {
-        self.find_from(tx, self.head(tx, key)?, key)
-    }
-
-    /// [`HashTable::find`] in the chain that starts at `head` (`key`'s).
-    #[inline]
-    fn find_from<T: ReadTx>(&self, tx: &T, head: FieldRef<Link<K, V>>, key: &K) -> StmResult<Found<K, V>> {
-        let mut link = head;
-        loop {
-            let n = tx.get(&link)?;
-            if n.is_null() || tx.get(&fld!(n, HNode<K, V>, key))? == *key {
-                return Ok((link, n));
+    fn entry<T: ReadTx>(&self, tx: &T, key: &K) -> StmResult<Option<Entry<K, V>>> {
+        let mut n = tx.get(&self.head(tx, key)?)?;
+        while !n.is_null() {
+            let e = tx.get(&node(n))?;
+            if e.key == *key {
+                return Ok(Some(e));
             }
-            link = fld!(n, HNode<K, V>, next);
+            n = e.next;
         }
+        Ok(None)
     }
 
     /// The value of `key`, in a full ([`STx`]) or read-only
     /// ([`crate::stm::RTx`]) transaction.
     pub fn get<T: ReadTx>(&self, tx: &T, key: &K) -> StmResult<Option<V>> {
-        let (_, n) = self.find(tx, key)?;
-        if n.is_null() {
-            return Ok(None);
-        }
-        tx.get(&fld!(n, HNode<K, V>, value)).map(Some)
+        Ok(self.entry(tx, key)?.map(|e| e.value))
     }
 
     /// Whether `key` is in the table (in either kind of transaction).
     pub fn contains_key<T: ReadTx>(&self, tx: &T, key: &K) -> StmResult<bool> {
-        Ok(!self.find(tx, key)?.1.is_null())
+        Ok(self.entry(tx, key)?.is_some())
     }
 
     /// Sets `key` to `value`; returns the value it replaced.
@@ -175,43 +217,63 @@ impl<K: Plain + Hash + Eq, V: Plain> HashTable<K, V> {
         // (The head found once: hashing the key is a quarter of a lookup;
         // and read once: a new node links the first one read here.)
         let head = self.head(tx, &key)?;
-        let first = tx.get(&head)?;
+        let first = tx.read(&head)?;
         let mut n = first;
-        while !n.is_null() && tx.get(&fld!(n, HNode<K, V>, key))? != key {
-            n = tx.get(&fld!(n, HNode<K, V>, next))?;
+        while !n.is_null() {
+            let e = tx.read(&node(n))?;
+            if e.key == key {
+                tx.write(&node(n), Entry { value, ..e })?;
+                return Ok(Some(e.value));
+            }
+            n = e.next;
         }
-        if !n.is_null() {
-            let f = fld!(n, HNode<K, V>, value);
-            let old = tx.read(&f)?;
-            tx.write(&f, value)?;
-            return Ok(Some(old));
-        }
-        let n = tx.alloc(HNode { key: PTField::new(key), value: PTField::new(value), next: PTField::new(first) })?;
+        // Keys and values of at most 8 bytes: the node's payload is 33 to
+        // 48 bytes, so its slot is 64 (fails to compile otherwise).
+        const { assert!(size_of::<K>() <= 8 && size_of::<V>() <= 8 && size_of::<HNode<K, V>>() > 32 && size_of::<HNode<K, V>>() <= 48) };
+        let entry = Entry { key, value, next: first };
+        let n = tx.alloc(HNode { cell: VarCell { word: 0, value: entry }, pad: [0; 2] })?;
         tx.write(&head, n)?;
         Ok(None)
     }
 
     /// Removes `key`; returns its value.
     pub fn remove(&self, tx: &STx<'_>, key: &K) -> StmResult<Option<V>> {
-        let (link, n) = self.find(tx, key)?;
-        if n.is_null() {
-            return Ok(None);
+        let head = self.head(tx, key)?;
+        let (mut pred, mut n) = (Pred::Head(head), tx.read(&head)?);
+        while !n.is_null() {
+            let e = tx.read(&node(n))?;
+            if e.key == *key {
+                match pred {
+                    Pred::Head(h) => tx.write(&h, e.next)?,
+                    Pred::Node(p, pe) => tx.write(&node(p), Entry { next: e.next, ..pe })?,
+                }
+                return Ok(Some(e.value));
+            }
+            (pred, n) = (Pred::Node(n, e), e.next);
         }
-        let old = tx.read(&fld!(n, HNode<K, V>, value))?;
-        tx.write(&link, tx.read(&fld!(n, HNode<K, V>, next))?)?;
-        Ok(Some(old))
+        Ok(None)
+    }
+
+    /// Calls `f` on every node (its cell's address and entry), bucket by
+    /// bucket (reads the whole table).
+    fn for_each_node(&self, tx: &STx<'_>, mut f: impl FnMut(u64, Link<K, V>, Entry<K, V>) -> StmResult<()>) -> StmResult<()> {
+        for i in 0..self.buckets(tx)? {
+            let mut n = tx.read(&self.bucket(i))?;
+            while !n.is_null() {
+                let e = tx.read(&node(n))?;
+                f(i, n, e)?;
+                n = e.next;
+            }
+        }
+        Ok(())
     }
 
     /// Calls `f` on every entry, bucket by bucket (reads the whole table).
     pub fn for_each(&self, tx: &STx<'_>, mut f: impl FnMut(K, V)) -> StmResult<()> {
-        for i in 0..self.buckets(tx)? {
-            let mut n = tx.read(&self.bucket(i))?;
-            while !n.is_null() {
-                f(tx.read(&fld!(n, HNode<K, V>, key))?, tx.read(&fld!(n, HNode<K, V>, value))?);
-                n = tx.read(&fld!(n, HNode<K, V>, next))?;
-            }
-        }
-        Ok(())
+        self.for_each_node(tx, |_, _, e| {
+            f(e.key, e.value);
+            Ok(())
+        })
     }
 
     /// Every entry.
@@ -238,35 +300,30 @@ impl<K: Plain + Hash + Eq, V: Plain> HashTable<K, V> {
         Ok(true)
     }
 
-    /// Verifies that every key sits in its own bucket's chain, once; an
-    /// error names the first misplaced key. `height` is the longest chain.
+    /// Verifies that every key sits in its own bucket's chain, once, and
+    /// that every node's cell lies in one cache line; an error names the
+    /// first node that breaks it. `height` is the longest chain.
     pub fn check(&self, tx: &STx<'_>) -> StmResult<Shape> {
         let buckets = self.buckets(tx)?;
         let mut shape = Shape { objects: 1, ..Shape::default() };
-        let mut seen = HashSet::new();
-        for i in 0..buckets {
-            let (mut n, mut chain) = (tx.read(&self.bucket(i))?, 0);
-            while !n.is_null() {
-                let k: K = tx.read(&fld!(n, HNode<K, V>, key))?;
-                if crate::hash::stable_hash(&k) % buckets != i || !seen.insert(n.addr()) {
-                    return Err(broken(format!("hash node {:#x}: in bucket {i}, or reached twice", n.addr())));
-                }
-                (chain, shape.len, shape.objects) = (chain + 1, shape.len + 1, shape.objects + 1);
-                n = tx.read(&fld!(n, HNode<K, V>, next))?;
+        let (mut nodes, mut keys) = (HashSet::new(), HashSet::new());
+        let (mut last, mut chain) = (0, 0);
+        self.for_each_node(tx, |i, n, e| {
+            let a = n.addr();
+            if crate::hash::stable_hash(&e.key) % buckets != i || !nodes.insert(a) {
+                return Err(broken(format!("hash node {a:#x}: in bucket {i}, or reached twice")));
             }
-            shape.height = shape.height.max(chain);
-        }
-        self.check_distinct(tx)?;
+            if a % 64 + size_of::<VarCell<Entry<K, V>>>() as u64 > 64 {
+                return Err(broken(format!("hash node {a:#x}: its cell straddles a cache line")));
+            }
+            if !keys.insert(e.key) {
+                return Err(broken(format!("hash table {:#x}: a key is in two nodes", self.buckets.addr())));
+            }
+            chain = if i == last { chain + 1 } else { 1 };
+            last = i;
+            (shape.len, shape.objects, shape.height) = (shape.len + 1, shape.objects + 1, shape.height.max(chain));
+            Ok(())
+        })?;
         Ok(shape)
-    }
-
-    fn check_distinct(&self, tx: &STx<'_>) -> StmResult<()> {
-        let mut keys = HashSet::new();
-        let mut repeated = false;
-        self.for_each(tx, |k, _| repeated |= !keys.insert(k))?;
-        if repeated {
-            return Err(broken(format!("hash table {:#x}: a key is in two nodes", self.buckets.addr())));
-        }
-        Ok(())
     }
 }

@@ -12,17 +12,22 @@
 //!   object, one lock word over its key, links, value and parent-and-colour
 //!   word, 64 bytes with its header, so a lookup reads one line and one
 //!   lock word per level (`rbtree.rs`).
-//! - [`Treap`] and [`HashTable`]: "transactional fields embedded
+//! - [`Treap`]: "transactional fields embedded
 //!   in objects": every node is one pool object whose mutable parts (value,
 //!   links) are [`PTField`](crate::stm::PTField)s, so a transaction reads
 //!   and writes exactly the words the algorithm touches, with no
-//!   indirection per variable. Keys and values (the red-black tree's
-//!   too) are plain values of at most 8 bytes (`u64` in the benchmarks).
+//!   indirection per variable. Keys and values are plain values of at
+//!   most 8 bytes (`u64` in the benchmarks).
 //!   The key is a `PTField` too, set when the node is made (before it is linked) and declared
 //!   `#[immutable]`, so `field!` gives a read-only
 //!   [`ImmutableRef`](super::ImmutableRef): the bounds-checked seqlock read
 //!   without a read-set entry, so a lookup's read set holds only the links
 //!   and values it followed, and no code can write a key afterwards.
+//! - [`HashTable`]: bucket heads are `PTField`s; a node is one
+//!   transactional cell (a lock word, then key, value and next link, in
+//!   one cache line: the [`PTVar`](super::PTVar) cell format), so a lookup
+//!   reads one cell per node and an update locks one word per node. Keys
+//!   and values are plain values of at most 8 bytes.
 //!
 //! Every collection is a *handle*: `Copy`, [`Persistent`](crate::Persistent)
 //! and [`Persist`], one pool pointer. It can sit in a
