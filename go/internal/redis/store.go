@@ -248,13 +248,13 @@ func (d *pDict) maybeGrow(tx *engram.Tx) error {
 	return nil
 }
 
-// add links a new entry (the key must be absent); inl: a keyspace entry,
-// inline when it fits (newEntry).
-func (d *pDict) add(tx *engram.Tx, k []byte, typ int64, val []byte, inl bool) (*pEntry, error) {
+// add links a new entry (the key must be absent), inline when it fits
+// (newEntry).
+func (d *pDict) add(tx *engram.Tx, k []byte, typ int64, val []byte) (*pEntry, error) {
 	if err := d.prepareAdd(tx); err != nil {
 		return nil, err
 	}
-	e, err := newEntry(tx, k, typ, val, inl)
+	e, err := newEntry(tx, k, typ, val)
 	if err != nil {
 		return nil, err
 	}
@@ -306,7 +306,7 @@ func (d *pDict) addMany(tx *engram.Tx, ks, vs [][]byte) error {
 	es := make([]*pEntry, len(ks))
 	var b engram.LogBatch
 	for i, k := range ks {
-		e, err := newEntry(tx, k, tString, vs[i], true)
+		e, err := newEntry(tx, k, tString, vs[i])
 		if err != nil {
 			return err
 		}
@@ -466,9 +466,9 @@ func headerChanges(e *pEntry, typ int64, n int) bool {
 // (logOverwrite logs it only then).
 func overwriteVal(e *pEntry, typ int64, val []byte) {
 	n := len(val)
-	//engramvet:ignore logged by the caller: logOverwrite (e.Val[:len(val)]) or overwriteField
+	//engramvet:ignore logged by the caller: logOverwrite (e.Val[:len(val)])
 	copy(e.Val[:n], val)
-	if headerChanges(e, typ, n) { //engramvet:ignore the header is logged when headerChanges (logOverwrite: e; overwriteField: e.Val, e.Type unchanged)
+	if headerChanges(e, typ, n) { //engramvet:ignore the header is logged when headerChanges (logOverwrite: e)
 		e.Val, e.Type = e.Val[:n:n], typ
 	}
 }
