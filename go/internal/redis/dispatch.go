@@ -300,7 +300,7 @@ func (x *ctx) putLooked(k []byte, e *pEntry, t int64, val []byte, keepTTL bool) 
 func (s *Server) putFound(tx *engram.Tx, db int, k []byte, e *pEntry, t int64, val []byte, keepTTL bool) (*pEntry, error) {
 	s.touchKey(db, k)
 	if e == nil {
-		return s.root.DBs[db].add(tx, k, t, val, true)
+		return s.root.DBs[db].add(tx, k, t, val)
 	}
 	if err := storeVal(tx, e, t, val, !keepTTL); err != nil {
 		return nil, err

@@ -4,13 +4,14 @@
 // (pool layout version 6, server.go). A new string key with a short value
 // (redis-benchmark's 16-byte key and INCR's counter or SET's 3 bytes) is
 // then one pool object, one size class (the 160-byte slot), where it took
-// three (entry, key, value) and three classes.
+// three (entry, key, value) and three classes. A big hash's or set's field
+// entry is made the same way (phash.go; layout version 8): redis-benchmark's
+// HSET field of 20 bytes and its 3-byte value are one object.
 //
 // Invariants:
 //   - InCap > 0 exactly for a pEntryIn: its key is inline (In[:KeyIn]) and
-//     Key is empty; InCap == 0 for a plain entry (a long key, a big hash's
-//     field: phash.go writes those fields' Val directly), and KeyIn, ValIn
-//     are 0;
+//     Key is empty; InCap == 0 for a plain entry (a key or field longer
+//     than inlineCap), and KeyIn, ValIn are 0;
 //   - an inline entry's value is inline (In[valOff:valOff+ValIn]) exactly
 //     when Val has no array (cap 0); else Val is the value (moved out when
 //     it outgrew the inline bytes: replaceVal, moveRaw) and ValIn is 0;
@@ -88,11 +89,12 @@ func fitsInline(e *pEntry, n int) bool {
 	return e.InCap > 0 && valOff(int(e.KeyIn))+n <= int(e.InCap)
 }
 
-// newEntry allocates an unlinked entry for k holding val: inline (inl: a
-// keyspace entry) when k fits inlineCap, with val inline too when it fits
-// after it; else a plain entry with the key's and the value's own arrays.
-func newEntry(tx *engram.Tx, k []byte, typ int64, val []byte, inl bool) (*pEntry, error) {
-	if !inl || len(k) > inlineCap {
+// newEntry allocates an unlinked entry (a key's or a table's field) for k
+// holding val: inline when k fits inlineCap, with val inline too when it
+// fits after it; else a plain entry with the key's and the value's own
+// arrays.
+func newEntry(tx *engram.Tx, k []byte, typ int64, val []byte) (*pEntry, error) {
+	if len(k) > inlineCap {
 		e, err := engram.New[pEntry](tx)
 		if err != nil {
 			return nil, err

@@ -10,6 +10,7 @@ package redis
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -69,14 +70,27 @@ var hexploreAdds = []string{"HSET h f20 a", "INCR c20", "HSET h f21 b", "INCR c2
 // the last adds move buckets that were not guessed.
 var hexploreRemoves = []string{"HDEL h f3", "DEL k4", "HDEL h f5", "DEL k6", "HSET h f23 a", "INCR c22", "HSET h f24 b", "INCR c23"}
 
+// hexploreMoves are two regions of a field's value moving out of its
+// inline entry (entry.go: longer than the bytes after its field) and
+// back in, a value over its own array's bytes, and a field too long for
+// an inline entry (a plain one) added and written.
+var hexploreMoves = [][]string{
+	{"HSET h f6 " + strings.Repeat("L", 45), "HSET h f7 ww", "HSET h " + strings.Repeat("F", 50) + " a",
+		"HSET h f8 " + strings.Repeat("M", 45)},
+	{"HSET h f6 s", "HSET h f8 " + strings.Repeat("N", 45), "HSET h " + strings.Repeat("F", 50) + " bb"},
+}
+
 // hexplorePipelines are the traced regions: adds alone (guesses that
 // hold), a field overwritten in place and one holding its value already,
-// removals before adds (guesses that do not hold), one command alone,
-// and enough adds to finish both tables' growth (finishRehash, guessed
-// by the last step).
+// values moving out of their entries and back (hexploreMoves), removals
+// before adds (guesses that do not hold), one command alone, and enough
+// adds to finish both tables' growth (finishRehash, guessed by the last
+// step).
 var hexplorePipelines = [][]string{
 	hexploreAdds,
 	{"HSET h f2 zz", "HSET h f0 v", "HSET h f25 a", "SET k1 x"},
+	hexploreMoves[0],
+	hexploreMoves[1],
 	hexploreRemoves,
 	{"HSET h f26 a"},
 	{"INCR c24"},
@@ -105,4 +119,19 @@ func TestTableGrowthLoneCrashExplorer(t *testing.T) {
 // find: logging ahead is a guess, never relied upon.
 func TestTableGrowthCrashExplorerPlanted(t *testing.T) {
 	explorePlantedGuess(t, &plantMoveUnlogged, hexploreSetup(), hexploreAdds, hexploreRemoves, hexploreState)
+}
+
+// TestFieldInlineCrashExplorerPlanted: with an inline value's bytes
+// written unlogged (plantUnloggedInline), HSET of a field's inline value
+// by one of as many bytes (nothing else of its entry changes) and of a new
+// field in one region leaves crash images holding the new value without
+// the new field; the explorer must find them.
+func TestFieldInlineCrashExplorerPlanted(t *testing.T) {
+	plantUnloggedInline = true
+	defer func() { plantUnloggedInline = false }()
+	rep := exploreServerReport(t, hexploreSetup(), [][]string{{"HSET h f1 w", "HSET h f50 a"}}, hexploreState)
+	if rep.Violations == 0 {
+		t.Fatalf("the unlogged inline field write was not caught: %+v", rep)
+	}
+	t.Logf("caught: %d violations, first: %s", rep.Violations, rep.FirstViolation)
 }

@@ -1,9 +1,11 @@
 // phash.go: the persistent hash table of big hashes and sets: a pDict
-// (store.go, with incremental rehash) whose entries hold a field (Key) and
-// its value (Val; nil for sets). A field write logs one pointer (the value
-// or a bucket slot) and allocates the new bytes, or, for a short value
-// that fits the old value's bytes, logs the slice header and those bytes
-// and writes over them (overwriteField): O(1) logged bytes either way.
+// (store.go, with incremental rehash) whose entries hold a field and its
+// value (empty for sets). A field that fits inlineCap bytes gets an inline
+// entry (entry.go: the field, and the value when it fits after it, in the
+// entry's one pool object; pool layout version 8); a longer field a plain
+// entry with arrays of its own. A field's value is written as a key's is
+// (storeVal: inline, over a short old value's bytes, or a new array):
+// O(1) logged bytes either way.
 //
 // Also hobj, the view the hash and set commands work through: the compact
 // encoding decoded into Go values while the value is small (written back
@@ -37,56 +39,21 @@ func (c *pColl) hget(f []byte) ([]byte, bool) {
 	return e.val(), true
 }
 
-// hset sets field f to v; true if the field is new. A value equal to the
-// field's writes nothing (no log, no fence: the pool already holds what
-// the command asks for, durably once this region commits). A short value
-// goes over the old value's bytes when they are long enough
-// (canOverwrite): one engine call (the value's slice header and the bytes
-// it writes, one undo batch and one fence) instead of an allocation, a log
-// and a free.
+// hset sets field f to v; true if the field is new. A new field is one
+// allocation when it fits an inline entry (newEntry). A value equal to the
+// field's writes nothing (storesNothing: no log, no fence: the pool
+// already holds what the command asks for, durably once this region
+// commits); another goes where storeVal puts a key's value: into the
+// inline bytes when it fits (one log batch), over a short old value's
+// bytes (one log batch), or into a new array (the entry logged, the old
+// array freed at commit).
 func (c *pColl) hset(tx *engram.Tx, f, v []byte) (bool, error) {
 	_, e := c.Dict.find(f, hashKey(f))
 	if e == nil {
-		_, err := c.Dict.add(tx, f, 0, v, false) // a plain entry: hset writes its Val
+		_, err := c.Dict.add(tx, f, 0, v)
 		return true, err
 	}
-	if string(e.Val) == string(v) {
-		return false, nil
-	}
-	if canOverwrite(e, v) {
-		return false, overwriteField(tx, e, v)
-	}
-	nv, err := engram.Bytes(tx, v)
-	if err != nil {
-		return false, err
-	}
-	if err := tx.Log(&e.Val); err != nil {
-		return false, err
-	}
-	old := e.Val
-	e.Val = nv
-	if cap(old) > 0 {
-		return false, tx.Free(old)
-	}
-	return false, nil
-}
-
-// overwriteField writes v over field entry e's value bytes (canOverwrite):
-//  1. log e.Val (the slice header) and the len(v) bytes it writes, in one
-//     batch (one undo record set, one fence): less than logOverwrite's
-//     whole entry, since a field's type and expiry do not change;
-//  2. overwriteVal: copy v in and shorten e.Val to it.
-//
-// A crash before the region commits undoes both.
-func overwriteField(tx *engram.Tx, e *pEntry, v []byte) error {
-	var b engram.LogBatch
-	engram.BatchLog(tx, &b, &e.Val)
-	engram.BatchLogSlice(tx, &b, e.Val[:len(v)])
-	if err := tx.LogBatch(&b); err != nil {
-		return err
-	}
-	overwriteVal(e, e.Type, v)
-	return nil
+	return false, storeVal(tx, e, 0, v, false)
 }
 
 // sortIntset orders a small set's members numerically (Redis's intset

@@ -62,11 +62,7 @@ func (s *Server) prelog(tx *engram.Tx, refs []warmRef) error {
 		if !ref.pre || len(pairs) >= prelogMax {
 			continue
 		}
-		if ref.c != nil {
-			pairs = appendFieldPrelog(pairs, ref)
-		} else {
-			pairs = appendPrelog(pairs, ref)
-		}
+		pairs = appendPrelog(pairs, ref)
 		if !ref.found {
 			adds.add(ref.d)
 		}
@@ -83,23 +79,30 @@ func (s *Server) prelog(tx *engram.Tx, refs []warmRef) error {
 	return tx.LogRanges(pairs)
 }
 
-// appendPrelog adds the ranges a string write of ref's key changes: for
-// an existing string, its value's bytes if short (an overwrite's) and its
-// entry unless the write is likely to leave the entry as it is (entryKept:
-// an overwrite by a value of the same length, no TTL to clear, writes
-// only the value bytes, in its own array or inline: entry.go), nothing
-// if the value is the one the key holds (storesNothing: store.go); for
-// an absent key, its insertion slot and the table's count (what
-// pDict.add and addMany log, unless a rehash starts first).
+// appendPrelog adds the ranges a string write of ref's key, or HSET's
+// write of a big hash's field (ref.c set: a field's ref, its guess the
+// value), changes: for an existing string or field, its value's bytes if
+// short (an overwrite's) and its entry unless the write is likely to
+// leave the entry as it is (entryKept: an overwrite by a value of the same
+// length, no TTL to clear, writes only the value bytes, in its own array
+// or inline: entry.go), nothing if the value is the one the key or field
+// holds (storesNothing: store.go); for an absent key or field, its
+// insertion slot and the table's count (what pDict.add and addMany log,
+// unless a rehash starts first). A field is written as a key's string
+// (phash.go's hset: storeVal) but of type 0 and with no TTL to clear.
 func appendPrelog(pairs []uint64, ref *warmRef) []uint64 {
 	if !ref.found {
 		return appendLinkPrelog(pairs, ref)
 	}
+	typ, clearTTL := tString, true
+	if ref.c != nil {
+		typ, clearTTL = 0, false
+	}
 	e := ref.e
-	if e.Type != tString || e.Coll != nil {
+	if e.Type != typ || e.Coll != nil {
 		return pairs
 	}
-	if ref.guess.kind == guessValue && storesNothing(e, tString, ref.guess.val, true) {
+	if ref.guess.kind == guessValue && storesNothing(e, typ, ref.guess.val, clearTTL) {
 		return pairs // the key holds the value already: the write changes nothing
 	}
 	n := guessLen(e, ref.guess)
@@ -123,25 +126,6 @@ func appendPrelog(pairs []uint64, ref *warmRef) []uint64 {
 // logLink and addMany's batch, unless a rehash starts first).
 func appendLinkPrelog(pairs []uint64, ref *warmRef) []uint64 {
 	return append(pairs, addrOf(ref.d.insertSlot(ref.h)), 8, addrOf(&ref.d.Used), 8)
-}
-
-// appendFieldPrelog adds the ranges HSET's write of a big hash's field
-// (ref: a field's ref, its guess the value) changes: for an absent field
-// its link (appendLinkPrelog); for a field holding another short value
-// that fits the old value's bytes, the value's slice header and bytes
-// (overwriteField); nothing if the field holds the value already (hset
-// writes nothing) or the value gets an array of its own (a new object,
-// and the slice header alone: one range, left to hset's own log).
-func appendFieldPrelog(pairs []uint64, ref *warmRef) []uint64 {
-	if !ref.found {
-		return appendLinkPrelog(pairs, ref)
-	}
-	e, v := ref.e, ref.guess.val
-	if string(e.Val) == string(v) || !canOverwrite(e, v) {
-		return pairs
-	}
-	return append(pairs, addrOf(&e.Val), uint64(unsafe.Sizeof(e.Val)),
-		uint64(uintptr(unsafe.Pointer(unsafe.SliceData(e.Val)))), valWords(cap(e.Val)))
 }
 
 // dictAdds counts the adds a batch's refs guess per table (an absent key

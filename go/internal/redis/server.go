@@ -189,10 +189,14 @@ const (
 //	6 "engram-redis/6": a key's entry holds its key and a short value
 //	  inline (entry.go): an older server would read them as empty;
 //	7 "engram-redis/7": a skiplist link holds its next node's score
-//	  (pzset.go, pZLevel.FScore), a node's score beside its member.
+//	  (pzset.go, pZLevel.FScore), a node's score beside its member;
+//	8 "engram-redis/8": a big hash's or set's field entry holds its field
+//	  and a short value inline (entry.go, phash.go): an older server
+//	  would read them as empty; keys, fields and members hash 8 bytes at
+//	  a time (store.go's hashKey, FNV-1a before): every bucket moved.
 const (
-	layoutVersion = 7
-	layoutName    = "engram-redis/7"
+	layoutVersion = 8
+	layoutName    = "engram-redis/8"
 )
 
 // oldLayouts are the earlier versions' layout names and what changed
@@ -204,6 +208,7 @@ var oldLayouts = []struct{ name, change string }{
 	{"engram-redis/4", "version 4 is the layout before the lists' packed chunks"},
 	{"engram-redis/5", "version 5 is the layout before the keys' inline entries"},
 	{"engram-redis/6", "version 6 is the layout before the sorted sets' scores in their links"},
+	{"engram-redis/7", "version 7 is the layout before the hashes' and sets' inline field entries and the word-at-a-time key hash"},
 }
 
 // New opens (or creates) the pool and builds the server.

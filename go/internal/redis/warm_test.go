@@ -24,7 +24,7 @@ func TestWarmFindsWhatFindFinds(t *testing.T) {
 	rehashing := 0
 	for n := 0; n < 3000; n++ {
 		if err := s.pool.Txn(func(tx *engram.Tx) error {
-			_, err := d.add(tx, key(n), tString, []byte("v"+strconv.Itoa(n)), true)
+			_, err := d.add(tx, key(n), tString, []byte("v"+strconv.Itoa(n)))
 			return err
 		}); err != nil {
 			t.Fatal(err)
