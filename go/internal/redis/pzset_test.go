@@ -469,12 +469,13 @@ func zsetEqual(got []goredis.Z, model map[string]float64) bool {
 // logged spans before redis8zz), 4 ("engram-redis/4", lists of element
 // slots before redis9lpush) 5 ("engram-redis/5", keys' entries without
 // inline bytes before redis10key) or 6 ("engram-redis/6", skiplist links
-// without their next node's score before redis11zset) does not open; the error
+// without their next node's score before redis11zset) or 7 ("engram-redis/7",
+// a level's span before its link's score, before redis13zadd) does not open; the error
 // is ErrWrongLayout and names both versions. The pool is made as the old
 // version made it (layout name, the keyspace root); its bytes are never
 // read.
 func TestOldLayoutRefused(t *testing.T) {
-	for _, old := range []struct{ name, version string }{{"engram-redis", "version 1"}, {"engram-redis/2", "version 2"}, {"engram-redis/3", "version 3"}, {"engram-redis/4", "version 4"}, {"engram-redis/5", "version 5"}, {"engram-redis/6", "version 6"}} {
+	for _, old := range []struct{ name, version string }{{"engram-redis", "version 1"}, {"engram-redis/2", "version 2"}, {"engram-redis/3", "version 3"}, {"engram-redis/4", "version 4"}, {"engram-redis/5", "version 5"}, {"engram-redis/6", "version 6"}, {"engram-redis/7", "version 7"}} {
 		path := filepath.Join(tmpDir(t), "old.pool")
 		pool, err := engram.Create(path, &engram.Options{Layout: old.name, Durability: engram.Pmem})
 		if err != nil {
@@ -494,7 +495,7 @@ func TestOldLayoutRefused(t *testing.T) {
 		if !errors.Is(err, engram.ErrWrongLayout) {
 			t.Fatalf("error %v, want ErrWrongLayout", err)
 		}
-		for _, want := range []string{"version 7", `"engram-redis/7"`, old.version, strconv.Quote(old.name)} {
+		for _, want := range []string{"version 8", `"engram-redis/8"`, old.version, strconv.Quote(old.name)} {
 			if !strings.Contains(err.Error(), want) {
 				t.Fatalf("error %q does not say %s", err, want)
 			}

@@ -189,10 +189,13 @@ const (
 //	6 "engram-redis/6": a key's entry holds its key and a short value
 //	  inline (entry.go): an older server would read them as empty;
 //	7 "engram-redis/7": a skiplist link holds its next node's score
-//	  (pzset.go, pZLevel.FScore), a node's score beside its member.
+//	  (pzset.go, pZLevel.FScore), a node's score beside its member;
+//	8 "engram-redis/8": a skiplist level's span after its link's score
+//	  (pZLevel: Fwd, FScore, Span), so a change logs the link and score
+//	  alone (zlog.go): an older server would read spans as scores.
 const (
-	layoutVersion = 7
-	layoutName    = "engram-redis/7"
+	layoutVersion = 8
+	layoutName    = "engram-redis/8"
 )
 
 // oldLayouts are the earlier versions' layout names and what changed
@@ -204,6 +207,7 @@ var oldLayouts = []struct{ name, change string }{
 	{"engram-redis/4", "version 4 is the layout before the lists' packed chunks"},
 	{"engram-redis/5", "version 5 is the layout before the keys' inline entries"},
 	{"engram-redis/6", "version 6 is the layout before the sorted sets' scores in their links"},
+	{"engram-redis/7", "version 7 is the layout before the sorted sets' spans after their links' scores"},
 }
 
 // New opens (or creates) the pool and builds the server.
