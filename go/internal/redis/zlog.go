@@ -25,18 +25,14 @@ import (
 	engram "github.com/engram-pm/engram-go"
 )
 
-// pZLinks is a run of k levels as logged: k-1 whole levels, then the
-// last one's link (its span not logged). A is [k-1]pZLevel.
-type pZLinks[A any] struct {
+// pZRun is a run of k levels as logged, after a head word (H: struct{}
+// for a link change's run, float64 for a moved node's score): k-1 whole
+// levels, then the last one's link (its span not logged). A is
+// [k-1]pZLevel.
+type pZRun[H, A any] struct {
+	Head H
 	L    A
 	Last pZLink
-}
-
-// pZMoved is a moved node's logged words: its score (element 1's last
-// word) and its k levels as a run. A is [k-1]pZLevel.
-type pZMoved[A any] struct {
-	Score float64
-	Run   pZLinks[A]
 }
 
 // zTypedLevels is the longest run logged without its last span.
@@ -45,10 +41,10 @@ const zTypedLevels = 4
 // The layouts above, checked at compile time: a run of k levels is 24k-8
 // bytes, a moved node's is 24k, starting at the node's score.
 var (
-	_ = [1]int{}[unsafe.Sizeof(pZLinks[[0]pZLevel]{})-unsafe.Sizeof(pZLink{})]
-	_ = [1]int{}[unsafe.Sizeof(pZLinks[[3]pZLevel]{})+8-4*unsafe.Sizeof(pZLevel{})]
-	_ = [1]int{}[unsafe.Sizeof(pZMoved[[0]pZLevel]{})-unsafe.Sizeof(pZLevel{})]
-	_ = [1]int{}[unsafe.Offsetof(pZNode{}.L)-unsafe.Offsetof(pZNode{}.Score)-unsafe.Offsetof(pZMoved[[0]pZLevel]{}.Run)]
+	_ = [1]int{}[unsafe.Sizeof(pZRun[struct{}, [0]pZLevel]{})-unsafe.Sizeof(pZLink{})]
+	_ = [1]int{}[unsafe.Sizeof(pZRun[struct{}, [3]pZLevel]{})+8-4*unsafe.Sizeof(pZLevel{})]
+	_ = [1]int{}[unsafe.Sizeof(pZRun[float64, [0]pZLevel]{})-unsafe.Sizeof(pZLevel{})]
+	_ = [1]int{}[unsafe.Offsetof(pZNode{}.L)-unsafe.Offsetof(pZNode{}.Score)-unsafe.Offsetof(pZRun[float64, [0]pZLevel]{}.L)]
 )
 
 // linkRun is the range a change of n's links on levels lo..hi-1 logs.
@@ -80,38 +76,36 @@ func moveRange(x *pZNode, level int) (uintptr, uintptr) {
 
 // batchLogLinks adds linkRun(n, lo, hi) to b.
 func batchLogLinks(tx *engram.Tx, b *engram.LogBatch, n *pZNode, lo, hi int) {
-	p := unsafe.Pointer(n.lv(lo))
-	switch hi - lo {
-	case 1:
-		if plantLinkLogsNoScore {
-			engram.BatchLog(tx, b, &n.lv(lo).Fwd)
-			return
-		}
-		engram.BatchLog(tx, b, (*pZLinks[[0]pZLevel])(p))
-	case 2:
-		engram.BatchLog(tx, b, (*pZLinks[[1]pZLevel])(p))
-	case 3:
-		engram.BatchLog(tx, b, (*pZLinks[[2]pZLevel])(p))
-	case 4:
-		engram.BatchLog(tx, b, (*pZLinks[[3]pZLevel])(p))
-	default:
+	if hi-lo == 1 && plantLinkLogsNoScore {
+		engram.BatchLog(tx, b, &n.lv(lo).Fwd)
+		return
+	}
+	if !batchLogRun[struct{}](tx, b, unsafe.Pointer(n.lv(lo)), hi-lo) {
 		engram.BatchLogSlice(tx, b, n.L[lo:hi])
 	}
 }
 
 // batchLogMove adds moveRange(x, level) to b.
 func batchLogMove(tx *engram.Tx, b *engram.LogBatch, x *pZNode, level int) {
-	p := unsafe.Pointer(&x.Score)
-	switch level {
-	case 1:
-		engram.BatchLog(tx, b, (*pZMoved[[0]pZLevel])(p))
-	case 2:
-		engram.BatchLog(tx, b, (*pZMoved[[1]pZLevel])(p))
-	case 3:
-		engram.BatchLog(tx, b, (*pZMoved[[2]pZLevel])(p))
-	case 4:
-		engram.BatchLog(tx, b, (*pZMoved[[3]pZLevel])(p))
-	default:
+	if !batchLogRun[float64](tx, b, unsafe.Pointer(&x.Score), level) {
 		engram.BatchLogSlice(tx, b, x.elems(level)[zNodeScore:])
 	}
+}
+
+// batchLogRun adds to b the pZRun of head H and k levels at p, typed;
+// false (nothing added) for a run longer than zTypedLevels.
+func batchLogRun[H any](tx *engram.Tx, b *engram.LogBatch, p unsafe.Pointer, k int) bool {
+	switch k {
+	case 1:
+		engram.BatchLog(tx, b, (*pZRun[H, [0]pZLevel])(p))
+	case 2:
+		engram.BatchLog(tx, b, (*pZRun[H, [1]pZLevel])(p))
+	case 3:
+		engram.BatchLog(tx, b, (*pZRun[H, [2]pZLevel])(p))
+	case 4:
+		engram.BatchLog(tx, b, (*pZRun[H, [3]pZLevel])(p))
+	default:
+		return false
+	}
+	return true
 }
