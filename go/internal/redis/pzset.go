@@ -4,7 +4,7 @@
 // A node is sized by its level (2+L 24-byte elements, as Redis's node:
 // pZNode) and holds the member, its score, its table link and its levels,
 // each level with its next node's score: one allocation (and the member's
-// bytes) per member, pool layout version 7 (server.go). An insert or
+// bytes) per member, pool layout version 8 (server.go). An insert or
 // delete logs the links it changes (on the node's own levels: one or two
 // for most nodes) and its table link in one batch (zslLinkAt, unlinkAt);
 // a member whose score changes keeps its node, moved (zslMove: one walk,
@@ -18,7 +18,9 @@
 // that is not ranked computes them again first (rerank: one pass over
 // level 0). So a move that keeps its node's levels logs what it relinks
 // (its level-0 neighbours for a level-1 node), not the ~10 spans of the
-// levels above it on both paths.
+// levels above it on both paths, and of each level it relinks only the
+// link and the score beside it (zlog.go: a level's span is its last
+// word).
 //
 // Also zobj, the view the sorted-set commands work through: the compact
 // encoding decoded into a zsetv while small (written back whole, converted
@@ -91,13 +93,22 @@ type pZNode struct {
 	L      [zMaxLevel]pZLevel
 }
 
-// pZLevel is one level of a node: the link, its span and the linked
-// node's score (0 at the end: Fwd nil). Invariant: FScore == Fwd.Score
-// for every linked level (a link and its score are written and logged
-// together, as one element).
+// pZLevel is one level of a node: the link, the linked node's score (0
+// at the end: Fwd nil) and the link's span. Invariant: FScore ==
+// Fwd.Score for every linked level (a link and its score are written and
+// logged together: pZLink). The span is last so that what a change logs
+// (the link and its score, not the span: ranked) is the element's first
+// 16 bytes, and a walk's two reads (Fwd, FScore) are adjacent.
 type pZLevel struct {
 	Fwd    *pZNode
+	FScore float64
 	Span   int64
+}
+
+// pZLink is the part of a level a link change logs: the link and the
+// score beside it (its span is not logged: ranked).
+type pZLink struct {
+	Fwd    *pZNode
 	FScore float64
 }
 
@@ -111,10 +122,11 @@ const (
 // The element layout above, checked at compile time (an index out of
 // range fails the build).
 var (
-	_ = [1]int{}[unsafe.Offsetof(pZNode{}.Hash)-unsafe.Offsetof(pZLevel{}.Span)]
-	_ = [1]int{}[unsafe.Offsetof(pZNode{}.Spare)-unsafe.Offsetof(pZLevel{}.FScore)]
+	_ = [1]int{}[unsafe.Offsetof(pZNode{}.Hash)-unsafe.Offsetof(pZLevel{}.FScore)]
+	_ = [1]int{}[unsafe.Offsetof(pZNode{}.Spare)-unsafe.Offsetof(pZLevel{}.Span)]
 	_ = [1]int{}[unsafe.Offsetof(pZNode{}.Mem)-zNodeScore*unsafe.Sizeof(pZLevel{})]
-	_ = [1]int{}[unsafe.Offsetof(pZNode{}.Score)-zNodeScore*unsafe.Sizeof(pZLevel{})-unsafe.Offsetof(pZLevel{}.FScore)]
+	_ = [1]int{}[unsafe.Offsetof(pZNode{}.Score)-zNodeScore*unsafe.Sizeof(pZLevel{})-unsafe.Offsetof(pZLevel{}.Span)]
+	_ = [1]int{}[unsafe.Sizeof(pZLink{})-unsafe.Offsetof(pZLevel{}.Span)]
 	_ = [1]int{}[unsafe.Offsetof(pZNode{}.L)-zNodeHead*unsafe.Sizeof(pZLevel{})]
 	_ = [1]int{}[unsafe.Sizeof(pZNode{})-(zNodeHead+zMaxLevel)*unsafe.Sizeof(pZLevel{})]
 )
@@ -480,7 +492,7 @@ func (c *pColl) logMove(tx *engram.Tx, x *pZNode, level int, del, ins *[zMaxLeve
 		runs.add(ins, level)
 		runs.log(tx, &b)
 	}
-	engram.BatchLogSlice(tx, &b, x.elems(level)[zNodeScore:])
+	batchLogMove(tx, &b, x, level)
 	if header {
 		engram.BatchLog(tx, &b, c)
 	}
@@ -561,8 +573,9 @@ func (c *pColl) linkLogged(s float64, x *pZNode, level int, update *[zMaxLevel]*
 }
 
 // link puts x (its score set) after update[i] on its level levels (each
-// link with the score beside it); the spans above them grow by one
-// (unlogged: ranked).
+// link with the score beside it: what is logged, zlog.go); the spans, on
+// those levels and the ones above (grown by one), change unlogged
+// (ranked).
 func (c *pColl) link(update *[zMaxLevel]*pZNode, rank *[zMaxLevel]int64, x *pZNode, level int) {
 	for i := 0; i < level; i++ {
 		u, xl := update[i].lv(i), x.lv(i)
@@ -587,7 +600,7 @@ func (c *pColl) addChange(tx *engram.Tx, b *engram.LogBatch, update *[zMaxLevel]
 		for j < top && update[j] == n {
 			j++
 		}
-		engram.BatchLogSlice(tx, b, n.L[i:j])
+		batchLogLinks(tx, b, n, i, j)
 		i = j
 	}
 }
@@ -634,7 +647,7 @@ func (rs *levelRuns) put(n *pZNode, lo, hi int) {
 // log adds every run to b.
 func (rs *levelRuns) log(tx *engram.Tx, b *engram.LogBatch) {
 	for _, r := range rs.r[:rs.k] {
-		engram.BatchLogSlice(tx, b, r.n.L[r.lo:r.hi])
+		batchLogLinks(tx, b, r.n, r.lo, r.hi)
 	}
 }
 

@@ -470,8 +470,9 @@ func zsetEqual(got []goredis.Z, model map[string]float64) bool {
 // slots before redis9lpush) 5 ("engram-redis/5", keys' entries without
 // inline bytes before redis10key), 6 ("engram-redis/6", skiplist links
 // without their next node's score before redis11zset) or 7
-// ("engram-redis/7", hash and set fields without inline entries before
-// redis13hset) does not open; the error
+// ("engram-redis/7", hash and set fields without inline entries and a
+// level's span before its link's score, before redis13hset and
+// redis13zadd) does not open; the error
 // is ErrWrongLayout and names both versions. The pool is made as the old
 // version made it (layout name, the keyspace root); its bytes are never
 // read.

@@ -193,7 +193,10 @@ const (
 //	8 "engram-redis/8": a big hash's or set's field entry holds its field
 //	  and a short value inline (entry.go, phash.go): an older server
 //	  would read them as empty; keys, fields and members hash 8 bytes at
-//	  a time (store.go's hashKey, FNV-1a before): every bucket moved.
+//	  a time (store.go's hashKey, FNV-1a before): every bucket moved; a
+//	  skiplist level's span comes after its link's score (pZLevel: Fwd,
+//	  FScore, Span), so a change logs the link and score alone (zlog.go):
+//	  an older server would read spans as scores.
 const (
 	layoutVersion = 8
 	layoutName    = "engram-redis/8"
@@ -208,7 +211,7 @@ var oldLayouts = []struct{ name, change string }{
 	{"engram-redis/4", "version 4 is the layout before the lists' packed chunks"},
 	{"engram-redis/5", "version 5 is the layout before the keys' inline entries"},
 	{"engram-redis/6", "version 6 is the layout before the sorted sets' scores in their links"},
-	{"engram-redis/7", "version 7 is the layout before the hashes' and sets' inline field entries and the word-at-a-time key hash"},
+	{"engram-redis/7", "version 7 is the layout before the hashes' and sets' inline field entries, the word-at-a-time key hash and the sorted sets' spans after their links' scores"},
 }
 
 // New opens (or creates) the pool and builds the server.

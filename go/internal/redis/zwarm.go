@@ -169,8 +169,8 @@ const zprelogMax = 4 * zwarmMax * 2
 // levels and the links of both paths on the node's levels, in moveAt's
 // runs: one path's when its place stays, the links holding its score).
 func appendMoveLog(pairs []uint64, h *zhint) []uint64 {
-	node := h.x.elems(h.level)[zNodeScore:]
-	pairs = append(pairs, addrOf(&node[0]), uint64(len(node))*uint64(unsafe.Sizeof(pZLevel{})))
+	p, n := moveRange(h.x, h.level)
+	pairs = append(pairs, uint64(p), uint64(n))
 	var d, in [zMaxLevel]*pZNode
 	copy(d[:], h.del[:h.level])
 	copy(in[:], h.ins[:h.level])
@@ -178,8 +178,8 @@ func appendMoveLog(pairs []uint64, h *zhint) []uint64 {
 	runs.add(&d, h.level)
 	runs.add(&in, h.level)
 	for _, r := range runs.r[:runs.k] {
-		run := r.n.L[r.lo:r.hi]
-		pairs = append(pairs, addrOf(&run[0]), uint64(len(run))*uint64(unsafe.Sizeof(pZLevel{})))
+		p, n := linkRun(r.n, r.lo, r.hi)
+		pairs = append(pairs, uint64(p), uint64(n))
 	}
 	return pairs
 }
@@ -195,8 +195,8 @@ func appendNewLog(pairs []uint64, l *zlookup, ws []zwalk) []uint64 {
 	if l.iw < 0 || d.RehashIdx >= 0 || ws[l.iw].path[0] == nil {
 		return pairs
 	}
-	p := &ws[l.iw].path[0].L[0]
-	return append(pairs, addrOf(p), uint64(unsafe.Sizeof(*p)), addrOf(l.c), uint64(unsafe.Sizeof(*l.c)),
+	p, n := linkRun(ws[l.iw].path[0], 0, 1)
+	return append(pairs, uint64(p), uint64(n), addrOf(l.c), uint64(unsafe.Sizeof(*l.c)),
 		addrOf(d.insertSlot(l.h)), 8, addrOf(&d.Used), 8)
 }
 

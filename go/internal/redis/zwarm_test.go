@@ -133,8 +133,8 @@ func zsetWithTies(t *testing.T) (*Server, *pColl) {
 // level changing), and x's level.
 func moveLogged(c *pColl, x *pZNode, s float64) ([][2]uint64, int) {
 	node := func(level int) [2]uint64 {
-		n := x.elems(level)[zNodeScore:]
-		return [2]uint64{addrOf(&n[0]), uint64(len(n)) * uint64(unsafe.Sizeof(pZLevel{}))}
+		p, n := moveRange(x, level)
+		return [2]uint64{uint64(p), uint64(n)}
 	}
 	var del, ins [zMaxLevel]*pZNode
 	var rank [zMaxLevel]int64
@@ -145,8 +145,8 @@ func moveLogged(c *pColl, x *pZNode, s float64) ([][2]uint64, int) {
 	runs.add(&ins, level)
 	out := [][2]uint64{node(level)}
 	for _, r := range runs.r[:runs.k] {
-		run := r.n.L[r.lo:r.hi]
-		out = append(out, [2]uint64{addrOf(&run[0]), uint64(len(run)) * uint64(unsafe.Sizeof(pZLevel{}))})
+		p, n := linkRun(r.n, r.lo, r.hi)
+		out = append(out, [2]uint64{uint64(p), uint64(n)})
 	}
 	return out, level
 }
