@@ -44,7 +44,7 @@ type Tx struct {
 	next   int
 	// The ranges the last LogRanges logged ahead, by start address: a
 	// Log of a range that starts at one and ends inside it is answered
-	// here, without the cgo call (loggedAhead). Volatile, per region.
+	// here, without the cgo call (loggedHere). Volatile, per region.
 	ahead aheadTable
 	// LogBatch's pairs, copied here for the cgo call (a batch passed to C
 	// itself would escape to the heap: one allocation per batch).
@@ -210,12 +210,7 @@ func (tx *Tx) logRange(addr, size uintptr) error {
 		return nil
 	}
 	end := addr + size
-	for _, r := range &tx.recent {
-		if r.addr <= addr && end <= r.end {
-			return nil // logged by this region already
-		}
-	}
-	if tx.loggedAhead(addr, end) {
+	if logged, _ := tx.loggedHere(addr, end); logged {
 		return nil
 	}
 	if !tx.pool.contains(addr, size) {
@@ -287,13 +282,10 @@ func batchAdd(tx *Tx, b *LogBatch, addr, size uintptr, t reflect.Type, n int) {
 	if b.err = tx.live(); b.err != nil {
 		return
 	}
-	for _, r := range &tx.recent {
-		if r.addr <= addr && addr+size <= r.end {
-			return // logged by this region already
+	if logged, ahead := tx.loggedHere(addr, addr+size); logged {
+		if ahead {
+			tx.track(addr, t, n) // LogRanges recorded nothing for checked mode
 		}
-	}
-	if tx.loggedAhead(addr, addr+size) {
-		tx.track(addr, t, n)
 		return
 	}
 	if !tx.pool.contains(addr, size) {
@@ -375,11 +367,22 @@ func (tx *Tx) LogRanges(pairs []uint64) error {
 	return nil
 }
 
-// loggedAhead is whether [addr, end) starts at a range the last
-// LogRanges logged and ends inside it.
-func (tx *Tx) loggedAhead(addr, end uintptr) bool {
-	e, ok := tx.ahead.find(addr)
-	return ok && end <= e
+// loggedHere is whether this region logged [addr, end) already, as the
+// Tx's two caches know it (the engine knows every range): it starts at a
+// range the last LogRanges logged and ends inside it (ahead, the table is
+// asked first: a pipeline's commands log what was logged ahead for them,
+// and a hash probe is cheaper than the ring's scan), or it lies inside
+// one of the ranges logged last (the ring).
+func (tx *Tx) loggedHere(addr, end uintptr) (logged, ahead bool) {
+	if e, ok := tx.ahead.find(addr); ok && end <= e {
+		return true, true
+	}
+	for _, r := range &tx.recent {
+		if r.addr <= addr && end <= r.end {
+			return true, false
+		}
+	}
+	return false, false
 }
 
 // aheadTable is an open-addressing table of ranges by start address
