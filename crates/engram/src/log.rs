@@ -589,10 +589,15 @@ mod tests {
     }
 
     pub(super) fn pool(tag: &str) -> Temp {
+        pool_in(tag, Durability::Process)
+    }
+
+    /// [`pool`] in durability mode `mode` (Pmem: the write-backs counted).
+    fn pool_in(tag: &str, mode: Durability) -> Temp {
         let dir = if std::path::Path::new("/dev/shm").is_dir() { "/dev/shm".into() } else { std::env::temp_dir() };
         let path = dir.join(format!("engram-unit-log-{tag}-{}.pool", std::process::id()));
         let _ = std::fs::remove_file(&path);
-        Temp(Pool::create(&path, CreateOptions::new("log").durability(Durability::Process)).unwrap(), path)
+        Temp(Pool::create(&path, CreateOptions::new("log").durability(mode)).unwrap(), path)
     }
 
     /// Pool offsets of the live entries of slot `slot`, oldest first (a
@@ -629,10 +634,7 @@ mod tests {
     /// sides of the jump, every entry live and in order.
     #[test]
     fn a_batch_is_written_back_once_per_line() {
-        let dir = if std::path::Path::new("/dev/shm").is_dir() { "/dev/shm".into() } else { std::env::temp_dir() };
-        let path = dir.join(format!("engram-unit-log-batch-{}.pool", std::process::id()));
-        let _ = std::fs::remove_file(&path);
-        let t = Temp(Pool::create(&path, CreateOptions::new("log").durability(Durability::Pmem)).unwrap(), path);
+        let t = pool_in("batch", Durability::Pmem);
         let (p, space) = (&t.0, &t.0.inner().space);
         let off = target(p, 4096);
         let flushes = || crate::pmem::counters().flushes;
@@ -919,10 +921,7 @@ mod tests {
     /// retires the pair, so the fence after that writes back nothing.
     #[test]
     fn a_lazy_bump_is_written_back_once_by_the_next_fence() {
-        let dir = if std::path::Path::new("/dev/shm").is_dir() { "/dev/shm".into() } else { std::env::temp_dir() };
-        let path = dir.join(format!("engram-unit-log-once-{}.pool", std::process::id()));
-        let _ = std::fs::remove_file(&path);
-        let t = Temp(Pool::create(&path, CreateOptions::new("log").durability(Durability::Pmem)).unwrap(), path);
+        let t = pool_in("once", Durability::Pmem);
         let (p, space) = (&t.0, &t.0.inner().space);
         let off = target(p, 64);
         let flushes = || crate::pmem::counters().flushes;
