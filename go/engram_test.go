@@ -279,7 +279,7 @@ func TestLogRanges(t *testing.T) {
 		if err := tx.LogRanges(bad); !errors.Is(err, ErrBadPointer) {
 			t.Errorf("a Go-heap range: %v", err)
 		}
-		if tx.loggedAhead(uintptr(unsafe.Pointer(&x)), uintptr(unsafe.Pointer(&x))+8) {
+		if tx.ahead.covers(uintptr(unsafe.Pointer(&x)), uintptr(unsafe.Pointer(&x))+8) {
 			t.Error("a range of a failed LogRanges is remembered")
 		}
 		return nil

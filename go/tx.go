@@ -44,7 +44,7 @@ type Tx struct {
 	next   int
 	// The ranges the last LogRanges logged ahead, by start address: a
 	// Log of a range that starts at one and ends inside it is answered
-	// here, without the cgo call (loggedAhead). Volatile, per region.
+	// here, without the cgo call (aheadTable.covers). Volatile, per region.
 	ahead aheadTable
 	// LogBatch's pairs, copied here for the cgo call (a batch passed to C
 	// itself would escape to the heap: one allocation per batch).
@@ -210,12 +210,7 @@ func (tx *Tx) logRange(addr, size uintptr) error {
 		return nil
 	}
 	end := addr + size
-	for _, r := range &tx.recent {
-		if r.addr <= addr && end <= r.end {
-			return nil // logged by this region already
-		}
-	}
-	if tx.loggedAhead(addr, end) {
+	if tx.ahead.covers(addr, end) || tx.recentCovers(addr, end) {
 		return nil
 	}
 	if !tx.pool.contains(addr, size) {
@@ -287,14 +282,14 @@ func batchAdd(tx *Tx, b *LogBatch, addr, size uintptr, t reflect.Type, n int) {
 	if b.err = tx.live(); b.err != nil {
 		return
 	}
-	for _, r := range &tx.recent {
-		if r.addr <= addr && addr+size <= r.end {
-			return // logged by this region already
-		}
-	}
-	if tx.loggedAhead(addr, addr+size) {
-		tx.track(addr, t, n)
+	// The log-ahead table first: a pipeline's commands log what was
+	// logged ahead for them, and its probe is cheaper than the ring's scan.
+	if tx.ahead.covers(addr, addr+size) {
+		tx.track(addr, t, n) // LogRanges recorded nothing for checked mode
 		return
+	}
+	if tx.recentCovers(addr, addr+size) {
+		return // logged by this region already
 	}
 	if !tx.pool.contains(addr, size) {
 		b.err = fail(ErrBadPointer, "%#x+%d is not in the pool (Go heap memory needs no log)", addr, size)
@@ -375,11 +370,15 @@ func (tx *Tx) LogRanges(pairs []uint64) error {
 	return nil
 }
 
-// loggedAhead is whether [addr, end) starts at a range the last
-// LogRanges logged and ends inside it.
-func (tx *Tx) loggedAhead(addr, end uintptr) bool {
-	e, ok := tx.ahead.find(addr)
-	return ok && end <= e
+// recentCovers is whether [addr, end) lies inside one of the ranges this
+// region logged last (the ring). Small enough to inline.
+func (tx *Tx) recentCovers(addr, end uintptr) bool {
+	for i := range tx.recent {
+		if r := &tx.recent[i]; r.addr <= addr && end <= r.end {
+			return true
+		}
+	}
+	return false
 }
 
 // aheadTable is an open-addressing table of ranges by start address
@@ -430,22 +429,23 @@ func (a *aheadTable) add(addr, end uintptr) {
 	}
 }
 
-// find returns the end of the range starting at addr, if remembered.
-func (a *aheadTable) find(addr uintptr) (uintptr, bool) {
+// covers is whether [addr, end) starts at a range the last LogRanges
+// logged and ends inside it. Small enough to inline.
+func (a *aheadTable) covers(addr, end uintptr) bool {
 	if a.slots == nil {
-		return 0, false
+		return false
 	}
 	h := aheadHash(addr)
 	for p := uint32(0); p < aheadProbes; p++ {
-		sl := a.slots[(h+p)&(aheadSlots-1)]
+		sl := &a.slots[(h+p)&(aheadSlots-1)]
 		if sl.addr == addr {
-			return sl.end, true
+			return end <= sl.end
 		}
 		if sl.addr == 0 {
-			break
+			return false
 		}
 	}
-	return 0, false
+	return false
 }
 
 // Lock takes the lock of the object p points to until the transaction ends

@@ -96,6 +96,9 @@ named! {
     // ----- undo logs and region commits (`log.rs`, `tx/mod.rs`)
     /// Step 1 of the undo log: an entry durable before its range changes.
     UNDO_ENTRY: Fence [Region] = "undo entry before the logged range is modified",
+    /// Step 1's write-back of a batch of undo entries (`log_ranges`,
+    /// `engram_region_log_many`): each of their lines once, before the fence.
+    UNDO_BATCH: Flush [Region] = "undo entries of a batch, each line once",
     /// A jump entry that sends the scan on into a log chunk.
     JUMP_ENTRY: Fence [Region] = "jump entry before entries in the next chunk",
     /// A new log chunk's headers, before it is linked.

@@ -326,6 +326,7 @@ const FAULTS: &[(&str, &str)] = &[
     (fences::CLEAN_BITMAPS, "close"),
     (fences::UNDO_ENTRY, "commit"),
     (fences::SWAP_ENTRIES, "swap"),
+    (fences::UNDO_BATCH, "swap"),
     (fences::CHUNK_HEADERS, "spill"),
     (fences::CHUNK_LINK, "spill"),
     (fences::RESTORED_BYTES, "abort"),

@@ -9,7 +9,7 @@
 //! The same bits cover the objects the region allocated (they need no
 //! undo: a rollback frees them), marked lazily: an allocation marks
 //! nothing; the region's first log of a range not yet covered marks the
-//! objects allocated since (`Tx::log_new_range`), then asks again.
+//! objects allocated since (`Tx::ready_to_log`), then asks again.
 //!
 //! Pages are owned through raw pointers ([`Page`]), not `Box`es, so that a
 //! page's address can be cached by an array view for the rest of the

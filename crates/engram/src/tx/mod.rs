@@ -133,7 +133,7 @@ struct RegionSets {
     /// "already logged?" check.
     words: logged::LoggedWords,
     /// How many of the region's new objects (small, large) are marked in
-    /// `words`. Marked lazily, in `log_new_range`: an allocation marks
+    /// `words`. Marked lazily, in `ready_to_log`: an allocation marks
     /// nothing; a range that is not covered first marks the objects
     /// allocated since, then asks again (O(1) per object in all).
     marked: (usize, usize),
@@ -932,7 +932,7 @@ impl<'p> Tx<'p> {
         if self.st.borrow().sets.words.covered(off, len) {
             return Ok(());
         }
-        self.log_new_range(addr, len, true).map(|_| ())
+        self.log_new_range(addr, len)
     }
 
     /// [`Tx::log_range`] for each `(addr, len)` of `ranges`, with one fence
@@ -953,8 +953,9 @@ impl<'p> Tx<'p> {
         result
     }
 
-    /// The logging half of [`Tx::log_ranges`]: an undo entry, written and
-    /// flushed, for each range not yet covered, up to the first error.
+    /// The logging half of [`Tx::log_ranges`]: an undo entry for each range
+    /// not yet covered, up to the first error, every entry written back
+    /// on return (the batch's lines once each, `LogWriter::flush_batch`).
     /// Returns whether it wrote any entry (the caller must then fence
     /// before changing any of the ranges, whatever the result: a range
     /// logged is covered, so a later write to it logs nothing and fences
@@ -964,6 +965,9 @@ impl<'p> Tx<'p> {
     /// front end logging a pipeline's ranges ahead passes dozens at random
     /// addresses, and the cache misses of those reads overlap there, where
     /// in the logging loop each would wait behind the previous entry's work.
+    /// Leaving the redo path and marking the region's new objects
+    /// ([`Tx::ready_to_log`]) is done once, at the first range not covered:
+    /// nothing in the loop allocates for the region or returns to redo.
     pub(crate) fn log_ranges_unfenced<I>(&self, ranges: I) -> (bool, Result<()>)
     where
         I: IntoIterator<Item = (u64, u64)>,
@@ -976,17 +980,26 @@ impl<'p> Tx<'p> {
             let sink = ranges.clone().fold(0u64, |a, (addr, _)| a | st.sets.words.peek(addr.wrapping_sub(base)));
             std::hint::black_box(sink);
         }
-        let mut logged = false;
-        for (addr, len) in ranges {
-            if len == 0 || self.st.borrow().sets.words.covered(addr.wrapping_sub(base), len) {
-                continue;
+        let (mut logged, mut ready) = (false, false);
+        let each = || -> Result<()> {
+            for (addr, len) in ranges {
+                if len == 0 || self.st.borrow().sets.words.covered(addr.wrapping_sub(base), len) {
+                    continue;
+                }
+                if !ready {
+                    ready = true;
+                    if !self.ready_to_log(addr, len)? {
+                        continue;
+                    }
+                }
+                self.log_entry(addr, len, false)?;
+                logged = true;
             }
-            match self.log_new_range(addr, len, false) {
-                Ok(wrote) => logged |= wrote,
-                Err(e) => return (logged, Err(e)),
-            }
-        }
-        (logged, Ok(()))
+            Ok(())
+        };
+        let result = each();
+        self.st.borrow_mut().log.flush_batch(&self.pool.space);
+        (logged, result)
     }
 
     /// [`Tx::log_range`] for a caller that keeps a bitmap page between
@@ -1009,15 +1022,23 @@ impl<'p> Tx<'p> {
     }
 
     /// `log_range` for a range the caller found not covered: validates and
-    /// logs it (without `fence`, the caller fences before changing it).
-    /// Returns whether it wrote an entry (false: the range turned out to
-    /// be covered once the region left the redo path or marked its new
-    /// objects).
-    fn log_new_range(&self, addr: u64, len: u64, fence: bool) -> Result<bool> {
+    /// logs it, durably (its entry fenced), unless it turned out to be
+    /// covered once the region left the redo path or marked its new
+    /// objects.
+    fn log_new_range(&self, addr: u64, len: u64) -> Result<()> {
+        if self.ready_to_log(addr, len)? {
+            self.log_entry(addr, len, true)?;
+        }
+        Ok(())
+    }
+
+    /// Readies the region for an undo entry of `[addr, addr+len)`, which
+    /// the caller found not covered: a region on the redo path leaves it
+    /// (`tx/redo.rs`; leaving logs and marks the pending ranges), and the
+    /// region's new objects are marked (they need no undo). Returns
+    /// whether the range still needs its entry.
+    fn ready_to_log(&self, addr: u64, len: u64) -> Result<bool> {
         let space = &self.pool.space;
-        let off = addr.wrapping_sub(space.base());
-        // A region on the redo path leaves it (`tx/redo.rs`); the range may
-        // be logged now. Leaving logs (and marks) the pending ranges.
         let mut changed = self.redo.get() != redo::RedoState::Off;
         self.leave_redo()?;
         let mut st = self.st.borrow_mut();
@@ -1028,24 +1049,31 @@ impl<'p> Tx<'p> {
         }
         // The caller asked `covered` already: ask again only if the set
         // changed since (an sps swap, a front end's log, skip this).
-        if changed && st.sets.words.covered(off, len) {
-            return Ok(false);
-        }
-        drop(st);
+        Ok(!(changed && st.sets.words.covered(addr.wrapping_sub(space.base()), len)))
+    }
+
+    /// Validates `[addr, addr+len)` ([`Tx::loggable`]) and writes its undo
+    /// entry: fenced if `durable`, else batched (the caller writes the
+    /// batch back and fences before changing the range); the range is
+    /// covered from here on.
+    #[inline(always)]
+    fn log_entry(&self, addr: u64, len: u64, durable: bool) -> Result<()> {
         self.loggable(addr, len)?;
+        let space = &self.pool.space;
+        let off = addr.wrapping_sub(space.base());
         let mut st = self.st.borrow_mut();
         // (Objects allocated by this region need no undo, a rollback frees
         // them: their words are in `words` since `mark_fresh`.)
         let st = &mut *st;
-        if fence {
+        if durable {
             st.log.append(space, self, off, len as u32)?;
         } else {
-            st.log.append_unfenced(space, self, off, len as u32)?;
+            st.log.append_batched(space, self, off, len as u32)?;
         }
         st.sets.logged.push((off, len as u32));
         st.sets.words.mark(off, len);
         self.note_changed(&mut st.sets.dirty, off, len);
-        Ok(true)
+        Ok(())
     }
 
     /// Whether `[addr, addr+len)` may be logged (undo or redo): inside one
