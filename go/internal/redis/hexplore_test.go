@@ -2,7 +2,7 @@
 // HSET, db 0's keys by INCR) as the executor runs them, a pipeline's or
 // a batch of one-command requests (warmLone), with the insertion links
 // and the growing table's bucket moves logged ahead (prelog.go:
-// appendFieldPrelog, appendRehashPrelog), through the crash explorer:
+// appendPrelog, appendRehashPrelog), through the crash explorer:
 // every crash image must hold the keys and fields of a prefix of the
 // regions, each table's count its entries and every entry found by its
 // lookup.

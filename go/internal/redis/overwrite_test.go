@@ -216,7 +216,7 @@ func overwriteState(ctx context.Context, c *goredis.Client, model map[string]str
 
 // TestHashOverwriteKill kills the server during pipelines of HSETs on a
 // table-encoded hash (600 fields) with short values, most written over the
-// old value's bytes (phash.go's overwriteField, one log batch per field):
+// old value's bytes (hset's storeVal: logOverwrite, one log batch per field):
 // after each restart every field holds its acknowledged value with a
 // prefix of the pipeline in flight applied.
 func TestHashOverwriteKill(t *testing.T) {

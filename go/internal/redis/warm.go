@@ -165,7 +165,7 @@ func (l *loneWarm) defs(buf []*command, cmds [][][]byte) []*command {
 // warmRequest, or a batch's lone commands', warmLone) in the stages
 // warmRequest describes, and logs their writes ahead (prelog).
 // The fields' paths are walked before the logging ahead, which takes
-// HSET's field writes too (prelog.go, appendFieldPrelog).
+// HSET's field writes too (prelog.go, appendPrelog).
 func (s *Server) warmKeys(tx *engram.Tx, refs []warmRef) error {
 	s.warmSink += walkRefs(refs)
 	n := len(refs)

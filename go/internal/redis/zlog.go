@@ -14,7 +14,7 @@
 // What it keeps true: linkRun and moveRange are the ranges
 // batchLogLinks and batchLogMove log (the same start and length: the
 // prelog's ranges, zwarm.go, must start where the command's do and
-// cover them, tx.loggedAhead), and every range is typed for checked
+// cover them, engram.Tx's aheadTable.covers), and every range is typed for checked
 // mode (its pointer words are the levels' Fwd): runs and nodes up to
 // zTypedLevels levels, longer ones (1 in 256 nodes) as whole elements.
 package redis
