@@ -108,36 +108,29 @@ impl<'a> CopyCx<'a> {
     }
 }
 
+/// `impl Persist` for `Copy` pool data stored as itself (`P = Self`, the
+/// value copied as is, no pool reference followed): `plain_persist!(u8,
+/// u16)`, or with generics `plain_persist!([T: Persistent] PPtr<T>)`.
 macro_rules! plain_persist {
-    ($($t:ty),*) => {$(
-        impl Persist for $t {
+    ($([$($g:tt)*] $t:ty),* $(,)?) => {$(
+        impl<$($g)*> $crate::stm::Persist for $t {
             type P = $t;
-            fn persist(&self, _: &mut CopyCx<'_>) -> Result<$t> { Ok(*self) }
-            fn plain(&self) -> Option<$t> { Some(*self) }
+            fn persist(&self, _: &mut $crate::stm::CopyCx<'_>) -> $crate::Result<$t> {
+                Ok(*self)
+            }
+            fn plain(&self) -> Option<$t> {
+                Some(*self)
+            }
         }
     )*};
+    ($($t:ty),* $(,)?) => {
+        $crate::stm::persist::plain_persist!($([] $t),*);
+    };
 }
+pub(crate) use plain_persist;
+
 plain_persist!(u8, u16, u32, u64, u128, i8, i16, i32, i64, i128, f32, f64);
-
-impl<T: Persistent> Persist for PPtr<T> {
-    type P = PPtr<T>;
-    fn persist(&self, _: &mut CopyCx<'_>) -> Result<Self> {
-        Ok(*self)
-    }
-    fn plain(&self) -> Option<Self> {
-        Some(*self)
-    }
-}
-
-impl<T: Persistent> Persist for PArray<T> {
-    type P = PArray<T>;
-    fn persist(&self, _: &mut CopyCx<'_>) -> Result<Self> {
-        Ok(*self)
-    }
-    fn plain(&self) -> Option<Self> {
-        Some(*self)
-    }
-}
+plain_persist!([T: Persistent] PPtr<T>, [T: Persistent] PArray<T>);
 
 impl Persist for bool {
     type P = u8;

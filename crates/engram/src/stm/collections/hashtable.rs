@@ -57,15 +57,7 @@ struct Entry<K, V> {
     next: Link<K, V>,
 }
 
-impl<K: Persistent, V: Persistent> Persist for Entry<K, V> {
-    type P = Self;
-    fn persist(&self, _: &mut CopyCx<'_>) -> Result<Self> {
-        Ok(*self)
-    }
-    fn plain(&self) -> Option<Self> {
-        Some(*self)
-    }
-}
+crate::stm::persist::plain_persist!([K: Persistent, V: Persistent] Entry<K, V>);
 
 /// A node: its cell (lock word and `Entry`, in the [`PTVar`] format)
 /// at the start of the object, padded to a 48-byte payload, so the object

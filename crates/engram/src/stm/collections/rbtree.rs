@@ -36,7 +36,7 @@
 //! On a crash: inherits the STM's (see the module docs).
 
 use super::{broken, handle, in_order, Dir, Handle, Plain, Shape};
-use crate::stm::{CopyCx, PTVar, Persist, ReadTx, STx, StmResult, VarCell};
+use crate::stm::{PTVar, ReadTx, STx, StmResult, VarCell};
 use crate::{PPtr, Persistent, Pool, Result};
 
 /// One node's words, all under its cell's lock word (module docs).
@@ -58,15 +58,7 @@ struct Node<K, V> {
 /// `Node::up`'s colour bit.
 const RED: u64 = 1;
 
-impl<K: Plain, V: Plain> Persist for Node<K, V> {
-    type P = Self;
-    fn persist(&self, _: &mut CopyCx<'_>) -> Result<Self> {
-        Ok(*self)
-    }
-    fn plain(&self) -> Option<Self> {
-        Some(*self)
-    }
-}
+crate::stm::persist::plain_persist!([K: Plain, V: Plain] Node<K, V>);
 
 /// A node: its cell object's address (null for none).
 type Link<K, V> = PPtr<VarCell<Node<K, V>>>;
