@@ -272,7 +272,7 @@ fn values_survive_close_and_reopen() {
     pool.close().unwrap();
 }
 
-/// A power-of-two bucket count takes the masked index (`HashTable::head`):
+/// A power-of-two bucket count takes the masked index (`HashTable::bucket_of`):
 /// every key must still sit in chain `hash % buckets`, which `check` verifies.
 #[test]
 fn a_power_of_two_hash_table_places_keys_as_modulo_does() {
@@ -291,6 +291,21 @@ fn a_power_of_two_hash_table_places_keys_as_modulo_does() {
     pool.close().unwrap();
 }
 
+/// `Persist` as itself (a plain value) for a test's pool type.
+macro_rules! plain_persist {
+    ($t:ty) => {
+        impl engram::stm::Persist for $t {
+            type P = Self;
+            fn persist(&self, _: &mut engram::stm::CopyCx<'_>) -> engram::Result<Self> {
+                Ok(*self)
+            }
+            fn plain(&self) -> Option<Self> {
+                Some(*self)
+            }
+        }
+    };
+}
+
 /// A pool whose root holds a table of an earlier layout (before round 23:
 /// three `PTField`s per node, handle `engram::stm::HashTable<u64,u64>`;
 /// rounds 23-24: 16-byte bucket heads and every entry in a node, handle
@@ -307,12 +322,7 @@ fn a_hash_table_of_an_old_layout_is_refused() {
             struct OldHandle {
                 buckets: u64,
             }
-            impl engram::stm::Persist for OldHandle {
-                type P = Self;
-                fn persist(&self, _: &mut engram::stm::CopyCx<'_>) -> engram::Result<Self> {
-                    Ok(*self)
-                }
-            }
+            plain_persist!(OldHandle);
             let t = TempPool::new("stmc-ht-old");
             let pool = create(&t);
             pool.root::<OldHandle>("ht", || OldHandle { buckets: 0 }).unwrap();
@@ -335,15 +345,7 @@ fn a_hash_table_of_an_old_layout_is_refused() {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Persistent)]
 struct OneBucket(u64);
 
-impl engram::stm::Persist for OneBucket {
-    type P = Self;
-    fn persist(&self, _: &mut engram::stm::CopyCx<'_>) -> engram::Result<Self> {
-        Ok(*self)
-    }
-    fn plain(&self) -> Option<Self> {
-        Some(*self)
-    }
-}
+plain_persist!(OneBucket);
 
 impl Hash for OneBucket {
     fn hash<H: Hasher>(&self, h: &mut H) {
@@ -671,15 +673,7 @@ fn a_tree_of_the_old_node_layout_is_refused() {
             out.push(at);
         }
     }
-    impl engram::stm::Persist for OldRbTree {
-        type P = Self;
-        fn persist(&self, _: &mut engram::stm::CopyCx<'_>) -> engram::Result<Self> {
-            Ok(*self)
-        }
-        fn plain(&self) -> Option<Self> {
-            Some(*self)
-        }
-    }
+    plain_persist!(OldRbTree);
     let t = TempPool::new("stmc-rb-old");
     let pool = create(&t);
     pool.root::<OldRbTree>("rb", || OldRbTree(engram::PPtr::null())).unwrap();
