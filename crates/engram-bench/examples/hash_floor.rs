@@ -18,15 +18,15 @@
 //!   (`Pool::atomically_read`, what the benchmark's lookups do since
 //!   stm14ro; run once with `ENGRAM_GATE_FENCE=exchange` to see what the
 //!   GC gate's asymmetric fence saves);
-//! - `raw-pool`: the lookup's loads alone (bucket head, then each node's
-//!   key and next, then the value: one cell per node, `raw_get`) on the
-//!   pool mapping: no lock word, no
+//! - `raw-pool`: the lookup's loads alone (the bucket cell's next and key,
+//!   then each overflow node's key and next, then the value: one cell per
+//!   entry visited, `raw_get`) on the pool mapping: no lock word, no
 //!   bounds check, no transaction — the layout's memory floor;
 //! - `raw-pool-dep`: `raw-pool` with each key made to depend on the
 //!   previous lookup's result, so one lookup's misses are in flight at a
 //!   time (as in a transaction, whose long instruction stream keeps the
 //!   processor from running ahead into the next lookup); `raw-head-dep`
-//!   the bucket head's load alone, serialised the same way;
+//!   the bucket cell's load alone, serialised the same way;
 //! - `raw-anon-4k` / `raw-anon-thp`: the same bytes copied to an anonymous
 //!   mapping (pointers rebased), with `MADV_NOHUGEPAGE` / `MADV_HUGEPAGE`:
 //!   what huge pages would change, where the pool mapping cannot have them
@@ -74,13 +74,27 @@ fn rd(addr: u64) -> u64 {
     unsafe { std::ptr::read_volatile(addr as *const u64) }
 }
 
+/// The address of bucket `i`'s cell in the array at `buckets`
+/// (`HashTable::addr`): 32-byte cells from 16 bytes in.
+fn bucket(buckets: u64, i: u64) -> u64 {
+    buckets + 16 + i * 32
+}
+
 /// The loads of a lookup in the pool's layout, every address shifted by
-/// `delta` (0 on the pool itself). A bucket head is a 16-byte field (lock
-/// word, then the first node's cell address); a node is one cell: lock
-/// word at 0, then key at 8, value at 16, next cell's address at 24.
+/// `delta` (0 on the pool itself). A bucket is one cell: lock word at 0,
+/// then key at 8, value at 16, next at 24 (0: empty; the array's address:
+/// no overflow node; else the first overflow node's cell address); an
+/// overflow node's cell is laid out the same (next 0 at the end).
 fn raw_get(buckets: u64, delta: u64, key: u64) -> Option<u64> {
-    let i = stable_hash(key) & (BUCKETS - 1);
-    let mut n = rd(buckets.wrapping_add(delta) + i * 16 + 8);
+    let c = bucket(buckets, stable_hash(key) & (BUCKETS - 1)).wrapping_add(delta);
+    let next = rd(c + 24);
+    if next == 0 {
+        return None;
+    }
+    if rd(c + 8) == key {
+        return Some(rd(c + 16));
+    }
+    let mut n = if next == buckets { 0 } else { next };
     while n != 0 {
         let p = n.wrapping_add(delta);
         if rd(p + 8) == key {
@@ -91,11 +105,12 @@ fn raw_get(buckets: u64, delta: u64, key: u64) -> Option<u64> {
     None
 }
 
-/// Every node address of the table (walking the chains raw).
+/// Every overflow node's address (walking the chains raw).
 fn nodes(buckets: u64) -> Vec<u64> {
     let mut out = Vec::new();
     for i in 0..BUCKETS {
-        let mut n = rd(buckets + i * 16 + 8);
+        let next = rd(bucket(buckets, i) + 24);
+        let mut n = if next == buckets { 0 } else { next };
         while n != 0 {
             out.push(n);
             n = rd(n + 24);
@@ -188,12 +203,13 @@ fn main() {
 
     let b = table.addr();
     let ns = nodes(b);
-    let (lo, hi) = (b.min(*ns.iter().min().unwrap()), (b + BUCKETS * 16).max(ns.iter().max().unwrap() + 48));
+    let occupied = (0..BUCKETS).filter(|&i| rd(bucket(b, i) + 24) != 0).count();
+    let (lo, hi) = (b.min(*ns.iter().min().unwrap()), bucket(b, BUCKETS).max(ns.iter().max().unwrap() + 48));
     let lines: std::collections::BTreeSet<u64> = ns.iter().map(|n| (n - 16) / 64).collect();
     let pages: std::collections::BTreeSet<u64> = ns.iter().map(|n| n / 4096).collect();
     println!(
-        "table: buckets at {b:#x} ({} KiB), {} nodes in {} lines and {} 4-KiB pages, spread over {:.1} MiB; nodes 64-byte aligned: {}",
-        BUCKETS * 16 / 1024,
+        "table: buckets at {b:#x} ({} KiB, {occupied} with an inline entry), {} overflow nodes in {} lines and {} 4-KiB pages, spread over {:.1} MiB; nodes 64-byte aligned: {}",
+        BUCKETS * 32 / 1024,
         ns.len(),
         lines.len(),
         pages.len(),
@@ -230,8 +246,8 @@ fn main() {
         ("empty-ro", Box::new(|ks| ks.iter().map(|&k| pool.atomically_read(|_| Ok(k)).unwrap()).sum())),
         ("raw-pool", Box::new(|ks| ks.iter().map(|&k| raw_get(b, 0, k).unwrap_or(0)).sum())),
         ("raw-pool-dep", Box::new(|ks| serial(ks, |k| raw_get(b, 0, k)))),
-        // The bucket head's load alone, serialised likewise.
-        ("raw-head-dep", Box::new(|ks| serial(ks, |k| Some(rd(b + (stable_hash(k) & (BUCKETS - 1)) * 16 + 8))))),
+        // The bucket cell's next word alone, serialised likewise.
+        ("raw-head-dep", Box::new(|ks| serial(ks, |k| Some(rd(bucket(b, stable_hash(k) & (BUCKETS - 1)) + 24))))),
         (
             "raw-pool-xchg",
             Box::new(|ks| {

@@ -379,6 +379,11 @@ mod armed {
             "`Tx::free`'s span-cache path accepts any address inside a slot of a cached span, not only its payload \
              start: freeing an interior pointer (or a header address) is accepted",
         ),
+        (
+            "stm.ht_remove_drops_overflow",
+            "`HashTable::remove` of a bucket's inline entry empties the bucket instead of moving its first overflow \
+             node's entry in: the keys in that bucket's overflow nodes are lost",
+        ),
     ];
 
     pub(crate) fn planted(bug: &str) -> bool {

@@ -476,7 +476,9 @@ fn taking_turns_hash_updates_issue_one_fence_per_commit() {
         }
         let (fences, commits, helps) = turns_fences(Some("stm.young_help_always"), false);
         println!("planted old rule: {fences} fences, {commits} update commits, {helps} helps");
-        assert!(fences * 100 >= commits * 110, "the planted old rule: {fences} fences for {commits} commits ({helps} helps)");
+        // (1.09 fences per commit since round 25: an insert into an empty
+        // bucket makes no node, so fewer records carry young objects)
+        assert!(fences * 100 >= commits * 105, "the planted old rule: {fences} fences for {commits} commits ({helps} helps)");
         let (fences, commits, helps) = turns_fences(Some("stm.young_help_always"), true);
         println!("tree, planted old rule: {fences} fences, {commits} update commits, {helps} helps");
     });
@@ -868,7 +870,7 @@ fn write_into_a_collected_object(
 }
 
 /// [`write_into_a_collected_object`] for a hash table's bucket array:
-/// 4096 heads of 16 bytes, a large object (above the small classes).
+/// 4096 buckets of 32 bytes, a large object (above the small classes).
 fn write_into_a_collected_array(pool: &Pool, plant: Option<&str>) -> Result<(), engram::Error> {
     use engram::stm::collections::HashTable;
     write_into_a_collected_object(pool, |tx| Ok(HashTable::<u64, u64>::new(tx, 4096)?.addr()), plant)

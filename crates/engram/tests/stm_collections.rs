@@ -78,7 +78,9 @@ macro_rules! coll {
 coll!(PMap<u64, u64>, |p, n| PMap::root(p, n), |_| None);
 coll!(RbTree<u64, u64>, |p, n| RbTree::root(p, n), |n| Some(n + 1));
 coll!(Treap<u64, u64>, |p, n| Treap::root(p, n), |n| Some(n + 1));
-coll!(HashTable<u64, u64>, |p, n| HashTable::root(p, n, 61), |n| Some(n + 1));
+// (a hash table's objects: the array and the overflow nodes, which depend
+// on how the keys spread)
+coll!(HashTable<u64, u64>, |p, n| HashTable::root(p, n, 61), |_| None);
 
 /// Checks the structure and compares it with the model.
 fn agree<C: Coll>(pool: &Pool, c: C, model: &BTreeMap<u64, u64>) -> Shape {
@@ -270,7 +272,7 @@ fn values_survive_close_and_reopen() {
     pool.close().unwrap();
 }
 
-/// A power-of-two bucket count takes the masked index (`HashTable::head`):
+/// A power-of-two bucket count takes the masked index (`HashTable::bucket_of`):
 /// every key must still sit in chain `hash % buckets`, which `check` verifies.
 #[test]
 fn a_power_of_two_hash_table_places_keys_as_modulo_does() {
@@ -289,62 +291,130 @@ fn a_power_of_two_hash_table_places_keys_as_modulo_does() {
     pool.close().unwrap();
 }
 
-/// A pool whose root holds a table of the layout before round 23 (three
-/// `PTField`s per node, handle type `engram::stm::HashTable<u64,u64>`) is
-/// refused by the root's type check, not read as the one-cell-per-node
-/// layout. The old handle is made by hand: a struct under the old name.
-#[test]
-fn a_hash_table_of_the_old_node_layout_is_refused() {
-    #[repr(C)]
-    #[derive(Clone, Copy, Persistent)]
-    #[engram(name = "engram::stm::HashTable<u64,u64>")]
-    struct OldHandle {
-        buckets: u64,
-    }
-    impl engram::stm::Persist for OldHandle {
-        type P = Self;
-        fn persist(&self, _: &mut engram::stm::CopyCx<'_>) -> engram::Result<Self> {
-            Ok(*self)
+/// `Persist` as itself (a plain value) for a test's pool type.
+macro_rules! plain_persist {
+    ($t:ty) => {
+        impl engram::stm::Persist for $t {
+            type P = Self;
+            fn persist(&self, _: &mut engram::stm::CopyCx<'_>) -> engram::Result<Self> {
+                Ok(*self)
+            }
+            fn plain(&self) -> Option<Self> {
+                Some(*self)
+            }
         }
-    }
-    let t = TempPool::new("stmc-ht-old");
-    let pool = create(&t);
-    pool.root::<OldHandle>("ht", || OldHandle { buckets: 0 }).unwrap();
-    match HashTable::<u64, u64>::root(&pool, "ht", 64) {
-        Err(Error::RootType { name, found, expected }) => {
-            assert_eq!(name, "ht");
-            assert!(found.contains("engram::stm::HashTable<u64,u64>"), "found {found}");
-            assert!(expected.contains("engram::stm::HashTable.v2<u64,u64>"), "expected {expected}");
-        }
-        other => panic!("an old-layout table was not refused: {other:?}"),
-    }
-    pool.close().unwrap();
+    };
 }
 
-/// Removals from every position of one long chain (the head, the middle,
-/// the end: the link before the node is the head or a node's whole cell,
-/// rewritten with its key and value kept), checked against a model.
+/// A pool whose root holds a table of an earlier layout (before round 23:
+/// three `PTField`s per node, handle `engram::stm::HashTable<u64,u64>`;
+/// rounds 23-24: 16-byte bucket heads and every entry in a node, handle
+/// `engram::stm::HashTable.v2<u64,u64>`) is refused by the root's type
+/// check, not read as the inline-entry layout. The old handles are made
+/// by hand: a struct under each old name.
+#[test]
+fn a_hash_table_of_an_old_layout_is_refused() {
+    macro_rules! refused {
+        ($old:literal) => {{
+            #[repr(C)]
+            #[derive(Clone, Copy, Persistent)]
+            #[engram(name = $old)]
+            struct OldHandle {
+                buckets: u64,
+            }
+            plain_persist!(OldHandle);
+            let t = TempPool::new("stmc-ht-old");
+            let pool = create(&t);
+            pool.root::<OldHandle>("ht", || OldHandle { buckets: 0 }).unwrap();
+            match HashTable::<u64, u64>::root(&pool, "ht", 64) {
+                Err(Error::RootType { name, found, expected }) => {
+                    assert_eq!(name, "ht");
+                    assert!(found.contains($old), "found {found}");
+                    assert!(expected.contains("engram::stm::HashTable.v3<u64,u64>"), "expected {expected}");
+                }
+                other => panic!("an old-layout table ({}) was not refused: {other:?}", $old),
+            }
+            pool.close().unwrap();
+        }};
+    }
+    refused!("engram::stm::HashTable<u64,u64>");
+    refused!("engram::stm::HashTable.v2<u64,u64>");
+}
+
+/// A key that every table puts in one bucket (its hash is constant).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Persistent)]
+struct OneBucket(u64);
+
+plain_persist!(OneBucket);
+
+impl Hash for OneBucket {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        0u64.hash(h);
+    }
+}
+
+/// A table whose 40 keys share one chain (the first inline in the
+/// bucket, then overflow nodes 39, 38, ..., 1, each new one linked right
+/// after the inline entry); `plant`: a bug planted for the removals.
+fn one_chain(pool: &Pool, plant: Option<&str>) -> (HashTable<OneBucket, u64>, BTreeMap<OneBucket, u64>) {
+    let ht = HashTable::<OneBucket, u64>::root(pool, "ht", 1).unwrap();
+    assert_eq!(pool.atomically(|tx| ht.buckets(tx)).unwrap(), 3, "a table of 1 bucket is made with 3");
+    let mut model = BTreeMap::new();
+    for k in 0..40u64 {
+        pool.atomically(|tx| ht.insert(tx, OneBucket(k), k * 10)).unwrap();
+        model.insert(OneBucket(k), k * 10);
+    }
+    if let Some(b) = plant {
+        failpoint::plant(b);
+    }
+    (ht, model)
+}
+
+/// Removals from every position of one long chain (the bucket's inline
+/// entry with overflow nodes behind it, whose first node's entry moves
+/// in; the first node, the middle, the end: the link before the node is
+/// the bucket's or a node's whole cell, rewritten with its key and value
+/// kept; the inline entry alone, which empties the bucket), checked
+/// against a model.
 #[test]
 fn hash_table_removes_from_every_position_of_a_chain() {
     let t = TempPool::new("stmc-ht-chain");
     let pool = create(&t);
-    let ht = HashTable::<u64, u64>::root(&pool, "ht", 1).unwrap();
-    let mut model = BTreeMap::new();
-    for k in 0..40u64 {
-        pool.atomically(|tx| ht.insert(tx, k, k * 10)).unwrap();
-        model.insert(k, k * 10);
-    }
-    for k in [0u64, 39, 20, 21, 1, 38, 7] {
+    let (ht, mut model) = one_chain(&pool, None);
+    let order = [0u64, 39, 37, 20, 21, 1, 38, 7];
+    for k in order.into_iter().chain((0..40).filter(|k| !order.contains(k))) {
+        let k = OneBucket(k);
         assert_eq!(pool.atomically(|tx| ht.remove(tx, &k)).unwrap(), model.remove(&k));
         let shape = pool.atomically(|tx| ht.check(tx)).unwrap();
-        assert_eq!((shape.len, shape.height), (model.len() as u64, model.len() as u64));
+        assert_eq!((shape.len, shape.height, shape.objects), (model.len() as u64, model.len() as u64, model.len().max(1) as u64));
         let mut got = pool.atomically(|tx| ht.to_vec(tx)).unwrap();
         got.sort();
         assert_eq!(got, model.iter().map(|(k, v)| (*k, *v)).collect::<Vec<_>>());
+        if let Some(&k) = model.keys().nth(2) {
+            // (an update of a value in the chain keeps its key and links)
+            assert_eq!(pool.atomically(|tx| ht.insert(tx, k, 55)).unwrap(), model.insert(k, 55));
+            assert_eq!(pool.atomically_read(|tx| ht.get(tx, &k)).unwrap(), Some(55));
+        }
     }
-    assert_eq!(pool.atomically(|tx| ht.insert(tx, 5, 55)).unwrap(), Some(50));
-    assert_eq!(pool.atomically_read(|tx| ht.get(tx, &5)).unwrap(), Some(55));
-    assert_eq!(pool.atomically(|tx| ht.remove(tx, &100)).unwrap(), None);
+    assert!(pool.atomically(|tx| ht.is_empty(tx)).unwrap());
+    assert_eq!(pool.atomically(|tx| ht.remove(tx, &OneBucket(100))).unwrap(), None);
+    assert_eq!(pool.atomically(|tx| ht.insert(tx, OneBucket(3), 1)).unwrap(), None);
+    assert_eq!(pool.atomically(|tx| ht.to_vec(tx)).unwrap(), vec![(OneBucket(3), 1)]);
+    pool.close().unwrap();
+}
+
+/// With the planted `stm.ht_remove_drops_overflow` (removing the inline
+/// entry empties the bucket, its overflow nodes' keys lost) the table no
+/// longer agrees with the model: the removal test's comparison catches it.
+#[test]
+fn a_removal_that_drops_the_overflow_nodes_is_caught() {
+    let t = TempPool::new("stmc-ht-plant");
+    let pool = create(&t);
+    let (ht, mut model) = one_chain(&pool, Some("stm.ht_remove_drops_overflow"));
+    assert_eq!(pool.atomically(|tx| ht.remove(tx, &OneBucket(0))).unwrap(), model.remove(&OneBucket(0)));
+    failpoint::disarm_all();
+    let got = pool.atomically(|tx| ht.to_vec(tx)).unwrap();
+    assert!(got.is_empty() && model.len() == 39, "the planted bug was not caught: {} entries left", got.len());
     pool.close().unwrap();
 }
 
@@ -603,15 +673,7 @@ fn a_tree_of_the_old_node_layout_is_refused() {
             out.push(at);
         }
     }
-    impl engram::stm::Persist for OldRbTree {
-        type P = Self;
-        fn persist(&self, _: &mut engram::stm::CopyCx<'_>) -> engram::Result<Self> {
-            Ok(*self)
-        }
-        fn plain(&self) -> Option<Self> {
-            Some(*self)
-        }
-    }
+    plain_persist!(OldRbTree);
     let t = TempPool::new("stmc-rb-old");
     let pool = create(&t);
     pool.root::<OldRbTree>("rb", || OldRbTree(engram::PPtr::null())).unwrap();

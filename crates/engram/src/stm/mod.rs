@@ -36,8 +36,10 @@
 //!   transaction), per thread or process-wide, interface unchanged.
 //! - [`collections`]: transactional maps and sets ([`collections::PMap`],
 //!   [`collections::PSet`]) and the benchmark structures: one cell per
-//!   node ([`collections::RbTree`]) or fields embedded in their nodes
-//!   ([`collections::Treap`], [`collections::HashTable`]).
+//!   node ([`collections::RbTree`]), a chain's first entry in its
+//!   bucket's cell and one cell per overflow node
+//!   ([`collections::HashTable`]), or fields embedded in their nodes
+//!   ([`collections::Treap`]).
 
 pub mod collections;
 mod engine;

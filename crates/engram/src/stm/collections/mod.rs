@@ -23,11 +23,13 @@
 //!   [`ImmutableRef`](super::ImmutableRef): the bounds-checked seqlock read
 //!   without a read-set entry, so a lookup's read set holds only the links
 //!   and values it followed, and no code can write a key afterwards.
-//! - [`HashTable`]: bucket heads are `PTField`s; a node is one
-//!   transactional cell (a lock word, then key, value and next link, in
-//!   one cache line: the [`PTVar`](super::PTVar) cell format), so a lookup
-//!   reads one cell per node and an update locks one word per node. Keys
-//!   and values are plain values of at most 8 bytes.
+//! - [`HashTable`]: a bucket is a transactional cell (a lock word, then
+//!   key, value and next link: the [`PTVar`](super::PTVar) cell format, 32
+//!   bytes, two buckets a line) holding its chain's first entry inline;
+//!   the rest of the chain are overflow nodes of the same cell format, one
+//!   line each. A lookup whose key is the inline one, or whose bucket is
+//!   empty, reads one cell in one line; an update locks one word per cell
+//!   it changes. Keys and values are plain values of at most 8 bytes.
 //!
 //! Every collection is a *handle*: `Copy`, [`Persistent`](crate::Persistent)
 //! and [`Persist`], one pool pointer. It can sit in a
