@@ -43,6 +43,7 @@ pub mod peers;
 pub mod plot;
 pub mod pmdk;
 pub mod report;
+pub mod romulus;
 pub mod tvar_rbtree;
 pub mod tvar_vmap;
 pub mod workload;

@@ -97,7 +97,7 @@ impl Row {
     /// Whether the implementation goes through Engram's STM run loop (so
     /// conflicts are counted).
     pub fn counts_aborts(&self) -> bool {
-        self.imp != Impl::Pmdk
+        !matches!(self.imp, Impl::Pmdk | Impl::Romulus)
     }
 }
 
@@ -168,6 +168,14 @@ pub fn over_pmdk(rows: &[Row], point: Point) -> Option<f64> {
     let p = find(rows, point, Impl::Pstm)?;
     let d = find(rows, point, Impl::Pmdk)?;
     (d.txps > 0.0).then(|| p.txps / d.txps)
+}
+
+/// PSTM against RomulusLog's algorithm run in the same process: PSTM tx/s
+/// ÷ RomulusLog tx/s.
+pub fn over_romulus(rows: &[Row], point: Point) -> Option<f64> {
+    let p = find(rows, point, Impl::Pstm)?;
+    let r = find(rows, point, Impl::Romulus)?;
+    (r.txps > 0.0).then(|| p.txps / r.txps)
 }
 
 /// Throughput for people: `1.23 M`, `456 k`, `789`.
@@ -248,20 +256,20 @@ pub fn write_csv(rows: &[Row], path: &Path) -> io::Result<()> {
     let mut s = String::from(
         "structure,lookup_pct,threads,impl,runs,median_txps,all_txps,commits,update_commits,readonly_commits,\
          flushes_per_update,fences_per_update,flushes_per_readonly,fences_per_readonly,conflicts,abort_rate,serial_runs,\
-         slowdown_vs_process,cpu_slowdown_vs_process,cpu_ns_per_tx,cpus_held,speedup_vs_pmdk,pool_mib\n",
+         slowdown_vs_process,cpu_slowdown_vs_process,cpu_ns_per_tx,cpus_held,speedup_vs_pmdk,pool_mib,speedup_vs_romulus\n",
     );
     let f = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.4}"));
     for r in rows {
         let all: Vec<String> = r.runs.iter().map(|v| format!("{v:.0}")).collect();
         let aborts = if r.counts_aborts() { f(r.abort_rate()) } else { String::new() };
-        let (slow, cpu_slow, pmdk) = if r.imp == Impl::Pstm {
-            (slowdown(rows, r.point), cpu_slowdown(rows, r.point), over_pmdk(rows, r.point))
+        let (slow, cpu_slow, pmdk, rom) = if r.imp == Impl::Pstm {
+            (slowdown(rows, r.point), cpu_slowdown(rows, r.point), over_pmdk(rows, r.point), over_romulus(rows, r.point))
         } else {
-            (None, None, None)
+            (None, None, None, None)
         };
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{:.0},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{:.0},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             r.point.structure.name(),
             r.point.lookup_pct,
             r.point.threads,
@@ -285,6 +293,7 @@ pub fn write_csv(rows: &[Row], path: &Path) -> io::Result<()> {
             f(r.cpus_held()),
             f(pmdk),
             r.pool_bytes.map_or(String::new(), |b| format!("{:.0}", b as f64 / (1 << 20) as f64)),
+            f(rom),
         );
     }
     std::fs::write(path, s)
@@ -297,8 +306,8 @@ pub fn table(rows: &[Row]) -> String {
     points.sort();
     points.dedup();
     let mut s = String::from(
-        "| structure | lookups | threads | PSTM tx/s | no-flush tx/s | slowdown (no-flush ÷ PSTM tx/s) | slowdown by CPU time | TVar tree tx/s | PMDK tx/s | PSTM ÷ PMDK | fences / update commit | lines flushed / update commit | fences / read-only commit | PSTM abort rate | CPUs held by PSTM's threads |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| structure | lookups | threads | PSTM tx/s | no-flush tx/s | slowdown (no-flush ÷ PSTM tx/s) | slowdown by CPU time | TVar tree tx/s | PMDK tx/s | PSTM ÷ PMDK | RomulusLog (reimpl.) tx/s | PSTM ÷ RomulusLog | RomulusLog fences / update commit | fences / update commit | lines flushed / update commit | fences / read-only commit | PSTM abort rate | CPUs held by PSTM's threads |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for p in points {
         let tx = |imp| opt(find(rows, p, imp).map(|r| r.txps), fmt_txps);
@@ -306,7 +315,7 @@ pub fn table(rows: &[Row]) -> String {
         let aborts = |imp| opt(find(rows, p, imp).and_then(Row::abort_rate), |v| format!("{:.2} %", 100.0 * v));
         let _ = writeln!(
             s,
-            "| {} | {} % | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} % | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             p.structure.label(),
             p.lookup_pct,
             p.threads,
@@ -317,6 +326,9 @@ pub fn table(rows: &[Row]) -> String {
             tx(Impl::Tvar),
             tx(Impl::Pmdk),
             opt(over_pmdk(rows, p), fmt_x),
+            tx(Impl::Romulus),
+            opt(over_romulus(rows, p), fmt_x),
+            opt(find(rows, p, Impl::Romulus).and_then(Row::fences_per_update), |v| format!("{v:.2}")),
             opt(pstm.and_then(Row::fences_per_update), |v| format!("{v:.2}")),
             opt(pstm.and_then(Row::flushes_per_update), |v| format!("{v:.1}")),
             opt(pstm.and_then(Row::fences_per_read), |v| format!("{v:.2}")),
