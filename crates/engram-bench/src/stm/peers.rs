@@ -55,7 +55,8 @@ fn target(threads: u32) -> f64 {
 
 /// The markdown section: the quoted table and where this run stands.
 pub fn section(rows: &[Row]) -> String {
-    let mut s = String::from("## Against the published persistent TMs (quoted, not measured here; RomulusLog's algorithm also measured)\n\n");
+    let mut s =
+        String::from("## Against the published persistent TMs (quoted, not measured here; RomulusLog's algorithm also measured)\n\n");
     s.push_str(
         "RomulusLog (Correia et al., SPAA'18), OneFile-LF PTM (Ramalhete et al., DSN'19) and TinySTM (volatile) \
          are not installed here. Their figures on this machine are those of issue 14 (the OneFile/Romulus suite: \

@@ -667,12 +667,16 @@ mod tests {
             m(Impl::Pstm, 200, 1_000_000_000),
             m(Impl::PstmProcess, 400, 1_000_000_000),
             m(Impl::Pmdk, 50, 1_000_000_000),
+            m(Impl::Romulus, 400, 1_000_000_000),
         ];
         let rows = aggregate(&ms);
         let p = rows[0].point;
         assert_eq!(find(&rows, p, Impl::Pstm).unwrap().txps, 200.0);
         assert_eq!(slowdown(&rows, p), Some(2.0));
         assert_eq!(over_pmdk(&rows, p), Some(4.0));
+        assert_eq!(over_romulus(&rows, p), Some(0.5));
+        let header = table(&rows).lines().next().map(|l| l.matches('|').count());
+        assert_eq!(header, table(&rows).lines().nth(1).map(|l| l.matches('|').count()));
         assert_eq!(find(&rows, p, Impl::Pstm).unwrap().fences_per_update(), Some(2.0));
         assert!(table(&rows).contains("2.00×"));
     }

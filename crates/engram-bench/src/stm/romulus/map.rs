@@ -68,13 +68,45 @@ impl RomulusMap {
     /// A fresh file at `path` (halves of `half` bytes) holding an empty
     /// `structure` (a red-black tree or a hash table).
     pub fn create(path: &Path, structure: Structure, half: u64) -> Result<Self, BenchError> {
-        let rom = Romulus::create(path, half)?;
+        Self::with(Romulus::create(path, half)?, structure)
+    }
+
+    /// The `structure` of the file at `path`, recovered.
+    pub fn open(path: &Path, structure: Structure) -> Result<Self, BenchError> {
+        Self::with(Romulus::open(path)?, structure)
+    }
+
+    /// `structure` in root word 0 of `rom`, made if absent.
+    fn with(rom: Romulus, structure: Structure) -> Result<Self, BenchError> {
         let coll = match structure {
             Structure::Rbtree => Coll::Tree(RbTree::at_root(0)),
             Structure::Hashtable => Coll::Hash(rom.update(|tx| HashSet::at_root(tx, 0, HASH_BUCKETS))?),
             s => return Err(BenchError::Invalid(format!("the RomulusLog peer has no {}", s.label()))),
         };
         Ok(RomulusMap { rom, coll })
+    }
+
+    /// The file.
+    pub fn rom(&self) -> &Romulus {
+        &self.rom
+    }
+
+    /// The file, to arm a planted bug.
+    #[cfg(test)]
+    pub fn rom_mut(&mut self) -> &mut Romulus {
+        &mut self.rom
+    }
+
+    /// An insert inside the caller's transaction.
+    #[cfg(test)]
+    pub fn coll_insert(&self, tx: &mut WTx<'_>, k: u64, v: u64) -> Result<Option<u64>, RomError> {
+        self.coll.insert(tx, k, v)
+    }
+
+    /// A delete inside the caller's transaction.
+    #[cfg(test)]
+    pub fn coll_remove(&self, tx: &mut WTx<'_>, k: u64) -> Result<Option<u64>, RomError> {
+        self.coll.remove(tx, k)
     }
 }
 

@@ -482,3 +482,6 @@ impl WTx<'_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;
