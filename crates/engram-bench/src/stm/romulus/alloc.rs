@@ -1,5 +1,5 @@
 //! The persistent allocator inside `main`: segregated free lists of
-//! fixed block sizes (1 to [`MAX_WORDS`] words) and a bump pointer, its
+//! power-of-two block sizes (1 to [`MAX_WORDS`] words) and a bump pointer, its
 //! metadata in the first bytes of the half and changed only by the
 //! transaction's logged stores, so it commits, rolls back and recovers
 //! with the data (RomulusLog needs nothing more of an allocator; the
@@ -11,6 +11,13 @@
 //! free block of its size (0: none). Blocks larger than [`MAX_WORDS`] come
 //! from the bump pointer only and are never freed (the hash set's bucket
 //! array, made once).
+//!
+//! Blocks are aligned to their size up to a cache line (larger ones to a
+//! line), so no block of up to 64 bytes straddles two lines: a 48-byte
+//! tree node takes a 64-byte block on its own line, as a 48-byte request
+//! gets a 64-byte chunk from dlmalloc, the allocator family the paper's
+//! implementation builds on. (Packed 48-byte nodes cost the tree's operations
+//! 3.1 more D1 misses each at 90 % lookups, docs/stm.md.)
 //!
 //! Keeps true: every block handed out lies in `[DATA_START, bump)` and in
 //! no free list; offset 0 is never a block, so it serves as the null link.
@@ -51,10 +58,21 @@ pub(super) fn used(rom: &Romulus, h: Half) -> u64 {
     rom.load_in(h, BUMP).clamp(DATA_START, rom.half)
 }
 
-/// A block of `words` words (at least 1), from its free list or the bump
-/// pointer.
+/// The block size, in words, of a request of `words` words: a power of
+/// two up to [`MAX_WORDS`], else the request.
+fn block_words(words: u64) -> u64 {
+    let w = words.max(1);
+    if w <= MAX_WORDS {
+        w.next_power_of_two()
+    } else {
+        w
+    }
+}
+
+/// A block for `words` words (at least 1), from its free list or the
+/// bump pointer.
 pub fn alloc(tx: &mut WTx<'_>, words: u64) -> Result<u64, RomError> {
-    let words = words.max(1);
+    let words = block_words(words);
     if words <= MAX_WORDS {
         let head = tx.load(free_head(words));
         if head != 0 {
@@ -63,7 +81,7 @@ pub fn alloc(tx: &mut WTx<'_>, words: u64) -> Result<u64, RomError> {
             return Ok(head);
         }
     }
-    let b = tx.load(BUMP);
+    let b = tx.load(BUMP).next_multiple_of((8 * words).min(64));
     let end = b.saturating_add(8 * words);
     if end > tx.rom().half() {
         return Err(RomError::Full(tx.rom().half()));
@@ -74,7 +92,7 @@ pub fn alloc(tx: &mut WTx<'_>, words: u64) -> Result<u64, RomError> {
 
 /// Gives back block `off` of `words` words (larger blocks are kept).
 pub fn free(tx: &mut WTx<'_>, off: u64, words: u64) -> Result<(), RomError> {
-    let words = words.max(1);
+    let words = block_words(words);
     if words > MAX_WORDS {
         return Ok(());
     }
