@@ -15,8 +15,8 @@
 //! Blocks are aligned to their size up to a cache line (larger ones to a
 //! line), so no block of up to 64 bytes straddles two lines: a 48-byte
 //! tree node takes a 64-byte block on its own line, as a 48-byte request
-//! gets a 64-byte chunk from dlmalloc, the allocator family the paper's
-//! implementation builds on. (Packed 48-byte nodes cost the tree's operations
+//! gets a 64-byte chunk from a general-purpose allocator of the dlmalloc
+//! kind. (Packed 48-byte nodes cost the tree's operations
 //! 3.1 more D1 misses each at 90 % lookups, docs/stm.md.)
 //!
 //! Keeps true: every block handed out lies in `[DATA_START, bump)` and in
