@@ -70,8 +70,10 @@ fn quick_stm_run_covers_every_structure_and_implementation() {
             assert!((1.0..=2.0).contains(&per_update), "fences per update commit {per_update}: {l}");
             assert_eq!(f[ro_fences], "0.0000", "read-only commits fence: {l}");
         }
-        if f[imp] == "romulus" {
-            // RomulusLog: four fences per update commit, none per lookup.
+        if f[imp] == "romulus" && f[threads] == "1" {
+            // RomulusLog: four fences per update commit, none per lookup
+            // (with more threads a combiner's fences serve other threads'
+            // updates too, and land in its own commit's class).
             assert_eq!((f[fences], f[ro_fences]), ("4.0000", "0.0000"), "RomulusLog's fences: {l}");
         }
         seen.insert((f[structure].to_string(), f[imp].to_string(), f[threads].to_string()));

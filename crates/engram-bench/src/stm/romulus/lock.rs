@@ -48,7 +48,10 @@ struct Slot(usize);
 impl Slot {
     fn take() -> Self {
         let reused = FREE_SLOTS.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        Slot(reused.unwrap_or_else(|| NEXT_SLOT.fetch_add(1, Ordering::Relaxed)).min(SLOTS))
+        // SeqCst: a writer that reads the high-water before this increment
+        // comes before this thread's first announcement in the SeqCst
+        // order, so that announcement sees the writer's flag.
+        Slot(reused.unwrap_or_else(|| NEXT_SLOT.fetch_add(1, Ordering::SeqCst)).min(SLOTS))
     }
 }
 
@@ -64,17 +67,30 @@ thread_local! {
     static SLOT: Slot = Slot::take();
 }
 
-/// The calling thread's reader slot: its own below [`SLOTS`], else the
-/// shared one ([`SLOTS`]).
+/// The calling thread's slot: its own below [`SLOTS`], else the shared
+/// one ([`SLOTS`]).
 #[inline]
-fn slot() -> usize {
+pub fn slot() -> usize {
     SLOT.with(|s| s.0)
+}
+
+/// One past the highest slot any thread has had: the slots a writer (or
+/// a combiner) scans, as the paper's thread registry bounds its scans by
+/// the threads registered so far.
+#[inline]
+pub fn slots_in_use() -> usize {
+    let n = NEXT_SLOT.load(Ordering::SeqCst);
+    if n > SLOTS {
+        SLOTS + 1
+    } else {
+        n
+    }
 }
 
 /// Spins on `busy` while it holds, yielding the CPU after a while (the
 /// benchmark oversubscribes two cores with up to eight threads).
 #[inline]
-fn wait_while(mut busy: impl FnMut() -> bool) {
+pub fn wait_while(mut busy: impl FnMut() -> bool) {
     let mut spins = 0u32;
     while busy() {
         if spins < 64 {
@@ -131,12 +147,26 @@ impl CRwWp {
 
     /// Takes the lock for writing: the flag, then every reader drained.
     pub fn write_lock(&self) {
-        while self.writer.0.compare_exchange(0, 1, Ordering::SeqCst, Ordering::Relaxed).is_err() {
-            wait_while(|| self.writer.0.load(Ordering::Relaxed) != 0);
+        while !self.try_write_lock() {
+            wait_while(|| self.writer_busy());
         }
-        for r in self.readers.iter() {
+    }
+
+    /// Takes the lock for writing if no writer holds it (then waits for
+    /// the readers to drain); false if one does.
+    pub fn try_write_lock(&self) -> bool {
+        if self.writer.0.compare_exchange(0, 1, Ordering::SeqCst, Ordering::Relaxed).is_err() {
+            return false;
+        }
+        for r in &self.readers[..slots_in_use()] {
             wait_while(|| r.0.load(Ordering::SeqCst) != 0);
         }
+        true
+    }
+
+    /// Whether a writer holds the lock now.
+    pub fn writer_busy(&self) -> bool {
+        self.writer.0.load(Ordering::Relaxed) != 0
     }
 
     /// Gives back the write lock.

@@ -38,13 +38,16 @@
 //! ranges copied `back` → `main`). Offsets are clamped into the half, so a
 //! corrupt link reads or writes garbage inside the mapping, never outside.
 //!
+//! Writers are flat-combined ([`combine`]): the holder of the write lock
+//! runs every operation other writers published, in one transaction.
+//!
 //! Simplified against the paper (docs/stm.md, "RomulusLog as an in-run
-//! peer"): no flat combining of writers (one writer at a time, by the
-//! lock); the header keeps no used size (recovery copies up to the bump
+//! peer"): the header keeps no used size (recovery copies up to the bump
 //! pointer of the half it copies from, [`alloc`]); the allocator is a
 //! simple one of ours, not the paper's.
 
 pub mod alloc;
+mod combine;
 pub mod hashset;
 pub mod lock;
 pub mod map;
@@ -140,6 +143,8 @@ pub struct Romulus {
     /// Ranges (offset, length) the writer stored to; only the writer (the
     /// holder of the write lock) touches it.
     log: std::cell::UnsafeCell<Vec<(u64, u64)>>,
+    /// Writers' published operations (flat combining).
+    fc: combine::Combiner,
     plant: Option<Plant>,
 }
 
@@ -208,6 +213,7 @@ impl Romulus {
             pwb: Persister::new(Durability::Pmem, None),
             lock: lock::CRwWp::default(),
             log: Default::default(),
+            fc: Default::default(),
             plant: None,
         })
     }
@@ -323,22 +329,20 @@ impl Romulus {
         f(&View(self))
     }
 
-    /// Runs `f` as an update transaction: committed if it returns `Ok`,
-    /// rolled back if it returns `Err`.
-    pub fn update<R>(&self, f: impl FnOnce(&mut WTx<'_>) -> Result<R, RomError>) -> Result<R, RomError> {
-        self.lock.write_lock();
-        let _g = WriteGuard(self);
-        // SAFETY: the write lock is held: no other thread touches the log.
-        let log = unsafe { &mut *self.log.get() };
-        log.clear();
-        let mut tx = WTx { rom: self, log, begun: false };
-        let out = f(&mut tx);
-        match (&out, tx.begun) {
-            (_, false) => {}
-            (Ok(_), true) => tx.commit()?,
-            (Err(_), true) => tx.roll_back()?,
-        }
-        out
+    /// Runs `f` as an update transaction, flat-combined
+    /// ([`combine`]): committed if it returns `Ok` (possibly in one
+    /// transaction with other threads' operations), rolled back if it
+    /// returns `Err`. `f` may run more than once (again when another
+    /// operation of its batch failed); its last run's result is returned.
+    pub fn update<R>(&self, mut f: impl FnMut(&mut WTx<'_>) -> Result<R, RomError>) -> Result<R, RomError> {
+        let mut out = None;
+        let mut op = |tx: &mut WTx<'_>| {
+            out = Some(f(tx)?);
+            Ok(())
+        };
+        let req = combine::Request::new(&mut op);
+        self.combine(&req)?;
+        out.ok_or_else(|| RomError::Broken("a combined RomulusLog operation did not run".into()))
     }
 
     /// As [`Romulus::update`], but the process "dies" at `at`: the

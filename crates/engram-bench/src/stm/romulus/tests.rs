@@ -184,3 +184,45 @@ fn open_refuses_other_files() {
     std::fs::write(&f.0, b"short").unwrap();
     assert!(matches!(Romulus::open(&f.0), Err(RomError::NotRomulus(_))));
 }
+
+/// Flat combining: threads' updates, some failing (rolled back, their
+/// error returned to their own thread), end as the successful ones say.
+#[test]
+fn combined_updates_keep_only_the_successful_ones() {
+    let f = TestFile::new("combine");
+    let m = RomulusMap::create(&f.0, Structure::Hashtable, HALF).unwrap();
+    let failed = std::sync::atomic::AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for t in 0..4u64 {
+            let (m, failed) = (&m, &failed);
+            s.spawn(move || {
+                for i in 0..300u64 {
+                    let k = t * 1000 + i;
+                    let r = m.rom().update(|tx| {
+                        m.coll_insert(tx, k, k + 1)?;
+                        if i % 7 == 0 {
+                            return Err(RomError::Broken(format!("refuse {k}")));
+                        }
+                        Ok(())
+                    });
+                    match r {
+                        Err(RomError::Broken(what)) if i % 7 == 0 => {
+                            assert_eq!(what, format!("refuse {k}"));
+                            failed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        other => assert!(other.is_ok() && i % 7 != 0, "{k}: {other:?}"),
+                    }
+                }
+            });
+        }
+    });
+    let mut model = BTreeMap::new();
+    for t in 0..4u64 {
+        for i in (0..300u64).filter(|i| i % 7 != 0) {
+            model.insert(t * 1000 + i, t * 1000 + i + 1);
+        }
+    }
+    assert_eq!(failed.into_inner(), 4 * 43);
+    assert_eq!(m.contents().unwrap(), of(&model));
+    assert_eq!(m.rom().state(), Some(State::Idle));
+}
