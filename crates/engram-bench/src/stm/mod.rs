@@ -26,10 +26,11 @@
 //!   global mutex, as in the OneFile/Romulus suite ([`pmdk`]);
 //! - **RomulusLog** (`romulus`): RomulusLog's algorithm (Correia, Felber,
 //!   Ramalhete, SPAA'18), reimplemented here in Rust from the paper — two
-//!   halves of one mmapped file, a C-RW-WP lock, a volatile log of the
-//!   stored ranges, four fences per update — with the suite's red-black
-//!   tree and hash set written against it ([`romulus`]): the published
-//!   persistent TM of issue 14, measured in the same run.
+//!   halves of one mmapped file, a C-RW-WP lock, flat-combined writers, a
+//!   volatile log of the stored ranges, four fences per transaction — with
+//!   the suite's red-black tree and hash set written against it
+//!   ([`romulus`]): the published persistent TM of issue 14, measured in
+//!   the same run.
 //!
 //! Pieces: [`workload`] (keys, operation mix, the multi-threaded driver and
 //! its counters), [`maps`] (PSTM adapters), [`tvar_rbtree`], [`pmdk`], [`romulus`],

@@ -69,7 +69,7 @@ pub fn section(rows: &[Row]) -> String {
          work's cache pollution).\n\n\
          **RomulusLog (this run)** is different: RomulusLog's algorithm, reimplemented here in Rust from the \
          paper (`crates/engram-bench/src/stm/romulus/`: two halves, C-RW-WP lock, volatile log of stored \
-         ranges, 4 fences per update, its own simple allocator, no flat combining; docs/stm.md, \"RomulusLog \
+         ranges, 4 fences per transaction, flat-combined writers, its own simple allocator; docs/stm.md, \"RomulusLog \
          as an in-run peer\"), run by this benchmark on the same workload, machine and load as PSTM. Its \
          column and **PSTM ÷ RomulusLog (this run)** are a measurement; the quoted RomulusLog column is the \
          C++ original on the day of the issue.\n\n",

@@ -29,14 +29,20 @@ impl Drop for TestFile {
 
 const BOTH: [Structure; 2] = [Structure::Rbtree, Structure::Hashtable];
 
+/// Runs `phase` on a fresh `s` prefilled with half of its key range.
+fn driven(tag: &str, s: Structure, phase: Phase) -> (RomulusMap, crate::stm::workload::Tally, TestFile) {
+    let f = TestFile::new(&format!("{tag}-{}", s.name()));
+    let m = RomulusMap::create(&f.0, s, HALF).unwrap();
+    prefill(&m, &prefill_pairs(phase.key_range, phase.key_range / 2, phase.seed)).unwrap();
+    let tally = drive(&m, &phase).unwrap();
+    (m, tally, f)
+}
+
 #[test]
 fn agrees_with_the_model() {
     for s in BOTH {
-        let f = TestFile::new(&format!("agree-{}", s.name()));
-        let m = RomulusMap::create(&f.0, s, HALF).unwrap();
-        prefill(&m, &prefill_pairs(2000, 1000, 3)).unwrap();
         let phase = Phase { threads: 1, lookup_pct: 20, key_range: 2000, seed: 3, run: RunFor::Ops(5000) };
-        let tally = drive(&m, &phase).unwrap();
+        let (m, tally, _f) = driven("agree", s, phase);
         assert_eq!(tally.commits(), 5000);
         assert_eq!(m.contents().unwrap(), model_contents(2000, 1000, 20, 3, 5000), "{}", s.name());
         // Four fences per update commit, none per read-only one.
@@ -48,11 +54,8 @@ fn agrees_with_the_model() {
 #[test]
 fn threads_keep_it_valid() {
     for s in BOTH {
-        let f = TestFile::new(&format!("threads-{}", s.name()));
-        let m = RomulusMap::create(&f.0, s, HALF).unwrap();
-        prefill(&m, &prefill_pairs(500, 250, 4)).unwrap();
         let phase = Phase { threads: 4, lookup_pct: 30, key_range: 500, seed: 4, run: RunFor::Time(std::time::Duration::from_millis(200)) };
-        drive(&m, &phase).unwrap();
+        let (m, _, _f) = driven("threads", s, phase);
         m.contents().unwrap();
     }
 }
