@@ -148,9 +148,11 @@ pub struct Romulus {
     plant: Option<Plant>,
 }
 
-// SAFETY: the mapping is shared memory, valid until `drop`; `log` is only
-// touched by the holder of the write lock, and every access to the halves
-// is ordered by the lock (writers alone, readers with no writer).
+// SAFETY: the mapping is shared memory, valid until `drop`; `log` and the
+// combiner's batch are only touched by the holder of the write lock, a
+// published request only by its owner and that holder (`combine.rs`), and
+// every access to the halves is ordered by the lock (writers alone,
+// readers with no writer).
 unsafe impl Send for Romulus {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for Romulus {}
