@@ -73,6 +73,8 @@ pub mod colour {
     pub const PMDK_ATOMIC: RGBColor = RGBColor(0xff, 0x7f, 0x0e);
     /// Volatile baselines (malloc, volatile STM).
     pub const VOLATILE: RGBColor = RGBColor(0x2c, 0xa0, 0x2c);
+    /// Other persistent TMs run in the same process (RomulusLog's algorithm).
+    pub const PEER_TM: RGBColor = RGBColor(0x94, 0x67, 0xbd);
 }
 
 /// `10^k` at exact powers of ten (k >= 1), nothing elsewhere: log-axis labels.

@@ -1,5 +1,6 @@
 //! Smoke test of `engram-bench stm --quick --out DIR`: every structure and
-//! implementation runs (PSTM, no-flush, the TVar tree, PMDK) at 1 and 2
+//! implementation runs (PSTM, no-flush, the TVar tree, PMDK, RomulusLog's
+//! algorithm) at 1 and 2
 //! threads and both lookup shares, every implementation agrees with the
 //! `BTreeMap` model (exit status 0), and the report, the CSV and the plots
 //! are written. About 30 s in a debug build.
@@ -49,7 +50,7 @@ fn quick_stm_run_covers_every_structure_and_implementation() {
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert!(run.status.success(), "engram-bench stm --quick failed ({}):\n{stdout}\n{}", run.status, String::from_utf8_lossy(&run.stderr));
     assert!(stdout.starts_with("engram-bench stm configuration"), "configuration printed first:\n{stdout}");
-    assert!(stdout.contains("agreement check: 13 of 13 implementations"), "{stdout}");
+    assert!(stdout.contains("agreement check: 15 of 15 implementations"), "{stdout}");
 
     let csv = std::fs::read_to_string(out.0.join("stm.csv")).expect("stm.csv");
     let mut lines = csv.lines();
@@ -69,6 +70,12 @@ fn quick_stm_run_covers_every_structure_and_implementation() {
             assert!((1.0..=2.0).contains(&per_update), "fences per update commit {per_update}: {l}");
             assert_eq!(f[ro_fences], "0.0000", "read-only commits fence: {l}");
         }
+        if f[imp] == "romulus" && f[threads] == "1" {
+            // RomulusLog: four fences per update commit, none per lookup
+            // (with more threads a combiner's fences serve other threads'
+            // updates too, and land in its own commit's class).
+            assert_eq!((f[fences], f[ro_fences]), ("4.0000", "0.0000"), "RomulusLog's fences: {l}");
+        }
         seen.insert((f[structure].to_string(), f[imp].to_string(), f[threads].to_string()));
     }
     let mut expected = Vec::new();
@@ -85,6 +92,8 @@ fn quick_stm_run_covers_every_structure_and_implementation() {
             ("hamt", "tvar", t),
             ("rbtree", "pmdk", t),
             ("hashtable", "pmdk", t),
+            ("rbtree", "romulus", t),
+            ("hashtable", "romulus", t),
         ]);
     }
     for (s, i, t) in expected {
@@ -94,6 +103,7 @@ fn quick_stm_run_covers_every_structure_and_implementation() {
     let md = std::fs::read_to_string(out.0.join("stm.md")).expect("stm.md");
     assert!(md.contains("slowdown (no-flush ÷ PSTM tx/s)"), "the report states the ratio direction");
     assert!(md.contains("What the no-flush peer removes"), "the report explains the peer");
+    assert!(md.contains("PSTM ÷ RomulusLog (this run)"), "the report compares PSTM with the in-run RomulusLog");
     for png in ["stm-throughput.png", "stm-slowdown.png", "stm-vs-pmdk.png"] {
         let bytes = std::fs::read(out.0.join(png)).unwrap_or_else(|e| panic!("{png}: {e}"));
         assert!(bytes.starts_with(b"\x89PNG"), "{png} is a PNG");

@@ -20,6 +20,7 @@ use engram::Durability;
 
 use super::maps;
 use super::pmdk::PmdkMap;
+use super::romulus::{self, map::RomulusMap};
 use super::tvar_rbtree::TVarRbTree;
 use super::tvar_vmap::TVarVMap;
 use super::workload::{self, BenchError, Contents, Impl, Phase, RunFor, Structure, Tally, TxMap};
@@ -168,6 +169,11 @@ pub fn execute(job: &StmJob) -> Result<StmOutcome, StmJobError> {
         }
         Impl::Pmdk => {
             let map = PmdkMap::create(&file.0, job.structure, job.key_range).map_err(BenchError::from)?;
+            let (t, c) = measure(&map, &pairs, &phase)?;
+            (t, c, None)
+        }
+        Impl::Romulus => {
+            let map = RomulusMap::create(&file.0, job.structure, romulus::map::HALF_BYTES)?;
             let (t, c) = measure(&map, &pairs, &phase)?;
             (t, c, None)
         }

@@ -23,10 +23,17 @@
 //!   `vcollections` ones with one `TVar` per node field ([`tvar_vmap`]);
 //! - **PMDK** (`pmdk`): libpmemobj red-black tree and hash table in C
 //!   (`peers/pmdk_stm_peers.c`), one transaction per update under one
-//!   global mutex, as in the OneFile/Romulus suite ([`pmdk`]).
+//!   global mutex, as in the OneFile/Romulus suite ([`pmdk`]);
+//! - **RomulusLog** (`romulus`): RomulusLog's algorithm (Correia, Felber,
+//!   Ramalhete, SPAA'18), reimplemented here in Rust from the paper — two
+//!   halves of one mmapped file, a C-RW-WP lock, flat-combined writers, a
+//!   volatile log of the stored ranges, four fences per transaction — with
+//!   the suite's red-black tree and hash set written against it
+//!   ([`romulus`]): the published persistent TM of issue 14, measured in
+//!   the same run.
 //!
 //! Pieces: [`workload`] (keys, operation mix, the multi-threaded driver and
-//! its counters), [`maps`] (PSTM adapters), [`tvar_rbtree`], [`pmdk`],
+//! its counters), [`maps`] (PSTM adapters), [`tvar_rbtree`], [`pmdk`], [`romulus`],
 //! [`job`] (one measurement in a child process), [`report`] (aggregation,
 //! `stm.csv`, `stm.md`), [`peers`] (the published TMs' figures, quoted), [`plot`] (PNGs) and [`cli`] (the subcommand).
 //!
@@ -43,6 +50,7 @@ pub mod peers;
 pub mod plot;
 pub mod pmdk;
 pub mod report;
+pub mod romulus;
 pub mod tvar_rbtree;
 pub mod tvar_vmap;
 pub mod workload;

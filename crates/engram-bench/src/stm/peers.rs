@@ -55,7 +55,8 @@ fn target(threads: u32) -> f64 {
 
 /// The markdown section: the quoted table and where this run stands.
 pub fn section(rows: &[Row]) -> String {
-    let mut s = String::from("## Against the published persistent TMs (quoted, not measured here)\n\n");
+    let mut s =
+        String::from("## Against the published persistent TMs (quoted, not measured here; RomulusLog's algorithm also measured)\n\n");
     s.push_str(
         "RomulusLog (Correia et al., SPAA'18), OneFile-LF PTM (Ramalhete et al., DSN'19) and TinySTM (volatile) \
          are not installed here. Their figures on this machine are those of issue 14 (the OneFile/Romulus suite: \
@@ -65,13 +66,20 @@ pub fn section(rows: &[Row]) -> String {
          different days under different machine load: read the ratio as a rough position, not a measurement. \
          \"At a whole core per thread\" is threads ÷ the CPU time per transaction this run measured: what the \
          run would give if each thread had a core to itself (on a loaded machine it still pays for the other \
-         work's cache pollution).\n\n",
+         work's cache pollution).\n\n\
+         **RomulusLog (this run)** is different: RomulusLog's algorithm, reimplemented here in Rust from the \
+         paper (`crates/engram-bench/src/stm/romulus/`: two halves, C-RW-WP lock, volatile log of stored \
+         ranges, 4 fences per transaction, flat-combined writers, its own simple allocator; docs/stm.md, \"RomulusLog \
+         as an in-run peer\"), run by this benchmark on the same workload, machine and load as PSTM. Its \
+         column and **PSTM ÷ RomulusLog (this run)** are a measurement; the quoted RomulusLog column is the \
+         C++ original on the day of the issue.\n\n",
     );
     s.push_str(
-        "| structure | lookups | threads | RomulusLog | OneFile-LF | TinySTM | PSTM (issue) | **PSTM (this run)** | \
+        "| structure | lookups | threads | RomulusLog (quoted) | OneFile-LF | TinySTM | PSTM (issue) | **PSTM (this run)** | \
          this run ÷ best persistent TM | target | met | PSTM at a whole core per thread | ÷ best persistent TM | \
-         TVar tree (issue) | TVar tree (this run) | TVar ÷ TinySTM |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|\n",
+         TVar tree (issue) | TVar tree (this run) | TVar ÷ TinySTM | RomulusLog, reimplemented here (this run) | \
+         **PSTM ÷ RomulusLog (this run)** |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for c in &TABLE {
         let point = Point { structure: c.structure, lookup_pct: c.lookup_pct, threads: c.threads };
@@ -79,12 +87,13 @@ pub fn section(rows: &[Row]) -> String {
         let best = c.romulus.max(c.onefile) * 1e6;
         let ratio = now / best;
         let tvar = find(rows, point, Impl::Tvar).map(|r| r.txps);
+        let rom = find(rows, point, Impl::Romulus).map(|r| r.txps);
         // CPU time per transaction turned back into throughput, as if each
         // thread had a core to itself (what a loaded machine hides).
         let whole = find(rows, point, Impl::Pstm).and_then(|r| r.cpu_per_tx()).map(|ns| c.threads as f64 * 1e9 / ns);
         let _ = writeln!(
             s,
-            "| {} | {} % | {} | {:.2} M | {:.2} M | {:.2} M | {:.2} M | **{}** | {:.2}× | {:.1}× | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} % | {} | {:.2} M | {:.2} M | {:.2} M | {:.2} M | **{}** | {:.2}× | {:.1}× | {} | {} | {} | {} | {} | {} | {} | {} |",
             c.structure.label(),
             c.lookup_pct,
             c.threads,
@@ -101,6 +110,8 @@ pub fn section(rows: &[Row]) -> String {
             c.tvar_then.map_or("–".into(), |v| format!("{v:.2} M")),
             tvar.map_or("–".into(), fmt_txps),
             tvar.map_or("–".into(), |t| format!("{:.2}×", t / (c.tinystm * 1e6))),
+            rom.map_or("–".into(), fmt_txps),
+            super::report::over_romulus(rows, point).map_or("–".into(), |x| format!("**{x:.2}×**")),
         );
     }
     s

@@ -97,11 +97,13 @@ pub enum Impl {
     Tvar,
     /// libpmemobj, one transaction per update under a global mutex.
     Pmdk,
+    /// RomulusLog's algorithm (SPAA'18), reimplemented here (`romulus`).
+    Romulus,
 }
 
 impl Impl {
     /// Every implementation, in report order.
-    pub const ALL: [Impl; 4] = [Impl::Pstm, Impl::PstmProcess, Impl::Tvar, Impl::Pmdk];
+    pub const ALL: [Impl; 5] = [Impl::Pstm, Impl::PstmProcess, Impl::Tvar, Impl::Pmdk, Impl::Romulus];
 
     /// The name on the command line and in the CSV.
     pub fn name(self) -> &'static str {
@@ -110,6 +112,7 @@ impl Impl {
             Impl::PstmProcess => "pstm-process",
             Impl::Tvar => "tvar",
             Impl::Pmdk => "pmdk",
+            Impl::Romulus => "romulus",
         }
     }
 
@@ -120,6 +123,7 @@ impl Impl {
             Impl::PstmProcess => "PSTM, no flush (process)",
             Impl::Tvar => "TVar tree (volatile)",
             Impl::Pmdk => "PMDK (global lock)",
+            Impl::Romulus => "RomulusLog's algorithm, reimplemented here",
         }
     }
 
@@ -128,7 +132,7 @@ impl Impl {
         match self {
             Impl::Pstm | Impl::PstmProcess => true,
             Impl::Tvar => structure != Structure::Hashtable,
-            Impl::Pmdk => matches!(structure, Structure::Rbtree | Structure::Hashtable),
+            Impl::Pmdk | Impl::Romulus => matches!(structure, Structure::Rbtree | Structure::Hashtable),
         }
     }
 }
@@ -232,6 +236,9 @@ pub enum BenchError {
     /// A PMDK peer failed.
     #[error("pmdk: {0}")]
     Pmdk(#[from] super::pmdk::PmdkError),
+    /// The RomulusLog peer failed.
+    #[error("romulus: {0}")]
+    Romulus(#[from] super::romulus::RomError),
     /// The parameters do not go together.
     #[error("invalid benchmark parameters: {0}")]
     Invalid(String),
