@@ -286,9 +286,17 @@ mod armed {
         ),
         (
             "stm.in_place_not_flushed",
-            "an STM update commit does not write back the previous commit's in-place values (the log's `unfenced`, \
-             listed but no longer flushed by step 7) before its fence, so that fence does not make them durable and a \
-             crash after their record is overwritten loses them",
+            "an STM update commit's in-place values (the log's `unfenced`) are not written back before the thread's \
+             next fence: neither by the commit itself after its last locked instruction nor, for a list its thread \
+             did not issue (an adopted log's), by the next commit before its fence, so that fence does not make them \
+             durable and a crash after their record is overwritten loses them",
+        ),
+        (
+            "stm.adopted_write_back_trusted",
+            "a thread adopting an exited thread's redo log keeps the log's `written_back` mark, so its first commit \
+             takes the exited thread's write-backs of its last in-place values as its own and fences without \
+             issuing them again; no fence of the adopter completes them, and a crash after their record is \
+             overwritten loses them",
         ),
         ("stm.reservation_not_persisted", "the STM clock reservation is raised in memory but never written to the pool"),
         (

@@ -56,8 +56,8 @@ impl STx<'_> {
         let (wrote_p, wrote_v) = (shape.volatile < shape.n, shape.volatile > 0);
         let pool = self.ctx.as_ref().map(|c| c.domain());
         // The serial locks of the domains written, pool first (domain.rs).
-        let _shared_p = pool.filter(|_| wrote_p && !serial).and_then(Domain::commit_guard);
-        let _shared_v = (wrote_v && !serial).then(|| VOLATILE.commit_guard());
+        let shared_p = pool.filter(|_| wrote_p && !serial).and_then(Domain::commit_guard);
+        let shared_v = (wrote_v && !serial).then(|| VOLATILE.commit_guard());
         // Lock words go through the emulated HTM when it is armed (runtime.rs).
         let via = runtime::route();
         // The coarse lock (coarse.rs): exclusive for a Coarse commit, shared
@@ -121,6 +121,13 @@ impl STx<'_> {
         // its drop glue (out of line: its guards' drops) for it.
         if let Commit::None = coarse {
             std::mem::forget(coarse);
+        } else {
+            drop(coarse);
+        }
+        drop((shared_p, shared_v));
+        // After the last locked instruction: the in-place write-backs.
+        if let Some(c) = self.ctx.as_ref().filter(|_| wrote_p) {
+            write_back_in_place(&c.inner.space, &self.st.borrow().writes);
         }
         Ok(())
     }
@@ -312,20 +319,23 @@ impl STx<'_> {
         for m in &st.made {
             space.flush(m.off, m.len);
         }
-        // The previous commit's in-place values, listed but not flushed by
-        // its step 7 (`put_in_place`): written back here, after this
-        // commit's last locked instruction (its log lock, above), so that
-        // the fence below is the commit's only wait for write-backs. (On
-        // x86 a locked instruction waits for earlier CLWBs like a fence:
-        // flushed in step 7, they made the log's unlock a second stall.)
-        if !crate::failpoint::planted("stm.in_place_not_flushed") {
+        // The previous commit's in-place values: this thread issued their
+        // write-backs at the end of that commit ([`write_back_in_place`],
+        // after its last locked instruction, so they drained during this
+        // transaction's body), and the fence below completes them. Listed
+        // values this thread did not issue (an adopted log's) are written
+        // back here, after this commit's last locked instruction (its log
+        // lock, above). (On x86 a locked instruction waits for earlier
+        // CLWBs like a fence; and each line written back before a fence
+        // adds to its wait: round 26.)
+        if !log.written_back && !crate::failpoint::planted("stm.in_place_not_flushed") {
             flush_unfenced(space, log);
         }
         // 6. the one fence: record, copies, new objects, and the previous
         //    commit's in-place values are durable; the other half may be
         //    reused next time.
         space.persist.fence(crate::fences::STM_RECORD)?;
-        log.unfenced.clear();
+        log.fenced();
         // This half's previous record is overwritten on the media now.
         ctx.stm().young.unregister(log, h);
         log.half_wv[h] = wv;
@@ -440,10 +450,13 @@ pub(super) fn flush_unfenced(space: &Space, log: &ThreadLog) {
 /// value `b`): the value words in place, then the lock word unlocked at
 /// `new_word`; with a log (a record was written) the cell is listed in
 /// its `unfenced`, not flushed: the thread's next fence makes it durable
-/// before that record can be overwritten, and whoever issues that fence
-/// writes the list back first ([`flush_unfenced`]: the next commit right
-/// before its fence, or a helper, quiesce, or a thread adopting the log).
-/// No write-back is in flight when step 7 releases the log's lock.
+/// before that record can be overwritten. The caller issues the
+/// write-back itself once the commit's last locked instruction is behind
+/// it ([`write_back_in_place`]), and marks the list so (`written_back`,
+/// if the list held only this commit's cells); a helper, quiesce or a
+/// thread adopting the log writes the list back again before its own
+/// fence ([`flush_unfenced`]). No write-back is in flight when step 7
+/// releases the log's lock.
 #[inline(always)]
 pub(super) fn put_in_place(
     word: usize,
@@ -469,7 +482,39 @@ pub(super) fn put_in_place(
     runtime::word_store(via, unsafe { word_at(word) }, new_word);
     space.inspect(|s| s.traced(word as u64, 8));
     if let Some(log) = log {
-        log.unfenced.push((off, 8 + b.words() as u64 * 8));
+        // (A list left by another thread, not issued by this one, stays
+        // unmarked: the next commit writes it all back.)
+        log.written_back = log.written_back || log.unfenced.is_empty();
+        log.unfenced.push((off, in_place_len(b)));
+    }
+}
+
+/// The bytes of a pool cell that step 7 stores for value `b`: its lock
+/// word and value words.
+#[inline(always)]
+fn in_place_len(b: &Bytes) -> u64 {
+    8 + b.words() as u64 * 8
+}
+
+/// The end of an update commit, after its last locked instruction (the
+/// log's unlock, the waiters' check, the serial and coarse locks'
+/// releases): starts writing back the values step 7 stored in place
+/// ([`put_in_place`] listed them). Nothing waits for these write-backs
+/// here; they drain while the thread runs its next transaction's body,
+/// and that commit's fence completes them without writing them back
+/// again (`written_back`). On x86 a locked instruction or fence waits for
+/// every earlier CLWB of its thread, so issued before the log's unlock
+/// they would stall it, and issued right before the next fence they add
+/// to its wait (docs/stm.md rounds 21 and 26).
+#[inline(always)]
+pub(super) fn write_back_in_place(space: &Space, writes: &[Write]) {
+    if crate::failpoint::planted("stm.in_place_not_flushed") {
+        return;
+    }
+    for w in writes {
+        if let Kind::P { off, value: Some(b), .. } = &w.kind {
+            space.flush(*off, in_place_len(b));
+        }
     }
 }
 

@@ -4,8 +4,9 @@
 //! hardware or coarse commit can run. It takes `commit.rs`'s steps 2-7 in
 //! their order, with the same helpers for each (`lock_set`,
 //! `quiet_since_snapshot`, `reads_valid`, `persist_record`,
-//! `register_young`, `put_in_place`): the same record bytes, the same one
-//! fence, the same in-place stores. What it leaves out is what the general
+//! `register_young`, `put_in_place`, `write_back_in_place`): the same
+//! record bytes, the same one fence, the same in-place stores and
+//! write-backs. What it leaves out is what the general
 //! path spends on the other cases: the volatile domain's guard and stamp,
 //! routing lock words through the emulated HTM, the coarse lock, the write
 //! set's other kinds and the boxes.
@@ -19,7 +20,7 @@
 //! general path (more writes, volatile variables, copies, boxes, HTM or
 //! coarse runtimes) is unchanged.
 
-use super::commit::{lock_set, put_in_place, register_young, Shape, Stamps};
+use super::commit::{lock_set, put_in_place, register_young, write_back_in_place, Shape, Stamps};
 use super::tx::{Kind, STx};
 use super::{StmError, StmResult};
 use crate::stm::{runtime, wait, word};
@@ -47,7 +48,7 @@ impl STx<'_> {
         let Some(ctx) = self.ctx.as_ref() else { return Err(StmError::Conflict) };
         let d = ctx.domain();
         // The pool's serial lock, shared, while a serial transaction exists.
-        let _shared = if serial { None } else { d.commit_guard() };
+        let shared = if serial { None } else { d.commit_guard() };
         // 2. lock the write set.
         lock_set(&mut self.st.borrow_mut().writes, self.epoch(), None, false)?;
         // 3. the commit timestamp.
@@ -87,6 +88,12 @@ impl STx<'_> {
         drop(log);
         wait::wake(&d.waiters, st.writes.iter().map(|w| w.word));
         crate::failpoint::Failpoint::StmAfterApply.hit();
+        drop(shared);
+        // After the last locked instruction: the in-place write-backs
+        // (unlisted values, with the planted bug, are not written back).
+        if listed {
+            write_back_in_place(space, &st.writes);
+        }
         Ok(())
     }
 }

@@ -37,7 +37,9 @@
 //!    in-place updates of this thread's previous commit, whose log half is
 //!    reused next;
 //! 7. store the new values in place, each followed by its word (new version,
-//!    unlocked), flush them without a fence; wake retrying transactions.
+//!    unlocked); wake retrying transactions; then, after the commit's last
+//!    locked instruction, start their write-backs (the next fence of the
+//!    thread completes them).
 //!
 //! A crash before 6 loses the commit whole; after 6 recovery replays it.
 //! Reads are validated as they happen (TL2, with LSA-style extension of the

@@ -128,10 +128,19 @@ pub(crate) struct ThreadLog {
     /// Pool offset of the log bytes (two halves).
     pub(super) log_off: u64,
     pub(super) commits: u64,
-    /// Cells stored in place since this log's last fence: (offset, bytes),
-    /// not yet written back; whoever fences for the log next (its next
-    /// commit, a helper, quiesce) flushes them first (`commit::flush_unfenced`).
+    /// Cells stored in place since this log's last fence: (offset, bytes);
+    /// whoever fences for the log next (its next commit, a helper, quiesce)
+    /// flushes them first (`commit::flush_unfenced`), unless it is this
+    /// log's thread and `written_back` says it issued them already.
     pub(super) unfenced: Vec<(u64, u64)>,
+    /// Whether this log's thread issued the write-backs of every cell in
+    /// `unfenced` itself, after its commit's last locked instruction
+    /// (`commit::write_back_in_place`): its own next fence completes them,
+    /// so its next commit does not issue them again. A fence of another
+    /// thread completes none of them: a helper or quiesce flushes the list
+    /// regardless, and a thread adopting the log clears this first.
+    /// Cleared with the list ([`ThreadLog::fenced`]).
+    pub(super) written_back: bool,
     pub(super) buf: Vec<u8>,
     /// The overflow array of the record in each half, if it has one.
     pub(super) overflow: [Option<Loc>; 2],
@@ -153,6 +162,15 @@ pub(crate) struct ThreadLog {
     /// The half just written holds new objects, in this span of pool
     /// offsets: `apply` registers it.
     pub(super) young_pending: Option<(usize, (u64, u64))>,
+}
+
+impl ThreadLog {
+    /// The log's in-place values are durable (a fence, after their
+    /// write-backs, completed): nothing is left to write back.
+    pub(super) fn fenced(&mut self) {
+        self.unfenced.clear();
+        self.written_back = false;
+    }
 }
 
 /// This thread's entries, one per pool it has used. Dropping the list (the
@@ -375,13 +393,17 @@ fn thread_log(pool: &Pool, stm: &Arc<StmPool>) -> Result<Arc<Mutex<ThreadLog>>> 
     let adopted = stm.logs.lock().iter().find(|l| Arc::strong_count(l) == 1).cloned();
     let log = match adopted {
         // The exited thread's last in-place values stay listed in the log
-        // (`unfenced`), not written back: this thread's first commit writes
-        // them back before its fence (`commit.rs`, `flush_unfenced`), as the
-        // exited thread's next commit would have, before it overwrites the
-        // records that cover them. (Until round 21 step 7 flushed them on
-        // the exited thread, whose flushes no fence of this thread
-        // completes, and adoption flushed them again.)
-        Some(l) => l,
+        // (`unfenced`): this thread's first commit writes them back before
+        // its fence (`commit.rs`, `flush_unfenced`), before it overwrites
+        // the records that cover them. The exited thread's own write-backs
+        // of them (`written_back`, round 26) are completed by no fence of
+        // this thread: the mark is cleared, so they are issued again.
+        Some(l) => {
+            if !crate::failpoint::planted("stm.adopted_write_back_trusted") {
+                l.lock().written_back = false;
+            }
+            l
+        }
         None => {
             let meta = PPtr::<StmMeta>::from_addr(pool.inner().space.base() + stm.meta_off);
             let log = linking(|| {
@@ -481,7 +503,7 @@ pub(crate) fn quiesce(inner: &PoolInner) -> Result<()> {
     }
     for l in logs.iter() {
         let mut l = l.lock();
-        l.unfenced.clear();
+        l.fenced();
         l.half_wv = [0; 2];
         l.touched = [false; 2];
         for h in 0..2 {

@@ -279,7 +279,7 @@ fn help(ctx: &PoolCtx<'_>, o: Older) -> Result<()> {
     let space = &ctx.inner.space;
     super::commit::flush_unfenced(space, &log);
     space.persist.fence(crate::fences::STM_HELP_VALUES)?;
-    log.unfenced.clear();
+    log.fenced();
     clear_half(space, &mut log, o.h)?;
     space.persist.fence(crate::fences::STM_HELP_CLEARED)?;
     ctx.stm().young.unregister(&mut log, o.h);
