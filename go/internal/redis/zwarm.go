@@ -141,10 +141,11 @@ func zwarm(refs []warmRef, pairs []uint64, hs *zhints, guess bool) ([]uint64, ui
 		ws = addZWalks(ws, &ls[i])
 	}
 	sink += math.Float64bits(walkZ(ws))
+	if !guess {
+		return pairs, sink
+	}
+	pairs = appendZRehash(pairs, ls)
 	for i := range ls {
-		if !guess {
-			break
-		}
 		h, ok := moveHint(&ls[i], ws)
 		if ok && hs != nil {
 			hs.add(&h)
@@ -158,6 +159,40 @@ func zwarm(refs []warmRef, pairs []uint64, hs *zhints, guess bool) ([]uint64, ui
 		}
 	}
 	return pairs, sink
+}
+
+// appendZRehash adds to pairs what the rehash steps of the growing
+// member tables among ls will log (appendRehashPrelog): a write of a
+// member takes one step of its set's table first (zaddAt's move and
+// prepareAdd's add, zrem), so a table takes as many steps as ls has
+// lookups of it. At pipeline 1 on a growing set (redis-benchmark's ZADD
+// -r 100000 until its 100,000 members are in) every ZADD moved a bucket
+// with an engine call and a fence of its own.
+func appendZRehash(pairs []uint64, ls []zlookup) []uint64 {
+	for i := range ls {
+		d := ls[i].c.ZDict
+		if d.RehashIdx < 0 || firstOf(ls, i) != i {
+			continue
+		}
+		k := 0
+		for j := i; j < len(ls); j++ {
+			if ls[j].c.ZDict == d {
+				k++
+			}
+		}
+		pairs = appendRehashPrelog[pZNode](pairs, d, k)
+	}
+	return pairs
+}
+
+// firstOf is the first lookup of ls on ls[i]'s table.
+func firstOf(ls []zlookup, i int) int {
+	for j := range ls[:i] {
+		if ls[j].c.ZDict == ls[i].c.ZDict {
+			return j
+		}
+	}
+	return i
 }
 
 // zprelogMax bounds the words zprelog adds to a pipeline's pairs (a move
@@ -186,13 +221,14 @@ func appendMoveLog(pairs []uint64, h *zhint) []uint64 {
 
 // appendNewLog adds to pairs what the ZADD of l, a member not found (its
 // walk ws[l.iw] done), will log if its node gets one level (three in
-// four do) and the table is not growing (zslLinkAt): the link after its
-// predecessor on level 0, the collection (its length), the table's
-// insertion slot and count. Another level logs a longer run from the
-// same start, which the command then logs itself.
+// four do) and the table does not start growing first (zslLinkAt): the
+// link after its predecessor on level 0, the collection (its length),
+// the table's insertion slot (T1's while it grows; the same slot once
+// that rehash ends, T1 becoming T0) and count. Another level logs a
+// longer run from the same start, which the command then logs itself.
 func appendNewLog(pairs []uint64, l *zlookup, ws []zwalk) []uint64 {
 	d := l.c.ZDict
-	if l.iw < 0 || d.RehashIdx >= 0 || ws[l.iw].path[0] == nil {
+	if l.iw < 0 || ws[l.iw].path[0] == nil {
 		return pairs
 	}
 	p, n := linkRun(ws[l.iw].path[0], 0, 1)
