@@ -7,8 +7,10 @@
 // what its ZADDs moving a member of a big sorted set will (zwarm.go,
 // zprelog: the links on both paths, the node's score and levels); what
 // its HSETs of a big hash's field will (the field's link, or its short
-// value's bytes); and, for a table it adds to while the table grows, the
-// bucket moves of the rehash steps those adds take. Each
+// value's bytes); and, for a table it adds to while the table grows (a
+// sorted set's member table: each write of a member steps it, zwarm.go's
+// appendZRehash), the bucket moves of the rehash steps those writes
+// take. Each
 // command still logs what it changes before changing it, but the engine
 // then finds the range logged already and fences no more: a pipeline of
 // 16 INCRs takes one undo fence instead of 16 (perf put the per-write

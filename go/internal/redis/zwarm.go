@@ -21,6 +21,8 @@
 // the node after, and those links, joined into runs as moveAt joins them,
 // and the node's score and levels are logged ahead with the pipeline's
 // other ranges (one engine call and one fence instead of one per move).
+// While a set's member table grows, the rehash steps its writes will take
+// (one each: zaddAt, zrem) are logged ahead too (appendZRehash).
 // The sorted-set refs zprelog takes are then marked done (warmRef.zdone),
 // so warmZ walks only what it left.
 //
