@@ -40,8 +40,14 @@ import (
 	"unsafe"
 )
 
-// zwarmMax bounds the walks warmed per pipeline (two per command).
-const zwarmMax = 64
+// zwarmMax bounds the walks warmed per pipeline or batch of lone
+// commands (two per command): as many as warmLone takes (loneMax). At
+// pipeline 1 under redis-benchmark -c 50 most ZADDs run in batches of
+// all 50 clients (78 % of them, measured: sbench_test.go,
+// BenchmarkZAddP1Full); with 32 lookups at most, the last 18 of such a
+// batch were neither warmed nor logged ahead, each walking cold and
+// making its own engine call and fence.
+const zwarmMax = 2 * loneMax
 
 // zpathLevels is how many of its lowest levels a walk keeps its place on
 // (zwalk.path): a move logs links on its node's levels only, and with p =
@@ -116,6 +122,9 @@ func zprelog(pairs []uint64, refs []warmRef, hs *zhints) ([]uint64, uint64) {
 
 // zwarm is warmZ, and zprelog when guess is set.
 func zwarm(refs []warmRef, pairs []uint64, hs *zhints, guess bool) ([]uint64, uint64) {
+	if !hasZRef(refs) {
+		return pairs, 0 // no sorted-set write: the buffers below are not zeroed
+	}
 	var lbuf [zwarmMax / 2]zlookup
 	ls := lbuf[:0]
 	for i := range refs {
@@ -123,7 +132,7 @@ func zwarm(refs []warmRef, pairs []uint64, hs *zhints, guess bool) ([]uint64, ui
 		if len(ls) == cap(ls) {
 			break
 		}
-		if ref.f == nil || ref.zdone || !ref.found || ref.e.Coll == nil || ref.e.Coll.ZDict == nil || ref.e.Coll.ZHead == nil {
+		if !ref.zwrite() {
 			continue
 		}
 		ls = append(ls, zlookup{c: ref.e.Coll, m: ref.f, h: hashKey(ref.f), z: ref.z, zset: ref.zset, dw: -1, iw: -1})
@@ -195,6 +204,22 @@ func firstOf(ls []zlookup, i int) int {
 		}
 	}
 	return i
+}
+
+// hasZRef is whether refs hold one zwarm takes (zwrite).
+func hasZRef(refs []warmRef) bool {
+	for i := range refs {
+		if refs[i].zwrite() {
+			return true
+		}
+	}
+	return false
+}
+
+// zwrite is whether ref names a member (ref.f) of a big sorted set (its
+// key found holding a skiplist and its table) that zwarm has not taken.
+func (ref *warmRef) zwrite() bool {
+	return ref.f != nil && !ref.zdone && ref.found && ref.e.Coll != nil && ref.e.Coll.ZDict != nil && ref.e.Coll.ZHead != nil
 }
 
 // zprelogMax bounds the words zprelog adds to a pipeline's pairs (a move
