@@ -453,22 +453,3 @@ func TestZAddLoneRehashCrashExplorerPlanted(t *testing.T) {
 	explorePlantedGuess(t, &plantZMoveUnlogged, zpipeSetup(), zloneGuessHolds,
 		[]string{"ZADD z 1.5 n1 2.5 n2 3.5 n3 4.5 n4 5.5 n5"}, state)
 }
-
-// TestZAddLone50CrashExplorerPlanted: a batch of 50 clients' lone ZADDs
-// (the batch redis-benchmark -c 50 -P 1 gives the server most often),
-// each moving its member within its place, with moves that trust what
-// was logged ahead and log nothing themselves (plantMoveTrustsPrelog):
-// no violation shows that warmLone logged every one of the 50 ahead
-// (with 32 lookups at most, zwarmMax 64, the last 18 were not); the
-// batch with a ZADD INCR is caught as in TestZAddLoneCrashExplorerPlanted.
-func TestZAddLone50CrashExplorerPlanted(t *testing.T) {
-	setup := []string{"CONFIG SET zset-max-listpack-entries 4"}
-	for i := 0; i < 60; i++ {
-		setup = append(setup, fmt.Sprintf("ZADD z %d m%d", i, i))
-	}
-	var batch []string
-	for i := 0; i < 50; i++ {
-		batch = append(batch, fmt.Sprintf("ZADD z %d.25 m%d", i, i))
-	}
-	explorePlantedGuess(t, &plantMoveTrustsPrelog, setup, batch, zloneGuessMisses, zpipeState)
-}
