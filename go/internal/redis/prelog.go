@@ -72,7 +72,7 @@ func (s *Server) prelog(tx *engram.Tx, refs []warmRef) error {
 	pairs = adds.appendRehash(pairs)
 	var sink uint64
 	s.zhints.reset()
-	pairs, sink = zprelog(pairs, refs, &s.zhints)
+	pairs, sink = zprelog(pairs, refs, &s.zhints, &s.zbuf)
 	s.warmSink += sink
 	s.prelogBuf = pairs[:0]
 	if len(pairs) == 0 {

@@ -104,9 +104,18 @@ func zwarmTarget(name string, args [][]byte) (float64, bool) {
 // skiplist and which names a member (ref.f), the member's table path (its
 // node), then the skiplist walks toward the member's place and a ZADD's
 // new one. It returns a sum of what it read.
-func warmZ(refs []warmRef) uint64 {
-	_, sink := zwarm(refs, nil, nil, false)
+func warmZ(refs []warmRef, buf *zwarmBuf) uint64 {
+	_, sink := zwarm(refs, nil, nil, buf, false)
 	return sink
+}
+
+// zwarmBuf is zwarm's lookups and walks, kept by the server (Server.zbuf,
+// executor-owned) rather than on zwarm's stack, which Go would zero
+// whole on every call (20 KiB since zwarmMax is 128 walks: +0.75 % of
+// ZADD's instructions at pipeline 16, where zwarm runs per pipeline).
+type zwarmBuf struct {
+	ls [zwarmMax / 2]zlookup
+	ws [zwarmMax]zwalk
 }
 
 // zprelog is warmZ for prelog.go, which runs first: it warms the same
@@ -116,17 +125,13 @@ func warmZ(refs []warmRef) uint64 {
 // (zhint.go: the command checks them instead of walking). The refs
 // it takes are marked done (zdone: warmZ and warm.go's field stage skip
 // them).
-func zprelog(pairs []uint64, refs []warmRef, hs *zhints) ([]uint64, uint64) {
-	return zwarm(refs, pairs, hs, true)
+func zprelog(pairs []uint64, refs []warmRef, hs *zhints, buf *zwarmBuf) ([]uint64, uint64) {
+	return zwarm(refs, pairs, hs, buf, true)
 }
 
 // zwarm is warmZ, and zprelog when guess is set.
-func zwarm(refs []warmRef, pairs []uint64, hs *zhints, guess bool) ([]uint64, uint64) {
-	if !hasZRef(refs) {
-		return pairs, 0 // no sorted-set write: the buffers below are not zeroed
-	}
-	var lbuf [zwarmMax / 2]zlookup
-	ls := lbuf[:0]
+func zwarm(refs []warmRef, pairs []uint64, hs *zhints, buf *zwarmBuf, guess bool) ([]uint64, uint64) {
+	ls := buf.ls[:0]
 	for i := range refs {
 		ref := &refs[i]
 		if len(ls) == cap(ls) {
@@ -143,8 +148,7 @@ func zwarm(refs []warmRef, pairs []uint64, hs *zhints, guess bool) ([]uint64, ui
 	}
 	walkZTables(ls)
 	var sink uint64
-	var buf [zwarmMax]zwalk
-	ws := buf[:0]
+	ws := buf.ws[:0]
 	for i := range ls {
 		if l := &ls[i]; l.found && l.n.MemLen > 0 {
 			sink += uint64(*l.n.Mem)
@@ -152,9 +156,18 @@ func zwarm(refs []warmRef, pairs []uint64, hs *zhints, guess bool) ([]uint64, ui
 		ws = addZWalks(ws, &ls[i])
 	}
 	sink += math.Float64bits(walkZ(ws))
-	if !guess {
-		return pairs, sink
+	if guess {
+		pairs = zguess(pairs, ls, ws, hs)
 	}
+	clear(ls) // the lookups and walks hold the requests' member bytes
+	clear(ws)
+	return pairs, sink
+}
+
+// zguess is zprelog's part of zwarm, after the walks ws of the lookups
+// ls: the rehash steps (appendZRehash), each move's hint (to hs, nil:
+// none) and its ranges, or a new member's, added to pairs.
+func zguess(pairs []uint64, ls []zlookup, ws []zwalk, hs *zhints) []uint64 {
 	pairs = appendZRehash(pairs, ls)
 	for i := range ls {
 		h, ok := moveHint(&ls[i], ws)
@@ -169,7 +182,7 @@ func zwarm(refs []warmRef, pairs []uint64, hs *zhints, guess bool) ([]uint64, ui
 			}
 		}
 	}
-	return pairs, sink
+	return pairs
 }
 
 // appendZRehash adds to pairs what the rehash steps of the growing
@@ -204,16 +217,6 @@ func firstOf(ls []zlookup, i int) int {
 		}
 	}
 	return i
-}
-
-// hasZRef is whether refs hold one zwarm takes (zwrite).
-func hasZRef(refs []warmRef) bool {
-	for i := range refs {
-		if refs[i].zwrite() {
-			return true
-		}
-	}
-	return false
 }
 
 // zwrite is whether ref names a member (ref.f) of a big sorted set (its
