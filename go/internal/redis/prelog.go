@@ -7,8 +7,10 @@
 // what its ZADDs moving a member of a big sorted set will (zwarm.go,
 // zprelog: the links on both paths, the node's score and levels); what
 // its HSETs of a big hash's field will (the field's link, or its short
-// value's bytes); and, for a table it adds to while the table grows, the
-// bucket moves of the rehash steps those adds take. Each
+// value's bytes); and, for a table it adds to while the table grows (a
+// sorted set's member table: each write of a member steps it, zwarm.go's
+// appendZRehash), the bucket moves of the rehash steps those writes
+// take. Each
 // command still logs what it changes before changing it, but the engine
 // then finds the range logged already and fences no more: a pipeline of
 // 16 INCRs takes one undo fence instead of 16 (perf put the per-write
@@ -70,7 +72,7 @@ func (s *Server) prelog(tx *engram.Tx, refs []warmRef) error {
 	pairs = adds.appendRehash(pairs)
 	var sink uint64
 	s.zhints.reset()
-	pairs, sink = zprelog(pairs, refs, &s.zhints)
+	pairs, sink = zprelog(pairs, refs, &s.zhints, &s.zbuf)
 	s.warmSink += sink
 	s.prelogBuf = pairs[:0]
 	if len(pairs) == 0 {
@@ -154,7 +156,7 @@ func (a *dictAdds) add(d *pDict) {
 func (a *dictAdds) appendRehash(pairs []uint64) []uint64 {
 	for i, d := range a.d {
 		if d != nil && d.RehashIdx >= 0 {
-			pairs = appendRehashPrelog(pairs, d, a.n[i])
+			pairs = appendRehashPrelog[pEntry](pairs, d, a.n[i])
 		}
 	}
 	return pairs
@@ -165,25 +167,45 @@ func (a *dictAdds) appendRehash(pairs []uint64) []uint64 {
 // and logs nothing itself.
 var plantMoveUnlogged bool
 
+// growingTable is a hash table whose rehash steps are logged ahead
+// (appendRehashPrelog): the keyspace's and a hash's or set's (pDict, of
+// entries E = pEntry) or a sorted set's members (pZDict, of nodes E =
+// pZNode). Both step alike (rehashStep: rehashFrom's bucket moved,
+// moveLinks' links logged, RehashIdx, the header at the end).
+type growingTable[E any] interface {
+	*pDict | *pZDict
+	rehashFrom(i int64) int64
+	moveLinks(i int64, f func(**E))
+	rehashState() (idx *int64, buckets int64, header uint64, size uint64)
+}
+
+func (d *pDict) rehashState() (*int64, int64, uint64, uint64) {
+	return &d.RehashIdx, int64(len(d.T0)), addrOf(d), uint64(unsafe.Sizeof(*d))
+}
+
+func (d *pZDict) rehashState() (*int64, int64, uint64, uint64) {
+	return &d.RehashIdx, int64(len(d.T0)), addrOf(d), uint64(unsafe.Sizeof(*d))
+}
+
 // appendRehashPrelog adds what k rehash steps of d (growing: RehashIdx >=
 // 0) will log, walking T0 from RehashIdx as rehashStep will, with its
 // rules: RehashIdx; for each bucket moved (rehashFrom: after up to 10
 // empty ones skipped) the links moveBucket logs (moveLinks); d itself if
 // the last bucket moves (finishRehash).
-// A batch's adds then take no engine call or fence for their moves while
-// the guesses hold: the entries moved are those in T0 now, unless a
-// command before removes one.
-func appendRehashPrelog(pairs []uint64, d *pDict, k int) []uint64 {
-	n0 := int64(len(d.T0))
-	pairs = append(pairs, addrOf(&d.RehashIdx), 8)
-	i := d.RehashIdx
+// A batch's adds (and a sorted set's moves) then take no engine call or
+// fence for their table's steps while the guesses hold: the entries moved
+// are those in T0 now, unless a command before removes one.
+func appendRehashPrelog[E any, D growingTable[E]](pairs []uint64, d D, k int) []uint64 {
+	idx, n0, hdr, size := d.rehashState()
+	pairs = append(pairs, addrOf(idx), 8)
+	i := *idx
 	for ; k > 0 && len(pairs) < prelogMax; k-- {
 		if i = d.rehashFrom(i); i < n0 {
-			d.moveLinks(i, func(p **pEntry) { pairs = append(pairs, addrOf(p), 8) })
+			d.moveLinks(i, func(p **E) { pairs = append(pairs, addrOf(p), 8) })
 			i++
 		}
 		if i >= n0 {
-			return append(pairs, addrOf(d), uint64(unsafe.Sizeof(*d)))
+			return append(pairs, hdr, size)
 		}
 	}
 	return pairs

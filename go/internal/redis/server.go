@@ -94,6 +94,7 @@ type Server struct {
 	keyHints     []keyHint         // per command of the running request: its first key's hash (warm.go)
 	hint         keyHint           // the running command's (executor-owned, like the two above)
 	prelogBuf    []uint64          // prelog.go's ranges (executor-owned)
+	zbuf         zwarmBuf          // zwarm's lookups and walks (zwarm.go; executor-owned)
 	zhints       zhints            // the running region's ZADD moves' paths (zhint.go; executor-owned, empty outside runBatch's and runAlone's regions)
 	freeCtxs     []*ctx            // dispatch's command contexts not in use (executor-owned)
 	mu           sync.Mutex        // guards conns for Close

@@ -183,7 +183,7 @@ func (s *Server) warmKeys(tx *engram.Tx, refs []warmRef) error {
 	s.warmSink += walkRefs(refs[n:])
 	err := s.prelog(tx, refs)
 	if err == nil {
-		s.warmSink += warmZ(refs[:n]) // a big sorted set's member table and skiplist: zwarm.go
+		s.warmSink += warmZ(refs[:n], &s.zbuf) // a big sorted set's member table and skiplist: zwarm.go
 	}
 	clear(refs)
 	s.warmRefs = refs[:0]

@@ -266,6 +266,7 @@ func BenchmarkZAddMoveHinted(b *testing.B) { benchZPrelog(b, &zhints{}) }
 func benchZPrelog(b *testing.B, hs *zhints) {
 	var refs []warmRef
 	var pairs []uint64
+	var zbuf zwarmBuf
 	var sink uint64
 	var move func(tx *engram.Tx, z *pColl, o zmove) error
 	if hs != nil {
@@ -285,7 +286,7 @@ func benchZPrelog(b *testing.B, hs *zhints) {
 			refs = append(refs, warmRef{found: true, e: &pEntry{Coll: z}, f: o.m, z: o.s, zset: true})
 		}
 		var n uint64
-		pairs, n = zprelog(pairs[:0], refs, hs)
+		pairs, n = zprelog(pairs[:0], refs, hs, &zbuf)
 		sink += n
 		return tx.LogRanges(pairs)
 	}, move)

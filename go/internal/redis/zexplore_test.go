@@ -429,3 +429,27 @@ var (
 func TestZAddLoneCrashExplorerPlanted(t *testing.T) {
 	explorePlantedGuess(t, &plantMoveTrustsPrelog, zpipeSetup(), zloneGuessHolds, zloneGuessMisses, zpipeState)
 }
+
+// TestZAddLoneRehashCrashExplorerPlanted: z's member table is still
+// growing after zpipeSetup (checked), so every ZADD of a traced batch
+// moves one of its buckets. With bucket moves that trust what was logged
+// ahead and log nothing themselves (plantZMoveUnlogged), a batch of lone
+// ZADDs, one step each, leaves no violation, which shows warmLone logged
+// their steps ahead (appendZRehash); a ZADD of five new members (five
+// steps, one guessed: the lookup is of its last member) leaves crash
+// images the explorer must find.
+func TestZAddLoneRehashCrashExplorerPlanted(t *testing.T) {
+	checked := false
+	state := func(root *pRoot) (map[string]string, error) {
+		if !checked {
+			checked = true
+			_, e := root.DBs[0].find([]byte("z"), hashKey([]byte("z")))
+			if e == nil || e.Coll == nil || e.Coll.ZDict == nil || e.Coll.ZDict.RehashIdx < 0 {
+				t.Fatal("z's member table is not growing after the setup: the traced ZADDs take no rehash step")
+			}
+		}
+		return zpipeState(root)
+	}
+	explorePlantedGuess(t, &plantZMoveUnlogged, zpipeSetup(), zloneGuessHolds,
+		[]string{"ZADD z 1.5 n1 2.5 n2 3.5 n3 4.5 n4 5.5 n5"}, state)
+}

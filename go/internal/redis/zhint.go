@@ -60,12 +60,13 @@ type zhint struct {
 // at pipeline 1, of its batch's lone commands): at most one per warmed
 // lookup.
 type zhints struct {
-	h [zwarmMax / 2]zhint
-	n int
+	h    [zwarmMax / 2]zhint
+	n    int
+	next int // where take looks first: after the hint it took last
 }
 
 // reset drops every hint (a new warm-up, or the region's end).
-func (hs *zhints) reset() { hs.n = 0 }
+func (hs *zhints) reset() { hs.n, hs.next = 0, 0 }
 
 // add keeps h.
 func (hs *zhints) add(h *zhint) {
@@ -77,12 +78,21 @@ func (hs *zhints) add(h *zhint) {
 
 // take is the hint for moving x of c to s, or nil (x nil: a new
 // member).
+// The hints are in the order of the commands (the warm-up's lookups
+// follow the requests), so the search starts after the last one taken:
+// a batch of 50 lone ZADDs takes each at its first probe, not after a
+// scan of the ones before it.
 func (hs *zhints) take(c *pColl, x *pZNode, s float64) *zhint {
 	if x == nil {
 		return nil
 	}
-	for i := range hs.h[:hs.n] {
+	for k := range hs.n {
+		i := hs.next + k
+		if i >= hs.n {
+			i -= hs.n
+		}
 		if h := &hs.h[i]; h.x == x && h.c == c && h.s == s {
+			hs.next = i + 1
 			return h
 		}
 	}

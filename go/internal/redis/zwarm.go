@@ -21,6 +21,8 @@
 // the node after, and those links, joined into runs as moveAt joins them,
 // and the node's score and levels are logged ahead with the pipeline's
 // other ranges (one engine call and one fence instead of one per move).
+// While a set's member table grows, the rehash steps its writes will take
+// (one each: zaddAt, zrem) are logged ahead too (appendZRehash).
 // The sorted-set refs zprelog takes are then marked done (warmRef.zdone),
 // so warmZ walks only what it left.
 //
@@ -38,8 +40,14 @@ import (
 	"unsafe"
 )
 
-// zwarmMax bounds the walks warmed per pipeline (two per command).
-const zwarmMax = 64
+// zwarmMax bounds the walks warmed per pipeline or batch of lone
+// commands (two per command): as many as warmLone takes (loneMax). At
+// pipeline 1 under redis-benchmark -c 50 most ZADDs run in batches of
+// all 50 clients (78 % of them, measured: sbench_test.go,
+// BenchmarkZAddP1Full); with 32 lookups at most, the last 18 of such a
+// batch were neither warmed nor logged ahead, each walking cold and
+// making its own engine call and fence.
+const zwarmMax = 2 * loneMax
 
 // zpathLevels is how many of its lowest levels a walk keeps its place on
 // (zwalk.path): a move logs links on its node's levels only, and with p =
@@ -96,9 +104,18 @@ func zwarmTarget(name string, args [][]byte) (float64, bool) {
 // skiplist and which names a member (ref.f), the member's table path (its
 // node), then the skiplist walks toward the member's place and a ZADD's
 // new one. It returns a sum of what it read.
-func warmZ(refs []warmRef) uint64 {
-	_, sink := zwarm(refs, nil, nil, false)
+func warmZ(refs []warmRef, buf *zwarmBuf) uint64 {
+	_, sink := zwarm(refs, nil, nil, buf, false)
 	return sink
+}
+
+// zwarmBuf is zwarm's lookups and walks, kept by the server (Server.zbuf,
+// executor-owned) rather than on zwarm's stack, which Go would zero
+// whole on every call (20 KiB since zwarmMax is 128 walks: +0.75 % of
+// ZADD's instructions at pipeline 16, where zwarm runs per pipeline).
+type zwarmBuf struct {
+	ls [zwarmMax / 2]zlookup
+	ws [zwarmMax]zwalk
 }
 
 // zprelog is warmZ for prelog.go, which runs first: it warms the same
@@ -108,20 +125,19 @@ func warmZ(refs []warmRef) uint64 {
 // (zhint.go: the command checks them instead of walking). The refs
 // it takes are marked done (zdone: warmZ and warm.go's field stage skip
 // them).
-func zprelog(pairs []uint64, refs []warmRef, hs *zhints) ([]uint64, uint64) {
-	return zwarm(refs, pairs, hs, true)
+func zprelog(pairs []uint64, refs []warmRef, hs *zhints, buf *zwarmBuf) ([]uint64, uint64) {
+	return zwarm(refs, pairs, hs, buf, true)
 }
 
 // zwarm is warmZ, and zprelog when guess is set.
-func zwarm(refs []warmRef, pairs []uint64, hs *zhints, guess bool) ([]uint64, uint64) {
-	var lbuf [zwarmMax / 2]zlookup
-	ls := lbuf[:0]
+func zwarm(refs []warmRef, pairs []uint64, hs *zhints, buf *zwarmBuf, guess bool) ([]uint64, uint64) {
+	ls := buf.ls[:0]
 	for i := range refs {
 		ref := &refs[i]
 		if len(ls) == cap(ls) {
 			break
 		}
-		if ref.f == nil || ref.zdone || !ref.found || ref.e.Coll == nil || ref.e.Coll.ZDict == nil || ref.e.Coll.ZHead == nil {
+		if !ref.zwrite() {
 			continue
 		}
 		ls = append(ls, zlookup{c: ref.e.Coll, m: ref.f, h: hashKey(ref.f), z: ref.z, zset: ref.zset, dw: -1, iw: -1})
@@ -132,8 +148,7 @@ func zwarm(refs []warmRef, pairs []uint64, hs *zhints, guess bool) ([]uint64, ui
 	}
 	walkZTables(ls)
 	var sink uint64
-	var buf [zwarmMax]zwalk
-	ws := buf[:0]
+	ws := buf.ws[:0]
 	for i := range ls {
 		if l := &ls[i]; l.found && l.n.MemLen > 0 {
 			sink += uint64(*l.n.Mem)
@@ -141,10 +156,20 @@ func zwarm(refs []warmRef, pairs []uint64, hs *zhints, guess bool) ([]uint64, ui
 		ws = addZWalks(ws, &ls[i])
 	}
 	sink += math.Float64bits(walkZ(ws))
+	if guess {
+		pairs = zguess(pairs, ls, ws, hs)
+	}
+	clear(ls) // the lookups and walks hold the requests' member bytes
+	clear(ws)
+	return pairs, sink
+}
+
+// zguess is zprelog's part of zwarm, after the walks ws of the lookups
+// ls: the rehash steps (appendZRehash), each move's hint (to hs, nil:
+// none) and its ranges, or a new member's, added to pairs.
+func zguess(pairs []uint64, ls []zlookup, ws []zwalk, hs *zhints) []uint64 {
+	pairs = appendZRehash(pairs, ls)
 	for i := range ls {
-		if !guess {
-			break
-		}
 		h, ok := moveHint(&ls[i], ws)
 		if ok && hs != nil {
 			hs.add(&h)
@@ -157,7 +182,47 @@ func zwarm(refs []warmRef, pairs []uint64, hs *zhints, guess bool) ([]uint64, ui
 			}
 		}
 	}
-	return pairs, sink
+	return pairs
+}
+
+// appendZRehash adds to pairs what the rehash steps of the growing
+// member tables among ls will log (appendRehashPrelog): a write of a
+// member takes one step of its set's table first (zaddAt's move and
+// prepareAdd's add, zrem), so a table takes as many steps as ls has
+// lookups of it. At pipeline 1 on a growing set (redis-benchmark's ZADD
+// -r 100000 until its 100,000 members are in) every ZADD moved a bucket
+// with an engine call and a fence of its own.
+func appendZRehash(pairs []uint64, ls []zlookup) []uint64 {
+	for i := range ls {
+		d := ls[i].c.ZDict
+		if d.RehashIdx < 0 || firstOf(ls, i) != i {
+			continue
+		}
+		k := 0
+		for j := i; j < len(ls); j++ {
+			if ls[j].c.ZDict == d {
+				k++
+			}
+		}
+		pairs = appendRehashPrelog[pZNode](pairs, d, k)
+	}
+	return pairs
+}
+
+// firstOf is the first lookup of ls on ls[i]'s table.
+func firstOf(ls []zlookup, i int) int {
+	for j := range ls[:i] {
+		if ls[j].c.ZDict == ls[i].c.ZDict {
+			return j
+		}
+	}
+	return i
+}
+
+// zwrite is whether ref names a member (ref.f) of a big sorted set (its
+// key found holding a skiplist and its table) that zwarm has not taken.
+func (ref *warmRef) zwrite() bool {
+	return ref.f != nil && !ref.zdone && ref.found && ref.e.Coll != nil && ref.e.Coll.ZDict != nil && ref.e.Coll.ZHead != nil
 }
 
 // zprelogMax bounds the words zprelog adds to a pipeline's pairs (a move
@@ -186,13 +251,14 @@ func appendMoveLog(pairs []uint64, h *zhint) []uint64 {
 
 // appendNewLog adds to pairs what the ZADD of l, a member not found (its
 // walk ws[l.iw] done), will log if its node gets one level (three in
-// four do) and the table is not growing (zslLinkAt): the link after its
-// predecessor on level 0, the collection (its length), the table's
-// insertion slot and count. Another level logs a longer run from the
-// same start, which the command then logs itself.
+// four do) and the table does not start growing first (zslLinkAt): the
+// link after its predecessor on level 0, the collection (its length),
+// the table's insertion slot (T1's while it grows; the same slot once
+// that rehash ends, T1 becoming T0) and count. Another level logs a
+// longer run from the same start, which the command then logs itself.
 func appendNewLog(pairs []uint64, l *zlookup, ws []zwalk) []uint64 {
 	d := l.c.ZDict
-	if l.iw < 0 || d.RehashIdx >= 0 || ws[l.iw].path[0] == nil {
+	if l.iw < 0 || ws[l.iw].path[0] == nil {
 		return pairs
 	}
 	p, n := linkRun(ws[l.iw].path[0], 0, 1)

@@ -165,7 +165,7 @@ func covered(pairs []uint64, r [2]uint64) bool {
 // zprelogOne is what zprelog logs ahead for one ZADD of m to s on z.
 func zprelogOne(t *testing.T, z *pColl, m []byte, s float64) []uint64 {
 	refs := []warmRef{{found: true, e: &pEntry{Coll: z}, f: m, z: s, zset: true}}
-	pairs, _ := zprelog(nil, refs, nil)
+	pairs, _ := zprelog(nil, refs, nil, new(zwarmBuf))
 	if !refs[0].zdone {
 		t.Fatal("zprelog did not take the ref")
 	}
