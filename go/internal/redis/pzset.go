@@ -298,12 +298,28 @@ func freeZColl(tx *engram.Tx, c *pColl) error {
 
 func scoreBits(s float64) int64 { return int64(math.Float64bits(s)) }
 func bitsScore(b int64) float64 { return math.Float64frombits(uint64(b)) }
+
+// zrandomLevel is a new node's level: 1, then one more with chance 1/4
+// each, up to zMaxLevel (Redis's ZSKIPLIST_P).
 func zrandomLevel() int {
 	l := 1
-	for l < zMaxLevel && rand.IntN(4) == 0 {
+	for l < zMaxLevel && zlevelDraw(4) == 0 {
 		l++
 	}
 	return l
+}
+
+// zlevelSource, when set, draws the levels instead of the global source:
+// the crash explorers' planted tests fix it so that which nodes are tall
+// (and so which moves are logged ahead) is the same in every run. Tests
+// only; nil in the server.
+var zlevelSource *rand.Rand
+
+func zlevelDraw(n int) int {
+	if zlevelSource != nil {
+		return zlevelSource.IntN(n)
+	}
+	return rand.IntN(n)
 }
 
 // zfind is member m's node, or nil.
