@@ -53,4 +53,5 @@ pub mod report;
 pub mod romulus;
 pub mod tvar_rbtree;
 pub mod tvar_vmap;
+pub mod wordheap;
 pub mod workload;

@@ -4,34 +4,24 @@
 //! with a planted bug the crash test must catch.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use super::map::RomulusMap;
 use super::{CrashAt, Plant, RomError, Romulus, State};
+use crate::stm::wordheap::TestFile;
 use crate::stm::workload::{drive, model_contents, prefill, prefill_pairs, Contents, Phase, RunFor, Structure, TxMap};
 
 const HALF: u64 = 4 << 20;
 
-/// A file name of this test in the pool directory, removed on drop.
-struct TestFile(PathBuf);
-
-impl TestFile {
-    fn new(name: &str) -> Self {
-        TestFile(std::env::temp_dir().join(format!("engram-romulus-{}-{name}", std::process::id())))
-    }
-}
-
-impl Drop for TestFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
+/// A test file of this peer.
+fn test_file(name: &str) -> TestFile {
+    TestFile::new("romulus", name)
 }
 
 const BOTH: [Structure; 2] = [Structure::Rbtree, Structure::Hashtable];
 
 /// Runs `phase` on a fresh `s` prefilled with half of its key range.
 fn driven(tag: &str, s: Structure, phase: Phase) -> (RomulusMap, crate::stm::workload::Tally, TestFile) {
-    let f = TestFile::new(&format!("{tag}-{}", s.name()));
+    let f = test_file(&format!("{tag}-{}", s.name()));
     let m = RomulusMap::create(&f.0, s, HALF).unwrap();
     prefill(&m, &prefill_pairs(phase.key_range, phase.key_range / 2, phase.seed)).unwrap();
     let tally = drive(&m, &phase).unwrap();
@@ -96,7 +86,7 @@ fn big_change(tx: &mut super::WTx<'_>, m: &RomulusMap, model: &mut BTreeMap<u64,
 /// Crashes `s`'s big change at `at` (with `plant` armed), reopens the
 /// file: what it then holds, and the models before and after.
 fn crash_and_reopen(s: Structure, at: CrashAt, plant: Option<Plant>) -> (Result<Contents, RomError>, Contents, Contents) {
-    let f = TestFile::new(&format!("crash-{}-{at:?}-{plant:?}", s.name()));
+    let f = test_file(&format!("crash-{}-{at:?}-{plant:?}", s.name()));
     let (mut m, mut model) = filled(&f, s);
     let before = of(&model);
     if let Some(p) = plant {
@@ -136,7 +126,7 @@ fn a_crash_while_copying_recovers_the_state_after() {
 #[test]
 fn recovery_from_copying_completes_back() {
     for s in BOTH {
-        let f = TestFile::new(&format!("twice-{}", s.name()));
+        let f = test_file(&format!("twice-{}", s.name()));
         let (m, mut model) = filled(&f, s);
         let m2 = &m;
         m.rom().update_then_crash(CrashAt::MidCopy, |tx| big_change(tx, m2, &mut model)).unwrap();
@@ -163,7 +153,7 @@ fn the_crash_test_catches_a_missing_mutating_state() {
 #[test]
 fn a_failed_transaction_rolls_back() {
     for s in BOTH {
-        let f = TestFile::new(&format!("rollback-{}", s.name()));
+        let f = test_file(&format!("rollback-{}", s.name()));
         let (m, mut model) = filled(&f, s);
         let before = of(&model);
         let m2 = &m;
@@ -181,7 +171,7 @@ fn a_failed_transaction_rolls_back() {
 
 #[test]
 fn open_refuses_other_files() {
-    let f = TestFile::new("other");
+    let f = test_file("other");
     std::fs::write(&f.0, vec![7u8; 3 * 4096 + 8192]).unwrap();
     assert!(matches!(Romulus::open(&f.0), Err(RomError::NotRomulus(_))));
     std::fs::write(&f.0, b"short").unwrap();
@@ -192,7 +182,7 @@ fn open_refuses_other_files() {
 /// error returned to their own thread), end as the successful ones say.
 #[test]
 fn combined_updates_keep_only_the_successful_ones() {
-    let f = TestFile::new("combine");
+    let f = test_file("combine");
     let m = RomulusMap::create(&f.0, Structure::Hashtable, HALF).unwrap();
     let failed = std::sync::atomic::AtomicU64::new(0);
     std::thread::scope(|s| {
