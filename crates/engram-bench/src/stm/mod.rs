@@ -46,6 +46,7 @@ pub mod cli;
 pub mod floor;
 pub mod job;
 pub mod maps;
+pub mod onefile;
 pub mod peers;
 pub mod plot;
 pub mod pmdk;

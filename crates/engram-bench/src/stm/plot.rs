@@ -27,7 +27,7 @@ fn color(imp: Impl) -> RGBColor {
         Impl::PstmProcess => colour::ENGRAM_PROCESS,
         Impl::Tvar => colour::VOLATILE,
         Impl::Pmdk => colour::PMDK,
-        Impl::Romulus => colour::PEER_TM,
+        Impl::Romulus | Impl::Onefile => colour::PEER_TM,
     }
 }
 

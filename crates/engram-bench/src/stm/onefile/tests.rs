@@ -1,0 +1,202 @@
+//! The OneFile-LF peer's tests: agreement with the model, threads (with
+//! helping), fences per commit, a failed closure, and recovery from a
+//! crash before the CAS on `curTx` (none of the transaction) and in the
+//! middle of applying it (all of it), with a planted bug the crash test
+//! must catch.
+
+use std::collections::BTreeMap;
+
+use super::map::OneFileMap;
+use super::{CrashAt, OfError, OneFile, Plant, WTx};
+use crate::stm::wordheap::TestFile;
+use crate::stm::workload::{drive, model_contents, prefill, prefill_pairs, Contents, Phase, RunFor, Structure, TxMap};
+
+const HEAP: u64 = 4 << 20;
+const BOTH: [Structure; 2] = [Structure::Rbtree, Structure::Hashtable];
+
+/// A test file of this peer.
+fn test_file(name: &str) -> TestFile {
+    TestFile::new("onefile", name)
+}
+
+/// Runs `phase` on a fresh `s` prefilled with half of its key range.
+fn driven(tag: &str, s: Structure, phase: Phase) -> (OneFileMap, crate::stm::workload::Tally, TestFile) {
+    let f = test_file(&format!("{tag}-{}", s.name()));
+    let m = OneFileMap::create(&f.0, s, HEAP).unwrap();
+    prefill(&m, &prefill_pairs(phase.key_range, phase.key_range / 2, phase.seed)).unwrap();
+    let tally = drive(&m, &phase).unwrap();
+    (m, tally, f)
+}
+
+#[test]
+fn agrees_with_the_model() {
+    for s in BOTH {
+        let phase = Phase { threads: 1, lookup_pct: 20, key_range: 2000, seed: 3, run: RunFor::Ops(5000) };
+        let (m, tally, _f) = driven("agree", s, phase);
+        assert_eq!(tally.commits(), 5000);
+        assert_eq!(m.contents().unwrap(), model_contents(2000, 1000, 20, 3, 5000), "{}", s.name());
+        // Two fences per update commit, none per read-only one.
+        assert_eq!(tally.upd_fences, 2 * tally.updates, "{}", s.name());
+        assert_eq!(tally.ro_fences, 0, "{}", s.name());
+        assert_eq!(tally.ro_flushes, 0, "{}", s.name());
+    }
+}
+
+#[test]
+fn threads_keep_it_valid() {
+    for s in BOTH {
+        let phase = Phase { threads: 4, lookup_pct: 30, key_range: 500, seed: 4, run: RunFor::Time(std::time::Duration::from_millis(200)) };
+        let (m, _, _f) = driven("threads", s, phase);
+        m.contents().unwrap();
+    }
+}
+
+/// Threads adding disjoint keys, each insert one transaction: every one
+/// is there at the end (no lost update among conflicting commits).
+#[test]
+fn concurrent_inserts_all_land() {
+    let f = test_file("disjoint");
+    let m = OneFileMap::create(&f.0, Structure::Rbtree, HEAP).unwrap();
+    std::thread::scope(|sc| {
+        for t in 0..4u64 {
+            let m = &m;
+            sc.spawn(move || (0..300u64).for_each(|i| m.insert_batch(&[(t * 1000 + i, i)]).unwrap()));
+        }
+    });
+    let model: BTreeMap<u64, u64> = (0..4u64).flat_map(|t| (0..300u64).map(move |i| (t * 1000 + i, i))).collect();
+    assert_eq!(m.contents().unwrap(), of(&model));
+    assert!(m.of().seq() > 1200, "one commit per insert");
+}
+
+/// The entries of a model map.
+fn of(model: &BTreeMap<u64, u64>) -> Contents {
+    let mut c = Contents::default();
+    model.iter().for_each(|(&k, &v)| c.add(k, v));
+    c
+}
+
+/// A structure of `s` in `f` with keys 0..400 step 2; the model of it.
+fn filled(f: &TestFile, s: Structure) -> (OneFileMap, BTreeMap<u64, u64>) {
+    let m = OneFileMap::create(&f.0, s, HEAP).unwrap();
+    let pairs: Vec<(u64, u64)> = (0..400).step_by(2).map(|k| (k, k)).collect();
+    m.insert_batch(&pairs).unwrap();
+    (m, pairs.into_iter().collect())
+}
+
+/// One transaction of many stores: inserts of odd keys, deletes of
+/// multiples of 4, new values for multiples of 6; applied to `model` too.
+fn big_change(tx: &mut WTx<'_>, m: &OneFileMap, model: &mut BTreeMap<u64, u64>) -> Result<(), OfError> {
+    let c = m.coll();
+    for k in 0..400u64 {
+        if k % 2 == 1 {
+            c.insert(tx, k, k * 10)?;
+            model.insert(k, k * 10);
+        } else if k % 4 == 0 {
+            c.remove(tx, k)?;
+            model.remove(&k);
+        } else if k % 6 == 0 {
+            c.insert(tx, k, 7)?;
+            model.insert(k, 7);
+        }
+    }
+    Ok(())
+}
+
+/// Crashes `s`'s big change at `at` (with `plant` armed), reopens the
+/// file: what it then holds (after one more insert, so the reopened file
+/// also takes new transactions), and the models before and after.
+fn crash_and_reopen(s: Structure, at: CrashAt, plant: Option<Plant>) -> (Result<Contents, String>, Contents, Contents) {
+    let f = test_file(&format!("crash-{}-{at:?}-{plant:?}", s.name()));
+    let (mut m, mut model) = filled(&f, s);
+    let mut before = model.clone();
+    if let Some(p) = plant {
+        m.of_mut().plant(p);
+    }
+    let m2 = &m;
+    m.of().update_then_crash(at, |tx| big_change(tx, m2, &mut model)).unwrap();
+    drop(m);
+    let got = OneFileMap::open(&f.0, s).map_err(|e| e.to_string()).and_then(|m| {
+        m.insert_batch(&[(1001, 1)]).map_err(|e| e.to_string())?;
+        m.contents().map_err(|e| e.to_string())
+    });
+    before.insert(1001, 1);
+    model.insert(1001, 1);
+    (got, of(&before), of(&model))
+}
+
+#[test]
+fn a_crash_before_the_cas_keeps_none_of_the_transaction() {
+    for s in BOTH {
+        let (got, before, after) = crash_and_reopen(s, CrashAt::BeforeCas, None);
+        assert_ne!(before, after);
+        assert_eq!(got.unwrap(), before, "{}", s.name());
+    }
+}
+
+#[test]
+fn a_crash_mid_apply_keeps_all_of_the_transaction() {
+    for s in BOTH {
+        let (got, _, after) = crash_and_reopen(s, CrashAt::MidApply, None);
+        assert_eq!(got.unwrap(), after, "{}", s.name());
+    }
+}
+
+/// Planted bug `NoLog`: the crash test catches it (the reopened structure
+/// is not the one after the transaction).
+#[test]
+fn the_crash_test_catches_a_missing_log() {
+    for s in BOTH {
+        let (got, _, after) = crash_and_reopen(s, CrashAt::MidApply, Some(Plant::NoLog));
+        assert!(got.map_or(true, |c| c != after), "{}: the planted bug went unnoticed", s.name());
+    }
+}
+
+/// A log buffer torn after the crash (its checksum no longer matches) is
+/// not applied.
+#[test]
+fn recovery_refuses_a_torn_buffer() {
+    let f = test_file("torn");
+    let (m, mut model) = filled(&f, Structure::Hashtable);
+    let m2 = &m;
+    m.of().update_then_crash(CrashAt::MidApply, |tx| big_change(tx, m2, &mut model)).unwrap();
+    let cur = m.of().cur_tx().load(std::sync::atomic::Ordering::Relaxed);
+    let buf = m.of().log(super::buffer_of(cur));
+    let mut entries = Vec::new();
+    assert!(buf.recoverable(cur, &mut entries));
+    entries[0].1 ^= 1;
+    buf.write(cur, &entries);
+    // SAFETY: the checksum word of the buffer's header, inside the mapping.
+    unsafe {
+        (buf.addr() as *const std::sync::atomic::AtomicU64).add(2).as_ref().unwrap().fetch_xor(1, std::sync::atomic::Ordering::Relaxed)
+    };
+    assert!(!buf.recoverable(cur, &mut entries));
+}
+
+#[test]
+fn a_failed_transaction_keeps_nothing() {
+    for s in BOTH {
+        let f = test_file(&format!("fail-{}", s.name()));
+        let (m, mut model) = filled(&f, s);
+        let before = of(&model);
+        let m2 = &m;
+        let r = m.of().update(|tx| {
+            big_change(tx, m2, &mut model)?;
+            Err::<(), _>(OfError::Broken("give up".into()))
+        });
+        assert!(matches!(r, Err(OfError::Broken(_))));
+        assert_eq!(m.contents().unwrap(), before, "{}", s.name());
+        drop(m);
+        assert_eq!(OneFileMap::open(&f.0, s).unwrap().contents().unwrap(), before, "{}", s.name());
+    }
+}
+
+#[test]
+fn open_refuses_other_files() {
+    let f = test_file("other");
+    std::fs::write(&f.0, b"short").unwrap();
+    assert!(matches!(OneFile::open(&f.0), Err(OfError::NotOneFile(_))));
+    drop(OneFile::create(&f.0, HEAP).unwrap());
+    let file = std::fs::OpenOptions::new().write(true).open(&f.0).unwrap();
+    std::os::unix::fs::FileExt::write_at(&file, b"ROMLOG01", 0).unwrap();
+    assert!(matches!(OneFile::open(&f.0), Err(OfError::NotOneFile(_))));
+}
