@@ -27,7 +27,8 @@ fn color(imp: Impl) -> RGBColor {
         Impl::PstmProcess => colour::ENGRAM_PROCESS,
         Impl::Tvar => colour::VOLATILE,
         Impl::Pmdk => colour::PMDK,
-        Impl::Romulus | Impl::Onefile => colour::PEER_TM,
+        Impl::Romulus => colour::PEER_TM,
+        Impl::Onefile => colour::PEER_TM_2,
     }
 }
 
