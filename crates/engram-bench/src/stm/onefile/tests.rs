@@ -7,12 +7,11 @@
 use std::collections::BTreeMap;
 
 use super::map::OneFileMap;
-use super::{CrashAt, OfError, OneFile, Plant, WTx};
-use crate::stm::wordheap::TestFile;
-use crate::stm::workload::{drive, model_contents, prefill, prefill_pairs, Contents, Phase, RunFor, Structure, TxMap};
+use super::{CrashAt, OfError, OneFile, Plant};
+use crate::stm::wordheap::testing::{self, big_change, of, TestFile, BOTH};
+use crate::stm::workload::{model_contents, Contents, Phase, RunFor, Structure, TxMap};
 
 const HEAP: u64 = 4 << 20;
-const BOTH: [Structure; 2] = [Structure::Rbtree, Structure::Hashtable];
 
 /// A test file of this peer.
 fn test_file(name: &str) -> TestFile {
@@ -22,9 +21,7 @@ fn test_file(name: &str) -> TestFile {
 /// Runs `phase` on a fresh `s` prefilled with half of its key range.
 fn driven(tag: &str, s: Structure, phase: Phase) -> (OneFileMap, crate::stm::workload::Tally, TestFile) {
     let f = test_file(&format!("{tag}-{}", s.name()));
-    let m = OneFileMap::create(&f.0, s, HEAP).unwrap();
-    prefill(&m, &prefill_pairs(phase.key_range, phase.key_range / 2, phase.seed)).unwrap();
-    let tally = drive(&m, &phase).unwrap();
+    let (m, tally) = testing::driven(OneFileMap::create(&f.0, s, HEAP).unwrap(), &phase);
     (m, tally, f)
 }
 
@@ -68,38 +65,9 @@ fn concurrent_inserts_all_land() {
     assert!(m.of().seq() > 1200, "one commit per insert");
 }
 
-/// The entries of a model map.
-fn of(model: &BTreeMap<u64, u64>) -> Contents {
-    let mut c = Contents::default();
-    model.iter().for_each(|(&k, &v)| c.add(k, v));
-    c
-}
-
 /// A structure of `s` in `f` with keys 0..400 step 2; the model of it.
 fn filled(f: &TestFile, s: Structure) -> (OneFileMap, BTreeMap<u64, u64>) {
-    let m = OneFileMap::create(&f.0, s, HEAP).unwrap();
-    let pairs: Vec<(u64, u64)> = (0..400).step_by(2).map(|k| (k, k)).collect();
-    m.insert_batch(&pairs).unwrap();
-    (m, pairs.into_iter().collect())
-}
-
-/// One transaction of many stores: inserts of odd keys, deletes of
-/// multiples of 4, new values for multiples of 6; applied to `model` too.
-fn big_change(tx: &mut WTx<'_>, m: &OneFileMap, model: &mut BTreeMap<u64, u64>) -> Result<(), OfError> {
-    let c = m.coll();
-    for k in 0..400u64 {
-        if k % 2 == 1 {
-            c.insert(tx, k, k * 10)?;
-            model.insert(k, k * 10);
-        } else if k % 4 == 0 {
-            c.remove(tx, k)?;
-            model.remove(&k);
-        } else if k % 6 == 0 {
-            c.insert(tx, k, 7)?;
-            model.insert(k, 7);
-        }
-    }
-    Ok(())
+    testing::filled(OneFileMap::create(&f.0, s, HEAP).unwrap())
 }
 
 /// Crashes `s`'s big change at `at` (with `plant` armed), reopens the
@@ -113,7 +81,7 @@ fn crash_and_reopen(s: Structure, at: CrashAt, plant: Option<Plant>) -> (Result<
         m.of_mut().plant(p);
     }
     let m2 = &m;
-    m.of().update_then_crash(at, |tx| big_change(tx, m2, &mut model)).unwrap();
+    m.of().update_then_crash(at, |tx| big_change(tx, m2.coll(), &mut model)).unwrap();
     drop(m);
     let got = OneFileMap::open(&f.0, s).map_err(|e| e.to_string()).and_then(|m| {
         m.insert_batch(&[(1001, 1)]).map_err(|e| e.to_string())?;
@@ -158,7 +126,7 @@ fn recovery_refuses_a_torn_buffer() {
     let f = test_file("torn");
     let (m, mut model) = filled(&f, Structure::Hashtable);
     let m2 = &m;
-    m.of().update_then_crash(CrashAt::MidApply, |tx| big_change(tx, m2, &mut model)).unwrap();
+    m.of().update_then_crash(CrashAt::MidApply, |tx| big_change(tx, m2.coll(), &mut model)).unwrap();
     let cur = m.of().cur_tx().load(std::sync::atomic::Ordering::Relaxed);
     let buf = m.of().log(super::buffer_of(cur));
     let mut entries = Vec::new();
@@ -180,7 +148,7 @@ fn a_failed_transaction_keeps_nothing() {
         let before = of(&model);
         let m2 = &m;
         let r = m.of().update(|tx| {
-            big_change(tx, m2, &mut model)?;
+            big_change(tx, m2.coll(), &mut model)?;
             Err::<(), _>(OfError::Broken("give up".into()))
         });
         assert!(matches!(r, Err(OfError::Broken(_))));

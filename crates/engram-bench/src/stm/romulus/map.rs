@@ -61,16 +61,10 @@ impl RomulusMap {
         &mut self.rom
     }
 
-    /// An insert inside the caller's transaction.
+    /// The structure.
     #[cfg(test)]
-    pub fn coll_insert(&self, tx: &mut super::WTx<'_>, k: u64, v: u64) -> Result<Option<u64>, RomError> {
-        self.coll.insert(tx, k, v)
-    }
-
-    /// A delete inside the caller's transaction.
-    #[cfg(test)]
-    pub fn coll_remove(&self, tx: &mut super::WTx<'_>, k: u64) -> Result<Option<u64>, RomError> {
-        self.coll.remove(tx, k)
+    pub fn coll(&self) -> Coll {
+        self.coll
     }
 }
 

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 
 use super::map::RomulusMap;
 use super::{CrashAt, Plant, RomError, Romulus, State};
-use crate::stm::wordheap::TestFile;
-use crate::stm::workload::{drive, model_contents, prefill, prefill_pairs, Contents, Phase, RunFor, Structure, TxMap};
+use crate::stm::wordheap::testing::{self, big_change, of, TestFile, BOTH};
+use crate::stm::workload::{model_contents, Contents, Phase, RunFor, Structure, TxMap};
 
 const HALF: u64 = 4 << 20;
 
@@ -17,14 +17,10 @@ fn test_file(name: &str) -> TestFile {
     TestFile::new("romulus", name)
 }
 
-const BOTH: [Structure; 2] = [Structure::Rbtree, Structure::Hashtable];
-
 /// Runs `phase` on a fresh `s` prefilled with half of its key range.
 fn driven(tag: &str, s: Structure, phase: Phase) -> (RomulusMap, crate::stm::workload::Tally, TestFile) {
     let f = test_file(&format!("{tag}-{}", s.name()));
-    let m = RomulusMap::create(&f.0, s, HALF).unwrap();
-    prefill(&m, &prefill_pairs(phase.key_range, phase.key_range / 2, phase.seed)).unwrap();
-    let tally = drive(&m, &phase).unwrap();
+    let (m, tally) = testing::driven(RomulusMap::create(&f.0, s, HALF).unwrap(), &phase);
     (m, tally, f)
 }
 
@@ -50,37 +46,9 @@ fn threads_keep_it_valid() {
     }
 }
 
-/// The entries of a model map.
-fn of(model: &BTreeMap<u64, u64>) -> Contents {
-    let mut c = Contents::default();
-    model.iter().for_each(|(&k, &v)| c.add(k, v));
-    c
-}
-
 /// A structure of `s` in `f` with keys 0..400 step 2; the model of it.
 fn filled(f: &TestFile, s: Structure) -> (RomulusMap, BTreeMap<u64, u64>) {
-    let m = RomulusMap::create(&f.0, s, HALF).unwrap();
-    let pairs: Vec<(u64, u64)> = (0..400).step_by(2).map(|k| (k, k)).collect();
-    m.insert_batch(&pairs).unwrap();
-    (m, pairs.into_iter().collect())
-}
-
-/// One transaction of many stores: inserts of odd keys, deletes of
-/// multiples of 4, new values for multiples of 6; applied to `model` too.
-fn big_change(tx: &mut super::WTx<'_>, m: &RomulusMap, model: &mut BTreeMap<u64, u64>) -> Result<(), RomError> {
-    for k in 0..400u64 {
-        if k % 2 == 1 {
-            m.coll_insert(tx, k, k * 10)?;
-            model.insert(k, k * 10);
-        } else if k % 4 == 0 {
-            m.coll_remove(tx, k)?;
-            model.remove(&k);
-        } else if k % 6 == 0 {
-            m.coll_insert(tx, k, 7)?;
-            model.insert(k, 7);
-        }
-    }
-    Ok(())
+    testing::filled(RomulusMap::create(&f.0, s, HALF).unwrap())
 }
 
 /// Crashes `s`'s big change at `at` (with `plant` armed), reopens the
@@ -93,7 +61,7 @@ fn crash_and_reopen(s: Structure, at: CrashAt, plant: Option<Plant>) -> (Result<
         m.rom_mut().plant(p);
     }
     let m2 = &m;
-    m.rom().update_then_crash(at, |tx| big_change(tx, m2, &mut model)).unwrap();
+    m.rom().update_then_crash(at, |tx| big_change(tx, m2.coll(), &mut model)).unwrap();
     drop(m);
     let after = of(&model);
     let reopened = RomulusMap::open(&f.0, s).map_err(|e| RomError::Broken(e.to_string()));
@@ -129,12 +97,12 @@ fn recovery_from_copying_completes_back() {
         let f = test_file(&format!("twice-{}", s.name()));
         let (m, mut model) = filled(&f, s);
         let m2 = &m;
-        m.rom().update_then_crash(CrashAt::MidCopy, |tx| big_change(tx, m2, &mut model)).unwrap();
+        m.rom().update_then_crash(CrashAt::MidCopy, |tx| big_change(tx, m2.coll(), &mut model)).unwrap();
         drop(m);
         let after = of(&model);
         let m = RomulusMap::open(&f.0, s).unwrap();
         let m2 = &m;
-        m.rom().update_then_crash(CrashAt::AfterStores, |tx| big_change(tx, m2, &mut BTreeMap::new())).unwrap();
+        m.rom().update_then_crash(CrashAt::AfterStores, |tx| big_change(tx, m2.coll(), &mut BTreeMap::new())).unwrap();
         drop(m);
         assert_eq!(RomulusMap::open(&f.0, s).unwrap().contents().unwrap(), after, "{}", s.name());
     }
@@ -158,7 +126,7 @@ fn a_failed_transaction_rolls_back() {
         let before = of(&model);
         let m2 = &m;
         let r = m.rom().update(|tx| {
-            big_change(tx, m2, &mut model)?;
+            big_change(tx, m2.coll(), &mut model)?;
             Err::<(), _>(RomError::Broken("give up".into()))
         });
         assert!(matches!(r, Err(RomError::Broken(_))));
@@ -192,7 +160,7 @@ fn combined_updates_keep_only_the_successful_ones() {
                 for i in 0..300u64 {
                     let k = t * 1000 + i;
                     let r = m.rom().update(|tx| {
-                        m.coll_insert(tx, k, k + 1)?;
+                        m.coll().insert(tx, k, k + 1)?;
                         if i % 7 == 0 {
                             return Err(RomError::Broken(format!("refuse {k}")));
                         }

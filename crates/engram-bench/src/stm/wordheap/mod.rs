@@ -14,6 +14,8 @@
 pub mod alloc;
 pub mod hashset;
 pub mod rbtree;
+#[cfg(test)]
+pub(crate) mod testing;
 
 use crate::stm::workload::Contents;
 
@@ -98,24 +100,5 @@ impl Coll {
             Coll::Tree(t) => t.check(m),
             Coll::Hash(h) => h.check(m),
         }
-    }
-}
-
-/// A file name of a test in the temporary directory, removed on drop.
-#[cfg(test)]
-pub(crate) struct TestFile(pub std::path::PathBuf);
-
-#[cfg(test)]
-impl TestFile {
-    /// `engram-<peer>-<pid>-<name>` in the temporary directory.
-    pub fn new(peer: &str, name: &str) -> Self {
-        TestFile(std::env::temp_dir().join(format!("engram-{peer}-{}-{name}", std::process::id())))
-    }
-}
-
-#[cfg(test)]
-impl Drop for TestFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
     }
 }
