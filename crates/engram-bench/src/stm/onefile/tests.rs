@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use super::map::OneFileMap;
 use super::{CrashAt, OfError, OneFile, Plant};
 use crate::stm::wordheap::testing::{self, big_change, of, TestFile, BOTH};
-use crate::stm::workload::{model_contents, Contents, Phase, RunFor, Structure, TxMap};
+use crate::stm::workload::{Contents, Structure, TxMap};
 
 const HEAP: u64 = 4 << 20;
 
@@ -18,34 +18,20 @@ fn test_file(name: &str) -> TestFile {
     TestFile::new("onefile", name)
 }
 
-/// Runs `phase` on a fresh `s` prefilled with half of its key range.
-fn driven(tag: &str, s: Structure, phase: Phase) -> (OneFileMap, crate::stm::workload::Tally, TestFile) {
+/// A fresh `s` in a test file named with `tag`.
+fn made(tag: &str, s: Structure) -> (OneFileMap, TestFile) {
     let f = test_file(&format!("{tag}-{}", s.name()));
-    let (m, tally) = testing::driven(OneFileMap::create(&f.0, s, HEAP).unwrap(), &phase);
-    (m, tally, f)
+    (OneFileMap::create(&f.0, s, HEAP).unwrap(), f)
 }
 
 #[test]
 fn agrees_with_the_model() {
-    for s in BOTH {
-        let phase = Phase { threads: 1, lookup_pct: 20, key_range: 2000, seed: 3, run: RunFor::Ops(5000) };
-        let (m, tally, _f) = driven("agree", s, phase);
-        assert_eq!(tally.commits(), 5000);
-        assert_eq!(m.contents().unwrap(), model_contents(2000, 1000, 20, 3, 5000), "{}", s.name());
-        // Two fences per update commit, none per read-only one.
-        assert_eq!(tally.upd_fences, 2 * tally.updates, "{}", s.name());
-        assert_eq!(tally.ro_fences, 0, "{}", s.name());
-        assert_eq!(tally.ro_flushes, 0, "{}", s.name());
-    }
+    testing::agrees_with_the_model(made, 2);
 }
 
 #[test]
 fn threads_keep_it_valid() {
-    for s in BOTH {
-        let phase = Phase { threads: 4, lookup_pct: 30, key_range: 500, seed: 4, run: RunFor::Time(std::time::Duration::from_millis(200)) };
-        let (m, _, _f) = driven("threads", s, phase);
-        m.contents().unwrap();
-    }
+    testing::threads_keep_it_valid(made);
 }
 
 /// Threads adding disjoint keys, each insert one transaction: every one

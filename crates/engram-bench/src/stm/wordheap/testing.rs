@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::{Coll, Tx};
-use crate::stm::workload::{drive, prefill, prefill_pairs, Contents, Phase, Structure, Tally, TxMap};
+use crate::stm::workload::{drive, model_contents, prefill, prefill_pairs, Contents, Phase, RunFor, Structure, Tally, TxMap};
 
 /// The structures the peers have.
 pub const BOTH: [Structure; 2] = [Structure::Rbtree, Structure::Hashtable];
@@ -27,10 +27,34 @@ impl Drop for TestFile {
 }
 
 /// Runs `phase` on `m` prefilled with half of its key range.
-pub fn driven<M: TxMap>(m: M, phase: &Phase) -> (M, Tally) {
+fn driven<M: TxMap>(m: M, phase: &Phase) -> (M, Tally) {
     prefill(&m, &prefill_pairs(phase.key_range, phase.key_range / 2, phase.seed)).unwrap();
     let tally = drive(&m, phase).unwrap();
     (m, tally)
+}
+
+/// Each structure `make` makes (in a file it names with the tag) agrees
+/// with the model after 5,000 operations of one thread, with `fences`
+/// fences per update commit and none (and no flush) per read-only one.
+pub fn agrees_with_the_model<M: TxMap>(make: impl Fn(&str, Structure) -> (M, TestFile), fences: u64) {
+    for s in BOTH {
+        let phase = Phase { threads: 1, lookup_pct: 20, key_range: 2000, seed: 3, run: RunFor::Ops(5000) };
+        let (m, _f) = make("agree", s);
+        let (m, tally) = driven(m, &phase);
+        assert_eq!(tally.commits(), 5000);
+        assert_eq!(m.contents().unwrap(), model_contents(2000, 1000, 20, 3, 5000), "{}", s.name());
+        assert_eq!(tally.upd_fences, fences * tally.updates, "{}", s.name());
+        assert_eq!((tally.ro_fences, tally.ro_flushes), (0, 0), "{}", s.name());
+    }
+}
+
+/// Each structure `make` makes stays valid under 4 threads.
+pub fn threads_keep_it_valid<M: TxMap>(make: impl Fn(&str, Structure) -> (M, TestFile)) {
+    for s in BOTH {
+        let phase = Phase { threads: 4, lookup_pct: 30, key_range: 500, seed: 4, run: RunFor::Time(std::time::Duration::from_millis(200)) };
+        let (m, _f) = make("threads", s);
+        driven(m, &phase).0.contents().unwrap();
+    }
 }
 
 /// The entries of a model map.
