@@ -75,6 +75,8 @@ pub mod colour {
     pub const VOLATILE: RGBColor = RGBColor(0x2c, 0xa0, 0x2c);
     /// Other persistent TMs run in the same process (RomulusLog's algorithm).
     pub const PEER_TM: RGBColor = RGBColor(0x94, 0x67, 0xbd);
+    /// A second persistent TM run in the same process (OneFile-LF's algorithm).
+    pub const PEER_TM_2: RGBColor = RGBColor(0x8c, 0x56, 0x4b);
 }
 
 /// `10^k` at exact powers of ten (k >= 1), nothing elsewhere: log-axis labels.

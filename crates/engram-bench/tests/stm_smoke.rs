@@ -1,6 +1,6 @@
 //! Smoke test of `engram-bench stm --quick --out DIR`: every structure and
 //! implementation runs (PSTM, no-flush, the TVar tree, PMDK, RomulusLog's
-//! algorithm) at 1 and 2
+//! and OneFile-LF's algorithms) at 1 and 2
 //! threads and both lookup shares, every implementation agrees with the
 //! `BTreeMap` model (exit status 0), and the report, the CSV and the plots
 //! are written. About 30 s in a debug build.
@@ -50,7 +50,7 @@ fn quick_stm_run_covers_every_structure_and_implementation() {
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert!(run.status.success(), "engram-bench stm --quick failed ({}):\n{stdout}\n{}", run.status, String::from_utf8_lossy(&run.stderr));
     assert!(stdout.starts_with("engram-bench stm configuration"), "configuration printed first:\n{stdout}");
-    assert!(stdout.contains("agreement check: 15 of 15 implementations"), "{stdout}");
+    assert!(stdout.contains("agreement check: 17 of 17 implementations"), "{stdout}");
 
     let csv = std::fs::read_to_string(out.0.join("stm.csv")).expect("stm.csv");
     let mut lines = csv.lines();
@@ -76,6 +76,12 @@ fn quick_stm_run_covers_every_structure_and_implementation() {
             // updates too, and land in its own commit's class).
             assert_eq!((f[fences], f[ro_fences]), ("4.0000", "0.0000"), "RomulusLog's fences: {l}");
         }
+        if f[imp] == "onefile" && f[threads] == "1" {
+            // OneFile-LF: two fences per update commit, none per lookup
+            // (with more threads a commit that loses the CAS on curTx
+            // fences again).
+            assert_eq!((f[fences], f[ro_fences]), ("2.0000", "0.0000"), "OneFile-LF's fences: {l}");
+        }
         seen.insert((f[structure].to_string(), f[imp].to_string(), f[threads].to_string()));
     }
     let mut expected = Vec::new();
@@ -94,6 +100,8 @@ fn quick_stm_run_covers_every_structure_and_implementation() {
             ("hashtable", "pmdk", t),
             ("rbtree", "romulus", t),
             ("hashtable", "romulus", t),
+            ("rbtree", "onefile", t),
+            ("hashtable", "onefile", t),
         ]);
     }
     for (s, i, t) in expected {
@@ -104,6 +112,8 @@ fn quick_stm_run_covers_every_structure_and_implementation() {
     assert!(md.contains("slowdown (no-flush ÷ PSTM tx/s)"), "the report states the ratio direction");
     assert!(md.contains("What the no-flush peer removes"), "the report explains the peer");
     assert!(md.contains("PSTM ÷ RomulusLog (this run)"), "the report compares PSTM with the in-run RomulusLog");
+    assert!(md.contains("PSTM ÷ OneFile-LF (this run)"), "the report compares PSTM with the in-run OneFile-LF");
+    assert!(md.contains("PSTM ÷ best peer (this run)"), "the report compares PSTM with the best in-run peer");
     for png in ["stm-throughput.png", "stm-slowdown.png", "stm-vs-pmdk.png"] {
         let bytes = std::fs::read(out.0.join(png)).unwrap_or_else(|e| panic!("{png}: {e}"));
         assert!(bytes.starts_with(b"\x89PNG"), "{png} is a PNG");

@@ -49,7 +49,7 @@ pub struct StmArgs {
     /// Structures (default all).
     #[arg(long, value_delimiter = ',', value_enum)]
     pub structures: Option<Vec<Structure>>,
-    /// Implementations (default all: pstm, pstm-process, tvar, pmdk, romulus).
+    /// Implementations (default all: pstm, pstm-process, tvar, pmdk, romulus, onefile).
     #[arg(long = "impls", value_delimiter = ',', value_enum)]
     pub impls: Option<Vec<Impl>>,
     /// Seed of keys and operations.

@@ -19,6 +19,7 @@ use std::time::Duration;
 use engram::Durability;
 
 use super::maps;
+use super::onefile::{self, map::OneFileMap};
 use super::pmdk::PmdkMap;
 use super::romulus::{self, map::RomulusMap};
 use super::tvar_rbtree::TVarRbTree;
@@ -174,6 +175,11 @@ pub fn execute(job: &StmJob) -> Result<StmOutcome, StmJobError> {
         }
         Impl::Romulus => {
             let map = RomulusMap::create(&file.0, job.structure, romulus::map::HALF_BYTES)?;
+            let (t, c) = measure(&map, &pairs, &phase)?;
+            (t, c, None)
+        }
+        Impl::Onefile => {
+            let map = OneFileMap::create(&file.0, job.structure, onefile::map::HEAP_BYTES)?;
             let (t, c) = measure(&map, &pairs, &phase)?;
             (t, c, None)
         }

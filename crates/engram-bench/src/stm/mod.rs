@@ -30,10 +30,15 @@
 //!   volatile log of the stored ranges, four fences per transaction — with
 //!   the suite's red-black tree and hash set written against it
 //!   ([`romulus`]): the published persistent TM of issue 14, measured in
-//!   the same run.
+//!   the same run;
+//! - **OneFile-LF** (`onefile`): the lock-free PTM of OneFile (Ramalhete,
+//!   Correia, Felber, Cohen, DSN'19), reimplemented here in Rust from the
+//!   paper — {value, seq} words under a double-width CAS, a `curTx` word,
+//!   per-thread write-set logs in the file, helping, two fences per update
+//!   — on the same tree and hash set as RomulusLog's peer ([`wordheap`]).
 //!
 //! Pieces: [`workload`] (keys, operation mix, the multi-threaded driver and
-//! its counters), [`maps`] (PSTM adapters), [`tvar_rbtree`], [`pmdk`], [`romulus`],
+//! its counters), [`maps`] (PSTM adapters), [`tvar_rbtree`], [`pmdk`], [`romulus`], [`onefile`], [`wordheap`],
 //! [`job`] (one measurement in a child process), [`report`] (aggregation,
 //! `stm.csv`, `stm.md`), [`peers`] (the published TMs' figures, quoted), [`plot`] (PNGs) and [`cli`] (the subcommand).
 //!
@@ -46,6 +51,7 @@ pub mod cli;
 pub mod floor;
 pub mod job;
 pub mod maps;
+pub mod onefile;
 pub mod peers;
 pub mod plot;
 pub mod pmdk;
@@ -53,4 +59,5 @@ pub mod report;
 pub mod romulus;
 pub mod tvar_rbtree;
 pub mod tvar_vmap;
+pub mod wordheap;
 pub mod workload;

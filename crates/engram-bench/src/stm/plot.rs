@@ -28,6 +28,7 @@ fn color(imp: Impl) -> RGBColor {
         Impl::Tvar => colour::VOLATILE,
         Impl::Pmdk => colour::PMDK,
         Impl::Romulus => colour::PEER_TM,
+        Impl::Onefile => colour::PEER_TM_2,
     }
 }
 

@@ -99,11 +99,13 @@ pub enum Impl {
     Pmdk,
     /// RomulusLog's algorithm (SPAA'18), reimplemented here (`romulus`).
     Romulus,
+    /// OneFile-LF's algorithm (DSN'19), reimplemented here (`onefile`).
+    Onefile,
 }
 
 impl Impl {
     /// Every implementation, in report order.
-    pub const ALL: [Impl; 5] = [Impl::Pstm, Impl::PstmProcess, Impl::Tvar, Impl::Pmdk, Impl::Romulus];
+    pub const ALL: [Impl; 6] = [Impl::Pstm, Impl::PstmProcess, Impl::Tvar, Impl::Pmdk, Impl::Romulus, Impl::Onefile];
 
     /// The name on the command line and in the CSV.
     pub fn name(self) -> &'static str {
@@ -113,6 +115,7 @@ impl Impl {
             Impl::Tvar => "tvar",
             Impl::Pmdk => "pmdk",
             Impl::Romulus => "romulus",
+            Impl::Onefile => "onefile",
         }
     }
 
@@ -124,6 +127,7 @@ impl Impl {
             Impl::Tvar => "TVar tree (volatile)",
             Impl::Pmdk => "PMDK (global lock)",
             Impl::Romulus => "RomulusLog's algorithm, reimplemented here",
+            Impl::Onefile => "OneFile-LF's algorithm, reimplemented here",
         }
     }
 
@@ -132,7 +136,7 @@ impl Impl {
         match self {
             Impl::Pstm | Impl::PstmProcess => true,
             Impl::Tvar => structure != Structure::Hashtable,
-            Impl::Pmdk | Impl::Romulus => matches!(structure, Structure::Rbtree | Structure::Hashtable),
+            Impl::Pmdk | Impl::Romulus | Impl::Onefile => matches!(structure, Structure::Rbtree | Structure::Hashtable),
         }
     }
 }
@@ -239,6 +243,9 @@ pub enum BenchError {
     /// The RomulusLog peer failed.
     #[error("romulus: {0}")]
     Romulus(#[from] super::romulus::RomError),
+    /// The OneFile-LF peer failed.
+    #[error("onefile: {0}")]
+    Onefile(#[from] super::onefile::OfError),
     /// The parameters do not go together.
     #[error("invalid benchmark parameters: {0}")]
     Invalid(String),

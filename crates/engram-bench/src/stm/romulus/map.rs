@@ -12,51 +12,15 @@
 
 use std::path::Path;
 
-use super::hashset::HashSet;
-use super::rbtree::RbTree;
-use super::{Mem, RomError, Romulus, WTx};
+use super::{RomError, Romulus};
+use crate::stm::wordheap::hashset::HashSet;
+use crate::stm::wordheap::rbtree::RbTree;
+use crate::stm::wordheap::Coll;
 use crate::stm::workload::{BenchError, Contents, Op, Structure, TxMap, HASH_BUCKETS};
 
 /// Bytes of each half of the benchmark's files (tmpfs pages are allocated
 /// only where touched; 100,000 tree nodes take 4.8 MB).
 pub const HALF_BYTES: u64 = 64 << 20;
-
-/// The structure, in root word 0.
-#[derive(Clone, Copy, Debug)]
-enum Coll {
-    Tree(RbTree),
-    Hash(HashSet),
-}
-
-impl Coll {
-    fn get<M: Mem>(&self, m: &M, k: u64) -> Option<u64> {
-        match self {
-            Coll::Tree(t) => t.get(m, k),
-            Coll::Hash(h) => h.get(m, k),
-        }
-    }
-
-    fn insert(&self, tx: &mut WTx<'_>, k: u64, v: u64) -> Result<Option<u64>, RomError> {
-        match self {
-            Coll::Tree(t) => t.insert(tx, k, v),
-            Coll::Hash(h) => h.insert(tx, k, v),
-        }
-    }
-
-    fn remove(&self, tx: &mut WTx<'_>, k: u64) -> Result<Option<u64>, RomError> {
-        match self {
-            Coll::Tree(t) => t.remove(tx, k),
-            Coll::Hash(h) => h.remove(tx, k),
-        }
-    }
-
-    fn check<M: Mem>(&self, m: &M) -> Result<Contents, RomError> {
-        match self {
-            Coll::Tree(t) => t.check(m),
-            Coll::Hash(h) => h.check(m),
-        }
-    }
-}
 
 /// One structure in its own RomulusLog file.
 pub struct RomulusMap {
@@ -97,16 +61,10 @@ impl RomulusMap {
         &mut self.rom
     }
 
-    /// An insert inside the caller's transaction.
+    /// The structure.
     #[cfg(test)]
-    pub fn coll_insert(&self, tx: &mut WTx<'_>, k: u64, v: u64) -> Result<Option<u64>, RomError> {
-        self.coll.insert(tx, k, v)
-    }
-
-    /// A delete inside the caller's transaction.
-    #[cfg(test)]
-    pub fn coll_remove(&self, tx: &mut WTx<'_>, k: u64) -> Result<Option<u64>, RomError> {
-        self.coll.remove(tx, k)
+    pub fn coll(&self) -> Coll {
+        self.coll
     }
 }
 
@@ -133,6 +91,6 @@ impl TxMap for RomulusMap {
 
     fn contents(&self) -> Result<Contents, BenchError> {
         let c = self.coll;
-        Ok(self.rom.read(|v| c.check(v))?)
+        Ok(self.rom.read(|v| c.check(v)).map_err(RomError::from)?)
     }
 }

@@ -46,12 +46,11 @@
 //! pointer of the half it copies from, [`alloc`]); the allocator is a
 //! simple one of ours, not the paper's.
 
-pub mod alloc;
 mod combine;
-pub mod hashset;
 pub mod lock;
 pub mod map;
-pub mod rbtree;
+
+use super::wordheap::{alloc, HeapError, Mem, Tx};
 
 use std::fs::OpenOptions;
 use std::path::Path;
@@ -113,6 +112,15 @@ pub enum RomError {
     Broken(String),
 }
 
+impl From<HeapError> for RomError {
+    fn from(e: HeapError) -> Self {
+        match e {
+            HeapError::Full(n) => RomError::Full(n),
+            HeapError::Broken(s) => RomError::Broken(s),
+        }
+    }
+}
+
 /// A planted bug, for the tests that prove the crash tests can fail.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Plant {
@@ -157,30 +165,16 @@ unsafe impl Send for Romulus {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for Romulus {}
 
-/// Maps `len` bytes of `file`, shared.
-fn map(file: &std::fs::File, len: u64) -> Result<*mut u8, RomError> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: a fresh shared mapping of an open file of at least `len`
-    // bytes; nothing else refers to the address range yet.
-    let p = unsafe {
-        libc::mmap(std::ptr::null_mut(), len as usize, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, file.as_raw_fd(), 0)
-    };
-    if p == libc::MAP_FAILED {
-        return Err(std::io::Error::last_os_error().into());
-    }
-    Ok(p.cast())
-}
-
 impl Romulus {
     /// A fresh file at `path` (overwriting an old one) with halves of
-    /// `half` bytes, holding an empty heap ([`alloc::format`]).
+    /// `half` bytes, holding an empty heap ([`Romulus::format`]).
     pub fn create(path: &Path, half: u64) -> Result<Self, RomError> {
         let half = half.max(alloc::DATA_START * 2).next_multiple_of(HEADER);
         let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path)?;
         file.set_len(HEADER + 2 * half)?;
         let rom = Romulus::mapped(&file, half)?;
-        alloc::format(&rom, Half::Main);
-        alloc::format(&rom, Half::Back);
+        rom.format(Half::Main);
+        rom.format(Half::Back);
         rom.persist_range(Half::Main, 0, alloc::DATA_START);
         rom.persist_range(Half::Back, 0, alloc::DATA_START);
         rom.header_store(H_HALF, half);
@@ -209,7 +203,7 @@ impl Romulus {
     fn mapped(file: &std::fs::File, half: u64) -> Result<Self, RomError> {
         let map_len = HEADER + 2 * half;
         Ok(Romulus {
-            base: map(file, map_len)?,
+            base: super::wordheap::map_shared(file, map_len)?,
             map_len: map_len as usize,
             half,
             pwb: Persister::new(Durability::Pmem, None),
@@ -302,6 +296,20 @@ impl Romulus {
         self.persist_range(to, off, len);
     }
 
+    /// Writes an empty heap's metadata into half `h` (a fresh file, before
+    /// anyone reads it).
+    fn format(&self, h: Half) {
+        for off in (0..alloc::DATA_START).step_by(8) {
+            self.store_in(h, off, 0);
+        }
+        self.store_in(h, alloc::BUMP, alloc::DATA_START);
+    }
+
+    /// Bytes of half `h` in use: up to its bump pointer.
+    fn used(&self, h: Half) -> u64 {
+        self.load_in(h, alloc::BUMP).clamp(alloc::DATA_START, self.half)
+    }
+
     // ---- recovery -----------------------------------------------------
 
     /// Brings the halves back to one consistent image after a crash.
@@ -314,7 +322,7 @@ impl Romulus {
         };
         // 1. the consistent half's used bytes over the other's (what lies
         // beyond its bump pointer is unreachable from it).
-        self.copy_range(from, 0, alloc::used(self, from));
+        self.copy_range(from, 0, self.used(from));
         self.pfence("romulus.recover_copy")?;
         // 2. both halves equal: IDLE.
         self.header_store(H_STATE, State::Idle as u64);
@@ -390,14 +398,6 @@ impl Drop for WriteGuard<'_> {
     }
 }
 
-/// What transactions read: words of `main`.
-pub trait Mem {
-    /// The word at `off` of `main`.
-    fn load(&self, off: u64) -> u64;
-    /// The RomulusLog file.
-    fn rom(&self) -> &Romulus;
-}
-
 /// A read-only transaction's view of `main` (the read lock is held).
 pub struct View<'a>(&'a Romulus);
 
@@ -406,8 +406,8 @@ impl Mem for View<'_> {
     fn load(&self, off: u64) -> u64 {
         self.0.load_in(Half::Main, off)
     }
-    fn rom(&self) -> &Romulus {
-        self.0
+    fn heap_bytes(&self) -> u64 {
+        self.0.half
     }
 }
 
@@ -423,16 +423,18 @@ impl Mem for WTx<'_> {
     fn load(&self, off: u64) -> u64 {
         self.rom.load_in(Half::Main, off)
     }
-    fn rom(&self) -> &Romulus {
-        self.rom
+    fn heap_bytes(&self) -> u64 {
+        self.rom.half
     }
 }
 
-impl WTx<'_> {
+impl Tx for WTx<'_> {
+    type Error = RomError;
+
     /// Step 2: stores `v` at `off` of `main`, pwb of its line, the range
     /// logged (merged with the last range when they touch).
     #[inline]
-    pub fn store(&mut self, off: u64, v: u64) -> Result<(), RomError> {
+    fn store(&mut self, off: u64, v: u64) -> Result<(), RomError> {
         if !self.begun {
             self.begin()?;
         }
@@ -445,7 +447,9 @@ impl WTx<'_> {
         }
         Ok(())
     }
+}
 
+impl WTx<'_> {
     /// Step 1, at the first store: state = MUTATING, pwb, pfence (which
     /// also orders the previous transaction's IDLE).
     fn begin(&mut self) -> Result<(), RomError> {

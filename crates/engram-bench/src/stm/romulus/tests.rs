@@ -4,106 +4,51 @@
 //! with a planted bug the crash test must catch.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use super::map::RomulusMap;
 use super::{CrashAt, Plant, RomError, Romulus, State};
-use crate::stm::workload::{drive, model_contents, prefill, prefill_pairs, Contents, Phase, RunFor, Structure, TxMap};
+use crate::stm::wordheap::testing::{self, big_change, of, TestFile, BOTH};
+use crate::stm::workload::{Contents, Structure, TxMap};
 
 const HALF: u64 = 4 << 20;
 
-/// A file name of this test in the pool directory, removed on drop.
-struct TestFile(PathBuf);
-
-impl TestFile {
-    fn new(name: &str) -> Self {
-        TestFile(std::env::temp_dir().join(format!("engram-romulus-{}-{name}", std::process::id())))
-    }
+/// A test file of this peer.
+fn test_file(name: &str) -> TestFile {
+    TestFile::new("romulus", name)
 }
 
-impl Drop for TestFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-const BOTH: [Structure; 2] = [Structure::Rbtree, Structure::Hashtable];
-
-/// Runs `phase` on a fresh `s` prefilled with half of its key range.
-fn driven(tag: &str, s: Structure, phase: Phase) -> (RomulusMap, crate::stm::workload::Tally, TestFile) {
-    let f = TestFile::new(&format!("{tag}-{}", s.name()));
-    let m = RomulusMap::create(&f.0, s, HALF).unwrap();
-    prefill(&m, &prefill_pairs(phase.key_range, phase.key_range / 2, phase.seed)).unwrap();
-    let tally = drive(&m, &phase).unwrap();
-    (m, tally, f)
+/// A fresh `s` in a test file named with `tag`.
+fn made(tag: &str, s: Structure) -> (RomulusMap, TestFile) {
+    let f = test_file(&format!("{tag}-{}", s.name()));
+    (RomulusMap::create(&f.0, s, HALF).unwrap(), f)
 }
 
 #[test]
 fn agrees_with_the_model() {
-    for s in BOTH {
-        let phase = Phase { threads: 1, lookup_pct: 20, key_range: 2000, seed: 3, run: RunFor::Ops(5000) };
-        let (m, tally, _f) = driven("agree", s, phase);
-        assert_eq!(tally.commits(), 5000);
-        assert_eq!(m.contents().unwrap(), model_contents(2000, 1000, 20, 3, 5000), "{}", s.name());
-        // Four fences per update commit, none per read-only one.
-        assert_eq!(tally.upd_fences, 4 * tally.updates, "{}", s.name());
-        assert_eq!(tally.ro_fences, 0, "{}", s.name());
-    }
+    testing::agrees_with_the_model(made, 4);
 }
 
 #[test]
 fn threads_keep_it_valid() {
-    for s in BOTH {
-        let phase = Phase { threads: 4, lookup_pct: 30, key_range: 500, seed: 4, run: RunFor::Time(std::time::Duration::from_millis(200)) };
-        let (m, _, _f) = driven("threads", s, phase);
-        m.contents().unwrap();
-    }
-}
-
-/// The entries of a model map.
-fn of(model: &BTreeMap<u64, u64>) -> Contents {
-    let mut c = Contents::default();
-    model.iter().for_each(|(&k, &v)| c.add(k, v));
-    c
+    testing::threads_keep_it_valid(made);
 }
 
 /// A structure of `s` in `f` with keys 0..400 step 2; the model of it.
 fn filled(f: &TestFile, s: Structure) -> (RomulusMap, BTreeMap<u64, u64>) {
-    let m = RomulusMap::create(&f.0, s, HALF).unwrap();
-    let pairs: Vec<(u64, u64)> = (0..400).step_by(2).map(|k| (k, k)).collect();
-    m.insert_batch(&pairs).unwrap();
-    (m, pairs.into_iter().collect())
-}
-
-/// One transaction of many stores: inserts of odd keys, deletes of
-/// multiples of 4, new values for multiples of 6; applied to `model` too.
-fn big_change(tx: &mut super::WTx<'_>, m: &RomulusMap, model: &mut BTreeMap<u64, u64>) -> Result<(), RomError> {
-    for k in 0..400u64 {
-        if k % 2 == 1 {
-            m.coll_insert(tx, k, k * 10)?;
-            model.insert(k, k * 10);
-        } else if k % 4 == 0 {
-            m.coll_remove(tx, k)?;
-            model.remove(&k);
-        } else if k % 6 == 0 {
-            m.coll_insert(tx, k, 7)?;
-            model.insert(k, 7);
-        }
-    }
-    Ok(())
+    testing::filled(RomulusMap::create(&f.0, s, HALF).unwrap())
 }
 
 /// Crashes `s`'s big change at `at` (with `plant` armed), reopens the
 /// file: what it then holds, and the models before and after.
 fn crash_and_reopen(s: Structure, at: CrashAt, plant: Option<Plant>) -> (Result<Contents, RomError>, Contents, Contents) {
-    let f = TestFile::new(&format!("crash-{}-{at:?}-{plant:?}", s.name()));
+    let f = test_file(&format!("crash-{}-{at:?}-{plant:?}", s.name()));
     let (mut m, mut model) = filled(&f, s);
     let before = of(&model);
     if let Some(p) = plant {
         m.rom_mut().plant(p);
     }
     let m2 = &m;
-    m.rom().update_then_crash(at, |tx| big_change(tx, m2, &mut model)).unwrap();
+    m.rom().update_then_crash(at, |tx| big_change(tx, m2.coll(), &mut model)).unwrap();
     drop(m);
     let after = of(&model);
     let reopened = RomulusMap::open(&f.0, s).map_err(|e| RomError::Broken(e.to_string()));
@@ -136,15 +81,15 @@ fn a_crash_while_copying_recovers_the_state_after() {
 #[test]
 fn recovery_from_copying_completes_back() {
     for s in BOTH {
-        let f = TestFile::new(&format!("twice-{}", s.name()));
+        let f = test_file(&format!("twice-{}", s.name()));
         let (m, mut model) = filled(&f, s);
         let m2 = &m;
-        m.rom().update_then_crash(CrashAt::MidCopy, |tx| big_change(tx, m2, &mut model)).unwrap();
+        m.rom().update_then_crash(CrashAt::MidCopy, |tx| big_change(tx, m2.coll(), &mut model)).unwrap();
         drop(m);
         let after = of(&model);
         let m = RomulusMap::open(&f.0, s).unwrap();
         let m2 = &m;
-        m.rom().update_then_crash(CrashAt::AfterStores, |tx| big_change(tx, m2, &mut BTreeMap::new())).unwrap();
+        m.rom().update_then_crash(CrashAt::AfterStores, |tx| big_change(tx, m2.coll(), &mut BTreeMap::new())).unwrap();
         drop(m);
         assert_eq!(RomulusMap::open(&f.0, s).unwrap().contents().unwrap(), after, "{}", s.name());
     }
@@ -163,12 +108,12 @@ fn the_crash_test_catches_a_missing_mutating_state() {
 #[test]
 fn a_failed_transaction_rolls_back() {
     for s in BOTH {
-        let f = TestFile::new(&format!("rollback-{}", s.name()));
+        let f = test_file(&format!("rollback-{}", s.name()));
         let (m, mut model) = filled(&f, s);
         let before = of(&model);
         let m2 = &m;
         let r = m.rom().update(|tx| {
-            big_change(tx, m2, &mut model)?;
+            big_change(tx, m2.coll(), &mut model)?;
             Err::<(), _>(RomError::Broken("give up".into()))
         });
         assert!(matches!(r, Err(RomError::Broken(_))));
@@ -181,7 +126,7 @@ fn a_failed_transaction_rolls_back() {
 
 #[test]
 fn open_refuses_other_files() {
-    let f = TestFile::new("other");
+    let f = test_file("other");
     std::fs::write(&f.0, vec![7u8; 3 * 4096 + 8192]).unwrap();
     assert!(matches!(Romulus::open(&f.0), Err(RomError::NotRomulus(_))));
     std::fs::write(&f.0, b"short").unwrap();
@@ -192,7 +137,7 @@ fn open_refuses_other_files() {
 /// error returned to their own thread), end as the successful ones say.
 #[test]
 fn combined_updates_keep_only_the_successful_ones() {
-    let f = TestFile::new("combine");
+    let f = test_file("combine");
     let m = RomulusMap::create(&f.0, Structure::Hashtable, HALF).unwrap();
     let failed = std::sync::atomic::AtomicU64::new(0);
     std::thread::scope(|s| {
@@ -202,7 +147,7 @@ fn combined_updates_keep_only_the_successful_ones() {
                 for i in 0..300u64 {
                     let k = t * 1000 + i;
                     let r = m.rom().update(|tx| {
-                        m.coll_insert(tx, k, k + 1)?;
+                        m.coll().insert(tx, k, k + 1)?;
                         if i % 7 == 0 {
                             return Err(RomError::Broken(format!("refuse {k}")));
                         }

@@ -1,11 +1,12 @@
-//! The persistent allocator inside `main`: segregated free lists of
-//! power-of-two block sizes (1 to [`MAX_WORDS`] words) and a bump pointer, its
-//! metadata in the first bytes of the half and changed only by the
-//! transaction's logged stores, so it commits, rolls back and recovers
-//! with the data (RomulusLog needs nothing more of an allocator; the
-//! paper's own is a different, general one).
+//! The persistent allocator of the peers' word heaps: segregated free
+//! lists of power-of-two block sizes (1 to [`MAX_WORDS`] words) and a bump
+//! pointer, its metadata in the first bytes of the heap and changed only
+//! by the transaction's own stores ([`Tx::store`]), so it commits, rolls
+//! back and recovers with the data (RomulusLog's and OneFile's algorithms
+//! need nothing more of an allocator; the papers' own are different,
+//! general ones).
 //!
-//! Layout of a half's first [`DATA_START`] bytes: 8 root words (the
+//! Layout of a heap's first [`DATA_START`] bytes: 8 root words (the
 //! structures' entry points), the bump pointer, then the head of the free
 //! list of each size in words. A free block's first word links the next
 //! free block of its size (0: none). Blocks larger than [`MAX_WORDS`] come
@@ -23,12 +24,12 @@
 //! no free list; offset 0 is never a block, so it serves as the null link.
 //! A block is not cleared: the caller writes every word it reads.
 
-use super::{Half, Mem, RomError, Romulus, WTx};
+use super::{HeapError, Tx};
 
 /// Root words (offsets `8 * i`).
 pub const ROOTS: u64 = 8;
 /// The bump pointer's word.
-const BUMP: u64 = 8 * ROOTS;
+pub const BUMP: u64 = 8 * ROOTS;
 /// The largest block size with a free list, in words.
 pub const MAX_WORDS: u64 = 16;
 /// The free list head of blocks of `w` words.
@@ -44,20 +45,6 @@ pub const fn root(i: u64) -> u64 {
     8 * (i % ROOTS)
 }
 
-/// Writes an empty heap's metadata into half `h` (a fresh file, before
-/// anyone reads it).
-pub(super) fn format(rom: &Romulus, h: Half) {
-    for off in (0..DATA_START).step_by(8) {
-        rom.store_in(h, off, 0);
-    }
-    rom.store_in(h, BUMP, DATA_START);
-}
-
-/// Bytes of half `h` in use: up to its bump pointer.
-pub(super) fn used(rom: &Romulus, h: Half) -> u64 {
-    rom.load_in(h, BUMP).clamp(DATA_START, rom.half)
-}
-
 /// The block size, in words, of a request of `words` words: a power of
 /// two up to [`MAX_WORDS`], else the request.
 fn block_words(words: u64) -> u64 {
@@ -71,7 +58,7 @@ fn block_words(words: u64) -> u64 {
 
 /// A block for `words` words (at least 1), from its free list or the
 /// bump pointer.
-pub fn alloc(tx: &mut WTx<'_>, words: u64) -> Result<u64, RomError> {
+pub fn alloc<T: Tx>(tx: &mut T, words: u64) -> Result<u64, T::Error> {
     let words = block_words(words);
     if words <= MAX_WORDS {
         let head = tx.load(free_head(words));
@@ -83,15 +70,15 @@ pub fn alloc(tx: &mut WTx<'_>, words: u64) -> Result<u64, RomError> {
     }
     let b = tx.load(BUMP).next_multiple_of((8 * words).min(64));
     let end = b.saturating_add(8 * words);
-    if end > tx.rom().half() {
-        return Err(RomError::Full(tx.rom().half()));
+    if end > tx.heap_bytes() {
+        return Err(HeapError::Full(tx.heap_bytes()).into());
     }
     tx.store(BUMP, end)?;
     Ok(b)
 }
 
 /// Gives back block `off` of `words` words (larger blocks are kept).
-pub fn free(tx: &mut WTx<'_>, off: u64, words: u64) -> Result<(), RomError> {
+pub fn free<T: Tx>(tx: &mut T, off: u64, words: u64) -> Result<(), T::Error> {
     let words = block_words(words);
     if words > MAX_WORDS {
         return Ok(());

@@ -1,6 +1,6 @@
-//! The red-black tree of the RomulusLog suite on our RomulusLog
-//! reimplementation: nodes of six 8-byte fields (key, value, colour, left,
-//! right, parent) in `main`, links as offsets into the half (0: null), the
+//! The red-black tree of the RomulusLog suite, on a peer's word heap
+//! ([`super`]): nodes of six 8-byte fields (key, value, colour, left,
+//! right, parent), links as offsets into the heap (0: null), the
 //! tree's top in a root word. The algorithm is CLRS without a sentinel,
 //! the same steps as the benchmark's other trees (`tvar_rbtree.rs`).
 //!
@@ -11,7 +11,7 @@
 use std::cmp::Ordering;
 
 use super::alloc;
-use super::{Mem, RomError, WTx};
+use super::{HeapError, Mem, Tx};
 use crate::stm::workload::Contents;
 
 const KEY: u64 = 0;
@@ -46,8 +46,6 @@ pub struct RbTree {
     top: u64,
 }
 
-type R<T> = Result<T, RomError>;
-
 impl RbTree {
     /// The tree in root word `i` (an empty tree is a 0 there).
     pub fn at_root(i: u64) -> Self {
@@ -62,7 +60,7 @@ impl RbTree {
         n != NIL && m.load(n + RED) != 0
     }
 
-    fn side(tx: &WTx<'_>, p: u64, n: u64) -> Dir {
+    fn side<T: Tx>(tx: &T, p: u64, n: u64) -> Dir {
         if tx.load(p + LEFT) == n {
             Dir::L
         } else {
@@ -70,7 +68,7 @@ impl RbTree {
         }
     }
 
-    fn relink(&self, tx: &mut WTx<'_>, parent: u64, old: u64, new: u64) -> R<()> {
+    fn relink<T: Tx>(&self, tx: &mut T, parent: u64, old: u64, new: u64) -> Result<(), T::Error> {
         if parent == NIL {
             return tx.store(self.top, new);
         }
@@ -78,7 +76,7 @@ impl RbTree {
         tx.store(parent + d.0, new)
     }
 
-    fn rotate(&self, tx: &mut WTx<'_>, x: u64, d: Dir) -> R<()> {
+    fn rotate<T: Tx>(&self, tx: &mut T, x: u64, d: Dir) -> Result<(), T::Error> {
         let y = Self::child(tx, x, d.flip());
         let b = Self::child(tx, y, d);
         tx.store(x + d.flip().0, b)?;
@@ -111,7 +109,7 @@ impl RbTree {
     }
 
     /// Sets the key's value; the value it replaced.
-    pub fn insert(&self, tx: &mut WTx<'_>, key: u64, value: u64) -> R<Option<u64>> {
+    pub fn insert<T: Tx>(&self, tx: &mut T, key: u64, value: u64) -> Result<Option<u64>, T::Error> {
         let (mut parent, mut cur, mut d) = (NIL, tx.load(self.top), Dir::L);
         while cur != NIL {
             d = match key.cmp(&tx.load(cur + KEY)) {
@@ -139,7 +137,7 @@ impl RbTree {
         Ok(None)
     }
 
-    fn fix_insert(&self, tx: &mut WTx<'_>, mut z: u64) -> R<()> {
+    fn fix_insert<T: Tx>(&self, tx: &mut T, mut z: u64) -> Result<(), T::Error> {
         loop {
             let mut p = tx.load(z + PARENT);
             if p == NIL || !Self::is_red(tx, p) {
@@ -173,7 +171,7 @@ impl RbTree {
     }
 
     /// Removes the key; its value.
-    pub fn remove(&self, tx: &mut WTx<'_>, key: u64) -> R<Option<u64>> {
+    pub fn remove<T: Tx>(&self, tx: &mut T, key: u64) -> Result<Option<u64>, T::Error> {
         let z = self.find(tx, key);
         if z == NIL {
             return Ok(None);
@@ -214,7 +212,7 @@ impl RbTree {
         Ok(Some(old))
     }
 
-    fn replace(&self, tx: &mut WTx<'_>, u: u64, up: u64, v: u64) -> R<()> {
+    fn replace<T: Tx>(&self, tx: &mut T, u: u64, up: u64, v: u64) -> Result<(), T::Error> {
         self.relink(tx, up, u, v)?;
         if v != NIL {
             tx.store(v + PARENT, up)?;
@@ -222,7 +220,7 @@ impl RbTree {
         Ok(())
     }
 
-    fn fix_remove(&self, tx: &mut WTx<'_>, mut x: u64, mut xp: u64) -> R<()> {
+    fn fix_remove<T: Tx>(&self, tx: &mut T, mut x: u64, mut xp: u64) -> Result<(), T::Error> {
         while xp != NIL && !Self::is_red(tx, x) {
             let d = Self::side(tx, xp, x);
             let mut w = Self::child(tx, xp, d.flip());
@@ -258,10 +256,10 @@ impl RbTree {
     }
 
     /// Checks the invariants; what the tree holds.
-    pub fn check<M: Mem>(&self, m: &M) -> R<Contents> {
+    pub fn check<M: Mem>(&self, m: &M) -> Result<Contents, HeapError> {
         let top = m.load(self.top);
         if Self::is_red(m, top) {
-            return Err(RomError::Broken("RomulusLog tree: the top is red".into()));
+            return Err(HeapError::Broken("word-heap tree: the top is red".into()));
         }
         let mut c = Contents::default();
         self.check_node(m, top, NIL, (None, None), 1, &mut c)?;
@@ -269,25 +267,33 @@ impl RbTree {
     }
 
     /// Checks the subtree at `n`; its black height.
-    fn check_node<M: Mem>(&self, m: &M, n: u64, parent: u64, bounds: (Option<u64>, Option<u64>), depth: u32, c: &mut Contents) -> R<u64> {
+    fn check_node<M: Mem>(
+        &self,
+        m: &M,
+        n: u64,
+        parent: u64,
+        bounds: (Option<u64>, Option<u64>),
+        depth: u32,
+        c: &mut Contents,
+    ) -> Result<u64, HeapError> {
         if n == NIL {
             return Ok(1);
         }
         let k = m.load(n + KEY);
         let ordered = bounds.0.is_none_or(|lo| lo < k) && bounds.1.is_none_or(|hi| k < hi);
         if !ordered || m.load(n + PARENT) != parent || depth > 128 {
-            return Err(RomError::Broken(format!("RomulusLog tree node {n}: out of order, wrong parent, or too deep")));
+            return Err(HeapError::Broken(format!("word-heap tree node {n}: out of order, wrong parent, or too deep")));
         }
         let red = m.load(n + RED);
         let (l, r) = (m.load(n + LEFT), m.load(n + RIGHT));
         if red > 1 || (red == 1 && (Self::is_red(m, l) || Self::is_red(m, r))) {
-            return Err(RomError::Broken(format!("RomulusLog tree node {n}: colour {red}, or a red node with a red child")));
+            return Err(HeapError::Broken(format!("word-heap tree node {n}: colour {red}, or a red node with a red child")));
         }
         c.add(k, m.load(n + VALUE));
         let bl = self.check_node(m, l, n, (bounds.0, Some(k)), depth + 1, c)?;
         let br = self.check_node(m, r, n, (Some(k), bounds.1), depth + 1, c)?;
         if bl != br {
-            return Err(RomError::Broken(format!("RomulusLog tree node {n}: black heights {bl} and {br}")));
+            return Err(HeapError::Broken(format!("word-heap tree node {n}: black heights {bl} and {br}")));
         }
         Ok(bl + (red == 0) as u64)
     }

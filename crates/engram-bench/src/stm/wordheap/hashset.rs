@@ -1,25 +1,23 @@
 //! The chained hash set of the RomulusLog suite (a map here: each node
-//! carries a value) on our RomulusLog reimplementation: an array of chain
-//! heads in `main` (made once, from the bump pointer) and nodes of three
+//! carries a value) on a peer's word heap ([`super`]): an array of chain
+//! heads (made once, from the bump pointer) and nodes of three
 //! 8-byte fields (key, value, next). The suite used 131,072 buckets; the
 //! benchmark uses [`HASH_BUCKETS`](crate::stm::workload::HASH_BUCKETS)
 //! (65,536), as its other hash tables do.
 //!
 //! Keeps true: every node is on the chain of its key's bucket, and no
-//! chain is longer than the half has nodes ([`HashSet::check`]); an insert
+//! chain is longer than the heap has nodes ([`HashSet::check`]); an insert
 //! adds a node only for a key absent from its chain; a node a delete
 //! unlinks goes back to the allocator in the same transaction.
 
 use super::alloc;
-use super::{Mem, RomError, WTx};
+use super::{HeapError, Mem, Tx};
 use crate::stm::workload::Contents;
 
 const KEY: u64 = 0;
 const VALUE: u64 = 8;
 const NEXT: u64 = 16;
 const NODE_WORDS: u64 = 3;
-
-type R<T> = Result<T, RomError>;
 
 /// A chained hash map whose bucket array is named by root word `root`.
 #[derive(Clone, Copy, Debug)]
@@ -33,7 +31,7 @@ pub struct HashSet {
 impl HashSet {
     /// The set in root word `i`, made with `buckets` (a power of two)
     /// empty chains if the root word is 0.
-    pub fn at_root(tx: &mut WTx<'_>, i: u64, buckets: u64) -> R<Self> {
+    pub fn at_root<T: Tx>(tx: &mut T, i: u64, buckets: u64) -> Result<Self, T::Error> {
         let buckets = buckets.max(1).next_power_of_two();
         let mut at = tx.load(alloc::root(i));
         if at == 0 {
@@ -65,7 +63,7 @@ impl HashSet {
     }
 
     /// Sets the key's value; the value it replaced.
-    pub fn insert(&self, tx: &mut WTx<'_>, key: u64, value: u64) -> R<Option<u64>> {
+    pub fn insert<T: Tx>(&self, tx: &mut T, key: u64, value: u64) -> Result<Option<u64>, T::Error> {
         let head = self.head(key);
         let mut n = tx.load(head);
         while n != 0 {
@@ -86,7 +84,7 @@ impl HashSet {
     }
 
     /// Removes the key; its value.
-    pub fn remove(&self, tx: &mut WTx<'_>, key: u64) -> R<Option<u64>> {
+    pub fn remove<T: Tx>(&self, tx: &mut T, key: u64) -> Result<Option<u64>, T::Error> {
         let mut link = self.head(key);
         let mut n = tx.load(link);
         while n != 0 {
@@ -103,16 +101,16 @@ impl HashSet {
     }
 
     /// Checks the invariants; what the set holds.
-    pub fn check<M: Mem>(&self, m: &M) -> R<Contents> {
+    pub fn check<M: Mem>(&self, m: &M) -> Result<Contents, HeapError> {
         let mut c = Contents::default();
-        let limit = m.rom().half() / (8 * NODE_WORDS);
+        let limit = m.heap_bytes() / (8 * NODE_WORDS);
         for b in 0..1u64 << self.bits {
             let head = self.buckets + 8 * b;
             let mut n = m.load(head);
             while n != 0 {
                 let k = m.load(n + KEY);
                 if self.head(k) != head || c.len > limit {
-                    return Err(RomError::Broken(format!("RomulusLog hash set: key {k} on chain {b}, or a cycle")));
+                    return Err(HeapError::Broken(format!("word-heap hash set: key {k} on chain {b}, or a cycle")));
                 }
                 c.add(k, m.load(n + VALUE));
                 n = m.load(n + NEXT);

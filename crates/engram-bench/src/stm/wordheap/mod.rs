@@ -1,0 +1,104 @@
+//! What the persistent-TM peers' structures are written against: a heap
+//! of 8-byte words addressed by offset (0 is null), read through [`Mem`]
+//! and changed through a transaction's [`Tx::store`]. RomulusLog's
+//! reimplementation ([`super::romulus`]) and OneFile-LF's
+//! ([`super::onefile`]) each implement the two traits; the allocator
+//! ([`alloc`]), the red-black tree ([`rbtree`]) and the chained hash set
+//! ([`hashset`]) are written once, generic over them, and monomorphised
+//! per peer (no dynamic dispatch on a load or a store).
+//!
+//! Keeps true: the structures touch the heap only through these traits,
+//! so each peer's isolation and durability rules cover every word they
+//! read or write.
+
+pub mod alloc;
+pub mod hashset;
+pub mod rbtree;
+#[cfg(test)]
+pub(crate) mod testing;
+
+use crate::stm::workload::Contents;
+
+/// Maps `len` bytes of `file`, shared.
+pub(crate) fn map_shared(file: &std::fs::File, len: u64) -> std::io::Result<*mut u8> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a fresh shared mapping of an open file of at least `len`
+    // bytes; nothing else refers to the address range yet.
+    let p = unsafe {
+        libc::mmap(std::ptr::null_mut(), len as usize, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, file.as_raw_fd(), 0)
+    };
+    if p == libc::MAP_FAILED {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(p.cast())
+}
+
+/// Why a structure operation failed, whatever the peer.
+#[derive(Debug, thiserror::Error)]
+pub enum HeapError {
+    /// The heap has no room for the allocation (its size in bytes).
+    #[error("heap of {0} bytes is full")]
+    Full(u64),
+    /// A structure found its invariants broken.
+    #[error("{0}")]
+    Broken(String),
+}
+
+/// What transactions read: words of the heap.
+pub trait Mem {
+    /// The word at `off`.
+    fn load(&self, off: u64) -> u64;
+    /// Bytes of the heap (offsets below it are words of it).
+    fn heap_bytes(&self) -> u64;
+}
+
+/// An update transaction.
+pub trait Tx: Mem {
+    /// The peer's error, which a structure's own errors convert into.
+    type Error: From<HeapError>;
+    /// Stores `v` at `off` as part of the transaction.
+    fn store(&mut self, off: u64, v: u64) -> Result<(), Self::Error>;
+}
+
+/// A structure of the benchmark in root word 0 of a heap.
+#[derive(Clone, Copy, Debug)]
+pub enum Coll {
+    /// The red-black tree.
+    Tree(rbtree::RbTree),
+    /// The chained hash set.
+    Hash(hashset::HashSet),
+}
+
+impl Coll {
+    /// The key's value.
+    pub fn get<M: Mem>(&self, m: &M, k: u64) -> Option<u64> {
+        match self {
+            Coll::Tree(t) => t.get(m, k),
+            Coll::Hash(h) => h.get(m, k),
+        }
+    }
+
+    /// Sets the key's value; the value it replaced.
+    pub fn insert<T: Tx>(&self, tx: &mut T, k: u64, v: u64) -> Result<Option<u64>, T::Error> {
+        match self {
+            Coll::Tree(t) => t.insert(tx, k, v),
+            Coll::Hash(h) => h.insert(tx, k, v),
+        }
+    }
+
+    /// Removes the key; its value.
+    pub fn remove<T: Tx>(&self, tx: &mut T, k: u64) -> Result<Option<u64>, T::Error> {
+        match self {
+            Coll::Tree(t) => t.remove(tx, k),
+            Coll::Hash(h) => h.remove(tx, k),
+        }
+    }
+
+    /// Checks the invariants; what the structure holds.
+    pub fn check<M: Mem>(&self, m: &M) -> Result<Contents, HeapError> {
+        match self {
+            Coll::Tree(t) => t.check(m),
+            Coll::Hash(h) => h.check(m),
+        }
+    }
+}

@@ -1,0 +1,90 @@
+//! What the peers' tests share: temporary files, a prefilled and driven
+//! structure, a model of a filled structure, and one transaction of many
+//! stores applied to both.
+
+use std::collections::BTreeMap;
+
+use super::{Coll, Tx};
+use crate::stm::workload::{drive, model_contents, prefill, prefill_pairs, Contents, Phase, RunFor, Structure, Tally, TxMap};
+
+/// The structures the peers have.
+pub const BOTH: [Structure; 2] = [Structure::Rbtree, Structure::Hashtable];
+
+/// A file name of a test in the temporary directory, removed on drop.
+pub(crate) struct TestFile(pub std::path::PathBuf);
+
+impl TestFile {
+    /// `engram-<peer>-<pid>-<name>` in the temporary directory.
+    pub fn new(peer: &str, name: &str) -> Self {
+        TestFile(std::env::temp_dir().join(format!("engram-{peer}-{}-{name}", std::process::id())))
+    }
+}
+
+impl Drop for TestFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Runs `phase` on `m` prefilled with half of its key range.
+fn driven<M: TxMap>(m: M, phase: &Phase) -> (M, Tally) {
+    prefill(&m, &prefill_pairs(phase.key_range, phase.key_range / 2, phase.seed)).unwrap();
+    let tally = drive(&m, phase).unwrap();
+    (m, tally)
+}
+
+/// Each structure `make` makes (in a file it names with the tag) agrees
+/// with the model after 5,000 operations of one thread, with `fences`
+/// fences per update commit and none (and no flush) per read-only one.
+pub fn agrees_with_the_model<M: TxMap>(make: impl Fn(&str, Structure) -> (M, TestFile), fences: u64) {
+    for s in BOTH {
+        let phase = Phase { threads: 1, lookup_pct: 20, key_range: 2000, seed: 3, run: RunFor::Ops(5000) };
+        let (m, _f) = make("agree", s);
+        let (m, tally) = driven(m, &phase);
+        assert_eq!(tally.commits(), 5000);
+        assert_eq!(m.contents().unwrap(), model_contents(2000, 1000, 20, 3, 5000), "{}", s.name());
+        assert_eq!(tally.upd_fences, fences * tally.updates, "{}", s.name());
+        assert_eq!((tally.ro_fences, tally.ro_flushes), (0, 0), "{}", s.name());
+    }
+}
+
+/// Each structure `make` makes stays valid under 4 threads.
+pub fn threads_keep_it_valid<M: TxMap>(make: impl Fn(&str, Structure) -> (M, TestFile)) {
+    for s in BOTH {
+        let phase = Phase { threads: 4, lookup_pct: 30, key_range: 500, seed: 4, run: RunFor::Time(std::time::Duration::from_millis(200)) };
+        let (m, _f) = make("threads", s);
+        driven(m, &phase).0.contents().unwrap();
+    }
+}
+
+/// The entries of a model map.
+pub fn of(model: &BTreeMap<u64, u64>) -> Contents {
+    let mut c = Contents::default();
+    model.iter().for_each(|(&k, &v)| c.add(k, v));
+    c
+}
+
+/// `m` (empty) given keys 0..400 step 2; the model of it.
+pub fn filled<M: TxMap>(m: M) -> (M, BTreeMap<u64, u64>) {
+    let pairs: Vec<(u64, u64)> = (0..400).step_by(2).map(|k| (k, k)).collect();
+    m.insert_batch(&pairs).unwrap();
+    (m, pairs.into_iter().collect())
+}
+
+/// One transaction of many stores on `c`: inserts of odd keys, deletes of
+/// multiples of 4, new values for multiples of 6; applied to `model` too.
+pub fn big_change<T: Tx>(tx: &mut T, c: Coll, model: &mut BTreeMap<u64, u64>) -> Result<(), T::Error> {
+    for k in 0..400u64 {
+        if k % 2 == 1 {
+            c.insert(tx, k, k * 10)?;
+            model.insert(k, k * 10);
+        } else if k % 4 == 0 {
+            c.remove(tx, k)?;
+            model.remove(&k);
+        } else if k % 6 == 0 {
+            c.insert(tx, k, 7)?;
+            model.insert(k, 7);
+        }
+    }
+    Ok(())
+}
