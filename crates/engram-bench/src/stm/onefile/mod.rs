@@ -13,7 +13,7 @@
 //! [ heap: one tmtype {value, seq} of 16 bytes per word   ]  2 × heap bytes
 //! ```
 //!
-//! Every heap word is a `tmtype` ([`dcas`]): a value and the sequence
+//! Every heap word is a `tmtype` (`dcas`): a value and the sequence
 //! number of the transaction that wrote it, changed only by a double-width
 //! CAS that installs (value, seq) if the word's seq is older. `curTx` is
 //! one word: the sequence number of the last committed transaction and the
@@ -24,10 +24,10 @@
 //! applied), and runs its closure: a load returns the transaction's own
 //! store if it made one, else the word's value if the word's seq is at
 //! most `s` (a newer one means a newer commit: the transaction restarts);
-//! a store goes to the volatile write-set ([`wset`]). Commit:
+//! a store goes to the volatile write-set (`wset`). Commit:
 //!
 //! 1. the write-set is copied into the thread's next log buffer
-//!    ([`log`]), pwb of its lines; the transaction `s` it started from is
+//!    (`log`), pwb of its lines; the transaction `s` it started from is
 //!    made durable too (pwb of its words, if this thread did not apply it
 //!    itself); pfence;
 //! 2. CAS `curTx` from `s` to `s + 1` naming this buffer (on failure the
@@ -44,7 +44,7 @@
 //! a write-set again (helpers, recovery) changes nothing; whenever `curTx`
 //! names `s` durably, every transaction before `s` is durable in the heap
 //! (step 1 of `s`) and `s`'s buffer holds its write-set, which no thread
-//! overwrites until `s` is durable in the heap ([`log`]); a log buffer is
+//! overwrites until `s` is durable in the heap (`log`); a log buffer is
 //! applied only if its header names `curTx` and its checksum matches.
 //! Recovery at open ([`OneFile::open`]) re-applies the buffer `curTx`
 //! names. Offsets are clamped into the heap.

@@ -38,7 +38,7 @@
 //! ranges copied `back` → `main`). Offsets are clamped into the half, so a
 //! corrupt link reads or writes garbage inside the mapping, never outside.
 //!
-//! Writers are flat-combined ([`combine`]): the holder of the write lock
+//! Writers are flat-combined (`combine`): the holder of the write lock
 //! runs every operation other writers published, in one transaction.
 //!
 //! Simplified against the paper (docs/stm.md, "RomulusLog as an in-run
@@ -167,7 +167,7 @@ unsafe impl Sync for Romulus {}
 
 impl Romulus {
     /// A fresh file at `path` (overwriting an old one) with halves of
-    /// `half` bytes, holding an empty heap ([`Romulus::format`]).
+    /// `half` bytes, holding an empty heap (`Romulus::format`).
     pub fn create(path: &Path, half: u64) -> Result<Self, RomError> {
         let half = half.max(alloc::DATA_START * 2).next_multiple_of(HEADER);
         let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path)?;
@@ -340,7 +340,7 @@ impl Romulus {
     }
 
     /// Runs `f` as an update transaction, flat-combined
-    /// ([`combine`]): committed if it returns `Ok` (possibly in one
+    /// (`combine`): committed if it returns `Ok` (possibly in one
     /// transaction with other threads' operations), rolled back if it
     /// returns `Err`. `f` may run more than once (again when another
     /// operation of its batch failed); its last run's result is returned.
