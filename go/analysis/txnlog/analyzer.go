@@ -264,17 +264,10 @@ func capturedTx(fn *ssa.Function) string {
 	return ""
 }
 
-// summaryOf returns the summary of a static call's callee, if the callee is
-// in this module: computed here for this package, imported as a fact
-// otherwise. Nil when there is none (dynamic, external, builtin).
-func (c *checker) summaryOf(common *ssa.CallCommon) *Summary {
-	if common.IsInvoke() {
-		return nil
-	}
-	fn := common.StaticCallee()
-	if fn == nil {
-		return nil
-	}
+// summaryOfFunc returns the summary of fn, if it is in this module:
+// computed here for this package, imported as a fact otherwise. Nil when
+// there is none (outside the module).
+func (c *checker) summaryOfFunc(fn *ssa.Function) *Summary {
 	if fn.Origin() != nil {
 		fn = fn.Origin()
 	}
