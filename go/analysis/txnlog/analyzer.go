@@ -35,7 +35,7 @@ import (
 // Analyzer reports unlogged stores to pool memory inside transactions.
 var Analyzer = &analysis.Analyzer{
 	Name:      "txnlog",
-	Doc:       "report stores inside Engram transactions to pool memory that is not undo-logged first\n\nInside pool.Txn closures and functions taking a *engram.Tx, every store to memory that may live in the pool (reached from engram.Root, from a parameter, or loaded from such memory) must be preceded on every path by tx.Log or engram.LogSlice covering it. Stores in called functions of the same module are checked at the call through summaries. Where this cannot be decided statically the analyzer says \"cannot decide\". With -fix it inserts the missing tx.Log calls.",
+	Doc:       "report stores inside Engram transactions to pool memory that is not undo-logged first\n\nInside pool.Txn closures and functions taking a *engram.Tx, every store to memory that may live in the pool (reached from engram.Root, from a parameter, or loaded from such memory) must be preceded on every path by tx.Log or engram.LogSlice covering it. Stores in called functions of the same module are checked at the call through summaries (a method of a type parameter with a finite type set, once per member type). Where this cannot be decided statically the analyzer says \"cannot decide\". With -fix it inserts the missing tx.Log calls.",
 	Requires:  []*analysis.Analyzer{buildssa.Analyzer},
 	Run:       run,
 	FactTypes: []analysis.Fact{new(Summary), new(VolatileType)},
