@@ -27,9 +27,8 @@ import (
 // target is one function a call may run, with its arguments as the
 // function numbers its parameters.
 type target struct {
-	fn       *ssa.Function
-	args     []ssa.Value
-	typeArgs []types.Type // a static call of an instance: its type arguments
+	fn   *ssa.Function // an instance's effects are bound by its TypeArgs
+	args []ssa.Value
 	// member: reached through a type parameter, for this member type
 	// (what holds only then, and is named so in messages)
 	member *memberOf
@@ -44,8 +43,7 @@ type memberOf struct {
 
 // staticTarget is the target of a static call.
 func staticTarget(common *ssa.CallCommon) target {
-	fn := common.StaticCallee()
-	return target{fn: fn, args: callArgs(common), typeArgs: fn.TypeArgs()}
+	return target{fn: common.StaticCallee(), args: callArgs(common)}
 }
 
 // memberTargets resolves a method call on a type parameter whose type set
