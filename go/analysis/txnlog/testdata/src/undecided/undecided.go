@@ -180,3 +180,21 @@ func viaMember[T interface {
 }](tx *engram.Tx, t T) {
 	t.tidy() // want `cannot decide: in call to Sorted.tidy: call to sort.Ints outside the module may store to pool memory passed to it for T = \*Sorted \(undecided.go:\d+\)`
 }
+
+// A member whose method the analysis cannot reach: promoted from an
+// embedded field into a generic type.
+type Inner struct{ V int }
+
+func (i *Inner) poke() { i.V = 1 } // want poke:"store\\(0:i.V\\)"
+
+type Gen[T any] struct {
+	Inner
+	X T
+}
+
+func viaPromoted[E any, G interface {
+	*Gen[E]
+	poke()
+}](tx *engram.Tx, g G) {
+	g.poke() // want `cannot decide: call through method poke of type parameter G = \*Gen\[E\] may store to pool memory`
+}
