@@ -35,7 +35,7 @@ import (
 // Analyzer reports unlogged stores to pool memory inside transactions.
 var Analyzer = &analysis.Analyzer{
 	Name:      "txnlog",
-	Doc:       "report stores inside Engram transactions to pool memory that is not undo-logged first\n\nInside pool.Txn closures and functions taking a *engram.Tx, every store to memory that may live in the pool (reached from engram.Root, from a parameter, or loaded from such memory) must be preceded on every path by tx.Log or engram.LogSlice covering it. Stores in called functions of the same module are checked at the call through summaries. Where this cannot be decided statically the analyzer says \"cannot decide\". With -fix it inserts the missing tx.Log calls.",
+	Doc:       "report stores inside Engram transactions to pool memory that is not undo-logged first\n\nInside pool.Txn closures and functions taking a *engram.Tx, every store to memory that may live in the pool (reached from engram.Root, from a parameter, or loaded from such memory) must be preceded on every path by tx.Log or engram.LogSlice covering it. Stores in called functions of the same module are checked at the call through summaries (a method of a type parameter with a finite type set, once per member type). Where this cannot be decided statically the analyzer says \"cannot decide\". With -fix it inserts the missing tx.Log calls.",
 	Requires:  []*analysis.Analyzer{buildssa.Analyzer},
 	Run:       run,
 	FactTypes: []analysis.Fact{new(Summary), new(VolatileType)},
@@ -264,17 +264,10 @@ func capturedTx(fn *ssa.Function) string {
 	return ""
 }
 
-// summaryOf returns the summary of a static call's callee, if the callee is
-// in this module: computed here for this package, imported as a fact
-// otherwise. Nil when there is none (dynamic, external, builtin).
-func (c *checker) summaryOf(common *ssa.CallCommon) *Summary {
-	if common.IsInvoke() {
-		return nil
-	}
-	fn := common.StaticCallee()
-	if fn == nil {
-		return nil
-	}
+// summaryOfFunc returns the summary of fn, if it is in this module:
+// computed here for this package, imported as a fact otherwise. Nil when
+// there is none (outside the module).
+func (c *checker) summaryOfFunc(fn *ssa.Function) *Summary {
 	if fn.Origin() != nil {
 		fn = fn.Origin()
 	}

@@ -45,6 +45,11 @@ func calleeObj(c *ssa.CallCommon) *types.Func {
 	if fn == nil {
 		return nil
 	}
+	return funcObj(fn)
+}
+
+// funcObj returns the declared function fn is or instantiates, or nil.
+func funcObj(fn *ssa.Function) *types.Func {
 	if fn.Origin() != nil {
 		fn = fn.Origin()
 	}

@@ -127,6 +127,7 @@ func (s site) effect(param int, steps []FactStep, undecided string, fi *funcInfo
 		What: s.what, Pos: fi.posString(s.pos), Func: fi.fn.Name()}
 	if s.eff != nil {
 		e.What, e.Pos, e.Func = s.eff.What, s.eff.Pos, s.eff.Func
+		e.TParam, e.Member = s.eff.TParam, s.eff.Member
 		if undecided == "" {
 			e.Undecided = s.eff.Undecided
 		}
@@ -196,15 +197,27 @@ func factPath(arg ssa.Value, steps []FactStep) path {
 }
 
 // call checks a call: engram API, builtins, atomics, summaries of callees
-// in the module, and the calls nothing can be said about.
+// in the module (one per member type for a method of a type parameter),
+// and the calls nothing can be said about.
 func (fi *funcInfo) call(in ssa.CallInstruction) {
 	common := in.Common()
-	if common.IsInvoke() {
-		pr := fi.reach(common.Value, in)
-		for _, a := range common.Args {
-			pr = pr.join(fi.reach(a, in))
+	if ts, unresolved, ok := fi.memberTargets(common); ok {
+		for _, t := range ts {
+			fi.callTarget(in, t)
 		}
-		fi.undecided(in.Pos(), pr, fmt.Sprintf("call through interface method %s may store to pool memory", common.Method.Name()))
+		for _, t := range unresolved {
+			fi.undecided(in.Pos(), fi.invokeReach(in), fmt.Sprintf("call through method %s of type parameter %s = %s may store to pool memory",
+				common.Method.Name(), fi.c.typeString(common.Value.Type()), fi.c.typeString(t)))
+		}
+		return
+	}
+	if common.IsInvoke() {
+		reason := fmt.Sprintf("call through interface method %s may store to pool memory", common.Method.Name())
+		if tp, ok := types.Unalias(common.Value.Type()).(*types.TypeParam); ok {
+			reason = fmt.Sprintf("call through method %s of type parameter %s (its type set is not a finite list of types) may store to pool memory",
+				common.Method.Name(), tp.Obj().Name())
+		}
+		fi.undecided(in.Pos(), fi.invokeReach(in), reason)
 		return
 	}
 	if b, ok := common.Value.(*ssa.Builtin); ok {
@@ -234,23 +247,73 @@ func (fi *funcInfo) call(in ssa.CallInstruction) {
 		fi.undecided(in.Pos(), Prov{Flags: provUnknown}, reason)
 		return
 	}
-	if obj := calleeObj(common); obj != nil && obj.Pkg() != nil && obj.Pkg().Path() == "sync/atomic" {
-		fi.atomic(in, obj, common.Args)
+	fi.callTarget(in, staticTarget(common))
+}
+
+// invokeReach is what a call through an interface (or type parameter)
+// method may write: the receiver's and the arguments' memory.
+func (fi *funcInfo) invokeReach(in ssa.CallInstruction) Prov {
+	common := in.Common()
+	pr := fi.reach(common.Value, in)
+	for _, a := range common.Args {
+		pr = pr.join(fi.reach(a, in))
+	}
+	return pr
+}
+
+// callTarget checks a call of one known function: an atomic, a function
+// of the module through its summary, or one outside it.
+func (fi *funcInfo) callTarget(in ssa.CallInstruction, t target) {
+	obj := funcObj(t.fn)
+	if obj != nil && obj.Pkg() != nil && obj.Pkg().Path() == "sync/atomic" {
+		fi.atomic(in, obj, t.args)
 		return
 	}
-	sum := fi.c.summaryOf(common)
+	sum := fi.c.summaryOfFunc(t.fn)
 	if sum == nil {
-		fi.external(in, callee, common.Args)
+		fi.external(in, t.fn, t.args)
 		return
 	}
-	args := callArgs(common)
-	name := calleeName(callee)
-	if obj := calleeObj(common); obj != nil && obj.Pkg() != nil && obj.Pkg() != fi.c.pass.Pkg {
+	name := calleeName(t.fn)
+	if obj != nil && obj.Pkg() != nil && obj.Pkg() != fi.c.pass.Pkg {
 		name = obj.Pkg().Name() + "." + name
 	}
-	for i := range sum.Effects {
-		fi.applyEffect(in, args, &sum.Effects[i], name)
+	for _, e := range fi.targetEffects(t, sum) {
+		fi.applyEffect(in, t.args, &e, name)
 	}
+}
+
+// targetEffects is the callee's effects as they hold at this call (see
+// bindEffect and memberEffect).
+func (fi *funcInfo) targetEffects(t target, sum *Summary) []Effect {
+	var out []Effect
+	for _, e := range sum.Effects {
+		e, ok := fi.bindEffect(e, t.fn.TypeArgs())
+		if !ok {
+			continue
+		}
+		if t.member != nil {
+			e = fi.memberEffect(e, t.member)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// targets lists the functions a call may run, if all are known: its
+// static callee, or the method of each member of a type parameter's
+// finite type set.
+func (fi *funcInfo) targets(common *ssa.CallCommon) []target {
+	if ts, unresolved, ok := fi.memberTargets(common); ok {
+		if len(unresolved) > 0 {
+			return nil
+		}
+		return ts
+	}
+	if _, ok := common.Value.(*ssa.Builtin); ok || common.IsInvoke() || common.StaticCallee() == nil {
+		return nil
+	}
+	return []target{staticTarget(common)}
 }
 
 // takesTx reports whether a signature has a *engram.Tx parameter.
@@ -380,7 +443,9 @@ func (fi *funcInfo) applyCall(in ssa.CallInstruction, args []ssa.Value, e *Effec
 // arguments not known here: pool memory). via names the callee that makes
 // the call, if not in itself. False if fn has no summary here.
 func (fi *funcInfo) applyFunc(in ssa.CallInstruction, fn *ssa.Function, args []ssa.Value, via string) bool {
-	if fn.Pkg != fi.c.pkg || len(fn.Blocks) == 0 || fn.TypeParams().Len() > 0 {
+	// (a closure inside a generic function shares its type parameters: its
+	// summary is over the generic body, as the function's own is)
+	if fn.Pkg != fi.c.pkg || len(fn.Blocks) == 0 || fn.TypeParams().Len() > 0 && fn.Parent() == nil {
 		return false
 	}
 	fin := fi.c.info(fn)
@@ -512,7 +577,10 @@ func (fi *funcInfo) applyEffect(in ssa.CallInstruction, args []ssa.Value, e *Eff
 		pr = fi.pathProv(arg, e.Steps)
 		if !e.Opaque {
 			p = factPath(arg, e.Steps)
-			s.logArg = fi.c.logArgForCall(in, e)
+			if _, isParam := types.Unalias(arg.Type()).(*types.TypeParam); !isParam {
+				// (no field of a type parameter can be named in a fix)
+				s.logArg = fi.c.logArgForCall(in, e)
+			}
 		}
 	}
 	if e.Undecided != "" {

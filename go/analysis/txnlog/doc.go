@@ -79,6 +79,22 @@
 // standard packages known not to write through their arguments (fmt,
 // strings, errors, bytes' functions, ...) are exempt.
 //
+// # Type parameters
+//
+// A generic function is analyzed once, over its generic body. A method
+// call on a value whose type is a type parameter (d.m() with d of type
+// D) is checked once per member of D's type set when that set is a finite
+// list of types (typeparam.go): a constraint embedding a union of types,
+// or of ~*T terms (a defined type over a pointer has no methods, so *T is
+// the only member a method can run on), such as
+// interface{ *pDict | *pZDict; m() }. Each member's method is checked as
+// a static call; every member's stores and "cannot decide"s count, named
+// "for D = *T", and a log counts only if every member's method makes it.
+// A caller instantiating D drops the effects of the other members. Any
+// other constraint (methods only, any, a ~T term over a non-pointer type,
+// which any defined type over T may satisfy with its own method) leaves
+// the call "cannot decide", as an interface method call is.
+//
 // # Fixes
 //
 // Each unlogged store carries a suggested fix inserting tx.Log(&x.f) (or

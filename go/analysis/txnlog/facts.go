@@ -84,6 +84,11 @@ type Effect struct {
 	// Batch, in Logs: 0 for a log; k > 0 for a range added to the
 	// LogBatch that parameter k-1 points to (logged when that batch is)
 	Batch int
+	// TParam, in Effects: k > 0 for an effect of a method called on the
+	// function's type parameter k-1 that holds only when that parameter
+	// is the type Member (a types.TypeString); see typeparam.go
+	TParam int
+	Member string
 }
 
 // Summary is the fact exported for every function of a package.

@@ -92,17 +92,27 @@ func sameLocation(a, b path) bool {
 }
 
 // calleeLogs adds the logs a callee makes on every path (a logging helper
-// such as logNode(tx, n)) as logs made at the call.
+// such as logNode(tx, n)) as logs made at the call; for a method of a type
+// parameter, the logs every member's method makes.
 func (fi *funcInfo) calleeLogs(in ssa.Instruction, common *ssa.CallCommon) {
-	if _, ok := common.Value.(*ssa.Builtin); ok || common.IsInvoke() || common.StaticCallee() == nil {
+	ts := fi.targets(common)
+	if len(ts) == 0 {
 		return
 	}
-	sum := fi.c.summaryOf(common)
-	if sum == nil {
-		return
+	var logs []Effect
+	for i, t := range ts {
+		sum := fi.c.summaryOfFunc(t.fn)
+		if sum == nil {
+			return
+		}
+		if i == 0 {
+			logs = sum.Logs
+		} else {
+			logs = commonLogs(logs, sum.Logs)
+		}
 	}
-	args := callArgs(common)
-	for _, e := range sum.Logs {
+	args := ts[0].args
+	for _, e := range logs {
 		if e.Param < 0 || e.Param >= len(args) {
 			continue
 		}
@@ -124,6 +134,24 @@ func (fi *funcInfo) calleeLogs(in ssa.Instruction, common *ssa.CallCommon) {
 			fi.logs = append(fi.logs, region{at: in, obj: p})
 		}
 	}
+}
+
+// commonLogs is the logs of a that b makes too.
+func commonLogs(a, b []Effect) []Effect {
+	var out []Effect
+	for _, x := range a {
+		for _, y := range b {
+			if sameLog(x, y) {
+				out = append(out, x)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func sameLog(x, y Effect) bool {
+	return x.Param == y.Param && x.SliceAll == y.SliceAll && x.Batch == y.Batch && fmt.Sprint(x.Steps) == fmt.Sprint(y.Steps)
 }
 
 // summariseLogs records the logs of parameter memory that dominate every
@@ -177,7 +205,7 @@ func (fi *funcInfo) summariseLog(r region, batch int) {
 
 func (fi *funcInfo) addLogged(e Effect) {
 	for _, o := range fi.logged {
-		if o.Param == e.Param && o.SliceAll == e.SliceAll && o.Batch == e.Batch && fmt.Sprint(o.Steps) == fmt.Sprint(e.Steps) {
+		if sameLog(o, e) {
 			return
 		}
 	}
@@ -312,24 +340,23 @@ type callStore struct {
 }
 
 // calleeStores records the stores a callee's summary says it makes through
-// its arguments, for the kill rule.
+// its arguments (every member's, for a method of a type parameter), for
+// the kill rule.
 func (fi *funcInfo) calleeStores(in ssa.Instruction, common *ssa.CallCommon) {
-	if _, ok := common.Value.(*ssa.Builtin); ok || common.IsInvoke() || common.StaticCallee() == nil {
-		return
-	}
-	sum := fi.c.summaryOf(common)
-	if sum == nil {
-		return
-	}
-	args := callArgs(common)
-	for _, e := range sum.Effects {
-		if e.Param < 0 || e.Param >= len(args) || e.Undecided != "" {
+	for _, t := range fi.targets(common) {
+		sum := fi.c.summaryOfFunc(t.fn)
+		if sum == nil {
 			continue
 		}
-		if e.Opaque {
-			fi.callStores = append(fi.callStores, callStore{in, pathOf(args[e.Param]), true})
-		} else {
-			fi.callStores = append(fi.callStores, callStore{in, factPath(args[e.Param], e.Steps), false})
+		for _, e := range fi.targetEffects(t, sum) {
+			if e.Param < 0 || e.Param >= len(t.args) || e.Undecided != "" {
+				continue
+			}
+			if e.Opaque {
+				fi.callStores = append(fi.callStores, callStore{in, pathOf(t.args[e.Param]), true})
+			} else {
+				fi.callStores = append(fi.callStores, callStore{in, factPath(t.args[e.Param], e.Steps), false})
+			}
 		}
 	}
 }

@@ -562,27 +562,33 @@ func (fi *funcInfo) callResults(call *ssa.Call) []Prov {
 	case name != "":
 		return fill(volatile)
 	}
-	sum := fi.c.summaryOf(common)
-	if sum == nil || len(sum.Results) != n {
+	// a static callee, or each member's method (type parameters): joined
+	ts := fi.targets(common)
+	if len(ts) == 0 {
 		return fill(unknown)
 	}
-	args := callArgs(common)
-	for i, r := range sum.Results {
-		p := Prov{Flags: r.Flags}
-		if p.Flags&provFresh != 0 {
-			// allocated by the callee: what its fields hold is not known here
-			p.Flags = p.Flags&^provFresh | provFreshExt
+	for _, t := range ts {
+		sum := fi.c.summaryOfFunc(t.fn)
+		if sum == nil || len(sum.Results) != n {
+			return fill(unknown)
 		}
-		for j := 0; j < 64; j++ {
-			if r.Params&(1<<uint(j)) != 0 {
-				if j < len(args) {
-					p = p.join(fi.get(args[j]))
-				} else {
-					p = p.join(unknown)
+		for i, r := range sum.Results {
+			p := Prov{Flags: r.Flags}
+			if p.Flags&provFresh != 0 {
+				// allocated by the callee: what its fields hold is not known here
+				p.Flags = p.Flags&^provFresh | provFreshExt
+			}
+			for j := 0; j < 64; j++ {
+				if r.Params&(1<<uint(j)) != 0 {
+					if j < len(t.args) {
+						p = p.join(fi.get(t.args[j]))
+					} else {
+						p = p.join(unknown)
+					}
 				}
 			}
+			out[i] = out[i].join(p)
 		}
-		out[i] = p
 	}
 	return out
 }

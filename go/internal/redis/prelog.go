@@ -156,7 +156,7 @@ func (a *dictAdds) add(d *pDict) {
 func (a *dictAdds) appendRehash(pairs []uint64) []uint64 {
 	for i, d := range a.d {
 		if d != nil && d.RehashIdx >= 0 {
-			pairs = appendRehashPrelog(pairs, d, a.n[i])
+			pairs = appendRehashPrelog[pEntry](pairs, d, a.n[i])
 		}
 	}
 	return pairs
@@ -167,6 +167,28 @@ func (a *dictAdds) appendRehash(pairs []uint64) []uint64 {
 // and logs nothing itself.
 var plantMoveUnlogged bool
 
+// growingTable is a hash table whose rehash steps are logged ahead
+// (appendRehashPrelog): the keyspace's and a hash's or set's (pDict, of
+// entries E = pEntry) or a sorted set's members (pZDict, of nodes E =
+// pZNode). Both step alike (rehashStep: rehashFrom's bucket moved,
+// moveLinks' links logged, RehashIdx, the header at the end). engramvet
+// checks appendRehashPrelog's calls of these methods once per member type
+// (a finite type set: docs/engramvet.md).
+type growingTable[E any] interface {
+	*pDict | *pZDict
+	rehashFrom(i int64) int64
+	moveLinks(i int64, f func(**E))
+	rehashState() (idx *int64, buckets int64, header uint64, size uint64)
+}
+
+func (d *pDict) rehashState() (*int64, int64, uint64, uint64) {
+	return &d.RehashIdx, int64(len(d.T0)), addrOf(d), uint64(unsafe.Sizeof(*d))
+}
+
+func (d *pZDict) rehashState() (*int64, int64, uint64, uint64) {
+	return &d.RehashIdx, int64(len(d.T0)), addrOf(d), uint64(unsafe.Sizeof(*d))
+}
+
 // appendRehashPrelog adds what k rehash steps of d (growing: RehashIdx >=
 // 0) will log, walking T0 from RehashIdx as rehashStep will, with its
 // rules: RehashIdx; for each bucket moved (rehashFrom: after up to 10
@@ -175,36 +197,17 @@ var plantMoveUnlogged bool
 // A batch's adds (and a sorted set's moves) then take no engine call or
 // fence for their table's steps while the guesses hold: the entries moved
 // are those in T0 now, unless a command before removes one.
-func appendRehashPrelog(pairs []uint64, d *pDict, k int) []uint64 {
-	pairs = append(pairs, addrOf(&d.RehashIdx), 8)
-	i, n0 := d.RehashIdx, int64(len(d.T0))
+func appendRehashPrelog[E any, D growingTable[E]](pairs []uint64, d D, k int) []uint64 {
+	idx, n0, hdr, size := d.rehashState()
+	pairs = append(pairs, addrOf(idx), 8)
+	i := *idx
 	for ; k > 0 && len(pairs) < prelogMax; k-- {
 		if i = d.rehashFrom(i); i < n0 {
-			d.moveLinks(i, func(p **pEntry) { pairs = append(pairs, addrOf(p), 8) })
+			d.moveLinks(i, func(p **E) { pairs = append(pairs, addrOf(p), 8) })
 			i++
 		}
 		if i >= n0 {
-			return append(pairs, addrOf(d), uint64(unsafe.Sizeof(*d)))
-		}
-	}
-	return pairs
-}
-
-// appendZRehashPrelog is appendRehashPrelog for a sorted set's member
-// table: the same steps over a pZDict (rehashFrom, moveLinks, RehashIdx,
-// the header). Written out twice because engramvet cannot follow a method
-// call on a type parameter ("cannot decide"), and these run where a
-// transaction is open.
-func appendZRehashPrelog(pairs []uint64, d *pZDict, k int) []uint64 {
-	pairs = append(pairs, addrOf(&d.RehashIdx), 8)
-	i, n0 := d.RehashIdx, int64(len(d.T0))
-	for ; k > 0 && len(pairs) < prelogMax; k-- {
-		if i = d.rehashFrom(i); i < n0 {
-			d.moveLinks(i, func(p **pZNode) { pairs = append(pairs, addrOf(p), 8) })
-			i++
-		}
-		if i >= n0 {
-			return append(pairs, addrOf(d), uint64(unsafe.Sizeof(*d)))
+			return append(pairs, hdr, size)
 		}
 	}
 	return pairs

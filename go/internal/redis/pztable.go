@@ -117,7 +117,7 @@ func (d *pZDict) rehashStep(tx *engram.Tx) error {
 
 // rehashFrom is the bucket a rehash step at i moves: i after up to 10
 // empty buckets skipped (len(T0) if the skip reaches the end). The rule
-// the logging ahead of a batch's ZADDs follows too (appendZRehashPrelog).
+// the logging ahead of a batch's ZADDs follows too (appendRehashPrelog).
 func (d *pZDict) rehashFrom(i int64) int64 {
 	for empty := 0; empty < 10 && i < int64(len(d.T0)) && d.T0[i] == nil; empty++ {
 		i++
@@ -127,7 +127,7 @@ func (d *pZDict) rehashFrom(i int64) int64 {
 
 // moveLinks calls f with every link that moving T0's bucket i changes:
 // each chain node's Next and its destination slot in T1, then the source
-// slot (what moveBucket logs, and appendZRehashPrelog ahead of it).
+// slot (what moveBucket logs, and appendRehashPrelog ahead of it).
 func (d *pZDict) moveLinks(i int64, f func(**pZNode)) {
 	mask := uint64(len(d.T1) - 1)
 	for n := d.T0[i]; n != nil; n = n.Next {
@@ -162,7 +162,7 @@ func (d *pZDict) moveBucket(tx *engram.Tx, i int64) error {
 
 // plantZMoveUnlogged is for the crash explorer's planted-fault test only:
 // a sorted set's bucket move (pZDict.moveBucket) trusts what was logged
-// ahead (appendZRehashPrelog) and logs nothing itself.
+// ahead (appendRehashPrelog) and logs nothing itself.
 var plantZMoveUnlogged bool
 
 func (d *pZDict) finishRehash(tx *engram.Tx) error {

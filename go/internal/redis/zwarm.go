@@ -186,7 +186,7 @@ func zguess(pairs []uint64, ls []zlookup, ws []zwalk, hs *zhints) []uint64 {
 }
 
 // appendZRehash adds to pairs what the rehash steps of the growing
-// member tables among ls will log (appendZRehashPrelog): a write of a
+// member tables among ls will log (appendRehashPrelog): a write of a
 // member takes one step of its set's table first (zaddAt's move and
 // prepareAdd's add, zrem), so a table takes as many steps as ls has
 // lookups of it. At pipeline 1 on a growing set (redis-benchmark's ZADD
@@ -204,7 +204,7 @@ func appendZRehash(pairs []uint64, ls []zlookup) []uint64 {
 				k++
 			}
 		}
-		pairs = appendZRehashPrelog(pairs, d, k)
+		pairs = appendRehashPrelog[pZNode](pairs, d, k)
 	}
 	return pairs
 }

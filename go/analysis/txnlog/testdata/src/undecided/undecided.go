@@ -138,3 +138,63 @@ func viaUintptr(tx *engram.Tx, n *Node) {
 func viaRandRead(tx *engram.Tx, e *Entry, r *rand.Rand) {
 	_, _ = r.Read(e.Key) // want `cannot decide: call to \(\*math/rand.Rand\).Read outside the module may store to pool memory passed to it`
 }
+
+// A type parameter whose constraint lists methods only: any type may be
+// it, so its method is no better known than an interface's.
+func viaTypeParam[S Setter](tx *engram.Tx, s S) {
+	s.Set(1) // want `cannot decide: call through method Set of type parameter S \(its type set is not a finite list of types\) may store to pool memory`
+}
+
+// A type parameter constrained by any: a method is reached only through
+// an interface.
+func viaAny[T any](tx *engram.Tx, v T) {
+	if s, ok := any(v).(Setter); ok {
+		s.Set(1) // want `cannot decide: call through interface method Set may store to pool memory`
+	}
+}
+
+// A ~T term over a type that is not a pointer: every defined type over
+// []int (Ints, and any other) may declare its own Set.
+type Ints []int
+
+func (s Ints) Set(v int) { s[0] = v } // want Set:"store\\(0:s\\[0\\]\\)"
+
+func viaTilde[S interface {
+	~[]int
+	Set(v int)
+}](tx *engram.Tx, s S) {
+	s.Set(1) // want `cannot decide: call through method Set of type parameter S \(its type set is not a finite list of types\) may store to pool memory`
+}
+
+// A finite type set where one member's method cannot be decided: the call
+// cannot be either, for that member.
+type Sorted struct{ Items []int }
+
+func (s *Sorted) tidy() { sort.Ints(s.Items) } // want tidy:"undecided\\(0:call to sort.Ints outside the module may store to pool memory passed to it\\)"
+
+func (n *Node) tidy() {}
+
+func viaMember[T interface {
+	*Node | *Sorted
+	tidy()
+}](tx *engram.Tx, t T) {
+	t.tidy() // want `cannot decide: in call to Sorted.tidy: call to sort.Ints outside the module may store to pool memory passed to it for T = \*Sorted \(undecided.go:\d+\)`
+}
+
+// A member whose method the analysis cannot reach: promoted from an
+// embedded field into a generic type.
+type Inner struct{ V int }
+
+func (i *Inner) poke() { i.V = 1 } // want poke:"store\\(0:i.V\\)"
+
+type Gen[T any] struct {
+	Inner
+	X T
+}
+
+func viaPromoted[E any, G interface {
+	*Gen[E]
+	poke()
+}](tx *engram.Tx, g G) {
+	g.poke() // want `cannot decide: call through method poke of type parameter G = \*Gen\[E\] may store to pool memory`
+}
