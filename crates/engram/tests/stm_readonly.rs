@@ -13,7 +13,7 @@ mod common;
 use common::TempPool;
 use engram::failpoint::{disarm_all, plant};
 use engram::stm::collections::{HashTable, PMap, RbTree, Treap};
-use engram::stm::{PTVar, ReadTx, STx, StmResult};
+use engram::stm::{stats, PTVar, ReadTx, STx, StmResult};
 use engram::{CreateOptions, Durability, Pool};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -234,6 +234,55 @@ fn the_stress_test_catches_a_missing_recheck() {
 #[test]
 fn the_stress_test_catches_a_missing_snapshot_check() {
     assert!(stress(&["stm.ro_no_rv_check", "stm.ro_slow_read"], 200_000, true) > 0, "no torn snapshot without the rv check");
+}
+
+#[test]
+fn the_stress_test_catches_a_snapshot_the_clock_has_not_reached() {
+    assert!(stress(&["stm.ro_snapshot_ahead", "stm.ro_slow_read"], 200_000, true) > 0, "no torn snapshot with an rv ahead of the clock");
+}
+
+/// Read-only transactions reuse their thread's snapshot (`snapshot.rs`):
+/// a variable another thread wrote since is still read at its new value
+/// (the attempt with the old snapshot refuses it and runs again at once
+/// with a fresh one, counted in `stats().stale`, not as a conflict); the
+/// next few read-only transactions sample afresh; after them the snapshot
+/// is reused again; and the thread's own commit moves it, so reading what
+/// the thread just wrote wastes no attempt.
+#[test]
+fn a_reused_snapshot_never_hides_a_newer_value() {
+    let t = TempPool::new("ro-reuse");
+    let pool = create(&t, Durability::Process);
+    let x: PTVar<u64> = pool.root("x", || 1).unwrap();
+    let read = || pool.atomically_read(|tx| tx.read(&x)).unwrap();
+    let other_writes = |v: u64| std::thread::scope(|s| s.spawn(|| pool.atomically(|tx| tx.write(&x, v)).unwrap()).join().unwrap());
+    assert_eq!(read(), 1);
+    let s0 = stats();
+    other_writes(2);
+    assert_eq!(read(), 2, "a reused snapshot hid another thread's commit");
+    let s1 = stats();
+    assert_eq!((s1.stale - s0.stale, s1.conflicts - s0.conflicts), (1, 0), "one stale attempt, no conflict");
+    // Fresh samples for a while (FRESH_AFTER_STALE, 16): no stale attempt.
+    for v in 3..6 {
+        other_writes(v);
+        assert_eq!(read(), v);
+    }
+    assert_eq!(stats().stale, s1.stale, "read-only transactions right after a stale one sample afresh");
+    for _ in 0..20 {
+        assert_eq!(read(), 5);
+    }
+    // Reused again: another thread's write costs one stale attempt.
+    other_writes(6);
+    assert_eq!(read(), 6);
+    let s2 = stats();
+    assert_eq!(s2.stale, s1.stale + 1, "the snapshot is reused once the fresh samples are spent");
+    for _ in 0..20 {
+        assert_eq!(read(), 6);
+    }
+    // This thread's own commit moves the snapshot: no stale attempt.
+    pool.atomically(|tx| tx.write(&x, 7)).unwrap();
+    assert_eq!(read(), 7);
+    assert_eq!(stats().stale, s2.stale, "reading the thread's own write wasted an attempt");
+    pool.close().unwrap();
 }
 
 /// The key the map stress test moves between its two maps.

@@ -79,6 +79,9 @@ impl STx<'_> {
             self.unlock_writes(via);
             return Err(StmError::Failed(e));
         }
+        if let Some(c) = self.ctx.as_ref().filter(|_| wv.p != 0) {
+            c.local.snap.stamped(wv.p);
+        }
         // 4. validate the reads unless nobody committed since we began, in
         //    any domain read (domain.rs). That skip is sound only if every
         //    commit takes its timestamp before validating (TL2); a hardware

@@ -57,6 +57,7 @@ impl STx<'_> {
             self.unlock_writes(None);
             return Err(StmError::Failed(e));
         }
+        ctx.local.snap.stamped(wv.p);
         // 4. validate the reads unless nobody committed since we began
         //    (unrecorded reads hold only then).
         let skip = crate::failpoint::planted("stm.lean_skips_validation") || self.quiet_since_snapshot(Some(d), wv);

@@ -16,6 +16,8 @@
 //! - `rtx.rs`: read-only transactions (`Pool::atomically_read`, and
 //!   `atomically_read` over volatile variables only): TL2's
 //!   read-only protocol alone, no sets, no commit;
+//! - `snapshot.rs`: the clock value a thread's read-only transactions
+//!   reuse as their snapshot (refreshed when it proves too old);
 //! - `run.rs`: the run loop (`atomically`), retry waits, back-off and
 //!   serial mode, per-thread statistics;
 //! - `pool_state.rs`: per-pool STM state (clock reservation, the threads'
@@ -56,6 +58,7 @@ mod level1;
 mod pool_state;
 mod rtx;
 mod run;
+mod snapshot;
 mod tx;
 mod values;
 mod young;

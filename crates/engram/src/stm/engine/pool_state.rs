@@ -13,6 +13,7 @@
 //! drops its state) is pruned the next time the thread links a pool.
 
 use super::domain::Domain;
+use super::snapshot::Snapshot;
 use crate::alloc::cache::CacheCell;
 use crate::alloc::Loc;
 use crate::error::{Error, Result};
@@ -97,6 +98,9 @@ pub(crate) struct Local {
     /// allocated ([`Local::pool_type_id`]): the pool's own table takes a shared
     /// lock and hashes the `TypeId` on every lookup.
     types: RefCell<Vec<(std::any::TypeId, u32)>>,
+    /// The snapshot this thread's read-only transactions reuse
+    /// (`snapshot.rs`).
+    pub(super) snap: Snapshot,
 }
 
 /// Entries [`Local::pool_type_id`] keeps per thread and pool (more types are
@@ -266,7 +270,15 @@ fn link_local(pool: &Pool, id: u64) -> Result<Rc<Local>> {
     let stm = stm_pool(pool)?;
     let log = thread_log(pool, &stm)?;
     let gate = pool.inner().gate.register();
-    let l = Rc::new(Local { heap_id: id, stm, log, cache: pool.inner().heap.cache(), gate, types: RefCell::default() });
+    let l = Rc::new(Local {
+        heap_id: id,
+        stm,
+        log,
+        cache: pool.inner().heap.cache(),
+        gate,
+        types: RefCell::default(),
+        snap: Snapshot::default(),
+    });
     LOCALS.with(|m| {
         let mut m = m.borrow_mut();
         // The cache may name an entry pruned here: forget it first.

@@ -6,12 +6,16 @@
 //!
 //! 1. enter the pool's GC gate through this thread's slot (`pool/gate.rs`),
 //!    so the GC frees nothing the attempt may still read;
-//! 2. sample the pool domain's clock into `rv` (`domain.rs`);
+//! 2. take the snapshot `rv`: a clock value this thread already sampled
+//!    or stamped, reused (`snapshot.rs`), or a fresh sample of the pool
+//!    domain's clock (`domain.rs`);
 //! 3. every read is the seqlock read: the lock word (acquire), refused if
 //!    locked by a live committer or newer than `rv`; the value; an acquire
 //!    fence; the lock word again, refused unless unchanged;
 //! 4. a refused read ends the attempt with a conflict; the next attempt
-//!    starts again at 1 with a fresh `rv`, after a back-off.
+//!    starts again at 1 with a fresh `rv`, after a back-off (at once, and
+//!    not counted as a conflict, if the refused attempt's `rv` was a
+//!    reused one: an old snapshot is not contention).
 //!
 //! Why that suffices (the argument of `domain.rs`): a writer takes its
 //! timestamp only after it holds the locks of everything it writes, and
@@ -20,7 +24,10 @@
 //! with U's version, at most `rv`, so U held all its locks before the
 //! attempt sampled `rv`, and every other variable of U the attempt reads
 //! is seen locked or newer than `rv` (refused) or already with U's value.
-//! A writer that commits after the sample is invisible, or refused. That
+//! A writer that commits after the sample is invisible, or refused. The
+//! argument needs no more of `rv` than that the clock had reached it
+//! before the attempt began, which a reused value meets
+//! (`snapshot.rs` says why the result is still current). That
 //! holds beside hardware commits too (`FineHtm` locks and validates in one
 //! hardware transaction and takes its timestamp after; Hybrid level 1 runs
 //! volatile-only transactions, which touch no pool variable), so the lean
@@ -605,21 +612,34 @@ impl Pool {
     fn lean<R>(&self, f: &mut impl FnMut(&RTx<'_>) -> StmResult<R>) -> Result<Option<R>> {
         let local = local_ref(self)?;
         let _in_tx = InTx::enter();
-        match self.attempt(local, f) {
+        let (rv, reused) = local.snap.take(&local.stm.domain);
+        match self.attempt(local, f, rv) {
             Ok(v) => Ok(Some(v)),
-            Err(StmError::Conflict) => self.lean_again(local, f),
+            Err(StmError::Conflict) => self.lean_again(local, f, reused),
             Err(e) => ended(e),
         }
     }
 
-    /// Attempts 2 to [`LEAN_ATTEMPTS`], each after step 4's back-off.
+    /// Attempts 2 to [`LEAN_ATTEMPTS`], each after step 4's back-off; when
+    /// the first attempt's snapshot was reused (`snapshot.rs`), first one
+    /// more at once with a fresh snapshot (an old snapshot is not
+    /// contention).
     #[cold]
     #[inline(never)]
-    fn lean_again<R>(&self, local: &Local, f: &mut impl FnMut(&RTx<'_>) -> StmResult<R>) -> Result<Option<R>> {
+    fn lean_again<R>(&self, local: &Local, f: &mut impl FnMut(&RTx<'_>) -> StmResult<R>, reused: bool) -> Result<Option<R>> {
+        if reused {
+            local.snap.stale();
+            count_stat(|s| s.stale += 1);
+            match self.attempt(local, f, local.snap.sample(&local.stm.domain)) {
+                Ok(v) => return Ok(Some(v)),
+                Err(StmError::Conflict) => {}
+                Err(e) => return ended(e),
+            }
+        }
         for attempt in 1..LEAN_ATTEMPTS {
             // 4. run again with a fresh snapshot (the gate left first).
             conflicted(attempt);
-            match self.attempt(local, f) {
+            match self.attempt(local, f, local.snap.sample(&local.stm.domain)) {
                 Ok(v) => return Ok(Some(v)),
                 Err(StmError::Conflict) => {}
                 Err(e) => return ended(e),
@@ -629,19 +649,21 @@ impl Pool {
         Ok(None)
     }
 
-    /// One lean attempt: steps 1-3, the gate left when it returns.
+    /// One lean attempt at snapshot `rv`: steps 1-3, the gate left when it
+    /// returns.
     #[inline(always)]
-    fn attempt<R>(&self, local: &Local, f: &mut impl FnMut(&RTx<'_>) -> StmResult<R>) -> StmResult<R> {
+    fn attempt<R>(&self, local: &Local, f: &mut impl FnMut(&RTx<'_>) -> StmResult<R>, rv: u64) -> StmResult<R> {
         let inner = self.inner();
         let stm = &local.stm;
         // 1. the GC gate, through this thread's slot (not held here:
         // `IN_TX` was clear, and only a transaction's attempt holds it).
         let _gate = inner.gate.enter_outermost(&local.gate);
-        // 2. the snapshot; the heap's bounds for the inline checks.
+        // 2. the snapshot (`rv`: this thread's reused one, `snapshot.rs`,
+        // or a fresh sample); the heap's bounds for the inline checks.
         let space = &inner.space;
         let (lo, hi) = (space.base() + crate::format::HEAP_OFF, space.base() + space.size());
         let tx = RTx {
-            rv: stm.domain.now().min(word::MAX_VERSION),
+            rv: rv.min(word::MAX_VERSION),
             epoch: stm.epoch,
             lo,
             hi,

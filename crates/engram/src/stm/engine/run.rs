@@ -45,7 +45,7 @@ const RECORD_FOR: u32 = 32;
 
 thread_local! {
     pub(super) static IN_TX: Cell<bool> = const { Cell::new(false) };
-    static STATS: Cell<StmStats> = const { Cell::new(StmStats { conflicts: 0, retries: 0, serial: 0 }) };
+    static STATS: Cell<StmStats> = const { Cell::new(StmStats { conflicts: 0, retries: 0, serial: 0, stale: 0 }) };
     /// Transactions left that record from the start (`RECORD_FOR`).
     static RECORDING: Cell<u32> = const { Cell::new(0) };
 }
@@ -74,6 +74,10 @@ pub struct StmStats {
     pub retries: u64,
     /// Attempts run serially, after `SERIAL_AFTER` conflicts in a row.
     pub serial: u64,
+    /// Read-only attempts run again at once because the snapshot they
+    /// reused was older than a variable they read (not counted in
+    /// `conflicts`).
+    pub stale: u64,
 }
 
 /// The calling thread's [`StmStats`].
