@@ -191,7 +191,7 @@ pub fn execute(job: &StmJob) -> Result<StmOutcome, StmJobError> {
 pub fn result_line(o: &StmOutcome) -> String {
     let t = &o.tally;
     let mut line = format!(
-        "{RESULT_TAG} nanos={} updates={} reads={} upd_flushes={} upd_fences={} ro_flushes={} ro_fences={} conflicts={} retries={} serial={} cpu_nanos={} len={} sum={}",
+        "{RESULT_TAG} nanos={} updates={} reads={} upd_flushes={} upd_fences={} ro_flushes={} ro_fences={} conflicts={} retries={} serial={} stale={} cpu_nanos={} len={} sum={}",
         t.nanos,
         t.updates,
         t.reads,
@@ -202,6 +202,7 @@ pub fn result_line(o: &StmOutcome) -> String {
         t.conflicts,
         t.retries,
         t.serial,
+        t.stale,
         t.cpu_nanos,
         o.contents.len,
         o.contents.sum
@@ -227,6 +228,7 @@ pub fn parse_result_line(line: &str) -> Option<StmOutcome> {
         conflicts: g("conflicts")?,
         retries: g("retries")?,
         serial: g("serial")?,
+        stale: g("stale")?,
         cpu_nanos: g("cpu_nanos")?,
     };
     Some(StmOutcome { tally, contents: Contents { len: g("len")?, sum: g("sum")? }, pool_bytes: g("pool_bytes") })
@@ -274,6 +276,7 @@ mod tests {
                 conflicts: 3,
                 retries: 4,
                 serial: 10,
+                stale: 14,
                 cpu_nanos: 13,
             },
             contents: Contents { len: 11, sum: u64::MAX },

@@ -78,9 +78,11 @@ impl Row {
     pub fn flushes_per_read(&self) -> Option<f64> {
         per(self.tally.ro_flushes, self.tally.reads)
     }
-    /// Aborted attempts per attempt: conflicts / (commits + conflicts).
+    /// Attempts run again per attempt: (conflicts + stale snapshots) /
+    /// (commits + conflicts + stale snapshots).
     pub fn abort_rate(&self) -> Option<f64> {
-        per(self.tally.conflicts, self.tally.commits() + self.tally.conflicts)
+        let again = self.tally.conflicts + self.tally.stale;
+        per(again, self.tally.commits() + again)
     }
     /// CPU time per committed transaction, ns (all runs).
     pub fn cpu_per_tx(&self) -> Option<f64> {
@@ -119,18 +121,7 @@ pub fn aggregate(ms: &[Measurement]) -> Vec<Row> {
         match rows.iter_mut().find(|r| r.point == m.point && r.imp == m.imp) {
             Some(r) => {
                 r.runs.push(txps);
-                let t = &mut r.tally;
-                t.nanos += m.tally.nanos;
-                t.updates += m.tally.updates;
-                t.reads += m.tally.reads;
-                t.upd_flushes += m.tally.upd_flushes;
-                t.upd_fences += m.tally.upd_fences;
-                t.ro_flushes += m.tally.ro_flushes;
-                t.ro_fences += m.tally.ro_fences;
-                t.conflicts += m.tally.conflicts;
-                t.retries += m.tally.retries;
-                t.serial += m.tally.serial;
-                t.cpu_nanos += m.tally.cpu_nanos;
+                r.tally.add(&m.tally);
                 r.pool_bytes = r.pool_bytes.max(m.pool_bytes);
             }
             None => rows.push(Row { point: m.point, imp: m.imp, runs: vec![txps], txps: 0.0, tally: m.tally, pool_bytes: m.pool_bytes }),
@@ -265,7 +256,7 @@ pub fn write_csv(rows: &[Row], path: &Path) -> io::Result<()> {
     let mut s = String::from(
         "structure,lookup_pct,threads,impl,runs,median_txps,all_txps,commits,update_commits,readonly_commits,\
          flushes_per_update,fences_per_update,flushes_per_readonly,fences_per_readonly,conflicts,abort_rate,serial_runs,\
-         slowdown_vs_process,cpu_slowdown_vs_process,cpu_ns_per_tx,cpus_held,speedup_vs_pmdk,pool_mib,speedup_vs_romulus,speedup_vs_onefile\n",
+         slowdown_vs_process,cpu_slowdown_vs_process,cpu_ns_per_tx,cpus_held,speedup_vs_pmdk,pool_mib,speedup_vs_romulus,speedup_vs_onefile,stale_snapshots\n",
     );
     let f = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.4}"));
     for r in rows {
@@ -285,7 +276,7 @@ pub fn write_csv(rows: &[Row], path: &Path) -> io::Result<()> {
         };
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{:.0},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{:.0},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             r.point.structure.name(),
             r.point.lookup_pct,
             r.point.threads,
@@ -311,6 +302,7 @@ pub fn write_csv(rows: &[Row], path: &Path) -> io::Result<()> {
             r.pool_bytes.map_or(String::new(), |b| format!("{:.0}", b as f64 / (1 << 20) as f64)),
             f(rom),
             f(one),
+            r.tally.stale,
         );
     }
     std::fs::write(path, s)
@@ -561,8 +553,11 @@ transactional objects must be durable before a record links them). A read-only \
 commit issues none. The table's figures are measured by the calling thread's \
 `engram::pmem::counters()` around each transaction, summed over threads; the \
 update figure mixes inserts of new keys, value replacements and deletes.
-- **Aborts.** `engram::stm::stats()` counts attempts abandoned on a conflict; the \
-abort rate is conflicts ÷ (commits + conflicts). After 8 conflicts in a row a \
+- **Aborts.** `engram::stm::stats()` counts attempts abandoned on a conflict, and \
+read-only attempts run again because the snapshot they reused (docs/stm.md, \
+\"The snapshot a read-only transaction reuses\") was older than a variable they \
+read (`stale`, in the CSV's `stale_snapshots`); the abort rate is (conflicts + \
+stale) ÷ (commits + conflicts + stale). After 8 conflicts in a row a \
 transaction runs serially. PMDK never aborts (it locks).
 - **Oversubscription, and how much CPU a run really had.** The machine has 2 \
 cores; 4 and 8 threads time-slice them, so those rows measure how the engine \

@@ -309,6 +309,9 @@ pub struct Tally {
     pub retries: u64,
     /// Attempts run serially by the contention manager.
     pub serial: u64,
+    /// Read-only attempts run again because the snapshot they reused was
+    /// older than a variable they read (`engram::stm::StmStats::stale`).
+    pub stale: u64,
     /// CPU time the worker threads spent in the measured phase, ns (from
     /// /proc/thread-self/schedstat; 0 where unavailable). Unlike the wall
     /// time it does not count time a thread waited for a CPU that other
@@ -322,7 +325,8 @@ impl Tally {
         self.updates + self.reads
     }
 
-    fn add(&mut self, o: &Tally) {
+    /// Adds `o`'s counts (a run's, or another thread's) to these.
+    pub fn add(&mut self, o: &Tally) {
         self.updates += o.updates;
         self.reads += o.reads;
         self.upd_flushes += o.upd_flushes;
@@ -332,6 +336,7 @@ impl Tally {
         self.conflicts += o.conflicts;
         self.retries += o.retries;
         self.serial += o.serial;
+        self.stale += o.stale;
         self.cpu_nanos += o.cpu_nanos;
     }
 }
@@ -402,6 +407,7 @@ fn worker<M: TxMap>(map: &M, phase: &Phase, thread: u32, start: &Barrier, stop: 
     t.conflicts = s1.conflicts - s0.conflicts;
     t.retries = s1.retries - s0.retries;
     t.serial = s1.serial - s0.serial;
+    t.stale = s1.stale - s0.stale;
     t.cpu_nanos = match (cpu0, thread_cpu_nanos()) {
         (Some(a), Some(b)) => b.saturating_sub(a),
         _ => 0,
