@@ -44,25 +44,16 @@ fn concurrent_inserts_all_land() {
 }
 
 /// Crashes `s`'s big change at `at` (with `plant` armed), reopens the
-/// file: what it then holds (after one more insert, so the reopened file
-/// also takes new transactions), and the models before and after.
+/// file: what it then holds, and the models before and after
+/// (`testing::crash_and_reopen`).
 fn crash_and_reopen(s: Structure, at: CrashAt, plant: Option<Plant>) -> (Result<Contents, String>, Contents, Contents) {
-    let f = test_file(&format!("crash-{}-{at:?}-{plant:?}", s.name()));
-    let (mut m, mut model) = filled::<OneFile>(&f, s);
-    let mut before = model.clone();
-    if let Some(p) = plant {
-        m.peer_mut().plant(p);
-    }
-    let m2 = &m;
-    m.peer().update_then_crash(at, |tx| big_change(tx, m2.coll(), &mut model)).unwrap();
-    drop(m);
-    let got = OneFileMap::open(&f.0, s).map_err(|e| e.to_string()).and_then(|m| {
-        m.insert_batch(&[(1001, 1)]).map_err(|e| e.to_string())?;
-        m.contents().map_err(|e| e.to_string())
-    });
-    before.insert(1001, 1);
-    model.insert(1001, 1);
-    (got, of(&before), of(&model))
+    testing::crash_and_reopen::<OneFile>(
+        &format!("crash-{at:?}-{plant:?}"),
+        s,
+        |p| plant.into_iter().for_each(|x| p.plant(x)),
+        |m, model| m.peer().update_then_crash(at, |tx| big_change(tx, m.coll(), model)),
+        |_| (),
+    )
 }
 
 #[test]

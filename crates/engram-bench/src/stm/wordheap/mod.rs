@@ -85,7 +85,7 @@ pub trait Peer: Sized + Sync {
     /// The peer's name in messages.
     const NAME: &'static str;
     /// Why an operation of the peer failed.
-    type Error: From<HeapError> + Into<BenchError>;
+    type Error: From<HeapError> + Into<BenchError> + std::fmt::Debug;
     /// A read-only transaction's view of the heap.
     type View<'a>: Mem
     where

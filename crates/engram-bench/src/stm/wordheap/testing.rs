@@ -83,6 +83,36 @@ pub fn filled<P: Peer>(f: &TestFile, s: Structure) -> (WordMap<P>, BTreeMap<u64,
     (m, pairs.into_iter().collect())
 }
 
+/// A crash test of peer `P`: a fresh `s` in a file named with `name`,
+/// filled ([`filled`]), `arm`ed (a planted bug, or nothing), its big
+/// change ([`big_change`]) stopped by `crash` (the peer's
+/// `update_then_crash` at some point); the file reopened, `check`ed, and
+/// given one more insert (so it also takes new transactions). What the
+/// file then holds, and the models before and after the big change (both
+/// with that insert).
+pub fn crash_and_reopen<P: Peer>(
+    name: &str,
+    s: Structure,
+    arm: impl FnOnce(&mut P),
+    crash: impl FnOnce(&WordMap<P>, &mut BTreeMap<u64, u64>) -> Result<(), P::Error>,
+    check: impl FnOnce(&P),
+) -> (Result<Contents, String>, Contents, Contents) {
+    let f = TestFile::new::<P>(&format!("{name}-{}", s.name()));
+    let (mut m, mut model) = filled::<P>(&f, s);
+    let mut before = model.clone();
+    arm(m.peer_mut());
+    crash(&m, &mut model).unwrap();
+    drop(m);
+    let got = WordMap::<P>::open(&f.0, s).map_err(|e| e.to_string()).and_then(|m| {
+        check(m.peer());
+        m.insert_batch(&[(1001, 1)]).map_err(|e| e.to_string())?;
+        m.contents().map_err(|e| e.to_string())
+    });
+    before.insert(1001, 1);
+    model.insert(1001, 1);
+    (got, of(&before), of(&model))
+}
+
 /// One transaction of many stores on `c`: inserts of odd keys, deletes of
 /// multiples of 4, new values for multiples of 6; applied to `model` too.
 pub fn big_change<T: Tx>(tx: &mut T, c: Coll, model: &mut BTreeMap<u64, u64>) -> Result<(), T::Error> {
