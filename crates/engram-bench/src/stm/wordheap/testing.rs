@@ -1,6 +1,7 @@
-//! What the peers' tests share: temporary files, a prefilled and driven
-//! structure, a model of a filled structure, and one transaction of many
-//! stores applied to both.
+//! What the peers' tests share: temporary files, a fresh map of a peer,
+//! a prefilled and driven structure (agreement with the model, threads),
+//! a model of a filled structure, one transaction of many stores applied
+//! to both, and a crash of it followed by a reopen.
 
 use std::collections::BTreeMap;
 
