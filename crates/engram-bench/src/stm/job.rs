@@ -19,11 +19,12 @@ use std::time::Duration;
 use engram::Durability;
 
 use super::maps;
-use super::onefile::{self, map::OneFileMap};
+use super::onefile::OneFileMap;
 use super::pmdk::PmdkMap;
-use super::romulus::{self, map::RomulusMap};
+use super::romulus::RomulusMap;
 use super::tvar_rbtree::TVarRbTree;
 use super::tvar_vmap::TVarVMap;
+use super::wordheap::map::HEAP_BYTES;
 use super::workload::{self, BenchError, Contents, Impl, Phase, RunFor, Structure, Tally, TxMap};
 use crate::child::{self, ChildError, PoolFile};
 
@@ -174,12 +175,12 @@ pub fn execute(job: &StmJob) -> Result<StmOutcome, StmJobError> {
             (t, c, None)
         }
         Impl::Romulus => {
-            let map = RomulusMap::create(&file.0, job.structure, romulus::map::HALF_BYTES)?;
+            let map = RomulusMap::create(&file.0, job.structure, HEAP_BYTES)?;
             let (t, c) = measure(&map, &pairs, &phase)?;
             (t, c, None)
         }
         Impl::Onefile => {
-            let map = OneFileMap::create(&file.0, job.structure, onefile::map::HEAP_BYTES)?;
+            let map = OneFileMap::create(&file.0, job.structure, HEAP_BYTES)?;
             let (t, c) = measure(&map, &pairs, &phase)?;
             (t, c, None)
         }

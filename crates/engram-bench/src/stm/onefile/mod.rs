@@ -58,11 +58,9 @@
 
 mod dcas;
 mod log;
-pub mod map;
 mod wset;
 
 use std::cell::{Cell, UnsafeCell};
-use std::fs::OpenOptions;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -70,7 +68,8 @@ use engram::pmem::Persister;
 use engram::Durability;
 
 use super::romulus::lock::{slot, SLOTS};
-use super::wordheap::{alloc, map_shared, HeapError, Mem, Tx};
+use super::wordheap::map::WordMap;
+use super::wordheap::{alloc, create_file, map_shared, open_file, HeapError, Mem, Peer, Tx};
 use dcas::Word;
 use wset::WriteSet;
 
@@ -190,43 +189,6 @@ unsafe impl Send for OneFile {}
 unsafe impl Sync for OneFile {}
 
 impl OneFile {
-    /// A fresh file at `path` (overwriting an old one) with a heap of
-    /// `heap` bytes, empty ([`alloc`]'s metadata zero but the bump pointer).
-    pub fn create(path: &Path, heap: u64) -> Result<Self, OfError> {
-        let heap = heap.max(alloc::DATA_START * 2).next_multiple_of(HEADER);
-        let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path)?;
-        file.set_len(HEADER + log::region() + 2 * heap)?;
-        let of = OneFile::mapped(&file, heap)?;
-        of.word(alloc::BUMP).init(alloc::DATA_START);
-        of.persist(of.word(0).addr(), 2 * alloc::DATA_START as usize);
-        of.header(H_HEAP).store(heap, Ordering::Relaxed);
-        of.header(H_CURTX).store(1 << SEQ_SHIFT, Ordering::Relaxed);
-        of.persist(of.header(0).as_ptr().cast(), 128);
-        of.pwb.fence("onefile.create")?;
-        of.header(H_MAGIC).store(MAGIC, Ordering::Relaxed);
-        of.persist(of.header(0).as_ptr().cast(), 8);
-        of.pwb.fence("onefile.create_magic")?;
-        of.visible.0.store(1, Ordering::Relaxed);
-        of.durable.0.store(1, Ordering::Relaxed);
-        Ok(of)
-    }
-
-    /// Opens the file at `path` and recovers it.
-    pub fn open(path: &Path) -> Result<Self, OfError> {
-        let file = OpenOptions::new().read(true).write(true).open(path)?;
-        let len = file.metadata()?.len();
-        let fixed = HEADER + log::region();
-        if len < fixed + 2 * HEADER || (len - fixed) % 2 != 0 {
-            return Err(OfError::NotOneFile(format!("{} bytes", len)));
-        }
-        let of = OneFile::mapped(&file, (len - fixed) / 2)?;
-        if of.header(H_MAGIC).load(Ordering::Relaxed) != MAGIC || of.header(H_HEAP).load(Ordering::Relaxed) != of.heap {
-            return Err(OfError::NotOneFile(format!("{}", path.display())));
-        }
-        of.recover()?;
-        Ok(of)
-    }
-
     fn mapped(file: &std::fs::File, heap: u64) -> Result<Self, OfError> {
         if !std::arch::is_x86_feature_detected!("cmpxchg16b") {
             return Err(OfError::Broken("OneFile needs cmpxchg16b, which this CPU lacks".into()));
@@ -357,41 +319,6 @@ impl OneFile {
         }
     }
 
-    /// Runs `f` as a read-only transaction (restarted until its loads are
-    /// consistent).
-    pub fn read<R>(&self, f: impl Fn(&View<'_>) -> R) -> Result<R, OfError> {
-        let (_, local) = self.local()?;
-        loop {
-            let cur = self.begin(&mut local.copy);
-            let v = View { of: self, seq: seq_of(cur), aborted: Cell::new(false) };
-            let r = f(&v);
-            if !v.aborted.get() {
-                return Ok(r);
-            }
-        }
-    }
-
-    /// Runs `f` as an update transaction: committed if it returns `Ok`,
-    /// nothing of it kept if it returns `Err`. `f` runs again each time
-    /// the transaction restarts (a conflicting commit); its last run's
-    /// result is returned.
-    pub fn update<R>(&self, mut f: impl FnMut(&mut WTx<'_>) -> Result<R, OfError>) -> Result<R, OfError> {
-        let (s, local) = self.local()?;
-        loop {
-            let cur = self.begin(&mut local.copy);
-            local.ws.clear();
-            let mut tx = WTx { of: self, seq: seq_of(cur), ws: &mut local.ws, aborted: Cell::new(false) };
-            let r = f(&mut tx);
-            if tx.aborted.get() {
-                continue;
-            }
-            let r = r?;
-            if local.ws.is_empty() || self.commit(s, local, cur, None)? {
-                return Ok(r);
-            }
-        }
-    }
-
     /// Steps 1-4 for the write-set of slot `s` started at `cur`; false if
     /// the CAS failed. With `crash`, stops where it says.
     fn commit(&self, s: usize, local: &mut Local, cur: u64, crash: Option<CrashPoint>) -> Result<bool, OfError> {
@@ -457,6 +384,85 @@ impl OneFile {
         };
         assert!(self.commit(s, local, cur, Some(point))?, "one thread: the CAS cannot fail");
         Ok(())
+    }
+}
+
+/// The benchmark's map in a OneFile file.
+pub type OneFileMap = WordMap<OneFile>;
+
+impl Peer for OneFile {
+    const NAME: &'static str = "OneFile";
+    type Error = OfError;
+    type View<'a> = View<'a>;
+    type Tx<'a> = WTx<'a>;
+
+    /// A fresh file at `path` (overwriting an old one) with a heap of
+    /// `heap` bytes, empty ([`alloc`]'s metadata zero but the bump pointer).
+    fn create(path: &Path, heap: u64) -> Result<Self, OfError> {
+        let heap = heap.max(alloc::DATA_START * 2).next_multiple_of(HEADER);
+        let file = create_file(path, HEADER + log::region() + 2 * heap)?;
+        let of = OneFile::mapped(&file, heap)?;
+        of.word(alloc::BUMP).init(alloc::DATA_START);
+        of.persist(of.word(0).addr(), 2 * alloc::DATA_START as usize);
+        of.header(H_HEAP).store(heap, Ordering::Relaxed);
+        of.header(H_CURTX).store(1 << SEQ_SHIFT, Ordering::Relaxed);
+        of.persist(of.header(0).as_ptr().cast(), 128);
+        of.pwb.fence("onefile.create")?;
+        of.header(H_MAGIC).store(MAGIC, Ordering::Relaxed);
+        of.persist(of.header(0).as_ptr().cast(), 8);
+        of.pwb.fence("onefile.create_magic")?;
+        of.visible.0.store(1, Ordering::Relaxed);
+        of.durable.0.store(1, Ordering::Relaxed);
+        Ok(of)
+    }
+
+    fn open(path: &Path) -> Result<Self, OfError> {
+        let (file, len) = open_file(path)?;
+        let fixed = HEADER + log::region();
+        if len < fixed + 2 * HEADER || (len - fixed) % 2 != 0 {
+            return Err(OfError::NotOneFile(format!("{} bytes", len)));
+        }
+        let of = OneFile::mapped(&file, (len - fixed) / 2)?;
+        if of.header(H_MAGIC).load(Ordering::Relaxed) != MAGIC || of.header(H_HEAP).load(Ordering::Relaxed) != of.heap {
+            return Err(OfError::NotOneFile(format!("{}", path.display())));
+        }
+        of.recover()?;
+        Ok(of)
+    }
+
+    /// Restarts `f` until its loads are consistent (no store newer than
+    /// the transaction's start).
+    fn read<R>(&self, f: impl Fn(&View<'_>) -> R) -> Result<R, OfError> {
+        let (_, local) = self.local()?;
+        loop {
+            let cur = self.begin(&mut local.copy);
+            let v = View { of: self, seq: seq_of(cur), aborted: Cell::new(false) };
+            let r = f(&v);
+            if !v.aborted.get() {
+                return Ok(r);
+            }
+        }
+    }
+
+    /// Runs `f` as an update transaction: committed if it returns `Ok`,
+    /// nothing of it kept if it returns `Err`. `f` runs again each time
+    /// the transaction restarts (a conflicting commit); its last run's
+    /// result is returned.
+    fn update<R>(&self, mut f: impl FnMut(&mut WTx<'_>) -> Result<R, OfError>) -> Result<R, OfError> {
+        let (s, local) = self.local()?;
+        loop {
+            let cur = self.begin(&mut local.copy);
+            local.ws.clear();
+            let mut tx = WTx { of: self, seq: seq_of(cur), ws: &mut local.ws, aborted: Cell::new(false) };
+            let r = f(&mut tx);
+            if tx.aborted.get() {
+                continue;
+            }
+            let r = r?;
+            if local.ws.is_empty() || self.commit(s, local, cur, None)? {
+                return Ok(r);
+            }
+        }
     }
 }
 

@@ -6,32 +6,24 @@
 
 use std::collections::BTreeMap;
 
-use super::map::OneFileMap;
-use super::{CrashAt, OfError, OneFile, Plant};
-use crate::stm::wordheap::testing::{self, big_change, of, TestFile, BOTH};
+use super::{CrashAt, OfError, OneFile, OneFileMap, Plant};
+use crate::stm::wordheap::testing::{self, big_change, filled, of, TestFile, BOTH, HEAP};
+use crate::stm::wordheap::Peer;
 use crate::stm::workload::{Contents, Structure, TxMap};
-
-const HEAP: u64 = 4 << 20;
 
 /// A test file of this peer.
 fn test_file(name: &str) -> TestFile {
-    TestFile::new("onefile", name)
-}
-
-/// A fresh `s` in a test file named with `tag`.
-fn made(tag: &str, s: Structure) -> (OneFileMap, TestFile) {
-    let f = test_file(&format!("{tag}-{}", s.name()));
-    (OneFileMap::create(&f.0, s, HEAP).unwrap(), f)
+    TestFile::new::<OneFile>(name)
 }
 
 #[test]
 fn agrees_with_the_model() {
-    testing::agrees_with_the_model(made, 2);
+    testing::agrees_with_the_model::<OneFile>(2);
 }
 
 #[test]
 fn threads_keep_it_valid() {
-    testing::threads_keep_it_valid(made);
+    testing::threads_keep_it_valid::<OneFile>();
 }
 
 /// Threads adding disjoint keys, each insert one transaction: every one
@@ -48,34 +40,20 @@ fn concurrent_inserts_all_land() {
     });
     let model: BTreeMap<u64, u64> = (0..4u64).flat_map(|t| (0..300u64).map(move |i| (t * 1000 + i, i))).collect();
     assert_eq!(m.contents().unwrap(), of(&model));
-    assert!(m.of().seq() > 1200, "one commit per insert");
-}
-
-/// A structure of `s` in `f` with keys 0..400 step 2; the model of it.
-fn filled(f: &TestFile, s: Structure) -> (OneFileMap, BTreeMap<u64, u64>) {
-    testing::filled(OneFileMap::create(&f.0, s, HEAP).unwrap())
+    assert!(m.peer().seq() > 1200, "one commit per insert");
 }
 
 /// Crashes `s`'s big change at `at` (with `plant` armed), reopens the
-/// file: what it then holds (after one more insert, so the reopened file
-/// also takes new transactions), and the models before and after.
+/// file: what it then holds, and the models before and after
+/// (`testing::crash_and_reopen`).
 fn crash_and_reopen(s: Structure, at: CrashAt, plant: Option<Plant>) -> (Result<Contents, String>, Contents, Contents) {
-    let f = test_file(&format!("crash-{}-{at:?}-{plant:?}", s.name()));
-    let (mut m, mut model) = filled(&f, s);
-    let mut before = model.clone();
-    if let Some(p) = plant {
-        m.of_mut().plant(p);
-    }
-    let m2 = &m;
-    m.of().update_then_crash(at, |tx| big_change(tx, m2.coll(), &mut model)).unwrap();
-    drop(m);
-    let got = OneFileMap::open(&f.0, s).map_err(|e| e.to_string()).and_then(|m| {
-        m.insert_batch(&[(1001, 1)]).map_err(|e| e.to_string())?;
-        m.contents().map_err(|e| e.to_string())
-    });
-    before.insert(1001, 1);
-    model.insert(1001, 1);
-    (got, of(&before), of(&model))
+    testing::crash_and_reopen::<OneFile>(
+        &format!("crash-{at:?}-{plant:?}"),
+        s,
+        |p| plant.into_iter().for_each(|x| p.plant(x)),
+        |m, model| m.peer().update_then_crash(at, |tx| big_change(tx, m.coll(), model)),
+        |_| (),
+    )
 }
 
 #[test]
@@ -110,11 +88,11 @@ fn the_crash_test_catches_a_missing_log() {
 #[test]
 fn recovery_refuses_a_torn_buffer() {
     let f = test_file("torn");
-    let (m, mut model) = filled(&f, Structure::Hashtable);
+    let (m, mut model) = filled::<OneFile>(&f, Structure::Hashtable);
     let m2 = &m;
-    m.of().update_then_crash(CrashAt::MidApply, |tx| big_change(tx, m2.coll(), &mut model)).unwrap();
-    let cur = m.of().cur_tx().load(std::sync::atomic::Ordering::Relaxed);
-    let buf = m.of().log(super::buffer_of(cur));
+    m.peer().update_then_crash(CrashAt::MidApply, |tx| big_change(tx, m2.coll(), &mut model)).unwrap();
+    let cur = m.peer().cur_tx().load(std::sync::atomic::Ordering::Relaxed);
+    let buf = m.peer().log(super::buffer_of(cur));
     let mut entries = Vec::new();
     assert!(buf.recoverable(cur, &mut entries));
     entries[0].1 ^= 1;
@@ -130,10 +108,10 @@ fn recovery_refuses_a_torn_buffer() {
 fn a_failed_transaction_keeps_nothing() {
     for s in BOTH {
         let f = test_file(&format!("fail-{}", s.name()));
-        let (m, mut model) = filled(&f, s);
+        let (m, mut model) = filled::<OneFile>(&f, s);
         let before = of(&model);
         let m2 = &m;
-        let r = m.of().update(|tx| {
+        let r = m.peer().update(|tx| {
             big_change(tx, m2.coll(), &mut model)?;
             Err::<(), _>(OfError::Broken("give up".into()))
         });

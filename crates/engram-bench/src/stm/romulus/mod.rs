@@ -48,11 +48,10 @@
 
 mod combine;
 pub mod lock;
-pub mod map;
 
-use super::wordheap::{alloc, HeapError, Mem, Tx};
+use super::wordheap::map::WordMap;
+use super::wordheap::{alloc, create_file, open_file, HeapError, Mem, Peer, Tx};
 
-use std::fs::OpenOptions;
 use std::path::Path;
 
 use engram::pmem::Persister;
@@ -166,40 +165,6 @@ unsafe impl Send for Romulus {}
 unsafe impl Sync for Romulus {}
 
 impl Romulus {
-    /// A fresh file at `path` (overwriting an old one) with halves of
-    /// `half` bytes, holding an empty heap (`Romulus::format`).
-    pub fn create(path: &Path, half: u64) -> Result<Self, RomError> {
-        let half = half.max(alloc::DATA_START * 2).next_multiple_of(HEADER);
-        let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path)?;
-        file.set_len(HEADER + 2 * half)?;
-        let rom = Romulus::mapped(&file, half)?;
-        rom.format(Half::Main);
-        rom.format(Half::Back);
-        rom.persist_range(Half::Main, 0, alloc::DATA_START);
-        rom.persist_range(Half::Back, 0, alloc::DATA_START);
-        rom.header_store(H_HALF, half);
-        rom.header_store(H_STATE, State::Idle as u64);
-        rom.pfence("romulus.create")?;
-        rom.header_store(H_MAGIC, MAGIC);
-        rom.pfence("romulus.create_magic")?;
-        Ok(rom)
-    }
-
-    /// Opens the file at `path` and recovers it.
-    pub fn open(path: &Path) -> Result<Self, RomError> {
-        let file = OpenOptions::new().read(true).write(true).open(path)?;
-        let len = file.metadata()?.len();
-        if len < HEADER * 3 {
-            return Err(RomError::NotRomulus(format!("{} bytes", len)));
-        }
-        let rom = Romulus::mapped(&file, (len - HEADER) / 2)?;
-        if rom.header_load(H_MAGIC) != MAGIC || rom.header_load(H_HALF) != rom.half || len != HEADER + 2 * rom.half {
-            return Err(RomError::NotRomulus(format!("{}", path.display())));
-        }
-        rom.recover()?;
-        Ok(rom)
-    }
-
     fn mapped(file: &std::fs::File, half: u64) -> Result<Self, RomError> {
         let map_len = HEADER + 2 * half;
         Ok(Romulus {
@@ -331,30 +296,6 @@ impl Romulus {
 
     // ---- transactions -------------------------------------------------
 
-    /// Runs `f` as a read-only transaction.
-    #[inline]
-    pub fn read<R>(&self, f: impl FnOnce(&View<'_>) -> R) -> R {
-        let slot = self.lock.read_lock();
-        let _g = ReadGuard(self, slot);
-        f(&View(self))
-    }
-
-    /// Runs `f` as an update transaction, flat-combined
-    /// (`combine`): committed if it returns `Ok` (possibly in one
-    /// transaction with other threads' operations), rolled back if it
-    /// returns `Err`. `f` may run more than once (again when another
-    /// operation of its batch failed); its last run's result is returned.
-    pub fn update<R>(&self, mut f: impl FnMut(&mut WTx<'_>) -> Result<R, RomError>) -> Result<R, RomError> {
-        let mut out = None;
-        let mut op = |tx: &mut WTx<'_>| {
-            out = Some(f(tx)?);
-            Ok(())
-        };
-        let req = combine::Request::new(&mut op);
-        self.combine(&req)?;
-        out.ok_or_else(|| RomError::Broken("a combined RomulusLog operation did not run".into()))
-    }
-
     /// As [`Romulus::update`], but the process "dies" at `at`: the
     /// transaction is left where it is (the caller then drops this handle
     /// and reopens the file).
@@ -371,6 +312,71 @@ impl Romulus {
             tx.commit_steps(tx.log.len() / 2)?;
         }
         Ok(())
+    }
+}
+
+/// The benchmark's map in a RomulusLog file.
+pub type RomulusMap = WordMap<Romulus>;
+
+impl Peer for Romulus {
+    const NAME: &'static str = "RomulusLog";
+    type Error = RomError;
+    type View<'a> = View<'a>;
+    type Tx<'a> = WTx<'a>;
+
+    /// A fresh file at `path` (overwriting an old one) with halves of
+    /// `half` bytes, holding an empty heap (`Romulus::format`).
+    fn create(path: &Path, half: u64) -> Result<Self, RomError> {
+        let half = half.max(alloc::DATA_START * 2).next_multiple_of(HEADER);
+        let file = create_file(path, HEADER + 2 * half)?;
+        let rom = Romulus::mapped(&file, half)?;
+        rom.format(Half::Main);
+        rom.format(Half::Back);
+        rom.persist_range(Half::Main, 0, alloc::DATA_START);
+        rom.persist_range(Half::Back, 0, alloc::DATA_START);
+        rom.header_store(H_HALF, half);
+        rom.header_store(H_STATE, State::Idle as u64);
+        rom.pfence("romulus.create")?;
+        rom.header_store(H_MAGIC, MAGIC);
+        rom.pfence("romulus.create_magic")?;
+        Ok(rom)
+    }
+
+    fn open(path: &Path) -> Result<Self, RomError> {
+        let (file, len) = open_file(path)?;
+        if len < HEADER * 3 {
+            return Err(RomError::NotRomulus(format!("{} bytes", len)));
+        }
+        let rom = Romulus::mapped(&file, (len - HEADER) / 2)?;
+        if rom.header_load(H_MAGIC) != MAGIC || rom.header_load(H_HALF) != rom.half || len != HEADER + 2 * rom.half {
+            return Err(RomError::NotRomulus(format!("{}", path.display())));
+        }
+        rom.recover()?;
+        Ok(rom)
+    }
+
+    /// Runs `f` once, under the read lock; never fails.
+    #[inline]
+    fn read<R>(&self, f: impl Fn(&View<'_>) -> R) -> Result<R, RomError> {
+        let slot = self.lock.read_lock();
+        let _g = ReadGuard(self, slot);
+        Ok(f(&View(self)))
+    }
+
+    /// Runs `f` as an update transaction, flat-combined
+    /// (`combine`): committed if it returns `Ok` (possibly in one
+    /// transaction with other threads' operations), rolled back if it
+    /// returns `Err`. `f` may run more than once (again when another
+    /// operation of its batch failed); its last run's result is returned.
+    fn update<R>(&self, mut f: impl FnMut(&mut WTx<'_>) -> Result<R, RomError>) -> Result<R, RomError> {
+        let mut out = None;
+        let mut op = |tx: &mut WTx<'_>| {
+            out = Some(f(tx)?);
+            Ok(())
+        };
+        let req = combine::Request::new(&mut op);
+        self.combine(&req)?;
+        out.ok_or_else(|| RomError::Broken("a combined RomulusLog operation did not run".into()))
     }
 }
 

@@ -5,58 +5,37 @@
 
 use std::collections::BTreeMap;
 
-use super::map::RomulusMap;
-use super::{CrashAt, Plant, RomError, Romulus, State};
-use crate::stm::wordheap::testing::{self, big_change, of, TestFile, BOTH};
+use super::{CrashAt, Plant, RomError, Romulus, RomulusMap, State};
+use crate::stm::wordheap::testing::{self, big_change, filled, of, TestFile, BOTH, HEAP};
+use crate::stm::wordheap::Peer;
 use crate::stm::workload::{Contents, Structure, TxMap};
-
-const HALF: u64 = 4 << 20;
 
 /// A test file of this peer.
 fn test_file(name: &str) -> TestFile {
-    TestFile::new("romulus", name)
-}
-
-/// A fresh `s` in a test file named with `tag`.
-fn made(tag: &str, s: Structure) -> (RomulusMap, TestFile) {
-    let f = test_file(&format!("{tag}-{}", s.name()));
-    (RomulusMap::create(&f.0, s, HALF).unwrap(), f)
+    TestFile::new::<Romulus>(name)
 }
 
 #[test]
 fn agrees_with_the_model() {
-    testing::agrees_with_the_model(made, 4);
+    testing::agrees_with_the_model::<Romulus>(4);
 }
 
 #[test]
 fn threads_keep_it_valid() {
-    testing::threads_keep_it_valid(made);
-}
-
-/// A structure of `s` in `f` with keys 0..400 step 2; the model of it.
-fn filled(f: &TestFile, s: Structure) -> (RomulusMap, BTreeMap<u64, u64>) {
-    testing::filled(RomulusMap::create(&f.0, s, HALF).unwrap())
+    testing::threads_keep_it_valid::<Romulus>();
 }
 
 /// Crashes `s`'s big change at `at` (with `plant` armed), reopens the
-/// file: what it then holds, and the models before and after.
-fn crash_and_reopen(s: Structure, at: CrashAt, plant: Option<Plant>) -> (Result<Contents, RomError>, Contents, Contents) {
-    let f = test_file(&format!("crash-{}-{at:?}-{plant:?}", s.name()));
-    let (mut m, mut model) = filled(&f, s);
-    let before = of(&model);
-    if let Some(p) = plant {
-        m.rom_mut().plant(p);
-    }
-    let m2 = &m;
-    m.rom().update_then_crash(at, |tx| big_change(tx, m2.coll(), &mut model)).unwrap();
-    drop(m);
-    let after = of(&model);
-    let reopened = RomulusMap::open(&f.0, s).map_err(|e| RomError::Broken(e.to_string()));
-    let got = reopened.and_then(|m| {
-        assert_eq!(m.rom().state(), Some(State::Idle));
-        m.contents().map_err(|e| RomError::Broken(e.to_string()))
-    });
-    (got, before, after)
+/// file (IDLE after recovery): what it then holds, and the models before
+/// and after (`testing::crash_and_reopen`).
+fn crash_and_reopen(s: Structure, at: CrashAt, plant: Option<Plant>) -> (Result<Contents, String>, Contents, Contents) {
+    testing::crash_and_reopen::<Romulus>(
+        &format!("crash-{at:?}-{plant:?}"),
+        s,
+        |p| plant.into_iter().for_each(|x| p.plant(x)),
+        |m, model| m.peer().update_then_crash(at, |tx| big_change(tx, m.coll(), model)),
+        |p| assert_eq!(p.state(), Some(State::Idle)),
+    )
 }
 
 #[test]
@@ -82,14 +61,14 @@ fn a_crash_while_copying_recovers_the_state_after() {
 fn recovery_from_copying_completes_back() {
     for s in BOTH {
         let f = test_file(&format!("twice-{}", s.name()));
-        let (m, mut model) = filled(&f, s);
+        let (m, mut model) = filled::<Romulus>(&f, s);
         let m2 = &m;
-        m.rom().update_then_crash(CrashAt::MidCopy, |tx| big_change(tx, m2.coll(), &mut model)).unwrap();
+        m.peer().update_then_crash(CrashAt::MidCopy, |tx| big_change(tx, m2.coll(), &mut model)).unwrap();
         drop(m);
         let after = of(&model);
         let m = RomulusMap::open(&f.0, s).unwrap();
         let m2 = &m;
-        m.rom().update_then_crash(CrashAt::AfterStores, |tx| big_change(tx, m2.coll(), &mut BTreeMap::new())).unwrap();
+        m.peer().update_then_crash(CrashAt::AfterStores, |tx| big_change(tx, m2.coll(), &mut BTreeMap::new())).unwrap();
         drop(m);
         assert_eq!(RomulusMap::open(&f.0, s).unwrap().contents().unwrap(), after, "{}", s.name());
     }
@@ -101,7 +80,7 @@ fn recovery_from_copying_completes_back() {
 fn the_crash_test_catches_a_missing_mutating_state() {
     for s in BOTH {
         let (got, before, _) = crash_and_reopen(s, CrashAt::AfterStores, Some(Plant::NoMutatingState));
-        assert!(got.map_or(true, |c| c != before), "{}: the planted bug went unnoticed", s.name());
+        assert!(got != Ok(before), "{}: the planted bug went unnoticed", s.name());
     }
 }
 
@@ -109,15 +88,15 @@ fn the_crash_test_catches_a_missing_mutating_state() {
 fn a_failed_transaction_rolls_back() {
     for s in BOTH {
         let f = test_file(&format!("rollback-{}", s.name()));
-        let (m, mut model) = filled(&f, s);
+        let (m, mut model) = filled::<Romulus>(&f, s);
         let before = of(&model);
         let m2 = &m;
-        let r = m.rom().update(|tx| {
+        let r = m.peer().update(|tx| {
             big_change(tx, m2.coll(), &mut model)?;
             Err::<(), _>(RomError::Broken("give up".into()))
         });
         assert!(matches!(r, Err(RomError::Broken(_))));
-        assert_eq!(m.rom().state(), Some(State::Idle));
+        assert_eq!(m.peer().state(), Some(State::Idle));
         assert_eq!(m.contents().unwrap(), before, "{}", s.name());
         drop(m);
         assert_eq!(RomulusMap::open(&f.0, s).unwrap().contents().unwrap(), before, "{}", s.name());
@@ -138,7 +117,7 @@ fn open_refuses_other_files() {
 #[test]
 fn combined_updates_keep_only_the_successful_ones() {
     let f = test_file("combine");
-    let m = RomulusMap::create(&f.0, Structure::Hashtable, HALF).unwrap();
+    let m = RomulusMap::create(&f.0, Structure::Hashtable, HEAP).unwrap();
     let failed = std::sync::atomic::AtomicU64::new(0);
     std::thread::scope(|s| {
         for t in 0..4u64 {
@@ -146,7 +125,7 @@ fn combined_updates_keep_only_the_successful_ones() {
             s.spawn(move || {
                 for i in 0..300u64 {
                     let k = t * 1000 + i;
-                    let r = m.rom().update(|tx| {
+                    let r = m.peer().update(|tx| {
                         m.coll().insert(tx, k, k + 1)?;
                         if i % 7 == 0 {
                             return Err(RomError::Broken(format!("refuse {k}")));
@@ -172,5 +151,5 @@ fn combined_updates_keep_only_the_successful_ones() {
     }
     assert_eq!(failed.into_inner(), 4 * 43);
     assert_eq!(m.contents().unwrap(), of(&model));
-    assert_eq!(m.rom().state(), Some(State::Idle));
+    assert_eq!(m.peer().state(), Some(State::Idle));
 }

@@ -1,22 +1,27 @@
-//! What the peers' tests share: temporary files, a prefilled and driven
-//! structure, a model of a filled structure, and one transaction of many
-//! stores applied to both.
+//! What the peers' tests share: temporary files, a fresh map of a peer,
+//! a prefilled and driven structure (agreement with the model, threads),
+//! a model of a filled structure, one transaction of many stores applied
+//! to both, and a crash of it followed by a reopen.
 
 use std::collections::BTreeMap;
 
-use super::{Coll, Tx};
+use super::map::WordMap;
+use super::{Coll, Peer, Tx};
 use crate::stm::workload::{drive, model_contents, prefill, prefill_pairs, Contents, Phase, RunFor, Structure, Tally, TxMap};
 
 /// The structures the peers have.
 pub const BOTH: [Structure; 2] = [Structure::Rbtree, Structure::Hashtable];
 
+/// Bytes of the heap of the tests' files.
+pub const HEAP: u64 = 4 << 20;
+
 /// A file name of a test in the temporary directory, removed on drop.
 pub(crate) struct TestFile(pub std::path::PathBuf);
 
 impl TestFile {
-    /// `engram-<peer>-<pid>-<name>` in the temporary directory.
-    pub fn new(peer: &str, name: &str) -> Self {
-        TestFile(std::env::temp_dir().join(format!("engram-{peer}-{}-{name}", std::process::id())))
+    /// `engram-<peer>-<pid>-<name>` in the temporary directory, for peer `P`.
+    pub fn new<P: Peer>(name: &str) -> Self {
+        TestFile(std::env::temp_dir().join(format!("engram-{}-{}-{name}", P::NAME, std::process::id())))
     }
 }
 
@@ -26,6 +31,12 @@ impl Drop for TestFile {
     }
 }
 
+/// A fresh `s` of peer `P` in a test file named with `tag`.
+pub fn made<P: Peer>(tag: &str, s: Structure) -> (WordMap<P>, TestFile) {
+    let f = TestFile::new::<P>(&format!("{tag}-{}", s.name()));
+    (WordMap::create(&f.0, s, HEAP).unwrap(), f)
+}
+
 /// Runs `phase` on `m` prefilled with half of its key range.
 fn driven<M: TxMap>(m: M, phase: &Phase) -> (M, Tally) {
     prefill(&m, &prefill_pairs(phase.key_range, phase.key_range / 2, phase.seed)).unwrap();
@@ -33,13 +44,13 @@ fn driven<M: TxMap>(m: M, phase: &Phase) -> (M, Tally) {
     (m, tally)
 }
 
-/// Each structure `make` makes (in a file it names with the tag) agrees
-/// with the model after 5,000 operations of one thread, with `fences`
-/// fences per update commit and none (and no flush) per read-only one.
-pub fn agrees_with_the_model<M: TxMap>(make: impl Fn(&str, Structure) -> (M, TestFile), fences: u64) {
+/// Each structure of peer `P` agrees with the model after 5,000
+/// operations of one thread, with `fences` fences per update commit and
+/// none (and no flush) per read-only one.
+pub fn agrees_with_the_model<P: Peer>(fences: u64) {
     for s in BOTH {
         let phase = Phase { threads: 1, lookup_pct: 20, key_range: 2000, seed: 3, run: RunFor::Ops(5000) };
-        let (m, _f) = make("agree", s);
+        let (m, _f) = made::<P>("agree", s);
         let (m, tally) = driven(m, &phase);
         assert_eq!(tally.commits(), 5000);
         assert_eq!(m.contents().unwrap(), model_contents(2000, 1000, 20, 3, 5000), "{}", s.name());
@@ -48,11 +59,11 @@ pub fn agrees_with_the_model<M: TxMap>(make: impl Fn(&str, Structure) -> (M, Tes
     }
 }
 
-/// Each structure `make` makes stays valid under 4 threads.
-pub fn threads_keep_it_valid<M: TxMap>(make: impl Fn(&str, Structure) -> (M, TestFile)) {
+/// Each structure of peer `P` stays valid under 4 threads.
+pub fn threads_keep_it_valid<P: Peer>() {
     for s in BOTH {
         let phase = Phase { threads: 4, lookup_pct: 30, key_range: 500, seed: 4, run: RunFor::Time(std::time::Duration::from_millis(200)) };
-        let (m, _f) = make("threads", s);
+        let (m, _f) = made::<P>("threads", s);
         driven(m, &phase).0.contents().unwrap();
     }
 }
@@ -64,11 +75,43 @@ pub fn of(model: &BTreeMap<u64, u64>) -> Contents {
     c
 }
 
-/// `m` (empty) given keys 0..400 step 2; the model of it.
-pub fn filled<M: TxMap>(m: M) -> (M, BTreeMap<u64, u64>) {
+/// A structure of `s` of peer `P` in `f` with keys 0..400 step 2; the
+/// model of it.
+pub fn filled<P: Peer>(f: &TestFile, s: Structure) -> (WordMap<P>, BTreeMap<u64, u64>) {
+    let m = WordMap::create(&f.0, s, HEAP).unwrap();
     let pairs: Vec<(u64, u64)> = (0..400).step_by(2).map(|k| (k, k)).collect();
     m.insert_batch(&pairs).unwrap();
     (m, pairs.into_iter().collect())
+}
+
+/// A crash test of peer `P`: a fresh `s` in a file named with `name`,
+/// filled ([`filled`]), `arm`ed (a planted bug, or nothing), its big
+/// change ([`big_change`]) stopped by `crash` (the peer's
+/// `update_then_crash` at some point); the file reopened, `check`ed, and
+/// given one more insert (so it also takes new transactions). What the
+/// file then holds, and the models before and after the big change (both
+/// with that insert).
+pub fn crash_and_reopen<P: Peer>(
+    name: &str,
+    s: Structure,
+    arm: impl FnOnce(&mut P),
+    crash: impl FnOnce(&WordMap<P>, &mut BTreeMap<u64, u64>) -> Result<(), P::Error>,
+    check: impl FnOnce(&P),
+) -> (Result<Contents, String>, Contents, Contents) {
+    let f = TestFile::new::<P>(&format!("{name}-{}", s.name()));
+    let (mut m, mut model) = filled::<P>(&f, s);
+    let mut before = model.clone();
+    arm(m.peer_mut());
+    crash(&m, &mut model).unwrap();
+    drop(m);
+    let got = WordMap::<P>::open(&f.0, s).map_err(|e| e.to_string()).and_then(|m| {
+        check(m.peer());
+        m.insert_batch(&[(1001, 1)]).map_err(|e| e.to_string())?;
+        m.contents().map_err(|e| e.to_string())
+    });
+    before.insert(1001, 1);
+    model.insert(1001, 1);
+    (got, of(&before), of(&model))
 }
 
 /// One transaction of many stores on `c`: inserts of odd keys, deletes of
