@@ -244,8 +244,10 @@ impl<K: Plain + Hash + Eq, V: Plain> HashTable<K, V> {
             return Err(broken(format!("hash table {:#x} has no buckets", self.buckets.addr())));
         }
         let h = crate::hash::stable_hash(key);
-        // (a mask, not a division, for the usual power-of-two count)
-        let i = if n.is_power_of_two() { h & (n - 1) } else { h % n };
+        // (a mask, not a division, for the usual power-of-two count; `n` is
+        // not 0 here, so `n & (n - 1) == 0` is the power-of-two test in two
+        // instructions, where `is_power_of_two` counts bits)
+        let i = if n & (n - 1) == 0 { h & (n - 1) } else { h % n };
         Ok(self.bucket(i))
     }
 

@@ -357,7 +357,7 @@ impl<'t> RTx<'t> {
     #[inline]
     pub(crate) fn read_cell<P: Persistent>(&self, addr: u64, max: usize) -> StmResult<P> {
         if let Via::Full(tx) = self.via {
-            return tx.read_cell(addr, max);
+            return read_cell_full(tx, addr, max);
         }
         self.check::<P>(addr, max)?;
         let n = size_of::<P>().div_ceil(8);
@@ -422,7 +422,7 @@ impl<'t> RTx<'t> {
     #[inline]
     pub(crate) fn array_len<T: Persistent>(&self, a: PArray<T>) -> Result<u64> {
         if let Via::Full(tx) = self.via {
-            return tx.array_len(a);
+            return array_len_full(tx, a);
         }
         let addr = a.addr();
         // The header and the 32 bytes after it inside the heap, 8-aligned
@@ -477,6 +477,20 @@ impl<'t> RTx<'t> {
     }
 }
 
+/// [`RTx::read_cell`] on the full path (`RTx::over`), out of line: the
+/// lean read, inlined into every lookup, then carries none of the full
+/// read's code (read set, validation), so it stays small enough to inline.
+#[inline(never)]
+fn read_cell_full<P: Persistent>(tx: &STx<'_>, addr: u64, max: usize) -> StmResult<P> {
+    tx.read_cell(addr, max)
+}
+
+/// [`RTx::array_len`] on the full path, out of line (as [`read_cell_full`]).
+#[inline(never)]
+fn array_len_full<T: Persistent>(tx: &STx<'_>, a: PArray<T>) -> Result<u64> {
+    tx.array_len(a)
+}
+
 /// The largest cell (lock word and value) a read-only read checks inline.
 const MAX_CELL: u64 = 8 + MAX_VALUE as u64;
 
@@ -492,7 +506,7 @@ fn cell_size_ok<P: Persistent>(max: usize) -> bool {
 /// MAX_CELL`).
 #[inline]
 fn span_limit(lo: u64, hi: u64) -> u64 {
-    hi.saturating_sub(lo.saturating_add(MAX_CELL)) / 8
+    hi.saturating_sub(lo + MAX_CELL) / 8
 }
 
 /// Whether a cell of at most [`MAX_CELL`] bytes at `addr` lies 8-aligned
