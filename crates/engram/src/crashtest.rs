@@ -28,6 +28,7 @@ mod record;
 mod redo;
 mod stm;
 mod stm_box;
+mod stm_coll;
 mod stm_young;
 mod swap;
 pub mod wal;
@@ -180,6 +181,16 @@ pub fn workloads() -> &'static [Workload] {
         Workload { name: "stm-first", about: "a pool's first STM transactions: the thread's redo log created", run: stm::w_first },
         Workload { name: "stm-bank", about: "STM transfers: copies (large ones too), or_else, retry", run: stm::w_bank },
         Workload { name: "stm-map", about: "STM sorted list and snapshot map against a model", run: stm::w_map },
+        Workload {
+            name: "stm-rbtree",
+            about: "an STM red-black tree (one cell per node): inserts, replacements, removals rotating both ways",
+            run: stm_coll::w_rbtree,
+        },
+        Workload {
+            name: "stm-hash",
+            about: "an STM hash table of 3 buckets: inline entries, overflow nodes, promotion on removal",
+            run: stm_coll::w_hash,
+        },
         Workload { name: "stm-overflow", about: "STM commits whose redo records overflow the log half", run: stm::w_overflow },
         Workload {
             name: "stm-box",
