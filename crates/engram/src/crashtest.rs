@@ -191,6 +191,11 @@ pub fn workloads() -> &'static [Workload] {
             about: "an STM hash table of 3 buckets: inline entries, overflow nodes, promotion on removal",
             run: stm_coll::w_hash,
         },
+        Workload {
+            name: "stm-coll2",
+            about: "an STM treap and HAMT side by side: each operation applied to both in one commit",
+            run: stm_coll::w_pair,
+        },
         Workload { name: "stm-overflow", about: "STM commits whose redo records overflow the log half", run: stm::w_overflow },
         Workload {
             name: "stm-box",

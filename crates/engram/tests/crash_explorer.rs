@@ -731,15 +731,15 @@ fn new_objects_are_carried_in_the_record() {
 }
 
 /// The shipped collections' workloads (`stm-rbtree`, `stm-hash`: docs/stm.md
-/// rounds 23-25, one cell per tree node, the hash table's inline entries)
-/// catch the STM's faults: the commit's one fence dropped, new nodes not
+/// rounds 23-25, one cell per tree node, the hash table's inline entries;
+/// `stm-coll2`: the treap and the HAMT) catch the STM's faults: the commit's one fence dropped, new nodes not
 /// carried in the record (planted), in-place values never written back
 /// (planted); and `stm-hash` catches the table's own planted bug, a
 /// removal of the inline entry that empties the bucket instead of
 /// promoting the first overflow node.
 #[test]
 fn collection_workloads_catch_the_stm_faults() {
-    for name in ["stm-rbtree", "stm-hash"] {
+    for name in ["stm-rbtree", "stm-hash", "stm-coll2"] {
         let m = first_violation(|| failpoint::drop_fence(fences::STM_RECORD), name);
         assert!(m.contains("partial commit") || m.contains("lost") || m.contains("check"), "{name}: {m}");
         let m = first_violation(|| failpoint::plant("stm.young_not_carried"), name);
@@ -812,7 +812,7 @@ fn double_crashes_of_regions_are_crash_consistent() {
 /// the other workloads' invariants.
 #[test]
 fn double_crashes_of_stm_and_the_rest_are_crash_consistent() {
-    for name in ["stm-bank", "mt-stm", "stm-map", "stm-rbtree", "stm-hash", "raw"] {
+    for name in ["stm-bank", "mt-stm", "stm-map", "stm-rbtree", "stm-hash", "stm-coll2", "raw"] {
         double_sweep(name);
     }
 }

@@ -295,7 +295,7 @@ impl<'t, 'p> Raw<'t, 'p> {
         Ok(v.value)
     }
 
-    fn slice<T: Persistent + Default + Clone>(&self, a: crate::PArray<T>) -> Result<Vec<T>> {
+    pub(super) fn slice<T: Persistent + Default + Clone>(&self, a: crate::PArray<T>) -> Result<Vec<T>> {
         let mut out = vec![T::default(); self.tx.len(a)? as usize];
         self.tx.read_slice(a, 0, &mut out)?;
         Ok(out)

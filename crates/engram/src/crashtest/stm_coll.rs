@@ -1,9 +1,10 @@
 //! Crash-consistency workloads of the STM's shipped collections:
 //! `stm-rbtree` (an [`RbTree<u64, u64>`]: one cell per node, the parent
-//! link and colour in one self-relative word) and `stm-hash` (a
+//! link and colour in one self-relative word), `stm-hash` (a
 //! [`HashTable<u64, u64>`] of 3 buckets: the first entry inline in its
 //! bucket's cell, overflow nodes, promotion of the first overflow node
-//! when the inline entry is removed).
+//! when the inline entry is removed) and `stm-coll2` (a [`Treap`] and a
+//! [`PMap`] HAMT side by side, each operation applied to both).
 //!
 //! Each commit applies one operation of a fixed sequence ([`Coll::op`])
 //! and counts it in a `PTVar<u64>` in the same transaction; a plain Rust
@@ -27,21 +28,23 @@
 use super::stm::{apply_model, raw, Check, Dir, Entries, Op, Raw};
 use super::Harness;
 use crate::error::{Error, Result};
-use crate::stm::collections::{HashTable, RbTree, Shape};
+use crate::stm::collections::{Handle, HashTable, PMap, RbTree, Shape, Treap};
 use crate::stm::redo::{StmMeta, META_ROOT};
 use crate::stm::{PTVar, STx, StmResult, VarCell};
 use crate::{PPtr, Pool};
 use engram_model::Trace;
 use std::collections::BTreeMap;
 
-/// A collection under test: a map from `u64` to `u64` in a named root.
-trait Coll: crate::stm::Persist<P = Self> + crate::Persistent + Copy + 'static {
-    /// Its named root (a `PTVar` holding the handle).
-    const ROOT: &'static str;
+/// A collection under test: a map from `u64` to `u64` in named roots.
+trait Coll: Copy + 'static {
+    /// What messages call it (and the prefix of its roots' names).
+    const NAME: &'static str;
     /// Operations committed before tracing starts.
     const SEEDED: u64;
-    /// The collection in its root, made empty if new.
+    /// The collection in its roots, made empty if new.
     fn make(pool: &Pool) -> Result<Self>;
+    /// The collection in an image's roots `d`, read through `r`.
+    fn find(d: &Dir, r: &Raw<'_, '_>) -> Result<Self>;
     fn insert(&self, tx: &STx<'_>, k: u64, v: u64) -> StmResult<Option<u64>>;
     fn remove(&self, tx: &STx<'_>, k: u64) -> StmResult<Option<u64>>;
     /// The collection's own invariant check, and its entries (any order).
@@ -67,6 +70,11 @@ const AFTER_KEY: u64 = 1 << 40;
 /// More cells than any workload's collection has: a walk past it loops.
 const MAX_CELLS: usize = 10_000;
 
+/// The collection handle in root `name` of an image, read through `r`.
+fn handle<H: Handle>(d: &Dir, r: &Raw<'_, '_>, name: &str) -> Result<H> {
+    r.var(&d.var::<H>(name)?)
+}
+
 /// The collection and the count of operations applied to it.
 #[derive(Clone, Copy)]
 struct Subject<C> {
@@ -82,9 +90,8 @@ impl<C: Coll> Subject<C> {
     /// The handles in an image, read through [`Raw`].
     fn find(pool: &Pool) -> Result<Self> {
         let d = Dir::of(pool)?;
-        let (var, count) = (d.var::<C>(C::ROOT)?, d.var::<u64>(COUNT)?);
-        let coll = raw(pool, d.ptr::<StmMeta>(META_ROOT)?, |r| r.var(&var))?;
-        Ok(Subject { coll, count })
+        let coll = raw(pool, d.ptr::<StmMeta>(META_ROOT)?, |r| C::find(&d, r))?;
+        Ok(Subject { coll, count: d.var::<u64>(COUNT)? })
     }
 
     /// Operation `op` and the count, in one commit; returns the value the
@@ -106,7 +113,7 @@ impl<C: Coll> Subject<C> {
         }
         let (count, entries) = self.read(pool)?;
         if count != model.len() as u64 || entries != want {
-            return Err(Error::corrupt(format!("after {op:?} (count {count}) the {} holds {entries:?}, the model {want:?}", C::ROOT)));
+            return Err(Error::corrupt(format!("after {op:?} (count {count}) the {} holds {entries:?}, the model {want:?}", C::NAME)));
         }
         model.push(want);
         super::note_returned(model.len() as u64 - 1);
@@ -134,20 +141,20 @@ impl<C: Coll> Subject<C> {
 /// check, and one more insert.
 fn check_image<C: Coll>(pool: &Pool, model: &[Entries], min: usize) -> Check<()> {
     let s = Subject::<C>::find(pool).map_err(|e| e.to_string())?;
-    let (k, got) = s.read(pool).map_err(|e| format!("reading the {}: {e}", C::ROOT))?;
+    let (k, got) = s.read(pool).map_err(|e| format!("reading the {}: {e}", C::NAME))?;
     let k = k as usize;
     if k < min {
         return Err(format!("durable commits lost: {k} operations visible, {min} were durable"));
     }
     match model.get(k) {
         Some(m) if *m == got => {}
-        Some(m) => return Err(format!("partial commit: after {k} operations the {} holds {got:?}, the model {m:?}", C::ROOT)),
+        Some(m) => return Err(format!("partial commit: after {k} operations the {} holds {got:?}, the model {m:?}", C::NAME)),
         None => return Err(format!("{k} operations visible, only {} ran", model.len() - 1)),
     }
-    s.check_in_stm(pool, &got).map_err(|e| format!("the {}'s own check: {e}", C::ROOT))?;
+    s.check_in_stm(pool, &got).map_err(|e| format!("the {}'s own check: {e}", C::NAME))?;
     let mut after = model[..=k].to_vec();
     s.step(pool, Op::Put(AFTER_KEY, 1), &mut after).map_err(|e| format!("an insert after recovery: {e}"))?;
-    s.check_in_stm(pool, &after[k + 1]).map_err(|e| format!("the {}'s own check after an insert: {e}", C::ROOT))
+    s.check_in_stm(pool, &after[k + 1]).map_err(|e| format!("the {}'s own check after an insert: {e}", C::NAME))
 }
 
 /// The workload: `SEEDED` operations, then `traced_ops` more traced.
@@ -248,10 +255,13 @@ const RB_CYCLE: [(bool, u64); 12] = [
 ];
 
 impl Coll for RbTree<u64, u64> {
-    const ROOT: &'static str = "coll.rbtree";
+    const NAME: &'static str = "coll.rbtree";
     const SEEDED: u64 = RB_SEED.len() as u64;
     fn make(pool: &Pool) -> Result<Self> {
-        RbTree::root(pool, Self::ROOT)
+        RbTree::root(pool, Self::NAME)
+    }
+    fn find(d: &Dir, r: &Raw<'_, '_>) -> Result<Self> {
+        handle(d, r, Self::NAME)
     }
     fn insert(&self, tx: &STx<'_>, k: u64, v: u64) -> StmResult<Option<u64>> {
         RbTree::insert(self, tx, k, v)
@@ -340,10 +350,13 @@ const HASH_CYCLE: [(bool, u64, usize); 12] = [
 ];
 
 impl Coll for HashTable<u64, u64> {
-    const ROOT: &'static str = "coll.hash";
+    const NAME: &'static str = "coll.hash";
     const SEEDED: u64 = HASH_SEED.len() as u64;
     fn make(pool: &Pool) -> Result<Self> {
-        HashTable::root(pool, Self::ROOT, BUCKETS)
+        HashTable::root(pool, Self::NAME, BUCKETS)
+    }
+    fn find(d: &Dir, r: &Raw<'_, '_>) -> Result<Self> {
+        handle(d, r, Self::NAME)
     }
     fn insert(&self, tx: &STx<'_>, k: u64, v: u64) -> StmResult<Option<u64>> {
         HashTable::insert(self, tx, k, v)
@@ -373,6 +386,150 @@ impl Coll for HashTable<u64, u64> {
 
 pub(super) fn w_hash(h: &Harness) -> Result<Trace> {
     workload::<HashTable<u64, u64>>(h)
+}
+
+// ----- the treap and the HAMT, side by side ---------------------------------------
+
+/// `stm-coll2`'s pair: every operation applied to a [`Treap`] and a
+/// [`PMap`] in one commit; both must return the same and hold the same.
+#[derive(Clone, Copy)]
+struct Pair {
+    treap: Treap<u64, u64>,
+    map: PMap<u64, u64>,
+}
+
+/// Count stripes of a [`PMap`] (its `Counts` object: one 64-byte line
+/// each, a `PTField<u64>` at its start).
+const STRIPES: u64 = 8;
+
+/// The treap's entries in key order, read cell by cell: its handle's root
+/// variable holds the top node; a node is four `PTField`s (lock word and
+/// value, 16 bytes each): key, left, right, value.
+fn treap_entries(t: &Treap<u64, u64>, r: &Raw<'_, '_>) -> Result<Entries> {
+    let field = |node: u64, i: u64, what: &str| r.cell(PPtr::<VarCell<u64>>::from_addr(node + 16 * i), what);
+    let (mut out, mut stack, mut cur) = (Vec::new(), Vec::new(), r.cell(PPtr::<VarCell<u64>>::from_addr(t.addr()), "the treap's root")?);
+    while cur != 0 || !stack.is_empty() {
+        while cur != 0 {
+            stack.push(cur);
+            if stack.len() + out.len() > MAX_CELLS {
+                return Err(Error::corrupt("the treap has a cycle"));
+            }
+            cur = field(cur, 1, "a treap node's left link")?;
+        }
+        let n = stack.pop().unwrap_or_else(|| unreachable!("the loop's condition"));
+        out.push((field(n, 0, "a treap node's key")?, field(n, 3, "a treap node's value")?));
+        cur = field(n, 2, "a treap node's right link")?;
+    }
+    Ok(out)
+}
+
+/// The HAMT's entries (any order), read cell by cell: a node's cell holds
+/// its bitmap, its slot array and (the root's) counts; a slot is hash,
+/// child, key and value, a leaf when its child is null. The count stripes
+/// must sum to the leaves.
+fn hamt_entries(m: &PMap<u64, u64>, r: &Raw<'_, '_>) -> Result<Entries> {
+    let (mut out, mut todo, mut counts) = (Vec::new(), vec![m.addr()], None);
+    while let Some(cell) = todo.pop() {
+        let [_bitmap, slots, c] = r.cell(PPtr::<VarCell<[u64; 3]>>::from_addr(cell), "a trie node")?;
+        counts = counts.or((c != 0).then_some(c));
+        if slots != 0 {
+            for [_hash, child, key, value] in r.slice(crate::PArray::<[u64; 4]>::from_addr(slots))? {
+                match child {
+                    0 => out.push((key, value)),
+                    c => todo.push(c),
+                }
+            }
+        }
+        if out.len() + todo.len() > MAX_CELLS {
+            return Err(Error::corrupt("the trie has a cycle"));
+        }
+    }
+    let counts = counts.ok_or_else(|| Error::corrupt("the trie's root has no counts"))?;
+    let mut n = 0u64;
+    for i in 0..STRIPES {
+        n = n.wrapping_add(r.cell(PPtr::<VarCell<u64>>::from_addr(counts + 64 * i), "a count stripe")?);
+    }
+    if n != out.len() as u64 {
+        return Err(Error::corrupt(format!("the trie's count stripes sum to {n}, it holds {} entries", out.len())));
+    }
+    Ok(out)
+}
+
+/// Keys 1 to 24 put (three pairs of them share a root slot of the trie, so
+/// nodes split below the root); then the treap's top (key 13, the highest
+/// rank) removed and put back, new keys whose hash shares a root slot with
+/// one leaf (a new node), removals that leave a node one leaf (it moves
+/// up: the node is dropped), a replacement: the test below shows it.
+const PAIR_SEED: [(bool, u64); 24] = {
+    let mut s = [(true, 0); 24];
+    let mut i = 0;
+    while i < 24 {
+        s[i].1 = i as u64 + 1;
+        i += 1;
+    }
+    s
+};
+const PAIR_CYCLE: [(bool, u64); 12] = [
+    (false, 13),
+    (true, 25),
+    (true, 12),
+    (false, 3),
+    (true, 34),
+    (false, 19),
+    (true, 13),
+    (true, 41),
+    (false, 10),
+    (true, 3),
+    (false, 24),
+    (true, 55),
+];
+
+impl Coll for Pair {
+    const NAME: &'static str = "coll.pair";
+    const SEEDED: u64 = PAIR_SEED.len() as u64;
+    fn make(pool: &Pool) -> Result<Self> {
+        Ok(Pair { treap: Treap::root(pool, "coll.pair.treap")?, map: PMap::root(pool, "coll.pair.hamt")? })
+    }
+    fn find(d: &Dir, r: &Raw<'_, '_>) -> Result<Self> {
+        Ok(Pair { treap: handle(d, r, "coll.pair.treap")?, map: handle(d, r, "coll.pair.hamt")? })
+    }
+    fn insert(&self, tx: &STx<'_>, k: u64, v: u64) -> StmResult<Option<u64>> {
+        same(self.treap.insert(tx, k, v)?, self.map.insert(tx, k, v)?)
+    }
+    fn remove(&self, tx: &STx<'_>, k: u64) -> StmResult<Option<u64>> {
+        same(self.treap.remove(tx, &k)?, self.map.remove(tx, &k)?)
+    }
+    fn check(&self, tx: &STx<'_>) -> StmResult<(Shape, Entries)> {
+        let (shape, map) = (self.treap.check(tx)?, self.map.check(tx)?);
+        let (treap, mut got) = (self.treap.to_vec(tx)?, self.map.to_vec(tx)?);
+        got.sort_unstable();
+        same(shape.len, map.len)?;
+        Ok((shape, same(treap, got)?))
+    }
+    fn raw(&self, r: &Raw<'_, '_>) -> Result<Entries> {
+        let treap = treap_entries(&self.treap, r)?;
+        let mut map = hamt_entries(&self.map, r)?;
+        map.sort_unstable();
+        if treap.windows(2).any(|w| w[0].0 >= w[1].0) || treap != map {
+            return Err(Error::corrupt(format!("the treap holds {treap:?}, the trie {map:?}")));
+        }
+        Ok(treap)
+    }
+    fn op(i: u64) -> Op {
+        sequence(i, &PAIR_SEED, &PAIR_CYCLE)
+    }
+}
+
+/// `a`, if the treap's `a` and the trie's `b` agree.
+fn same<T: PartialEq + std::fmt::Debug>(a: T, b: T) -> StmResult<T> {
+    if a != b {
+        return Err(crate::stm::StmError::Failed(Error::corrupt(format!("the treap has {a:?}, the trie {b:?}"))));
+    }
+    Ok(a)
+}
+
+pub(super) fn w_pair(h: &Harness) -> Result<Trace> {
+    workload::<Pair>(h)
 }
 
 #[cfg(test)]
@@ -471,6 +628,32 @@ mod tests {
             "top replaced",
             "value replaced",
         ] {
+            assert!(seen.contains(want), "the traced operations never do {want:?}: {seen:?}");
+        }
+    }
+
+    /// The pair's commits split trie nodes and collapse them, and move the
+    /// treap's top.
+    #[test]
+    fn pair_sequence_splits_and_collapses_the_trie() {
+        let read = |p: &Pool, c: &Pair| {
+            let top = plain(p, |r| r.cell(PPtr::<VarCell<u64>>::from_addr(c.treap.addr()), "the treap's root"));
+            (top, p.atomically(|tx| c.map.check(tx)).unwrap().objects)
+        };
+        let seen = classes::<Pair, _>("pair", read, |_, before, after| {
+            let mut c = Vec::new();
+            if before.0 != after.0 {
+                c.push("treap top replaced");
+            }
+            if after.1 > before.1 {
+                c.push("trie nodes added");
+            }
+            if after.1 < before.1 {
+                c.push("trie nodes dropped");
+            }
+            c
+        });
+        for want in ["treap top replaced", "trie nodes added", "trie nodes dropped"] {
             assert!(seen.contains(want), "the traced operations never do {want:?}: {seen:?}");
         }
     }
