@@ -739,13 +739,17 @@ fn new_objects_are_carried_in_the_record() {
 /// promoting the first overflow node.
 #[test]
 fn collection_workloads_catch_the_stm_faults() {
+    // (what shows depends on which stores a crash lost: a commit half
+    // there, a returned one gone, a dangling link `Pool::check` refuses, a
+    // torn structure the plain read refuses)
+    let caught = |m: &str| ["partial commit", "lost", "check failed", "reading the"].iter().any(|w| m.contains(w));
     for name in ["stm-rbtree", "stm-hash", "stm-coll2"] {
         let m = first_violation(|| failpoint::drop_fence(fences::STM_RECORD), name);
-        assert!(m.contains("partial commit") || m.contains("lost") || m.contains("check"), "{name}: {m}");
+        assert!(caught(&m), "{name}: {m}");
         let m = first_violation(|| failpoint::plant("stm.young_not_carried"), name);
-        assert!(m.contains("partial commit") || m.contains("lost") || m.contains("check") || m.contains("reading"), "{name}: {m}");
+        assert!(caught(&m), "{name}: {m}");
         let m = first_violation(|| failpoint::plant("stm.in_place_not_flushed"), name);
-        assert!(m.contains("partial commit") || m.contains("lost"), "{name}: {m}");
+        assert!(caught(&m), "{name}: {m}");
     }
     let m = first_violation(|| failpoint::plant("stm.ht_remove_drops_overflow"), "stm-hash");
     assert!(m.contains("the model"), "{m}");
