@@ -13,9 +13,9 @@
 //! succeed and leave a heap that checks. `mt-*` workloads run two threads
 //! into one merged trace. The sweep's panic hook keeps the intended unwinds
 //! (simulated crashes, the `panic` workload's panics) silent.
-//! The persistent STM's workloads (`stm-*`) are in `crashtest/stm.rs`; they
-//! check every image against a model of the states the traced run passed
-//! through. The double-crash mode (`crashtest/double.rs`,
+//! The persistent STM's workloads (`stm-*`) are in `crashtest/stm.rs` (its
+//! shipped collections' in `crashtest/stm_coll.rs`); they check every
+//! image against a model of the states the traced run passed through. The double-crash mode (`crashtest/double.rs`,
 //! [`Workload::run_double`]) takes a sample of the images through a traced
 //! recovery and more work, and crashes that again at every point.
 

@@ -17,7 +17,8 @@
 //!   exactly the model after `count` operations, with `count` at least the
 //!   operations known durable: all or nothing per commit;
 //! - pass the collection's own `check` (red-black rules, parent links and
-//!   order; every key in its own bucket's chain, once) in a transaction,
+//!   order; every key in its own bucket's chain, once; the treap's order
+//!   and ranks; the trie's bitmaps, paths and counts) in a transaction,
 //!   which must see the same entries;
 //! - accept one more insert, and check again.
 //!
