@@ -96,7 +96,7 @@ bench: bench-deps
 	$(MAKE) --no-print-directory bench-disk
 	$(CARGO) run --release -q -p engram-cli -- crashtest --deep
 	@# the deep double-crash sweep (docs/crash-consistency.md, "Two crashes")
-	for w in record record-free commit recovery log-many spill mt-regions redo redo-undo redo-cover mt-redo stm-bank stm-recovery mt-stm; do \
+	for w in record record-free commit recovery log-many spill mt-regions redo redo-undo redo-cover mt-redo stm-bank stm-recovery mt-stm stm-rbtree stm-hash stm-coll2; do \
 	  $(CARGO) run --release -q -p engram-cli -- crashtest $$w --deep --double || exit 1; done
 	$(MAKE) --no-print-directory bench-go
 	$(MAKE) --no-print-directory bench-java

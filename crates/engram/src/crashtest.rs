@@ -13,9 +13,9 @@
 //! succeed and leave a heap that checks. `mt-*` workloads run two threads
 //! into one merged trace. The sweep's panic hook keeps the intended unwinds
 //! (simulated crashes, the `panic` workload's panics) silent.
-//! The persistent STM's workloads (`stm-*`) are in `crashtest/stm.rs`; they
-//! check every image against a model of the states the traced run passed
-//! through. The double-crash mode (`crashtest/double.rs`,
+//! The persistent STM's workloads (`stm-*`) are in `crashtest/stm.rs` (its
+//! shipped collections' in `crashtest/stm_coll.rs`); they check every
+//! image against a model of the states the traced run passed through. The double-crash mode (`crashtest/double.rs`,
 //! [`Workload::run_double`]) takes a sample of the images through a traced
 //! recovery and more work, and crashes that again at every point.
 
@@ -28,6 +28,7 @@ mod record;
 mod redo;
 mod stm;
 mod stm_box;
+mod stm_coll;
 mod stm_young;
 mod swap;
 pub mod wal;
@@ -180,6 +181,21 @@ pub fn workloads() -> &'static [Workload] {
         Workload { name: "stm-first", about: "a pool's first STM transactions: the thread's redo log created", run: stm::w_first },
         Workload { name: "stm-bank", about: "STM transfers: copies (large ones too), or_else, retry", run: stm::w_bank },
         Workload { name: "stm-map", about: "STM sorted list and snapshot map against a model", run: stm::w_map },
+        Workload {
+            name: "stm-rbtree",
+            about: "an STM red-black tree (one cell per node): inserts, replacements, removals rotating both ways",
+            run: stm_coll::w_rbtree,
+        },
+        Workload {
+            name: "stm-hash",
+            about: "an STM hash table of 3 buckets: inline entries, overflow nodes, promotion on removal",
+            run: stm_coll::w_hash,
+        },
+        Workload {
+            name: "stm-coll2",
+            about: "an STM treap and HAMT side by side: each operation applied to both in one commit",
+            run: stm_coll::w_pair,
+        },
         Workload { name: "stm-overflow", about: "STM commits whose redo records overflow the log half", run: stm::w_overflow },
         Workload {
             name: "stm-box",

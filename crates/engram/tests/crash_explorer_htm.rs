@@ -38,14 +38,15 @@ impl Drop for Scratch {
 }
 
 /// The workloads run under each runtime (transfers with or_else and
-/// retry, a sorted list and map against a model, overflowing records, two
-/// threads' commits in one merged trace), and whether a dropped commit
+/// retry, a sorted list and map against a model, the red-black tree and
+/// the hash table, overflowing records, two threads' commits in one
+/// merged trace), and whether a dropped commit
 /// fence is seeded under it. Persistent transactions under `Hybrid` start
 /// at level 2, the `FineHtm` commit, so it gets the bank only (test time).
 const RUNS: [(Runtime, &[&str], bool); 3] = [
-    (Runtime::FineHtm, &["stm-bank", "stm-map", "mt-stm"], true),
+    (Runtime::FineHtm, &["stm-bank", "stm-map", "stm-rbtree", "stm-hash", "mt-stm"], true),
     (Runtime::Hybrid, &["stm-bank"], false),
-    (Runtime::Coarse, &["stm-bank", "stm-map", "stm-overflow", "mt-stm"], true),
+    (Runtime::Coarse, &["stm-bank", "stm-map", "stm-rbtree", "stm-hash", "stm-overflow", "mt-stm"], true),
 ];
 
 #[test]

@@ -275,7 +275,7 @@ impl<'t, 'p> Raw<'t, 'p> {
         Ok(Raw { tx, epoch: (m.epoch & 0x7FFF) as u16, reserved: m.clock_reserved })
     }
 
-    fn var<T: Persist>(&self, v: &PTVar<T>) -> Result<T::P> {
+    pub(super) fn var<T: Persist>(&self, v: &PTVar<T>) -> Result<T::P> {
         self.cell(v.cell(), "a variable")
     }
 
@@ -295,7 +295,7 @@ impl<'t, 'p> Raw<'t, 'p> {
         Ok(v.value)
     }
 
-    fn slice<T: Persistent + Default + Clone>(&self, a: crate::PArray<T>) -> Result<Vec<T>> {
+    pub(super) fn slice<T: Persistent + Default + Clone>(&self, a: crate::PArray<T>) -> Result<Vec<T>> {
         let mut out = vec![T::default(); self.tx.len(a)? as usize];
         self.tx.read_slice(a, 0, &mut out)?;
         Ok(out)
@@ -649,7 +649,7 @@ impl Persist for MapNode {
 }
 
 type Link = PPtr<VarCell<MapNode>>;
-type Entries = Vec<(u64, u64)>;
+pub(super) type Entries = Vec<(u64, u64)>;
 
 /// The map twice over: a sorted list of `PTVar` nodes created in
 /// transactions, and a copy-on-commit snapshot vector; plus its length.
@@ -661,7 +661,7 @@ struct Map {
 }
 
 #[derive(Clone, Copy, Debug)]
-enum Op {
+pub(super) enum Op {
     Put(u64, u64),
     Del(u64),
 }
@@ -677,11 +677,12 @@ fn map_op(i: u64) -> Op {
     }
 }
 
-fn apply_model(m: &mut BTreeMap<u64, u64>, op: Op) {
+/// Applies `op` to the model; returns the value it replaced or removed.
+pub(super) fn apply_model(m: &mut BTreeMap<u64, u64>, op: Op) -> Option<u64> {
     match op {
         Op::Put(k, v) => m.insert(k, v),
         Op::Del(k) => m.remove(&k),
-    };
+    }
 }
 
 impl Map {
