@@ -463,7 +463,7 @@ fn verdict_paragraph(rows: &[Row]) -> String {
     s.push_str(
         "(1) tmpfs is DRAM, where a CLWB and an SFENCE cost \
          a few tens of cycles instead of the hundreds of an Optane write-back, and an update commit here issues \
-         only 1–2 fences (the table's column); (2) the no-flush peer still does everything else PSTM does — \
+         only one fence (the table's column); (2) the no-flush peer still does everything else PSTM does — \
          the checksummed redo record, copies into the pool, persistent allocation — so the ratio prices the \
          persistence instructions only, while the paper's baseline (GHC's STM) keeps no log at all; (3) the \
          transactions are short and dominated by cache misses on the structure, which both sides pay. The \
@@ -546,11 +546,11 @@ a lookup validates its loads against `curTx` and stores nothing: two SFENCEs per
 update, none per lookup. Simplified: lock-free only (not the wait-free \
 variant), the same allocator, tree and hash set as RomulusLog's peer \
 (`src/stm/wordheap/`). Measured in this run, beside PSTM.
-- **Fences per commit.** An update commit of PSTM issues one fence (the redo \
-record, the copies and the previous commit's in-place values), plus one more when \
-it allocated a node (an insert of a new key in the trees and the hash table: new \
-transactional objects must be durable before a record links them). A read-only \
-commit issues none. The table's figures are measured by the calling thread's \
+- **Fences per commit.** An update commit of PSTM issues one fence: the redo \
+record, the copies, the previous commit's in-place values and the nodes it \
+allocated (an insert of a new key in the trees and the hash table) are durable \
+after it (new objects' initial contents travel in the redo record; docs/stm.md, \
+\"One fence for commits that allocate\"). A read-only commit issues none. The table's figures are measured by the calling thread's \
 `engram::pmem::counters()` around each transaction, summed over threads; the \
 update figure mixes inserts of new keys, value replacements and deletes.
 - **Aborts.** `engram::stm::stats()` counts attempts abandoned on a conflict, and \
@@ -572,7 +572,7 @@ transaction instead of throughput and is the less noisy of the two slowdowns.
 runs; the benchmark collects once after the prefill and never during the \
 measured phase (PMDK frees nodes in the transaction instead). The CSV's \
 `pool_mib` column shows how far each pool grew.
-- **Where PSTM's time goes** (perf, when this benchmark was written). \
+- **Where PSTM's time went when this benchmark was written** (perf; the per-transaction costs named here have since been removed, and docs/stm.md, \"The hot path and what it costs\", says where the time goes today). \
 Single-threaded, the trees spend about half their cycles in `STx::read_cell` \
 waiting for the lock word of the node being visited (cache misses down a tree of \
 about 17 levels), and roughly 10 % more on per-read bookkeeping (the bounds check \
