@@ -182,6 +182,10 @@ mod armed {
         ),
         ("stm.ro_no_rv_check", "a read-only transaction accepts a version newer than its snapshot"),
         (
+            "stm.ro_snapshot_ahead",
+            "a read-only transaction's snapshot is ahead of the pool's clock (as a reused value no commit had reached)",
+        ),
+        (
             "stm.ro_fast_check_ignores_lock",
             "a read-only transaction's one-compare test of a lock word (`word::clean_at_most`) ignores its low bits, \
              so a word locked by a live committer passes if its version is not newer than the snapshot",
