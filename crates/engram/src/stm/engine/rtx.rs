@@ -644,19 +644,15 @@ impl Pool {
         if reused {
             local.snap.stale();
             count_stat(|s| s.stale += 1);
-            match self.attempt(local, f, local.snap.sample(&local.stm.domain)) {
-                Ok(v) => return Ok(Some(v)),
-                Err(StmError::Conflict) => {}
-                Err(e) => return ended(e),
+            if let Some(done) = outcome(self.attempt(local, f, local.snap.sample(&local.stm.domain))) {
+                return done;
             }
         }
         for attempt in 1..LEAN_ATTEMPTS {
             // 4. run again with a fresh snapshot (the gate left first).
             conflicted(attempt);
-            match self.attempt(local, f, local.snap.sample(&local.stm.domain)) {
-                Ok(v) => return Ok(Some(v)),
-                Err(StmError::Conflict) => {}
-                Err(e) => return ended(e),
+            if let Some(done) = outcome(self.attempt(local, f, local.snap.sample(&local.stm.domain))) {
+                return done;
             }
         }
         conflicted(LEAN_ATTEMPTS);
