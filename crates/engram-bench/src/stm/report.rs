@@ -122,6 +122,9 @@ pub fn aggregate(ms: &[Measurement]) -> Vec<Row> {
             Some(r) => {
                 r.runs.push(txps);
                 r.tally.add(&m.tally);
+                // (`Tally::add` sums threads, which share one wall time;
+                // runs' wall times add up.)
+                r.tally.nanos += m.tally.nanos;
                 r.pool_bytes = r.pool_bytes.max(m.pool_bytes);
             }
             None => rows.push(Row { point: m.point, imp: m.imp, runs: vec![txps], txps: 0.0, tally: m.tally, pool_bytes: m.pool_bytes }),
@@ -720,6 +723,14 @@ mod tests {
         assert_eq!(header, table(&rows).lines().nth(1).map(|l| l.matches('|').count()));
         assert_eq!(find(&rows, p, Impl::Pstm).unwrap().fences_per_update(), Some(2.0));
         assert!(table(&rows).contains("2.00×"));
+    }
+
+    #[test]
+    fn cpus_held_divides_all_runs_cpu_time_by_all_runs_wall_time() {
+        let one = |cpu| Measurement { tally: Tally { cpu_nanos: cpu, ..m(Impl::Pstm, 100, 1_000_000_000).tally }, ..m(Impl::Pstm, 100, 1_000_000_000) };
+        let rows = aggregate(&[one(900_000_000), one(1_000_000_000), one(800_000_000)]);
+        assert_eq!(rows[0].cpus_held(), Some(0.9));
+        assert_eq!(rows[0].cpu_per_tx(), Some(2_700_000_000.0 / 300.0));
     }
 
     #[test]

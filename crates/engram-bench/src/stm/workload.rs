@@ -325,7 +325,9 @@ impl Tally {
         self.updates + self.reads
     }
 
-    /// Adds `o`'s counts (a run's, or another thread's) to these.
+    /// Adds `o`'s counts (a run's, or another thread's) to these; not
+    /// `nanos` (the threads of one run share its wall time: the caller
+    /// sets or adds it).
     pub fn add(&mut self, o: &Tally) {
         self.updates += o.updates;
         self.reads += o.reads;
