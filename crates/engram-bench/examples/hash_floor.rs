@@ -51,14 +51,11 @@ const BUCKETS: u64 = 65_536;
 const KEYS: u64 = 100_000;
 const PREFILL: u64 = 50_000;
 
-/// The table's stable hash for a `u64` key (engram's `hash::stable_hash`:
-/// FNV-1a over the key's little-endian bytes, murmur3's finaliser).
+/// The table's hash for a `u64` key (`HashTable.v4`'s, engram's
+/// `hash::stable_word_hash`: one multiply-rotate step, murmur3's
+/// finaliser).
 fn stable_hash(key: u64) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in key.to_le_bytes() {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
+    let mut h = ((0x243f_6a88_85a3_08d3 ^ key).wrapping_mul(0x9e37_79b9_7f4a_7c15)).rotate_left(26);
     h ^= h >> 33;
     h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
     h ^= h >> 33;

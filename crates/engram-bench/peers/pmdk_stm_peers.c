@@ -13,7 +13,7 @@
  *                   holds key, value, left, right, parent and colour.
  *   hash table      a fixed array of chain heads; a new key is pushed at
  *                   the head of its chain (like Engram's HashTable), keys
- *                   hashed with the same FNV-1a + murmur3 finish.
+ *                   hashed with the same hash (HashTable.v4's).
  *
  * Operations (the semantics of Engram's collections, so that the same
  * sequence of operations leaves the same contents in both):
@@ -119,18 +119,15 @@ struct stm_peer {
 #define SAME(a, b) ((a).off == (b).off && (a).pool_uuid_lo == (b).pool_uuid_lo)
 
 /* ------------------------------------------------------------------ */
-/* hashing: hash_of::<u64> of src/stm (FNV-1a over the 8 little-endian  */
-/* bytes, murmur3 finish)                                               */
+/* hashing: HashTable.v4's key hash for a u64 (engram's               */
+/* stable_word_hash: one multiply-rotate step, murmur3 finish)          */
 /* ------------------------------------------------------------------ */
 
 static uint64_t
 hash_u64(uint64_t key)
 {
-	uint64_t h = UINT64_C(0xcbf29ce484222325);
-	for (int i = 0; i < 8; i++) {
-		h ^= (key >> (8 * i)) & 0xff;
-		h *= UINT64_C(0x00000100000001b3);
-	}
+	uint64_t h = (UINT64_C(0x243f6a8885a308d3) ^ key) * UINT64_C(0x9e3779b97f4a7c15);
+	h = (h << 26) | (h >> 38);
 	h ^= h >> 33;
 	h *= UINT64_C(0xff51afd7ed558ccd);
 	h ^= h >> 33;

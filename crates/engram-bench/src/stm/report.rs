@@ -727,7 +727,10 @@ mod tests {
 
     #[test]
     fn cpus_held_divides_all_runs_cpu_time_by_all_runs_wall_time() {
-        let one = |cpu| Measurement { tally: Tally { cpu_nanos: cpu, ..m(Impl::Pstm, 100, 1_000_000_000).tally }, ..m(Impl::Pstm, 100, 1_000_000_000) };
+        let one = |cpu| Measurement {
+            tally: Tally { cpu_nanos: cpu, ..m(Impl::Pstm, 100, 1_000_000_000).tally },
+            ..m(Impl::Pstm, 100, 1_000_000_000)
+        };
         let rows = aggregate(&[one(900_000_000), one(1_000_000_000), one(800_000_000)]);
         assert_eq!(rows[0].cpus_held(), Some(0.9));
         assert_eq!(rows[0].cpu_per_tx(), Some(2_700_000_000.0 / 300.0));

@@ -26,8 +26,10 @@
 //! (or empties it); that node is then unlinked garbage.
 //!
 //! What it keeps true (verified by [`HashTable::check`]):
-//! - a key is in the chain of bucket `hash % buckets` (the deterministic
-//!   hash of the module docs), inline or in a node, and nowhere else;
+//! - a key is in the chain of bucket `key_hash(key) % buckets` (a mask
+//!   for a power-of-two count), inline or in a node, and nowhere else;
+//!   `key_hash` is the word-at-a-time stable hash (`hash.rs`), so a key
+//!   is in the same bucket in every process and build;
 //! - every cell (a bucket's, a node's) lies in one 64-byte line;
 //! - a node's key is the one it was made with: every write of a node's
 //!   cell copies the key it read (a bucket's key changes only when its
@@ -52,12 +54,13 @@
 //! as 3: the array of 1 or 2 buckets takes a slot class whose slots are not
 //! all 32-byte aligned).
 //!
-//! Pool layout: the type names end in `.v3` (`engram::stm::HashTable.v3`,
-//! `.Seam.v3`, `.Node.v3`, `.Entry.v3`, `.Word.v3`; docs/stm.md round
-//! 25). A pool whose root holds a table of an earlier layout (`.v2`: heads
-//! of 16 bytes, every entry in a node; or the first, `PTField` nodes) is
-//! refused by the root's type check (`Error::RootType`); there is no
-//! converter.
+//! Pool layout: the type names end in `.v4` (`engram::stm::HashTable.v4`,
+//! `.Seam.v4`, `.Node.v4`, `.Entry.v4`, `.Word.v4`; docs/stm.md rounds 25
+//! and 28). A pool whose root holds a table of an earlier layout (`.v3`:
+//! the same cells, keys placed by the byte-at-a-time FNV-1a hash; `.v2`:
+//! heads of 16 bytes, every entry in a node; or the first, `PTField`
+//! nodes) is refused by the root's type check (`Error::RootType`); there
+//! is no converter.
 
 use super::{broken, handle, Handle, Plain, Shape};
 use crate::stm::{CopyCx, PTVar, Persist, ReadTx, STx, StmResult, VarCell};
@@ -71,7 +74,7 @@ use std::mem::size_of;
 /// are: the bucket array's element type (`Seam`) depends on it.
 #[repr(C, align(8))]
 #[derive(Clone, Copy, Persistent)]
-#[engram(name = "engram::stm::HashTable.Word.v3")]
+#[engram(name = "engram::stm::HashTable.Word.v4")]
 struct Word<T>(T);
 
 /// The value of a cell (a bucket's or a node's): the key, the value and
@@ -79,7 +82,7 @@ struct Word<T>(T);
 /// key is set when the node is made and never changed by a write.
 #[repr(C)]
 #[derive(Clone, Copy, Persistent)]
-#[engram(name = "engram::stm::HashTable.Entry.v3")]
+#[engram(name = "engram::stm::HashTable.Entry.v4")]
 struct Entry<K, V> {
     key: Word<K>,
     value: Word<V>,
@@ -95,7 +98,7 @@ crate::stm::persist::plain_persist!([K: Persistent, V: Persistent] Entry<K, V>);
 /// lines).
 #[repr(C)]
 #[derive(Clone, Copy, Persistent)]
-#[engram(name = "engram::stm::HashTable.Node.v3")]
+#[engram(name = "engram::stm::HashTable.Node.v4")]
 struct HNode<K, V> {
     cell: VarCell<Entry<K, V>>,
     pad: [u64; 2],
@@ -109,7 +112,7 @@ struct HNode<K, V> {
 /// The code reads and writes buckets as cells, never through this type.
 #[repr(C)]
 #[derive(Clone, Copy, Persistent)]
-#[engram(name = "engram::stm::HashTable.Seam.v3")]
+#[engram(name = "engram::stm::HashTable.Seam.v4")]
 struct Seam<K, V> {
     value: Word<V>,
     next: Link<K, V>,
@@ -127,6 +130,13 @@ const CELL: u64 = 32;
 
 /// Fewer buckets are made as this many (see the module's limits).
 const MIN_BUCKETS: u64 = 3;
+
+/// A key's hash, which places it in bucket `key_hash(key) % buckets`:
+/// part of the layout (`.v4`), so the same in every process and build.
+#[inline]
+pub(crate) fn key_hash<K: Hash + ?Sized>(key: &K) -> u64 {
+    crate::hash::stable_word_hash(key)
+}
 
 /// A link: the address of a node, which is its cell's (null: the end of a
 /// chain, or an empty bucket; see the module docs).
@@ -150,13 +160,14 @@ fn zeroed<T: Persistent>() -> T {
 /// bucket's cell and one transactional cell per overflow node.
 ///
 /// A handle (one pool pointer, `Copy` and [`Persistent`]); every method works
-/// inside the caller's transaction. Keys are hashed with a fixed FNV-1a
-/// hasher through their `Hash` impl, which must be deterministic; keys and
+/// inside the caller's transaction. Keys are hashed with a fixed
+/// word-at-a-time hasher through their `Hash` impl, which must be
+/// deterministic (see the module docs); keys and
 /// values are [`Plain`] values of at most 8 bytes. [`HashTable::len`] walks
 /// every chain.
 #[repr(transparent)]
 #[derive(Persistent)]
-#[engram(name = "engram::stm::HashTable.v3")]
+#[engram(name = "engram::stm::HashTable.v4")]
 pub struct HashTable<K, V> {
     /// The bucket cells, seen as seams (see `Seam`).
     buckets: PArray<Seam<K, V>>,
@@ -243,7 +254,7 @@ impl<K: Plain + Hash + Eq, V: Plain> HashTable<K, V> {
         if n == 0 || n == u64::MAX {
             return Err(broken(format!("hash table {:#x} has no buckets", self.buckets.addr())));
         }
-        let h = crate::hash::stable_hash(key);
+        let h = key_hash(key);
         // (a mask, not a division, for the usual power-of-two count; `n` is
         // not 0 here, so `n & (n - 1) == 0` is the power-of-two test in two
         // instructions, where `is_power_of_two` counts bits)
@@ -446,7 +457,7 @@ impl<K: Plain + Hash + Eq, V: Plain> HashTable<K, V> {
         let (mut nodes, mut keys) = (HashSet::new(), HashSet::new());
         let (mut last, mut chain) = (0, 0);
         self.for_each_cell(tx, |i, a, is_node, e| {
-            if crate::hash::stable_hash(&e.key.0) % buckets != i || (is_node && !nodes.insert(a)) {
+            if key_hash(&e.key.0) % buckets != i || (is_node && !nodes.insert(a)) {
                 return Err(broken(format!("hash cell {a:#x}: in bucket {i}, or reached twice")));
             }
             if a % 64 + CELL > 64 {

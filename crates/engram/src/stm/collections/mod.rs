@@ -52,9 +52,11 @@
 //!   which runs only while no transaction is running, so a concurrent
 //!   reader that still holds a pointer to an unlinked node reads it safely
 //!   (and then fails validation and runs again);
-//! - hashes are FNV-1a over the bytes a key's `Hash` impl feeds, finished
-//!   with the murmur3 avalanche: the same key hashes the same in every
-//!   process, so a trie or table finds its keys after a restart. The key's
+//! - hashes are stable (`hash.rs`): FNV-1a over the bytes a key's `Hash`
+//!   impl feeds (the HAMT, the treap's priorities) or a word at a time
+//!   (`HashTable`), both finished with the murmur3 avalanche: the same key
+//!   hashes the same in every process, so a trie or table finds its keys
+//!   after a restart. The key's
 //!   `Hash` impl must be deterministic (derived ones and those of integers,
 //!   arrays and pool pointers are; never `RandomState`).
 //!
@@ -73,6 +75,7 @@ mod rbtree;
 mod treap;
 
 pub use hamt::{PMap, PSet};
+pub(crate) use hashtable::key_hash;
 pub use hashtable::HashTable;
 pub use rbtree::RbTree;
 pub use treap::Treap;
