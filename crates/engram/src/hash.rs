@@ -9,9 +9,11 @@
 //! bytes one at a time (FNV-1a); [`stable_word_hash`] a word at a time, for
 //! `HashTable.v4`, whose lookups wait on the hash before their first load.
 //!
-//! Keys are pool offsets chosen by the engine, or keys of the program's
-//! own structures, not an adversary's, so SipHash's flood resistance buys
-//! nothing on these hot paths.
+//! The volatile maps' keys are pool offsets chosen by the engine, not an
+//! adversary's, so SipHash's flood resistance buys nothing there. The
+//! stable hashes are unseeded by design (a structure found after a restart
+//! must hash as it did), so a program that puts untrusted keys in a
+//! persistent hash structure can be made to build long chains.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
