@@ -153,20 +153,6 @@ fn mark_with(
     Ok(MarkResult { marks: m.marks, stats: m.stats, bad: m.bad, doubts: m.doubts.unwrap_or_default() })
 }
 
-/// Asks the CPU to start loading the cache line at `addr` (a hint: any
-/// address is allowed, a bad one is ignored).
-#[inline(always)]
-fn prefetch(addr: u64) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: PREFETCHT0 never faults and changes no architectural state,
-    // whatever the address; SSE is in the x86_64 baseline.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(addr as *const i8)
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = addr;
-}
-
 impl Marker<'_> {
     /// Greys what the named roots and the log slots' chunk links point at.
     fn grey_roots(&mut self) -> Result<()> {
@@ -192,7 +178,7 @@ impl Marker<'_> {
         loop {
             while ahead.len() < PREFETCH_AHEAD {
                 let Some(g) = self.stack.pop() else { break };
-                prefetch(g.v - OBJ_HEADER);
+                crate::hint::prefetch(g.v - OBJ_HEADER);
                 ahead.push_back(g);
             }
             let Some(g) = ahead.pop_front() else { return Ok(true) };

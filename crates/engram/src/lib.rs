@@ -70,6 +70,7 @@ mod fresh;
 mod futex;
 mod gc;
 mod hash;
+mod hint;
 pub mod htm;
 pub mod lazy;
 mod log;
