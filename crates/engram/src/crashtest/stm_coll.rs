@@ -301,7 +301,7 @@ type HashCell = VarCell<[u64; 3]>;
 /// The `nth` key (from 0) of bucket `b`, counting keys from 1 up.
 fn key_in(b: u64, nth: usize) -> u64 {
     (1..)
-        .filter(|k: &u64| crate::stm::collections::key_hash(k) % BUCKETS == b)
+        .filter(|k: &u64| crate::stm::collections::hashtable::key_hash(k) % BUCKETS == b)
         .nth(nth)
         .unwrap_or_else(|| unreachable!("keys never run out"))
 }
@@ -670,7 +670,7 @@ mod tests {
             let k = match op {
                 Op::Put(k, _) | Op::Del(k) => k,
             };
-            let chain = &before[(crate::stm::collections::key_hash(&k) % BUCKETS) as usize];
+            let chain = &before[(crate::stm::collections::hashtable::key_hash(&k) % BUCKETS) as usize];
             let at = chain.iter().position(|e| e.0 == k);
             vec![match (op, at) {
                 (Op::Put(..), None) if chain.is_empty() => "insert inline",

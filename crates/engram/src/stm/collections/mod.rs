@@ -70,12 +70,11 @@
 //! transaction; there is no such limit across transactions.
 
 mod hamt;
-mod hashtable;
+pub(crate) mod hashtable;
 mod rbtree;
 mod treap;
 
 pub use hamt::{PMap, PSet};
-pub(crate) use hashtable::key_hash;
 pub use hashtable::HashTable;
 pub use rbtree::RbTree;
 pub use treap::Treap;
