@@ -122,9 +122,6 @@ pub fn aggregate(ms: &[Measurement]) -> Vec<Row> {
             Some(r) => {
                 r.runs.push(txps);
                 r.tally.add(&m.tally);
-                // (`Tally::add` sums threads, which share one wall time;
-                // runs' wall times add up.)
-                r.tally.nanos += m.tally.nanos;
                 r.pool_bytes = r.pool_bytes.max(m.pool_bytes);
             }
             None => rows.push(Row { point: m.point, imp: m.imp, runs: vec![txps], txps: 0.0, tally: m.tally, pool_bytes: m.pool_bytes }),

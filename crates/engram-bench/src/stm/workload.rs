@@ -325,10 +325,11 @@ impl Tally {
         self.updates + self.reads
     }
 
-    /// Adds `o`'s counts (a run's, or another thread's) to these; not
-    /// `nanos` (the threads of one run share its wall time: the caller
-    /// sets or adds it).
+    /// Adds `o`'s counts and times (a run's, or another thread's) to
+    /// these. Runs' wall times add up; the threads of one run share its
+    /// wall time, which the run sets after summing them.
     pub fn add(&mut self, o: &Tally) {
+        self.nanos += o.nanos;
         self.updates += o.updates;
         self.reads += o.reads;
         self.upd_flushes += o.upd_flushes;
