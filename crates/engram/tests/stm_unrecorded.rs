@@ -199,3 +199,28 @@ fn a_lean_commit_validates_its_reads() {
     }
     pool.close().unwrap();
 }
+
+/// Hardware commits are armed only when an HTM runtime was asked for
+/// before the process's first commit, on an RTM machine as on any other
+/// (`stm/runtime.rs`): armed, the software commit gives up the read-set
+/// skip, unrecorded reads and the lean commit that the tests above
+/// exercise, so RTM alone must not arm them. Nothing in this process asks
+/// for an HTM runtime; asking after the first commit is a clear error.
+#[test]
+fn rtm_alone_does_not_arm_hardware_commits() {
+    use engram::stm::runtime::{self, Runtime};
+    if std::env::var_os("ENGRAM_STM_RUNTIME").is_some() {
+        println!("skipped: ENGRAM_STM_RUNTIME is set, so the process asked for a runtime");
+        return;
+    }
+    let t = TempPool::new("stm-unrec-unarmed");
+    let pool = create(&t);
+    let a: PTVar<u64> = pool.root("a", || 0).unwrap();
+    pool.atomically(|tx| tx.write(&a, 1)).unwrap();
+    let backend = runtime::backend().name();
+    assert!(!runtime::htm_armed(), "the {backend} backend armed hardware commits nobody asked for");
+    let e = runtime::set_thread_runtime(Some(Runtime::FineHtm)).unwrap_err();
+    assert!(e.to_string().contains("first commit"), "{e}");
+    assert_eq!(runtime::current(), Runtime::Fine);
+    pool.close().unwrap();
+}

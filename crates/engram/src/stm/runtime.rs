@@ -27,12 +27,19 @@
 //! a time. For that, with the *emulated* backend every lock-word write of
 //! every commit (software ones too) goes through the backend's
 //! non-transactional operations (`word_cas`, `word_store`), so an
-//! emulated hardware commit sees them as conflicts. That routing is decided
-//! once, at the first commit of the process ([`backend`]): it is armed when
-//! the backend is RTM (no cost: plain atomics), or when an HTM runtime was
-//! asked for before (`ENGRAM_STM_RUNTIME=fine-htm`, or a call to
-//! [`set_default_runtime`] / [`set_thread_runtime`]). Asking for
-//! `FineHtm` after an unarmed start is an error, never a silent race.
+//! emulated hardware commit sees them as conflicts. Whether hardware
+//! commits may run at all is decided once, at the first commit of the
+//! process ([`backend`]), on every backend alike: they are armed when an
+//! HTM runtime was asked for before (`ENGRAM_STM_RUNTIME=fine-htm`, or a
+//! call to [`set_default_runtime`] / [`set_thread_runtime`] /
+//! [`configure_emulated`]). Armed, lock-word writes are routed through the
+//! emulated backend (RTM needs no routing: plain atomics), and the software
+//! commit gives up what is sound only while no hardware commit can run
+//! (the read-set skip, unrecorded reads, the lean commit). So RTM alone
+//! does not arm: a process that never asks for an HTM runtime keeps the
+//! fast paths on an RTM machine too. Asking for `FineHtm` or `Hybrid`
+//! after an unarmed start is an error, never a silent race, on RTM and
+//! emulated backends alike.
 //!
 //! The coarse lock is armed the same way (at the first commit: when any
 //! runtime was chosen explicitly before, [`configure_emulated`] was called,
@@ -229,7 +236,9 @@ fn init() -> &'static Backend {
         let explicit = ASKED.load(Ordering::SeqCst);
         let asked = explicit || env_runtime().is_some_and(|r| r != Runtime::Fine);
         let coarse = explicit || matches!(env_runtime(), Some(Runtime::Coarse | Runtime::Hybrid));
-        Backend { armed: htm.is_rtm() || asked, coarse, htm }
+        // RTM alone does not arm (module doc): arming costs every software
+        // commit its fast paths.
+        Backend { armed: asked, coarse, htm }
     })
 }
 
@@ -337,7 +346,7 @@ fn check_armed(rt: Runtime) -> Result<()> {
     }
     if rt.uses_htm() && !htm_armed() {
         return Err(Error::invalid(
-            "an HTM STM runtime (fine-htm, hybrid) was asked for after the process's first commit ran without it on the emulated backend; \
+            "an HTM STM runtime (fine-htm, hybrid) was asked for after the process's first commit ran without it; \
              set ENGRAM_STM_RUNTIME=fine-htm or choose a runtime before the first transaction",
         ));
     }
