@@ -41,11 +41,50 @@ fn command_output(program: &str, args: &[&str]) -> Option<String> {
     (out.status.success() && !s.is_empty()).then_some(s)
 }
 
+/// The CPU's model name, then the features detected at run time that
+/// change what the benchmarks measure (the machines here differ from one
+/// session to the next): `[clwb clflushopt avx512f rtm]`. `rtm` is listed
+/// only where transactions commit (engram's probe); CPUID's bit alone reads
+/// `rtm-disabled`.
 fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
+    let model = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| s.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split_once(':')).map(|(_, v)| v.trim().to_string()))
-        .unwrap_or_else(|| "unknown".into())
+        .unwrap_or_else(|| "unknown".into());
+    format!("{model} [{}]", cpu_features().join(" "))
+}
+
+/// [`cpu_model`]'s feature list.
+fn cpu_features() -> Vec<&'static str> {
+    let mut f = Vec::new();
+    #[cfg(target_arch = "x86_64")]
+    {
+        // CPUID leaf 7, sub-leaf 0: EBX bit 24 CLWB, bit 23 CLFLUSHOPT (as
+        // `engram::pmem::FlushInstr::detect` reads them).
+        #[allow(unused_unsafe)]
+        // SAFETY: CPUID exists on every x86-64 processor; a leaf above the
+        // maximum returns zeros on the processors we run on, read only as bits.
+        let leaf7 = unsafe { std::arch::x86_64::__cpuid_count(7, 0) }.ebx;
+        for (on, name) in [
+            (leaf7 & (1 << 24) != 0, "clwb"),
+            (leaf7 & (1 << 23) != 0, "clflushopt"),
+            (std::arch::is_x86_feature_detected!("avx512f"), "avx512f"),
+        ] {
+            if on {
+                f.push(name);
+            }
+        }
+        let probe = engram::htm::rtm::probe();
+        if probe.usable() {
+            f.push("rtm");
+        } else if probe.cpuid {
+            f.push("rtm-disabled");
+        }
+    }
+    if f.is_empty() {
+        f.push("no clwb, clflushopt, avx512f or rtm");
+    }
+    f
 }
 
 fn pmdk_version() -> String {
