@@ -62,9 +62,16 @@ fn cpu_features() -> Vec<&'static str> {
         // CPUID leaf 7, sub-leaf 0: EBX bit 24 CLWB, bit 23 CLFLUSHOPT (as
         // `engram::pmem::FlushInstr::detect` reads them).
         #[allow(unused_unsafe)]
-        // SAFETY: CPUID exists on every x86-64 processor; a leaf above the
-        // maximum returns zeros on the processors we run on, read only as bits.
-        let leaf7 = unsafe { std::arch::x86_64::__cpuid_count(7, 0) }.ebx;
+        // SAFETY: CPUID exists on every x86-64 processor; leaf 7 is read
+        // only when leaf 0 says it exists.
+        let leaf7 = unsafe {
+            let max = std::arch::x86_64::__cpuid(0).eax;
+            if max >= 7 {
+                std::arch::x86_64::__cpuid_count(7, 0).ebx
+            } else {
+                0
+            }
+        };
         for (on, name) in [
             (leaf7 & (1 << 24) != 0, "clwb"),
             (leaf7 & (1 << 23) != 0, "clflushopt"),
