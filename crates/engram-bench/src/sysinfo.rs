@@ -41,45 +41,25 @@ fn command_output(program: &str, args: &[&str]) -> Option<String> {
     (out.status.success() && !s.is_empty()).then_some(s)
 }
 
-/// The CPU's model name, then the features detected at run time that
-/// change what the benchmarks measure (the machines here differ from one
-/// session to the next): `[clwb clflushopt avx512f rtm]`. `rtm` is listed
-/// only where transactions commit (engram's probe); CPUID's bit alone reads
-/// `rtm-disabled`.
 fn cpu_model() -> String {
-    let model = std::fs::read_to_string("/proc/cpuinfo")
+    std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| s.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split_once(':')).map(|(_, v)| v.trim().to_string()))
-        .unwrap_or_else(|| "unknown".into());
-    format!("{model} [{}]", cpu_features().join(" "))
+        .unwrap_or_else(|| "unknown".into())
 }
 
-/// [`cpu_model`]'s feature list.
-fn cpu_features() -> Vec<&'static str> {
-    let mut f = Vec::new();
+/// The features detected at run time that change what the benchmarks
+/// measure (the machines here differ from one session to the next), shown
+/// after the CPU's model: the flush instruction Engram uses (`flush`, from
+/// `engram::pmem::FlushInstr::detect`), `avx512f`, and `rtm` where
+/// transactions commit (engram's probe; CPUID's bit alone reads
+/// `rtm-disabled`).
+fn cpu_features(flush: &'static str) -> Vec<&'static str> {
+    let mut f = vec![flush];
     #[cfg(target_arch = "x86_64")]
     {
-        // CPUID leaf 7, sub-leaf 0: EBX bit 24 CLWB, bit 23 CLFLUSHOPT (as
-        // `engram::pmem::FlushInstr::detect` reads them).
-        #[allow(unused_unsafe)]
-        // SAFETY: CPUID exists on every x86-64 processor; leaf 7 is read
-        // only when leaf 0 says it exists.
-        let leaf7 = unsafe {
-            let max = std::arch::x86_64::__cpuid(0).eax;
-            if max >= 7 {
-                std::arch::x86_64::__cpuid_count(7, 0).ebx
-            } else {
-                0
-            }
-        };
-        for (on, name) in [
-            (leaf7 & (1 << 24) != 0, "clwb"),
-            (leaf7 & (1 << 23) != 0, "clflushopt"),
-            (std::arch::is_x86_feature_detected!("avx512f"), "avx512f"),
-        ] {
-            if on {
-                f.push(name);
-            }
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            f.push("avx512f");
         }
         let probe = engram::htm::rtm::probe();
         if probe.usable() {
@@ -87,9 +67,6 @@ fn cpu_features() -> Vec<&'static str> {
         } else if probe.cpuid {
             f.push("rtm-disabled");
         }
-    }
-    if f.is_empty() {
-        f.push("no clwb, clflushopt, avx512f or rtm");
     }
     f
 }
@@ -161,12 +138,13 @@ pub fn fs_info(dir: &Path) -> FsInfo {
 impl Machine {
     /// Looks everything up.
     pub fn detect() -> Self {
+        let flush_instr = engram::pmem::FlushInstr::detect().name();
         Machine {
-            cpu: cpu_model(),
+            cpu: format!("{} [{}]", cpu_model(), cpu_features(flush_instr).join(" ")),
             cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
             kernel: command_output("uname", &["-r"]).unwrap_or_else(|| "unknown".into()),
             pmdk: pmdk_version(),
-            flush_instr: engram::pmem::FlushInstr::detect().name(),
+            flush_instr,
             pmem_force_env: std::env::var(crate::job::PMEM_FORCE_VAR).ok(),
             date: command_output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]).unwrap_or_else(|| "unknown".into()),
         }
